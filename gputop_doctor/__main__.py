@@ -1,0 +1,3 @@
+from gputop_doctor.cli import main
+
+raise SystemExit(main())

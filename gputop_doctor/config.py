@@ -1,0 +1,26 @@
+"""Settings and rule thresholds, as frozen dataclasses.
+
+Every threshold a rule uses lives here, under the rule's id, so that a user can see and change
+what "too hot" or "starved" means without reading rule code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class RuleThresholds:
+    """Per-rule thresholds. Filled in by the rules as they are written (see docs/rules/)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How the engine samples and how findings are held and cleared."""
+
+    interval_s: float = 1.0
+    history_s: float = 900.0  # longest window any rule looks back over
+    hold_s: float = 3.0  # a finding must hold this long before it is shown
+    clear_s: float = 10.0  # and be absent this long before it is cleared
+    series_len: int = 120  # points kept per sparkline
+    rules: RuleThresholds = field(default_factory=RuleThresholds)

@@ -1,0 +1,316 @@
+"""The one producer: sources -> Snapshot -> History -> rules -> sinks -> Frame.
+
+A single thread owns every piece of mutable state (source handles, the history, the CSV file).
+Other threads talk to it only by queueing commands (attach, detach, start recording), which it
+runs at the start of its next tick, and by receiving the immutable :class:`Frame` it produces.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from gputop_doctor.config import Settings
+from gputop_doctor.core.findings import Finding, FindingTracker
+from gputop_doctor.core.history import History
+from gputop_doctor.core.model import (
+    GpuSample,
+    HostSample,
+    ProcSample,
+    Snapshot,
+    SystemInfo,
+    tree_totals,
+)
+from gputop_doctor.core.rule import Rule, RuleContext
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStatus:
+    """What a GPU source knows about the driver, and why it has no readings if it has none."""
+
+    status: str = "ok"
+    driver_version: str | None = None
+    nvml_version: str | None = None
+    cuda_driver_version: int | None = None
+
+
+class GpuSource(Protocol):
+    def status(self) -> GpuStatus: ...
+
+    def read_gpus(self) -> tuple[GpuSample, ...]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessReading:
+    processes: tuple[ProcSample, ...]
+    target_alive: bool | None  # None when nothing is attached
+
+
+class HostSource(Protocol):
+    def system(self) -> SystemInfo: ...
+
+    def read_host(self, target_pid: int | None) -> HostSample: ...
+
+    def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
+        """The target's tree (in_tree=True) plus ``extra_pids`` found on GPUs (in_tree=False)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSeries:
+    """Recent values of one GPU, oldest first, for sparklines. Utilization is sub-second."""
+
+    index: int
+    util: tuple[float, ...] = ()
+    mem_pct: tuple[float, ...] = ()
+    temp_c: tuple[float, ...] = ()
+    power_w: tuple[float, ...] = ()
+    sm_clock_mhz: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """What the UI and the sinks receive after each tick. Immutable."""
+
+    snapshot: Snapshot
+    findings: tuple[Finding, ...]
+    system: SystemInfo
+    gpu_series: tuple[GpuSeries, ...] = ()
+    cpu_series: tuple[float, ...] = ()
+    tick_cost_s: float = 0.0
+    recording: str | None = None  # CSV path while recording
+    note: str | None = None  # one-line event for the status bar (PID exited, GPU lost, ...)
+
+
+class Sink(Protocol):
+    path: str
+
+    def write(self, frame: Frame) -> None: ...
+
+    def close(self) -> None: ...
+
+
+_METRICS: tuple[tuple[str, Callable[[GpuSample], float | None]], ...] = (
+    ("mem_pct", lambda g: None if g.mem_used_frac is None else 100.0 * g.mem_used_frac),
+    ("temp_c", lambda g: g.temp_c),
+    ("power_w", lambda g: g.power_w),
+    ("sm_clock_mhz", lambda g: g.sm_clock_mhz),
+)
+
+
+@dataclass(slots=True)
+class _SeriesBuffer:
+    """Per-GPU bounded deques, appended once per tick; frames get tuple copies."""
+
+    length: int
+    by_gpu: dict[int, dict[str, deque[float]]] = field(default_factory=dict)
+    cpu: deque[float] = field(default_factory=deque)
+
+    def add(self, snapshot: Snapshot) -> None:
+        for gpu in snapshot.gpus:
+            series = self.by_gpu.setdefault(
+                gpu.index,
+                {name: deque(maxlen=self.length) for name in ("util", *dict(_METRICS))},
+            )
+            if gpu.util_samples:
+                series["util"].extend(gpu.util_samples)
+            elif gpu.util_pct is not None:
+                series["util"].append(gpu.util_pct)
+            for name, metric in _METRICS:
+                value = metric(gpu)
+                if value is not None:
+                    series[name].append(value)
+        if snapshot.host.cpu_pct is not None:
+            if self.cpu.maxlen != self.length:
+                self.cpu = deque(self.cpu, maxlen=self.length)
+            self.cpu.append(snapshot.host.cpu_pct)
+
+    def frozen(self) -> tuple[GpuSeries, ...]:
+        return tuple(
+            GpuSeries(index, **{name: tuple(values) for name, values in series.items()})
+            for index, series in sorted(self.by_gpu.items())
+        )
+
+
+class Engine:
+    """Runs ticks. Not thread-safe except for :meth:`submit`, by design."""
+
+    def __init__(
+        self,
+        gpu: GpuSource,
+        host: HostSource,
+        settings: Settings,
+        rules: tuple[Rule, ...] = (),
+        target_pid: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.gpu = gpu
+        self.host = host
+        self.settings = settings
+        self.rules = rules
+        self.target_pid = target_pid
+        self.history = History.for_span(settings.history_s, settings.interval_s)
+        self.tracker = FindingTracker(settings.hold_s, settings.clear_s)
+        self.sinks: list[Sink] = []
+        self.target_exit_time: float | None = None
+        self.lost_gpus: set[int] = set()
+        self._clock = clock
+        self._tick = 0
+        self._commands: queue.SimpleQueue[Callable[[Engine], None]] = queue.SimpleQueue()
+        self._series = _SeriesBuffer(settings.series_len)
+        self._target_seen_alive = False
+        gpu_status = gpu.status()
+        self.system = replace(
+            host.system(),
+            driver_version=gpu_status.driver_version,
+            nvml_version=gpu_status.nvml_version,
+            cuda_driver_version=gpu_status.cuda_driver_version,
+            gpu_status=gpu_status.status,
+        )
+
+    # -- commands from other threads -------------------------------------------------------
+
+    def submit(self, command: Callable[[Engine], None]) -> None:
+        """Queue ``command(engine)`` to run in the producer thread before the next tick."""
+        self._commands.put(command)
+
+    def attach(self, pid: int | None) -> None:
+        """Change the target (producer thread only; use ``submit`` from elsewhere)."""
+        self.target_pid = pid
+        self.target_exit_time = None
+        self._target_seen_alive = False
+
+    def add_sink(self, sink: Sink) -> None:
+        self.sinks.append(sink)
+
+    def remove_sink(self, path: str) -> None:
+        for sink in [s for s in self.sinks if s.path == path]:
+            sink.close()
+            self.sinks.remove(sink)
+
+    # -- the tick --------------------------------------------------------------------------
+
+    def tick(self) -> Frame:
+        self._run_commands()
+        started = time.perf_counter()
+        now = self._clock()
+        snapshot = self._sample(now)
+        self.history.append(snapshot)
+        self._series.add(snapshot)
+        findings = self.tracker.update(now, self._diagnose(snapshot))
+        note = self._notice_changes(snapshot)
+        frame = Frame(
+            snapshot=snapshot,
+            findings=findings,
+            system=self.system,
+            gpu_series=self._series.frozen(),
+            cpu_series=tuple(self._series.cpu),
+            recording=self.sinks[0].path if self.sinks else None,
+            note=note,
+        )
+        for sink in self.sinks:
+            sink.write(frame)
+        self._tick += 1
+        return replace(frame, tick_cost_s=time.perf_counter() - started)
+
+    def _run_commands(self) -> None:
+        while True:
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            command(self)
+
+    def _sample(self, now: float) -> Snapshot:
+        gpus = self.gpu.read_gpus()
+        gpu_pids = {proc.pid for gpu in gpus for proc in gpu.processes}
+        host = self.host.read_host(self.target_pid)
+        reading = self.host.read_processes(self.target_pid, sorted(gpu_pids))
+        return Snapshot(
+            time=now,
+            tick=self._tick,
+            interval_s=self.settings.interval_s,
+            gpus=gpus,
+            host=host,
+            processes=reading.processes,
+            target_pid=self.target_pid,
+            target_alive=reading.target_alive,
+            tree=tree_totals(reading.processes),
+        )
+
+    def _diagnose(self, snapshot: Snapshot) -> list[Finding]:
+        ctx = RuleContext(
+            system=self.system,
+            settings=self.settings,
+            effective_cpus=snapshot.host.effective_cpus,
+            target_pid=self.target_pid,
+        )
+        candidates: list[Finding] = []
+        for rule in self.rules:
+            candidates.extend(rule(self.history, ctx))
+        return candidates
+
+    def _notice_changes(self, snapshot: Snapshot) -> str | None:
+        notes = []
+        if snapshot.target_alive:
+            self._target_seen_alive = True
+        elif (
+            snapshot.target_alive is False
+            and self._target_seen_alive
+            and self.target_exit_time is None
+        ):
+            self.target_exit_time = snapshot.time
+            notes.append(f"PID {snapshot.target_pid} exited")
+        for gpu in snapshot.gpus:
+            if gpu.lost and gpu.index not in self.lost_gpus:
+                self.lost_gpus.add(gpu.index)
+                notes.append(f"GPU {gpu.index} is lost")
+        return "; ".join(notes) or None
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(
+        self,
+        stop: threading.Event,
+        on_frame: Callable[[Frame], None],
+        duration_s: float | None = None,
+    ) -> int:
+        """Tick at ``t0 + k * interval`` until ``stop`` is set or ``duration_s`` has passed.
+
+        Deadlines, not sleeps: a slow tick shortens the next wait instead of shifting every
+        later tick. If a tick overruns a whole interval, the missed deadlines are skipped.
+        Returns the number of ticks run.
+        """
+        interval = self.settings.interval_s
+        t0 = time.monotonic()
+        ticks = 0
+        while not stop.is_set():
+            on_frame(self.tick())
+            ticks += 1
+            if duration_s is not None and ticks * interval >= duration_s - 1e-9:
+                break
+            next_deadline = t0 + ticks * interval
+            now = time.monotonic()
+            if now > next_deadline:
+                skipped = int((now - next_deadline) / interval) + 1
+                t0 += skipped * interval
+                next_deadline += skipped * interval
+            if stop.wait(max(0.0, next_deadline - now)):
+                break
+        return ticks
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+        self.sinks.clear()
+        self.gpu.close()
+        self.host.close()

@@ -1,0 +1,132 @@
+"""Findings and the hysteresis that keeps them from flickering.
+
+Rules are pure and memoryless: each tick they say which problems they see *right now* in the
+history window. The :class:`FindingTracker` turns that into what a person should see: a
+problem appears only after it has held for ``hold_s`` and disappears only after it has been
+absent for ``clear_s``, and it keeps the time it was first seen (``since``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import IntEnum
+
+
+class Severity(IntEnum):
+    INFO = 1
+    WARN = 2
+    CRITICAL = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What a finding is about: the host, one GPU, or one process."""
+
+    kind: str  # "host", "gpu", "pid"
+    index: int | None = None
+
+    def __str__(self) -> str:
+        return self.kind if self.index is None else f"{self.kind}:{self.index}"
+
+    @classmethod
+    def parse(cls, text: str) -> Scope:
+        kind, _, index = text.partition(":")
+        return cls(kind, int(index) if index else None)
+
+
+HOST = Scope("host")
+
+
+def gpu_scope(index: int) -> Scope:
+    return Scope("gpu", index)
+
+
+def pid_scope(pid: int) -> Scope:
+    return Scope("pid", pid)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One number behind a finding, with its unit, so it can be shown and exported as-is."""
+
+    label: str
+    value: float | int | str
+    unit: str = ""
+
+    def __str__(self) -> str:
+        value = self.value
+        text = f"{value:.1f}" if isinstance(value, float) else str(value)
+        return f"{self.label}: {text}{(' ' + self.unit) if self.unit else ''}"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A problem the doctor sees, with the numbers that prove it and what to change."""
+
+    rule_id: str
+    severity: Severity
+    scope: Scope
+    title: str
+    evidence: tuple[Evidence, ...] = ()
+    fix: str = ""
+    since: float = 0.0  # unix time the condition was first seen (set by the tracker)
+
+    @property
+    def key(self) -> tuple[str, Scope]:
+        return (self.rule_id, self.scope)
+
+    @property
+    def docs_path(self) -> str:
+        return f"docs/rules/{self.rule_id}.md"
+
+
+@dataclass(slots=True)
+class _Track:
+    first_seen: float
+    last_seen: float
+    latest: Finding
+    shown: bool = False
+
+
+class FindingTracker:
+    """Hold-before-raise and clear-after-absence bookkeeping, keyed by (rule id, scope)."""
+
+    def __init__(self, hold_s: float, clear_s: float) -> None:
+        self._hold_s = hold_s
+        self._clear_s = clear_s
+        self._tracks: dict[tuple[str, Scope], _Track] = {}
+
+    def update(self, now: float, candidates: Iterable[Finding]) -> tuple[Finding, ...]:
+        """Feed this tick's candidates; return the findings to show, most severe and newest first."""
+        seen: set[tuple[str, Scope]] = set()
+        for finding in candidates:
+            key = finding.key
+            seen.add(key)
+            track = self._tracks.get(key)
+            if track is None:
+                self._tracks[key] = _Track(now, now, finding)
+            else:
+                track.last_seen = now
+                track.latest = finding
+        for key in list(self._tracks):
+            track = self._tracks[key]
+            if key not in seen and now - track.last_seen >= self._clear_s:
+                del self._tracks[key]
+                continue
+            if not track.shown and key in seen and now - track.first_seen >= self._hold_s:
+                track.shown = True
+            if not track.shown and key not in seen:
+                # A blip that never reached the hold time is forgotten at once.
+                del self._tracks[key]
+        active = [
+            replace(track.latest, since=track.first_seen)
+            for track in self._tracks.values()
+            if track.shown
+        ]
+        active.sort(key=lambda f: (-f.severity, -f.since, f.rule_id, str(f.scope)))
+        return tuple(active)

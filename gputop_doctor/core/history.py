@@ -1,0 +1,105 @@
+"""Recent history: a bounded ring of snapshots with read-only windowed views.
+
+Rules look back over seconds to minutes (starvation over 30 s, memory creep over 15 min), so
+the history keeps a fixed number of snapshots sized from the longest window and the interval.
+Views are tuples: a rule can never change what another rule sees.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The snapshots of the last ``seconds`` (oldest first)."""
+
+    snapshots: tuple[Snapshot, ...]
+
+    def __len__(self) -> int:
+        return len(self.snapshots)
+
+    def __iter__(self) -> Iterator[Snapshot]:
+        return iter(self.snapshots)
+
+    @property
+    def latest(self) -> Snapshot | None:
+        return self.snapshots[-1] if self.snapshots else None
+
+    @property
+    def span_s(self) -> float:
+        """Seconds covered, counting the last tick's own interval."""
+        if not self.snapshots:
+            return 0.0
+        first, last = self.snapshots[0], self.snapshots[-1]
+        return last.time - first.time + last.interval_s
+
+    def gpu_series(self, index: int) -> tuple[GpuSample, ...]:
+        """The samples of GPU ``index`` in order, skipping ticks where it was absent."""
+        out: list[GpuSample] = []
+        for snap in self.snapshots:
+            for gpu in snap.gpus:
+                if gpu.index == index:
+                    out.append(gpu)
+                    break
+        return tuple(out)
+
+    def proc_series(self, pid: int) -> tuple[ProcSample, ...]:
+        out: list[ProcSample] = []
+        for snap in self.snapshots:
+            proc = snap.process(pid)
+            if proc is not None:
+                out.append(proc)
+        return tuple(out)
+
+    def values(self, metric: Callable[[Snapshot], float | None]) -> tuple[float, ...]:
+        """A metric over the window with unknown (None) readings left out."""
+        out = []
+        for snap in self.snapshots:
+            value = metric(snap)
+            if value is not None:
+                out.append(value)
+        return tuple(out)
+
+
+class History:
+    """The producer's bounded record of recent snapshots. Owned by one thread."""
+
+    def __init__(self, max_snapshots: int) -> None:
+        if max_snapshots < 1:
+            raise ValueError("history needs room for at least one snapshot")
+        self._ring: deque[Snapshot] = deque(maxlen=max_snapshots)
+
+    @classmethod
+    def for_span(cls, seconds: float, interval_s: float) -> History:
+        return cls(max(2, int(seconds / interval_s) + 2))
+
+    def append(self, snapshot: Snapshot) -> None:
+        self._ring.append(snapshot)
+
+    def __len__(self) -> int:
+        return len(self._ring)
+
+    @property
+    def latest(self) -> Snapshot | None:
+        return self._ring[-1] if self._ring else None
+
+    def window(self, seconds: float) -> Window:
+        """Snapshots whose tick started within ``seconds`` of the latest one."""
+        if not self._ring:
+            return Window(())
+        cutoff = self._ring[-1].time - seconds
+        picked: list[Snapshot] = []
+        for snap in reversed(self._ring):
+            if snap.time <= cutoff:
+                break
+            picked.append(snap)
+        picked.reverse()
+        return Window(tuple(picked))
+
+    def all(self) -> Window:
+        return Window(tuple(self._ring))
