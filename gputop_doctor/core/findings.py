@@ -102,7 +102,7 @@ class FindingTracker:
         self._tracks: dict[tuple[str, Scope], _Track] = {}
 
     def update(self, now: float, candidates: Iterable[Finding]) -> tuple[Finding, ...]:
-        """Feed this tick's candidates; return the findings to show, most severe and newest first."""
+        """Feed this tick's candidates; return the findings to show, worst and newest first."""
         seen: set[tuple[str, Scope]] = set()
         for finding in candidates:
             key = finding.key
