@@ -152,6 +152,7 @@ class Engine:
         rules: tuple[Rule, ...] = (),
         target_pid: int | None = None,
         clock: Callable[[], float] = time.time,
+        label: str = "live",
     ) -> None:
         self.gpu = gpu
         self.host = host
@@ -175,6 +176,7 @@ class Engine:
             nvml_version=gpu_status.nvml_version,
             cuda_driver_version=gpu_status.cuda_driver_version,
             gpu_status=gpu_status.status,
+            source=label,
         )
 
     # -- commands from other threads -------------------------------------------------------

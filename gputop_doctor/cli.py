@@ -1,0 +1,125 @@
+"""Command line: the TUI by default, plus headless ``record``, ``snapshot`` and ``analyze``.
+
+Bad input must end in one line on stderr and a non-zero exit, never a traceback, so argparse's
+two-line usage errors are replaced, and every known failure is raised as :class:`UsageError`.
+The UI is imported only when the TUI is started: ``record`` and ``analyze`` never load Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gputop_doctor import __version__
+from gputop_doctor.commands.common import UsageError, fail
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors in one line (no usage dump) with exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        fail(message, status=2)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0: {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0: {text}")
+    return value
+
+
+def _add_source_options(parser: argparse.ArgumentParser, demo_help: str) -> None:
+    parser.add_argument("--pid", type=_positive_int, help="attach to this PID and its descendants")
+    parser.add_argument("--demo", metavar="SCENARIO", nargs="?", const="", help=demo_help)
+    parser.add_argument(
+        "--gpus", type=_positive_int, default=8, help="simulated GPUs with --demo (default 8)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="demo random seed (default 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="gputop-doctor",
+        description="Live GPU/CPU monitor for training jobs that says why training is slow.",
+    )
+    parser.add_argument("--version", action="version", version=f"gputop-doctor {__version__}")
+    _add_source_options(parser, "simulated GPUs; without a scenario, list the scenarios")
+    parser.add_argument("--csv", metavar="PATH", help="record the session to this CSV")
+    parser.add_argument("--interval", type=_positive_float, default=1.0, help="seconds per tick")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    record = sub.add_parser("record", help="record a session CSV without the UI")
+    _add_source_options(record, "record a simulated machine running SCENARIO")
+    record.add_argument("--csv", metavar="PATH", required=True, help="CSV file to write")
+    record.add_argument("--interval", type=_positive_float, default=1.0, help="seconds per tick")
+    record.add_argument("--duration", type=_positive_float, help="stop after this many seconds")
+    record.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+    snapshot = sub.add_parser("snapshot", help="sample briefly and print what is happening")
+    _add_source_options(snapshot, "look at a simulated machine running SCENARIO")
+    snapshot.add_argument("--json", action="store_true", help="print JSON instead of text")
+    snapshot.add_argument(
+        "--window",
+        type=_positive_float,
+        help="seconds to sample (default 2; 30 simulated seconds with --demo)",
+    )
+
+    analyze = sub.add_parser("analyze", help="summarise a recorded session CSV")
+    analyze.add_argument("csv", metavar="CSV", help="a CSV written by record or the UI")
+    analyze.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except UsageError as exc:
+        fail(str(exc), status=exc.status)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `gputop-doctor snapshot | head`: the reader left; that is not an error.
+        sys.stderr.close()
+        return 0
+    return 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.demo == "":
+        from gputop_doctor.commands.common import print_scenarios
+
+        return print_scenarios()
+    if args.command == "record":
+        from gputop_doctor.commands.record import run_record
+
+        return run_record(args)
+    if args.command == "snapshot":
+        from gputop_doctor.commands.snapshot import run_snapshot
+
+        return run_snapshot(args)
+    if args.command == "analyze":
+        from gputop_doctor.commands.analyze import run_analyze
+
+        return run_analyze(args)
+    from gputop_doctor.commands.tui import run_ui
+
+    return run_ui(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""What every command shares: one-line errors, and turning options into a ready Engine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NoReturn
+
+from gputop_doctor.config import Settings
+from gputop_doctor.core.engine import Engine
+
+
+class UsageError(Exception):
+    """Bad input from the user. Its message is printed as one line; ``status`` is the exit."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def fail(message: str, status: int = 2) -> NoReturn:
+    sys.stderr.write(f"gputop-doctor: error: {message}\n")
+    raise SystemExit(status)
+
+
+def say(message: str) -> None:
+    """A one-line status message on stderr, which must never be what breaks a run."""
+    try:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def print_scenarios() -> int:
+    from gputop_doctor.sources.factory import demo_scenarios
+
+    print("Demo scenarios (use: gputop-doctor --demo SCENARIO):")
+    for name, description in demo_scenarios().items():
+        print(f"  {name:<16} {description}")
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    demo: str | None
+    gpus: int
+    seed: int
+    interval_s: float
+    pid: int | None
+    simulated_clock: bool = False  # demo snapshots run simulated time as fast as possible
+    hold_s: float | None = None
+
+
+def options_from(args: argparse.Namespace, interval_s: float) -> EngineOptions:
+    return EngineOptions(
+        demo=args.demo,
+        gpus=args.gpus,
+        seed=args.seed,
+        interval_s=interval_s,
+        pid=args.pid,
+    )
+
+
+class SimulatedClock:
+    """A clock that moves only when told: simulated demo time, no sleeping."""
+
+    def __init__(self, start: float, step: float) -> None:
+        self.now = start
+        self.step = step
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self) -> None:
+        self.now += self.step
+
+
+def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time) -> Engine:
+    """Validate the options against the machine and return an Engine with every rule."""
+    from gputop_doctor.rules import RULES
+    from gputop_doctor.sources.factory import SourceChoice, open_sources, pid_exists
+
+    if options.pid is not None and options.demo is None and not pid_exists(options.pid):
+        raise UsageError(f"no process with PID {options.pid}")
+    choice = SourceChoice(options.demo, options.gpus, options.seed, options.interval_s)
+    try:
+        sources = open_sources(choice, clock=clock if options.simulated_clock else None)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    settings = Settings(interval_s=options.interval_s)
+    if options.hold_s is not None:
+        settings = Settings(interval_s=options.interval_s, hold_s=options.hold_s)
+    target = options.pid if options.pid is not None else sources.default_target
+    return Engine(
+        sources.gpu,
+        sources.host,
+        settings,
+        rules=RULES,
+        target_pid=target,
+        clock=clock,
+        label=sources.label,
+    )

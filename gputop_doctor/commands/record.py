@@ -1,0 +1,65 @@
+"""``gputop-doctor record``: the engine and the CSV sink, no UI.
+
+SIGINT, SIGTERM and SIGHUP (a dropped SSH link) only set the stop event; the tick in progress
+finishes and its rows are flushed, so every sampled tick is on disk when the command returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import time
+from types import FrameType
+
+from gputop_doctor.commands.common import UsageError, build_engine, options_from, say
+from gputop_doctor.core.engine import Frame
+from gputop_doctor.export.csv_sink import CsvError, CsvSink
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def install_stop_handlers(stop: threading.Event) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
+
+
+def run_record(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    try:
+        sink = CsvSink(args.csv)  # checked before any sampling starts
+    except CsvError as exc:
+        raise UsageError(str(exc), status=1) from None
+    engine = build_engine(options_from(args, args.interval))
+    engine.add_sink(sink)
+    quiet: bool = args.quiet
+    if engine.system.gpu_status not in ("ok", "demo"):
+        say(f"gputop-doctor: {engine.system.gpu_status}; recording host and processes only")
+    if not quiet:
+        what = f"PID {engine.target_pid}" if engine.target_pid is not None else "the machine"
+        say(f"recording {what} to {args.csv} every {args.interval:g} s (Ctrl-C to stop)")
+
+    def on_frame(frame: Frame) -> None:
+        if frame.note and not quiet:
+            say(f"{time.strftime('%H:%M:%S')} {frame.note}")
+
+    try:
+        ticks = engine.run(stop, on_frame, duration_s=args.duration)
+    finally:
+        engine.close()
+    _report(engine.target_pid, engine.target_exit_time, sink, ticks, quiet)
+    return 0
+
+
+def _report(
+    pid: int | None, exit_time: float | None, sink: CsvSink, ticks: int, quiet: bool
+) -> None:
+    if exit_time is not None:
+        when = time.strftime("%H:%M:%S", time.localtime(exit_time))
+        say(f"PID {pid} exited at {when}; recording went on without it")
+    if not quiet:
+        say(f"wrote {ticks} ticks ({sink.rows_written} rows) to {sink.path}")

@@ -1,0 +1,61 @@
+"""``gputop-doctor snapshot``: sample for a short window and print what is happening.
+
+Rates (CPU %, run delay, swap) need two readings, so a live snapshot samples for ``--window``
+seconds (default 2). A demo snapshot runs 30 simulated seconds instantly, so the scenario's
+findings have time to hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+
+from gputop_doctor.commands.common import (
+    EngineOptions,
+    SimulatedClock,
+    build_engine,
+)
+from gputop_doctor.commands.snapshot_format import frame_to_json, frame_to_text
+from gputop_doctor.core.engine import Engine, Frame
+
+LIVE_WINDOW_S = 2.0
+DEMO_WINDOW_S = 30.0
+
+
+def run_snapshot(args: argparse.Namespace) -> int:
+    frame, engine = _demo_frame(args) if args.demo else _live_frame(args)
+    try:
+        if args.json:
+            print(json.dumps(frame_to_json(frame, engine.history), indent=2))
+        else:
+            print(frame_to_text(frame, engine.history))
+    finally:
+        engine.close()
+    return 0
+
+
+def _live_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
+    window: float = args.window or LIVE_WINDOW_S
+    interval = min(1.0, window / 2)
+    options = EngineOptions(None, args.gpus, args.seed, interval, args.pid, hold_s=0.0)
+    engine = build_engine(options)
+    frames: list[Frame] = []
+    engine.run(threading.Event(), frames.append, duration_s=window + interval)
+    return frames[-1], engine
+
+
+def _demo_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
+    window: float = args.window or DEMO_WINDOW_S
+    interval = 1.0
+    clock = SimulatedClock(time.time() - window, interval)
+    options = EngineOptions(
+        args.demo, args.gpus, args.seed, interval, args.pid, simulated_clock=True
+    )
+    engine = build_engine(options, clock=clock)
+    frame = engine.tick()
+    for _ in range(int(window / interval)):
+        clock.advance()
+        frame = engine.tick()
+    return frame, engine

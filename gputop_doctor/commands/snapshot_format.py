@@ -1,0 +1,147 @@
+"""Render a frame as plain text or as JSON for ``snapshot``.
+
+The text is for a person in a terminal; the JSON for scripts, with stable top-level keys
+``gpus``, ``host``, ``processes`` and ``findings``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.findings import Finding
+from gputop_doctor.core.history import History
+from gputop_doctor.core.model import GpuSample, HostSample, ProcSample
+
+
+def _num(value: float | None, fmt: str = ".0f", unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:{fmt}}{unit}"
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    return {
+        "id": finding.rule_id,
+        "severity": finding.severity.label,
+        "scope": str(finding.scope),
+        "title": finding.title,
+        "evidence": [
+            {"label": e.label, "value": e.value, "unit": e.unit} for e in finding.evidence
+        ],
+        "fix": finding.fix,
+        "since": finding.since,
+        "docs": finding.docs_path,
+    }
+
+
+def _gpu_json(gpu: GpuSample) -> dict[str, Any]:
+    data = dataclasses.asdict(gpu)
+    data["clock_events"] = list(gpu.clock_events)
+    return data
+
+
+def _proc_json(proc: ProcSample) -> dict[str, Any]:
+    data = dataclasses.asdict(proc)
+    data["thread_summary"] = proc.thread_summary
+    return data
+
+
+def frame_to_json(frame: Frame, history: History) -> dict[str, Any]:
+    snap = frame.snapshot
+    system = dataclasses.asdict(frame.system)
+    system["cpu_flags"] = sorted(frame.system.cpu_flags)
+    return {
+        "time": snap.time,
+        "system": system,
+        "target": {"pid": snap.target_pid, "alive": snap.target_alive},
+        "gpus": [_gpu_json(g) for g in snap.gpus],
+        "host": dataclasses.asdict(snap.host),
+        "processes": [_proc_json(p) for p in snap.processes],
+        "tree": None if snap.tree is None else dataclasses.asdict(snap.tree),
+        "findings": [finding_json(f) for f in frame.findings],
+    }
+
+
+def _gpu_line(gpu: GpuSample) -> str:
+    if gpu.lost:
+        return f"GPU {gpu.index}  {gpu.name or ''}  LOST"
+    reasons = ",".join(r for r in gpu.clock_events if r != "idle") or "-"
+    procs = ", ".join(f"{p.pid} ({_num(p.used_mem_mib, '.0f', ' MiB')})" for p in gpu.processes)
+    return (
+        f"GPU {gpu.index}  {gpu.name or '?'}  util {_num(gpu.util_pct, '.0f', '%')}"
+        f" (min {_num(gpu.util_min_pct)} max {_num(gpu.util_max_pct)})"
+        f"  mem {_num(gpu.mem_used_mib)}/{_num(gpu.mem_total_mib, '.0f', ' MiB')}"
+        f"  {_num(gpu.temp_c, '.0f', '°C')}/{_num(gpu.temp_slowdown_c, '.0f', '°C')}"
+        f"  {_num(gpu.power_w, '.0f', 'W')}/{_num(gpu.power_limit_w, '.0f', 'W')}"
+        f"  SM {_num(gpu.sm_clock_mhz)}/{_num(gpu.sm_clock_max_mhz, '.0f', ' MHz')}"
+        f"  reasons: {reasons}" + (f"\n        processes: {procs}" if procs else "")
+    )
+
+
+def _host_lines(host: HostSample, frame: Frame) -> list[str]:
+    sysinfo = frame.system
+    lines = [
+        f"Host {sysinfo.hostname}  {sysinfo.cpu_vendor or '?'} {sysinfo.cpu_model or ''}".rstrip(),
+        f"  CPU {_num(host.cpu_pct, '.0f', '%')} of {host.logical_cpus or '?'} logical"
+        f" (effective {_num(host.effective_cpus, '.1f')})"
+        f"  iowait {_num(host.iowait_pct, '.1f', '%')}"
+        f"  load {_num(host.load1, '.2f')}",
+        f"  memory {_num(host.mem_used_mib)}/{_num(host.mem_total_mib, '.0f', ' MiB')}"
+        f"  swap in/out {_num(host.swap_in_mib_s, '.1f')}/{_num(host.swap_out_mib_s, '.1f')} MiB/s",
+    ]
+    psi = [
+        f"{name} {p.some_avg10:.0f}%"
+        for name, p in (("cpu", host.psi_cpu), ("io", host.psi_io), ("mem", host.psi_memory))
+        if p is not None
+    ]
+    if psi:
+        lines.append("  pressure (some, avg10): " + "  ".join(psi))
+    return lines
+
+
+def _proc_line(proc: ProcSample) -> str:
+    blas = ",".join(sorted({r.name for r in proc.libraries or ()})) or "-"
+    indent = "  " * proc.depth
+    return (
+        f"  {proc.pid:>7}  {indent}{proc.name:<18} {proc.state}"
+        f"  cpu {_num(proc.cpu_pct, '.0f', '%'):>5}"
+        f"  rss {_num(proc.rss_mib, '.0f', ' MiB'):>9}  threads {proc.num_threads or '?':>3}"
+        f"  delay {_num(proc.run_delay_ratio, '.2f')}  blas {blas}"
+        + (f"\n  {'':>7}  {indent}  threads: {proc.thread_summary}" if proc.thread_names else "")
+    )
+
+
+def _finding_lines(finding: Finding) -> list[str]:
+    lines = [
+        f"[{finding.severity.label.upper()}] {finding.rule_id} ({finding.scope}): {finding.title}"
+    ]
+    if finding.evidence:
+        lines.append("    evidence: " + "; ".join(str(e) for e in finding.evidence))
+    if finding.fix:
+        lines.append(f"    fix: {finding.fix}")
+    lines.append(f"    docs: {finding.docs_path}")
+    return lines
+
+
+def frame_to_text(frame: Frame, history: History) -> str:
+    snap = frame.snapshot
+    out: list[str] = []
+    if frame.system.gpu_status not in ("ok", "demo"):
+        out.append(f"No GPU readings: {frame.system.gpu_status}")
+    elif frame.system.driver_version:
+        out.append(f"Driver {frame.system.driver_version}  ({len(snap.gpus)} GPUs)")
+    out += [_gpu_line(g) for g in snap.gpus]
+    out.append("")
+    out += _host_lines(snap.host, frame)
+    out.append("")
+    if snap.target_pid is not None:
+        state = "running" if snap.target_alive else "not running"
+        out.append(f"Process tree of PID {snap.target_pid} ({state}):")
+    elif snap.processes:
+        out.append("GPU processes:")
+    out += [_proc_line(p) for p in snap.processes]
+    out.append("")
+    out.append("Findings:" if frame.findings else "Findings: none")
+    for finding in frame.findings:
+        out += _finding_lines(finding)
+    return "\n".join(out)

@@ -1,0 +1,164 @@
+"""Snapshot <-> CSV rows: one row per GPU per tick, or one host-only row when there is no GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from gputop_doctor.core.model import (
+    GpuProcess,
+    GpuSample,
+    HostSample,
+    Pressure,
+    Snapshot,
+    ThrottleCounters,
+    TreeTotals,
+)
+from gputop_doctor.export.schema import (
+    GPU_FIELDS,
+    HOST_FIELDS,
+    LIST_SEP,
+    PART_SEP,
+    PSI_COLUMNS,
+    SCHEMA_VERSION,
+    THROTTLE_FIELDS,
+    TREE_FIELDS,
+    decode,
+    encode,
+)
+
+
+def snapshot_rows(snapshot: Snapshot, findings: Sequence[str], source: str) -> list[list[str]]:
+    """The rows of one tick, in ``COLUMNS`` order."""
+    lead = _lead_cells(snapshot, source)
+    rest = _shared_cells(snapshot, findings)
+    gpus: Iterable[GpuSample | None] = snapshot.gpus or (None,)
+    return [[*lead, *_gpu_cells(gpu), *rest] for gpu in gpus]
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _gpu_cells(gpu: GpuSample | None) -> list[str]:
+    if gpu is None:
+        return [""] * (len(GPU_FIELDS) + 3 + len(THROTTLE_FIELDS))
+    scalars = [encode(getattr(gpu, f.attr)) for f in GPU_FIELDS]
+    extra = [
+        LIST_SEP.join(gpu.clock_events) if gpu.clock_event_bits is not None else "",
+        LIST_SEP.join(encode(v) for v in gpu.util_samples),
+        LIST_SEP.join(_encode_gpu_process(p) for p in gpu.processes),
+    ]
+    throttle = gpu.throttle or ThrottleCounters()
+    counters = [encode(getattr(throttle, f.attr)) for f in THROTTLE_FIELDS]
+    return [*scalars, *extra, *counters]
+
+
+def _encode_gpu_process(proc: GpuProcess) -> str:
+    parts = (proc.pid, proc.kind, proc.used_mem_mib, proc.sm_util_pct, proc.mem_util_pct)
+    return PART_SEP.join(encode(p) for p in parts)
+
+
+def _lead_cells(snapshot: Snapshot, source: str) -> list[str]:
+    return [
+        encode(SCHEMA_VERSION),
+        encode(snapshot.time),
+        _iso(snapshot.time),
+        encode(snapshot.tick),
+        encode(snapshot.interval_s),
+        source,
+    ]
+
+
+def _shared_cells(snapshot: Snapshot, findings: Sequence[str]) -> list[str]:
+    host = snapshot.host
+    tree = snapshot.tree
+    cells = [encode(getattr(host, f.attr)) for f in HOST_FIELDS]
+    for _, attr, part in PSI_COLUMNS:
+        pressure = getattr(host, attr)
+        cells.append(encode(None if pressure is None else getattr(pressure, part)))
+    cells += [encode(snapshot.target_pid), encode(snapshot.target_alive)]
+    cells += [encode(None if tree is None else getattr(tree, f.attr)) for f in TREE_FIELDS]
+    cells.append(LIST_SEP.join(findings))
+    return cells
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def _cells(row: dict[str, str], fields: Iterable[Any]) -> dict[str, object]:
+    return {f.attr: decode(row[f.column], f.kind) for f in fields}
+
+
+def gpu_from_row(row: dict[str, str]) -> GpuSample | None:
+    if row["gpu_index"] == "":
+        return None
+    values = _cells(row, GPU_FIELDS)
+    values["lost"] = bool(values["lost"])
+    samples = row["gpu_util_samples"]
+    values["util_samples"] = tuple(float(v) for v in samples.split(LIST_SEP)) if samples else ()
+    procs = row["gpu_processes"]
+    index = int(row["gpu_index"])
+    values["processes"] = (
+        tuple(_decode_gpu_process(p, index) for p in procs.split(LIST_SEP)) if procs else ()
+    )
+    counters = _cells(row, THROTTLE_FIELDS)
+    values["throttle"] = (
+        None if all(v is None for v in counters.values()) else ThrottleCounters(**counters)  # type: ignore[arg-type]
+    )
+    return GpuSample(**values)  # type: ignore[arg-type]
+
+
+def _decode_gpu_process(text: str, gpu_index: int) -> GpuProcess:
+    pid, kind, mem, sm, memu = text.split(PART_SEP)
+    return GpuProcess(
+        pid=int(pid),
+        gpu_index=gpu_index,
+        kind=kind,
+        used_mem_mib=decode(mem, float),  # type: ignore[arg-type]
+        sm_util_pct=decode(sm, float),  # type: ignore[arg-type]
+        mem_util_pct=decode(memu, float),  # type: ignore[arg-type]
+    )
+
+
+def host_from_row(row: dict[str, str]) -> HostSample:
+    values = _cells(row, HOST_FIELDS)
+    for column, attr, part in PSI_COLUMNS:
+        cell = decode(row[column], float)
+        if part == "some_avg10":
+            values[attr] = None if cell is None else Pressure(some_avg10=cell)  # type: ignore[arg-type]
+        elif values.get(attr) is not None:
+            values[attr] = replace(values[attr], full_avg10=cell)  # type: ignore[type-var]
+    return HostSample(**values)  # type: ignore[arg-type]
+
+
+def tree_from_row(row: dict[str, str]) -> TreeTotals | None:
+    values = _cells(row, TREE_FIELDS)
+    if all(v is None for v in values.values()):
+        return None
+    return TreeTotals(**values)  # type: ignore[arg-type]
+
+
+def snapshot_from_rows(rows: Sequence[dict[str, str]]) -> Snapshot:
+    """One tick's rows (all sharing tick and time) back into a Snapshot."""
+    first = rows[0]
+    gpus = tuple(g for g in (gpu_from_row(r) for r in rows) if g is not None)
+    return Snapshot(
+        time=float(first["time_unix_s"]),
+        tick=int(first["tick"]),
+        interval_s=float(first["interval_s"]),
+        gpus=gpus,
+        host=host_from_row(first),
+        processes=(),
+        target_pid=decode(first["target_pid"], int),  # type: ignore[arg-type]
+        target_alive=decode(first["target_alive"], bool),  # type: ignore[arg-type]
+        tree=tree_from_row(first),
+    )
+
+
+def recorded_view(snapshot: Snapshot) -> Snapshot:
+    """What of a snapshot the CSV keeps: the reader returns exactly this."""
+    host = replace(snapshot.host, per_cpu_pct=(), top_processes=())
+    return replace(snapshot, host=host, processes=())

@@ -1,0 +1,157 @@
+"""The session CSV's columns: one place that says how each model field becomes text and back.
+
+Column names carry their units. Plain scalar fields are declared as (column, attribute, type)
+triples so the writer and the reader cannot drift apart; the few composite columns (buffered
+samples, GPU processes, throttle counters, PSI, findings) have explicit codecs below.
+
+Command lines and environments are never written: they hold secrets. Process names are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 1
+
+# Separators inside one cell. Neither appears in numbers or in finding ids.
+LIST_SEP = "|"
+PART_SEP = ":"
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """A scalar column backed by one attribute of a model dataclass."""
+
+    column: str
+    attr: str
+    kind: type  # int, float, str or bool
+
+
+GPU_FIELDS: tuple[Field, ...] = (
+    Field("gpu_index", "index", int),
+    Field("gpu_name", "name", str),
+    Field("gpu_uuid", "uuid", str),
+    Field("gpu_pci_bus_id", "pci_bus_id", str),
+    Field("gpu_lost", "lost", bool),
+    Field("gpu_mig_mode", "mig_mode", bool),
+    Field("gpu_util_pct", "util_pct", float),
+    Field("gpu_util_min_pct", "util_min_pct", float),
+    Field("gpu_util_max_pct", "util_max_pct", float),
+    Field("gpu_mem_util_pct", "mem_util_pct", float),
+    Field("gpu_mem_used_mib", "mem_used_mib", float),
+    Field("gpu_mem_total_mib", "mem_total_mib", float),
+    Field("gpu_mem_reserved_mib", "mem_reserved_mib", float),
+    Field("gpu_temp_c", "temp_c", float),
+    Field("gpu_temp_slowdown_c", "temp_slowdown_c", float),
+    Field("gpu_temp_shutdown_c", "temp_shutdown_c", float),
+    Field("gpu_temp_max_operating_c", "temp_max_operating_c", float),
+    Field("gpu_power_w", "power_w", float),
+    Field("gpu_power_limit_w", "power_limit_w", float),
+    Field("gpu_sm_clock_mhz", "sm_clock_mhz", float),
+    Field("gpu_sm_clock_max_mhz", "sm_clock_max_mhz", float),
+    Field("gpu_mem_clock_mhz", "mem_clock_mhz", float),
+    Field("gpu_fan_pct", "fan_pct", float),
+    Field("gpu_pcie_rx_kib_s", "pcie_rx_kib_s", float),
+    Field("gpu_pcie_tx_kib_s", "pcie_tx_kib_s", float),
+    Field("gpu_clock_event_bits", "clock_event_bits", int),
+    Field("gpu_sm_active_pct", "sm_active_pct", float),
+    Field("gpu_tensor_active_pct", "tensor_active_pct", float),
+)
+
+THROTTLE_FIELDS: tuple[Field, ...] = (
+    Field("gpu_throttle_sw_power_cap_ns", "sw_power_cap_ns", int),
+    Field("gpu_throttle_sync_boost_ns", "sync_boost_ns", int),
+    Field("gpu_throttle_sw_thermal_ns", "sw_thermal_ns", int),
+    Field("gpu_throttle_hw_thermal_ns", "hw_thermal_ns", int),
+    Field("gpu_throttle_hw_power_brake_ns", "hw_power_brake_ns", int),
+)
+
+HOST_FIELDS: tuple[Field, ...] = (
+    Field("host_cpu_pct", "cpu_pct", float),
+    Field("host_logical_cpus", "logical_cpus", int),
+    Field("host_effective_cpus", "effective_cpus", float),
+    Field("host_iowait_pct", "iowait_pct", float),
+    Field("host_load1", "load1", float),
+    Field("host_load5", "load5", float),
+    Field("host_load15", "load15", float),
+    Field("host_mem_total_mib", "mem_total_mib", float),
+    Field("host_mem_used_mib", "mem_used_mib", float),
+    Field("host_mem_available_mib", "mem_available_mib", float),
+    Field("host_swap_total_mib", "swap_total_mib", float),
+    Field("host_swap_used_mib", "swap_used_mib", float),
+    Field("host_swap_in_mib_s", "swap_in_mib_s", float),
+    Field("host_swap_out_mib_s", "swap_out_mib_s", float),
+    Field("host_cgroup_throttled_frac", "cgroup_throttled_frac", float),
+)
+
+PSI_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # (column, HostSample attribute, Pressure attribute)
+    ("host_psi_cpu_some_pct", "psi_cpu", "some_avg10"),
+    ("host_psi_cpu_full_pct", "psi_cpu", "full_avg10"),
+    ("host_psi_io_some_pct", "psi_io", "some_avg10"),
+    ("host_psi_io_full_pct", "psi_io", "full_avg10"),
+    ("host_psi_mem_some_pct", "psi_memory", "some_avg10"),
+    ("host_psi_mem_full_pct", "psi_memory", "full_avg10"),
+)
+
+TREE_FIELDS: tuple[Field, ...] = (
+    Field("tree_processes", "processes", int),
+    Field("tree_threads", "threads", int),
+    Field("tree_cpu_pct", "cpu_pct", float),
+    Field("tree_rss_mib", "rss_mib", float),
+)
+
+LEAD_COLUMNS = ("schema_version", "time_unix_s", "time_iso", "tick", "interval_s", "source")
+GPU_EXTRA_COLUMNS = ("gpu_clock_events", "gpu_util_samples", "gpu_processes")
+TARGET_COLUMNS = ("target_pid", "target_alive")
+
+COLUMNS: tuple[str, ...] = (
+    *LEAD_COLUMNS,
+    *(f.column for f in GPU_FIELDS),
+    *GPU_EXTRA_COLUMNS,
+    *(f.column for f in THROTTLE_FIELDS),
+    *(f.column for f in HOST_FIELDS),
+    *(c for c, _, _ in PSI_COLUMNS),
+    *TARGET_COLUMNS,
+    *(f.column for f in TREE_FIELDS),
+    "findings",
+)
+
+
+def encode(value: object) -> str:
+    """Model value -> cell text. None is the empty cell; floats keep full precision."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _parse_bool(text: str) -> bool:
+    if text in ("1", "true", "True"):
+        return True
+    if text in ("0", "false", "False"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _parse_int(text: str) -> int:
+    return int(float(text)) if "." in text or "e" in text else int(text)
+
+
+PARSERS: dict[type, Callable[[str], object]] = {
+    int: _parse_int,
+    float: float,
+    str: str,
+    bool: _parse_bool,
+}
+
+
+def decode(text: str, kind: type) -> object:
+    """Cell text -> model value; raises ValueError on text that is not of ``kind``."""
+    if text == "":
+        return None
+    return PARSERS[kind](text)
