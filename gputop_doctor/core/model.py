@@ -52,8 +52,8 @@ def decode_clock_events(bits: int | None) -> tuple[str, ...]:
     names = [name for flag, name in CLOCK_EVENT_NAMES.items() if bits & flag]
     known = 0
     for flag in CLOCK_EVENT_NAMES:
-        known |= flag
-    rest = bits & ~known
+        known |= int(flag)
+    rest = int(bits) & ~known
     bit = 1
     while rest:
         if rest & bit:

@@ -1,0 +1,60 @@
+"""The architecture's boundaries, checked in fresh interpreters (DESIGN.md, "Boundaries")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEADLESS = [
+    "gputop_doctor.core.model",
+    "gputop_doctor.core.history",
+    "gputop_doctor.core.findings",
+    "gputop_doctor.core.engine",
+    "gputop_doctor.config",
+    "gputop_doctor.rules",
+    "gputop_doctor.export.csv_sink",
+    "gputop_doctor.export.reader",
+]
+UI_FORBIDDEN = ["pynvml", "psutil", "gputop_doctor.sources.nvml", "gputop_doctor.sources.host"]
+
+
+def _loaded_after(imports: list[str]) -> set[str]:
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {imports!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout))
+
+
+def test_headless_modules_import_no_ui_and_no_hardware_libraries() -> None:
+    loaded = _loaded_after(HEADLESS)
+    for forbidden in ("textual", "rich", "plotext", "pynvml", "psutil", "torch"):
+        assert forbidden not in loaded, forbidden
+
+
+def test_rule_modules_are_pure() -> None:
+    import pkgutil
+
+    import gputop_doctor.rules as rules
+
+    names = [f"gputop_doctor.rules.{m.name}" for m in pkgutil.iter_modules(rules.__path__)]
+    loaded = _loaded_after(names)
+    for forbidden in ("textual", "rich", "plotext", "pynvml", "psutil"):
+        assert forbidden not in loaded, forbidden
+
+
+def test_record_command_never_loads_textual() -> None:
+    loaded = _loaded_after(["gputop_doctor.cli", "gputop_doctor.commands.record"])
+    assert "textual" not in loaded and "gputop_doctor.ui" not in loaded
+
+
+def test_ui_never_imports_hardware_sources() -> None:
+    pytest.importorskip("gputop_doctor.ui.app")
+    loaded = _loaded_after(["gputop_doctor.ui.app"])
+    for forbidden in UI_FORBIDDEN:
+        assert forbidden not in loaded, forbidden

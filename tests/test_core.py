@@ -1,0 +1,151 @@
+"""The pure core: clock-event decoding, history windows, finding hysteresis, the engine loop."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+
+from gputop_doctor.config import Settings
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.findings import Finding, FindingTracker, Scope, Severity, gpu_scope
+from gputop_doctor.core.history import History
+from gputop_doctor.core.model import ProcSample, Snapshot, decode_clock_events, tree_totals
+from gputop_doctor.core.rule import RuleContext
+from tests.helpers import StubGpuSource, StubHostSource, gpu
+
+
+def test_clock_events_decode_known_and_unknown_bits() -> None:
+    assert decode_clock_events(None) == ()
+    assert decode_clock_events(0) == ()
+    assert decode_clock_events(0x1 | 0x20 | 0x40) == ("idle", "sw-thermal", "hw-thermal")
+    assert decode_clock_events(0x4 | 0x400) == ("sw-power-cap", "bit-0x400")
+
+
+def test_history_window_picks_recent_snapshots_only() -> None:
+    history = History(5)
+    for t in range(8):
+        history.append(Snapshot(time=100.0 + t, tick=t, interval_s=1.0))
+    assert len(history) == 5
+    window = history.window(3.0)
+    assert [s.tick for s in window] == [5, 6, 7]
+    assert window.span_s == pytest.approx(3.0)
+    assert history.all().snapshots[0].tick == 3
+
+
+def test_history_gpu_and_proc_series() -> None:
+    history = History(10)
+    for t in range(3):
+        gpus = (gpu(0, util_pct=float(t)), gpu(1, util_pct=50.0)) if t != 1 else (gpu(1),)
+        procs = (ProcSample(pid=7, cpu_pct=float(t)),)
+        history.append(Snapshot(time=t, tick=t, interval_s=1.0, gpus=gpus, processes=procs))
+    window = history.all()
+    assert [g.util_pct for g in window.gpu_series(0)] == [0.0, 2.0]
+    assert [p.cpu_pct for p in window.proc_series(7)] == [0.0, 1.0, 2.0]
+    assert window.values(lambda s: s.gpus[0].util_pct if s.gpus[0].index == 0 else None) == (
+        0.0,
+        2.0,
+    )
+
+
+def _finding(rule: str = "r", scope: Scope = gpu_scope(0)) -> Finding:
+    return Finding(rule, Severity.WARN, scope, "title")
+
+
+def test_tracker_holds_before_raising_and_clears_after_absence() -> None:
+    tracker = FindingTracker(hold_s=3.0, clear_s=5.0)
+    assert tracker.update(0.0, [_finding()]) == ()
+    assert tracker.update(2.0, [_finding()]) == ()
+    shown = tracker.update(3.0, [_finding()])
+    assert [f.rule_id for f in shown] == ["r"] and shown[0].since == 0.0
+    assert tracker.update(6.0, []) != ()  # absent 3 s: still shown
+    assert tracker.update(7.9, []) != ()
+    assert tracker.update(8.0, []) == ()  # absent 5 s since last seen at 3.0
+
+
+def test_tracker_forgets_blips_and_sorts_by_severity() -> None:
+    tracker = FindingTracker(hold_s=2.0, clear_s=5.0)
+    tracker.update(0.0, [_finding("blip")])
+    tracker.update(1.0, [])
+    assert tracker.update(2.5, [_finding("blip")]) == ()  # restarted hold
+    crit = Finding("hot", Severity.CRITICAL, gpu_scope(1), "hot")
+    tracker.update(10.0, [_finding("a"), crit])
+    shown = tracker.update(12.0, [_finding("a"), crit])
+    assert [f.rule_id for f in shown] == ["hot", "a"]
+
+
+def test_scope_round_trips_through_text() -> None:
+    for scope in (Scope("host"), gpu_scope(3), Scope("pid", 42)):
+        assert Scope.parse(str(scope)) == scope
+
+
+def test_tree_totals_sum_only_tree_processes() -> None:
+    procs = (
+        ProcSample(pid=1, cpu_pct=50.0, rss_mib=100.0, num_threads=4),
+        ProcSample(pid=2, cpu_pct=25.0, rss_mib=50.0, num_threads=2),
+        ProcSample(pid=3, cpu_pct=99.0, rss_mib=1.0, num_threads=1, in_tree=False),
+    )
+    totals = tree_totals(procs)
+    assert totals is not None
+    assert (totals.processes, totals.threads, totals.cpu_pct, totals.rss_mib) == (2, 6, 75.0, 150.0)
+    assert tree_totals(procs[2:]) is None
+
+
+class _AlwaysHot:
+    rule_id = "always-hot"
+
+    def __call__(self, history: History, ctx: RuleContext) -> list[Finding]:
+        latest = history.latest
+        assert latest is not None
+        return [_finding("always-hot", gpu_scope(g.index)) for g in latest.gpus]
+
+
+def test_engine_tick_runs_rules_with_hysteresis_and_series() -> None:
+    clock = iter(float(t) for t in range(100))
+    gpus = StubGpuSource(script=[(gpu(0, util_samples=(10.0, 20.0)),)])
+    engine = Engine(
+        gpus,
+        StubHostSource(),
+        Settings(interval_s=1.0, hold_s=2.0),
+        rules=(_AlwaysHot(),),
+        clock=lambda: next(clock),
+    )
+    frames = [engine.tick() for _ in range(4)]
+    assert [len(f.findings) for f in frames] == [0, 0, 1, 1]
+    assert frames[-1].gpu_series[0].util == (10.0, 20.0) * 4
+    assert frames[-1].gpu_series[0].temp_c == (60.0,) * 4
+    assert frames[-1].cpu_series == (10.0,) * 4
+    assert frames[-1].system.driver_version == "555.55"
+    assert [f.snapshot.tick for f in frames] == [0, 1, 2, 3]
+
+
+def test_engine_notes_target_exit_and_lost_gpu_once() -> None:
+    host = StubHostSource(tree=(ProcSample(pid=9),), alive_script=[True, True, False, False])
+    gpus = StubGpuSource(script=[(gpu(0), gpu(1)), (gpu(0), replace(gpu(1), lost=True))])
+    engine = Engine(gpus, host, Settings(), target_pid=9, clock=lambda: 5.0)
+    notes = [engine.tick().note for _ in range(4)]
+    assert notes == [None, "GPU 1 is lost", "PID 9 exited", None]
+    assert engine.target_exit_time == 5.0
+
+
+def test_engine_commands_run_in_producer_before_tick() -> None:
+    engine = Engine(StubGpuSource(), StubHostSource(), Settings())
+    engine.submit(lambda e: e.attach(1234))
+    frame = engine.tick()
+    assert frame.snapshot.target_pid == 1234
+
+
+def test_engine_run_stops_on_duration_and_event() -> None:
+    engine = Engine(StubGpuSource(), StubHostSource(), Settings(interval_s=0.01))
+    frames: list[object] = []
+    assert engine.run(threading.Event(), frames.append, duration_s=0.05) == 5
+    stop = threading.Event()
+
+    def on_frame(frame: object) -> None:
+        frames.append(frame)
+        stop.set()
+
+    assert engine.run(stop, on_frame) == 1
+    engine.close()
+    assert engine.gpu.closed  # type: ignore[attr-defined]

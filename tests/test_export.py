@@ -1,0 +1,146 @@
+"""The session CSV: round trip, flush per row, refusing foreign headers, reading killed files."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.config import Settings
+from gputop_doctor.core.engine import Engine, Frame
+from gputop_doctor.core.findings import Finding, Severity, gpu_scope
+from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot, SystemInfo, TreeTotals
+from gputop_doctor.export.csv_sink import CsvError, CsvSink
+from gputop_doctor.export.reader import SessionFormatError, read_session
+from gputop_doctor.export.rows import recorded_view
+from gputop_doctor.export.schema import COLUMNS
+from tests.helpers import StubGpuSource, StubHostSource, full_gpu, full_host
+
+
+def _frame(tick: int, gpus: tuple[GpuSample, ...], findings: tuple[str, ...] = ()) -> Frame:
+    snapshot = Snapshot(
+        time=1_700_000_000.0 + tick * 0.5,
+        tick=tick,
+        interval_s=0.5,
+        gpus=gpus,
+        host=full_host(),
+        processes=(ProcSample(pid=4200, cpu_pct=10.0, rss_mib=5.0, num_threads=3),),
+        target_pid=4200,
+        target_alive=True,
+        tree=TreeTotals(processes=1, threads=3, cpu_pct=10.0, rss_mib=5.0),
+    )
+    found = tuple(Finding(f, Severity.WARN, gpu_scope(0), f) for f in findings)
+    return Frame(snapshot=snapshot, findings=found, system=SystemInfo(source="demo:starved"))
+
+
+def test_columns_carry_units_and_are_unique() -> None:
+    assert len(set(COLUMNS)) == len(COLUMNS)
+    for unit in ("mem_used_mib", "power_w", "temp_c", "cpu_pct"):
+        assert any(c.endswith(unit) for c in COLUMNS), unit
+
+
+def test_round_trip_gives_back_the_same_snapshots(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    sink = CsvSink(str(path))
+    frames = [
+        _frame(0, (full_gpu(0), full_gpu(1)), ("gpu-starvation",)),
+        _frame(1, (full_gpu(0), GpuSample(index=1, name="x", lost=True)), ("a", "b")),
+        _frame(2, ()),
+    ]
+    for frame in frames:
+        sink.write(frame)
+    sink.close()
+    session = read_session(str(path))
+    assert [t.snapshot for t in session.ticks] == [recorded_view(f.snapshot) for f in frames]
+    assert [t.findings for t in session.ticks] == [("gpu-starvation",), ("a", "b"), ()]
+    assert session.ticks[0].source == "demo:starved"
+    assert sink.rows_written == 5 and session.dropped_rows == 0
+
+
+def test_rows_are_on_disk_before_close(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    sink = CsvSink(str(path))
+    sink.write(_frame(0, (full_gpu(0),)))
+    lines = path.read_text().splitlines()  # not closed: flushed per row
+    assert len(lines) == 2 and lines[0].split(",")[0] == "schema_version"
+    sink.close()
+
+
+def test_append_same_header_and_refuse_foreign_header(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    for tick in range(2):
+        sink = CsvSink(str(path))
+        sink.write(_frame(tick, (full_gpu(0),)))
+        sink.close()
+    assert len(read_session(str(path)).ticks) == 2
+    other = tmp_path / "other.csv"
+    other.write_text("a,b,c\n1,2,3\n")
+    with pytest.raises(CsvError, match="refusing to append"):
+        CsvSink(str(other))
+
+
+def test_unwritable_paths_give_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(CsvError, match="directory"):
+        CsvSink(str(tmp_path))
+    with pytest.raises(CsvError, match="cannot write"):
+        CsvSink(str(tmp_path / "missing-dir" / "s.csv"))
+
+
+def test_killed_recording_drops_only_the_torn_last_row(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    sink = CsvSink(str(path))
+    sink.write(_frame(0, (full_gpu(0),)))
+    sink.close()
+    with path.open("a") as handle:
+        handle.write("1,1700000000.5,2023")  # torn row, no newline
+    session = read_session(str(path))
+    assert len(session.ticks) == 1 and session.dropped_rows == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "empty"),
+        ("a,b\n1,2\n", "not a gputop-doctor session CSV"),
+        ("schema_version,time_unix_s\n1,2\n", "different session CSV layout"),
+    ],
+)
+def test_malformed_csv_errors(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    with pytest.raises(SessionFormatError, match=message):
+        read_session(str(path))
+
+
+def test_bad_value_and_missing_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(SessionFormatError, match="cannot read"):
+        read_session(str(tmp_path / "nope.csv"))
+    path = tmp_path / "s.csv"
+    sink = CsvSink(str(path))
+    sink.write(_frame(0, (full_gpu(0),)))
+    sink.close()
+    rows = list(csv.reader(path.open()))
+    rows[1][COLUMNS.index("gpu_temp_c")] = "hot"
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    with pytest.raises(SessionFormatError, match="bad value near line"):
+        read_session(str(path))
+
+
+def test_engine_with_sink_writes_one_row_per_gpu_and_host_only_rows(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    gpus = StubGpuSource(script=[(full_gpu(0), full_gpu(1))])
+    engine = Engine(gpus, StubHostSource(), Settings())
+    engine.add_sink(CsvSink(str(path)))
+    for _ in range(3):
+        engine.tick()
+    engine.close()
+    nogpu = Engine(StubGpuSource(state="NVML unavailable"), StubHostSource(), Settings())
+    path2 = tmp_path / "h.csv"
+    nogpu.add_sink(CsvSink(str(path2)))
+    nogpu.tick()
+    nogpu.close()
+    assert len(path.read_text().splitlines()) == 1 + 3 * 2
+    session = read_session(str(path2))
+    assert len(session.ticks) == 1 and session.ticks[0].snapshot.gpus == ()
