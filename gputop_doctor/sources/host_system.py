@@ -1,0 +1,204 @@
+"""Host-wide counters: CPU time, memory, swap, pressure (PSI).
+
+Each reader is one read of one /proc file, parsed into a frozen value; the rates (CPU %,
+swap MiB/s) come from differencing two values, which :class:`HostCounters` keeps. Where /proc
+is missing (not Linux) the CPU and memory figures fall back to psutil, and what only Linux has
+(PSI, swap paging) is ``None``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import psutil
+
+from gputop_doctor.core.model import MIB, Pressure
+from gputop_doctor.sources.procinfo import read_file
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@dataclass(frozen=True, slots=True)
+class CpuTimes:
+    """Cumulative busy/total jiffies for one CPU line of /proc/stat (or the aggregate)."""
+
+    total: float
+    busy: float
+    iowait: float
+
+
+@dataclass(frozen=True, slots=True)
+class CpuReading:
+    total: CpuTimes
+    per_cpu: tuple[CpuTimes, ...]
+
+
+def _times(values: list[float]) -> CpuTimes:
+    # user nice system idle iowait irq softirq steal [guest guest_nice]; guest time is
+    # already counted in user/nice, so it is not added again.
+    values = (values + [0.0] * 8)[:8]
+    total = sum(values)
+    idle = values[3] + values[4]
+    return CpuTimes(total=total, busy=total - idle, iowait=values[4])
+
+
+def parse_proc_stat(data: bytes) -> CpuReading | None:
+    total: CpuTimes | None = None
+    per_cpu: list[CpuTimes] = []
+    for line in data.split(b"\n"):
+        if not line.startswith(b"cpu"):
+            if per_cpu:
+                break  # the cpu lines come first and together
+            continue
+        name, *rest = line.split()
+        times = _times([float(v) for v in rest])
+        if name == b"cpu":
+            total = times
+        else:
+            per_cpu.append(times)
+    return None if total is None else CpuReading(total, tuple(per_cpu))
+
+
+def read_cpu(proc_root: str = "/proc") -> CpuReading | None:
+    data = read_file(f"{proc_root}/stat")
+    if data is not None:
+        return parse_proc_stat(data)
+    try:  # not Linux: psutil knows the platform's counters
+        per = psutil.cpu_times(percpu=True)
+    except (OSError, AttributeError):
+        return None
+    cpus = tuple(_psutil_times(t) for t in per)
+    total = CpuTimes(*(sum(getattr(c, f) for c in cpus) for f in ("total", "busy", "iowait")))
+    return CpuReading(total, cpus)
+
+
+def _psutil_times(t: tuple[float, ...]) -> CpuTimes:
+    total = float(sum(t))
+    iowait = float(getattr(t, "iowait", 0.0))
+    return CpuTimes(total, total - float(getattr(t, "idle", 0.0)) - iowait, iowait)
+
+
+def busy_pct(before: CpuTimes, after: CpuTimes) -> float | None:
+    span = after.total - before.total
+    if span <= 0:
+        return None
+    return round(100.0 * max(0.0, after.busy - before.busy) / span, 1)
+
+
+def iowait_pct(before: CpuTimes, after: CpuTimes) -> float | None:
+    span = after.total - before.total
+    if span <= 0:
+        return None
+    return round(100.0 * max(0.0, after.iowait - before.iowait) / span, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    total_mib: float | None = None
+    used_mib: float | None = None
+    available_mib: float | None = None
+    swap_total_mib: float | None = None
+    swap_used_mib: float | None = None
+
+
+_MEMINFO_KEYS = frozenset(
+    (b"MemTotal", b"MemAvailable", b"MemFree", b"Buffers", b"Cached", b"SwapTotal", b"SwapFree")
+)
+
+
+def parse_meminfo(data: bytes) -> Memory:
+    """Used = total - available: what the kernel could not hand out without reclaim."""
+    kib: dict[bytes, int] = {}
+    for line in data.split(b"\n"):
+        key, _, rest = line.partition(b":")
+        if key in _MEMINFO_KEYS:
+            kib[key] = int(rest.split()[0])
+    total = kib.get(b"MemTotal")
+    available = kib.get(b"MemAvailable")
+    if available is None and total is not None:  # kernels before 3.14
+        available = sum(kib.get(k, 0) for k in (b"MemFree", b"Buffers", b"Cached"))
+    swap_total, swap_free = kib.get(b"SwapTotal"), kib.get(b"SwapFree")
+
+    def mib(v: int | None) -> float | None:
+        return None if v is None else round(v / 1024.0, 1)
+
+    return Memory(
+        total_mib=mib(total),
+        used_mib=mib(None if total is None or available is None else total - available),
+        available_mib=mib(available),
+        swap_total_mib=mib(swap_total),
+        swap_used_mib=mib(
+            None if swap_total is None or swap_free is None else swap_total - swap_free
+        ),
+    )
+
+
+def read_memory(proc_root: str = "/proc") -> Memory:
+    data = read_file(f"{proc_root}/meminfo")
+    if data is not None:
+        return parse_meminfo(data)
+    try:
+        vm, sw = psutil.virtual_memory(), psutil.swap_memory()
+    except (OSError, RuntimeError):
+        return Memory()
+    return Memory(
+        total_mib=round(vm.total / MIB, 1),
+        used_mib=round((vm.total - vm.available) / MIB, 1),
+        available_mib=round(vm.available / MIB, 1),
+        swap_total_mib=round(sw.total / MIB, 1),
+        swap_used_mib=round(sw.used / MIB, 1),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SwapPaging:
+    """Cumulative bytes swapped in and out (pswpin/pswpout in /proc/vmstat are pages)."""
+
+    in_bytes: int
+    out_bytes: int
+
+
+def parse_vmstat(data: bytes) -> SwapPaging | None:
+    found: dict[bytes, int] = {}
+    for line in data.split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key in (b"pswpin", b"pswpout"):
+            found[key] = int(value) * PAGE_SIZE
+    if len(found) != 2:
+        return None
+    return SwapPaging(found[b"pswpin"], found[b"pswpout"])
+
+
+def read_swap_paging(proc_root: str = "/proc") -> SwapPaging | None:
+    data = read_file(f"{proc_root}/vmstat")
+    return None if data is None else parse_vmstat(data)
+
+
+def parse_pressure(data: bytes) -> Pressure | None:
+    """``some avg10=… \\n full avg10=…`` -> Pressure (percent of the last 10 s)."""
+    some: float | None = None
+    full: float | None = None
+    for line in data.split(b"\n"):
+        kind, _, rest = line.partition(b" ")
+        for item in rest.split():
+            if item.startswith(b"avg10="):
+                value = float(item[6:])
+                if kind == b"some":
+                    some = value
+                elif kind == b"full":
+                    full = value
+    return None if some is None else Pressure(some_avg10=some, full_avg10=full)
+
+
+def read_pressure(resource: str, proc_root: str = "/proc") -> Pressure | None:
+    """PSI for ``cpu``, ``io`` or ``memory``; None without /proc/pressure (or psi=0)."""
+    data = read_file(f"{proc_root}/pressure/{resource}")
+    return None if not data else parse_pressure(data)
+
+
+def load_average() -> tuple[float, float, float] | None:
+    try:
+        return os.getloadavg()
+    except (OSError, AttributeError):
+        return None

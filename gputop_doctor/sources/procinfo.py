@@ -1,0 +1,346 @@
+"""What a process has loaded and how it was told to thread: BLAS/OpenMP runtimes, env, CPU.
+
+Everything here is read from outside the process, through /proc, so it works on any running
+job without touching it. The runtimes come from the file names in ``/proc/PID/maps`` (the same
+file threadpoolctl reads for its own process, see reference/diagnosis.md §1); MKL linked
+statically into ``libtorch_cpu.so`` has no file of its own, so that library's ELF ``.dynstr``
+is searched for an MKL symbol instead. What a permission check hides is ``None`` ("unknown"),
+never an error: maps and environ need same-uid or CAP_SYS_PTRACE.
+
+Maps and environ are slow facts: a 64-process tree must not re-read them every tick, so
+:class:`ProcInfoCache` keeps them per process behind a TTL and bounds the re-reads per tick.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from functools import lru_cache
+
+from gputop_doctor.core.model import Runtime, ThreadEnv
+
+VENDOR_OVERRIDE_ENV = "GPUTOP_DOCTOR_CPU_VENDOR"
+
+# Basename prefixes (lower case) -> (kind, name); first match wins, so longer prefixes first.
+# From threadpoolctl's controllers and reference/diagnosis.md §1.2.
+_RUNTIME_PREFIXES: tuple[tuple[str, str, str], ...] = (
+    ("libscipy_openblas", "blas", "OpenBLAS"),
+    ("libopenblas", "blas", "OpenBLAS"),
+    ("openblas", "blas", "OpenBLAS"),
+    ("libmkl_", "blas", "MKL"),
+    ("mkl_rt", "blas", "MKL"),
+    ("libblis", "blas", "BLIS"),
+    ("libflexiblas", "blas", "FlexiBLAS"),
+    ("libgomp", "openmp", "libgomp"),
+    ("libiomp", "openmp", "libiomp5"),
+    ("libomp", "openmp", "libomp"),
+)
+STATIC_MKL_HOSTS = ("libtorch_cpu",)  # libraries known to carry a static MKL
+STATIC_MKL_SYMBOL = b"MKL_Get_Max_Threads"
+
+# A maps line is "addr perms offset dev inode   path"; file-backed lines have inode != 0.
+_MAPPED_FILE = re.compile(rb"^\S+ \S+ \S+ \S+ [1-9]\d* +(/[^\n]*)$", re.MULTILINE)
+_DELETED = " (deleted)"
+
+_ENV_FIELDS: dict[bytes, str] = {
+    b"OMP_NUM_THREADS": "omp_num_threads",
+    b"MKL_NUM_THREADS": "mkl_num_threads",
+    b"OPENBLAS_NUM_THREADS": "openblas_num_threads",
+    b"OPENBLAS_CORETYPE": "openblas_coretype",
+    b"CUDA_VISIBLE_DEVICES": "cuda_visible_devices",
+    b"RANK": "rank",
+    b"LOCAL_RANK": "local_rank",
+    b"WORLD_SIZE": "world_size",
+}
+assert set(_ENV_FIELDS.values()) == {f.name for f in fields(ThreadEnv)}
+
+
+# -- maps ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MapsInfo:
+    """What one read of ``/proc/PID/maps`` tells about a process."""
+
+    runtimes: tuple[Runtime, ...] = ()
+    has_libtorch: bool = False
+    has_nvidia_device: bool = False  # /dev/nvidia* mapped: the driver holds a context
+
+
+def read_file(path: str, limit: int = 1 << 24) -> bytes | None:
+    """The whole file, or None if it can't be read (gone, permission, not there).
+
+    /proc files are generated on read, so they are read in a loop until EOF; os.open/os.read
+    skip the buffered-IO layers, which are measurable at a few hundred reads per tick.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        size = 0
+        while size < limit:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def classify_library(path: str) -> tuple[str, str] | None:
+    """(kind, name) of a shared library path, or None if it isn't a known runtime."""
+    base = os.path.basename(path).lower()
+    if ".so" not in base:
+        return None
+    for prefix, kind, name in _RUNTIME_PREFIXES:
+        if base.startswith(prefix):
+            return kind, name
+    return None
+
+
+def parse_maps(data: bytes, has_static_mkl: Callable[[str], bool] | None = None) -> MapsInfo:
+    """Runtimes and CUDA/torch hints from the text of a maps file.
+
+    One Runtime per (name, directory): dynamic MKL maps half a dozen ``libmkl_*`` files that
+    are one runtime, while numpy's and scipy's OpenBLAS live in different directories and are
+    two pools. ``has_static_mkl`` is asked about ``libtorch_cpu*`` libraries.
+    """
+    paths: dict[str, None] = {}
+    for raw in _MAPPED_FILE.findall(data):
+        path = raw.decode("utf-8", "surrogateescape")
+        if path.endswith(_DELETED):
+            path = path[: -len(_DELETED)]
+        paths.setdefault(path)
+    found: dict[tuple[str, str], Runtime] = {}
+    has_libtorch = has_nvidia = False
+    for path in paths:
+        if path.startswith("/dev/nvidia"):
+            has_nvidia = True
+            continue
+        base = os.path.basename(path).lower()
+        if base.startswith("libtorch"):
+            has_libtorch = True
+        hit = classify_library(path)
+        if hit is not None:
+            kind, name = hit
+            key = (name, os.path.dirname(path))
+            if key not in found or (name == "MKL" and base.startswith("libmkl_rt")):
+                found[key] = Runtime(kind=kind, name=name, path=path)
+        elif (
+            has_static_mkl is not None
+            and base.startswith(STATIC_MKL_HOSTS)
+            and ".so" in base
+            and has_static_mkl(path)
+        ):
+            found[("MKL", path)] = Runtime(kind="blas", name="MKL", path=path, static=True)
+    return MapsInfo(tuple(found.values()), has_libtorch, has_nvidia)
+
+
+def read_maps(pid: int, proc_root: str = "/proc") -> MapsInfo | None:
+    """The runtimes ``pid`` has mapped, or None when maps can't be read (permission, gone)."""
+    data = read_file(f"{proc_root}/{pid}/maps")
+    if data is None:
+        return None
+
+    def static_mkl(path: str) -> bool:
+        # The path is in the target's mount namespace; /proc/PID/root reaches it from ours.
+        return exports_symbol(path, STATIC_MKL_SYMBOL) or exports_symbol(
+            f"{proc_root}/{pid}/root{path}", STATIC_MKL_SYMBOL
+        )
+
+    return parse_maps(data, static_mkl)
+
+
+# -- ELF .dynstr ------------------------------------------------------------------------
+
+_SHT_DYNSYM = 11
+
+
+def exports_symbol(path: str, symbol: bytes) -> bool:
+    """Whether the ELF file's dynamic string table holds ``symbol``.
+
+    Cached by (path, size, mtime), so the 400 MB libtorch_cpu.so mapped by every worker of a
+    tree is looked at once. False when the file can't be read or isn't ELF.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return _dynstr_has(path, st.st_size, st.st_mtime_ns, symbol)
+
+
+@lru_cache(maxsize=128)
+def _dynstr_has(path: str, size: int, mtime_ns: int, symbol: bytes) -> bool:
+    del size, mtime_ns  # cache key only
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            section = _dynstr_range(mm)
+            if section is None:
+                return False
+            start, end = section
+            return mm.find(b"\0" + symbol + b"\0", start, end) >= 0
+    except (OSError, ValueError, struct.error):
+        return False
+
+
+def _dynstr_range(mm: mmap.mmap) -> tuple[int, int] | None:
+    """(start, end) of the string table linked from the .dynsym section header."""
+    if mm[:4] != b"\x7fELF":
+        return None
+    is64 = mm[4] == 2
+    order = "<" if mm[5] == 1 else ">"
+    if is64:
+        (shoff,) = struct.unpack_from(order + "Q", mm, 0x28)
+        shentsize, shnum = struct.unpack_from(order + "HH", mm, 0x3A)
+        shdr = order + "IIQQQQI"
+    else:
+        (shoff,) = struct.unpack_from(order + "I", mm, 0x20)
+        shentsize, shnum = struct.unpack_from(order + "HH", mm, 0x2E)
+        shdr = order + "IIIIIII"
+
+    def header(index: int) -> tuple[int, ...]:
+        return struct.unpack_from(shdr, mm, shoff + index * shentsize)
+
+    for index in range(shnum):
+        _, sh_type, _, _, _, _, link = header(index)
+        if sh_type == _SHT_DYNSYM and link < shnum:
+            _, _, _, _, offset, size, _ = header(link)
+            return offset, min(offset + size, len(mm))
+    return None
+
+
+# -- environ ------------------------------------------------------------------------------
+
+
+def parse_environ(data: bytes) -> ThreadEnv:
+    """The thread-related variables of a NUL-separated environ block; nothing else is kept.
+
+    Environments hold secrets, so every other variable is dropped right here.
+    """
+    values: dict[str, str] = {}
+    for entry in data.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name in _ENV_FIELDS:
+            values[_ENV_FIELDS[name]] = value.decode("utf-8", "replace")
+    return ThreadEnv(**values)
+
+
+def read_environ(pid: int, proc_root: str = "/proc") -> ThreadEnv | None:
+    """``pid``'s thread env as of its execve; None when environ can't be read."""
+    data = read_file(f"{proc_root}/{pid}/environ")
+    return None if data is None else parse_environ(data)
+
+
+# -- CPU ----------------------------------------------------------------------------------
+
+_ARM_IMPLEMENTERS = {"0x41": "ARM", "0x4e": "NVIDIA", "0x61": "Apple", "0xc0": "Ampere"}
+
+
+@dataclass(frozen=True, slots=True)
+class CpuInfo:
+    vendor: str | None = None  # "GenuineIntel", "AuthenticAMD", "ARM", ...
+    model: str | None = None
+    flags: frozenset[str] = frozenset()
+
+
+def parse_cpuinfo(text: str) -> CpuInfo:
+    """Vendor, model and ISA flags of the first processor block (x86 or aarch64)."""
+    first = text.split("\n\n", 1)[0]
+    keys: dict[str, str] = {}
+    for line in first.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            keys.setdefault(key.strip(), value.strip())
+    vendor = keys.get("vendor_id") or _ARM_IMPLEMENTERS.get(keys.get("CPU implementer", ""))
+    if vendor is None and "CPU implementer" in keys:
+        vendor = keys["CPU implementer"]
+    flags = keys.get("flags") or keys.get("Features") or ""
+    return CpuInfo(vendor, keys.get("model name"), frozenset(flags.split()))
+
+
+def read_cpuinfo(path: str = "/proc/cpuinfo") -> CpuInfo:
+    """The host CPU, with ``GPUTOP_DOCTOR_CPU_VENDOR`` overriding the vendor (tests, what-ifs)."""
+    data = read_file(path)
+    info = parse_cpuinfo(data.decode("utf-8", "replace")) if data else CpuInfo()
+    override = os.environ.get(VENDOR_OVERRIDE_ENV)
+    if override:
+        return CpuInfo(override, info.model, info.flags)
+    return info
+
+
+# -- the cache ------------------------------------------------------------------------------
+
+ProcKey = tuple[int, int]  # (pid, start time in clock ticks): survives PID reuse
+
+
+@dataclass(slots=True)
+class _Entry:
+    maps: MapsInfo | None
+    env: ThreadEnv | None
+    maps_due: float
+
+
+class ProcInfoCache:
+    """Maps and environ per process, re-read at most every ``maps_ttl_s``.
+
+    A process seen for the first time is read at once. After that its maps are refreshed when
+    the TTL (spread by PID so a tree started together doesn't refresh together) has passed,
+    at most ``refresh_per_tick`` processes per tick: a tick never pays for a whole tree.
+    Environ is refreshed with the maps: the kernel shows the block as of execve, so it only
+    changes when the process execs, and its maps change then too.
+    """
+
+    def __init__(
+        self,
+        proc_root: str = "/proc",
+        maps_ttl_s: float = 20.0,
+        refresh_per_tick: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.proc_root = proc_root
+        self.maps_ttl_s = maps_ttl_s
+        self.refresh_per_tick = refresh_per_tick
+        self._clock = clock
+        self._entries: dict[ProcKey, _Entry] = {}
+        self._refreshes_left = refresh_per_tick
+
+    def begin_tick(self) -> None:
+        self._refreshes_left = self.refresh_per_tick
+
+    def lookup(self, key: ProcKey) -> tuple[MapsInfo | None, ThreadEnv | None]:
+        """(maps, env) of the process ``key``; either is None when permission hides it."""
+        now = self._clock()
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = _Entry(
+                read_maps(key[0], self.proc_root),
+                read_environ(key[0], self.proc_root),
+                now + self._ttl(key[0]),
+            )
+            self._entries[key] = entry
+        elif now >= entry.maps_due and self._refreshes_left > 0:
+            self._refreshes_left -= 1
+            entry.maps = read_maps(key[0], self.proc_root)
+            entry.env = read_environ(key[0], self.proc_root)
+            entry.maps_due = now + self._ttl(key[0])
+        return entry.maps, entry.env
+
+    def retain(self, alive: set[ProcKey]) -> None:
+        """Forget processes that are gone."""
+        for key in self._entries.keys() - alive:
+            del self._entries[key]
+
+    def _ttl(self, pid: int) -> float:
+        spread = ((pid * 2654435761) % 1000) / 1000.0  # Knuth hash: stable, well spread
+        return self.maps_ttl_s * (0.75 + 0.5 * spread)
