@@ -8,6 +8,7 @@ The UI is imported only when the TUI is started: ``record`` and ``analyze`` neve
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -96,6 +97,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `gputop-doctor snapshot | head`: the reader left; that is not an error.
         sys.stderr.close()
         return 0
+    except Exception as exc:
+        if os.environ.get("GPUTOP_DOCTOR_DEBUG"):
+            raise
+        fail(
+            f"unexpected {type(exc).__name__}: {exc} (set GPUTOP_DOCTOR_DEBUG=1 for a traceback)",
+            status=1,
+        )
     return 1
 
 

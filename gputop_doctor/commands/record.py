@@ -30,11 +30,12 @@ def install_stop_handlers(stop: threading.Event) -> None:
 def run_record(args: argparse.Namespace) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
+    engine = build_engine(options_from(args, args.interval))
     try:
         sink = CsvSink(args.csv)  # checked before any sampling starts
     except CsvError as exc:
+        engine.close()
         raise UsageError(str(exc), status=1) from None
-    engine = build_engine(options_from(args, args.interval))
     engine.add_sink(sink)
     quiet: bool = args.quiet
     if engine.system.gpu_status not in ("ok", "demo"):

@@ -9,15 +9,13 @@ from gputop_doctor.export.csv_sink import CsvError, CsvSink
 
 
 def run_ui(args: argparse.Namespace) -> int:
-    sink = None
+    engine = build_engine(options_from(args, args.interval))
     if args.csv:
         try:
-            sink = CsvSink(args.csv)
+            engine.add_sink(CsvSink(args.csv))
         except CsvError as exc:
+            engine.close()
             raise UsageError(str(exc), status=1) from None
-    engine = build_engine(options_from(args, args.interval))
-    if sink is not None:
-        engine.add_sink(sink)
     from gputop_doctor.ui.app import run_tui
 
     return run_tui(engine)

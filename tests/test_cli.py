@@ -1,0 +1,177 @@
+"""The real command, as a user runs it: record, snapshot, analyze, and every bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.export.reader import read_session
+
+CMD = [sys.executable, "-m", "gputop_doctor"]
+
+
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], fragment: str) -> None:
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert fragment in lines[0] and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["record", "--demo", "nope", "--csv", "x.csv"], "unknown"),
+        (["record", "--demo", "healthy", "--csv", "x.csv", "--interval", "0"], "greater than 0"),
+        (["record", "--demo", "healthy", "--csv", "x.csv", "--interval", "-1"], "greater than 0"),
+        (["snapshot", "--demo", "healthy", "--window", "abc"], "not a number"),
+        (["record", "--csv", "x.csv", "--pid", "999999999"], "no process with PID 999999999"),
+        (["snapshot", "--pid", "999999999"], "no process with PID 999999999"),
+        (["record", "--demo", "healthy", "--csv", "/nonexistent-dir/x.csv"], "cannot write CSV"),
+        (["analyze", "/nonexistent-dir/x.csv"], "cannot read"),
+        (["bogus-command"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_and_non_zero(args: list[str], fragment: str, tmp_path: Path) -> None:
+    result = subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert_one_line_error(result, fragment)
+    assert not (tmp_path / "x.csv").exists() or "--csv" not in args
+
+
+def test_demo_without_scenario_lists_scenarios() -> None:
+    result = run("--demo")
+    assert result.returncode == 0
+    for name in ("healthy", "starved", "thermal", "power-cap", "oversubscribed", "memory-creep"):
+        assert name in result.stdout
+
+
+def test_malformed_csv_to_analyze(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("this,is\nnot,ours\n")
+    assert_one_line_error(run("analyze", str(bad)), "not a gputop-doctor session CSV")
+
+
+@pytest.mark.slow
+def test_record_demo_starved_writes_160_rows_pandas_reads(tmp_path: Path) -> None:
+    pandas = pytest.importorskip("pandas")
+    path = tmp_path / "s.csv"
+    result = run(
+        "record", "--demo", "starved", "--csv", str(path), "--duration", "10", "--interval", "0.5"
+    )
+    assert result.returncode == 0, result.stderr
+    frame = pandas.read_csv(path)
+    assert len(frame) == 160
+    assert sorted(frame["tick"].unique()) == list(range(20))
+    assert sorted(frame["gpu_index"].unique()) == list(range(8))
+    assert "wrote 20 ticks (160 rows)" in result.stderr
+    analyzed = run("analyze", str(path), "--json")
+    assert analyzed.returncode == 0
+    assert json.loads(analyzed.stdout)["ticks"] == 20
+
+
+@pytest.mark.slow
+def test_sigterm_leaves_every_tick_up_to_the_kill(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    proc = subprocess.Popen(
+        [*CMD, "record", "--demo", "starved", "--csv", str(path), "--interval", "0.5"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    session = read_session(str(path))
+    assert session.dropped_rows == 0
+    ticks = [t.snapshot.tick for t in session.ticks]
+    assert ticks == list(range(len(ticks))) and len(ticks) >= 5
+    assert all(len(t.snapshot.gpus) == 8 for t in session.ticks)
+    assert f"wrote {len(ticks)} ticks" in err
+
+
+@pytest.mark.slow
+def test_sighup_like_a_dropped_ssh_link_also_ends_cleanly(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    proc = subprocess.Popen(
+        [*CMD, "record", "--demo", "healthy", "--csv", str(path), "--interval", "0.2", "--quiet"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and err == ""
+    assert len(read_session(str(path)).ticks) >= 3
+
+
+@pytest.mark.slow
+def test_pid_that_exits_while_attached(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.2)"])
+    try:
+        result = run(
+            "record",
+            "--pid",
+            str(child.pid),
+            "--csv",
+            str(path),
+            "--interval",
+            "0.4",
+            "--duration",
+            "3.2",
+        )
+    finally:
+        child.wait()
+    assert result.returncode == 0, result.stderr
+    assert f"PID {child.pid} exited" in result.stderr
+    alive = [t.snapshot.target_alive for t in read_session(str(path)).ticks]
+    assert alive[0] is True and alive[-1] is False
+    assert len(alive) == 8
+
+
+@pytest.mark.slow
+def test_demo_snapshot_json_has_the_stable_keys() -> None:
+    result = run("snapshot", "--demo", "thermal", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    for key in ("gpus", "host", "processes", "findings"):
+        assert key in data
+    assert len(data["gpus"]) == 8
+    text = run("snapshot", "--demo", "thermal")
+    assert text.returncode == 0 and "GPU 7" in text.stdout
+
+
+def test_record_env_never_written(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    env = dict(os.environ, SECRET_TOKEN="hunter2-do-not-log")
+    result = subprocess.run(
+        [
+            *CMD,
+            "record",
+            "--demo",
+            "healthy",
+            "--csv",
+            str(path),
+            "--duration",
+            "0.2",
+            "--interval",
+            "0.1",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "hunter2" not in path.read_text()
