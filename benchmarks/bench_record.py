@@ -1,0 +1,128 @@
+"""Cost of headless recording: tick cost and CPU seconds per minute (prints figures; not a test).
+
+Setup, as in DESIGN.md's budget: 8 demo GPUs, the real host source attached to a real tree of
+64 processes (a root, 7 "ranks", 8 "workers" each), every rule, and the CSV sink.
+
+    .venv/bin/python benchmarks/bench_record.py [--seconds 60] [--gpu-source demo|nvml]
+
+With ``--gpu-source nvml`` the GPUs come from NVML: run it with the fake library on
+LD_LIBRARY_PATH and FAKE_NVML_SCENARIO set (see tests/fake_nvml/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+TREE = """
+import os, signal, sys
+def spawn(n, then):
+    for _ in range(n):
+        if os.fork() == 0:
+            then()
+            signal.pause()
+            os._exit(0)
+def worker():
+    pass
+def rank():
+    spawn(8, worker)
+spawn(7, rank)
+print("ready", flush=True)
+signal.pause()
+"""
+
+
+def start_tree() -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    time.sleep(0.5)
+    return proc
+
+
+def cpu_seconds() -> float:
+    with open("/proc/self/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def build_engine(root_pid: int, csv_path: str, gpu_source: str):  # type: ignore[no-untyped-def]
+    from gputop_doctor.config import Settings
+    from gputop_doctor.core.engine import Engine
+    from gputop_doctor.export.csv_sink import CsvSink
+    from gputop_doctor.rules import RULES
+    from gputop_doctor.sources.demo import DemoMachine
+    from gputop_doctor.sources.host import PsutilHostSource
+
+    if gpu_source == "nvml":
+        from gputop_doctor.sources.nvml import NvmlSource
+
+        gpus = NvmlSource()
+    else:
+        gpus = DemoMachine("healthy", gpus=8).gpu_source()
+    engine = Engine(gpus, PsutilHostSource(), Settings(interval_s=1.0), RULES, target_pid=root_pid)
+    engine.add_sink(CsvSink(csv_path))
+    return engine
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--ticks", type=int, default=60, help="back-to-back ticks for tick cost")
+    parser.add_argument("--gpu-source", choices=("demo", "nvml"), default="demo")
+    args = parser.parse_args()
+    tree = start_tree()
+    tmp = tempfile.mkdtemp()
+    try:
+        started = time.perf_counter()
+        engine = build_engine(tree.pid, os.path.join(tmp, "bench.csv"), args.gpu_source)
+        first = engine.tick()
+        first_frame_s = time.perf_counter() - started
+        print(f"tree: {first.snapshot.tree}")
+        print(f"gpus: {len(first.snapshot.gpus)}  rules: {len(engine.rules)}")
+        print(f"first frame after {first_frame_s * 1000:.0f} ms (imports, NVML init, first tick)")
+        costs = []
+        for _ in range(args.ticks):
+            t0 = time.perf_counter()
+            engine.tick()
+            costs.append((time.perf_counter() - t0) * 1000)
+        costs.sort()
+        p95 = costs[int(0.95 * (len(costs) - 1))]
+        print(
+            f"tick cost over {len(costs)} ticks: mean {statistics.fmean(costs):.2f} ms, "
+            f"median {statistics.median(costs):.2f} ms, p95 {p95:.2f} ms, max {costs[-1]:.2f} ms"
+        )
+        cpu0, wall0 = cpu_seconds(), time.monotonic()
+        ticks = engine.run(threading.Event(), lambda f: None, duration_s=args.seconds)
+        cpu = cpu_seconds() - cpu0
+        wall = time.monotonic() - wall0
+        print(
+            f"paced run: {ticks} ticks at 1 s over {wall:.1f} s: {cpu:.2f} CPU s "
+            f"= {60 * cpu / wall:.2f} CPU s per minute = {100 * cpu / wall:.2f} % of one core"
+        )
+        print(f"memory: RSS {rss_mib():.1f} MiB after {len(engine.history)} snapshots in history")
+        engine.close()
+    finally:
+        os.killpg(tree.pid, 15)
+        tree.wait()
+
+
+if __name__ == "__main__":
+    main()
