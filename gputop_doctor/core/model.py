@@ -202,6 +202,31 @@ class ThreadEnv:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeStats:
+    """What the in-process probe (``gputop_doctor.probe.watch``) published for one PID.
+
+    From outside, starvation is inferred from utilization; this is the measured truth: how
+    long each training step waited for its next batch.
+    """
+
+    pid: int
+    published_at: float  # unix time of the probe's last write
+    steps: int  # steps since the probe started
+    steps_per_s: float | None = None
+    samples_per_s: float | None = None
+    data_wait_frac: float | None = None  # share of step time blocked on the next batch
+    step_time_ms: float | None = None
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    persistent_workers: bool | None = None
+    prefetch_factor: int | None = None
+    batch_size: int | None = None
+    torch_threads: int | None = None
+    cuda_available: bool | None = None
+    model_device: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ProcSample:
     """One process of the attached tree (or one that NVML lists on a GPU)."""
 
@@ -225,6 +250,7 @@ class ProcSample:
     env: ThreadEnv | None = None  # None: unknown (permission)
     has_libtorch: bool | None = None
     has_cuda_context: bool | None = None  # a CUDA context is visible (driver maps, EvtHandlr)
+    probe: ProbeStats | None = None  # published by the in-process probe, when it runs
 
     @property
     def thread_summary(self) -> str:
@@ -240,6 +266,8 @@ class TreeTotals:
     threads: int
     cpu_pct: float
     rss_mib: float
+    steps_per_s: float | None = None  # from the in-process probe, summed over publishers
+    data_wait_pct: float | None = None  # from the probe: the worst publisher's data-wait share
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,9 +316,14 @@ def tree_totals(processes: tuple[ProcSample, ...]) -> TreeTotals | None:
     tree = [p for p in processes if p.in_tree]
     if not tree:
         return None
+    probes = [p.probe for p in tree if p.probe is not None]
+    rates = [p.steps_per_s for p in probes if p.steps_per_s is not None]
+    waits = [p.data_wait_frac for p in probes if p.data_wait_frac is not None]
     return TreeTotals(
         processes=len(tree),
         threads=sum(p.num_threads or 0 for p in tree),
         cpu_pct=round(sum(p.cpu_pct or 0.0 for p in tree), 1),
         rss_mib=round(sum(p.rss_mib or 0.0 for p in tree), 1),
+        steps_per_s=round(sum(rates), 3) if rates else None,
+        data_wait_pct=round(100.0 * max(waits), 1) if waits else None,
     )

@@ -100,6 +100,8 @@ TREE_FIELDS: tuple[Field, ...] = (
     Field("tree_threads", "threads", int),
     Field("tree_cpu_pct", "cpu_pct", float),
     Field("tree_rss_mib", "rss_mib", float),
+    Field("tree_steps_per_s", "steps_per_s", float),
+    Field("tree_data_wait_pct", "data_wait_pct", float),
 )
 
 LEAD_COLUMNS = ("schema_version", "time_unix_s", "time_iso", "tick", "interval_s", "source")
