@@ -118,6 +118,10 @@ def main() -> None:
             f"= {60 * cpu / wall:.2f} CPU s per minute = {100 * cpu / wall:.2f} % of one core"
         )
         print(f"memory: RSS {rss_mib():.1f} MiB after {len(engine.history)} snapshots in history")
+        capacity = engine.history.capacity
+        while len(engine.history) < capacity:
+            engine.tick()
+        print(f"memory: RSS {rss_mib():.1f} MiB with the history full ({capacity} snapshots)")
         engine.close()
     finally:
         os.killpg(tree.pid, 15)

@@ -85,6 +85,10 @@ class History:
         return len(self._ring)
 
     @property
+    def capacity(self) -> int:
+        return self._ring.maxlen or 0
+
+    @property
     def latest(self) -> Snapshot | None:
         return self._ring[-1] if self._ring else None
 
