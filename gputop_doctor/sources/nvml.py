@@ -1,0 +1,162 @@
+"""The live GPU source: NVML through NVIDIA's official bindings (``import pynvml`` from the
+``nvidia-ml-py`` distribution).
+
+NVML is initialised once per source and shut down in :meth:`NvmlSource.close`. The source never
+raises after construction: with no library, no driver, or an unofficial ``pynvml`` module,
+:meth:`status` says why in one line and :meth:`read_gpus` returns ``()``, so the monitor still
+runs for the host and its processes. Per-field and per-GPU failures are handled by
+:mod:`nvml_call` and :mod:`nvml_device`.
+
+``GPUTOP_DOCTOR_NVML_LIB`` may name the library file when it is not on the loader's path
+(WSL's ``/usr/lib/wsl/lib``, NixOS's ``/run/opengl-driver/lib``); pynvml itself only ever asks
+the dynamic loader for ``libnvidia-ml.so.1``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from gputop_doctor.core.engine import GpuStatus
+from gputop_doctor.core.model import GpuSample
+from gputop_doctor.sources.nvml_call import SYSTEM, GpuLostError, NvmlCaller
+from gputop_doctor.sources.nvml_device import DeviceReader
+
+logger = logging.getLogger(__name__)
+
+LIB_ENV = "GPUTOP_DOCTOR_NVML_LIB"
+UNAVAILABLE = "NVML unavailable"
+FIX_BINDINGS = "pip uninstall pynvml nvidia-ml-py3 && pip install --force-reinstall nvidia-ml-py"
+
+
+def load_pynvml() -> tuple[Any, str | None]:
+    """The official pynvml module, or None and the reason it cannot be used.
+
+    The deprecated ``pynvml`` distribution (<= 11.5) and ``nvidia-ml-py3`` install a module of
+    the same name that lags the driver and lacks ``_nvmlGetFunctionPointer``; newer ``pynvml``
+    releases only re-export nvidia-ml-py but warn at import, which we silence.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            import pynvml
+    except ImportError as err:
+        return None, f"{UNAVAILABLE}: cannot import pynvml ({err}); pip install nvidia-ml-py"
+    official = callable(getattr(pynvml, "_nvmlGetFunctionPointer", None)) and str(
+        getattr(pynvml, "__file__", "")
+    ).endswith("pynvml.py")
+    if not official:
+        return None, f"{UNAVAILABLE}: pynvml is not NVIDIA's nvidia-ml-py; fix: {FIX_BINDINGS}"
+    return pynvml, None
+
+
+class NvmlSource:
+    """GpuSource over NVML. Construct once; it initialises NVML and enumerates the GPUs."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._nvml: Any = None
+        self._initialized = False
+        self._devices: tuple[DeviceReader, ...] = ()
+        self._status = GpuStatus(status=f"{UNAVAILABLE}: not initialised")
+        nvml, reason = load_pynvml()
+        if nvml is None:
+            self._status = GpuStatus(status=reason or UNAVAILABLE)
+            return
+        self._nvml = nvml
+        self._caller = NvmlCaller(nvml)
+        reason = self._init()
+        if reason is not None:
+            self._status = GpuStatus(status=reason)
+            logger.info("%s", reason)
+            return
+        self._status = self._system_status()
+        self._devices = self._enumerate()
+        if not self._devices:
+            self._status = GpuStatus(
+                status="no NVIDIA GPU found (NVML lists 0 devices)",
+                driver_version=self._status.driver_version,
+                nvml_version=self._status.nvml_version,
+                cuda_driver_version=self._status.cuda_driver_version,
+            )
+
+    # -- GpuSource -------------------------------------------------------------------------
+
+    def status(self) -> GpuStatus:
+        return self._status
+
+    def read_gpus(self) -> tuple[GpuSample, ...]:
+        return tuple(device.read() for device in self._devices)
+
+    def close(self) -> None:
+        """Free GPM buffers and shut NVML down once; later reads return ``()``."""
+        devices, self._devices = self._devices, ()
+        for device in devices:
+            device.close()
+        if self._initialized:
+            self._initialized = False
+            try:
+                self._nvml.nvmlShutdown()
+            except self._nvml.NVMLError as err:
+                logger.debug("nvmlShutdown: %s", err)
+
+    # -- start-up --------------------------------------------------------------------------
+
+    def _init(self) -> str | None:
+        """Initialise NVML; a one-line reason when it can't be."""
+        nvml = self._nvml
+        library = os.environ.get(LIB_ENV)
+        if library and nvml.nvmlLib is None:
+            try:
+                nvml.nvmlLib = ctypes.CDLL(library)
+            except OSError as err:
+                return f"{UNAVAILABLE}: cannot load {LIB_ENV}={library} ({err})"
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as err:
+            return f"{UNAVAILABLE}: {err}"
+        except OSError as err:  # a library that loads but is not NVML
+            return f"{UNAVAILABLE}: {err}"
+        self._initialized = True
+        return None
+
+    def _system_status(self) -> GpuStatus:
+        nvml, call = self._nvml, self._caller.call
+        cuda = self._caller.first(
+            SYSTEM,
+            (
+                ("nvmlSystemGetCudaDriverVersion_v2", nvml.nvmlSystemGetCudaDriverVersion_v2, ()),
+                ("nvmlSystemGetCudaDriverVersion", nvml.nvmlSystemGetCudaDriverVersion, ()),
+            ),
+        )
+        return GpuStatus(
+            status="ok",
+            driver_version=call(
+                SYSTEM, "nvmlSystemGetDriverVersion", nvml.nvmlSystemGetDriverVersion
+            ),
+            nvml_version=call(SYSTEM, "nvmlSystemGetNVMLVersion", nvml.nvmlSystemGetNVMLVersion),
+            cuda_driver_version=None if cuda is None else int(cuda),
+        )
+
+    def _enumerate(self) -> tuple[DeviceReader, ...]:
+        nvml = self._nvml
+        count = self._caller.call(SYSTEM, "nvmlDeviceGetCount", nvml.nvmlDeviceGetCount)
+        return tuple(self._open(index) for index in range(int(count or 0)))
+
+    def _open(self, index: int) -> DeviceReader:
+        nvml = self._nvml
+        try:
+            handle = self._caller.call(
+                index, "nvmlDeviceGetHandleByIndex", nvml.nvmlDeviceGetHandleByIndex, index
+            )
+        except GpuLostError:
+            logger.warning("GPU %d is lost at start-up", index)
+            return DeviceReader(nvml, self._caller, index, None, self._clock, lost=True)
+        if handle is None:
+            logger.warning("GPU %d: no handle (see earlier NVML messages)", index)
+        return DeviceReader(nvml, self._caller, index, handle, self._clock)

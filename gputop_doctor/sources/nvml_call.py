@@ -1,0 +1,116 @@
+"""Tolerant NVML calls: every call gives a value or None, and a lost GPU becomes one exception.
+
+Real drivers differ wildly in what they support (a fanless board has no fan speed, MIG hides
+utilization, an old driver lacks half the symbols), so the reader must treat "cannot tell" as a
+normal answer. The rules here are the failure model of issue 3:
+
+* NOT_SUPPORTED, NO_PERMISSION, FunctionNotFound, or pynvml's ``NVMLLibraryMismatchError``
+  (raised by the unversioned process-list wrappers, and *not* an ``NVMLError``): None, and the
+  (GPU, call) pair is remembered so the driver is never asked again. These answers do not change
+  while the driver stays loaded, and asking costs a syscall each time.
+* GPU_IS_LOST: :class:`GpuLostError`, so the device reader can mark the whole GPU lost.
+* NOT_FOUND on calls where it means "no new samples": the caller's ``not_found`` value.
+* Anything else: None for this tick only, logged once per (call, error) so a flaky field
+  neither floods the log nor disappears for good.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_GPU_IS_LOST = 15
+
+# Answers that stay the same for as long as the driver is loaded.
+PERMANENT_ERRORS = frozenset(
+    {NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION, NVML_ERROR_FUNCTION_NOT_FOUND}
+)
+
+SYSTEM = -1  # the "GPU index" of calls that are not about one device
+
+# (label, function, arguments): one way of asking, for :meth:`NvmlCaller.first`.
+Option = tuple[str, Callable[..., Any], tuple[Any, ...]]
+
+
+class GpuLostError(Exception):
+    """NVML said GPU_IS_LOST: the device fell off the bus and needs a reset."""
+
+
+class NvmlCaller:
+    """Calls pynvml functions under the failure model above, remembering what is unsupported."""
+
+    def __init__(self, nvml: Any) -> None:
+        self._nvml = nvml
+        self._skipped: set[tuple[int, str]] = set()
+        self._logged: set[tuple[str, str]] = set()
+
+    def call(
+        self,
+        gpu: int,
+        what: str,
+        fn: Callable[..., T],
+        *args: Any,
+        not_found: T | None = None,
+    ) -> T | None:
+        """``fn(*args)``, or None. ``what`` names the call (usually the NVML symbol)."""
+        key = (gpu, what)
+        if key in self._skipped:
+            return None
+        try:
+            return fn(*args)
+        except self._nvml.NVMLLibraryMismatchError:
+            self._skip(key, "function not found in this driver's NVML")
+            return None
+        except self._nvml.NVMLError as err:
+            return self._nvml_error(key, err, not_found)
+        except Exception as err:  # a bindings bug or a driver returning garbage: not fatal
+            self.log_once(what, err)
+            return None
+
+    def first(self, gpu: int, options: Sequence[Option]) -> Any:
+        """The first option that answers, moving on only past options that are unsupported.
+
+        A transient error on a preferred call gives None rather than silently switching to an
+        older call with different semantics (e.g. memory v1 counts reserved memory as used).
+        """
+        for what, fn, args in options:
+            value = self.call(gpu, what, fn, *args)
+            if value is not None or not self.skipped(gpu, what):
+                return value
+        return None
+
+    def skipped(self, gpu: int, what: str) -> bool:
+        """True once ``what`` is known to be unsupported on ``gpu``."""
+        return (gpu, what) in self._skipped
+
+    def log_once(self, what: str, err: BaseException) -> None:
+        tag = (what, f"{type(err).__name__}:{err}")
+        if tag not in self._logged:
+            self._logged.add(tag)
+            logger.warning("NVML %s failed: %s", what, err)
+
+    def _nvml_error(self, key: tuple[int, str], err: Any, not_found: T | None) -> T | None:
+        code = getattr(err, "value", None)
+        if code == NVML_ERROR_GPU_IS_LOST:
+            raise GpuLostError(f"{key[1]}: {err}") from err
+        if code == NVML_ERROR_NOT_FOUND and not_found is not None:
+            return not_found
+        if code in PERMANENT_ERRORS:
+            self._skip(key, str(err))
+            return None
+        self.log_once(key[1], err)
+        return None
+
+    def _skip(self, key: tuple[int, str], why: str) -> None:
+        self._skipped.add(key)
+        where = "system" if key[0] == SYSTEM else f"GPU {key[0]}"
+        logger.debug("NVML %s on %s: %s; not asking again", key[1], where, why)

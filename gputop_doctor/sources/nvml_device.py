@@ -1,0 +1,353 @@
+"""One GPU's reading per tick, assembled from tolerant NVML calls.
+
+Slow facts (identity, MIG mode, temperature thresholds, max SM clock) are read once and cached:
+they cannot change without a driver reload or GPU reset. Everything else is read every tick.
+Units are converted here, at the edge, so the model only ever holds MiB, W, °C, MHz and KiB/s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from statistics import fmean
+from typing import Any
+
+from gputop_doctor.core.model import MIB, GpuSample, ThrottleCounters
+from gputop_doctor.sources.nvml_call import GpuLostError, NvmlCaller
+from gputop_doctor.sources.nvml_gpm import GpmReader
+from gputop_doctor.sources.nvml_procs import ProcessReader
+
+logger = logging.getLogger(__name__)
+
+# Constants from nvml.h (also in pynvml, spelled out here so the meaning is visible).
+CLOCK_SM = 1
+CLOCK_MEM = 2
+TEMP_GPU = 0
+THRESHOLD_SHUTDOWN = 0
+THRESHOLD_SLOWDOWN = 1
+THRESHOLD_GPU_MAX = 3
+PCIE_TX = 0
+PCIE_RX = 1
+GPU_UTILIZATION_SAMPLES = 1
+FIRST_READ_WINDOW_US = 1_000_000  # the first GetSamples returns the whole ring; keep ~1 tick
+
+# Cumulative clock-event time counters (ns), in ThrottleCounters field order.
+THROTTLE_FIELDS: tuple[tuple[int, str], ...] = (
+    (74, "sw_power_cap_ns"),
+    (76, "sync_boost_ns"),
+    (269, "sw_thermal_ns"),
+    (270, "hw_thermal_ns"),
+    (271, "hw_power_brake_ns"),
+)
+_VALUE_READERS: dict[int, str] = {
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
+
+
+def sample_value(value_type: int, value: Any) -> float | None:
+    """Read an ``nvmlValue_t`` union according to its NVML value type."""
+    attr = _VALUE_READERS.get(int(value_type))
+    return None if attr is None else float(getattr(value, attr))
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    mig_mode: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Utilization:
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+    samples: tuple[float, ...] = ()
+    mem: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    used_mib: float | None = None
+    total_mib: float | None = None
+    reserved_mib: float | None = None
+
+
+class DeviceReader:
+    """Reads one GPU each tick; after GPU_IS_LOST it only ever reports the GPU as lost."""
+
+    def __init__(
+        self,
+        nvml: Any,
+        caller: NvmlCaller,
+        index: int,
+        handle: Any,
+        clock: Callable[[], float],
+        lost: bool = False,
+    ) -> None:
+        self.index = index
+        self.lost = lost
+        self._usable = handle is not None  # no handle (e.g. NO_PERMISSION): index only
+        self._nvml = nvml
+        self._caller = caller
+        self._handle = handle
+        self._util_cursor = 0
+        self._cache: dict[str, float | None] = {}
+        self._fields = THROTTLE_FIELDS
+        self.identity = Identity()
+        self._gpm = GpmReader(nvml, caller, index, handle, clock)
+        self._procs = ProcessReader(nvml, caller, index, handle, clock)
+        if self._usable and not self.lost:
+            self._guard(self._read_identity)
+
+    def read(self) -> GpuSample:
+        if self.lost:
+            return self._lost_sample()
+        if not self._usable:
+            return GpuSample(self.index)
+        try:
+            return self._read()
+        except GpuLostError as err:
+            self._mark_lost(err)
+            return self._lost_sample()
+
+    def close(self) -> None:
+        if self._usable and not self.lost:
+            self._guard(self._gpm.close)
+
+    # -- identity and lifecycle ------------------------------------------------------------
+
+    def _guard(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except GpuLostError as err:
+            self._mark_lost(err)
+
+    def _mark_lost(self, err: GpuLostError) -> None:
+        self.lost = True
+        logger.warning("GPU %d is lost (%s); it needs a reset, the others go on", self.index, err)
+
+    def _lost_sample(self) -> GpuSample:
+        ident = self.identity
+        return GpuSample(
+            self.index, name=ident.name, uuid=ident.uuid, pci_bus_id=ident.pci_bus_id, lost=True
+        )
+
+    def _read_identity(self) -> None:
+        nvml = self._nvml
+        pci = self._call("nvmlDeviceGetPciInfo_v3", nvml.nvmlDeviceGetPciInfo_v3)
+        mig = self._call("nvmlDeviceGetMigMode", nvml.nvmlDeviceGetMigMode)
+        self.identity = Identity(
+            name=self._call("nvmlDeviceGetName", nvml.nvmlDeviceGetName),
+            uuid=self._call("nvmlDeviceGetUUID", nvml.nvmlDeviceGetUUID),
+            pci_bus_id=_text(pci.busId) if pci is not None else None,
+            mig_mode=None if mig is None else mig[0] == nvml.NVML_DEVICE_MIG_ENABLE,
+        )
+
+    # -- the tick --------------------------------------------------------------------------
+
+    def _read(self) -> GpuSample:
+        ident = self.identity
+        util = self._utilization()
+        mem = self._memory()
+        sm_active, tensor_active = self._gpm.read()
+        return GpuSample(
+            index=self.index,
+            name=ident.name,
+            uuid=ident.uuid,
+            pci_bus_id=ident.pci_bus_id,
+            mig_mode=ident.mig_mode,
+            util_pct=util.mean,
+            util_min_pct=util.low,
+            util_max_pct=util.high,
+            util_samples=util.samples,
+            mem_util_pct=util.mem,
+            mem_used_mib=mem.used_mib,
+            mem_total_mib=mem.total_mib,
+            mem_reserved_mib=mem.reserved_mib,
+            temp_c=self._temperature(),
+            temp_slowdown_c=self._threshold(THRESHOLD_SLOWDOWN),
+            temp_shutdown_c=self._threshold(THRESHOLD_SHUTDOWN),
+            temp_max_operating_c=self._threshold(THRESHOLD_GPU_MAX),
+            power_w=self._watts("nvmlDeviceGetPowerUsage"),
+            power_limit_w=self._watts("nvmlDeviceGetEnforcedPowerLimit"),
+            sm_clock_mhz=self._clock(CLOCK_SM),
+            sm_clock_max_mhz=self._max_sm_clock(),
+            mem_clock_mhz=self._clock(CLOCK_MEM),
+            fan_pct=self._number("nvmlDeviceGetFanSpeed"),
+            pcie_rx_kib_s=self._pcie(PCIE_RX),
+            pcie_tx_kib_s=self._pcie(PCIE_TX),
+            clock_event_bits=self._clock_events(),
+            throttle=self._throttle(),
+            sm_active_pct=sm_active,
+            tensor_active_pct=tensor_active,
+            processes=self._procs.read(),
+        )
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, not_found: Any = None) -> Any:
+        return self._caller.call(self.index, what, fn, self._handle, *args, not_found=not_found)
+
+    def _number(self, what: str, *args: Any) -> float | None:
+        value = self._call(what, getattr(self._nvml, what), *args)
+        return None if value is None else float(value)
+
+    def _cached(self, key: str, read: Callable[[], float | None]) -> float | None:
+        """Read once; retry only while the answer is missing for a transient reason."""
+        if key in self._cache:
+            return self._cache[key]
+        value = read()
+        if value is not None or self._caller.skipped(self.index, key):
+            self._cache[key] = value
+        return value
+
+    # -- utilization -----------------------------------------------------------------------
+
+    def _utilization(self) -> Utilization:
+        point = self._call(
+            "nvmlDeviceGetUtilizationRates", self._nvml.nvmlDeviceGetUtilizationRates
+        )
+        mem = None if point is None else float(point.memory)
+        samples = self._buffered_util()
+        if samples:
+            return Utilization(fmean(samples), min(samples), max(samples), samples, mem)
+        if point is None:
+            return Utilization()
+        gpu = float(point.gpu)
+        return Utilization(gpu, gpu, gpu, (), mem)
+
+    def _buffered_util(self) -> tuple[float, ...]:
+        """Utilization samples newer than the cursor, oldest first; () means none are new."""
+        got = self._call(
+            "nvmlDeviceGetSamples",
+            self._nvml.nvmlDeviceGetSamples,
+            GPU_UTILIZATION_SAMPLES,
+            self._util_cursor,
+            not_found=(0, []),
+        )
+        if not got or not got[1]:
+            return ()
+        value_type, raw = got
+        ordered = sorted(
+            (int(s.timeStamp), s.sampleValue) for s in raw if s.timeStamp > self._util_cursor
+        )
+        if not ordered:
+            return ()
+        newest = ordered[-1][0]
+        if self._util_cursor == 0:  # whole ring on the first call: keep the last ~tick
+            ordered = [item for item in ordered if item[0] >= newest - FIRST_READ_WINDOW_US]
+        self._util_cursor = newest
+        values = (sample_value(value_type, value) for _, value in ordered)
+        return tuple(v for v in values if v is not None)
+
+    # -- memory, thermals, power, clocks ---------------------------------------------------
+
+    def _memory(self) -> Memory:
+        nvml = self._nvml
+        v2 = self._call(
+            "nvmlDeviceGetMemoryInfo_v2", nvml.nvmlDeviceGetMemoryInfo, nvml.nvmlMemory_v2
+        )
+        if v2 is not None:
+            return Memory(v2.used / MIB, v2.total / MIB, v2.reserved / MIB)
+        if not self._caller.skipped(self.index, "nvmlDeviceGetMemoryInfo_v2"):
+            return Memory()
+        v1 = self._call("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo)
+        if v1 is None:
+            return Memory()
+        return Memory(v1.used / MIB, v1.total / MIB, None)  # v1 "used" includes reserved
+
+    def _temperature(self) -> float | None:
+        nvml, h = self._nvml, self._handle
+        value = self._caller.first(
+            self.index,
+            (
+                ("nvmlDeviceGetTemperatureV", nvml.nvmlDeviceGetTemperatureV, (h, TEMP_GPU)),
+                ("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature, (h, TEMP_GPU)),
+            ),
+        )
+        return None if value is None else float(value)
+
+    def _threshold(self, kind: int) -> float | None:
+        what = f"nvmlDeviceGetTemperatureThreshold({kind})"
+        fn = self._nvml.nvmlDeviceGetTemperatureThreshold
+        return self._cached(what, lambda: _float(self._call(what, fn, kind)))
+
+    def _watts(self, what: str) -> float | None:
+        milliwatts = self._number(what)
+        return None if milliwatts is None else milliwatts / 1000.0
+
+    def _clock(self, clock_type: int) -> float | None:
+        what = f"nvmlDeviceGetClockInfo({clock_type})"
+        return _float(self._call(what, self._nvml.nvmlDeviceGetClockInfo, clock_type))
+
+    def _max_sm_clock(self) -> float | None:
+        what = f"nvmlDeviceGetMaxClockInfo({CLOCK_SM})"
+        fn = self._nvml.nvmlDeviceGetMaxClockInfo
+        return self._cached(what, lambda: _float(self._call(what, fn, CLOCK_SM)))
+
+    def _pcie(self, counter: int) -> float | None:
+        # NVML's "KB" are KiB (nvitop multiplies by 1024 too). Each call samples a 20 ms window.
+        what = f"nvmlDeviceGetPcieThroughput({counter})"
+        return _float(self._call(what, self._nvml.nvmlDeviceGetPcieThroughput, counter))
+
+    # -- clock events and throttle counters ------------------------------------------------
+
+    def _clock_events(self) -> int | None:
+        nvml, h = self._nvml, self._handle
+        bits = self._caller.first(
+            self.index,
+            (
+                (
+                    "nvmlDeviceGetCurrentClocksEventReasons",
+                    nvml.nvmlDeviceGetCurrentClocksEventReasons,
+                    (h,),
+                ),
+                (
+                    "nvmlDeviceGetCurrentClocksThrottleReasons",
+                    nvml.nvmlDeviceGetCurrentClocksThrottleReasons,
+                    (h,),
+                ),
+            ),
+        )
+        return None if bits is None else int(bits)
+
+    def _throttle(self) -> ThrottleCounters | None:
+        """Cumulative ns per clock-event reason; fields the driver lacks are dropped for good."""
+        if not self._fields:
+            return None
+        ids = [field_id for field_id, _ in self._fields]
+        values = self._call("nvmlDeviceGetFieldValues", self._nvml.nvmlDeviceGetFieldValues, ids)
+        if values is None:
+            return None
+        counters: dict[str, int] = {}
+        keep = []
+        for (field_id, name), value in zip(self._fields, values, strict=True):
+            if value.nvmlReturn == 0:
+                number = sample_value(value.valueType, value.value)
+                if number is not None:
+                    counters[name] = int(number)
+                keep.append((field_id, name))
+            elif value.nvmlReturn not in _FIELD_PERMANENT:
+                keep.append((field_id, name))
+        self._fields = tuple(keep)
+        return ThrottleCounters(**counters) if counters else None
+
+
+# Per-field answers meaning "this driver will never have it": NOT_SUPPORTED, NO_PERMISSION and
+# INVALID_ARGUMENT (an id the driver does not know, e.g. 269-271 before R575).
+_FIELD_PERMANENT = frozenset({2, 3, 4})
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,120 @@
+"""GPM (GPU Performance Monitoring) SM and tensor activity, Hopper and newer.
+
+Utilization says a kernel was running; GPM says how many SMs were busy and whether the tensor
+cores were used, which is what separates "GPU busy" from "GPU busy doing useful work". GPM
+metrics are computed from a *pair* of samples taken at least 100 ms apart, so we keep a rolling
+pair per GPU and swap the buffers each tick. Everything here is optional: any failure turns GPM
+off for that GPU and leaves the rest of the reading alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gputop_doctor.sources.nvml_call import GpuLostError, NvmlCaller
+
+MIN_GAP_S = 0.1  # nvml.h: samples closer than this give no meaningful metrics
+SM_UTIL = 2  # NVML_GPM_METRIC_SM_UTIL
+ANY_TENSOR_UTIL = 5  # NVML_GPM_METRIC_ANY_TENSOR_UTIL
+METRICS = (SM_UTIL, ANY_TENSOR_UTIL)
+NONE_PAIR: tuple[float | None, float | None] = (None, None)
+
+
+class GpmReader:
+    """Rolling-pair GPM reader for one GPU; ``read()`` gives (SM active %, tensor active %)."""
+
+    def __init__(
+        self,
+        nvml: Any,
+        caller: NvmlCaller,
+        index: int,
+        handle: Any,
+        clock: Callable[[], float],
+    ) -> None:
+        self._nvml = nvml
+        self._caller = caller
+        self._index = index
+        self._handle = handle
+        self._clock = clock
+        self._supported: bool | None = None
+        self._samples: list[Any] = []
+        self._request: Any = None
+        self._prev_at: float | None = None
+        self._last = NONE_PAIR
+
+    def read(self) -> tuple[float | None, float | None]:
+        if self._supported is None:
+            self._supported = self._start()
+        if not self._supported:
+            return NONE_PAIR
+        try:
+            return self._read()
+        except GpuLostError:
+            raise
+        except Exception as err:  # GPM is optional; it must never break a reading
+            self._caller.log_once("GPM", err)
+            self.close()
+            return NONE_PAIR
+
+    def close(self) -> None:
+        """Free the driver-side sample buffers; GPM stays off afterwards."""
+        self._supported = False
+        samples, self._samples = self._samples, []
+        for sample in samples:
+            self._caller.call(
+                self._index, "nvmlGpmSampleFree", self._nvml.nvmlGpmSampleFree, sample
+            )
+
+    def _start(self) -> bool:
+        nvml = self._nvml
+        support = self._call("nvmlGpmQueryDeviceSupport", nvml.nvmlGpmQueryDeviceSupport)
+        if support is None or not support.isSupportedDevice:
+            return False
+        for _ in range(2):
+            sample = self._caller.call(self._index, "nvmlGpmSampleAlloc", nvml.nvmlGpmSampleAlloc)
+            if sample is None:
+                self.close()
+                return False
+            self._samples.append(sample)
+        request = nvml.c_nvmlGpmMetricsGet_t()
+        request.version = nvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(METRICS)
+        self._request = request
+        return True
+
+    def _read(self) -> tuple[float | None, float | None]:
+        now = self._clock()
+        if self._prev_at is not None and now - self._prev_at < MIN_GAP_S:
+            return self._last
+        current = self._samples[1] if self._prev_at is not None else self._samples[0]
+        if self._call("nvmlGpmSampleGet", self._nvml.nvmlGpmSampleGet, current) is None:
+            self._prev_at = None  # start a fresh pair next tick
+            return NONE_PAIR
+        if self._prev_at is not None:
+            self._last = self._metrics(self._samples[0], current)
+            self._samples.reverse()  # the newest sample becomes the first of the next pair
+        self._prev_at = now
+        return self._last
+
+    def _metrics(self, older: Any, newer: Any) -> tuple[float | None, float | None]:
+        request = self._request
+        request.sample1 = older
+        request.sample2 = newer
+        for i, metric_id in enumerate(METRICS):
+            request.metrics[i].metricId = metric_id
+        if (
+            self._caller.call(
+                self._index, "nvmlGpmMetricsGet", self._nvml.nvmlGpmMetricsGet, request
+            )
+            is None
+        ):
+            return NONE_PAIR
+        values = [
+            float(request.metrics[i].value) if request.metrics[i].nvmlReturn == 0 else None
+            for i in range(len(METRICS))
+        ]
+        return values[0], values[1]
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._caller.call(self._index, what, fn, self._handle, *args)

@@ -1,0 +1,119 @@
+"""The processes NVML lists on one GPU, with their memory and per-process SM/memory utilization.
+
+Two traps shape this module (reference/nvml.md §3.10-3.11):
+
+* The process-list wrappers default to the ``_v3`` symbol; on drivers older than 510 pynvml's
+  unversioned wrapper raises ``NVMLLibraryMismatchError`` (not an ``NVMLError``), so we fall
+  back to ``_v2`` explicitly.
+* ``nvmlDeviceGetProcessUtilization`` returns one sample per process *that had non-zero
+  utilization* since the timestamp we pass, and NOT_FOUND when there is none. Passing 0 every
+  time would give a stale average over the driver's whole buffer, so we keep a cursor (the
+  newest timestamp seen). Between samples a process keeps its last known value; once it has had
+  no sample for ``stale_s`` it is idle, which is what the driver's silence means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gputop_doctor.core.model import MIB, GpuProcess
+from gputop_doctor.sources.nvml_call import NvmlCaller, Option
+
+PROC_UTIL_STALE_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class _ProcUtil:
+    sm_pct: float
+    mem_pct: float
+    seen_at: float  # our monotonic clock, not the driver's timestamp
+
+
+class ProcessReader:
+    """Compute and graphics processes of one GPU, merged by PID (compute wins)."""
+
+    def __init__(
+        self,
+        nvml: Any,
+        caller: NvmlCaller,
+        index: int,
+        handle: Any,
+        clock: Callable[[], float],
+        stale_s: float = PROC_UTIL_STALE_S,
+    ) -> None:
+        self._caller = caller
+        self._index = index
+        self._handle = handle
+        self._clock = clock
+        self._stale_s = stale_s
+        self._cursor = 0
+        self._util: dict[int, _ProcUtil] = {}
+        self._fn_util = nvml.nvmlDeviceGetProcessUtilization
+        self._lists: tuple[tuple[str, tuple[Option, ...]], ...] = (
+            ("compute", self._options(nvml, "Compute")),
+            ("graphics", self._options(nvml, "Graphics")),
+        )
+
+    def _options(self, nvml: Any, kind: str) -> tuple[Option, ...]:
+        base = f"nvmlDeviceGet{kind}RunningProcesses"
+        return (
+            (f"{base}_v3", getattr(nvml, base), (self._handle,)),
+            (f"{base}_v2", getattr(nvml, f"{base}_v2"), (self._handle,)),
+        )
+
+    def read(self) -> tuple[GpuProcess, ...]:
+        listed: dict[int, tuple[str, float | None]] = {}
+        for kind, options in self._lists:
+            for entry in self._caller.first(self._index, options) or ():
+                used = entry.usedGpuMemory
+                listed.setdefault(int(entry.pid), (kind, None if used is None else used / MIB))
+        if not listed:
+            self._util.clear()
+            return ()
+        util_known = self._update_util()
+        now = self._clock()
+        self._util = {pid: u for pid, u in self._util.items() if pid in listed}
+        return tuple(
+            self._process(pid, kind, used_mib, util_known, now)
+            for pid, (kind, used_mib) in sorted(listed.items())
+        )
+
+    def _process(
+        self, pid: int, kind: str, used_mib: float | None, util_known: bool, now: float
+    ) -> GpuProcess:
+        sm = mem = None
+        if util_known:
+            last = self._util.get(pid)
+            fresh = last is not None and now - last.seen_at <= self._stale_s
+            sm = last.sm_pct if fresh and last else 0.0
+            mem = last.mem_pct if fresh and last else 0.0
+        return GpuProcess(
+            pid=pid,
+            gpu_index=self._index,
+            kind=kind,
+            used_mem_mib=used_mib,
+            sm_util_pct=sm,
+            mem_util_pct=mem,
+        )
+
+    def _update_util(self) -> bool:
+        """Fold new samples into the per-PID state; False when utilization can't be read."""
+        samples: list[Any] | None = self._caller.call(
+            self._index,
+            "nvmlDeviceGetProcessUtilization",
+            self._fn_util,
+            self._handle,
+            self._cursor,
+            not_found=[],
+        )
+        if samples is None:
+            return False
+        now = self._clock()
+        for sample in sorted(samples, key=lambda s: int(s.timeStamp)):
+            self._util[int(sample.pid)] = _ProcUtil(
+                float(sample.smUtil), float(sample.memUtil), now
+            )
+            self._cursor = max(self._cursor, int(sample.timeStamp))
+        return True

@@ -1,0 +1,1523 @@
+/*
+ * fake_nvml.c: a fake libnvidia-ml.so.1 for gputop-doctor's tests.
+ *
+ * Written from scratch for this project from the public NVML header semantics summarised in
+ * docs/reference (nvml.md section 5). It lets the real nvidia-ml-py bindings (and nvitop) run
+ * on machines without a GPU. Every value comes from a scenario file named by the environment
+ * variable FAKE_NVML_SCENARIO; the file is re-read whenever its inode, size or mtime changes, so
+ * a test rewrites it to move values over time. See tests/fake_nvml/scenario.py for the writer.
+ *
+ * Scenario format, one `key value...` per line, '#' starts a comment:
+ *   init CODE                        nvmlInitWithFlags returns CODE (9 = driver not loaded)
+ *   driver_version S | nvml_version S | cuda_version N
+ *   gpu_count N
+ *   unsupported FN                   FN returns NOT_SUPPORTED on every GPU
+ *   error FN CODE                    FN returns CODE on every GPU (and for system calls)
+ *   gpu.N.unsupported FN | gpu.N.error FN CODE
+ *   gpu.N.name S | gpu.N.uuid S | gpu.N.bus_id S
+ *   gpu.N.samples TS:VAL TS:VAL ...  buffered GPU utilization samples (us, percent)
+ *   gpu.N.mem_samples TS:VAL ...     buffered memory utilization samples
+ *   gpu.N.proc PID KIND USED_BYTES SM MEM TS   KIND is compute|graphics|both, USED -1 = N/A
+ *   gpu.N.<numeric field> VALUE|na   see FIELDS below; `na` makes the matching call
+ *                                    (or field value) return NOT_SUPPORTED
+ *
+ * Build variants hide symbols to exercise FunctionNotFound fallbacks:
+ *   -DNO_V3 -DNO_V2 -DNO_EVENT_REASONS -DNO_MEMORY_V2 -DNO_TEMPERATURE_V -DNO_GPM
+ *
+ * Test hooks (not NVML): fake_nvml_call_count(name, gpu), fake_nvml_reset(). When
+ * FAKE_NVML_CALLLOG names a file, every call appends "symbol gpu" to it.
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- NVML types (LP64 layouts checked below) ------------------------------------------- */
+
+typedef int nvmlReturn_t;
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+    NVML_ERROR_UNKNOWN = 999,
+};
+
+struct fake_handle {
+    int index;
+};
+typedef struct fake_handle *nvmlDevice_t;
+
+typedef struct {
+    unsigned long long total, free, used;
+} nvmlMemory_t;
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+typedef struct {
+    unsigned int gpu, memory;
+} nvmlUtilization_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+typedef struct {
+    unsigned long long timeStamp;
+    unsigned int pid, smUtil, memUtil, encUtil, decUtil, jpgUtil, ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+typedef struct {
+    unsigned int version, processSamplesCount;
+    unsigned long long lastSeenTimeStamp;
+    nvmlProcessUtilizationInfo_v1_t *procUtilArray;
+} nvmlProcessesUtilizationInfo_t;
+typedef union {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    unsigned short usVal;
+} nvmlValue_t;
+typedef struct {
+    unsigned long long timeStamp;
+    nvmlValue_t sampleValue;
+} nvmlSample_t;
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+typedef struct {
+    unsigned int fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    unsigned int valueType;
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+typedef struct {
+    unsigned long long referenceTime, violationTime;
+} nvmlViolationTime_t;
+typedef struct {
+    unsigned int version;
+    int sensorType;
+    int temperature;
+} nvmlTemperature_t;
+typedef struct {
+    unsigned long long bar1Total, bar1Free, bar1Used;
+} nvmlBAR1Memory_t;
+typedef struct {
+    unsigned int version, isSupportedDevice;
+} nvmlGpmSupport_t;
+struct fake_gpm_sample {
+    unsigned int magic;
+    int gpu;
+    unsigned long long seq;
+};
+typedef struct fake_gpm_sample *nvmlGpmSample_t;
+typedef struct {
+    const char *shortName, *longName, *unit;
+} nvmlGpmMetricInfo_t;
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    nvmlGpmMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+typedef struct {
+    unsigned int version, numMetrics;
+    nvmlGpmSample_t sample1, sample2;
+    nvmlGpmMetric_t metrics[];
+} nvmlGpmMetricsGet_t;
+
+_Static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t");
+_Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t");
+_Static_assert(offsetof(nvmlMemory_v2_t, total) == 8, "nvmlMemory_v2_t.total");
+_Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t");
+_Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t");
+_Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t");
+_Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t");
+_Static_assert(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16, "smUtil");
+_Static_assert(sizeof(nvmlProcessUtilizationInfo_v1_t) == 40, "nvmlProcessUtilizationInfo_v1_t");
+_Static_assert(sizeof(nvmlProcessesUtilizationInfo_t) == 24, "nvmlProcessesUtilizationInfo_t");
+_Static_assert(sizeof(nvmlValue_t) == 8, "nvmlValue_t");
+_Static_assert(sizeof(nvmlSample_t) == 16, "nvmlSample_t");
+_Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t");
+_Static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t.busId");
+_Static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t");
+_Static_assert(offsetof(nvmlFieldValue_t, nvmlReturn) == 28, "nvmlFieldValue_t.nvmlReturn");
+_Static_assert(sizeof(nvmlViolationTime_t) == 16, "nvmlViolationTime_t");
+_Static_assert(sizeof(nvmlTemperature_t) == 12, "nvmlTemperature_t");
+_Static_assert(sizeof(nvmlGpmSupport_t) == 8, "nvmlGpmSupport_t");
+_Static_assert(sizeof(nvmlGpmMetric_t) == 40, "nvmlGpmMetric_t");
+_Static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "nvmlGpmMetricsGet_t.metrics");
+
+#define STRUCT_VERSION(type, v) ((unsigned int)(sizeof(type) | ((v) << 24)))
+#define MEMORY_V2_VERSION STRUCT_VERSION(nvmlMemory_v2_t, 2)             /* 0x02000028 */
+#define TEMPERATURE_V1_VERSION STRUCT_VERSION(nvmlTemperature_t, 1)      /* 0x0100000C */
+#define PROC_UTIL_INFO_VERSION STRUCT_VERSION(nvmlProcessesUtilizationInfo_t, 1) /* 0x01000018 */
+
+/* ---- scenario ------------------------------------------------------------------------- */
+
+#define MAX_GPUS 32
+#define MAX_SAMPLES 512
+#define MAX_PROCS 64
+#define MAX_INJECT 64
+#define NA LLONG_MIN
+#define GIB (1024LL * 1024 * 1024)
+#define MIB (1024LL * 1024)
+
+/* X(enum, scenario key, default) */
+#define FIELDS(X)                                                                             \
+    X(F_MIG, "mig", 0)                                                                        \
+    X(F_MIG_PENDING, "mig_pending", 0)                                                        \
+    X(F_UTIL, "util", 0)                                                                      \
+    X(F_MEM_UTIL, "mem_util", 0)                                                              \
+    X(F_ENC_UTIL, "enc_util", 0)                                                              \
+    X(F_DEC_UTIL, "dec_util", 0)                                                              \
+    X(F_MEM_TOTAL, "mem_total", 80 * GIB)                                                     \
+    X(F_MEM_USED, "mem_used", 0)                                                              \
+    X(F_MEM_RESERVED, "mem_reserved", 512 * MIB)                                              \
+    X(F_TEMP, "temp", 35)                                                                     \
+    X(F_TEMP_SHUTDOWN, "temp_shutdown", 92)                                                   \
+    X(F_TEMP_SLOWDOWN, "temp_slowdown", 89)                                                   \
+    X(F_TEMP_MEM_MAX, "temp_mem_max", 95)                                                     \
+    X(F_TEMP_GPU_MAX, "temp_gpu_max", 87)                                                     \
+    X(F_MEM_TEMP, "mem_temp", 40)                                                             \
+    X(F_POWER_MW, "power_mw", 70000)                                                          \
+    X(F_POWER_LIMIT_MW, "power_limit_mw", 700000)                                             \
+    X(F_POWER_MGMT_LIMIT_MW, "power_mgmt_limit_mw", 700000)                                   \
+    X(F_POWER_DEFAULT_LIMIT_MW, "power_default_limit_mw", 700000)                             \
+    X(F_ENERGY_MJ, "energy_mj", 0)                                                            \
+    X(F_CLOCK_GRAPHICS, "clock_graphics", 1980)                                               \
+    X(F_CLOCK_SM, "clock_sm", 1980)                                                           \
+    X(F_CLOCK_MEM, "clock_mem", 2619)                                                         \
+    X(F_CLOCK_VIDEO, "clock_video", 1755)                                                     \
+    X(F_CLOCK_GRAPHICS_MAX, "clock_graphics_max", 1980)                                       \
+    X(F_CLOCK_SM_MAX, "clock_sm_max", 1980)                                                   \
+    X(F_CLOCK_MEM_MAX, "clock_mem_max", 2619)                                                 \
+    X(F_CLOCK_VIDEO_MAX, "clock_video_max", 1755)                                             \
+    X(F_CLOCK_EVENTS, "clock_events", 0)                                                      \
+    X(F_SUPPORTED_CLOCK_EVENTS, "supported_clock_events", 0x1ff)                              \
+    X(F_PCIE_RX, "pcie_rx_kbs", 0)                                                            \
+    X(F_PCIE_TX, "pcie_tx_kbs", 0)                                                            \
+    X(F_PCIE_GEN, "pcie_gen", 5)                                                              \
+    X(F_PCIE_WIDTH, "pcie_width", 16)                                                         \
+    X(F_PCIE_GEN_MAX, "pcie_gen_max", 5)                                                      \
+    X(F_PCIE_WIDTH_MAX, "pcie_width_max", 16)                                                 \
+    X(F_FAN, "fan", 30)                                                                       \
+    X(F_THR_SW_POWER_CAP, "thr_sw_power_cap_ns", 0)                                           \
+    X(F_THR_SYNC_BOOST, "thr_sync_boost_ns", 0)                                               \
+    X(F_THR_SW_THERMAL, "thr_sw_thermal_ns", 0)                                               \
+    X(F_THR_HW_THERMAL, "thr_hw_thermal_ns", 0)                                               \
+    X(F_THR_HW_POWER_BRAKE, "thr_hw_power_brake_ns", 0)                                       \
+    X(F_GPM, "gpm", 0)                                                                        \
+    X(F_GPM_SM, "gpm_sm", 0)                                                                  \
+    X(F_GPM_TENSOR, "gpm_tensor", 0)                                                          \
+    X(F_GPM_DRAM, "gpm_dram", 0)                                                              \
+    X(F_PSTATE, "pstate", 0)                                                                  \
+    X(F_PERSISTENCE, "persistence", 1)                                                        \
+    X(F_DISPLAY_ACTIVE, "display_active", 0)                                                  \
+    X(F_COMPUTE_MODE, "compute_mode", 0)                                                      \
+    X(F_ECC_ERRORS, "ecc_errors", 0)                                                          \
+    X(F_ARCH, "arch", 9)                                                                      \
+    X(F_CC_MAJOR, "cc_major", 9)                                                              \
+    X(F_CC_MINOR, "cc_minor", 0)                                                              \
+    X(F_BAR1_TOTAL, "bar1_total", 128 * GIB)                                                  \
+    X(F_BAR1_USED, "bar1_used", 64 * MIB)                                                     \
+    X(F_MAX_MIG_DEVICES, "max_mig_devices", 7)
+
+#define AS_ENUM(e, k, d) e,
+enum { FIELDS(AS_ENUM) F_COUNT };
+#define AS_KEY(e, k, d) k,
+static const char *field_keys[F_COUNT] = {FIELDS(AS_KEY)};
+#define AS_DEFAULT(e, k, d) (long long)(d),
+static const long long field_defaults[F_COUNT] = {FIELDS(AS_DEFAULT)};
+
+enum { KIND_COMPUTE = 1, KIND_GRAPHICS = 2 };
+
+struct fake_proc {
+    unsigned int pid;
+    int kind;
+    long long used; /* bytes, -1 = not available */
+    unsigned int sm, mem;
+    unsigned long long ts;
+};
+
+struct fake_series {
+    int n;
+    unsigned long long ts[MAX_SAMPLES];
+    unsigned int val[MAX_SAMPLES];
+};
+
+struct fake_gpu {
+    char name[96], uuid[96], bus_id[32];
+    int lost;
+    long long v[F_COUNT];
+    struct fake_series util, mem;
+    int nprocs;
+    struct fake_proc procs[MAX_PROCS];
+};
+
+struct fake_inject {
+    int gpu; /* -1: every GPU and system calls */
+    char fn[80];
+    int code;
+};
+
+struct scenario {
+    int init_code;
+    char driver_version[80], nvml_version[80];
+    int cuda_version;
+    int gpu_count;
+    int ninject;
+    struct fake_inject inject[MAX_INJECT];
+    struct fake_gpu gpus[MAX_GPUS];
+};
+
+static struct scenario buffers[2];
+static struct scenario *scn = &buffers[0];
+static char scenario_path[4096];
+static struct {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    int valid;
+} scenario_key;
+static int init_refcount;
+static struct fake_handle handles[MAX_GPUS];
+static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+static void set_defaults(struct scenario *s) {
+    memset(s, 0, sizeof(*s));
+    strcpy(s->driver_version, "550.54.15");
+    strcpy(s->nvml_version, "12.550.54.15");
+    s->cuda_version = 12040;
+    s->gpu_count = 1;
+    for (int i = 0; i < MAX_GPUS; i++) {
+        struct fake_gpu *g = &s->gpus[i];
+        snprintf(g->name, sizeof(g->name), "NVIDIA Fake GPU");
+        snprintf(g->uuid, sizeof(g->uuid), "GPU-fa4e0000-0000-4000-8000-%012x", i);
+        snprintf(g->bus_id, sizeof(g->bus_id), "00000000:%02X:00.0", 0x18 + i);
+        memcpy(g->v, field_defaults, sizeof(g->v));
+    }
+}
+
+static char *trim(char *s) {
+    while (*s == ' ' || *s == '\t') s++;
+    char *end = s + strlen(s);
+    while (end > s && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+        *--end = '\0';
+    return s;
+}
+
+static void parse_series(struct fake_series *series, char *rest) {
+    series->n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(rest, " \t", &save); tok && series->n < MAX_SAMPLES;
+         tok = strtok_r(NULL, " \t", &save)) {
+        char *colon = strchr(tok, ':');
+        if (!colon) continue;
+        series->ts[series->n] = strtoull(tok, NULL, 10);
+        series->val[series->n] = (unsigned int)strtoul(colon + 1, NULL, 10);
+        series->n++;
+    }
+}
+
+static void parse_proc(struct fake_gpu *g, char *rest) {
+    if (g->nprocs >= MAX_PROCS) return;
+    struct fake_proc *p = &g->procs[g->nprocs];
+    char kind[16] = "compute";
+    long long used = -1;
+    unsigned int pid = 0, sm = 0, mem = 0;
+    unsigned long long ts = 0;
+    if (sscanf(rest, "%u %15s %lld %u %u %llu", &pid, kind, &used, &sm, &mem, &ts) < 1) return;
+    p->pid = pid;
+    p->kind = !strcmp(kind, "graphics") ? KIND_GRAPHICS
+              : !strcmp(kind, "both")   ? KIND_COMPUTE | KIND_GRAPHICS
+                                        : KIND_COMPUTE;
+    p->used = used;
+    p->sm = sm;
+    p->mem = mem;
+    p->ts = ts;
+    g->nprocs++;
+}
+
+static void add_inject(struct scenario *s, int gpu, const char *rest, int unsupported) {
+    if (s->ninject >= MAX_INJECT) return;
+    struct fake_inject *in = &s->inject[s->ninject];
+    char fn[80];
+    int code = NVML_ERROR_NOT_SUPPORTED;
+    if (unsupported) {
+        if (sscanf(rest, "%79s", fn) != 1) return;
+    } else if (sscanf(rest, "%79s %d", fn, &code) != 2) {
+        return;
+    }
+    in->gpu = gpu;
+    strcpy(in->fn, fn);
+    in->code = code;
+    s->ninject++;
+}
+
+static void parse_gpu_line(struct scenario *s, const char *key, char *rest) {
+    char *end;
+    long idx = strtol(key + 4, &end, 10);
+    if (*end != '.' || idx < 0 || idx >= MAX_GPUS) return;
+    const char *field = end + 1;
+    struct fake_gpu *g = &s->gpus[idx];
+    if (!strcmp(field, "name")) {
+        snprintf(g->name, sizeof(g->name), "%s", rest);
+    } else if (!strcmp(field, "uuid")) {
+        snprintf(g->uuid, sizeof(g->uuid), "%s", rest);
+    } else if (!strcmp(field, "bus_id")) {
+        snprintf(g->bus_id, sizeof(g->bus_id), "%s", rest);
+    } else if (!strcmp(field, "lost")) {
+        g->lost = atoi(rest);
+    } else if (!strcmp(field, "samples")) {
+        parse_series(&g->util, rest);
+    } else if (!strcmp(field, "mem_samples")) {
+        parse_series(&g->mem, rest);
+    } else if (!strcmp(field, "proc")) {
+        parse_proc(g, rest);
+    } else if (!strcmp(field, "unsupported")) {
+        add_inject(s, (int)idx, rest, 1);
+    } else if (!strcmp(field, "error")) {
+        add_inject(s, (int)idx, rest, 0);
+    } else {
+        for (int f = 0; f < F_COUNT; f++) {
+            if (!strcmp(field, field_keys[f])) {
+                g->v[f] = !strcmp(rest, "na") ? NA : strtoll(rest, NULL, 0);
+                break;
+            }
+        }
+    }
+}
+
+static int parse_scenario(const char *path, struct scenario *s) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) return -1;
+    set_defaults(s);
+    static char line[32768];
+    while (fgets(line, sizeof(line), fp)) {
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        char *text = trim(line);
+        if (!*text) continue;
+        char *rest = text;
+        while (*rest && *rest != ' ' && *rest != '\t') rest++;
+        if (*rest) *rest++ = '\0';
+        rest = trim(rest);
+        const char *key = text;
+        if (!strncmp(key, "gpu.", 4)) {
+            parse_gpu_line(s, key, rest);
+        } else if (!strcmp(key, "init")) {
+            s->init_code = atoi(rest);
+        } else if (!strcmp(key, "driver_version")) {
+            snprintf(s->driver_version, sizeof(s->driver_version), "%s", rest);
+        } else if (!strcmp(key, "nvml_version")) {
+            snprintf(s->nvml_version, sizeof(s->nvml_version), "%s", rest);
+        } else if (!strcmp(key, "cuda_version")) {
+            s->cuda_version = atoi(rest);
+        } else if (!strcmp(key, "gpu_count")) {
+            int n = atoi(rest);
+            s->gpu_count = n < 0 ? 0 : n > MAX_GPUS ? MAX_GPUS : n;
+        } else if (!strcmp(key, "unsupported")) {
+            add_inject(s, -1, rest, 1);
+        } else if (!strcmp(key, "error")) {
+            add_inject(s, -1, rest, 0);
+        }
+    }
+    fclose(fp);
+    return 0;
+}
+
+/* Re-read the scenario when the file changed (writers replace it atomically). */
+static void refresh(void) {
+    if (!scenario_path[0]) return;
+    struct stat st;
+    if (stat(scenario_path, &st) != 0) return;
+    if (scenario_key.valid && scenario_key.dev == st.st_dev && scenario_key.ino == st.st_ino &&
+        scenario_key.size == st.st_size && scenario_key.mtime.tv_sec == st.st_mtim.tv_sec &&
+        scenario_key.mtime.tv_nsec == st.st_mtim.tv_nsec)
+        return;
+    struct scenario *next = scn == &buffers[0] ? &buffers[1] : &buffers[0];
+    if (parse_scenario(scenario_path, next) != 0) return;
+    scn = next;
+    scenario_key.dev = st.st_dev;
+    scenario_key.ino = st.st_ino;
+    scenario_key.size = st.st_size;
+    scenario_key.mtime = st.st_mtim;
+    scenario_key.valid = 1;
+}
+
+/* ---- call accounting ------------------------------------------------------------------ */
+
+#define MAX_SYMS 256
+static const char *sym_names[MAX_SYMS];
+static long sym_counts[MAX_SYMS][MAX_GPUS + 1];
+static int nsyms;
+static FILE *calllog;
+static int calllog_checked;
+
+static int sym_slot(const char *name) {
+    for (int i = 0; i < nsyms; i++)
+        if (!strcmp(sym_names[i], name)) return i;
+    if (nsyms >= MAX_SYMS) return MAX_SYMS - 1;
+    sym_names[nsyms] = name;
+    return nsyms++;
+}
+
+static void count_call(int *slot, const char *name, int gpu) {
+    if (*slot < 0) *slot = sym_slot(name);
+    sym_counts[*slot][gpu + 1]++;
+    if (!calllog_checked) {
+        calllog_checked = 1;
+        const char *path = getenv("FAKE_NVML_CALLLOG");
+        if (path && *path) {
+            calllog = fopen(path, "a");
+            if (calllog) setvbuf(calllog, NULL, _IOLBF, 0);
+        }
+    }
+    if (calllog) fprintf(calllog, "%s %d\n", name, gpu);
+}
+
+EXPORT long fake_nvml_call_count(const char *name, int gpu) {
+    pthread_mutex_lock(&lock);
+    long total = 0;
+    for (int i = 0; i < nsyms; i++) {
+        if (strcmp(sym_names[i], name)) continue;
+        for (int j = 0; j <= MAX_GPUS; j++)
+            if (gpu < 0 || j == gpu + 1) total += sym_counts[i][j];
+    }
+    pthread_mutex_unlock(&lock);
+    return total;
+}
+
+/* Forget counts, init state and the cached scenario (tests call this between cases). */
+EXPORT void fake_nvml_reset(void) {
+    pthread_mutex_lock(&lock);
+    memset(sym_counts, 0, sizeof(sym_counts));
+    init_refcount = 0;
+    scenario_key.valid = 0;
+    if (calllog) fclose(calllog);
+    calllog = NULL;
+    calllog_checked = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+static int injected(int gpu, const char *fn) {
+    for (int i = 0; i < scn->ninject; i++) {
+        const struct fake_inject *in = &scn->inject[i];
+        if ((in->gpu == -1 || in->gpu == gpu) && !strcmp(in->fn, fn)) return in->code;
+    }
+    return 0;
+}
+
+static void unlock_cleanup(int *unused) {
+    (void)unused;
+    pthread_mutex_unlock(&lock);
+}
+#define LOCKED                                                                                \
+    pthread_mutex_lock(&lock);                                                                \
+    int lock_guard_ __attribute__((cleanup(unlock_cleanup), unused)) = 0
+
+static int handle_index(nvmlDevice_t h) {
+    if (h < &handles[0] || h >= &handles[MAX_GPUS]) return -1;
+    if ((const char *)h - (const char *)handles != (h - handles) * (long)sizeof(*h)) return -1;
+    return (int)(h - handles);
+}
+
+/* Common prologue of a system call: count, require init, refresh, apply injected errors. */
+static nvmlReturn_t sys_begin(int *slot, const char *name, int do_refresh) {
+    count_call(slot, name, -1);
+    if (init_refcount <= 0) return NVML_ERROR_UNINITIALIZED;
+    if (do_refresh) refresh();
+    return injected(-1, name);
+}
+
+/* Common prologue of a device call; sets *gp to the GPU or returns the error to give. */
+static nvmlReturn_t dev_begin(int *slot, const char *name, nvmlDevice_t h, int do_refresh,
+                              struct fake_gpu **gp, int *gi) {
+    int index = handle_index(h);
+    count_call(slot, name, index >= 0 && index < MAX_GPUS ? index : -1);
+    if (init_refcount <= 0) return NVML_ERROR_UNINITIALIZED;
+    if (do_refresh) refresh();
+    if (index < 0 || index >= scn->gpu_count) return NVML_ERROR_INVALID_ARGUMENT;
+    struct fake_gpu *g = &scn->gpus[index];
+    if (g->lost) return NVML_ERROR_GPU_IS_LOST;
+    nvmlReturn_t code = injected(index, name);
+    if (code) return code;
+    *gp = g;
+    *gi = index;
+    return NVML_SUCCESS;
+}
+
+#define SYS_BEGIN(do_refresh)                                                                 \
+    static int slot_ = -1;                                                                    \
+    LOCKED;                                                                                   \
+    {                                                                                         \
+        nvmlReturn_t pre_ = sys_begin(&slot_, __func__, (do_refresh));                        \
+        if (pre_ != NVML_SUCCESS) return pre_;                                                \
+    }
+
+#define DEV_BEGIN(h, do_refresh)                                                              \
+    static int slot_ = -1;                                                                    \
+    LOCKED;                                                                                   \
+    struct fake_gpu *g = NULL;                                                                \
+    int gi = -1;                                                                              \
+    {                                                                                         \
+        nvmlReturn_t pre_ = dev_begin(&slot_, __func__, (h), (do_refresh), &g, &gi);          \
+        if (pre_ != NVML_SUCCESS) return pre_;                                                \
+    }                                                                                         \
+    (void)gi
+
+#define CHECK_PTR(p)                                                                          \
+    if (!(p)) return NVML_ERROR_INVALID_ARGUMENT
+
+/* Value of a numeric field, or return NOT_SUPPORTED when the scenario says `na`. */
+#define FIELD_OR_NA(var, f)                                                                   \
+    long long var = g->v[(f)];                                                                \
+    if (var == NA) return NVML_ERROR_NOT_SUPPORTED
+
+static nvmlReturn_t copy_string(char *dst, unsigned int len, const char *src) {
+    CHECK_PTR(dst);
+    if (strlen(src) + 1 > len) return NVML_ERROR_INSUFFICIENT_SIZE;
+    strcpy(dst, src);
+    return NVML_SUCCESS;
+}
+
+static unsigned long long now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+}
+
+static nvmlReturn_t uint_field(struct fake_gpu *g, int f, unsigned int *out) {
+    CHECK_PTR(out);
+    FIELD_OR_NA(value, f);
+    *out = (unsigned int)value;
+    return NVML_SUCCESS;
+}
+
+/* ---- init, system ----------------------------------------------------------------------- */
+
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    static int slot_ = -1;
+    (void)flags;
+    LOCKED;
+    count_call(&slot_, __func__, -1);
+    const char *path = getenv("FAKE_NVML_SCENARIO");
+    if (path && strcmp(path, scenario_path)) {
+        snprintf(scenario_path, sizeof(scenario_path), "%s", path);
+        scenario_key.valid = 0;
+    }
+    if (!scenario_key.valid) set_defaults(scn);
+    refresh();
+    if (scn->init_code) return scn->init_code;
+    init_refcount++;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
+
+EXPORT nvmlReturn_t nvmlShutdown(void) {
+    static int slot_ = -1;
+    LOCKED;
+    count_call(&slot_, __func__, -1);
+    if (init_refcount <= 0) return NVML_ERROR_UNINITIALIZED;
+    init_refcount--;
+    return NVML_SUCCESS;
+}
+
+EXPORT const char *nvmlErrorString(nvmlReturn_t result) {
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    default: return "Unknown Error";
+    }
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    SYS_BEGIN(1);
+    return copy_string(version, length, scn->driver_version);
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
+    SYS_BEGIN(1);
+    return copy_string(version, length, scn->nvml_version);
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version) {
+    SYS_BEGIN(1);
+    CHECK_PTR(version);
+    *version = scn->cuda_version;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version) {
+    SYS_BEGIN(1);
+    CHECK_PTR(version);
+    *version = scn->cuda_version;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length) {
+    SYS_BEGIN(1);
+    char path[64], comm[256] = "";
+    snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return NVML_ERROR_NOT_FOUND;
+    if (!fgets(comm, sizeof(comm), fp)) comm[0] = '\0';
+    fclose(fp);
+    return copy_string(name, length, trim(comm));
+}
+
+/* ---- enumeration and identity ----------------------------------------------------------- */
+
+static nvmlReturn_t device_count(unsigned int *count) {
+    CHECK_PTR(count);
+    *count = (unsigned int)scn->gpu_count;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    SYS_BEGIN(1);
+    return device_count(count);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *count) {
+    SYS_BEGIN(1);
+    return device_count(count);
+}
+
+static nvmlReturn_t handle_by_index(unsigned int index, nvmlDevice_t *device) {
+    CHECK_PTR(device);
+    if (index >= (unsigned int)scn->gpu_count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (scn->gpus[index].lost) return NVML_ERROR_GPU_IS_LOST;
+    nvmlReturn_t code = injected((int)index, "nvmlDeviceGetHandleByIndex_v2");
+    if (code) return code;
+    handles[index].index = (int)index;
+    *device = &handles[index];
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    static int slot_ = -1;
+    LOCKED;
+    count_call(&slot_, __func__, index < MAX_GPUS ? (int)index : -1);
+    if (init_refcount <= 0) return NVML_ERROR_UNINITIALIZED;
+    refresh();
+    return handle_by_index(index, device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
+    return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+static nvmlReturn_t handle_by(const char *key, int by_uuid, nvmlDevice_t *device) {
+    CHECK_PTR(key);
+    for (int i = 0; i < scn->gpu_count; i++) {
+        const struct fake_gpu *g = &scn->gpus[i];
+        const char *mine = by_uuid ? g->uuid : g->bus_id;
+        /* Bus ids may come with a 4- or 8-digit domain. */
+        if (!strcasecmp(mine, key) || (!by_uuid && !strcasecmp(mine + 4, key)))
+            return handle_by_index((unsigned int)i, device);
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+    SYS_BEGIN(1);
+    return handle_by(uuid, 1, device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, nvmlDevice_t *device) {
+    SYS_BEGIN(1);
+    return handle_by(bus_id, 0, device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *bus_id, nvmlDevice_t *device) {
+    return nvmlDeviceGetHandleByPciBusId_v2(bus_id, device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t h, unsigned int *index) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(index);
+    *index = (unsigned int)gi;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char *name, unsigned int length) {
+    DEV_BEGIN(h, 1);
+    return copy_string(name, length, g->name);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *uuid, unsigned int length) {
+    DEV_BEGIN(h, 1);
+    return copy_string(uuid, length, g->uuid);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t h, char *serial, unsigned int length) {
+    DEV_BEGIN(h, 1);
+    char buf[32];
+    snprintf(buf, sizeof(buf), "165%010d", gi);
+    return copy_string(serial, length, buf);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t *pci) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(pci);
+    memset(pci, 0, sizeof(*pci));
+    unsigned int domain = 0, bus = 0, device = 0;
+    sscanf(g->bus_id, "%x:%x:%x", &domain, &bus, &device);
+    pci->domain = domain;
+    pci->bus = bus;
+    pci->device = device;
+    pci->pciDeviceId = 0x233010deU;
+    pci->pciSubSystemId = 0x16c110deU;
+    snprintf(pci->busId, sizeof(pci->busId), "%s", g->bus_id);
+    snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.0", domain & 0xffff,
+             bus, device);
+    return NVML_SUCCESS;
+}
+
+/* ---- utilization ------------------------------------------------------------------------ */
+
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtilization_t *util) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(util);
+    if (g->v[F_MIG] == 1) return NVML_ERROR_NOT_SUPPORTED;
+    FIELD_OR_NA(gpu, F_UTIL);
+    FIELD_OR_NA(mem, F_MEM_UTIL);
+    util->gpu = (unsigned int)gpu;
+    util->memory = (unsigned int)mem;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, unsigned int type,
+                                         unsigned long long last_seen, unsigned int *value_type,
+                                         unsigned int *count, nvmlSample_t *samples) {
+    /* The second call must see the same data as the probe, so only the probe refreshes. */
+    DEV_BEGIN(h, samples == NULL);
+    CHECK_PTR(value_type);
+    CHECK_PTR(count);
+    const struct fake_series *series;
+    if (type == 1) series = &g->util;
+    else if (type == 2) series = &g->mem;
+    else return NVML_ERROR_NOT_SUPPORTED;
+    if (g->v[F_MIG] == 1) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned int newer = 0;
+    for (int i = 0; i < series->n; i++)
+        if (series->ts[i] > last_seen) newer++;
+    if (newer == 0) return NVML_ERROR_NOT_FOUND;
+    *value_type = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+    if (samples == NULL) {
+        *count = newer;
+        return NVML_SUCCESS;
+    }
+    if (*count == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int written = 0;
+    for (int i = 0; i < series->n && written < *count; i++) {
+        if (series->ts[i] <= last_seen) continue;
+        samples[written].timeStamp = series->ts[i];
+        samples[written].sampleValue.ullVal = 0;
+        samples[written].sampleValue.uiVal = series->val[i];
+        written++;
+    }
+    *count = written;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t h, unsigned int *util,
+                                                    unsigned int *period_us) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(period_us);
+    *period_us = 167000;
+    return uint_field(g, F_ENC_UTIL, util);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t h, unsigned int *util,
+                                                    unsigned int *period_us) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(period_us);
+    *period_us = 167000;
+    return uint_field(g, F_DEC_UTIL, util);
+}
+
+/* ---- memory ----------------------------------------------------------------------------- */
+
+static void memory_numbers(const struct fake_gpu *g, unsigned long long *total,
+                           unsigned long long *reserved, unsigned long long *used) {
+    *total = (unsigned long long)(g->v[F_MEM_TOTAL] == NA ? 0 : g->v[F_MEM_TOTAL]);
+    *reserved = (unsigned long long)(g->v[F_MEM_RESERVED] == NA ? 0 : g->v[F_MEM_RESERVED]);
+    *used = (unsigned long long)(g->v[F_MEM_USED] == NA ? 0 : g->v[F_MEM_USED]);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *memory) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(memory);
+    if (g->v[F_MEM_TOTAL] == NA) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned long long total, reserved, used;
+    memory_numbers(g, &total, &reserved, &used);
+    /* v1 semantics: used is the sum of reserved and allocated. */
+    memory->total = total;
+    memory->used = used + reserved;
+    memory->free = total > used + reserved ? total - used - reserved : 0;
+    return NVML_SUCCESS;
+}
+
+#ifndef NO_MEMORY_V2
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *memory) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(memory);
+    if (memory->version != MEMORY_V2_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (g->v[F_MEM_TOTAL] == NA) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned long long total, reserved, used;
+    memory_numbers(g, &total, &reserved, &used);
+    memory->total = total;
+    memory->reserved = reserved;
+    memory->used = used;
+    memory->free = total > used + reserved ? total - used - reserved : 0;
+    return NVML_SUCCESS;
+}
+#endif
+
+EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t h, nvmlBAR1Memory_t *bar1) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(bar1);
+    FIELD_OR_NA(total, F_BAR1_TOTAL);
+    FIELD_OR_NA(used, F_BAR1_USED);
+    bar1->bar1Total = (unsigned long long)total;
+    bar1->bar1Used = (unsigned long long)used;
+    bar1->bar1Free = (unsigned long long)(total - used);
+    return NVML_SUCCESS;
+}
+
+/* ---- thermal, power, fan ---------------------------------------------------------------- */
+
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t h, int sensor, unsigned int *temp) {
+    DEV_BEGIN(h, 1);
+    if (sensor != 0) return NVML_ERROR_INVALID_ARGUMENT;
+    return uint_field(g, F_TEMP, temp);
+}
+
+#ifndef NO_TEMPERATURE_V
+EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t h, nvmlTemperature_t *temp) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(temp);
+    if (temp->version != TEMPERATURE_V1_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (temp->sensorType != 0) return NVML_ERROR_INVALID_ARGUMENT;
+    FIELD_OR_NA(value, F_TEMP);
+    temp->temperature = (int)value;
+    return NVML_SUCCESS;
+}
+#endif
+
+EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t h, int type,
+                                                      unsigned int *temp) {
+    DEV_BEGIN(h, 1);
+    switch (type) {
+    case 0: return uint_field(g, F_TEMP_SHUTDOWN, temp);
+    case 1: return uint_field(g, F_TEMP_SLOWDOWN, temp);
+    case 2: return uint_field(g, F_TEMP_MEM_MAX, temp);
+    case 3: return uint_field(g, F_TEMP_GPU_MAX, temp);
+    default: return NVML_ERROR_NOT_SUPPORTED;
+    }
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t h, unsigned int *mw) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_POWER_MW, mw);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t h, unsigned int *mw) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_POWER_LIMIT_MW, mw);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t h, unsigned int *mw) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_POWER_MGMT_LIMIT_MW, mw);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t h, unsigned int *mw) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_POWER_DEFAULT_LIMIT_MW, mw);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t h,
+                                                                 unsigned int *min_mw,
+                                                                 unsigned int *max_mw) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(min_mw);
+    *min_mw = 200000;
+    return uint_field(g, F_POWER_DEFAULT_LIMIT_MW, max_mw);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t h,
+                                                        unsigned long long *mj) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(mj);
+    FIELD_OR_NA(value, F_ENERGY_MJ);
+    *mj = (unsigned long long)value;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t h, unsigned int *pct) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_FAN, pct);
+}
+
+/* ---- clocks and clock-event reasons ----------------------------------------------------- */
+
+static int clock_field(unsigned int type, int max) {
+    static const int current[] = {F_CLOCK_GRAPHICS, F_CLOCK_SM, F_CLOCK_MEM, F_CLOCK_VIDEO};
+    static const int maximum[] = {F_CLOCK_GRAPHICS_MAX, F_CLOCK_SM_MAX, F_CLOCK_MEM_MAX,
+                                  F_CLOCK_VIDEO_MAX};
+    if (type > 3) return -1;
+    return max ? maximum[type] : current[type];
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t h, unsigned int type, unsigned int *mhz) {
+    DEV_BEGIN(h, 1);
+    int f = clock_field(type, 0);
+    if (f < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    return uint_field(g, f, mhz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t h, unsigned int type,
+                                              unsigned int *mhz) {
+    DEV_BEGIN(h, 1);
+    int f = clock_field(type, 1);
+    if (f < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    return uint_field(g, f, mhz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t h, unsigned int type, unsigned int id,
+                                       unsigned int *mhz) {
+    DEV_BEGIN(h, 1);
+    int f = clock_field(type, id != 0);
+    if (f < 0 || id > 3) return NVML_ERROR_INVALID_ARGUMENT;
+    return uint_field(g, f, mhz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxCustomerBoostClock(nvmlDevice_t h, unsigned int type,
+                                                       unsigned int *mhz) {
+    DEV_BEGIN(h, 1);
+    int f = clock_field(type, 1);
+    if (f < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    return uint_field(g, f, mhz);
+}
+
+static nvmlReturn_t ull_field(struct fake_gpu *g, int f, unsigned long long *out) {
+    CHECK_PTR(out);
+    FIELD_OR_NA(value, f);
+    *out = (unsigned long long)value;
+    return NVML_SUCCESS;
+}
+
+#ifndef NO_EVENT_REASONS
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t h,
+                                                           unsigned long long *reasons) {
+    DEV_BEGIN(h, 1);
+    return ull_field(g, F_CLOCK_EVENTS, reasons);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t h,
+                                                             unsigned long long *reasons) {
+    DEV_BEGIN(h, 1);
+    return ull_field(g, F_SUPPORTED_CLOCK_EVENTS, reasons);
+}
+#endif
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t h,
+                                                              unsigned long long *reasons) {
+    DEV_BEGIN(h, 1);
+    return ull_field(g, F_CLOCK_EVENTS, reasons);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t h,
+                                                                unsigned long long *reasons) {
+    DEV_BEGIN(h, 1);
+    return ull_field(g, F_SUPPORTED_CLOCK_EVENTS, reasons);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t h, unsigned int policy,
+                                                 nvmlViolationTime_t *viol) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(viol);
+    static const int by_policy[] = {F_THR_SW_POWER_CAP, F_THR_SW_THERMAL, F_THR_SYNC_BOOST};
+    if (policy > 2) return NVML_ERROR_NOT_SUPPORTED;
+    FIELD_OR_NA(value, by_policy[policy]);
+    viol->referenceTime = now_us();
+    viol->violationTime = (unsigned long long)value;
+    return NVML_SUCCESS;
+}
+
+/* ---- PCIe ------------------------------------------------------------------------------- */
+
+EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t h, unsigned int counter,
+                                                unsigned int *kbs) {
+    DEV_BEGIN(h, 1);
+    if (counter == 0) return uint_field(g, F_PCIE_TX, kbs);
+    if (counter == 1) return uint_field(g, F_PCIE_RX, kbs);
+    return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_PCIE_GEN, v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_PCIE_WIDTH, v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_PCIE_GEN_MAX, v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_PCIE_WIDTH_MAX, v);
+}
+
+/* ---- running processes (two-call contract, nvml.md 5.3) --------------------------------- */
+
+static unsigned int count_procs(const struct fake_gpu *g, int kind) {
+    unsigned int n = 0;
+    for (int i = 0; i < g->nprocs; i++)
+        if (g->procs[i].kind & kind) n++;
+    return n;
+}
+
+static unsigned long long proc_used(const struct fake_proc *p) {
+    return p->used < 0 ? ~0ULL : (unsigned long long)p->used;
+}
+
+static nvmlReturn_t running_processes(const struct fake_gpu *g, int kind, unsigned int *count,
+                                      nvmlProcessInfo_t *infos, nvmlProcessInfo_v1_t *infos_v1) {
+    CHECK_PTR(count);
+    unsigned int n = count_procs(g, kind);
+    if (*count == 0 && !infos && !infos_v1) {
+        *count = n;
+        return n == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    if (*count < n) {
+        *count = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    if (!infos && !infos_v1) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int w = 0;
+    for (int i = 0; i < g->nprocs; i++) {
+        const struct fake_proc *p = &g->procs[i];
+        if (!(p->kind & kind)) continue;
+        if (infos) {
+            infos[w].pid = p->pid;
+            infos[w].usedGpuMemory = proc_used(p);
+            infos[w].gpuInstanceId = 0xFFFFFFFFU;
+            infos[w].computeInstanceId = 0xFFFFFFFFU;
+        } else {
+            infos_v1[w].pid = p->pid;
+            infos_v1[w].usedGpuMemory = proc_used(p);
+        }
+        w++;
+    }
+    *count = w;
+    return NVML_SUCCESS;
+}
+
+#define RUNNING_PROCS(fn, kind)                                                               \
+    EXPORT nvmlReturn_t fn(nvmlDevice_t h, unsigned int *count, nvmlProcessInfo_t *infos) {   \
+        DEV_BEGIN(h, infos == NULL);                                                          \
+        return running_processes(g, (kind), count, infos, NULL);                              \
+    }
+
+#ifndef NO_V3
+RUNNING_PROCS(nvmlDeviceGetComputeRunningProcesses_v3, KIND_COMPUTE)
+RUNNING_PROCS(nvmlDeviceGetGraphicsRunningProcesses_v3, KIND_GRAPHICS)
+RUNNING_PROCS(nvmlDeviceGetMPSComputeRunningProcesses_v3, 0)
+#endif
+#ifndef NO_V2
+RUNNING_PROCS(nvmlDeviceGetComputeRunningProcesses_v2, KIND_COMPUTE)
+RUNNING_PROCS(nvmlDeviceGetGraphicsRunningProcesses_v2, KIND_GRAPHICS)
+RUNNING_PROCS(nvmlDeviceGetMPSComputeRunningProcesses_v2, 0)
+#endif
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t h, unsigned int *count,
+                                                         nvmlProcessInfo_v1_t *infos) {
+    DEV_BEGIN(h, infos == NULL);
+    return running_processes(g, KIND_COMPUTE, count, NULL, infos);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t h, unsigned int *count,
+                                                          nvmlProcessInfo_v1_t *infos) {
+    DEV_BEGIN(h, infos == NULL);
+    return running_processes(g, KIND_GRAPHICS, count, NULL, infos);
+}
+
+/* ---- per-process utilization ------------------------------------------------------------ */
+
+/* Only processes with non-zero utilization newer than last_seen have samples (nvml.h). */
+static int proc_has_sample(const struct fake_proc *p, unsigned long long last_seen) {
+    return p->ts > last_seen && (p->sm > 0 || p->mem > 0);
+}
+
+static unsigned int count_proc_samples(const struct fake_gpu *g, unsigned long long last_seen) {
+    unsigned int n = 0;
+    for (int i = 0; i < g->nprocs; i++)
+        if (proc_has_sample(&g->procs[i], last_seen)) n++;
+    return n;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
+                                                    nvmlProcessUtilizationSample_t *util,
+                                                    unsigned int *count,
+                                                    unsigned long long last_seen) {
+    DEV_BEGIN(h, util == NULL);
+    CHECK_PTR(count);
+    if (g->v[F_MIG] == 1) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned int n = count_proc_samples(g, last_seen);
+    if (n == 0) return NVML_ERROR_NOT_FOUND;
+    if (!util || *count < n) {
+        *count = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    unsigned int w = 0;
+    for (int i = 0; i < g->nprocs; i++) {
+        const struct fake_proc *p = &g->procs[i];
+        if (!proc_has_sample(p, last_seen)) continue;
+        memset(&util[w], 0, sizeof(util[w]));
+        util[w].pid = p->pid;
+        util[w].timeStamp = p->ts;
+        util[w].smUtil = p->sm;
+        util[w].memUtil = p->mem;
+        w++;
+    }
+    *count = w;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t h,
+                                                          nvmlProcessesUtilizationInfo_t *info) {
+    DEV_BEGIN(h, info == NULL || info->procUtilArray == NULL);
+    CHECK_PTR(info);
+    if (info->version != PROC_UTIL_INFO_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (g->v[F_MIG] == 1) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned long long last_seen = info->lastSeenTimeStamp;
+    unsigned int n = count_proc_samples(g, last_seen);
+    if (n == 0) return NVML_ERROR_NOT_FOUND;
+    if (!info->procUtilArray || info->processSamplesCount < n) {
+        info->processSamplesCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    unsigned int w = 0;
+    for (int i = 0; i < g->nprocs; i++) {
+        const struct fake_proc *p = &g->procs[i];
+        if (!proc_has_sample(p, last_seen)) continue;
+        nvmlProcessUtilizationInfo_v1_t *out = &info->procUtilArray[w++];
+        memset(out, 0, sizeof(*out));
+        out->timeStamp = p->ts;
+        out->pid = p->pid;
+        out->smUtil = p->sm;
+        out->memUtil = p->mem;
+        if (p->ts > info->lastSeenTimeStamp) info->lastSeenTimeStamp = p->ts;
+    }
+    info->processSamplesCount = w;
+    return NVML_SUCCESS;
+}
+
+/* ---- field values ----------------------------------------------------------------------- */
+
+static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
+    int f = -1;
+    unsigned int type = 3; /* unsigned long long */
+    switch (fv->fieldId) {
+    case 74: f = F_THR_SW_POWER_CAP; break;
+    case 76: f = F_THR_SYNC_BOOST; break;
+    case 269: f = F_THR_SW_THERMAL; break;
+    case 270: f = F_THR_HW_THERMAL; break;
+    case 271: f = F_THR_HW_POWER_BRAKE; break;
+    case 82: f = F_MEM_TEMP; type = 1; break;
+    case 185:
+    case 186: f = F_POWER_MW; type = 1; break;
+    case 191: f = F_ENERGY_MJ; break;
+    case 193: f = F_TEMP_SHUTDOWN; type = 5; break;
+    case 194: f = F_TEMP_SLOWDOWN; type = 5; break;
+    case 195: f = F_TEMP_MEM_MAX; type = 5; break;
+    case 196: f = F_TEMP_GPU_MAX; type = 5; break;
+    default: break;
+    }
+    fv->timestamp = (long long)now_us();
+    fv->latencyUsec = 0;
+    fv->value.ullVal = 0;
+    if (f < 0) {
+        fv->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+        return;
+    }
+    if (g->v[f] == NA) {
+        fv->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        return;
+    }
+    fv->valueType = type;
+    fv->nvmlReturn = NVML_SUCCESS;
+    if (type == 1) fv->value.uiVal = (unsigned int)g->v[f];
+    else if (type == 5) fv->value.siVal = (int)g->v[f];
+    else fv->value.ullVal = (unsigned long long)g->v[f];
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t *values) {
+    DEV_BEGIN(h, 1);
+    if (count < 0 || (count > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < count; i++) field_value(g, &values[i]);
+    return NVML_SUCCESS;
+}
+
+/* ---- MIG and assorted device facts nvitop asks for -------------------------------------- */
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned int *current,
+                                         unsigned int *pending) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(pending);
+    FIELD_OR_NA(pend, F_MIG_PENDING);
+    *pending = (unsigned int)pend;
+    return uint_field(g, F_MIG, current);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t h, unsigned int *is_mig) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(is_mig);
+    *is_mig = 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t h, unsigned int *count) {
+    DEV_BEGIN(h, 1);
+    if (g->v[F_MIG] == NA) return NVML_ERROR_NOT_SUPPORTED;
+    return uint_field(g, F_MAX_MIG_DEVICES, count);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t h, unsigned int index,
+                                                        nvmlDevice_t *mig) {
+    DEV_BEGIN(h, 1);
+    (void)index;
+    (void)mig;
+    return g->v[F_MIG] == NA ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t h,
+                                                                 nvmlDevice_t *parent) {
+    DEV_BEGIN(h, 1);
+    (void)parent;
+    return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t h, unsigned int *id) {
+    DEV_BEGIN(h, 1);
+    (void)id;
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t h, unsigned int *id) {
+    DEV_BEGIN(h, 1);
+    (void)id;
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* Windows-only on real drivers; nvitop probes both and must see NOT_SUPPORTED, not a miss. */
+EXPORT nvmlReturn_t nvmlDeviceGetDriverModel_v2(nvmlDevice_t h, unsigned int *cur,
+                                                unsigned int *pend) {
+    DEV_BEGIN(h, 1);
+    (void)cur;
+    (void)pend;
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t h, unsigned int *cur,
+                                             unsigned int *pend) {
+    DEV_BEGIN(h, 1);
+    (void)cur;
+    (void)pend;
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_DISPLAY_ACTIVE, v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_DISPLAY_ACTIVE, v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_PERSISTENCE, v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_PSTATE, v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_COMPUTE_MODE, v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_ARCH, v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t h, unsigned int error_type,
+                                                unsigned int counter_type,
+                                                unsigned long long *count) {
+    DEV_BEGIN(h, 1);
+    (void)error_type;
+    (void)counter_type;
+    return ull_field(g, F_ECC_ERRORS, count);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int *major, int *minor) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(major);
+    CHECK_PTR(minor);
+    FIELD_OR_NA(maj, F_CC_MAJOR);
+    FIELD_OR_NA(min, F_CC_MINOR);
+    *major = (int)maj;
+    *minor = (int)min;
+    return NVML_SUCCESS;
+}
+
+/* ---- GPM (Hopper and newer) ------------------------------------------------------------- */
+
+#ifndef NO_GPM
+#define GPM_MAGIC 0x67706d31U
+#define GPM_MAX_METRICS 477
+static unsigned long long gpm_seq;
+
+EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t h, nvmlGpmSupport_t *support) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(support);
+    if (support->version != 1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    support->isSupportedDevice = g->v[F_GPM] != NA && g->v[F_GPM] != 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
+    SYS_BEGIN(0);
+    CHECK_PTR(sample);
+    struct fake_gpm_sample *s = calloc(1, sizeof(*s));
+    if (!s) return NVML_ERROR_UNKNOWN;
+    s->magic = GPM_MAGIC;
+    s->gpu = -1;
+    *sample = s;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+    SYS_BEGIN(0);
+    if (!sample || sample->magic != GPM_MAGIC) return NVML_ERROR_INVALID_ARGUMENT;
+    sample->magic = 0;
+    free(sample);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t h, nvmlGpmSample_t sample) {
+    DEV_BEGIN(h, 1);
+    if (!sample || sample->magic != GPM_MAGIC) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->v[F_GPM] == NA || g->v[F_GPM] == 0) return NVML_ERROR_NOT_SUPPORTED;
+    sample->gpu = gi;
+    sample->seq = ++gpm_seq;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t h, unsigned int gi_id,
+                                        nvmlGpmSample_t sample) {
+    DEV_BEGIN(h, 1);
+    (void)gi_id;
+    (void)sample;
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+static void gpm_metric(const struct fake_gpu *g, nvmlGpmMetric_t *m) {
+    static const char *unit_pct = "%", *unit_mibs = "MiB/s";
+    long long v = NA;
+    double scale = 1.0;
+    const char *name = NULL, *unit = unit_pct;
+    switch (m->metricId) {
+    case 1: v = g->v[F_UTIL]; name = "graphics_util"; break;
+    case 2: v = g->v[F_GPM_SM]; name = "sm_util"; break;
+    case 3: v = g->v[F_GPM_SM]; scale = 0.5; name = "sm_occupancy"; break;
+    case 5: v = g->v[F_GPM_TENSOR]; name = "any_tensor_util"; break;
+    case 10: v = g->v[F_GPM_DRAM]; name = "dram_bw_util"; break;
+    case 20: v = g->v[F_PCIE_TX]; scale = 1.0 / 1024; name = "pcie_tx"; unit = unit_mibs; break;
+    case 21: v = g->v[F_PCIE_RX]; scale = 1.0 / 1024; name = "pcie_rx"; unit = unit_mibs; break;
+    default: break;
+    }
+    memset(&m->metricInfo, 0, sizeof(m->metricInfo));
+    m->value = 0.0;
+    if (v == NA) {
+        m->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        return;
+    }
+    m->nvmlReturn = NVML_SUCCESS;
+    m->value = (double)v * scale;
+    m->metricInfo.shortName = name;
+    m->metricInfo.longName = name;
+    m->metricInfo.unit = unit;
+}
+
+EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
+    SYS_BEGIN(1);
+    CHECK_PTR(mg);
+    if (mg->version != 1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    nvmlGpmSample_t a = mg->sample1, b = mg->sample2;
+    if (!a || !b || a->magic != GPM_MAGIC || b->magic != GPM_MAGIC) return NVML_ERROR_INVALID_ARGUMENT;
+    if (a->gpu < 0 || a->gpu != b->gpu || a->seq >= b->seq) return NVML_ERROR_INVALID_ARGUMENT;
+    if (mg->numMetrics > GPM_MAX_METRICS) return NVML_ERROR_INVALID_ARGUMENT;
+    if (a->gpu >= scn->gpu_count) return NVML_ERROR_INVALID_ARGUMENT;
+    const struct fake_gpu *g = &scn->gpus[a->gpu];
+    if (g->lost) return NVML_ERROR_GPU_IS_LOST;
+    for (unsigned int i = 0; i < mg->numMetrics; i++) gpm_metric(g, &mg->metrics[i]);
+    return NVML_SUCCESS;
+}
+#endif

@@ -1,0 +1,207 @@
+"""Scenario files for the fake libnvidia-ml (``fake_nvml.c``).
+
+A scenario is an immutable description of what the fake reports; tests build one, ``write`` it,
+then ``write`` a changed copy (``dataclasses.replace`` / :meth:`Scenario.with_gpu`) to move the
+values over time. The fake re-reads the file when it changes. The format is line-based
+``key value`` so the C side stays a few dozen lines of parsing.
+
+``None`` on a numeric field means "the matching NVML call answers NOT_SUPPORTED".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+MIB = 1024 * 1024
+
+# Clock-event reason bits, as in nvml.h (kept local so the tests don't lean on the code under test).
+GPU_IDLE = 0x1
+SW_POWER_CAP = 0x4
+HW_SLOWDOWN = 0x8
+SW_THERMAL = 0x20
+HW_THERMAL = 0x40
+
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_UNKNOWN = 999
+
+
+@dataclass(frozen=True)
+class FakeProcess:
+    """A process on one GPU; ``util_ts`` is the timestamp (µs) of its utilization sample."""
+
+    pid: int
+    used_mib: float | None = 1024.0  # None: NVML_VALUE_NOT_AVAILABLE
+    sm_util: int = 0
+    mem_util: int = 0
+    util_ts: int = 0
+    kind: str = "compute"  # "compute", "graphics" or "both"
+
+    def line(self, index: int) -> str:
+        used = -1 if self.used_mib is None else round(self.used_mib * MIB)
+        return (
+            f"gpu.{index}.proc {self.pid} {self.kind} {used} {self.sm_util} {self.mem_util} "
+            f"{self.util_ts}"
+        )
+
+
+@dataclass(frozen=True)
+class FakeGpu:
+    """One fake GPU. Units as NVML reports them are converted by ``lines``."""
+
+    name: str = "NVIDIA H100 80GB HBM3"
+    uuid: str | None = None  # default derived from the index
+    bus_id: str | None = None  # default derived from the index
+    lost: bool = False
+    mig: bool | None = False  # None: MIG mode NOT_SUPPORTED (GPU without MIG)
+    util: int | None = 0
+    mem_util: int | None = 0
+    samples: tuple[tuple[int, int], ...] = ()  # (timestamp µs, util %) in the driver's ring
+    mem_total_mib: float | None = 81559.0
+    mem_used_mib: float = 0.0
+    mem_reserved_mib: float = 512.0
+    temp_c: int | None = 35
+    temp_slowdown_c: int | None = 89
+    temp_shutdown_c: int | None = 92
+    temp_gpu_max_c: int | None = 87
+    power_w: float | None = 70.0
+    power_limit_w: float | None = 700.0
+    sm_clock_mhz: int | None = 1980
+    sm_clock_max_mhz: int | None = 1980
+    mem_clock_mhz: int | None = 2619
+    mem_clock_max_mhz: int | None = 2619
+    clock_events: int | None = 0
+    pcie_rx_kbs: int | None = 0
+    pcie_tx_kbs: int | None = 0
+    fan_pct: int | None = 30
+    thr_sw_power_cap_ns: int | None = 0
+    thr_sync_boost_ns: int | None = 0
+    thr_sw_thermal_ns: int | None = 0
+    thr_hw_thermal_ns: int | None = 0
+    thr_hw_power_brake_ns: int | None = 0
+    gpm: bool = False
+    gpm_sm_pct: int | None = 0
+    gpm_tensor_pct: int | None = 0
+    processes: tuple[FakeProcess, ...] = ()
+    unsupported: tuple[str, ...] = ()  # NVML function names answering NOT_SUPPORTED
+    errors: tuple[tuple[str, int], ...] = ()  # (NVML function name, error code)
+
+    def lines(self, index: int) -> list[str]:
+        uuid = self.uuid or f"GPU-fa4e{index:04x}-0000-4000-8000-{index:012x}"
+        bus_id = self.bus_id or f"00000000:{0x18 + index:02X}:00.0"
+        p = f"gpu.{index}."
+        out = [f"{p}name {self.name}", f"{p}uuid {uuid}", f"{p}bus_id {bus_id}"]
+        out.append(f"{p}lost {int(self.lost)}")
+        numbers: dict[str, float | int | bool | None] = {
+            "mig": self.mig,
+            "util": self.util,
+            "mem_util": self.mem_util,
+            "mem_total": _mib_to_bytes(self.mem_total_mib),
+            "mem_used": _mib_to_bytes(self.mem_used_mib),
+            "mem_reserved": _mib_to_bytes(self.mem_reserved_mib),
+            "temp": self.temp_c,
+            "temp_slowdown": self.temp_slowdown_c,
+            "temp_shutdown": self.temp_shutdown_c,
+            "temp_gpu_max": self.temp_gpu_max_c,
+            "power_mw": _w_to_mw(self.power_w),
+            "power_limit_mw": _w_to_mw(self.power_limit_w),
+            "power_mgmt_limit_mw": _w_to_mw(self.power_limit_w),
+            "clock_sm": self.sm_clock_mhz,
+            "clock_graphics": self.sm_clock_mhz,
+            "clock_sm_max": self.sm_clock_max_mhz,
+            "clock_graphics_max": self.sm_clock_max_mhz,
+            "clock_mem": self.mem_clock_mhz,
+            "clock_mem_max": self.mem_clock_max_mhz,
+            "clock_events": self.clock_events,
+            "pcie_rx_kbs": self.pcie_rx_kbs,
+            "pcie_tx_kbs": self.pcie_tx_kbs,
+            "fan": self.fan_pct,
+            "thr_sw_power_cap_ns": self.thr_sw_power_cap_ns,
+            "thr_sync_boost_ns": self.thr_sync_boost_ns,
+            "thr_sw_thermal_ns": self.thr_sw_thermal_ns,
+            "thr_hw_thermal_ns": self.thr_hw_thermal_ns,
+            "thr_hw_power_brake_ns": self.thr_hw_power_brake_ns,
+            "gpm": self.gpm,
+            "gpm_sm": self.gpm_sm_pct,
+            "gpm_tensor": self.gpm_tensor_pct,
+        }
+        out.extend(f"{p}{key} {_number(value)}" for key, value in numbers.items())
+        if self.samples:
+            out.append(f"{p}samples " + " ".join(f"{ts}:{val}" for ts, val in self.samples))
+        out.extend(proc.line(index) for proc in self.processes)
+        out.extend(f"{p}unsupported {name}" for name in self.unsupported)
+        out.extend(f"{p}error {name} {code}" for name, code in self.errors)
+        return out
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The whole fake machine."""
+
+    gpus: tuple[FakeGpu, ...] = field(default_factory=lambda: (FakeGpu(),))
+    init_error: int = 0  # e.g. NVML_ERROR_DRIVER_NOT_LOADED
+    driver_version: str = "550.54.15"
+    nvml_version: str = "12.550.54.15"
+    cuda_version: int = 12040
+    unsupported: tuple[str, ...] = ()  # on every GPU
+    errors: tuple[tuple[str, int], ...] = ()  # on every GPU
+
+    @classmethod
+    def uniform(cls, count: int, **gpu: object) -> Scenario:
+        """``count`` identical GPUs built from ``FakeGpu(**gpu)``."""
+        return cls(gpus=tuple(FakeGpu(**gpu) for _ in range(count)))  # type: ignore[arg-type]
+
+    def with_gpu(self, index: int, **changes: object) -> Scenario:
+        """A copy with GPU ``index`` changed."""
+        gpus = list(self.gpus)
+        gpus[index] = replace(gpus[index], **changes)  # type: ignore[arg-type]
+        return replace(self, gpus=tuple(gpus))
+
+    def with_all(self, **changes: object) -> Scenario:
+        """A copy with every GPU changed the same way."""
+        return replace(self, gpus=tuple(replace(g, **changes) for g in self.gpus))  # type: ignore[arg-type]
+
+    def lines(self) -> list[str]:
+        out = [
+            "# fake_nvml scenario",
+            f"init {self.init_error}",
+            f"driver_version {self.driver_version}",
+            f"nvml_version {self.nvml_version}",
+            f"cuda_version {self.cuda_version}",
+            f"gpu_count {len(self.gpus)}",
+        ]
+        out.extend(f"unsupported {name}" for name in self.unsupported)
+        out.extend(f"error {name} {code}" for name, code in self.errors)
+        for index, gpu in enumerate(self.gpus):
+            out.extend(gpu.lines(index))
+        return out
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Replace ``path`` atomically, so the fake never reads half a file."""
+        write_lines(path, self.lines())
+
+
+def write_lines(path: str | os.PathLike[str], lines: Iterable[str]) -> None:
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, target)
+
+
+def _number(value: float | int | bool | None) -> str:
+    if value is None:
+        return "na"
+    return str(int(value))
+
+
+def _mib_to_bytes(mib: float | None) -> int | None:
+    return None if mib is None else round(mib * MIB)
+
+
+def _w_to_mw(watts: float | None) -> int | None:
+    return None if watts is None else round(watts * 1000)
