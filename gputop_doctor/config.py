@@ -10,8 +10,215 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
+class StarvationThresholds:
+    """``gpu-starvation``: a GPU with a job on it that keeps waiting for work."""
+
+    window_s: float = 30.0  # utilization samples looked at
+    min_span_s: float = 10.0  # don't judge before this much history
+    mean_util_pct: float = 70.0  # starved below this mean ...
+    idle_util_pct: float = 10.0  # ... or when this many samples are at or below this
+    idle_fraction: float = 0.2
+    critical_mean_util_pct: float = 40.0
+    active_util_pct: float = 20.0  # the GPU must have done real work in the window ...
+    active_cpu_pct: float = 50.0  # ... or its process kept this much of a core busy
+    cause_window_s: float = 10.0  # processes looked at to name the cause
+    worker_busy_pct: float = 85.0  # a DataLoader worker this busy is CPU-bound
+    main_busy_pct: float = 85.0  # the training process this busy is CPU-bound
+    worker_d_fraction: float = 0.2  # share of worker samples in D state -> I/O
+    psi_io_some_pct: float = 10.0
+    delay_ratio: float = 0.2  # run-queue delay ratio of the job -> oversubscribed
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSaturationThresholds:
+    """``cpu-saturation``: the effective CPUs are all busy."""
+
+    window_s: float = 10.0
+    min_span_s: float = 3.0
+    busy_fraction: float = 0.9  # of the effective CPUs
+    delay_ratio: float = 0.10  # hurting: threads wait this share of their runnable time
+    psi_cpu_some_pct: float = 20.0  # or PSI cpu some avg10
+    throttled_fraction: float = 0.10  # or this share of cgroup CFS periods throttled
+    top_n: int = 3  # consumers named in the evidence
+
+
+@dataclass(frozen=True, slots=True)
+class OversubscriptionThresholds:
+    """``thread-oversubscription``: more runnable pool threads than CPUs."""
+
+    window_s: float = 5.0
+    min_span_s: float = 2.0
+    hungry_per_cpu: float = 1.25  # hungry threads > this x effective CPUs
+    delay_ratio: float = 0.2  # and threads wait this share of their runnable time ...
+    psi_cpu_some_pct: float = 40.0  # ... or PSI cpu some avg10 is this high
+    critical_delay_ratio: float = 0.4
+    pool_threads: int = 2  # a process with this many hungry threads runs a pool
+
+
+@dataclass(frozen=True, slots=True)
+class OpenBlasOnIntelThresholds:
+    """``blas-openblas-on-intel``: NumPy on OpenBLAS on an Intel CPU."""
+
+    window_s: float = 10.0
+    warn_cpu_pct: float = 100.0  # OpenBLAS processes using a core or more -> warn, not info
+
+
+@dataclass(frozen=True, slots=True)
+class OpenBlasCoretypeThresholds:
+    """``openblas-coretype``: OPENBLAS_CORETYPE forces an older kernel than the CPU has."""
+
+    min_isa_gap: int = 1  # how many ISA levels (SSE < AVX < AVX2 < AVX-512) behind
+
+
+@dataclass(frozen=True, slots=True)
+class ThermalThresholds:
+    """``thermal-throttle``: clocks cut to keep the GPU under its temperature limit."""
+
+    window_s: float = 60.0
+    recent_s: float = 10.0  # some evidence must be this recent, so it clears when cool
+    min_fraction: float = 0.10  # of busy samples with a thermal reason
+    min_samples: int = 2  # and at least this many, so one blip never fires
+    margin_c: float = 5.0  # hot when temp >= slowdown threshold - margin
+    hw_slowdown_margin_c: float = 10.0  # HW slowdown counts as thermal this near the limit
+    fallback_limit_c: float = 83.0  # used only when the card exposes no threshold
+    busy_util_pct: float = 5.0  # samples below this with no reason bits are idle
+
+
+@dataclass(frozen=True, slots=True)
+class PowerCapThresholds:
+    """``power-cap``: the software power cap holds the clocks down (informational)."""
+
+    window_s: float = 30.0
+    min_span_s: float = 5.0
+    min_fraction: float = 0.5  # of busy samples with the SW power cap reason
+    max_clock_ratio: float = 0.85  # and the SM clock at or below this share of max
+    power_ratio: float = 0.97  # without reason bits: power at this share of the limit
+    busy_util_pct: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCreepThresholds:
+    """``gpu-memory-creep``: a process's GPU memory keeps growing."""
+
+    window_s: float = 600.0  # fit over this long
+    sample_every_s: float = 10.0  # one point per this many seconds
+    warmup_s: float = 120.0  # ignore a process's first minutes (allocator warm-up)
+    min_span_s: float = 180.0  # of post-warm-up points before judging
+    min_slope_mib_min: float = 1.0  # flag above max(this, ...
+    min_slope_frac_10min: float = 0.005  # ... this share of the card per 10 min)
+    min_growth_mib: float = 32.0  # and the fitted line grew at least this much
+    min_nonneg_fraction: float = 0.8  # of consecutive deltas that are >= 0
+    min_r2: float = 0.6
+    warn_eta_min: float = 120.0  # out of memory within this -> warn, else info
+    critical_eta_min: float = 15.0  # ... within this -> critical
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUnusedThresholds:
+    """``gpu-unused``: a CPU-busy PyTorch process that holds no GPU."""
+
+    window_s: float = 30.0
+    min_span_s: float = 20.0
+    min_cpu_pct: float = 100.0  # mean CPU (percent of one core)
+
+
+@dataclass(frozen=True, slots=True)
+class DataParallelThresholds:
+    """``dataparallel``: one process drives several GPUs (nn.DataParallel)."""
+
+    window_s: float = 10.0
+    min_span_s: float = 3.0
+    min_presence: float = 0.5  # share of ticks the PID is on >= 2 GPUs
+    min_gpus: int = 2
+    skew_ratio: float = 1.10  # first GPU's memory over the others' median -> warn
+
+
+@dataclass(frozen=True, slots=True)
+class ImbalanceThresholds:
+    """``gpu-imbalance``: one GPU of a multi-GPU job lags its peers."""
+
+    window_s: float = 60.0
+    min_span_s: float = 20.0
+    min_peer_util_pct: float = 50.0  # peers must be this busy (median)
+    gap_pct: float = 25.0  # straggler at least this many points below the median
+
+
+@dataclass(frozen=True, slots=True)
+class IdleMemoryThresholds:
+    """``gpu-idle-memory``: memory held on a GPU that does nothing."""
+
+    window_s: float = 300.0
+    min_span_s: float = 180.0  # idle at least this long
+    max_util_pct: float = 2.0  # every sample at or below this
+    min_mem_mib: float = 512.0  # held memory that matters
+    warn_mem_fraction: float = 0.10  # of the card -> warn, else info
+
+
+@dataclass(frozen=True, slots=True)
+class IoBoundThresholds:
+    """``io-bound``: the input pipeline waits on storage."""
+
+    window_s: float = 30.0
+    min_span_s: float = 10.0
+    d_fraction: float = 0.2  # share of worker samples in D state
+    psi_io_some_pct: float = 10.0
+    psi_io_full_pct: float = 5.0  # critical
+    gpu_busy_util_pct: float = 85.0  # every job GPU this busy -> I/O doesn't matter now
+
+
+@dataclass(frozen=True, slots=True)
+class SwapThresholds:
+    """``swap-pressure``: the host pages memory in from swap."""
+
+    window_s: float = 30.0
+    min_span_s: float = 10.0
+    swap_in_mib_s: float = 1.0  # mean swap-in rate
+    psi_memory_some_pct: float = 10.0
+    psi_memory_full_pct: float = 5.0  # critical
+
+
+@dataclass(frozen=True, slots=True)
+class HeadlineThresholds:
+    """The headline's four cases: small/large model x simple/complex data."""
+
+    window_s: float = 30.0
+    min_span_s: float = 10.0
+    gpu_busy_pct: float = 70.0  # mean utilization of a "large model" job
+    idle_util_pct: float = 10.0
+    idle_fraction: float = 0.2  # samples near 0 that make utilization a sawtooth
+    sawtooth_cv: float = 0.5  # coefficient of variation of a sawtooth
+    cpu_busy_fraction: float = 0.6  # job CPU over effective CPUs of "complex data"
+
+
+@dataclass(frozen=True, slots=True)
 class RuleThresholds:
-    """Per-rule thresholds. Filled in by the rules as they are written (see docs/rules/)."""
+    """Per-rule thresholds, one field per rule id (dashes become underscores).
+
+    Each field's defaults are explained in ``docs/rules/<id>.md``; the config key of a value is
+    ``rules.<field>.<name>``, e.g. ``rules.gpu_starvation.mean_util_pct``.
+    """
+
+    gpu_starvation: StarvationThresholds = field(default_factory=StarvationThresholds)
+    cpu_saturation: CpuSaturationThresholds = field(default_factory=CpuSaturationThresholds)
+    thread_oversubscription: OversubscriptionThresholds = field(
+        default_factory=OversubscriptionThresholds
+    )
+    blas_openblas_on_intel: OpenBlasOnIntelThresholds = field(
+        default_factory=OpenBlasOnIntelThresholds
+    )
+    openblas_coretype: OpenBlasCoretypeThresholds = field(
+        default_factory=OpenBlasCoretypeThresholds
+    )
+    thermal_throttle: ThermalThresholds = field(default_factory=ThermalThresholds)
+    power_cap: PowerCapThresholds = field(default_factory=PowerCapThresholds)
+    gpu_memory_creep: MemoryCreepThresholds = field(default_factory=MemoryCreepThresholds)
+    gpu_unused: GpuUnusedThresholds = field(default_factory=GpuUnusedThresholds)
+    dataparallel: DataParallelThresholds = field(default_factory=DataParallelThresholds)
+    gpu_imbalance: ImbalanceThresholds = field(default_factory=ImbalanceThresholds)
+    gpu_idle_memory: IdleMemoryThresholds = field(default_factory=IdleMemoryThresholds)
+    io_bound: IoBoundThresholds = field(default_factory=IoBoundThresholds)
+    swap_pressure: SwapThresholds = field(default_factory=SwapThresholds)
+    headline: HeadlineThresholds = field(default_factory=HeadlineThresholds)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,50 @@
-"""The rule registry: one module per finding, each a pure function of the history."""
+"""The rule registry: one module per finding, each a pure function of the history.
+
+Each module exposes ``RULE_ID``, a pure ``check(history, ctx) -> list[Finding]`` and ``RULE``,
+the same function wrapped for the :class:`~gputop_doctor.core.rule.Rule` protocol. The order
+below is the order the engine runs them in; it does not affect what is shown (the tracker sorts
+by severity), only which rule warms the shared caches in ``_view``.
+"""
 
 from __future__ import annotations
 
 from gputop_doctor.core.rule import Rule
+from gputop_doctor.rules import (
+    blas_openblas_on_intel,
+    cpu_saturation,
+    dataparallel,
+    gpu_idle_memory,
+    gpu_imbalance,
+    gpu_memory_creep,
+    gpu_starvation,
+    gpu_unused,
+    io_bound,
+    openblas_coretype,
+    power_cap,
+    swap_pressure,
+    thermal_throttle,
+    thread_oversubscription,
+)
 
-RULES: tuple[Rule, ...] = ()
+RULES: tuple[Rule, ...] = (
+    gpu_starvation.RULE,
+    cpu_saturation.RULE,
+    thread_oversubscription.RULE,
+    blas_openblas_on_intel.RULE,
+    openblas_coretype.RULE,
+    thermal_throttle.RULE,
+    power_cap.RULE,
+    gpu_memory_creep.RULE,
+    gpu_unused.RULE,
+    dataparallel.RULE,
+    gpu_imbalance.RULE,
+    gpu_idle_memory.RULE,
+    io_bound.RULE,
+    swap_pressure.RULE,
+)
+
+RULE_IDS: tuple[str, ...] = tuple(rule.rule_id for rule in RULES)
+
+
+def rules_by_id() -> dict[str, Rule]:
+    return {rule.rule_id: rule for rule in RULES}

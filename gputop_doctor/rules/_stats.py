@@ -1,0 +1,92 @@
+"""Small, dependency-free statistics for rules.
+
+Rules must stay cheap and the core must not need NumPy, so these are plain Python over short
+sequences. The robust slope is Theil–Sen (the median of pairwise slopes): memory grows in
+allocator-sized steps, and a least-squares line would chase the steps and the odd free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+
+def mean(values: Sequence[float]) -> float | None:
+    """Arithmetic mean, or None for no values (unknown is not zero)."""
+    return sum(values) / len(values) if values else None
+
+
+def median(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[mid]
+    return (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+def fraction(values: Sequence[float], predicate: Callable[[float], bool]) -> float:
+    """Share of values for which ``predicate`` holds; 0 for no values."""
+    if not values:
+        return 0.0
+    return sum(1 for v in values if predicate(v)) / len(values)
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float | None:
+    """Standard deviation over mean: how much a series swings relative to its level."""
+    avg = mean(values)
+    if avg is None or avg <= 0.0 or len(values) < 2:
+        return None
+    var = sum((v - avg) ** 2 for v in values) / len(values)
+    return float(var**0.5 / avg)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """A fitted line ``y = slope * x + intercept`` and how well it explains the points."""
+
+    slope: float
+    intercept: float
+    r2: float
+
+
+def theil_sen(xs: Sequence[float], ys: Sequence[float]) -> Line | None:
+    """Robust line through the points: median pairwise slope, median intercept.
+
+    O(n^2) in the number of points, so callers keep n small (tens, not hundreds).
+    """
+    n = len(xs)
+    if n < 2 or n != len(ys):
+        return None
+    slopes = [
+        (ys[j] - ys[i]) / (xs[j] - xs[i])
+        for i in range(n)
+        for j in range(i + 1, n)
+        if xs[j] != xs[i]
+    ]
+    slope = median(slopes)
+    if slope is None:
+        return None
+    intercept = median([y - slope * x for x, y in zip(xs, ys, strict=True)])
+    assert intercept is not None
+    return Line(slope, intercept, r_squared(xs, ys, slope, intercept))
+
+
+def r_squared(xs: Sequence[float], ys: Sequence[float], slope: float, intercept: float) -> float:
+    """Share of the variance of ``ys`` the line explains (1 for a flat series on the line)."""
+    avg = sum(ys) / len(ys)
+    total = sum((y - avg) ** 2 for y in ys)
+    residual = sum((y - (slope * x + intercept)) ** 2 for x, y in zip(xs, ys, strict=True))
+    if total == 0.0:
+        return 1.0 if residual == 0.0 else 0.0
+    return 1.0 - residual / total
+
+
+def nonneg_delta_fraction(values: Sequence[float]) -> float:
+    """Share of consecutive steps that did not go down: near 1 for a steady climb."""
+    if len(values) < 2:
+        return 0.0
+    steps = len(values) - 1
+    return sum(1 for a, b in pairwise(values) if b >= a) / steps

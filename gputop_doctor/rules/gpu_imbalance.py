@@ -1,0 +1,82 @@
+"""``gpu-imbalance``: in a multi-GPU job one GPU works well below its peers.
+
+Data-parallel training moves at the pace of its slowest rank: every gradient sync waits for
+it. A GPU whose mean utilization sits far below the median of the job's other GPUs is that
+straggler, and the others idle at each sync because of it. Peers must be busy themselves,
+otherwise the whole job is slow and that is ``gpu-starvation``.
+"""
+
+from __future__ import annotations
+
+from gputop_doctor.config import ImbalanceThresholds
+from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.history import History
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules import _stats
+from gputop_doctor.rules._view import (
+    RuleFn,
+    enough_span,
+    gpu_columns,
+    gpu_pids,
+    job_gpus,
+    live,
+    util_values,
+    window,
+)
+
+RULE_ID = "gpu-imbalance"
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.gpu_imbalance
+    win = window(history, t.window_s)
+    latest = win.latest
+    if latest is None or not enough_span(win, t.min_span_s):
+        return []
+    job = {g.index for g in job_gpus(latest)}
+    if len(job) < 2:
+        return []
+    cols = gpu_columns(win)
+    means: dict[int, float] = {}
+    for index in sorted(job):
+        avg = _stats.mean(util_values(live(cols.get(index, ()))))
+        if avg is not None:
+            means[index] = avg
+    out = []
+    for index, avg in means.items():
+        peers = [m for i, m in means.items() if i != index]
+        peer = _stats.median(peers)
+        if peer is None or peer < t.min_peer_util_pct or avg > peer - t.gap_pct:
+            continue
+        out.append(_finding(index, avg, peer, len(peers), latest.gpus, t))
+    return out
+
+
+def _finding(
+    index: int, avg: float, peer: float, n_peers: int, gpus: tuple, t: ImbalanceThresholds
+) -> Finding:
+    gpu = next((g for g in gpus if g.index == index), None)
+    evidence = [
+        Evidence("utilization", round(avg, 1), "%"),
+        Evidence("peers' median utilization", round(peer, 1), "%"),
+        Evidence("peers", n_peers),
+    ]
+    if gpu is not None:
+        evidence.append(Evidence("processes on this GPU", len(gpu_pids(gpu))))
+    return Finding(
+        rule_id=RULE_ID,
+        severity=Severity.WARN,
+        scope=gpu_scope(index),
+        title=f"GPU {index} lags its peers: {avg:.0f} % busy vs {peer:.0f} % median of {n_peers}",
+        evidence=tuple(evidence),
+        fix=(
+            "The job waits for this GPU at every gradient sync. Check its own findings first "
+            "(thermal-throttle, power-cap), then: uneven shards (use DistributedSampler and "
+            "drop_last=True), work done on one rank only inside the loop (logging, evaluation, "
+            "checkpointing: move it out of the step or do it less often), or another process "
+            "sharing this GPU."
+        ),
+    )
+
+
+RULE = RuleFn(RULE_ID, check)

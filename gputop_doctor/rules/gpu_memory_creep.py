@@ -1,0 +1,211 @@
+"""``gpu-memory-creep``: a process's GPU memory grows steadily, towards out-of-memory.
+
+NVML sees what PyTorch's caching allocator has reserved, not live tensors, so memory moves in
+steps and a real leak (a logged loss kept as a tensor, eval outputs kept with their graph)
+shows as a slow staircase over minutes. The rule samples one point every ``sample_every_s``,
+skips each process's first minutes (the allocator warms up and the first eval pass adds its
+own buffers), and fits a robust Theil–Sen line. It fires when the line climbs faster than a
+floor, almost every step goes up or stays, and the line explains the points.
+
+Cost: only every Nth snapshot is read, aligned to tick numbers so the sampled set (and the
+cached result) changes once per ``sample_every_s``, and the O(n^2) fit runs only for series
+that passed cheap checks first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gputop_doctor.config import MemoryCreepThresholds
+from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope, pid_scope
+from gputop_doctor.core.history import History
+from gputop_doctor.core.model import Snapshot
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules import _stats
+from gputop_doctor.rules._view import RuleFn, memoised
+
+RULE_ID = "gpu-memory-creep"
+
+
+@dataclass(frozen=True, slots=True)
+class Creep:
+    """A memory series found to creep: a process on a GPU, or a whole GPU (pid None)."""
+
+    pid: int | None
+    gpu: int
+    slope_mib_min: float
+    used_mib: float  # the series' latest value
+    device_used_mib: float | None
+    device_total_mib: float | None
+    r2: float
+    span_min: float
+
+    @property
+    def eta_min(self) -> float | None:
+        """Minutes until the device is full at this rate."""
+        if self.device_total_mib is None or self.slope_mib_min <= 0.0:
+            return None
+        used = self.device_used_mib if self.device_used_mib is not None else self.used_mib
+        return max(0.0, (self.device_total_mib - used) / self.slope_mib_min)
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    pid: int | None
+    gpu: int
+    times: tuple[float, ...]
+    mib: tuple[float, ...]
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.gpu_memory_creep
+    snaps = sampled(history, t.sample_every_s)
+    if len(snaps) < 3:
+        return []
+    creeps = memoised(("creep", t), snaps, lambda: find_creeps(snaps, t))
+    return [_finding(c, t) for c in creeps]
+
+
+def sampled(history: History, every_s: float) -> tuple[Snapshot, ...]:
+    """One snapshot per ``every_s``: those whose tick number is a multiple of the stride."""
+    latest = history.latest
+    if latest is None:
+        return ()
+    snaps = history.all().snapshots
+    stride = max(1, round(every_s / (latest.interval_s or 1.0)))
+    end = len(snaps) - 1
+    while end >= 0 and snaps[end].tick % stride:
+        end -= 1
+    if end < 0:
+        return ()
+    return snaps[end % stride : end + 1 : stride]
+
+
+def find_creeps(snaps: Sequence[Snapshot], t: MemoryCreepThresholds) -> tuple[Creep, ...]:
+    out = []
+    last = snaps[-1]
+    devices = {g.index: g for g in last.gpus if not g.lost}
+    for series in _series(snaps):
+        gpu = devices.get(series.gpu)
+        if gpu is None:
+            continue
+        if series.pid is not None and series.pid not in {p.pid for p in gpu.processes}:
+            continue  # the process has left this GPU
+        creep = _judge(series, gpu.mem_used_mib, gpu.mem_total_mib, t)
+        if creep is not None:
+            out.append(creep)
+    return tuple(out)
+
+
+def _series(snaps: Sequence[Snapshot]) -> list[_Series]:
+    """Per-process memory on each GPU; per-GPU memory where processes report none."""
+    points: dict[tuple[int | None, int], tuple[list[float], list[float]]] = {}
+    for snap in snaps:
+        for gpu in snap.gpus:
+            if gpu.lost:
+                continue
+            reported = False
+            for proc in gpu.processes:
+                if proc.used_mem_mib is not None:
+                    times, mib = points.setdefault((proc.pid, gpu.index), ([], []))
+                    times.append(snap.time)
+                    mib.append(proc.used_mem_mib)
+                    reported = True
+            if not reported and gpu.mem_used_mib is not None:
+                times, mib = points.setdefault((None, gpu.index), ([], []))
+                times.append(snap.time)
+                mib.append(gpu.mem_used_mib)
+    return [
+        _Series(pid, gpu, tuple(times), tuple(mib)) for (pid, gpu), (times, mib) in points.items()
+    ]
+
+
+def _judge(
+    series: _Series,
+    device_used: float | None,
+    device_total: float | None,
+    t: MemoryCreepThresholds,
+) -> Creep | None:
+    start = series.times[0] + t.warmup_s
+    cutoff = series.times[-1] - t.window_s
+    keep = [i for i, x in enumerate(series.times) if x >= start and x >= cutoff]
+    if len(keep) < 3:
+        return None
+    xs = [series.times[i] for i in keep]
+    ys = [series.mib[i] for i in keep]
+    span_s = xs[-1] - xs[0]
+    if span_s < t.min_span_s or not _cheap_pass(ys, t):
+        return None
+    line = _stats.theil_sen([(x - xs[0]) / 60.0 for x in xs], ys)
+    if line is None or line.r2 < t.min_r2:
+        return None
+    floor = t.min_slope_mib_min
+    if device_total:
+        floor = max(floor, t.min_slope_frac_10min * device_total / 10.0)
+    if line.slope <= floor or line.slope * span_s / 60.0 < t.min_growth_mib:
+        return None
+    return Creep(
+        pid=series.pid,
+        gpu=series.gpu,
+        slope_mib_min=line.slope,
+        used_mib=ys[-1],
+        device_used_mib=device_used,
+        device_total_mib=device_total,
+        r2=line.r2,
+        span_min=span_s / 60.0,
+    )
+
+
+def _cheap_pass(ys: Sequence[float], t: MemoryCreepThresholds) -> bool:
+    """Grew by the minimum, end against start, and rarely went down: worth a real fit."""
+    head = _stats.median(ys[:3]) or 0.0
+    tail = _stats.median(ys[-3:]) or 0.0
+    return tail - head >= t.min_growth_mib and (
+        _stats.nonneg_delta_fraction(ys) >= t.min_nonneg_fraction
+    )
+
+
+def _severity(creep: Creep, t: MemoryCreepThresholds) -> Severity:
+    eta = creep.eta_min
+    if eta is not None and eta < t.critical_eta_min:
+        return Severity.CRITICAL
+    if eta is not None and eta < t.warn_eta_min:
+        return Severity.WARN
+    return Severity.INFO
+
+
+def _finding(creep: Creep, t: MemoryCreepThresholds) -> Finding:
+    who = f"PID {creep.pid}" if creep.pid is not None else "Memory"
+    title = f"{who} on GPU {creep.gpu} grows {creep.slope_mib_min:.1f} MiB/min"
+    eta = creep.eta_min
+    if eta is not None:
+        title += f", full in ~{eta:.0f} min"
+    evidence = [
+        Evidence("growth", round(creep.slope_mib_min, 2), "MiB/min"),
+        Evidence("used now", round(creep.used_mib, 1), "MiB"),
+        Evidence("fit R²", round(creep.r2, 2)),
+        Evidence("measured over", round(creep.span_min, 1), "min"),
+        Evidence("GPU", creep.gpu),
+    ]
+    if creep.device_total_mib is not None:
+        evidence.append(Evidence("GPU memory total", creep.device_total_mib, "MiB"))
+    if eta is not None:
+        evidence.append(Evidence("time to full", round(eta, 1), "min"))
+    return Finding(
+        rule_id=RULE_ID,
+        severity=_severity(creep, t),
+        scope=pid_scope(creep.pid) if creep.pid is not None else gpu_scope(creep.gpu),
+        title=title,
+        evidence=tuple(evidence),
+        fix=(
+            "Something keeps tensors alive from step to step. Log losses and metrics with "
+            "loss.item() (or .detach()), not the tensor, which keeps its whole graph; run "
+            "evaluation under torch.no_grad() (or torch.inference_mode()); don't collect "
+            "outputs in a list across steps without .detach().cpu(). Confirm with "
+            "torch.cuda.memory_allocated() logged every N steps: it should level off."
+        ),
+    )
+
+
+RULE = RuleFn(RULE_ID, check)

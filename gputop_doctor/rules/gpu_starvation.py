@@ -1,0 +1,264 @@
+"""``gpu-starvation``: a GPU with a training process on it keeps running out of work.
+
+NVML's utilization is the share of time any kernel ran, so a low or sawtooth reading means the
+GPU sat with nothing queued: the host did not hand it the next batch in time. Saying so is
+easy; the useful part is naming what on the host is slow, from what the process tree shows:
+DataLoader workers pegged at a core each, workers stuck in uninterruptible I/O, the training
+process doing the loading itself (num_workers=0), or threads queueing for too few CPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from gputop_doctor.config import StarvationThresholds
+from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.history import History
+from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules import _stats
+from gputop_doctor.rules._view import (
+    PIN_THREAD,
+    RuleFn,
+    descendants,
+    effective_cpus,
+    enough_span,
+    gpu_columns,
+    gpu_pids,
+    has_thread,
+    is_worker,
+    live,
+    mean_cpu,
+    proc_columns,
+    util_values,
+    window,
+)
+
+RULE_ID = "gpu-starvation"
+
+
+class Cause(Enum):
+    """What on the host keeps the GPU waiting, as far as the process tree shows."""
+
+    IO = "workers wait on I/O"
+    OVERSUBSCRIBED = "threads oversubscribed"
+    WORKERS_CPU = "workers CPU-bound"
+    NO_WORKERS = "loading in the main process (num_workers=0)"
+    MAIN_CPU = "main process CPU-bound"
+    UNKNOWN = "cause unknown"
+
+
+_FIXES: dict[Cause, str] = {
+    Cause.IO: (
+        "The DataLoader workers wait on storage. Put the dataset on local NVMe or in RAM "
+        "(/dev/shm), pack many small files into larger shards, and raise num_workers and "
+        "prefetch_factor so reads overlap. See io-bound."
+    ),
+    Cause.OVERSUBSCRIBED: (
+        "Threads queue for too few CPUs, so the workers can't keep up. Give each DataLoader "
+        "worker one thread (OMP_NUM_THREADS=1, or threadpool_limits(1) in worker_init_fn) and "
+        "size each training process with torch.set_num_threads(cores // processes). "
+        "See thread-oversubscription."
+    ),
+    Cause.WORKERS_CPU: (
+        "Every DataLoader worker is busy full time, so batches are made slower than the GPU "
+        "eats them. Raise num_workers if CPUs are free, make per-sample transforms cheaper "
+        "(precompute or cache them, or run augmentation on the GPU), and keep "
+        "persistent_workers=True so workers aren't respawned each epoch."
+    ),
+    Cause.NO_WORKERS: (
+        "The training process loads every batch itself (num_workers=0), so the GPU waits "
+        "while it does. Set num_workers to a few per GPU (start near physical cores // GPUs), "
+        "with persistent_workers=True, and pin_memory=True with .to(device, "
+        "non_blocking=True) so the copy overlaps compute."
+    ),
+    Cause.MAIN_CPU: (
+        "The training process is pegged at one core while its workers idle: the Python side "
+        "of the step is the limit. Look for per-step logging, .item()/.cpu() calls that force a "
+        "sync every step, or host-side work in the loop; do them every N steps."
+    ),
+    Cause.UNKNOWN: (
+        "Nothing on the host is maxed out. Common culprits: a CPU-GPU sync every step "
+        "(.item(), printing a CUDA tensor, .cpu()), logging or checkpointing inside the loop, "
+        "or too few batches in flight (raise prefetch_factor, keep persistent_workers=True)."
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _JobView:
+    """What the processes of one GPU's job did over the cause window."""
+
+    workers: int
+    worker_cpu_pct: float
+    main_cpu_pct: float
+    d_fraction: float
+    delay_ratio: float | None
+    psi_io_pct: float | None
+    pin_thread: bool | None  # None: not knowable (no workers, or no thread names)
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.gpu_starvation
+    win = window(history, t.window_s)
+    latest = win.latest
+    if latest is None or not enough_span(win, t.min_span_s):
+        return []
+    cause_win = window(history, t.cause_window_s)
+    procs = proc_columns(cause_win)
+    out = []
+    for index, series in gpu_columns(win).items():
+        finding = _check_gpu(index, live(series), latest, procs, ctx, t)
+        if finding is not None:
+            out.append(finding)
+    return out
+
+
+def _check_gpu(
+    index: int,
+    series: Sequence[GpuSample],
+    latest: Snapshot,
+    procs: Mapping[int, tuple[ProcSample, ...]],
+    ctx: RuleContext,
+    t: StarvationThresholds,
+) -> Finding | None:
+    if not series or series[-1] is not _latest_gpu(latest, index):
+        return None  # the GPU is gone or lost now
+    owners = gpu_pids(series[-1])
+    samples = util_values(series)
+    if not owners or len(samples) < 3:
+        return None
+    avg = _stats.mean(samples) or 0.0
+    idle = _stats.fraction(samples, lambda v: v <= t.idle_util_pct)
+    if avg >= t.mean_util_pct and idle < t.idle_fraction:
+        return None
+    job = _job_view(latest, owners, procs)
+    if max(samples) < t.active_util_pct and job.main_cpu_pct < t.active_cpu_pct:
+        return None  # nothing is trying to use this GPU: gpu-idle-memory's business
+    cause = _attribute(job, t)
+    severity = Severity.CRITICAL if avg < t.critical_mean_util_pct else Severity.WARN
+    return Finding(
+        rule_id=RULE_ID,
+        severity=severity,
+        scope=gpu_scope(index),
+        title=(
+            f"GPU {index} starved: {avg:.0f} % busy, idle {idle * 100:.0f} % of the time "
+            f"({cause.value})"
+        ),
+        evidence=_evidence(avg, idle, len(samples), cause, job, latest, ctx),
+        fix=_fix(cause, job),
+    )
+
+
+def _latest_gpu(snap: Snapshot, index: int) -> GpuSample | None:
+    for gpu in snap.gpus:
+        if gpu.index == index and not gpu.lost:
+            return gpu
+    return None
+
+
+def _job_view(
+    latest: Snapshot, owners: Sequence[int], procs: Mapping[int, tuple[ProcSample, ...]]
+) -> _JobView:
+    job = descendants(latest.processes, owners)
+    by_pid = {p.pid: p for p in latest.processes if p.pid in job}
+    workers = [pid for pid, p in by_pid.items() if is_worker(p)]
+    mains = [pid for pid in owners if pid in by_pid]
+    worker_cpu = _stats.mean([mean_cpu(procs.get(pid, ())) for pid in workers]) or 0.0
+    main_cpu = max((mean_cpu(procs.get(pid, ())) for pid in mains), default=0.0)
+    d_samples = [s for pid in (workers or mains) for s in procs.get(pid, ())]
+    d_fraction = sum(1 for s in d_samples if _in_d(s)) / len(d_samples) if d_samples else 0.0
+    all_samples = [s for pid in job for s in procs.get(pid, ())]
+    psi = latest.host.psi_io.some_avg10 if latest.host.psi_io else None
+    return _JobView(
+        workers=len(workers),
+        worker_cpu_pct=worker_cpu,
+        main_cpu_pct=main_cpu,
+        d_fraction=d_fraction,
+        delay_ratio=_delay(all_samples),
+        psi_io_pct=psi,
+        pin_thread=_pin_thread(by_pid, mains, workers),
+    )
+
+
+def _in_d(proc: ProcSample) -> bool:
+    return proc.state == "D" or bool(proc.threads_in_d)
+
+
+def _delay(samples: Sequence[ProcSample]) -> float | None:
+    run = sum(s.run_ns_per_s or 0.0 for s in samples)
+    wait = sum(s.wait_ns_per_s or 0.0 for s in samples)
+    return wait / (run + wait) if run + wait > 0.0 else None
+
+
+def _pin_thread(
+    by_pid: Mapping[int, ProcSample], mains: Sequence[int], workers: Sequence[int]
+) -> bool | None:
+    """Whether the main process runs the pin-memory thread (only exists with workers)."""
+    if not workers:
+        return None
+    named = [by_pid[pid] for pid in mains if by_pid[pid].thread_names]
+    if not named:
+        return None
+    return any(has_thread(p, PIN_THREAD) for p in named)
+
+
+def _attribute(job: _JobView, t: StarvationThresholds) -> Cause:
+    """The most specific cause the numbers support, I/O first (it also idles the CPU)."""
+    if job.d_fraction >= t.worker_d_fraction or (job.psi_io_pct or 0.0) >= t.psi_io_some_pct:
+        return Cause.IO
+    if (job.delay_ratio or 0.0) >= t.delay_ratio:
+        return Cause.OVERSUBSCRIBED
+    if job.workers and job.worker_cpu_pct >= t.worker_busy_pct:
+        return Cause.WORKERS_CPU
+    if not job.workers and job.main_cpu_pct >= t.main_busy_pct:
+        return Cause.NO_WORKERS
+    if job.main_cpu_pct >= t.main_busy_pct:
+        return Cause.MAIN_CPU
+    return Cause.UNKNOWN
+
+
+def _evidence(
+    avg: float,
+    idle: float,
+    n: int,
+    cause: Cause,
+    job: _JobView,
+    latest: Snapshot,
+    ctx: RuleContext,
+) -> tuple[Evidence, ...]:
+    items = [
+        Evidence("cause", cause.value),
+        Evidence("mean utilization", round(avg, 1), "%"),
+        Evidence("samples near idle", round(idle * 100, 1), "%"),
+        Evidence("utilization samples", n),
+        Evidence("DataLoader workers", job.workers),
+        Evidence("main process CPU", round(job.main_cpu_pct, 1), "% of a core"),
+        Evidence("effective CPUs", effective_cpus(ctx, latest)),
+    ]
+    if job.workers:
+        items.append(Evidence("worker CPU (mean)", round(job.worker_cpu_pct, 1), "% of a core"))
+    if job.d_fraction:
+        items.append(Evidence("samples in D state", round(job.d_fraction * 100, 1), "%"))
+    if job.delay_ratio is not None:
+        items.append(Evidence("run-queue delay ratio", round(job.delay_ratio, 2)))
+    if job.psi_io_pct is not None:
+        items.append(Evidence("PSI io some", job.psi_io_pct, "%"))
+    if job.pin_thread is not None:
+        items.append(Evidence("pin_memory thread", "yes" if job.pin_thread else "no"))
+    return tuple(items)
+
+
+def _fix(cause: Cause, job: _JobView) -> str:
+    fix = _FIXES[cause]
+    if job.pin_thread is False:
+        fix += (
+            " pin_memory looks off (no pt_data_pin thread): set pin_memory=True and copy with "
+            ".to(device, non_blocking=True)."
+        )
+    return fix
+
+
+RULE = RuleFn(RULE_ID, check)

@@ -1,0 +1,91 @@
+"""``gpu-unused``: a PyTorch process works the CPU hard while the machine's GPUs sit unused by it.
+
+The classic first mistake: the model or the batches never reach the GPU (a missing
+``.to(device)``, a CPU-only wheel, ``CUDA_VISIBLE_DEVICES`` hiding the cards), and training
+runs on the CPU. From outside that looks like a process with libtorch mapped, a core or more
+busy, on no GPU's process list and without a CUDA context. DataLoader workers never hold a
+GPU, and neither do the helpers of a process that does, so those are left out.
+"""
+
+from __future__ import annotations
+
+from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.history import History
+from gputop_doctor.core.model import ProcSample
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules._view import (
+    RuleFn,
+    ancestors,
+    enough_span,
+    gpu_columns,
+    gpu_pids,
+    is_worker,
+    mean_cpu,
+    proc_columns,
+    window,
+)
+
+RULE_ID = "gpu-unused"
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.gpu_unused
+    win = window(history, t.window_s)
+    latest = win.latest
+    if latest is None or not enough_span(win, t.min_span_s):
+        return []
+    gpus = [g for g in latest.gpus if not g.lost]
+    if not gpus:
+        return []  # a CPU-only machine: nothing to move to
+    on_gpu = {pid for series in gpu_columns(win).values() for g in series for pid in gpu_pids(g)}
+    cols = proc_columns(win)
+    out = []
+    for proc in latest.processes:
+        if not _candidate(proc, on_gpu) or ancestors(latest.processes, proc.pid) & on_gpu:
+            continue
+        samples = cols.get(proc.pid, ())
+        if len(samples) * latest.interval_s < t.min_span_s:
+            continue
+        cpu = mean_cpu(samples)
+        if cpu >= t.min_cpu_pct:
+            out.append(_finding(proc, cpu, len(gpus)))
+    return out
+
+
+def _candidate(proc: ProcSample, on_gpu: set[int]) -> bool:
+    return (
+        proc.has_libtorch is True
+        and proc.has_cuda_context is not True
+        and proc.pid not in on_gpu
+        and not is_worker(proc)
+    )
+
+
+def _finding(proc: ProcSample, cpu: float, gpus: int) -> Finding:
+    evidence = [
+        Evidence("CPU", round(cpu, 1), "% of a core"),
+        Evidence("GPUs on this machine", gpus),
+        Evidence("CUDA context", "no"),
+    ]
+    fix = (
+        "Move the model and every batch to the GPU: model.to('cuda') once, and "
+        "x = x.to('cuda', non_blocking=True) for each batch. If torch.cuda.is_available() is "
+        "False, the installed wheel may be CPU-only ('+cpu' in torch.__version__) or the GPUs "
+        "are hidden by CUDA_VISIBLE_DEVICES."
+    )
+    visible = proc.env.cuda_visible_devices if proc.env is not None else None
+    if visible is not None:
+        evidence.append(Evidence("CUDA_VISIBLE_DEVICES", visible or "(empty)"))
+        if visible.strip() in ("", "-1"):
+            fix = "CUDA_VISIBLE_DEVICES hides every GPU from this process. " + fix
+    return Finding(
+        rule_id=RULE_ID,
+        severity=Severity.WARN,
+        scope=pid_scope(proc.pid),
+        title=f"PID {proc.pid} ({proc.name}) runs PyTorch on the CPU: {cpu:.0f} % CPU, no GPU",
+        evidence=tuple(evidence),
+        fix=fix,
+    )
+
+
+RULE = RuleFn(RULE_ID, check)

@@ -1,0 +1,159 @@
+"""The headline: which of the four familiar cases the job is, and what limits it.
+
+People reason about slow training in four cases: a small or large model (how much of each step
+the GPU computes) on simple or complex data (how much of each step the CPU spends making the
+batch). Each has a typical signature and a typical bottleneck:
+
+==========================  ================================  ====================
+case                        signature                         bottleneck
+==========================  ================================  ====================
+small model, simple data    GPU low but steady, CPU light     nothing much to gain
+small model, complex data   GPU low or sawtooth, CPU busy     data pipeline (CPU)
+large model, simple data    GPU high and steady, CPU light    the GPU
+large model, complex data   GPU high, CPU busy too            both
+==========================  ================================  ====================
+
+A sawtooth GPU (many samples near zero, or a large swing) counts as "complex data" even while
+the CPU is calm: the GPU waits for batches, and more workers would use the idle CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from gputop_doctor.config import HeadlineThresholds
+from gputop_doctor.core.history import History
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules import _stats
+from gputop_doctor.rules._view import (
+    effective_cpus,
+    enough_span,
+    gpu_columns,
+    job_gpus,
+    live,
+    util_values,
+    window,
+)
+from gputop_doctor.rules.cpu_saturation import busy_fraction
+
+
+class Case(Enum):
+    SMALL_SIMPLE = "small model, simple data"
+    SMALL_COMPLEX = "small model, complex data"
+    LARGE_SIMPLE = "large model, simple data"
+    LARGE_COMPLEX = "large model, complex data"
+    UNKNOWN = "not classified yet"
+
+
+class Bottleneck(Enum):
+    DATA = "data pipeline (CPU)"
+    GPU = "GPU"
+    BOTH = "both CPU and GPU"
+    NONE = "nothing to gain"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """The one-line verdict shown above the findings, with the numbers it rests on."""
+
+    case: Case
+    bottleneck: Bottleneck
+    text: str
+    gpu_util_pct: float | None = None
+    gpu_idle_fraction: float | None = None
+    gpu_util_cv: float | None = None
+    cpu_busy_fraction: float | None = None
+    gpus: int = 0
+
+    @property
+    def model(self) -> str | None:
+        """``"small"`` or ``"large"``, None when not classified."""
+        return None if self.case is Case.UNKNOWN else self.case.value.split()[0]
+
+    @property
+    def data(self) -> str | None:
+        """``"simple"`` or ``"complex"``, None when not classified."""
+        return None if self.case is Case.UNKNOWN else self.case.value.split()[-2]
+
+
+def classify(history: History, ctx: RuleContext) -> Headline:
+    t = ctx.settings.rules.headline
+    win = window(history, t.window_s)
+    latest = win.latest
+    if latest is None or not enough_span(win, t.min_span_s):
+        seen = win.span_s if latest is not None else 0.0
+        return _unknown(f"Watching: {seen:.0f} of {t.min_span_s:.0f} s needed to classify")
+    if not any(not g.lost for g in latest.gpus):
+        return _unknown("No GPU readings: only the host and processes are watched")
+    gpus = job_gpus(latest)
+    if not gpus:
+        return _unknown("No training process holds a GPU")
+    cols = gpu_columns(win)
+    samples = [v for g in gpus for v in util_values(live(cols.get(g.index, ())))]
+    if not samples:
+        return _unknown("No GPU utilization readings")
+    cpus = effective_cpus(ctx, latest)
+    cpu = _stats.mean([b for b in (busy_fraction(s, cpus) for s in win) if b is not None])
+    return decide(
+        util=_stats.mean(samples) or 0.0,
+        idle=_stats.fraction(samples, lambda v: v <= t.idle_util_pct),
+        cv=_stats.coefficient_of_variation(samples),
+        cpu=cpu,
+        gpus=len(gpus),
+        t=t,
+    )
+
+
+def decide(
+    util: float,
+    idle: float,
+    cv: float | None,
+    cpu: float | None,
+    gpus: int,
+    t: HeadlineThresholds,
+) -> Headline:
+    """The four-case table applied to the window's numbers."""
+    sawtooth = idle >= t.idle_fraction or (cv or 0.0) >= t.sawtooth_cv
+    cpu_busy = (cpu or 0.0) >= t.cpu_busy_fraction
+    large = util >= t.gpu_busy_pct and idle < t.idle_fraction
+    complex_data = cpu_busy or sawtooth
+    gpu_text = f"GPU {util:.0f} % busy"
+    cpu_text = f"CPU {cpu * 100:.0f} % of the effective cores" if cpu is not None else "CPU ?"
+    if large and complex_data:
+        case, bottleneck = Case.LARGE_COMPLEX, Bottleneck.BOTH
+        text = f"Both are stressed: {gpu_text}, {cpu_text}; speeding up one side alone gains little"
+    elif large:
+        case, bottleneck = Case.LARGE_SIMPLE, Bottleneck.GPU
+        text = (
+            f"GPU-bound: {gpu_text} and steady, {cpu_text}; gains come from the GPU side "
+            "(bf16 autocast, torch.compile, more GPUs)"
+        )
+    elif complex_data:
+        case, bottleneck = Case.SMALL_COMPLEX, Bottleneck.DATA
+        text = f"The GPU waits for data: {gpu_text}, idle {idle * 100:.0f} % of the time, "
+        text += (
+            f"{cpu_text}; make batches faster"
+            if cpu_busy
+            else f"{cpu_text}, so there is room for more num_workers"
+        )
+    else:
+        case, bottleneck = Case.SMALL_SIMPLE, Bottleneck.NONE
+        text = (
+            f"Light work: {gpu_text} but steady, {cpu_text}; little to gain beyond a larger batch"
+        )
+    return Headline(
+        case=case,
+        bottleneck=bottleneck,
+        text=text,
+        gpu_util_pct=round(util, 1),
+        gpu_idle_fraction=round(idle, 3),
+        gpu_util_cv=None if cv is None else round(cv, 3),
+        cpu_busy_fraction=None if cpu is None else round(cpu, 3),
+        gpus=gpus,
+    )
+
+
+def _unknown(text: str) -> Headline:
+    return Headline(Case.UNKNOWN, Bottleneck.UNKNOWN, text)

@@ -1,0 +1,118 @@
+"""``io-bound``: the input pipeline waits on storage.
+
+A DataLoader worker reading from a slow or network disk spends its time in uninterruptible
+sleep (state ``D``), not on the CPU, so CPU numbers look calm while the GPU waits. PSI io (the
+share of time some task stalled on I/O) says the same host-wide. The finding matters only while
+the job's GPUs are not all busy: with the GPUs saturated, slow reads are hidden behind compute.
+"""
+
+from __future__ import annotations
+
+from gputop_doctor.config import IoBoundThresholds
+from gputop_doctor.core.findings import HOST, Evidence, Finding, Severity
+from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.model import ProcSample, Snapshot
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules import _stats
+from gputop_doctor.rules._view import (
+    RuleFn,
+    enough_span,
+    gpu_columns,
+    is_worker,
+    job_gpus,
+    live,
+    proc_columns,
+    util_values,
+    window,
+)
+
+RULE_ID = "io-bound"
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.io_bound
+    win = window(history, t.window_s)
+    latest = win.latest
+    if latest is None or not enough_span(win, t.min_span_s):
+        return []
+    pids, who = _job_pids(latest)
+    cols = proc_columns(win)
+    samples = [s for pid in pids for s in cols.get(pid, ())]
+    d_fraction = sum(1 for s in samples if _in_d(s)) / len(samples) if samples else 0.0
+    some = _stats.mean([s.host.psi_io.some_avg10 for s in win if s.host.psi_io is not None])
+    full = _stats.mean(
+        [f for s in win if s.host.psi_io is not None and (f := s.host.psi_io.full_avg10)]
+    )
+    if d_fraction < t.d_fraction and (some or 0.0) < t.psi_io_some_pct:
+        return []
+    if _gpus_saturated(win, latest, t):
+        return []
+    severity = Severity.CRITICAL if (full or 0.0) >= t.psi_io_full_pct else Severity.WARN
+    title = "Input waits on storage:"
+    parts = []
+    if samples:
+        parts.append(f"{who} in D state {d_fraction * 100:.0f} % of the time")
+    if some is not None:
+        parts.append(f"PSI io {some:.0f} %")
+    return [
+        Finding(
+            rule_id=RULE_ID,
+            severity=severity,
+            scope=HOST,
+            title=f"{title} {', '.join(parts)}",
+            evidence=_evidence(d_fraction, len(pids), who, some, full, latest),
+            fix=(
+                "Reads are the bottleneck. Copy the dataset to local NVMe or into RAM (/dev/shm) "
+                "instead of a network disk, pack many small files into larger shards (tar, "
+                "WebDataset, LMDB), cache decoded samples, and raise num_workers and "
+                "prefetch_factor so more reads are in flight."
+            ),
+        )
+    ]
+
+
+def _job_pids(latest: Snapshot) -> tuple[list[int], str]:
+    """The workers of the attached tree if there are any, else the whole tree."""
+    tree = [p for p in latest.processes if p.in_tree]
+    workers = [p.pid for p in tree if is_worker(p)]
+    if workers:
+        return workers, "DataLoader workers"
+    return [p.pid for p in tree], "job processes"
+
+
+def _in_d(proc: ProcSample) -> bool:
+    return proc.state == "D" or bool(proc.threads_in_d)
+
+
+def _gpus_saturated(win: Window, latest: Snapshot, t: IoBoundThresholds) -> bool:
+    """Every job GPU busy: reads hide behind compute, so I/O costs nothing right now."""
+    gpus = job_gpus(latest)
+    if not gpus:
+        return False
+    cols = gpu_columns(win)
+    means = [_stats.mean(util_values(live(cols.get(g.index, ())))) for g in gpus]
+    return all(m is not None and m >= t.gpu_busy_util_pct for m in means)
+
+
+def _evidence(
+    d_fraction: float,
+    n: int,
+    who: str,
+    some: float | None,
+    full: float | None,
+    latest: Snapshot,
+) -> tuple[Evidence, ...]:
+    items = []
+    if n:
+        items.append(Evidence(f"{who} samples in D state", round(d_fraction * 100, 1), "%"))
+        items.append(Evidence(who, n))
+    if some is not None:
+        items.append(Evidence("PSI io some", round(some, 1), "%"))
+    if full is not None:
+        items.append(Evidence("PSI io full", round(full, 1), "%"))
+    if latest.host.iowait_pct is not None:
+        items.append(Evidence("CPU iowait", latest.host.iowait_pct, "%"))
+    return tuple(items)
+
+
+RULE = RuleFn(RULE_ID, check)

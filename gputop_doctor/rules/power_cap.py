@@ -1,0 +1,102 @@
+"""``power-cap`` (info): the software power cap holds the SM clock well below its maximum.
+
+A GPU at full load often sits at its power limit and trades clock for watts: that is how the
+card is meant to work, not a fault, so this is information, never a warning. It is worth
+knowing when the limit was lowered by someone (``nvidia-smi -pl``) or when a card runs far
+below its peers. The power-cap reason bit (0x04) is read alone: heat is ``thermal-throttle``.
+Without reason bits, power at the limit with a low clock stands in for the bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gputop_doctor.config import PowerCapThresholds
+from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.history import History
+from gputop_doctor.core.model import ClockEvent, GpuSample
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules import _stats
+from gputop_doctor.rules._view import RuleFn, enough_span, gpu_columns, is_busy, window
+
+RULE_ID = "power-cap"
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.power_cap
+    win = window(history, t.window_s)
+    latest = win.latest
+    if latest is None or not enough_span(win, t.min_span_s):
+        return []
+    live_now = {g.index for g in latest.gpus if not g.lost}
+    out = []
+    for index, series in gpu_columns(win).items():
+        busy = [g for g in series if not g.lost and is_busy(g, t.busy_util_pct)]
+        if index not in live_now or len(busy) < 2:
+            continue
+        capped = [g for g in busy if is_capped(g, t)]
+        if len(capped) < t.min_fraction * len(busy) or not _clock_held(capped, t):
+            continue
+        out.append(_finding(index, capped, len(capped) / len(busy)))
+    return out
+
+
+def is_capped(gpu: GpuSample, t: PowerCapThresholds) -> bool:
+    """The power cap holds this sample: the reason bit, or (no bits) power at the limit."""
+    if gpu.clock_event_bits is not None:
+        return bool(gpu.clock_event_bits & ClockEvent.SW_POWER_CAP)
+    if gpu.power_w is None or not gpu.power_limit_w:
+        return False
+    return gpu.power_w >= t.power_ratio * gpu.power_limit_w
+
+
+def _clock_held(capped: Sequence[GpuSample], t: PowerCapThresholds) -> bool:
+    """The SM clock is well below its maximum (unknown clocks: trust the reason bits)."""
+    ratios = [r for g in capped if (r := clock_ratio(g)) is not None]
+    if not ratios:
+        return bool(capped) and all(g.clock_event_bits is not None for g in capped)
+    return (_stats.mean(ratios) or 1.0) <= t.max_clock_ratio
+
+
+def clock_ratio(gpu: GpuSample) -> float | None:
+    """SM clock over its maximum, None when either is unknown."""
+    if gpu.sm_clock_mhz is None or not gpu.sm_clock_max_mhz:
+        return None
+    return gpu.sm_clock_mhz / gpu.sm_clock_max_mhz
+
+
+def _finding(index: int, capped: Sequence[GpuSample], share: float) -> Finding:
+    gpu = capped[-1]
+    title = f"GPU {index} held by its power cap"
+    evidence = [Evidence("busy samples power-capped", round(share * 100, 1), "%")]
+    if gpu.power_w is not None and gpu.power_limit_w:
+        title += f": {gpu.power_w:.0f} of {gpu.power_limit_w:.0f} W"
+        evidence += [
+            Evidence("power", gpu.power_w, "W"),
+            Evidence("power limit", gpu.power_limit_w, "W"),
+        ]
+    ratio = clock_ratio(gpu)
+    if ratio is not None:
+        assert gpu.sm_clock_mhz is not None and gpu.sm_clock_max_mhz is not None
+        title += f", SM clock {gpu.sm_clock_mhz:.0f}/{gpu.sm_clock_max_mhz:.0f} MHz"
+        title += f" ({ratio * 100:.0f} %)"
+        evidence += [
+            Evidence("SM clock", gpu.sm_clock_mhz, "MHz"),
+            Evidence("SM clock max", gpu.sm_clock_max_mhz, "MHz"),
+        ]
+    return Finding(
+        rule_id=RULE_ID,
+        severity=Severity.INFO,
+        scope=gpu_scope(index),
+        title=title,
+        evidence=tuple(evidence),
+        fix=(
+            "Usually nothing to fix: under full load a GPU runs at its power limit and lowers "
+            "its clock to stay there. Check that the limit is the card's default "
+            "(nvidia-smi -q -d POWER: enforced vs default limit); if it was lowered, raise it "
+            "with nvidia-smi -pl (needs root). Not a heat problem."
+        ),
+    )
+
+
+RULE = RuleFn(RULE_ID, check)

@@ -1,0 +1,88 @@
+"""``swap-pressure``: the host is out of RAM and reads memory back from swap.
+
+Every page read back from swap is a disk read in the middle of what should be a memory access,
+so a swapping trainer or DataLoader slows to disk speed. The steady swap-in rate is the direct
+sign; PSI memory (the share of time tasks stalled waiting for memory) also catches reclaim
+stalls on hosts without swap, and its "full" line means every task was stalled at once.
+"""
+
+from __future__ import annotations
+
+from gputop_doctor.core.findings import HOST, Evidence, Finding, Severity
+from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.model import Snapshot
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules import _stats
+from gputop_doctor.rules._view import RuleFn, enough_span, window
+
+RULE_ID = "swap-pressure"
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.swap_pressure
+    win = window(history, t.window_s)
+    latest = win.latest
+    if latest is None or not enough_span(win, t.min_span_s):
+        return []
+    swap_in = _stats.mean(win.values(lambda s: s.host.swap_in_mib_s))
+    some = _stats.mean([s.host.psi_memory.some_avg10 for s in win if s.host.psi_memory is not None])
+    full = _full(win)
+    if (swap_in or 0.0) < t.swap_in_mib_s and (some or 0.0) < t.psi_memory_some_pct:
+        return []
+    parts = []
+    if swap_in is not None:
+        parts.append(f"{swap_in:.1f} MiB/s read back from swap")
+    if some is not None:
+        parts.append(f"PSI memory {some:.0f} %")
+    return [
+        Finding(
+            rule_id=RULE_ID,
+            severity=Severity.CRITICAL if (full or 0.0) >= t.psi_memory_full_pct else Severity.WARN,
+            scope=HOST,
+            title="Swapping: " + ", ".join(parts),
+            evidence=_evidence(win, swap_in, some, full, latest),
+            fix=(
+                "The host has run out of RAM. Lower num_workers or prefetch_factor (each worker "
+                "holds its own batches and, over time, copies of the Python objects it touches), "
+                "keep datasets in NumPy arrays or memory-mapped files rather than lists of Python "
+                "objects, shrink in-memory caches, or use a host with more memory."
+            ),
+        )
+    ]
+
+
+def _full(win: Window) -> float | None:
+    values = []
+    for snap in win:
+        psi = snap.host.psi_memory
+        if psi is not None and psi.full_avg10 is not None:
+            values.append(psi.full_avg10)
+    return _stats.mean(values)
+
+
+def _evidence(
+    win: Window, swap_in: float | None, some: float | None, full: float | None, latest: Snapshot
+) -> tuple[Evidence, ...]:
+    host = latest.host
+    items = []
+    if swap_in is not None:
+        items.append(Evidence("swap in", round(swap_in, 2), "MiB/s"))
+    swap_out = _stats.mean(win.values(lambda s: s.host.swap_out_mib_s))
+    if swap_out is not None:
+        items.append(Evidence("swap out", round(swap_out, 2), "MiB/s"))
+    if some is not None:
+        items.append(Evidence("PSI memory some", round(some, 1), "%"))
+    if full is not None:
+        items.append(Evidence("PSI memory full", round(full, 1), "%"))
+    if host.swap_used_mib is not None:
+        items.append(Evidence("swap used", round(host.swap_used_mib, 1), "MiB"))
+    if host.mem_available_mib is not None and host.mem_total_mib:
+        share = host.mem_available_mib / host.mem_total_mib * 100
+        items.append(Evidence("memory available", round(share, 1), "%"))
+    biggest = max(latest.processes, key=lambda p: p.rss_mib or 0.0, default=None)
+    if biggest is not None and biggest.rss_mib:
+        items.append(Evidence(f"largest: {biggest.name} ({biggest.pid})", biggest.rss_mib, "MiB"))
+    return tuple(items)
+
+
+RULE = RuleFn(RULE_ID, check)

@@ -1,0 +1,189 @@
+"""``thermal-throttle``: the GPU cuts its clocks to stay under its temperature limit.
+
+The driver says why clocks are low through the clock-event reason bits: software or hardware
+thermal slowdown (0x20, 0x40), and hardware slowdown (0x08), which we count as thermal only
+near the temperature limit because it also covers power brakes. Where the driver exposes the
+cumulative throttle counters they give the exact share of time throttled. Independent of the
+bits, a temperature at the card's own slowdown threshold (minus a margin) is heat trouble.
+
+The window is a minute so that intermittent throttling is caught, but two flagged samples are
+enough and one must be recent: a hot GPU shows up within a few ticks and clears soon after it
+cools. The software power cap (0x04) is never thermal; that is ``power-cap``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gputop_doctor.config import ThermalThresholds
+from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot, decode_clock_events
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules._view import RuleFn, gpu_columns, is_busy, window
+
+RULE_ID = "thermal-throttle"
+
+THERMAL_BITS = ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL
+HARD_BITS = ClockEvent.HW_THERMAL | ClockEvent.HW_SLOWDOWN
+
+
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    busy: int
+    flagged: int
+    recent: int  # flagged samples within recent_s
+    bits: int  # union of the reason bits seen on flagged samples
+    counter_fraction: float | None  # from the cumulative counters, when present
+
+
+def temperature_limit(gpu: GpuSample) -> float | None:
+    """The card's own slowdown point: the lower of its slowdown and max-operating thresholds."""
+    limits = [v for v in (gpu.temp_slowdown_c, gpu.temp_max_operating_c) if v]
+    return min(limits) if limits else None
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.thermal_throttle
+    win = window(history, t.window_s)
+    latest = win.latest
+    if latest is None:
+        return []
+    interval = latest.interval_s or 1.0
+    recent_n = max(1, round(t.recent_s / interval))
+    live_now = {g.index for g in latest.gpus if not g.lost}
+    out = []
+    for index, series in gpu_columns(win).items():
+        samples = [g for g in series if not g.lost]
+        if index not in live_now or not samples:
+            continue
+        tally = _tally(samples, recent_n, _counter_fraction(win, index, recent_n), t)
+        if _fires(tally, t):
+            out.append(_finding(index, samples, tally))
+    return out
+
+
+def is_thermal(gpu: GpuSample, t: ThermalThresholds) -> bool:
+    """One sample shows heat trouble: a thermal reason bit, or the card at its limit."""
+    bits = gpu.clock_event_bits
+    limit = temperature_limit(gpu)
+    temp = gpu.temp_c
+    if bits is not None:
+        if bits & THERMAL_BITS:
+            return True
+        near = limit if limit is not None else t.fallback_limit_c
+        if bits & ClockEvent.HW_SLOWDOWN and temp is not None:
+            return temp >= near - t.hw_slowdown_margin_c
+    if temp is None:
+        return False
+    if limit is not None:
+        return temp >= limit - t.margin_c
+    return bits is None and temp >= t.fallback_limit_c
+
+
+def _tally(
+    samples: Sequence[GpuSample],
+    recent_n: int,
+    counter_fraction: float | None,
+    t: ThermalThresholds,
+) -> _Tally:
+    busy = flagged = recent = bits = 0
+    first_recent = len(samples) - recent_n
+    for pos, gpu in enumerate(samples):
+        hot = is_thermal(gpu, t)
+        if hot or is_busy(gpu, t.busy_util_pct):
+            busy += 1
+        if hot:
+            flagged += 1
+            recent += pos >= first_recent
+            bits |= gpu.clock_event_bits or 0
+    return _Tally(busy, flagged, recent, bits, counter_fraction)
+
+
+def _counter_fraction(win: Window, index: int, recent_n: int) -> float | None:
+    """Share of wall time in thermal slowdown, from the driver's cumulative nanosecond counters.
+
+    Counts only if the counters also advanced recently, so a past episode clears.
+    """
+    snaps = win.snapshots
+    if len(snaps) < 2:
+        return None
+    last = _point(snaps[-1], index)
+    whole = _rate(_point(snaps[0], index), last)
+    if whole is None:
+        return None
+    recent = _rate(_point(snaps[max(0, len(snaps) - 1 - recent_n)], index), last)
+    return whole if recent else 0.0
+
+
+def _point(snap: Snapshot, index: int) -> tuple[float, int] | None:
+    for gpu in snap.gpus:
+        if gpu.index == index and gpu.throttle is not None:
+            c = gpu.throttle
+            if c.sw_thermal_ns is None and c.hw_thermal_ns is None:
+                return None
+            return snap.time, (c.sw_thermal_ns or 0) + (c.hw_thermal_ns or 0)
+    return None
+
+
+def _rate(a: tuple[float, int] | None, b: tuple[float, int] | None) -> float | None:
+    if a is None or b is None or b[0] <= a[0] or b[1] < a[1]:
+        return None
+    return (b[1] - a[1]) / ((b[0] - a[0]) * 1e9)
+
+
+def _fires(tally: _Tally, t: ThermalThresholds) -> bool:
+    by_samples = (
+        tally.flagged >= t.min_samples
+        and tally.recent > 0
+        and tally.flagged >= t.min_fraction * max(1, tally.busy)
+    )
+    by_counters = tally.counter_fraction is not None and tally.counter_fraction >= t.min_fraction
+    return by_samples or by_counters
+
+
+def _finding(index: int, samples: Sequence[GpuSample], tally: _Tally) -> Finding:
+    gpu = samples[-1]
+    limit = temperature_limit(gpu)
+    share = tally.flagged / max(1, tally.busy)
+    if tally.counter_fraction is not None:
+        share = max(share, tally.counter_fraction)
+    hard = bool(tally.bits & HARD_BITS)
+    title = f"GPU {index} throttling for heat"
+    if gpu.temp_c is not None:
+        title += f": {gpu.temp_c:.0f} °C"
+        if limit is not None:
+            title += f" (slows at {limit:.0f} °C)"
+    if gpu.sm_clock_mhz is not None and gpu.sm_clock_max_mhz:
+        title += f", SM clock {gpu.sm_clock_mhz:.0f}/{gpu.sm_clock_max_mhz:.0f} MHz"
+    evidence = [Evidence("time throttled", round(share * 100, 1), "% of busy samples")]
+    if gpu.temp_c is not None:
+        evidence.append(Evidence("temperature", gpu.temp_c, "°C"))
+    if limit is not None:
+        evidence.append(Evidence("slowdown threshold", limit, "°C"))
+    if gpu.sm_clock_mhz is not None:
+        evidence.append(Evidence("SM clock", gpu.sm_clock_mhz, "MHz"))
+    if gpu.sm_clock_max_mhz is not None:
+        evidence.append(Evidence("SM clock max", gpu.sm_clock_max_mhz, "MHz"))
+    if gpu.fan_pct is not None:
+        evidence.append(Evidence("fan", gpu.fan_pct, "%"))
+    if tally.bits:
+        evidence.append(Evidence("reasons", ", ".join(decode_clock_events(tally.bits))))
+    return Finding(
+        rule_id=RULE_ID,
+        severity=Severity.CRITICAL if hard else Severity.WARN,
+        scope=gpu_scope(index),
+        title=title,
+        evidence=tuple(evidence),
+        fix=(
+            "The card is too hot and slows itself down. Improve cooling: check that its fans "
+            "spin up, clear dust and blocked airflow in the chassis, leave space between cards, "
+            "and check the room or rack inlet temperature. Lowering the power limit "
+            "(nvidia-smi -pl) gives up a little peak speed for steady clocks. On a rented "
+            "machine, report the node to the provider."
+        ),
+    )
+
+
+RULE = RuleFn(RULE_ID, check)
