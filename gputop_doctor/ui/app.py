@@ -1,0 +1,246 @@
+"""The Textual app: layout, keys, the one sampler worker, and handing frames to the widgets.
+
+The engine runs in a single thread worker and owns every piece of mutable state (sources, history,
+CSV sinks). The UI only receives immutable frames through ``FrameReady`` (newer frames replace
+unhandled older ones) and talks back only through ``engine.submit``. The sampler thread closes
+the engine itself when it stops, so quitting flushes and closes the CSV from the thread that
+wrote it, after its last row.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from gputop_doctor.core.engine import Engine, Frame
+from gputop_doctor.ui.commands import app_commands
+from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
+from gputop_doctor.ui.messages import EngineNotice, FrameReady
+from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
+from gputop_doctor.ui.screens.help import HelpScreen
+from gputop_doctor.ui.screens.process_picker import ListProcesses, ProcessPicker
+from gputop_doctor.ui.screens.record_prompt import RecordPrompt, default_csv_path
+from gputop_doctor.ui.widgets.findings_list import FindingsList
+from gputop_doctor.ui.widgets.gpu_panels import GpuPanels
+from gputop_doctor.ui.widgets.header_bar import HeaderBar
+from gputop_doctor.ui.widgets.host_panel import HostPanel
+from gputop_doctor.ui.widgets.process_table import ProcessTable
+
+
+class GpuTopApp(App[int]):
+    """The live monitor. ``sampler=False`` lets tests feed frames by hand (deterministic)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "gputop-doctor"
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]  # noqa: RUF012 (Textual's own type)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("a", "attach", "Attach"),
+        Binding("d", "detach", "Detach"),
+        Binding("r", "record", "Record"),
+        Binding("p", "pause", "Pause"),
+        Binding("s", "sort", "Sort"),
+        *(Binding(str(i), f"gpu_detail({i})", f"GPU {i} detail", show=False) for i in range(10)),
+    ]
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        csv_path: str | None = None,
+        list_processes: ListProcesses | None = None,
+        make_sink: MakeSink = csv_sink,
+        sampler: bool = True,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.control = EngineControl(engine, self, make_sink)
+        self.frame: Frame | None = None
+        self.paused = False
+        self._csv_path = csv_path
+        self._list_processes = list_processes
+        self._sampler = sampler
+        self._stop = threading.Event()
+        self._sampler_done = threading.Event()
+        self._sampler_started = False
+        self._closed = False
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(self.engine.system, self.engine.settings.interval_s, id="header")
+        yield GpuPanels(id="gpus")
+        yield HostPanel(id="host")
+        yield FindingsList(id="findings")
+        yield ProcessTable(id="processes")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.header = self.query_one(HeaderBar)
+        self.table = self.query_one(ProcessTable)
+        self._views = (
+            self.header,
+            self.query_one(GpuPanels),
+            self.query_one(HostPanel),
+            self.query_one(FindingsList),
+            self.table,
+        )
+        self.table.focus()
+        if self._csv_path:
+            self.control.start_recording(self._csv_path)
+        if self._sampler:
+            self._sampler_started = True
+            self._run_sampler()
+
+    # -- the sampler and frame dispatch ----------------------------------------------------
+
+    @work(thread=True, group="sampler", exit_on_error=False)
+    def _run_sampler(self) -> None:
+        """The producer thread: ticks until quit, then closes what it owns."""
+        try:
+            self.engine.run(self._stop, self._post_frame)
+        except Exception as exc:  # show why sampling stopped instead of a dead screen
+            self.post_message(EngineNotice(f"sampler stopped: {exc!r}", error=True))
+        finally:
+            try:
+                self.engine.close()
+            finally:
+                self._sampler_done.set()
+
+    def _post_frame(self, frame: Frame) -> None:
+        """Called in the sampler thread; ``post_message`` is thread-safe and never blocks."""
+        self.post_message(FrameReady(frame))
+
+    def on_frame_ready(self, message: FrameReady) -> None:
+        frame = self.frame = message.frame
+        if frame.note:
+            self.notify(frame.note, severity="warning", timeout=6)
+        self.control.seen(frame)
+        if not self.paused:
+            self.show_frame(frame)
+
+    def show_frame(self, frame: Frame) -> None:
+        for view in self._views:
+            view.show_frame(frame)
+        if isinstance(self.screen, GpuDetailScreen):
+            self.screen.show_frame(frame)
+
+    def on_engine_notice(self, message: EngineNotice) -> None:
+        if message.error:
+            self.control.pending_path = None
+            if message.text.startswith("sampler stopped"):
+                self.header.set_problem(message.text)
+        self.notify(message.text, severity="error" if message.error else "information")
+
+    def on_gpu_panels_selected(self, message: GpuPanels.Selected) -> None:
+        self.action_gpu_detail(message.index)
+
+    # -- state other modules read ----------------------------------------------------------
+
+    @property
+    def recording_path(self) -> str | None:
+        return self.control.pending_path or (self.frame.recording if self.frame else None)
+
+    @property
+    def gpu_indices(self) -> list[int]:
+        return [g.index for g in self.frame.snapshot.gpus] if self.frame else []
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield from app_commands(self)
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def attach(self, pid: int | None) -> None:
+        self.control.attach(pid)
+        self.notify(f"attaching to PID {pid}" if pid is not None else "detached")
+
+    def action_attach(self) -> None:
+        self.push_screen(ProcessPicker(self._list_processes), self._attach_chosen)
+
+    def _attach_chosen(self, pid: int | None) -> None:
+        if pid is not None:
+            self.attach(pid)
+
+    def action_detach(self) -> None:
+        self.attach(None)
+
+    def action_record(self) -> None:
+        """Stop if recording, else ask for a path (a timestamped default is filled in)."""
+        path = self.recording_path
+        if path:
+            self.control.stop_recording(path)
+            self.notify(f"recording stopped: {path}")
+        else:
+            self.push_screen(RecordPrompt(default_csv_path()), self._record_chosen)
+
+    def _record_chosen(self, path: str | None) -> None:
+        if path:
+            self.control.start_recording(path)
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self.header.set_paused(self.paused)
+        if not self.paused and self.frame is not None:
+            self.show_frame(self.frame)
+
+    def action_sort(self) -> None:
+        self.table.cycle_sort()
+
+    def action_help(self) -> None:
+        bindings = [b for b in self.BINDINGS if isinstance(b, Binding)]
+        self.push_screen(HelpScreen(bindings))
+
+    def action_gpu_detail(self, index: int) -> None:
+        if index not in self.gpu_indices:
+            self.notify(f"no GPU {index}", severity="warning")
+            return
+        if isinstance(self.screen, GpuDetailScreen):
+            self.pop_screen()
+        self.push_screen(GpuDetailScreen(index, self.control.send_history))
+
+    async def action_quit(self) -> None:
+        self._stop.set()
+        self.exit(0)
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def on_unmount(self) -> None:
+        self.shutdown()
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop the sampler and wait until it has written its last row and closed the engine."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if not self._sampler_started:
+            self.engine.close()
+        elif not self._sampler_done.wait(timeout_s):
+            self.log.error("sampler did not stop in time; the CSV may miss its last row")
+
+
+def run_tui(
+    engine: Engine,
+    *,
+    csv_path: str | None = None,
+    list_processes: ListProcesses | None = None,
+) -> int:
+    """Run the monitor until the user quits; returns the exit status.
+
+    ``engine`` is built by the CLI with its sources and target PID; the app starts its sampler.
+    ``csv_path`` starts recording at once; ``list_processes`` backs the attach picker with
+    ``(pid, user, command)`` tuples from the host source (the UI may not read /proc itself).
+    """
+    app = GpuTopApp(engine, csv_path=csv_path, list_processes=list_processes)
+    try:
+        result = app.run()
+    finally:
+        app.shutdown()
+    return result if isinstance(result, int) else (app.return_code or 0)

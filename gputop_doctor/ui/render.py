@@ -1,0 +1,79 @@
+"""Small pure text helpers shared by the widgets: block sparklines and human units.
+
+Sparklines are drawn as block characters into plain strings instead of Textual ``Sparkline``
+widgets: one string per metric costs a few microseconds, while a widget per metric costs a
+layout, a compositor region and a render pass each, which is what made a naive 32-sparkline
+screen use four times nvitop's CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float], width: int, lo: float, hi: float) -> str:
+    """The newest ``width`` values as blocks scaled to [lo, hi], right-aligned, space-padded.
+
+    Values are not averaged: a starved GPU's on/off pattern is the point of showing the
+    sub-second utilization samples, and averaging would paint it as a flat 50 %.
+    """
+    if width <= 0:
+        return ""
+    tail = values[-width:] if len(values) > width else values
+    span = hi - lo
+    top = len(BLOCKS) - 1
+    chars = []
+    for value in tail:
+        if span <= 0:
+            level = 0
+        else:
+            level = round((value - lo) / span * top)
+            level = 0 if level < 0 else top if level > top else level
+        chars.append(BLOCKS[level])
+    return " " * (width - len(chars)) + "".join(chars)
+
+
+def fmt_num(value: float | None, digits: int = 0, unit: str = "") -> str:
+    """A number or ``-`` when unknown (never a made-up zero)."""
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}{unit}"
+
+
+def fmt_mib(value: float | None) -> str:
+    """MiB as a short human size: ``812M``, ``12.4G``, ``1.2T``."""
+    if value is None:
+        return "-"
+    if value < 1000:
+        return f"{value:.0f}M"
+    gib = value / 1024
+    if gib < 100:
+        return f"{gib:.1f}G"
+    if gib < 1000:
+        return f"{gib:.0f}G"
+    return f"{gib / 1024:.1f}T"
+
+
+def fmt_pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
+def ellipsize(text: str, width: int) -> str:
+    """Cut ``text`` to ``width`` cells with a trailing ellipsis."""
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    return text[: width - 1] + "…"
+
+
+def short_gpu_name(name: str | None) -> str:
+    """Drop the vendor prefix that every card shares, to save columns."""
+    if not name:
+        return "?"
+    for prefix in ("NVIDIA ", "Tesla ", "GeForce "):
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    return name

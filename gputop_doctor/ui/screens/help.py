@@ -1,0 +1,56 @@
+"""The ``?`` screen: every key, and how to read the panels.
+
+Generated from the bindings actually in force, so the help cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+READING = """\
+GPU cards: util is drawn from the driver's sub-second samples, so a GPU starved by its input
+pipeline shows as a comb of full and empty bars rather than a flat 50 %. Temperature is drawn
+against the card's slowdown threshold and power against its limit; the words on the title line
+are the clock-event (throttle) reasons the driver reports right now.
+Findings: what the doctor concludes, worst first. Enter on one shows its evidence and the fix.
+Processes: the attached PID's whole tree (launcher, ranks, DataLoader workers) and every process
+NVML lists on a GPU. CPU% is of one core; THR is threads; BLAS is the library mapped in."""
+
+
+def _key_label(binding: Binding) -> str:
+    keys = binding.key.split(",")
+    return " / ".join(k.strip().replace("question_mark", "?") for k in keys)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and a short guide to the screen."""
+
+    BINDINGS = [  # noqa: RUF012 (Textual reads this class attribute)
+        Binding("escape,q,question_mark", "dismiss", "Close"),
+    ]
+
+    def __init__(self, bindings: list[Binding]) -> None:
+        super().__init__()
+        self._keys = bindings
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        for binding in self._keys:
+            if binding.description:
+                table.add_row(_key_label(binding), binding.description)
+        table.add_row("tab", "Move between GPUs, findings and processes")
+        table.add_row("enter", "Open the GPU / finding under the cursor")
+        table.add_row("ctrl+p", "Command palette")
+        with VerticalScroll(id="help-box") as box:
+            box.border_title = "gputop-doctor help"
+            box.border_subtitle = "Esc to close"
+            yield Static(table)
+            yield Static(Text("\n" + READING))

@@ -1,0 +1,153 @@
+"""What the doctor sees, worst and newest first (the engine already sorts them).
+
+Each line is ``SEVERITY rule-id scope  title  since HH:MM:SS``. The time is a clock time, not
+an age: an age would change the text every second and force a redraw of a list that is usually
+stable for minutes. Enter on a finding opens its evidence, its fix and its docs page.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.findings import Finding, Severity
+from gputop_doctor.ui.screens.finding_detail import FindingScreen
+
+SEVERITY_LABEL = {Severity.CRITICAL: "CRIT", Severity.WARN: "WARN", Severity.INFO: "INFO"}
+_EMPTY_ID = "-none-"
+
+
+def group_findings(findings: tuple[Finding, ...]) -> list[tuple[Finding, ...]]:
+    """Same rule, severity and scope kind on several GPUs or PIDs become one line.
+
+    Eight GPUs at their power cap are one problem seen eight times; eight lines would push the
+    process table off a 40-line terminal. Order follows the engine's (worst, newest first).
+    """
+    groups: dict[tuple[str, Severity, str], list[Finding]] = {}
+    for finding in findings:
+        key = (finding.rule_id, finding.severity, finding.scope.kind)
+        groups.setdefault(key, []).append(finding)
+    return [tuple(group) for group in groups.values()]
+
+
+def group_id(group: tuple[Finding, ...]) -> str:
+    first = group[0]
+    return f"{first.rule_id}@{first.severity.label}@{first.scope.kind}"
+
+
+def compress(indices: list[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` -> ``0-3,5``."""
+    runs: list[str] = []
+    values = sorted(set(indices))
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        runs.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(runs)
+
+
+def scopes_text(group: tuple[Finding, ...]) -> str:
+    if len(group) == 1:
+        return str(group[0].scope)
+    indices = [f.scope.index for f in group if f.scope.index is not None]
+    return f"{group[0].scope.kind}:{compress(indices)}"
+
+
+class FindingsList(OptionList):
+    """One option per finding (or group), replaced in place when only their text changed."""
+
+    COMPONENT_CLASSES = {  # noqa: RUF012 (Textual reads this class attribute)
+        "findings-list--critical",
+        "findings-list--warn",
+        "findings-list--info",
+        "findings-list--dim",
+    }
+
+    DEFAULT_CSS = """
+    FindingsList { height: auto; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(Option("no findings yet: watching", id=_EMPTY_ID), **kwargs)  # type: ignore[arg-type]
+        self._groups: dict[str, tuple[Finding, ...]] = {}
+        self._prompts: dict[str, tuple[tuple[Severity, str, float, str], ...]] = {}
+        self._ids: list[str] = []
+        self._styles: dict[str, Style] = {}
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles = {}
+        self._prompts = {}
+
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.get_component_rich_style(f"findings-list--{name}")
+        return style
+
+    def _prompt(self, group: tuple[Finding, ...]) -> Text:
+        finding = group[0]
+        sev = finding.severity
+        level = {Severity.CRITICAL: "critical", Severity.WARN: "warn"}.get(sev, "info")
+        since = min(f.since for f in group)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f"{SEVERITY_LABEL.get(sev, sev.name):<4} ", self._style(level))
+        text.append(f"{finding.rule_id} ", self._style(level))
+        text.append(f"[{scopes_text(group)}] ", self._style("dim"))
+        text.append(finding.title)
+        if since:
+            clock = time.strftime("%H:%M:%S", time.localtime(since))
+            text.append(f"  since {clock}", self._style("dim"))
+        return text
+
+    def show_frame(self, frame: Frame) -> None:
+        groups = group_findings(frame.findings)
+        ids = [group_id(g) for g in groups]
+        self._groups = dict(zip(ids, groups, strict=True))
+        keys = {
+            i: tuple((f.severity, f.title, f.since, str(f.scope)) for f in g)
+            for i, g in zip(ids, groups, strict=True)
+        }
+        if ids == self._ids:
+            for i in ids:
+                if keys[i] != self._prompts.get(i):
+                    self.replace_option_prompt(i, self._prompt(self._groups[i]))
+            self._prompts = keys
+            return
+        highlighted = self._highlighted_id()
+        self.clear_options()
+        if groups:
+            self.add_options(
+                [Option(self._prompt(g), id=i) for i, g in zip(ids, groups, strict=True)]
+            )
+        else:
+            empty = Text("no findings: nothing looks wrong", self._style("dim"))
+            self.add_option(Option(empty, id=_EMPTY_ID))
+        self._ids = ids
+        self._prompts = keys
+        if highlighted in ids:
+            self.highlighted = ids.index(highlighted)
+
+    def _highlighted_id(self) -> str | None:
+        if self.highlighted is None or not self._ids:
+            return None
+        option = self.get_option_at_index(self.highlighted)
+        return option.id
+
+    @property
+    def groups(self) -> list[tuple[Finding, ...]]:
+        return [self._groups[i] for i in self._ids]
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        group = self._groups.get(event.option.id or "")
+        if group:
+            self.app.push_screen(FindingScreen(group[0], group[1:]))

@@ -1,0 +1,169 @@
+"""The top line: which machine, which driver, how many CPUs the job really has, what is attached,
+and whether the session is being recorded.
+
+It is rebuilt only when one of those facts changes, which is almost never: the per-tick numbers
+live in the panels below, so a new frame normally costs this widget one tuple comparison.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.model import SystemInfo
+
+
+def _cpu_vendor(vendor: str | None) -> str:
+    return {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(vendor or "", vendor or "CPU?")
+
+
+def _cpus(effective: float | None, logical: int | None) -> str:
+    if effective is None and logical is None:
+        return "? CPUs"
+    if effective is None or (logical is not None and effective >= logical):
+        return f"{logical} CPUs"
+    eff = f"{effective:.0f}" if float(effective).is_integer() else f"{effective:.1f}"
+    return f"{eff}/{logical} CPUs" if logical else f"{eff} CPUs"
+
+
+class HeaderBar(Widget):
+    """Host facts, attached PID, REC marker, pause state and the GPU status line."""
+
+    COMPONENT_CLASSES = {  # noqa: RUF012 (Textual reads this class attribute)
+        "header-bar--title",
+        "header-bar--dim",
+        "header-bar--rec",
+        "header-bar--warn",
+        "header-bar--pid",
+    }
+
+    DEFAULT_CSS = """
+    HeaderBar { height: auto; }
+    """
+
+    def __init__(self, system: SystemInfo, interval_s: float, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._system = system
+        self._interval_s = interval_s
+        self._effective: float | None = None
+        self._logical: int | None = system.logical_cpus
+        self._target: int | None = None
+        self._target_name: str | None = None
+        self._target_alive: bool | None = None
+        self._recording: str | None = None
+        self._paused = False
+        self._problem: str | None = None
+        self._key: tuple[object, ...] = ()
+        self._text = Text()
+        self._lines = 1
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def show_frame(self, frame: Frame) -> None:
+        snap = frame.snapshot
+        self._system = frame.system
+        self._effective = snap.host.effective_cpus
+        self._logical = snap.host.logical_cpus or frame.system.logical_cpus
+        self._target = snap.target_pid
+        root = snap.process(snap.target_pid) if snap.target_pid is not None else None
+        self._target_name = root.name if root else None
+        self._target_alive = snap.target_alive
+        self._recording = frame.recording
+        self._interval_s = snap.interval_s
+        self._update()
+
+    def set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        self._update()
+
+    def set_problem(self, problem: str | None) -> None:
+        """A sampler failure: shown in place of the GPU status line."""
+        self._problem = problem
+        self._update()
+
+    @property
+    def recording(self) -> str | None:
+        return self._recording
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def _update(self) -> None:
+        system = self._system
+        key = (
+            system,
+            self._effective,
+            self._logical,
+            self._target,
+            self._target_name,
+            self._target_alive,
+            self._recording,
+            self._paused,
+            self._problem,
+            self._interval_s,
+        )
+        if key == self._key:
+            return
+        self._key = key
+        self._text = self._build()
+        lines = self._text.plain.count("\n") + 1
+        self.refresh(layout=lines != self._lines)
+        self._lines = lines
+
+    def _build(self) -> Text:
+        """Parts in priority order; the least useful are dropped first on a narrow terminal."""
+        system = self._system
+        style = self.get_component_rich_style
+        dim = style("header-bar--dim")
+        # (priority, text, style): 0 is always shown; higher numbers are dropped first.
+        parts: list[tuple[int, str, str]] = [
+            (0, system.hostname or "?", ""),
+            (0, f"{_cpu_vendor(system.cpu_vendor)} {_cpus(self._effective, self._logical)}", ""),
+        ]
+        if system.driver_version:
+            parts.append((3, f"driver {system.driver_version}", ""))
+        parts.append((2, f"every {self._interval_s:g} s", ""))
+        if system.source not in ("live", ""):
+            parts.append((4, system.source, "header-bar--dim"))
+        if self._target is None:
+            parts.append((1, "no PID attached", "header-bar--dim"))
+        else:
+            label = f"PID {self._target}"
+            if self._target_name:
+                label += f" {self._target_name}"
+            if self._target_alive is False:
+                label += " (exited)"
+            parts.append((0, label, "header-bar--pid"))
+        if self._recording:
+            parts.append((0, f"● REC {self._recording}", "header-bar--rec"))
+        if self._paused:
+            parts.append((0, "PAUSED", "header-bar--warn"))
+        width = (self.size.width or self.app.size.width) - 2
+        drop = 5
+        while drop > 0:
+            shown = [p for p in parts if p[0] < drop]
+            length = len("gputop-doctor") + sum(len(p[1]) + 3 for p in shown)
+            if length <= width:
+                break
+            drop -= 1
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("gputop-doctor", style("header-bar--title"))
+        for _, part, part_style in (p for p in parts if p[0] < max(drop, 1)):
+            text.append(" │ ", dim)
+            text.append(part, style(part_style) if part_style else "")
+        problem = self._problem
+        if problem is None and system.gpu_status not in ("ok", "demo"):
+            problem = f"no GPU readings: {system.gpu_status}"
+        if problem:
+            text.append("\n")
+            text.append(problem, style("header-bar--warn"))
+        return text
+
+    def on_resize(self) -> None:
+        self._key = ()
+        self._update()
+
+    def render(self) -> Text:
+        if not self._key:
+            self._update()
+        return self._text

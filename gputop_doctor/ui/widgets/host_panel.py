@@ -1,0 +1,164 @@
+"""The host under the GPUs: CPU against the CPUs the job may really use, iowait, memory, swap,
+pressure stall information and the attached tree's totals.
+
+CPU is shown against *effective* CPUs (affinity and cgroup quota), because a container that may
+use 8 of 128 cores is saturated at 6 % host CPU; that is the number a training job feels.
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.widget import Widget
+
+from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.model import HostSample, Pressure, TreeTotals
+from gputop_doctor.ui.render import fmt_mib, fmt_num, sparkline
+
+COMPACT_HEIGHT = 32  # below this terminal height the panel takes one line
+
+
+def _eff(value: float) -> str:
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+
+
+def _psi(label: str, pressure: Pressure | None) -> str:
+    return f"{label} {pressure.some_avg10:.0f}%" if pressure is not None else ""
+
+
+class HostPanel(Widget):
+    """One or two lines of host facts, rebuilt only when their text changes."""
+
+    COMPONENT_CLASSES = {  # noqa: RUF012 (Textual reads this class attribute)
+        "host-panel--label",
+        "host-panel--spark",
+        "host-panel--warn",
+        "host-panel--hot",
+        "host-panel--dim",
+    }
+
+    DEFAULT_CSS = """
+    HostPanel { height: auto; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._frame: Frame | None = None
+        self._text = Text("host: waiting for the first sample")
+        self._lines = 1
+        self._styles: dict[str, Style] | None = None
+
+    def show_frame(self, frame: Frame) -> None:
+        self._frame = frame
+        self._update()
+
+    def on_resize(self) -> None:
+        self._update()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles = None
+
+    def _style(self, name: str) -> Style:
+        if self._styles is None:
+            self._styles = {}
+        if name not in self._styles:
+            self._styles[name] = self.get_component_rich_style(f"host-panel--{name}")
+        return self._styles[name]
+
+    def _update(self) -> None:
+        frame = self._frame
+        if frame is None or not self.is_attached:
+            return
+        compact = self.app.size.height < COMPACT_HEIGHT
+        text = self._build(frame, self.size.width or self.app.size.width, compact)
+        if text.plain == self._text.plain and text.spans == self._text.spans:
+            return
+        self._text = text
+        lines = text.plain.count("\n") + 1
+        self.refresh(layout=lines != self._lines)
+        self._lines = lines
+
+    def _build(self, frame: Frame, width: int, compact: bool) -> Text:
+        host = frame.snapshot.host
+        label, dim = self._style("label"), self._style("dim")
+        text = Text(no_wrap=True, overflow="ellipsis")
+        effective = host.effective_cpus
+        logical = host.logical_cpus
+        # cpu_pct is of all logical CPUs; as a share of the effective ones it is what we judge.
+        busy = None
+        if host.cpu_pct is not None and logical:
+            busy = host.cpu_pct * logical / 100.0
+        text.append("CPU ", label)
+        spark_width = 10 if compact else 20
+        text.append(sparkline(frame.cpu_series, spark_width, 0.0, 100.0), self._style("spark"))
+        text.append(f" {fmt_num(host.cpu_pct, 0, '%')}")
+        if effective is not None and logical and effective < logical:
+            level = "hot" if busy is not None and busy >= 0.9 * effective else ""
+            text.append(
+                f" eff {_eff(effective)}/{logical}", self._style(level) if level else Style()
+            )
+        elif logical:
+            text.append(f" of {logical}", dim)
+        text.append("  iowait " if not compact else " io ", label)
+        iowait = host.iowait_pct
+        text.append(fmt_num(iowait, 0 if compact else 1, "%"), self._io_style(iowait))
+        if not compact and host.load1 is not None:
+            text.append("  load ", label)
+            text.append(f"{host.load1:.1f}")
+        text.append(" │ " if not compact else " ", dim)
+        text.append("mem ", label)
+        text.append(self._used_of(host.mem_used_mib, host.mem_total_mib))
+        text.append(" swap " if not compact else " sw ", label)
+        text.append(self._used_of(host.swap_used_mib, host.swap_total_mib), self._swap_style(host))
+        psi = self._psi_text(host)
+        if compact:
+            if psi:
+                text.append(" psi ", label)
+                text.append(psi)
+            return text
+        if psi:
+            text.append(" │ ", dim)
+            text.append("PSI some ", label)
+            text.append(psi)
+        text.append("\n")
+        text.append(self._tree_text(frame.snapshot.tree, frame.snapshot.target_pid), dim)
+        return text
+
+    @staticmethod
+    def _used_of(used: float | None, total: float | None) -> str:
+        if used is None and total is None:
+            return "-"
+        return f"{fmt_mib(used)}/{fmt_mib(total)}"
+
+    def _io_style(self, iowait: float | None) -> Style:
+        if iowait is None or iowait < 5:
+            return Style()
+        return self._style("hot" if iowait >= 20 else "warn")
+
+    def _swap_style(self, host: HostSample) -> Style:
+        moving = (host.swap_in_mib_s or 0.0) + (host.swap_out_mib_s or 0.0)
+        return self._style("warn") if moving > 1.0 else Style()
+
+    @staticmethod
+    def _psi_text(host: HostSample) -> str:
+        parts = [
+            _psi("cpu", host.psi_cpu),
+            _psi("io", host.psi_io),
+            _psi("mem", host.psi_memory),
+        ]
+        return " ".join(p for p in parts if p)
+
+    @staticmethod
+    def _tree_text(tree: TreeTotals | None, target: int | None) -> str:
+        if target is None:
+            return "no process attached (a: attach to a PID)"
+        if tree is None:
+            return f"PID {target}: no processes left"
+        return (
+            f"attached tree: {tree.processes} processes · {tree.threads} threads · "
+            f"{tree.cpu_pct:.0f}% CPU · {fmt_mib(tree.rss_mib)} RSS"
+        )
+
+    def render(self) -> Text:
+        return self._text
