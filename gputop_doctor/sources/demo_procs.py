@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from gputop_doctor.core.model import ProcSample, Runtime, ThreadEnv
 from gputop_doctor.sources.demo_scenarios import Load, Scenario
@@ -37,7 +38,7 @@ class Member:
     """One process of the job: its fixed facts (as a ProcSample) and its part in the job."""
 
     template: ProcSample  # depth counted from the launcher
-    role: str  # "launcher", "rank" or "worker"
+    role: Literal["launcher", "rank", "worker"]
 
 
 @dataclass(frozen=True, slots=True)

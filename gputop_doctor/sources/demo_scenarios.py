@@ -9,8 +9,10 @@ and keeps it steady afterwards, so a demo run (and a screenshot) always shows th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 Span = tuple[float, float]  # (low, high), drawn uniformly each tick
+UtilShape = Literal["steady", "sawtooth", "contended"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +37,7 @@ class Scenario:
 
     name: str
     description: str
-    util: str = "steady"  # "steady" 92-99 %, "sawtooth" (slow loader), "contended" (~60 %)
+    util: UtilShape = "steady"  # "steady" 92-99 %, "sawtooth" (slow loader), "contended" (~60 %)
     heats_up: bool = False
     power_capped: bool = False
     memory_creep: bool = False
