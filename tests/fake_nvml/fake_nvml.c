@@ -1517,6 +1517,8 @@ EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
     if (a->gpu >= scn->gpu_count) return NVML_ERROR_INVALID_ARGUMENT;
     const struct fake_gpu *g = &scn->gpus[a->gpu];
     if (g->lost) return NVML_ERROR_GPU_IS_LOST;
+    nvmlReturn_t code = injected(a->gpu, __func__);
+    if (code) return code;
     for (unsigned int i = 0; i < mg->numMetrics; i++) gpm_metric(g, &mg->metrics[i]);
     return NVML_SUCCESS;
 }

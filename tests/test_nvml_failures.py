@@ -1,0 +1,289 @@
+"""NvmlSource's failure model: no library, no driver, unsupported fields, lost GPUs, errors."""
+
+from __future__ import annotations
+
+import ctypes.util
+import logging
+import subprocess
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.sources.nvml import NvmlSource
+from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
+    FakeNvml,
+    fake_nvml,
+    fake_nvml_build,
+    fake_nvml_env,
+    fake_nvml_lib,
+    reset_pynvml,
+)
+from tests.fake_nvml.scenario import (
+    NVML_ERROR_DRIVER_NOT_LOADED,
+    NVML_ERROR_GPU_IS_LOST,
+    NVML_ERROR_NO_PERMISSION,
+    NVML_ERROR_UNKNOWN,
+    FakeGpu,
+    Scenario,
+)
+
+
+@pytest.fixture
+def open_source() -> Iterator[Callable[[], NvmlSource]]:
+    opened: list[NvmlSource] = []
+
+    def make() -> NvmlSource:
+        source = NvmlSource()
+        opened.append(source)
+        return source
+
+    yield make
+    for source in opened:
+        source.close()
+
+
+@pytest.fixture
+def no_library(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """pynvml as on a machine without the driver: loading libnvidia-ml.so.1 fails."""
+    import pynvml
+
+    def missing(name: str, *args: object, **kwargs: object) -> ctypes.CDLL:
+        raise OSError(f"{name}: cannot open shared object file")
+
+    reset_pynvml()
+    monkeypatch.delenv("GPUTOP_DOCTOR_NVML_LIB", raising=False)
+    monkeypatch.setattr(pynvml, "CDLL", missing)
+    yield
+    reset_pynvml()
+
+
+def test_no_library_says_so_and_reads_nothing(
+    no_library: None, open_source: Callable[[], NvmlSource]
+) -> None:
+    source = open_source()
+    assert source.status().status == "NVML unavailable: NVML Shared Library Not Found"
+    assert "\n" not in source.status().status
+    for _ in range(3):
+        assert source.read_gpus() == ()
+    source.close()
+    source.close()  # idempotent, and never shuts down what was not initialised
+
+
+def test_driver_not_loaded(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake_nvml.write(Scenario(init_error=NVML_ERROR_DRIVER_NOT_LOADED))
+    source = open_source()
+    assert source.status().status == "NVML unavailable: Driver Not Loaded"
+    assert source.read_gpus() == ()
+    source.close()
+    assert fake_nvml.calls("nvmlShutdown") == 0
+
+
+def test_zero_gpus(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake_nvml.write(Scenario(gpus=()))
+    source = open_source()
+    assert source.status().status.startswith("no NVIDIA GPU found")
+    assert source.status().driver_version == "550.54.15"
+    assert source.read_gpus() == ()
+
+
+def test_unofficial_pynvml_is_refused(
+    monkeypatch: pytest.MonkeyPatch, open_source: Callable[[], NvmlSource]
+) -> None:
+    impostor = types.ModuleType("pynvml")
+    impostor.__file__ = "/site-packages/pynvml/__init__.py"
+    monkeypatch.setitem(sys.modules, "pynvml", impostor)
+    source = open_source()
+    assert source.status().status.startswith("NVML unavailable: pynvml is not NVIDIA's")
+    assert "pip install --force-reinstall nvidia-ml-py" in source.status().status
+    assert source.read_gpus() == ()
+
+
+def test_library_named_by_environment(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    fake_nvml.write(Scenario.uniform(2))
+    reset_pynvml()
+    monkeypatch.setenv("GPUTOP_DOCTOR_NVML_LIB", str(fake_nvml.lib_path))
+    assert len(open_source().read_gpus()) == 2
+    reset_pynvml()
+    monkeypatch.setenv("GPUTOP_DOCTOR_NVML_LIB", str(tmp_path / "nope.so"))
+    status = open_source().status().status
+    assert status.startswith("NVML unavailable: cannot load GPUTOP_DOCTOR_NVML_LIB=")
+
+
+@pytest.mark.parametrize(
+    ("symbol", "code"),
+    [
+        ("nvmlDeviceGetFanSpeed", 3),  # NOT_SUPPORTED: a fanless datacenter board
+        ("nvmlDeviceGetPowerUsage", NVML_ERROR_NO_PERMISSION),
+        ("nvmlDeviceGetPcieThroughput", 3),
+        ("nvmlDeviceGetSamples", 3),
+        ("nvmlDeviceGetFieldValues", 3),
+    ],
+)
+def test_unsupported_is_none_and_asked_once(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    symbol: str,
+    code: int,
+) -> None:
+    fake_nvml.write(Scenario.uniform(2, util=30, errors=((symbol, code),)))
+    source = open_source()
+    for _ in range(4):
+        for gpu in source.read_gpus():
+            assert gpu.util_pct == 30.0 and gpu.temp_c == 35.0
+            if symbol == "nvmlDeviceGetFanSpeed":
+                assert gpu.fan_pct is None
+            if symbol == "nvmlDeviceGetPowerUsage":
+                assert gpu.power_w is None and gpu.power_limit_w == 700.0
+            if symbol == "nvmlDeviceGetFieldValues":
+                assert gpu.throttle is None
+    per_gpu = 2 if symbol == "nvmlDeviceGetPcieThroughput" else 1  # rx and tx
+    for index in (0, 1):
+        assert fake_nvml.calls(symbol, gpu=index) == per_gpu
+
+
+def test_other_errors_are_none_each_time_and_logged_once(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake_nvml.write(
+        Scenario(gpus=(FakeGpu(errors=(("nvmlDeviceGetPowerUsage", NVML_ERROR_UNKNOWN),)),))
+    )
+    source = open_source()
+    with caplog.at_level(logging.WARNING, logger="gputop_doctor.sources"):
+        for _ in range(3):
+            (gpu,) = source.read_gpus()
+            assert gpu.power_w is None and gpu.temp_c == 35.0
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage") == 3  # transient: asked again
+    messages = [
+        r.getMessage() for r in caplog.records if "nvmlDeviceGetPowerUsage" in r.getMessage()
+    ]
+    assert len(messages) == 1
+
+
+def test_gpu_lost_halfway(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scenario = Scenario.uniform(4, util=50)
+    fake_nvml.write(scenario)
+    source = open_source()
+    assert [g.lost for g in source.read_gpus()] == [False] * 4
+    fake_nvml.write(scenario.with_gpu(2, lost=True))
+    with caplog.at_level(logging.WARNING, logger="gputop_doctor.sources"):
+        gpus = source.read_gpus()
+    assert [g.lost for g in gpus] == [False, False, True, False]
+    lost = gpus[2]
+    assert (lost.index, lost.name, lost.uuid) == (2, "NVIDIA H100 80GB HBM3", scenario_uuid(2))
+    assert lost.util_pct is None and lost.processes == ()
+    assert sum("GPU 2 is lost" in r.getMessage() for r in caplog.records) == 1
+    asked = fake_nvml.calls("nvmlDeviceGetUtilizationRates", gpu=2)
+
+    # Lost stays lost (it needs a reset), even if the driver answers again; the rest go on.
+    fake_nvml.write(scenario.with_gpu(2, lost=False).with_gpu(0, util=99))
+    for _ in range(2):
+        gpus = source.read_gpus()
+        assert [g.lost for g in gpus] == [False, False, True, False]
+        assert gpus[0].util_pct == 99.0
+    assert fake_nvml.calls("nvmlDeviceGetUtilizationRates", gpu=2) == asked
+
+
+def test_gpu_lost_on_any_field(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake_nvml.write(Scenario.uniform(2))
+    source = open_source()
+    source.read_gpus()
+    fake_nvml.write(
+        Scenario.uniform(2).with_gpu(1, errors=(("nvmlDeviceGetFanSpeed", NVML_ERROR_GPU_IS_LOST),))
+    )
+    assert [g.lost for g in source.read_gpus()] == [False, True]
+
+
+def test_gpu_lost_before_start(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake_nvml.write(Scenario.uniform(3).with_gpu(1, lost=True))
+    source = open_source()
+    gpus = source.read_gpus()
+    assert [g.lost for g in gpus] == [False, True, False]
+    assert gpus[1].index == 1 and gpus[1].name is None
+
+
+def test_gpu_without_permission_is_listed_empty(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    denied = (("nvmlDeviceGetHandleByIndex_v2", NVML_ERROR_NO_PERMISSION),)
+    fake_nvml.write(Scenario.uniform(2).with_gpu(0, errors=denied))
+    first, second = open_source().read_gpus()
+    assert (first.index, first.lost, first.name, first.util_pct) == (0, False, None, None)
+    assert second.name is not None
+
+
+def test_close_shuts_down_once(
+    fake_nvml: FakeNvml,  # noqa: F811
+) -> None:
+    fake_nvml.write(Scenario.uniform(1, gpm=True))
+    source = NvmlSource()
+    source.read_gpus()
+    source.close()
+    source.close()
+    assert fake_nvml.calls("nvmlShutdown") == 1
+    assert fake_nvml.calls("nvmlGpmSampleFree") == 2
+    assert source.read_gpus() == ()
+
+
+def scenario_uuid(index: int) -> str:
+    return f"GPU-fa4e{index:04x}-0000-4000-8000-{index:012x}"
+
+
+# -- subprocesses: the real loader path --------------------------------------------------------
+
+PROBE = (
+    "from gputop_doctor.sources.nvml import NvmlSource;"
+    "s = NvmlSource(); print(s.status().status); print(len(s.read_gpus())); s.close()"
+)
+
+
+def test_subprocess_finds_fake_on_ld_library_path(
+    fake_nvml_lib: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "scenario.txt"
+    Scenario.uniform(3).write(scenario)
+    env = fake_nvml_env(fake_nvml_lib, scenario)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.split() == ["ok", "3"], out.stderr
+
+
+@pytest.mark.skipif(
+    ctypes.util.find_library("nvidia-ml") is not None, reason="a real libnvidia-ml is installed"
+)
+def test_subprocess_without_library(tmp_path: Path) -> None:
+    env = fake_nvml_env(None, None)
+    env["LD_LIBRARY_PATH"] = str(tmp_path)  # an empty directory
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.splitlines() == ["NVML unavailable: NVML Shared Library Not Found", "0"]
+    assert out.returncode == 0 and "Traceback" not in out.stderr

@@ -1,0 +1,438 @@
+"""NvmlSource through the real pynvml bindings against the fake libnvidia-ml: every field."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from gputop_doctor.core.model import ClockEvent, ThrottleCounters
+from gputop_doctor.sources.nvml import NvmlSource
+from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
+    FakeNvml,
+    fake_nvml,
+    fake_nvml_build,
+    fake_nvml_lib,
+    fake_nvml_variant,
+)
+from tests.fake_nvml.scenario import (
+    HW_THERMAL,
+    SW_POWER_CAP,
+    SW_THERMAL,
+    FakeGpu,
+    FakeProcess,
+    Scenario,
+)
+
+PID = os.getpid()
+
+
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def open_source(clock: Clock) -> Iterator[Callable[[], NvmlSource]]:
+    opened: list[NvmlSource] = []
+
+    def make() -> NvmlSource:
+        source = NvmlSource(clock=clock)
+        opened.append(source)
+        return source
+
+    yield make
+    for source in opened:
+        source.close()
+
+
+def test_identity_and_driver_versions(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake_nvml.write(
+        Scenario(
+            gpus=(FakeGpu(name="NVIDIA A100-SXM4-80GB", uuid="GPU-abc"), FakeGpu(mig=None)),
+            driver_version="535.104.05",
+            nvml_version="12.535.104.05",
+            cuda_version=12020,
+        )
+    )
+    source = open_source()
+    status = source.status()
+    assert status.status == "ok"
+    assert (status.driver_version, status.nvml_version) == ("535.104.05", "12.535.104.05")
+    assert status.cuda_driver_version == 12020
+    first, second = source.read_gpus()
+    assert (first.index, first.name, first.uuid) == (0, "NVIDIA A100-SXM4-80GB", "GPU-abc")
+    assert first.pci_bus_id == "00000000:18:00.0"
+    assert second.pci_bus_id == "00000000:19:00.0"
+    assert first.mig_mode is False
+    assert second.mig_mode is None  # a GPU without MIG answers NOT_SUPPORTED
+    assert not first.lost and not second.lost
+
+
+def test_every_field_is_read_and_converted(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake_nvml.write(
+        Scenario(
+            gpus=(
+                FakeGpu(
+                    util=77,
+                    mem_util=33,
+                    mem_total_mib=81559,
+                    mem_used_mib=40000,
+                    mem_reserved_mib=600,
+                    temp_c=71,
+                    temp_slowdown_c=88,
+                    temp_shutdown_c=93,
+                    temp_gpu_max_c=86,
+                    power_w=512.345,
+                    power_limit_w=650,
+                    sm_clock_mhz=1755,
+                    sm_clock_max_mhz=1980,
+                    mem_clock_mhz=2619,
+                    fan_pct=45,
+                    pcie_rx_kbs=123456,
+                    pcie_tx_kbs=654,
+                    clock_events=SW_POWER_CAP | SW_THERMAL,
+                    thr_sw_power_cap_ns=10**12,
+                    thr_sync_boost_ns=7,
+                    thr_sw_thermal_ns=2 * 10**9,
+                    thr_hw_thermal_ns=3,
+                    thr_hw_power_brake_ns=4,
+                ),
+            )
+        )
+    )
+    (gpu,) = open_source().read_gpus()
+    assert (gpu.util_pct, gpu.util_min_pct, gpu.util_max_pct) == (77.0, 77.0, 77.0)
+    assert gpu.util_samples == ()
+    assert gpu.mem_util_pct == 33.0
+    assert (gpu.mem_used_mib, gpu.mem_total_mib, gpu.mem_reserved_mib) == (40000, 81559, 600)
+    assert gpu.temp_c == 71.0
+    assert (gpu.temp_slowdown_c, gpu.temp_shutdown_c, gpu.temp_max_operating_c) == (88, 93, 86)
+    assert gpu.power_w == pytest.approx(512.345)
+    assert gpu.power_limit_w == 650.0
+    assert (gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, gpu.mem_clock_mhz) == (1755, 1980, 2619)
+    assert gpu.fan_pct == 45.0
+    assert (gpu.pcie_rx_kib_s, gpu.pcie_tx_kib_s) == (123456.0, 654.0)
+    assert gpu.clock_event_bits == ClockEvent.SW_POWER_CAP | ClockEvent.SW_THERMAL
+    assert gpu.clock_events == ("sw-power-cap", "sw-thermal")
+    assert gpu.throttle == ThrottleCounters(10**12, 7, 2 * 10**9, 3, 4)
+    assert gpu.sm_active_pct is None and gpu.tensor_active_pct is None  # no GPM on this GPU
+
+
+def test_values_follow_the_scenario_over_time(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    scenario = Scenario.uniform(2, temp_c=40, power_w=100)
+    fake_nvml.write(scenario)
+    source = open_source()
+    assert [g.temp_c for g in source.read_gpus()] == [40.0, 40.0]
+    fake_nvml.write(scenario.with_gpu(1, temp_c=83, power_w=300, clock_events=HW_THERMAL))
+    first, second = source.read_gpus()
+    assert (first.temp_c, second.temp_c, second.power_w) == (40.0, 83.0, 300.0)
+    assert second.clock_events == ("hw-thermal",)
+
+
+def test_buffered_samples_use_a_cursor(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    # The ring holds 3 s of history; the first read keeps only the last second of it.
+    ring = ((7_000_000, 5), (8_500_000, 100), (9_000_000, 0), (9_500_000, 100), (10_000_000, 20))
+    scenario = Scenario(gpus=(FakeGpu(util=50, samples=ring),))
+    fake_nvml.write(scenario)
+    source = open_source()
+    (gpu,) = source.read_gpus()
+    assert gpu.util_samples == (0.0, 100.0, 20.0)
+    assert (gpu.util_pct, gpu.util_min_pct, gpu.util_max_pct) == pytest.approx((40.0, 0.0, 100.0))
+
+    # Nothing newer than the cursor: NOT_FOUND, so the point reading stands in.
+    (gpu,) = source.read_gpus()
+    assert gpu.util_samples == ()
+    assert (gpu.util_pct, gpu.util_min_pct, gpu.util_max_pct) == (50.0, 50.0, 50.0)
+
+    # New samples arrive: only those newer than the last seen timestamp come back.
+    newer = (*ring, (10_200_000, 90), (10_400_000, 10), (10_600_000, 80))
+    fake_nvml.write(Scenario(gpus=(FakeGpu(util=50, samples=newer),)))
+    (gpu,) = source.read_gpus()
+    assert gpu.util_samples == (90.0, 10.0, 80.0)
+    assert gpu.util_pct == pytest.approx(60.0)
+
+
+def test_no_samples_at_all_falls_back_to_point_reading(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake_nvml.write(Scenario(gpus=(FakeGpu(util=0, samples=()),)))
+    source = open_source()
+    for _ in range(3):
+        (gpu,) = source.read_gpus()
+        assert (gpu.util_pct, gpu.util_samples) == (0.0, ())
+    # NOT_FOUND means "nothing new", not "unsupported": keep asking.
+    assert fake_nvml.calls("nvmlDeviceGetSamples", gpu=0) == 3
+
+
+def test_memory_v1_fallback_counts_reserved_as_used(
+    fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake = fake_nvml_variant("NO_MEMORY_V2")
+    fake.write(Scenario(gpus=(FakeGpu(mem_used_mib=1000, mem_reserved_mib=500),)))
+    source = open_source()
+    for _ in range(2):
+        (gpu,) = source.read_gpus()
+        assert (gpu.mem_used_mib, gpu.mem_reserved_mib) == (1500.0, None)
+    assert fake.calls("nvmlDeviceGetMemoryInfo") == 2
+
+
+def test_temperature_falls_back_to_the_old_call(
+    fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake = fake_nvml_variant("NO_TEMPERATURE_V")
+    fake.write(Scenario(gpus=(FakeGpu(temp_c=66),)))
+    (gpu,) = open_source().read_gpus()
+    assert gpu.temp_c == 66.0
+    assert fake.calls("nvmlDeviceGetTemperature") == 1
+
+
+def test_slow_facts_are_read_once(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake_nvml.write(Scenario.uniform(2))
+    source = open_source()
+    for _ in range(4):
+        source.read_gpus()
+    for gpu in (0, 1):
+        assert fake_nvml.calls("nvmlDeviceGetTemperatureThreshold", gpu) == 3
+        assert fake_nvml.calls("nvmlDeviceGetMaxClockInfo", gpu) == 1
+        assert fake_nvml.calls("nvmlDeviceGetName", gpu) == 1
+        assert fake_nvml.calls("nvmlDeviceGetUUID", gpu) == 1
+        assert fake_nvml.calls("nvmlDeviceGetMigMode", gpu) == 1
+        assert fake_nvml.calls("nvmlDeviceGetPowerUsage", gpu) == 4
+    assert fake_nvml.calls("nvmlInitWithFlags") == 1
+
+
+def test_missing_threshold_is_none_and_remembered(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake_nvml.write(Scenario(gpus=(FakeGpu(temp_gpu_max_c=None),)))
+    source = open_source()
+    for _ in range(3):
+        (gpu,) = source.read_gpus()
+        assert gpu.temp_max_operating_c is None
+        assert gpu.temp_slowdown_c == 89.0
+    assert fake_nvml.calls("nvmlDeviceGetTemperatureThreshold") == 3
+
+
+def test_clock_events_fall_back_to_throttle_reasons(
+    fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pynvml
+
+    fake = fake_nvml_variant("NO_EVENT_REASONS")
+    fake.write(Scenario(gpus=(FakeGpu(clock_events=HW_THERMAL | SW_THERMAL),)))
+    asked: list[object] = []
+    original = pynvml.nvmlDeviceGetCurrentClocksEventReasons
+
+    def counting(handle: object) -> int:
+        asked.append(handle)
+        return int(original(handle))
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", counting)
+    source = open_source()
+    for _ in range(3):
+        (gpu,) = source.read_gpus()
+        assert gpu.clock_events == ("sw-thermal", "hw-thermal")
+    assert len(asked) == 1  # FunctionNotFound is remembered
+    assert fake.calls("nvmlDeviceGetCurrentClocksThrottleReasons") == 3
+
+
+def test_throttle_counters_keep_supported_fields(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    # A pre-R575 driver: the thermal and power-brake counters are unknown field ids.
+    fake_nvml.write(
+        Scenario(
+            gpus=(
+                FakeGpu(
+                    thr_sw_power_cap_ns=5,
+                    thr_sync_boost_ns=6,
+                    thr_sw_thermal_ns=None,
+                    thr_hw_thermal_ns=None,
+                    thr_hw_power_brake_ns=None,
+                ),
+                FakeGpu(
+                    thr_sw_power_cap_ns=None,
+                    thr_sync_boost_ns=None,
+                    thr_sw_thermal_ns=None,
+                    thr_hw_thermal_ns=None,
+                    thr_hw_power_brake_ns=None,
+                ),
+            )
+        )
+    )
+    source = open_source()
+    for _ in range(3):
+        partial, none = source.read_gpus()
+        assert partial.throttle == ThrottleCounters(sw_power_cap_ns=5, sync_boost_ns=6)
+        assert none.throttle is None
+    assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=1) == 1  # nothing left to ask
+
+
+def test_processes_memory_and_utilization(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    procs = (
+        FakeProcess(PID, used_mib=2048, sm_util=61, mem_util=12, util_ts=1_000),
+        FakeProcess(PID + 100_000, used_mib=None, kind="graphics"),
+        FakeProcess(1, used_mib=64, sm_util=5, mem_util=1, util_ts=1_000, kind="both"),
+    )
+    fake_nvml.write(Scenario(gpus=(FakeGpu(processes=procs), FakeGpu())))
+    source = open_source()
+    gpu, idle = source.read_gpus()
+    assert idle.processes == ()
+    by_pid = {p.pid: p for p in gpu.processes}
+    assert set(by_pid) == {PID, PID + 100_000, 1}
+    mine = by_pid[PID]
+    assert (mine.kind, mine.used_mem_mib, mine.sm_util_pct, mine.mem_util_pct) == (
+        "compute",
+        2048.0,
+        61.0,
+        12.0,
+    )
+    graphics = by_pid[PID + 100_000]
+    assert (graphics.kind, graphics.used_mem_mib) == ("graphics", None)
+    assert graphics.sm_util_pct == 0.0  # no sample means no non-zero utilization
+    assert by_pid[1].kind == "compute"  # listed twice, reported once
+    assert all(p.gpu_index == 0 for p in gpu.processes)
+
+
+def test_process_utilization_cursor_and_staleness(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    clock: Clock,
+) -> None:
+    def scenario(sm: int, ts: int) -> Scenario:
+        return Scenario(gpus=(FakeGpu(processes=(FakeProcess(PID, sm_util=sm, util_ts=ts),)),))
+
+    fake_nvml.write(scenario(70, 5_000))
+    source = open_source()
+    assert source.read_gpus()[0].processes[0].sm_util_pct == 70.0
+
+    # No sample newer than the cursor: NOT_FOUND keeps the last known value...
+    clock.advance(1.0)
+    assert source.read_gpus()[0].processes[0].sm_util_pct == 70.0
+    # ...until it is stale: the driver's silence then means the process is idle.
+    clock.advance(10.0)
+    assert source.read_gpus()[0].processes[0].sm_util_pct == 0.0
+
+    fake_nvml.write(scenario(25, 6_000))
+    assert source.read_gpus()[0].processes[0].sm_util_pct == 25.0
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") >= 4
+
+
+def test_process_list_falls_back_to_v2(
+    fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake = fake_nvml_variant("NO_V3")
+    fake.write(Scenario(gpus=(FakeGpu(processes=(FakeProcess(PID, used_mib=300),)),)))
+    source = open_source()
+    for _ in range(2):
+        (gpu,) = source.read_gpus()
+        assert [(p.pid, p.used_mem_mib) for p in gpu.processes] == [(PID, 300.0)]
+    assert fake.calls("nvmlDeviceGetComputeRunningProcesses_v2") == 4  # probe + fill, twice
+
+
+def test_no_process_list_at_all_is_empty(
+    fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    fake = fake_nvml_variant("NO_V3", "NO_V2")
+    fake.write(Scenario(gpus=(FakeGpu(processes=(FakeProcess(PID),), util=12),)))
+    (gpu,) = open_source().read_gpus()
+    assert gpu.processes == () and gpu.util_pct == 12.0
+
+
+def test_gpm_sm_and_tensor_activity(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    clock: Clock,
+) -> None:
+    fake_nvml.write(
+        Scenario(gpus=(FakeGpu(gpm=True, gpm_sm_pct=64, gpm_tensor_pct=31), FakeGpu(gpm=False)))
+    )
+    source = open_source()
+    hopper, ampere = source.read_gpus()
+    assert hopper.sm_active_pct is None  # the first sample of a pair gives no metric yet
+    clock.advance(0.05)
+    assert source.read_gpus()[0].sm_active_pct is None  # too soon for a second sample
+    clock.advance(0.5)
+    hopper, ampere = source.read_gpus()
+    assert (hopper.sm_active_pct, hopper.tensor_active_pct) == (64.0, 31.0)
+    assert (ampere.sm_active_pct, ampere.tensor_active_pct) == (None, None)
+    clock.advance(1.0)
+    assert source.read_gpus()[0].sm_active_pct == 64.0
+    assert fake_nvml.calls("nvmlGpmQueryDeviceSupport", gpu=1) == 1
+    assert fake_nvml.calls("nvmlGpmSampleGet", gpu=1) == 0
+
+
+def test_gpm_failure_never_breaks_a_reading(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    clock: Clock,
+) -> None:
+    fake_nvml.write(
+        Scenario(gpus=(FakeGpu(gpm=True, util=40, errors=(("nvmlGpmMetricsGet", 999),)),))
+    )
+    source = open_source()
+    for _ in range(3):
+        clock.advance(1.0)
+        (gpu,) = source.read_gpus()
+        assert gpu.util_pct == 40.0 and gpu.sm_active_pct is None
+
+
+def test_mig_enabled_gpu(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    procs = (FakeProcess(PID, used_mib=100, sm_util=50, util_ts=10),)
+    fake_nvml.write(Scenario(gpus=(FakeGpu(mig=True, util=90, processes=procs), FakeGpu())))
+    source = open_source()
+    for _ in range(2):
+        mig, plain = source.read_gpus()
+        assert mig.mig_mode is True and plain.mig_mode is False
+        # Device and per-process utilization are not supported with MIG on.
+        assert (mig.util_pct, mig.util_samples, mig.mem_util_pct) == (None, (), None)
+        assert mig.processes[0].sm_util_pct is None
+        assert mig.processes[0].used_mem_mib == 100.0
+        assert mig.mem_total_mib is not None
+    assert fake_nvml.calls("nvmlDeviceGetUtilizationRates", gpu=0) == 1
+    assert fake_nvml.calls("nvmlDeviceGetSamples", gpu=0) == 1
