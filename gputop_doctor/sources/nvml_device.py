@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from gputop_doctor.core.model import MIB, GpuSample, ThrottleCounters
+from gputop_doctor.core.model import MIB, GpuSample
 from gputop_doctor.sources.nvml_call import GpuLostError, NvmlCaller
+from gputop_doctor.sources.nvml_fields import ThrottleFields, sample_value
 from gputop_doctor.sources.nvml_gpm import GpmReader
 from gputop_doctor.sources.nvml_procs import ProcessReader
 
@@ -31,30 +32,6 @@ PCIE_TX = 0
 PCIE_RX = 1
 GPU_UTILIZATION_SAMPLES = 1
 FIRST_READ_WINDOW_US = 1_000_000  # the first GetSamples returns the whole ring; keep ~1 tick
-
-# Cumulative clock-event time counters (ns), in ThrottleCounters field order.
-THROTTLE_FIELDS: tuple[tuple[int, str], ...] = (
-    (74, "sw_power_cap_ns"),
-    (76, "sync_boost_ns"),
-    (269, "sw_thermal_ns"),
-    (270, "hw_thermal_ns"),
-    (271, "hw_power_brake_ns"),
-)
-_VALUE_READERS: dict[int, str] = {
-    0: "dVal",
-    1: "uiVal",
-    2: "ulVal",
-    3: "ullVal",
-    4: "sllVal",
-    5: "siVal",
-    6: "usVal",
-}
-
-
-def sample_value(value_type: int, value: Any) -> float | None:
-    """Read an ``nvmlValue_t`` union according to its NVML value type."""
-    attr = _VALUE_READERS.get(int(value_type))
-    return None if attr is None else float(getattr(value, attr))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +78,7 @@ class DeviceReader:
         self._handle = handle
         self._util_cursor = 0
         self._cache: dict[str, float | None] = {}
-        self._fields = THROTTLE_FIELDS
+        self._throttle = ThrottleFields(self._field_values)
         self.identity = Identity()
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
         self._procs = ProcessReader(nvml, caller, index, handle, clock)
@@ -186,7 +163,7 @@ class DeviceReader:
             pcie_rx_kib_s=self._pcie(PCIE_RX),
             pcie_tx_kib_s=self._pcie(PCIE_TX),
             clock_event_bits=self._clock_events(),
-            throttle=self._throttle(),
+            throttle=self._throttle.read(),
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
             processes=self._procs.read(),
@@ -299,6 +276,11 @@ class DeviceReader:
 
     # -- clock events and throttle counters ------------------------------------------------
 
+    def _field_values(self, field_ids: list[int]) -> Any:
+        return self._call(
+            "nvmlDeviceGetFieldValues", self._nvml.nvmlDeviceGetFieldValues, field_ids
+        )
+
     def _clock_events(self) -> int | None:
         nvml, h = self._nvml, self._handle
         bits = self._caller.first(
@@ -317,32 +299,6 @@ class DeviceReader:
             ),
         )
         return None if bits is None else int(bits)
-
-    def _throttle(self) -> ThrottleCounters | None:
-        """Cumulative ns per clock-event reason; fields the driver lacks are dropped for good."""
-        if not self._fields:
-            return None
-        ids = [field_id for field_id, _ in self._fields]
-        values = self._call("nvmlDeviceGetFieldValues", self._nvml.nvmlDeviceGetFieldValues, ids)
-        if values is None:
-            return None
-        counters: dict[str, int] = {}
-        keep = []
-        for (field_id, name), value in zip(self._fields, values, strict=True):
-            if value.nvmlReturn == 0:
-                number = sample_value(value.valueType, value.value)
-                if number is not None:
-                    counters[name] = int(number)
-                keep.append((field_id, name))
-            elif value.nvmlReturn not in _FIELD_PERMANENT:
-                keep.append((field_id, name))
-        self._fields = tuple(keep)
-        return ThrottleCounters(**counters) if counters else None
-
-
-# Per-field answers meaning "this driver will never have it": NOT_SUPPORTED, NO_PERMISSION and
-# INVALID_ARGUMENT (an id the driver does not know, e.g. 269-271 before R575).
-_FIELD_PERMANENT = frozenset({2, 3, 4})
 
 
 def _float(value: Any) -> float | None:

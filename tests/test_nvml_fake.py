@@ -1,0 +1,214 @@
+"""The fake libnvidia-ml itself honours the contracts pynvml relies on (reference/nvml.md §5.3).
+
+If the fake drifted from real NVML, the reader tests would prove nothing, so its two-call
+behaviour is pinned here through raw ctypes calls as well as through pynvml's wrappers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
+    FakeNvml,
+    fake_nvml,
+    fake_nvml_build,
+    fake_nvml_env,
+    fake_nvml_lib,
+)
+from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario
+
+SUCCESS, INVALID_ARGUMENT, NOT_FOUND, INSUFFICIENT_SIZE = 0, 2, 6, 7
+PID = os.getpid()
+
+
+def handle(index: int = 0) -> object:
+    import pynvml
+
+    return pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
+@pytest.fixture
+def nvml(fake_nvml: FakeNvml) -> Iterator[Any]:  # noqa: F811
+    import pynvml
+
+    pynvml.nvmlInit()
+    yield pynvml
+    pynvml.nvmlShutdown()
+
+
+def test_process_utilization_probe_is_never_success(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: object,
+) -> None:
+    busy = FakeProcess(PID, sm_util=10, util_ts=100)
+    fake_nvml.write(Scenario(gpus=(FakeGpu(processes=(busy,)),)))
+    fn = fake_nvml.cdll.nvmlDeviceGetProcessUtilization
+    count = ctypes.c_uint(0)
+    h = handle()
+    assert fn(h, None, ctypes.byref(count), ctypes.c_ulonglong(0)) == INSUFFICIENT_SIZE
+    assert count.value == 1
+    count.value = 0
+    assert fn(h, None, ctypes.byref(count), ctypes.c_ulonglong(100)) == NOT_FOUND
+    # A process at 0 % has no sample at all (nvml.h: only non-zero utilization is reported).
+    fake_nvml.write(Scenario(gpus=(FakeGpu(processes=(FakeProcess(PID, util_ts=200),)),)))
+    assert fn(h, None, ctypes.byref(count), ctypes.c_ulonglong(0)) == NOT_FOUND
+
+
+def test_running_processes_two_call_contract(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: object,
+) -> None:
+    fn = fake_nvml.cdll.nvmlDeviceGetComputeRunningProcesses_v3
+    count = ctypes.c_uint(0)
+    h = handle()
+    assert fn(h, ctypes.byref(count), None) == SUCCESS and count.value == 0
+    procs = tuple(FakeProcess(PID + i, used_mib=10 * i) for i in range(3))
+    fake_nvml.write(Scenario(gpus=(FakeGpu(processes=procs),)))
+    assert fn(h, ctypes.byref(count), None) == INSUFFICIENT_SIZE and count.value == 3
+    import pynvml
+
+    listed = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+    assert [(p.pid, p.usedGpuMemory) for p in listed] == [
+        (PID + i, 10 * i * 1024 * 1024) for i in range(3)
+    ]
+    assert listed[0].gpuInstanceId == 0xFFFFFFFF
+
+
+def test_get_samples_contract(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: object,
+) -> None:
+    fake_nvml.write(Scenario(gpus=(FakeGpu(samples=((10, 1), (20, 2), (30, 3))),)))
+    fn = fake_nvml.cdll.nvmlDeviceGetSamples
+    h = handle()
+    vtype, count = ctypes.c_uint(), ctypes.c_uint(0)
+    args = (h, ctypes.c_uint(1), ctypes.c_ulonglong(10), ctypes.byref(vtype), ctypes.byref(count))
+    assert fn(*args, None) == SUCCESS and (vtype.value, count.value) == (1, 2)
+    buffer = (ctypes.c_char * 64)()
+    count.value = 0
+    assert fn(*args, buffer) == INVALID_ARGUMENT
+    late = (h, ctypes.c_uint(1), ctypes.c_ulonglong(30), ctypes.byref(vtype), ctypes.byref(count))
+    assert fn(*late, None) == NOT_FOUND
+    import pynvml
+
+    value_type, samples = pynvml.nvmlDeviceGetSamples(h, 1, 0)
+    assert value_type == 1
+    assert [(s.timeStamp, s.sampleValue.uiVal) for s in samples] == [(10, 1), (20, 2), (30, 3)]
+
+
+def test_processes_utilization_info(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: object,
+) -> None:
+    import pynvml
+
+    fake_nvml.write(
+        Scenario(gpus=(FakeGpu(processes=(FakeProcess(PID, sm_util=9, mem_util=3, util_ts=7),)),))
+    )
+    (info,) = pynvml.nvmlDeviceGetProcessesUtilizationInfo(handle(), 0)
+    assert (info.pid, info.smUtil, info.memUtil, info.timeStamp) == (PID, 9, 3, 7)
+    with pytest.raises(pynvml.NVMLError_NotFound):
+        pynvml.nvmlDeviceGetProcessesUtilizationInfo(handle(), 7)
+
+
+def test_versioned_structs_are_checked(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: object,
+) -> None:
+    import pynvml
+
+    with pytest.raises(pynvml.NVMLError_ArgumentVersionMismatch):
+        pynvml.nvmlDeviceGetMemoryInfo(handle(), version=0x01000028)
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle(), version=pynvml.nvmlMemory_v2)
+    assert memory.total == memory.free + memory.used + memory.reserved
+
+
+def test_handles_by_uuid_and_bus_id(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: object,
+) -> None:
+    import pynvml
+
+    fake_nvml.write(Scenario.uniform(3))
+    h = handle(2)
+    uuid = pynvml.nvmlDeviceGetUUID(h)
+    bus_id = pynvml.nvmlDeviceGetPciInfo(h).busId
+    assert pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(uuid)) == 2
+    assert pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)) == 2
+    with pytest.raises(pynvml.NVMLError_NotFound):
+        pynvml.nvmlDeviceGetHandleByUUID("GPU-nope")
+
+
+def test_reinit_after_shutdown_and_uninitialized(fake_nvml: FakeNvml) -> None:  # noqa: F811
+    import pynvml
+
+    for _ in range(3):  # gpustat initialises and shuts down on every refresh
+        pynvml.nvmlInit()
+        assert pynvml.nvmlDeviceGetCount() == 1
+        pynvml.nvmlShutdown()
+    with pytest.raises(pynvml.NVMLError_Uninitialized):
+        pynvml.nvmlDeviceGetCount()
+    assert fake_nvml.calls("nvmlInitWithFlags") == 3
+
+
+def test_scenario_change_is_seen_on_the_next_call(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: object,
+) -> None:
+    import pynvml
+
+    h = handle()
+    for temp in (40, 41, 90, 41):
+        fake_nvml.write(Scenario(gpus=(FakeGpu(temp_c=temp),)))
+        assert pynvml.nvmlDeviceGetTemperature(h, 0) == temp
+
+
+def test_call_log_for_subprocesses(
+    fake_nvml_lib: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "scenario.txt"
+    Scenario.uniform(2).write(scenario)
+    log = tmp_path / "calls.log"
+    env = fake_nvml_env(fake_nvml_lib, scenario, calllog=log)
+    code = (
+        "import pynvml; pynvml.nvmlInit();"
+        "pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(1))"
+    )
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "nvmlInitWithFlags -1"
+    assert "nvmlDeviceGetName 1" in lines
+
+
+@pytest.mark.slow
+def test_nvitop_runs_on_the_fake(
+    fake_nvml_lib: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """nvitop is the peer we compare against; it must see 8 GPUs and our process."""
+    nvitop = shutil.which("nvitop", path=str(Path(sys.executable).parent))
+    if nvitop is None:
+        pytest.skip("nvitop is not installed")
+    now_us = time.time_ns() // 1000
+    proc = FakeProcess(PID, used_mib=3000, sm_util=42, util_ts=now_us)
+    scenario = tmp_path / "scenario.txt"
+    Scenario.uniform(8, util=55).with_gpu(4, processes=(proc,)).write(scenario)
+    env = fake_nvml_env(fake_nvml_lib, scenario)
+    result = subprocess.run(
+        [nvitop, "--once"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert result.stdout.count("H100 80GB HBM3") == 8
+    assert str(PID) in result.stdout
