@@ -60,7 +60,8 @@ class OpenBlasOnIntelThresholds:
     """``blas-openblas-on-intel``: NumPy on OpenBLAS on an Intel CPU."""
 
     window_s: float = 10.0
-    warn_cpu_pct: float = 100.0  # OpenBLAS processes using a core or more -> warn, not info
+    warn_cpu_pct: float = 100.0  # NumPy-only processes using a core or more -> warn, not info
+    torch_worker_busy_pct: float = 85.0  # PyTorch DataLoader workers count only this busy
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,9 @@ class MemoryCreepThresholds:
     min_growth_mib: float = 32.0  # and the fitted line grew at least this much
     min_nonneg_fraction: float = 0.8  # of consecutive deltas that are >= 0
     min_r2: float = 0.6
+    segments: int = 3  # the window split in this many parts must grow in every one
+    fast_min_span_s: float = 60.0  # a leak that fills the card soon is judged this early ...
+    fast_eta_min: float = 30.0  # ... if it projects out of memory within this (no warm-up)
     warn_eta_min: float = 120.0  # out of memory within this -> warn, else info
     critical_eta_min: float = 15.0  # ... within this -> critical
 
@@ -158,8 +162,9 @@ class IdleMemoryThresholds:
 class IoBoundThresholds:
     """``io-bound``: the input pipeline waits on storage."""
 
-    window_s: float = 30.0
+    window_s: float = 30.0  # PSI io averaged over this
     min_span_s: float = 10.0
+    d_window_s: float = 10.0  # thread states looked at (shared with gpu-starvation's causes)
     d_fraction: float = 0.2  # share of worker samples in D state
     psi_io_some_pct: float = 10.0
     psi_io_full_pct: float = 5.0  # critical

@@ -113,14 +113,22 @@ def util_values(samples: Iterable[GpuSample]) -> list[float]:
     return out
 
 
+def tick_utils(samples: Iterable[GpuSample]) -> list[float]:
+    """One utilization per tick (the mean of its buffered samples): enough for long means."""
+    return [g.util_pct for g in samples if g.util_pct is not None]
+
+
 def live(samples: Iterable[GpuSample]) -> list[GpuSample]:
     return [g for g in samples if not g.lost]
+
+
+_IDLE_BIT = int(ClockEvent.GPU_IDLE)
 
 
 def is_busy(gpu: GpuSample, busy_util_pct: float) -> bool:
     """A sample of a GPU at work: not flagged idle by the driver and not at ~0 % use."""
     bits = gpu.clock_event_bits
-    if bits is not None and bits & ClockEvent.GPU_IDLE:
+    if bits is not None and bits & _IDLE_BIT:
         return False
     return gpu.util_pct is None or gpu.util_pct >= busy_util_pct
 
@@ -147,12 +155,23 @@ def gpu_pids(gpu: GpuSample) -> tuple[int, ...]:
     return tuple(p.pid for p in gpu.processes if p.kind != "graphics")
 
 
-def descendants(processes: Iterable[ProcSample], roots: Iterable[int]) -> set[int]:
-    """``roots`` and every process below them, following ``ppid`` within one snapshot."""
+def children_map(processes: Iterable[ProcSample]) -> dict[int, list[int]]:
+    """Parent PID -> child PIDs within one snapshot."""
     children: dict[int, list[int]] = {}
     for proc in processes:
         if proc.ppid is not None:
             children.setdefault(proc.ppid, []).append(proc.pid)
+    return children
+
+
+def descendants(
+    processes: Iterable[ProcSample],
+    roots: Iterable[int],
+    children: Mapping[int, Sequence[int]] | None = None,
+) -> set[int]:
+    """``roots`` and every process below them, following ``ppid`` within one snapshot."""
+    if children is None:
+        children = children_map(processes)
     seen: set[int] = set()
     stack = list(roots)
     while stack:
@@ -207,7 +226,10 @@ def pct(value: float) -> str:
 
 
 def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    """``1 process``, ``3 processes``, ``2 workers``."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}es" if word.endswith(("s", "sh", "ch", "x")) else f"{n} {word}s"
 
 
 def job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:

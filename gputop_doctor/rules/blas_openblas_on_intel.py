@@ -2,23 +2,31 @@
 
 On Intel CPUs, MKL is usually as fast as OpenBLAS at large matrix multiplies and clearly faster
 at factorizations and small problems, so an OpenBLAS NumPy can leave speed behind in NumPy-heavy
-code such as DataLoader transforms. The size of the win depends on the workload, so this is a
-hint (info), raised to a warning only when the OpenBLAS processes keep a core or more busy. On
-AMD CPUs MKL is no better, and the rule stays silent.
+code. How much depends on the workload, so this is a hint. On AMD CPUs MKL is no better, and
+the rule stays silent.
 
-A process counts as having MKL if any MKL is mapped: a ``libmkl_*`` library or the copy that
-PyTorch's x86 wheels link statically into ``libtorch_cpu``.
+Which processes count:
+
+* A dynamic MKL mapped (``libmkl_*``) means NumPy very likely uses it: never flagged.
+* A process with OpenBLAS and no MKL at all (plain NumPy/SciPy) is flagged; it is a warning
+  when such processes keep a core or more busy.
+* PyTorch's x86 wheels carry their own MKL, statically inside ``libtorch_cpu``. Torch's ops use
+  it, but NumPy cannot, so a torch process's NumPy still runs on OpenBLAS. Flagging every torch
+  job for that would be noise, so a torch process counts only when it is a DataLoader worker
+  pegged near a full core: the place where NumPy transforms are the bottleneck.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 
+from gputop_doctor.config import OpenBlasOnIntelThresholds
 from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample, Runtime
 from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import RuleFn, mean_cpu, plural, proc_columns, window
+from gputop_doctor.rules._view import RuleFn, is_worker, mean_cpu, plural, proc_columns, window
 
 RULE_ID = "blas-openblas-on-intel"
 INTEL = "GenuineIntel"
@@ -32,51 +40,27 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None:
         return []
-    affected = sorted(
-        (p for p in latest.processes if openblas_without_mkl(p)), key=lambda p: (p.depth, p.pid)
-    )
-    if not affected:
+    on_openblas = [p for p in latest.processes if numpy_on_openblas(p)]
+    plain = [p for p in on_openblas if not has_mkl(p, True)]
+    torch_workers = [p for p in on_openblas if has_mkl(p, True) and is_worker(p)]
+    if not plain and not torch_workers:
         return []
     cols = proc_columns(win)
-    cpu = sum(mean_cpu(cols.get(p.pid, ())) for p in affected)
-    root = affected[0]
-    lib = _openblas(root)
-    assert lib is not None
-    return [
-        Finding(
-            rule_id=RULE_ID,
-            severity=Severity.WARN if cpu >= t.warn_cpu_pct else Severity.INFO,
-            scope=pid_scope(root.pid),
-            title=(
-                f"OpenBLAS, not MKL, on this Intel CPU: {plural(len(affected), 'process')} "
-                f"using {cpu:.0f} % CPU"
-            ),
-            evidence=(
-                Evidence("CPU vendor", INTEL),
-                Evidence("library", os.path.basename(lib.path)),
-                Evidence("from", os.path.dirname(lib.path)),
-                Evidence("processes with OpenBLAS and no MKL", len(affected)),
-                Evidence("their CPU", round(cpu, 1), "% of a core"),
-            ),
-            fix=(
-                "NumPy and SciPy from pip (and conda-forge by default) use OpenBLAS. On Intel "
-                "CPUs an MKL build is often faster, most of all for factorizations and small "
-                "matrices: install NumPy from conda's defaults channel (conda install -c "
-                "defaults numpy), or on conda-forge pick MKL with conda install "
-                "'libblas=*=*mkl'. numpy.show_config() then lists mkl. Worth it when NumPy "
-                "work is heavy, e.g. in DataLoader transforms."
-            ),
-        )
-    ]
+    cpu = {p.pid: mean_cpu(cols.get(p.pid, ())) for p in plain + torch_workers}
+    workers = [p for p in torch_workers if cpu[p.pid] >= t.torch_worker_busy_pct]
+    affected = sorted(plain + workers, key=lambda p: (p.depth, p.pid))
+    if not affected:
+        return []
+    return [_finding(affected, plain, workers, cpu, t)]
 
 
-def openblas_without_mkl(proc: ProcSample) -> bool:
-    """OpenBLAS mapped and no MKL of any kind; False when the libraries are unknown."""
-    if not proc.libraries:
-        return False
-    if any(r.name == "MKL" for r in proc.libraries):
-        return False
-    return _openblas(proc) is not None
+def numpy_on_openblas(proc: ProcSample) -> bool:
+    """OpenBLAS mapped and no dynamic MKL; False when the libraries are unknown."""
+    return _openblas(proc) is not None and not has_mkl(proc, False)
+
+
+def has_mkl(proc: ProcSample, static: bool) -> bool:
+    return any(r.name == "MKL" and r.static == static for r in proc.libraries or ())
 
 
 def _openblas(proc: ProcSample) -> Runtime | None:
@@ -84,6 +68,50 @@ def _openblas(proc: ProcSample) -> Runtime | None:
         if runtime.kind == "blas" and runtime.name == "OpenBLAS":
             return runtime
     return None
+
+
+def _finding(
+    affected: Sequence[ProcSample],
+    plain: Sequence[ProcSample],
+    workers: Sequence[ProcSample],
+    cpu: Mapping[int, float],
+    t: OpenBlasOnIntelThresholds,
+) -> Finding:
+    root = affected[0]
+    lib = _openblas(root)
+    assert lib is not None
+    total = sum(cpu[p.pid] for p in affected)
+    plain_cpu = sum(cpu[p.pid] for p in plain)
+    fix = (
+        "NumPy and SciPy from pip (and from conda-forge by default) use OpenBLAS. On Intel "
+        "CPUs an MKL build is often faster, most of all for factorizations and small "
+        "matrices: install NumPy from conda's defaults channel (conda install -c defaults "
+        "numpy), or on conda-forge select MKL with conda install 'libblas=*=*mkl'; "
+        "numpy.show_config() then lists mkl."
+    )
+    if workers:
+        fix += (
+            " PyTorch's own ops already use its built-in MKL; this matters if the DataLoader "
+            "transforms do NumPy math."
+        )
+    return Finding(
+        rule_id=RULE_ID,
+        severity=Severity.WARN if plain_cpu >= t.warn_cpu_pct else Severity.INFO,
+        scope=pid_scope(root.pid),
+        title=(
+            f"NumPy on OpenBLAS, not MKL, on this Intel CPU: {plural(len(affected), 'process')}"
+            f" using {total:.0f} % CPU"
+        ),
+        evidence=(
+            Evidence("CPU vendor", INTEL),
+            Evidence("library", os.path.basename(lib.path)),
+            Evidence("from", os.path.dirname(lib.path)),
+            Evidence("processes with NumPy on OpenBLAS", len(plain)),
+            Evidence("busy DataLoader workers with NumPy on OpenBLAS", len(workers)),
+            Evidence("their CPU", round(total, 1), "% of a core"),
+        ),
+        fix=fix,
+    )
 
 
 RULE = RuleFn(RULE_ID, check)

@@ -20,7 +20,7 @@ from gputop_doctor.rules._view import (
     gpu_pids,
     job_gpus,
     live,
-    util_values,
+    tick_utils,
     window,
 )
 
@@ -39,7 +39,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     cols = gpu_columns(win)
     means: dict[int, float] = {}
     for index in sorted(job):
-        avg = _stats.mean(util_values(live(cols.get(index, ()))))
+        avg = _stats.mean(tick_utils(live(cols.get(index, ()))))
         if avg is not None:
             means[index] = avg
     out = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from gputop_doctor.config import MemoryCreepThresholds
 from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope, pid_scope
@@ -127,15 +128,33 @@ def _judge(
     device_total: float | None,
     t: MemoryCreepThresholds,
 ) -> Creep | None:
-    start = series.times[0] + t.warmup_s
+    """The normal path after warm-up, else the fast path for a leak that fills the card soon."""
     cutoff = series.times[-1] - t.window_s
-    keep = [i for i, x in enumerate(series.times) if x >= start and x >= cutoff]
+    recent = [i for i, x in enumerate(series.times) if x >= cutoff]
+    settled = [i for i in recent if series.times[i] >= series.times[0] + t.warmup_s]
+    creep = _fit(series, settled, t.min_span_s, device_used, device_total, t)
+    if creep is not None:
+        return creep
+    creep = _fit(series, recent, t.fast_min_span_s, device_used, device_total, t)
+    if creep is None or creep.eta_min is None or creep.eta_min > t.fast_eta_min:
+        return None
+    return creep
+
+
+def _fit(
+    series: _Series,
+    keep: Sequence[int],
+    min_span_s: float,
+    device_used: float | None,
+    device_total: float | None,
+    t: MemoryCreepThresholds,
+) -> Creep | None:
     if len(keep) < 3:
         return None
     xs = [series.times[i] for i in keep]
     ys = [series.mib[i] for i in keep]
     span_s = xs[-1] - xs[0]
-    if span_s < t.min_span_s or not _cheap_pass(ys, t):
+    if span_s < min_span_s or not _cheap_pass(ys, t):
         return None
     line = _stats.theil_sen([(x - xs[0]) / 60.0 for x in xs], ys)
     if line is None or line.r2 < t.min_r2:
@@ -158,12 +177,27 @@ def _judge(
 
 
 def _cheap_pass(ys: Sequence[float], t: MemoryCreepThresholds) -> bool:
-    """Grew by the minimum, end against start, and rarely went down: worth a real fit."""
+    """Worth a real fit: grew by the minimum, rarely went down, and grew all along.
+
+    "All along" (every segment of the window ends higher than it began) is what tells a leak
+    from a one-off step, such as the buffers of the first evaluation pass.
+    """
     head = _stats.median(ys[:3]) or 0.0
     tail = _stats.median(ys[-3:]) or 0.0
-    return tail - head >= t.min_growth_mib and (
-        _stats.nonneg_delta_fraction(ys) >= t.min_nonneg_fraction
-    )
+    if tail - head < t.min_growth_mib:
+        return False
+    if _stats.nonneg_delta_fraction(ys) < t.min_nonneg_fraction:
+        return False
+    return growing_segments(ys, t.segments) >= t.segments
+
+
+def growing_segments(ys: Sequence[float], segments: int) -> int:
+    """How many of ``segments`` consecutive parts of ``ys`` end higher than they start."""
+    n = len(ys)
+    if n - 1 < segments:
+        return 0
+    bounds = [round(k * (n - 1) / segments) for k in range(segments + 1)]
+    return sum(1 for a, b in pairwise(bounds) if ys[b] > ys[a])
 
 
 def _severity(creep: Creep, t: MemoryCreepThresholds) -> Severity:

@@ -22,6 +22,7 @@ from gputop_doctor.rules import _stats
 from gputop_doctor.rules._view import (
     PIN_THREAD,
     RuleFn,
+    children_map,
     descendants,
     effective_cpus,
     enough_span,
@@ -106,35 +107,55 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
-    cause_win = window(history, t.cause_window_s)
-    procs = proc_columns(cause_win)
     out = []
+    causes = _Causes(history, latest, t)
     for index, series in gpu_columns(win).items():
-        finding = _check_gpu(index, live(series), latest, procs, ctx, t)
+        finding = _check_gpu(index, live(series), latest, causes, ctx, t)
         if finding is not None:
             out.append(finding)
     return out
+
+
+class _Causes:
+    """Process views for attribution, built on first use and shared by the GPUs of a tick."""
+
+    def __init__(self, history: History, latest: Snapshot, t: StarvationThresholds) -> None:
+        self._history = history
+        self._latest = latest
+        self._t = t
+        self._procs: Mapping[int, tuple[ProcSample, ...]] | None = None
+        self._children: dict[int, list[int]] = {}
+        self._by_pid: dict[int, ProcSample] = {}
+
+    def job(self, owners: Sequence[int]) -> _JobView:
+        if self._procs is None:
+            self._procs = proc_columns(window(self._history, self._t.cause_window_s))
+            self._children = children_map(self._latest.processes)
+            self._by_pid = {p.pid: p for p in self._latest.processes}
+        return _job_view(self._latest, owners, self._procs, self._children, self._by_pid)
 
 
 def _check_gpu(
     index: int,
     series: Sequence[GpuSample],
     latest: Snapshot,
-    procs: Mapping[int, tuple[ProcSample, ...]],
+    causes: _Causes,
     ctx: RuleContext,
     t: StarvationThresholds,
 ) -> Finding | None:
     if not series or series[-1] is not _latest_gpu(latest, index):
         return None  # the GPU is gone or lost now
     owners = gpu_pids(series[-1])
-    samples = util_values(series)
-    if not owners or len(samples) < 3:
+    if not owners or _clearly_fed(series, t):
         return None
-    avg = _stats.mean(samples) or 0.0
-    idle = _stats.fraction(samples, lambda v: v <= t.idle_util_pct)
+    samples = util_values(series)
+    if len(samples) < 3:
+        return None
+    avg = sum(samples) / len(samples)
+    idle = sum(1 for v in samples if v <= t.idle_util_pct) / len(samples)
     if avg >= t.mean_util_pct and idle < t.idle_fraction:
         return None
-    job = _job_view(latest, owners, procs)
+    job = causes.job(owners)
     if max(samples) < t.active_util_pct and job.main_cpu_pct < t.active_cpu_pct:
         return None  # nothing is trying to use this GPU: gpu-idle-memory's business
     cause = _attribute(job, t)
@@ -152,6 +173,18 @@ def _check_gpu(
     )
 
 
+def _clearly_fed(series: Sequence[GpuSample], t: StarvationThresholds) -> bool:
+    """Per-tick summaries already rule starvation out: high mean, no sample near idle.
+
+    Reading the tick means and minimums avoids touching every sub-second sample of a busy GPU.
+    """
+    means = [g.util_pct for g in series if g.util_pct is not None]
+    lows = [g.util_min_pct for g in series if g.util_min_pct is not None]
+    if len(means) != len(series) or len(lows) != len(series):
+        return False
+    return min(lows) > t.idle_util_pct and sum(means) / len(means) >= t.mean_util_pct
+
+
 def _latest_gpu(snap: Snapshot, index: int) -> GpuSample | None:
     for gpu in snap.gpus:
         if gpu.index == index and not gpu.lost:
@@ -160,10 +193,14 @@ def _latest_gpu(snap: Snapshot, index: int) -> GpuSample | None:
 
 
 def _job_view(
-    latest: Snapshot, owners: Sequence[int], procs: Mapping[int, tuple[ProcSample, ...]]
+    latest: Snapshot,
+    owners: Sequence[int],
+    procs: Mapping[int, tuple[ProcSample, ...]],
+    children: Mapping[int, Sequence[int]],
+    everyone: Mapping[int, ProcSample],
 ) -> _JobView:
-    job = descendants(latest.processes, owners)
-    by_pid = {p.pid: p for p in latest.processes if p.pid in job}
+    job = descendants(latest.processes, owners, children)
+    by_pid = {pid: everyone[pid] for pid in job if pid in everyone}
     workers = [pid for pid, p in by_pid.items() if is_worker(p)]
     mains = [pid for pid in owners if pid in by_pid]
     worker_cpu = _stats.mean([mean_cpu(procs.get(pid, ())) for pid in workers]) or 0.0

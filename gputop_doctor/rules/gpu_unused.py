@@ -37,11 +37,14 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     gpus = [g for g in latest.gpus if not g.lost]
     if not gpus:
         return []  # a CPU-only machine: nothing to move to
+    candidates = [p for p in latest.processes if _candidate(p, t.min_cpu_pct / 2)]
+    if not candidates:
+        return []  # the common case: every torch process holds a CUDA context
     on_gpu = {pid for series in gpu_columns(win).values() for g in series for pid in gpu_pids(g)}
     cols = proc_columns(win)
     out = []
-    for proc in latest.processes:
-        if not _candidate(proc, on_gpu) or ancestors(latest.processes, proc.pid) & on_gpu:
+    for proc in candidates:
+        if proc.pid in on_gpu or ancestors(latest.processes, proc.pid) & on_gpu:
             continue
         samples = cols.get(proc.pid, ())
         if len(samples) * latest.interval_s < t.min_span_s:
@@ -52,12 +55,13 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     return out
 
 
-def _candidate(proc: ProcSample, on_gpu: set[int]) -> bool:
+def _candidate(proc: ProcSample, busy_now_pct: float) -> bool:
+    """PyTorch loaded, no CUDA context, busy now, and not a DataLoader worker."""
     return (
         proc.has_libtorch is True
         and proc.has_cuda_context is not True
-        and proc.pid not in on_gpu
         and not is_worker(proc)
+        and (proc.cpu_pct or 0.0) >= busy_now_pct
     )
 
 

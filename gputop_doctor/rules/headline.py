@@ -132,9 +132,9 @@ def decide(
         )
     elif complex_data:
         case, bottleneck = Case.SMALL_COMPLEX, Bottleneck.DATA
-        text = f"The GPU waits for data: {gpu_text}, idle {idle * 100:.0f} % of the time, "
+        text = f"The GPU waits for the host: {gpu_text}, idle {idle * 100:.0f} % of the time, "
         text += (
-            f"{cpu_text}; make batches faster"
+            f"{cpu_text}; the data pipeline on the CPU is the limit"
             if cpu_busy
             else f"{cpu_text}, so there is room for more num_workers"
         )

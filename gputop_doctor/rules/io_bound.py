@@ -36,7 +36,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if latest is None or not enough_span(win, t.min_span_s):
         return []
     pids, who = _job_pids(latest)
-    cols = proc_columns(win)
+    cols = proc_columns(window(history, t.d_window_s))
     samples = [s for pid in pids for s in cols.get(pid, ())]
     d_fraction = sum(1 for s in samples if _in_d(s)) / len(samples) if samples else 0.0
     some = _stats.mean([s.host.psi_io.some_avg10 for s in win if s.host.psi_io is not None])

@@ -20,6 +20,7 @@ from gputop_doctor.rules import _stats
 from gputop_doctor.rules._view import RuleFn, enough_span, gpu_columns, is_busy, window
 
 RULE_ID = "power-cap"
+POWER_CAP_BIT = int(ClockEvent.SW_POWER_CAP)
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
@@ -28,11 +29,14 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
-    live_now = {g.index for g in latest.gpus if not g.lost}
     out = []
-    for index, series in gpu_columns(win).items():
+    for gpu in latest.gpus:
+        if gpu.lost or not is_capped(gpu, t):
+            continue  # the cap must hold now; most GPUs stop here
+        index = gpu.index
+        series = gpu_columns(win).get(index, ())
         busy = [g for g in series if not g.lost and is_busy(g, t.busy_util_pct)]
-        if index not in live_now or len(busy) < 2:
+        if len(busy) < 2:
             continue
         capped = [g for g in busy if is_capped(g, t)]
         if len(capped) < t.min_fraction * len(busy) or not _clock_held(capped, t):
@@ -44,7 +48,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
 def is_capped(gpu: GpuSample, t: PowerCapThresholds) -> bool:
     """The power cap holds this sample: the reason bit, or (no bits) power at the limit."""
     if gpu.clock_event_bits is not None:
-        return bool(gpu.clock_event_bits & ClockEvent.SW_POWER_CAP)
+        return bool(gpu.clock_event_bits & POWER_CAP_BIT)
     if gpu.power_w is None or not gpu.power_limit_w:
         return False
     return gpu.power_w >= t.power_ratio * gpu.power_limit_w

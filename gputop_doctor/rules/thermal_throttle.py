@@ -25,8 +25,10 @@ from gputop_doctor.rules._view import RuleFn, gpu_columns, is_busy, window
 
 RULE_ID = "thermal-throttle"
 
-THERMAL_BITS = ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL
-HARD_BITS = ClockEvent.HW_THERMAL | ClockEvent.HW_SLOWDOWN
+# Plain ints: IntFlag operators are slow in a loop over every sample.
+THERMAL_BITS = int(ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL)
+HARD_BITS = int(ClockEvent.HW_THERMAL | ClockEvent.HW_SLOWDOWN)
+HW_SLOWDOWN = int(ClockEvent.HW_SLOWDOWN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +54,18 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         return []
     interval = latest.interval_s or 1.0
     recent_n = max(1, round(t.recent_s / interval))
-    live_now = {g.index for g in latest.gpus if not g.lost}
+    recent = gpu_columns(window(history, recent_n * interval))
     out = []
-    for index, series in gpu_columns(win).items():
-        samples = [g for g in series if not g.lost]
-        if index not in live_now or not samples:
+    for gpu in latest.gpus:
+        if gpu.lost:
             continue
-        tally = _tally(samples, recent_n, _counter_fraction(win, index, recent_n), t)
+        counters = _counter_fraction(win, gpu.index, recent_n)
+        if not counters and not any(is_thermal(g, t) for g in recent.get(gpu.index, ())):
+            continue  # nothing recent: the common case costs a few samples per GPU
+        samples = [g for g in gpu_columns(win).get(gpu.index, ()) if not g.lost]
+        tally = _tally(samples, recent_n, counters, t)
         if _fires(tally, t):
-            out.append(_finding(index, samples, tally))
+            out.append(_finding(gpu.index, samples, tally))
     return out
 
 
@@ -73,7 +78,7 @@ def is_thermal(gpu: GpuSample, t: ThermalThresholds) -> bool:
         if bits & THERMAL_BITS:
             return True
         near = limit if limit is not None else t.fallback_limit_c
-        if bits & ClockEvent.HW_SLOWDOWN and temp is not None:
+        if bits & HW_SLOWDOWN and temp is not None:
             return temp >= near - t.hw_slowdown_margin_c
     if temp is None:
         return False
