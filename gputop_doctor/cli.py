@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot.add_argument(
         "--window",
         type=_positive_float,
-        help="seconds to sample (default 2; 30 simulated seconds with --demo)",
+        help="seconds to sample (default 2; 330 simulated seconds with --demo)",
     )
 
     analyze = sub.add_parser("analyze", help="summarise a recorded session CSV")

@@ -149,3 +149,27 @@ def test_engine_run_stops_on_duration_and_event() -> None:
     assert engine.run(stop, on_frame) == 1
     engine.close()
     assert engine.gpu.closed  # type: ignore[attr-defined]
+
+
+def test_prime_fills_history_with_past_ticks_and_skips_sinks() -> None:
+    written: list[int] = []
+
+    class Sink:
+        path = "mem"
+
+        def write(self, frame: object) -> None:
+            written.append(frame.snapshot.tick)  # type: ignore[attr-defined]
+
+        def close(self) -> None:
+            pass
+
+    engine = Engine(
+        StubGpuSource(script=[(gpu(0),)]), StubHostSource(), Settings(), clock=lambda: 1000.0
+    )
+    engine.add_sink(Sink())
+    engine.prime(5.0)
+    assert [s.tick for s in engine.history.all()] == [-5, -4, -3, -2, -1]
+    assert [s.time for s in engine.history.all()] == [995.0, 996.0, 997.0, 998.0, 999.0]
+    frame = engine.tick()
+    assert frame.snapshot.tick == 0 and frame.snapshot.time == 1000.0 and written == [0]
+    assert len(frame.gpu_series[0].temp_c) == 6

@@ -51,32 +51,26 @@ class EngineOptions:
     seed: int
     interval_s: float
     pid: int | None
-    simulated_clock: bool = False  # demo snapshots run simulated time as fast as possible
     hold_s: float | None = None
+    backfill_s: float = 0.0  # demo only: seconds of simulated past to fill the history with
 
 
-def options_from(args: argparse.Namespace, interval_s: float) -> EngineOptions:
+# A demo starts with this much simulated past, so sparklines are full and slow findings
+# (memory creep needs minutes of evidence) are already visible on the first screen.
+DEMO_BACKFILL_S = 330.0
+
+
+def options_from(
+    args: argparse.Namespace, interval_s: float, backfill_s: float = DEMO_BACKFILL_S
+) -> EngineOptions:
     return EngineOptions(
         demo=args.demo,
         gpus=args.gpus,
         seed=args.seed,
         interval_s=interval_s,
         pid=args.pid,
+        backfill_s=backfill_s if args.demo else 0.0,
     )
-
-
-class SimulatedClock:
-    """A clock that moves only when told: simulated demo time, no sleeping."""
-
-    def __init__(self, start: float, step: float) -> None:
-        self.now = start
-        self.step = step
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self) -> None:
-        self.now += self.step
 
 
 def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time) -> Engine:
@@ -88,14 +82,14 @@ def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time)
         raise UsageError(f"no process with PID {options.pid}")
     choice = SourceChoice(options.demo, options.gpus, options.seed, options.interval_s)
     try:
-        sources = open_sources(choice, clock=clock if options.simulated_clock else None)
+        sources = open_sources(choice)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     settings = Settings(interval_s=options.interval_s)
     if options.hold_s is not None:
         settings = Settings(interval_s=options.interval_s, hold_s=options.hold_s)
     target = options.pid if options.pid is not None else sources.default_target
-    return Engine(
+    engine = Engine(
         sources.gpu,
         sources.host,
         settings,
@@ -104,3 +98,6 @@ def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time)
         clock=clock,
         label=sources.label,
     )
+    if options.backfill_s > 0:
+        engine.prime(options.backfill_s)
+    return engine

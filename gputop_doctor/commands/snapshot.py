@@ -1,7 +1,7 @@
 """``gputop-doctor snapshot``: sample for a short window and print what is happening.
 
 Rates (CPU %, run delay, swap) need two readings, so a live snapshot samples for ``--window``
-seconds (default 2). A demo snapshot runs 30 simulated seconds instantly, so the scenario's
+seconds (default 2). A demo snapshot runs 330 simulated seconds instantly, so the scenario's
 findings have time to hold.
 """
 
@@ -10,18 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import threading
-import time
 
-from gputop_doctor.commands.common import (
-    EngineOptions,
-    SimulatedClock,
-    build_engine,
-)
+from gputop_doctor.commands.common import EngineOptions, build_engine
 from gputop_doctor.commands.snapshot_format import frame_to_json, frame_to_text
 from gputop_doctor.core.engine import Engine, Frame
 
 LIVE_WINDOW_S = 2.0
-DEMO_WINDOW_S = 30.0
+DEMO_WINDOW_S = 330.0
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
@@ -47,15 +42,8 @@ def _live_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
 
 
 def _demo_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
+    """Simulated time costs nothing: the window is primed instantly, then one tick is shown."""
     window: float = args.window or DEMO_WINDOW_S
-    interval = 1.0
-    clock = SimulatedClock(time.time() - window, interval)
-    options = EngineOptions(
-        args.demo, args.gpus, args.seed, interval, args.pid, simulated_clock=True
-    )
-    engine = build_engine(options, clock=clock)
-    frame = engine.tick()
-    for _ in range(int(window / interval)):
-        clock.advance()
-        frame = engine.tick()
-    return frame, engine
+    options = EngineOptions(args.demo, args.gpus, args.seed, 1.0, args.pid, backfill_s=window)
+    engine = build_engine(options)
+    return engine.tick(), engine

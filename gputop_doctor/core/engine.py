@@ -278,6 +278,26 @@ class Engine:
                 notes.append(f"GPU {gpu.index} is lost")
         return "; ".join(notes) or None
 
+    def prime(self, seconds: float) -> None:
+        """Fill the history with ``seconds`` of past ticks read back-to-back (demo sources only).
+
+        A simulated machine has no real past, but a demo that starts with empty sparklines and
+        needs minutes before a slow finding (memory creep) can show anything is a poor demo.
+        Primed ticks get negative tick numbers, go to no sink, and their notes are dropped.
+        """
+        count = int(seconds / self.settings.interval_s)
+        real_clock, sinks = self._clock, self.sinks
+        start = real_clock() - count * self.settings.interval_s
+        self.sinks = []
+        try:
+            for k in range(count):
+                past = start + k * self.settings.interval_s
+                self._clock = lambda past=past: past  # type: ignore[misc]
+                self._tick = k - count
+                self.tick()
+        finally:
+            self._clock, self.sinks, self._tick = real_clock, sinks, 0
+
     # -- the loop --------------------------------------------------------------------------
 
     def run(
