@@ -47,9 +47,13 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
         )
     from gputop_doctor.sources.host import PsutilHostSource
     from gputop_doctor.sources.nvml import NvmlSource
+    from gputop_doctor.sources.probe_reader import ProbedHostSource
 
     return OpenedSources(
-        gpu=NvmlSource(), host=PsutilHostSource(), default_target=None, label="live"
+        gpu=NvmlSource(),
+        host=ProbedHostSource(PsutilHostSource()),  # + what in-process probes publish
+        default_target=None,
+        label="live",
     )
 
 

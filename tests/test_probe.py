@@ -1,0 +1,380 @@
+"""The in-process probe and its reader: what is measured, published, read, and cleaned up."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.config import Settings
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.model import ProcSample
+from gputop_doctor.probe import _files, watch
+from gputop_doctor.sources.probe_reader import (
+    ProbedHostSource,
+    ProbeReader,
+    parse_probe,
+)
+from tests.helpers import StubGpuSource, StubHostSource
+
+PID = os.getpid()
+
+
+@pytest.fixture
+def probe_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "probe"
+    monkeypatch.setenv(_files.PROBE_DIR_ENV, str(directory))
+    monkeypatch.setenv(_files.INTERVAL_ENV, "0.05")
+    return directory
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``predicate``; a generous deadline, never a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def published(directory: Path, pid: int = PID) -> dict[str, object] | None:
+    try:
+        data = json.loads((directory / f"{pid}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def blocked_s(data: dict[str, object] | None) -> float:
+    value = None if data is None else data.get("blocked_s")
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+# -- the probe --------------------------------------------------------------------------------
+
+
+def test_watch_yields_the_same_batches_and_counts_steps(probe_dir: Path) -> None:
+    batches = [(i, [i] * 3) for i in range(50)]
+    watched = watch(batches)
+    assert list(watched) == batches
+    assert list(watched) == batches  # re-iterable like the list it wraps
+    assert len(watched) == 50
+    stats = watched.stats()
+    assert stats["steps"] == 100 and stats["passes"] == 2
+    assert stats["num_workers"] is None and stats["batch_size"] is None
+    assert stats["samples_per_s"] is None  # ints have no length to count
+
+
+def test_samples_come_from_the_first_tensor_like_length() -> None:
+    class Shaped:
+        def __init__(self, n: int) -> None:
+            self.shape = (n, 3)
+
+    watched = watch([(Shaped(8), Shaped(8)), {"x": Shaped(8)}, Shaped(8)])
+    for _ in watched:
+        time.sleep(0.001)
+    stats = watched.stats()
+    assert stats["samples_per_s"] is not None and stats["steps_per_s"] is not None
+    assert stats["samples_per_s"] == pytest.approx(8 * stats["steps_per_s"], rel=1e-3)
+
+
+def test_attributes_pass_through_to_the_loader() -> None:
+    class Loader(list[int]):
+        num_workers = 3
+        pin_memory = True
+        persistent_workers = False
+        prefetch_factor = 4
+        batch_size = 16
+        epoch = -1
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+
+    watched = watch(Loader([1, 2, 3]))
+    watched.set_epoch(7)
+    assert watched.loader.epoch == 7  # type: ignore[attr-defined]
+    stats = watched.stats()
+    assert (stats["num_workers"], stats["pin_memory"], stats["persistent_workers"]) == (
+        3,
+        True,
+        False,
+    )
+    assert (stats["prefetch_factor"], stats["batch_size"]) == (4, 16)
+
+
+def test_data_wait_share_is_time_inside_next(probe_dir: Path) -> None:
+    def slow_batches() -> Iterator[int]:
+        for i in range(12):
+            time.sleep(0.02)  # the loader's work: counted as waiting
+            yield i
+
+    watched = watch(slow_batches())
+    for _ in watched:
+        pass  # no compute at all: nearly every second is spent waiting
+    share = watched.stats()["data_wait_frac"]
+    assert isinstance(share, float) and share > 0.9
+
+    fast = watch(range(12))
+    for _ in fast:
+        time.sleep(0.02)  # compute only
+    share = fast.stats()["data_wait_frac"]
+    assert isinstance(share, float) and share < 0.1
+
+
+def test_publishes_while_running_and_removes_the_file_at_the_end(probe_dir: Path) -> None:
+    seen: list[dict[str, object]] = []
+
+    def batches() -> Iterator[int]:
+        yield from range(3)
+        # Blocked inside next(): the publisher thread must keep writing meanwhile.
+        wait_for(lambda: blocked_s(published(probe_dir)) > 0.05)
+        data = published(probe_dir)
+        assert data is not None
+        seen.append(data)
+        yield 3
+
+    assert list(watch(batches())) == [0, 1, 2, 3]
+    assert seen, "nothing was published while the loop waited"
+    data = seen[0]
+    assert data["schema"] == 1 and data["pid"] == PID and data["steps"] == 3
+    assert isinstance(data["data_wait_frac"], float) and data["data_wait_frac"] > 0.5
+    assert sorted(os.listdir(probe_dir)) == []  # removed when the loop finished
+
+
+def test_file_is_removed_when_the_loop_breaks(probe_dir: Path) -> None:
+    def forever() -> Iterator[int]:
+        i = 0
+        while True:
+            i += 1
+            yield i
+
+    for i in watch(forever()):
+        if i == 1:
+            assert wait_for(lambda: published(probe_dir) is not None)
+        if i > 3:
+            break
+    assert not (probe_dir / f"{PID}.json").exists()
+
+
+def test_unwritable_directory_warns_once_and_training_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(_files.PROBE_DIR_ENV, str(blocker / "probe"))  # works even as root
+    watched = watch(range(5))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert list(watched) == list(range(5))
+        assert list(watched) == list(range(5))
+        assert list(watch(range(3))) == [0, 1, 2]
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1, messages
+    assert "not publishing" in messages[0]
+    assert caught[0].filename == __file__  # points at the training loop, not the probe
+    assert watched.stats()["steps"] == 10
+
+
+def test_runtime_dir_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {"XDG_RUNTIME_DIR": "/run/user/1234"}
+    assert _files.runtime_dir(env) == Path("/run/user/1234/gputop-doctor")
+    assert _files.runtime_dir({**env, _files.PROBE_DIR_ENV: "/x"}) == Path("/x")
+    assert _files.runtime_dir({}) == Path(f"/dev/shm/gputop-doctor-{os.getuid()}")
+    dirs = _files.candidate_dirs({**env, _files.PROBE_DIR_ENV: "/x"})
+    assert dirs[:2] == (Path("/x"), Path("/run/user/1234/gputop-doctor"))
+    assert dirs[-1] == _files.shm_dir()
+
+
+def test_stale_files_of_dead_processes_are_cleaned(probe_dir: Path) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    dead_pid = int(dead.stdout)
+    probe_dir.mkdir(parents=True)
+    (probe_dir / f"{dead_pid}.json").write_text("{}")
+    (probe_dir / "1.json").write_text("{}")  # init is alive: kept
+    for i in watch(range(3)):
+        if i == 0:
+            assert wait_for(lambda: published(probe_dir) is not None)
+    assert sorted(os.listdir(probe_dir)) == ["1.json"]
+
+
+def _run_script(code: str, env: dict[str, str], timeout: float = 60) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.slow
+def test_imports_and_runs_without_torch_and_cleans_up_at_exit(probe_dir: Path) -> None:
+    code = (
+        "import sys, json, os, time\n"
+        "sys.modules['torch'] = None  # any import of torch now fails\n"
+        "from gputop_doctor.probe import watch\n"
+        "it = iter(watch([1, 2, 3]))\n"
+        "next(it)\n"
+        "path = os.path.join(os.environ['GPUTOP_DOCTOR_PROBE_DIR'], f'{os.getpid()}.json')\n"
+        "deadline = time.monotonic() + 20\n"
+        "while not os.path.exists(path) and time.monotonic() < deadline: time.sleep(0.01)\n"
+        "data = json.load(open(path))\n"
+        "print(json.dumps([data['torch_threads'], data['cuda_available'], 'torch' in\n"
+        "    [m for m, v in sys.modules.items() if v is not None]]))\n"
+        "# exit with the loop still open: atexit must remove the file\n"
+    )
+    env = dict(os.environ)
+    out = _run_script(code, env)
+    assert json.loads(out) == [None, None, False]
+    assert sorted(os.listdir(probe_dir)) == []
+
+
+# -- the reader ---------------------------------------------------------------------------------
+
+
+def record(**changes: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "schema": 1,
+        "pid": 4242,
+        "published_at": 1000.0,
+        "steps": 120,
+        "steps_per_s": 12.5,
+        "samples_per_s": 400.0,
+        "data_wait_frac": 0.62,
+        "step_time_ms": 80.0,
+        "num_workers": 0,
+        "pin_memory": False,
+        "persistent_workers": False,
+        "prefetch_factor": None,
+        "batch_size": 32,
+        "torch_threads": 8,
+        "cuda_available": True,
+        "model_device": "cuda:0",
+        "future_field": [1, 2],
+    }
+    base.update(changes)
+    return base
+
+
+def test_parse_probe_reads_a_record() -> None:
+    stats = parse_probe(record(), 4242, now=1003.0)
+    assert stats is not None
+    assert stats.data_wait_frac == 0.62 and stats.steps_per_s == 12.5
+    assert stats.num_workers == 0 and stats.pin_memory is False and stats.batch_size == 32
+    assert stats.model_device == "cuda:0" and stats.prefetch_factor is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        record(published_at=980.0),  # stale
+        record(pid=1),  # someone else's
+        record(schema="1"),
+        record(steps=None),
+        record(published_at="yesterday"),
+        [1, 2, 3],
+        "text",
+    ],
+)
+def test_parse_probe_rejects_stale_foreign_and_malformed(data: object) -> None:
+    assert parse_probe(data, 4242, now=1003.0) is None
+
+
+def test_parse_probe_drops_wrong_typed_fields_only() -> None:
+    stats = parse_probe(
+        record(num_workers="four", pin_memory=1, data_wait_frac=1.7, steps_per_s=float("nan")),
+        4242,
+        now=1000.0,
+    )
+    assert stats is not None
+    assert stats.num_workers is None and stats.pin_memory is None
+    assert stats.data_wait_frac is None and stats.steps_per_s is None
+    assert stats.batch_size == 32
+
+
+def test_reader_opens_only_files_of_wanted_pids(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    now = time.time()
+    (first / "4242.json").write_text(json.dumps(record(published_at=now)))
+    (first / "77.json").write_text("{not json")
+    (first / ".4242.json.tmp").write_text("{half")
+    (first / "notes.txt").write_text("hello")
+    (second / "4242.json").write_text(json.dumps(record(published_at=now, steps=1)))
+    (second / "4343.json").write_text(json.dumps(record(pid=4343, published_at=now)))
+    reader = ProbeReader([tmp_path / "missing", first, second])
+    found = reader.read([4242, 77, 4343, 9999])
+    assert sorted(found) == [4242, 4343]
+    assert found[4242].steps == 120  # the first directory wins
+    assert reader.read([]) == {}
+
+
+def test_probed_host_source_attaches_probes_and_the_engine_totals_them(tmp_path: Path) -> None:
+    now = time.time()
+    (tmp_path / "10.json").write_text(json.dumps(record(pid=10, published_at=now)))
+    (tmp_path / "11.json").write_text(
+        json.dumps(record(pid=11, published_at=now, data_wait_frac=0.2, steps_per_s=10.0))
+    )
+    tree = (
+        ProcSample(pid=10, name="python", cpu_pct=50.0, num_threads=4),
+        ProcSample(pid=11, ppid=10, name="python", depth=1, num_threads=4),
+        ProcSample(pid=12, ppid=10, name="pt_data_worker", depth=1, num_threads=1),
+    )
+    host = ProbedHostSource(StubHostSource(tree=tree), ProbeReader([tmp_path]))
+    engine = Engine(StubGpuSource(), host, Settings(), target_pid=10, clock=lambda: now)
+    frame = engine.tick()
+    procs = {p.pid: p for p in frame.snapshot.processes}
+    assert procs[10].probe is not None and procs[10].probe.data_wait_frac == 0.62
+    assert procs[11].probe is not None and procs[12].probe is None
+    tree_totals = frame.snapshot.tree
+    assert tree_totals is not None
+    assert tree_totals.steps_per_s == pytest.approx(22.5)
+    assert tree_totals.data_wait_pct == pytest.approx(62.0)
+    assert host.system().hostname == "stub"
+    assert host.reads == 1  # type: ignore[attr-defined]  # passes through to the real source
+    host.close()
+    assert host.inner.closed  # type: ignore[attr-defined]
+
+
+# -- with torch ---------------------------------------------------------------------------------
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_torch_loader_knobs_and_model_device(probe_dir: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dataset = TensorDataset(torch.zeros(64, 4), torch.zeros(64))
+    loader = DataLoader(
+        dataset, batch_size=8, num_workers=1, persistent_workers=True, prefetch_factor=3
+    )
+    model = torch.nn.Linear(4, 1)
+    watched = watch(loader, model)
+    for x, _y in watched:
+        model(x).sum().backward()
+    stats = watched.stats()
+    assert stats["num_workers"] == 1 and stats["persistent_workers"] is True
+    assert stats["prefetch_factor"] == 3 and stats["batch_size"] == 8
+    assert stats["pin_memory"] is False and stats["model_device"] == "cpu"
+    assert stats["torch_threads"] == torch.get_num_threads()
+    assert stats["cuda_available"] is torch.cuda.is_available()
+    assert stats["steps"] == 8
+    assert stats["samples_per_s"] == pytest.approx(8 * stats["steps_per_s"], rel=1e-3)
