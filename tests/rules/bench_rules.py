@@ -72,7 +72,9 @@ def bench(scenario: str) -> None:
         f"headline {statistics.median(headline) * ms:.3f} ms"
     )
     for rule_id, costs in sorted(per_rule.items(), key=lambda kv: -statistics.median(kv[1])):
-        print(f"    {rule_id:26s} {statistics.median(costs) * ms:.3f} ms  max {max(costs) * ms:.3f}")
+        print(
+            f"    {rule_id:26s} {statistics.median(costs) * ms:.3f} ms  max {max(costs) * ms:.3f}"
+        )
 
 
 def main(argv: list[str]) -> None:

@@ -1,0 +1,99 @@
+"""gpu-starvation on synthetic histories: each cause, severity, and the near misses."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop_doctor.core.findings import Severity
+from gputop_doctor.core.model import Pressure
+from gputop_doctor.rules import gpu_starvation
+from gputop_doctor.rules.gpu_starvation import Cause
+from tests.rules.synth import Case, Tick, context, gpu, history, host, run, sawtooth, trainer
+
+RULE = gpu_starvation.RULE
+
+
+def _case(util: object, procs: object = None, **host_fields: object) -> Case:
+    """GPU 0 held by PID 100; ``util`` is a value or a function of the tick."""
+
+    def make(k: int) -> Tick:
+        u = util(k) if callable(util) else util
+        return Tick(
+            gpus=(gpu(0, util=u),),  # type: ignore[arg-type]
+            procs=procs if procs is not None else trainer(),  # type: ignore[arg-type]
+            host=host(**host_fields),
+        )
+
+    return make
+
+
+FIRES = [
+    ("workers-cpu-bound", _case(sawtooth, trainer(worker_cpu=97.0)), Cause.WORKERS_CPU),
+    ("no-workers", _case(45.0, trainer(main_cpu=99.0, workers=0)), Cause.NO_WORKERS),
+    ("workers-in-d", _case(sawtooth, trainer(worker_state="D", worker_cpu=20.0)), Cause.IO),
+    ("psi-io", _case(sawtooth, trainer(), psi_io=Pressure(25.0, 8.0)), Cause.IO),
+    ("mean-69-steady", _case(69.0, trainer(main_cpu=99.0, workers=0)), Cause.NO_WORKERS),
+    ("oversubscribed", _case(55.0, trainer(worker_cpu=60.0, delay=0.45)), Cause.OVERSUBSCRIBED),
+    ("main-cpu-bound", _case(50.0, trainer(main_cpu=98.0, worker_cpu=10.0)), Cause.MAIN_CPU),
+    ("unknown", _case(sawtooth, trainer(main_cpu=30.0, worker_cpu=20.0)), Cause.UNKNOWN),
+]
+
+
+@pytest.mark.parametrize(("name", "case", "cause"), FIRES, ids=[f[0] for f in FIRES])
+def test_fires_with_its_cause(name: str, case: Case, cause: Cause) -> None:
+    (finding,) = run(RULE, history(case, 30))
+    assert finding.rule_id == "gpu-starvation"
+    assert str(finding.scope) == "gpu:0"
+    evidence = {e.label: e.value for e in finding.evidence}
+    assert evidence["cause"] == cause.value
+    assert cause.value in finding.title
+    assert finding.fix
+
+
+NEAR_MISSES = [
+    # Mean 79 % with one sample in six idle: 17 % idle, under the 20 % line.
+    ("mean-79-idle-17", _case((95.0, 95.0, 95.0, 95.0, 95.0, 0.0))),
+    ("mean-71-steady", _case(71.0, trainer(main_cpu=99.0, workers=0))),
+    ("steady-busy", _case(93.0)),
+    ("no-process-on-gpu", lambda k: Tick(gpus=(gpu(0, util=sawtooth(k), pids=()),))),
+    ("gpu-and-job-idle", _case(0.0, trainer(main_cpu=1.0, worker_cpu=0.0))),
+]
+
+
+@pytest.mark.parametrize(("name", "case"), NEAR_MISSES, ids=[n[0] for n in NEAR_MISSES])
+def test_near_misses_do_not_fire(name: str, case: Case) -> None:
+    assert run(RULE, history(case, 30)) == []
+
+
+def test_needs_enough_history_before_judging() -> None:
+    case = _case(sawtooth, trainer(worker_cpu=97.0))
+    assert run(RULE, history(case, 5)) == []
+    assert run(RULE, history(case, 12))
+
+
+def test_severity_follows_the_mean() -> None:
+    warn = run(RULE, history(_case(60.0, trainer(main_cpu=99.0, workers=0)), 30))
+    critical = run(RULE, history(_case(30.0, trainer(main_cpu=99.0, workers=0)), 30))
+    assert warn[0].severity is Severity.WARN
+    assert critical[0].severity is Severity.CRITICAL
+
+
+def test_missing_pin_memory_thread_is_named_in_the_fix() -> None:
+    case = _case(sawtooth, trainer(worker_cpu=97.0, pin=False))
+    (finding,) = run(RULE, history(case, 30))
+    assert "pin_memory" in finding.fix and "non_blocking" in finding.fix
+
+
+def test_thresholds_are_settings() -> None:
+    from dataclasses import replace
+
+    settings = context().settings
+    strict = replace(
+        settings,
+        rules=replace(
+            settings.rules,
+            gpu_starvation=replace(settings.rules.gpu_starvation, mean_util_pct=95.0),
+        ),
+    )
+    assert run(RULE, history(_case(93.0), 30)) == []
+    assert run(RULE, history(_case(93.0, trainer(main_cpu=99.0, workers=0)), 30), context(strict))
