@@ -378,3 +378,23 @@ def test_torch_loader_knobs_and_model_device(probe_dir: Path) -> None:
     assert stats["cuda_available"] is torch.cuda.is_available()
     assert stats["steps"] == 8
     assert stats["samples_per_s"] == pytest.approx(8 * stats["steps_per_s"], rel=1e-3)
+
+
+def test_snapshot_text_and_json_show_the_probe(tmp_path: Path) -> None:
+    from gputop_doctor.commands.snapshot_format import frame_to_json, frame_to_text
+
+    now = time.time()
+    (tmp_path / "10.json").write_text(json.dumps(record(pid=10, published_at=now)))
+    tree = (ProcSample(pid=10, name="python", cpu_pct=50.0, num_threads=4),)
+    host = ProbedHostSource(StubHostSource(tree=tree), ProbeReader([tmp_path]))
+    engine = Engine(StubGpuSource(), host, Settings(), target_pid=10, clock=lambda: now)
+    frame = engine.tick()
+    text = frame_to_text(frame, engine.history)
+    assert "[probe: 12.5 steps/s, data wait 62 %]" in text
+    assert "probe: 12.5 steps/s  data wait 62 %  step 80 ms  400 samples/s" in text
+    assert "num_workers=0 pin_memory=off persistent_workers=off prefetch_factor=?" in text
+    assert "cuda=on device=cuda:0" in text
+    data = json.loads(json.dumps(frame_to_json(frame, engine.history)))
+    probe = data["processes"][0]["probe"]
+    assert probe["data_wait_frac"] == 0.62 and probe["num_workers"] == 0
+    assert data["tree"]["steps_per_s"] == 12.5 and data["tree"]["data_wait_pct"] == 62.0

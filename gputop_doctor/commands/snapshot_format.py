@@ -12,7 +12,7 @@ from typing import Any
 from gputop_doctor.core.engine import Frame
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, HostSample, ProcSample
+from gputop_doctor.core.model import GpuSample, HostSample, ProbeStats, ProcSample, TreeTotals
 
 
 def _num(value: float | None, fmt: str = ".0f", unit: str = "") -> str:
@@ -99,6 +99,33 @@ def _host_lines(host: HostSample, frame: Frame) -> list[str]:
     return lines
 
 
+def _knob(value: object) -> str:
+    if value is None:
+        return "?"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def probe_summary(probe: ProbeStats) -> str:
+    """One line of what the in-process probe measured, e.g. for a process row's detail."""
+    wait = None if probe.data_wait_frac is None else 100.0 * probe.data_wait_frac
+    measured = (
+        f"{_num(probe.steps_per_s, '.1f')} steps/s"
+        f"  data wait {_num(wait, '.0f', ' %')}"
+        f"  step {_num(probe.step_time_ms, '.0f', ' ms')}"
+        f"  {_num(probe.samples_per_s, '.0f')} samples/s"
+    )
+    knobs = (
+        f"num_workers={_knob(probe.num_workers)} pin_memory={_knob(probe.pin_memory)}"
+        f" persistent_workers={_knob(probe.persistent_workers)}"
+        f" prefetch_factor={_knob(probe.prefetch_factor)} batch_size={_knob(probe.batch_size)}"
+        f" torch_threads={_knob(probe.torch_threads)} cuda={_knob(probe.cuda_available)}"
+        f" device={_knob(probe.model_device)}"
+    )
+    return f"{measured}  |  {knobs}"
+
+
 def _proc_line(proc: ProcSample) -> str:
     blas = ",".join(sorted({r.name for r in proc.libraries or ()})) or "-"
     indent = "  " * proc.depth
@@ -108,6 +135,16 @@ def _proc_line(proc: ProcSample) -> str:
         f"  rss {_num(proc.rss_mib, '.0f', ' MiB'):>9}  threads {proc.num_threads or '?':>3}"
         f"  delay {_num(proc.run_delay_ratio, '.2f')}  blas {blas}"
         + (f"\n  {'':>7}  {indent}  threads: {proc.thread_summary}" if proc.thread_names else "")
+        + (f"\n  {'':>7}  {indent}  probe: {probe_summary(proc.probe)}" if proc.probe else "")
+    )
+
+
+def _tree_probe(tree: TreeTotals | None) -> str:
+    if tree is None or (tree.steps_per_s is None and tree.data_wait_pct is None):
+        return ""
+    return (
+        f"  [probe: {_num(tree.steps_per_s, '.1f')} steps/s,"
+        f" data wait {_num(tree.data_wait_pct, '.0f', ' %')}]"
     )
 
 
@@ -136,7 +173,7 @@ def frame_to_text(frame: Frame, history: History) -> str:
     out.append("")
     if snap.target_pid is not None:
         state = "running" if snap.target_alive else "not running"
-        out.append(f"Process tree of PID {snap.target_pid} ({state}):")
+        out.append(f"Process tree of PID {snap.target_pid} ({state}):{_tree_probe(snap.tree)}")
     elif snap.processes:
         out.append("GPU processes:")
     out += [_proc_line(p) for p in snap.processes]
