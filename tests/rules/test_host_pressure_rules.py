@@ -9,7 +9,6 @@ from gputop_doctor.core.model import Pressure
 from gputop_doctor.rules import io_bound, swap_pressure
 from tests.rules.synth import Case, Tick, gpu, history, host, run, sawtooth, trainer
 
-
 CALM_IO = Pressure(0.5, 0.1)
 NO_PRESSURE = Pressure(0.0, 0.0)
 
