@@ -30,7 +30,8 @@ def install_stop_handlers(stop: threading.Event) -> None:
 def run_record(args: argparse.Namespace) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
-    engine = build_engine(options_from(args, args.interval))
+    # No simulated past in a recording: the CSV holds exactly the ticks sampled from now on.
+    engine = build_engine(options_from(args, args.interval, backfill_s=0.0))
     try:
         sink = CsvSink(args.csv)  # checked before any sampling starts
     except CsvError as exc:
