@@ -196,6 +196,15 @@ class HeadlineThresholds:
 
 
 @dataclass(frozen=True, slots=True)
+class DataLoaderConfigThresholds:
+    """``dataloader-config``: DataLoader knobs at slow settings (from the in-process probe)."""
+
+    window_s: float = 10.0  # probe readings looked at
+    min_readings: int = 3  # ticks with a probe reading before judging
+    warn_data_wait_pct: float = 10.0  # warn when the loop waits this much for data, else info
+
+
+@dataclass(frozen=True, slots=True)
 class RuleThresholds:
     """Per-rule thresholds, one field per rule id (dashes become underscores).
 
@@ -224,6 +233,9 @@ class RuleThresholds:
     io_bound: IoBoundThresholds = field(default_factory=IoBoundThresholds)
     swap_pressure: SwapThresholds = field(default_factory=SwapThresholds)
     headline: HeadlineThresholds = field(default_factory=HeadlineThresholds)
+    dataloader_config: DataLoaderConfigThresholds = field(
+        default_factory=DataLoaderConfigThresholds
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -398,3 +399,93 @@ def test_snapshot_text_and_json_show_the_probe(tmp_path: Path) -> None:
     probe = data["processes"][0]["probe"]
     assert probe["data_wait_frac"] == 0.62 and probe["num_workers"] == 0
     assert data["tree"]["steps_per_s"] == 12.5 and data["tree"]["data_wait_pct"] == 62.0
+
+
+# -- the dataloader-config rule on synthetic histories ------------------------------------------
+
+
+def _probe_case(
+    wait: float = 0.6, on_gpu: bool = True, device: str | None = None, **knobs: object
+) -> Callable[[int], object]:
+    from gputop_doctor.core.model import ProbeStats
+    from tests.rules.synth import Tick, gpu, trainer
+
+    fields: dict[str, object] = dict(
+        num_workers=0,
+        pin_memory=False,
+        persistent_workers=False,
+        batch_size=32,
+        cuda_available=True,
+        model_device=device,
+    )
+    fields.update(knobs)
+
+    def make(k: int) -> Tick:
+        probe = ProbeStats(
+            pid=100,
+            published_at=0.0,
+            steps=10 * k,
+            steps_per_s=10.0,
+            data_wait_frac=wait,
+            **fields,  # type: ignore[arg-type]
+        )
+        procs = trainer(workers=0)
+        procs = (replace(procs[0], probe=probe), *procs[1:])
+        return Tick(gpus=(gpu(0, util=95.0, pids=(100,) if on_gpu else ()),), procs=procs)
+
+    return make
+
+
+def test_dataloader_config_names_every_slow_knob() -> None:
+    from gputop_doctor.core.findings import Severity
+    from gputop_doctor.rules import RULE_IDS, dataloader_config
+    from tests.rules.synth import history, run
+
+    assert "dataloader-config" in RULE_IDS
+    (finding,) = run(dataloader_config.RULE, history(_probe_case(), 12))  # type: ignore[arg-type]
+    assert finding.rule_id == "dataloader-config" and str(finding.scope) == "pid:100"
+    assert finding.severity == Severity.WARN
+    assert "num_workers=0, pin_memory=False" in finding.title
+    assert "persistent_workers" not in finding.title  # no workers to respawn
+    assert "num_workers" in finding.fix and "pin_memory=True" in finding.fix
+    evidence = {e.label: e.value for e in finding.evidence}
+    assert evidence["data wait (probe)"] == 60.0
+
+
+def test_dataloader_config_respawned_workers_is_info_when_the_loop_is_fed() -> None:
+    from gputop_doctor.core.findings import Severity
+    from gputop_doctor.rules import dataloader_config
+    from tests.rules.synth import history, run
+
+    case = _probe_case(wait=0.02, num_workers=4, pin_memory=True, persistent_workers=False)
+    (finding,) = run(dataloader_config.RULE, history(case, 12))  # type: ignore[arg-type]
+    assert finding.severity == Severity.INFO
+    assert "persistent_workers=False" in finding.title
+    assert "respawned every epoch" in str(finding.evidence)
+    assert "persistent_workers=True" in finding.fix
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        _probe_case(on_gpu=False),  # CPU training: pinning and workers are another matter
+        _probe_case(num_workers=4, pin_memory=True, persistent_workers=True),  # all good
+        _probe_case(on_gpu=False, device="cpu", num_workers=4, persistent_workers=True),
+    ],
+)
+def test_dataloader_config_stays_quiet(case: Callable[[int], object]) -> None:
+    from gputop_doctor.rules import dataloader_config
+    from tests.rules.synth import history, run
+
+    assert run(dataloader_config.RULE, history(case, 12)) == []  # type: ignore[arg-type]
+
+
+def test_dataloader_config_needs_a_few_readings_and_a_gpu_from_the_model() -> None:
+    from gputop_doctor.rules import dataloader_config
+    from tests.rules.synth import history, run
+
+    assert run(dataloader_config.RULE, history(_probe_case(), 2)) == []  # type: ignore[arg-type]
+    # Not on NVML's list (yet), but the model sits on a GPU: that counts.
+    case = _probe_case(on_gpu=False, device="cuda:1")
+    (finding,) = run(dataloader_config.RULE, history(case, 5))  # type: ignore[arg-type]
+    assert {e.label: e.value for e in finding.evidence}["GPU"] == "cuda:1"

@@ -12,6 +12,7 @@ from gputop_doctor.core.rule import Rule
 from gputop_doctor.rules import (
     blas_openblas_on_intel,
     cpu_saturation,
+    dataloader_config,
     dataparallel,
     gpu_idle_memory,
     gpu_imbalance,
@@ -41,6 +42,7 @@ RULES: tuple[Rule, ...] = (
     gpu_idle_memory.RULE,
     io_bound.RULE,
     swap_pressure.RULE,
+    dataloader_config.RULE,
 )
 
 RULE_IDS: tuple[str, ...] = tuple(rule.rule_id for rule in RULES)
