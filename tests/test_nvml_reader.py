@@ -205,6 +205,19 @@ def test_memory_v1_fallback_counts_reserved_as_used(
     assert fake.calls("nvmlDeviceGetMemoryInfo") == 2
 
 
+def test_memory_struct_version_mismatch_falls_back_to_v1(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+) -> None:
+    mismatch = (("nvmlDeviceGetMemoryInfo_v2", 25),)  # ARGUMENT_VERSION_MISMATCH
+    fake_nvml.write(Scenario(gpus=(FakeGpu(mem_used_mib=10, mem_reserved_mib=5, errors=mismatch),)))
+    source = open_source()
+    for _ in range(2):
+        (gpu,) = source.read_gpus()
+        assert (gpu.mem_used_mib, gpu.mem_reserved_mib) == (15.0, None)
+    assert fake_nvml.calls("nvmlDeviceGetMemoryInfo_v2") == 1
+
+
 def test_temperature_falls_back_to_the_old_call(
     fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
     open_source: Callable[[], NvmlSource],

@@ -4,10 +4,11 @@ Real drivers differ wildly in what they support (a fanless board has no fan spee
 utilization, an old driver lacks half the symbols), so the reader must treat "cannot tell" as a
 normal answer. The rules here are the failure model of issue 3:
 
-* NOT_SUPPORTED, NO_PERMISSION, FunctionNotFound, or pynvml's ``NVMLLibraryMismatchError``
-  (raised by the unversioned process-list wrappers, and *not* an ``NVMLError``): None, and the
-  (GPU, call) pair is remembered so the driver is never asked again. These answers do not change
-  while the driver stays loaded, and asking costs a syscall each time.
+* NOT_SUPPORTED, NO_PERMISSION, FunctionNotFound, ARGUMENT_VERSION_MISMATCH, or pynvml's
+  ``NVMLLibraryMismatchError`` (raised by the unversioned process-list wrappers, and *not* an
+  ``NVMLError``): None, and the (GPU, call) pair is remembered so the driver is never asked
+  again. These answers do not change while the driver stays loaded, and asking costs a syscall
+  each time.
 * GPU_IS_LOST: :class:`GpuLostError`, so the device reader can mark the whole GPU lost.
 * NOT_FOUND on calls where it means "no new samples": the caller's ``not_found`` value.
 * Anything else: None for this tick only, logged once per (call, error) so a flaky field
@@ -29,10 +30,17 @@ NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 
-# Answers that stay the same for as long as the driver is loaded.
+# Answers that stay the same for as long as the driver is loaded. A struct version the driver
+# does not know is one of them, and it lets versioned calls fall back to their older forms.
 PERMANENT_ERRORS = frozenset(
-    {NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION, NVML_ERROR_FUNCTION_NOT_FOUND}
+    {
+        NVML_ERROR_NOT_SUPPORTED,
+        NVML_ERROR_NO_PERMISSION,
+        NVML_ERROR_FUNCTION_NOT_FOUND,
+        NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
+    }
 )
 
 SYSTEM = -1  # the "GPU index" of calls that are not about one device
