@@ -449,3 +449,17 @@ def test_mig_enabled_gpu(
         assert mig.mem_total_mib is not None
     assert fake_nvml.calls("nvmlDeviceGetUtilizationRates", gpu=0) == 1
     assert fake_nvml.calls("nvmlDeviceGetSamples", gpu=0) == 1
+
+
+def test_driver_without_gpm_symbols(
+    fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    clock: Clock,
+) -> None:
+    fake = fake_nvml_variant("NO_GPM")
+    fake.write(Scenario(gpus=(FakeGpu(gpm=True, util=20),)))
+    source = open_source()
+    for _ in range(3):
+        clock.advance(1.0)
+        (gpu,) = source.read_gpus()
+        assert (gpu.util_pct, gpu.sm_active_pct, gpu.tensor_active_pct) == (20.0, None, None)

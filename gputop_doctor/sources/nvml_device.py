@@ -97,7 +97,8 @@ class DeviceReader:
             return self._lost_sample()
 
     def close(self) -> None:
-        if self._usable and not self.lost:
+        """Free GPM buffers; they are host-side, so this holds for a lost GPU too."""
+        if self._usable:
             self._guard(self._gpm.close)
 
     # -- identity and lifecycle ------------------------------------------------------------
