@@ -1,0 +1,168 @@
+"""The registry, thresholds as settings, hysteresis through the tracker, and the headline."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.config import RuleThresholds, Settings
+from gputop_doctor.rules import RULE_IDS, RULES, cpu_saturation, gpu_starvation
+from gputop_doctor.rules.headline import Bottleneck, Case, classify, decide
+from tests.rules.synth import (
+    Tick,
+    context,
+    gpu,
+    history,
+    host,
+    proc,
+    sawtooth,
+    track,
+    trainer,
+)
+
+EXPECTED_IDS = {
+    "gpu-starvation",
+    "cpu-saturation",
+    "thread-oversubscription",
+    "blas-openblas-on-intel",
+    "openblas-coretype",
+    "thermal-throttle",
+    "power-cap",
+    "gpu-memory-creep",
+    "gpu-unused",
+    "dataparallel",
+    "gpu-imbalance",
+    "gpu-idle-memory",
+    "io-bound",
+    "swap-pressure",
+}
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules"
+
+
+def test_registry_has_every_rule_once() -> None:
+    assert len(RULE_IDS) == len(set(RULE_IDS))
+    assert set(RULE_IDS) >= EXPECTED_IDS
+    for rule_id in RULE_IDS:
+        assert rule_id == rule_id.lower() and " " not in rule_id and "_" not in rule_id
+
+
+@pytest.mark.parametrize("rule_id", sorted(RULE_IDS))
+def test_every_rule_has_thresholds_and_a_docs_page(rule_id: str) -> None:
+    """Every registered rule, ours or added later: thresholds in settings, keys in its page."""
+    key = rule_id.replace("-", "_")
+    thresholds = getattr(Settings().rules, key)
+    assert dataclasses.is_dataclass(thresholds)
+    page = (DOCS / f"{rule_id}.md").read_text()
+    for field in dataclasses.fields(thresholds):
+        assert f"rules.{key}.{field.name}" in page, f"{rule_id}.md misses {field.name}"
+
+
+def test_thresholds_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Settings().rules.gpu_starvation.mean_util_pct = 1.0  # type: ignore[misc]
+    assert {f.name for f in dataclasses.fields(RuleThresholds)} >= {
+        i.replace("-", "_") for i in EXPECTED_IDS
+    }
+
+
+def test_all_rules_are_quiet_on_a_healthy_job() -> None:
+    def healthy(k: int) -> Tick:
+        return Tick(gpus=(gpu(0), gpu(1, pids=(101,))), procs=trainer(), host=host())
+
+    ctx = context(vendor="GenuineIntel")
+    hist = history(healthy, 120)
+    assert [f for rule in RULES for f in rule(hist, ctx)] == []
+
+
+# -- hysteresis through FindingTracker ------------------------------------------------------
+
+
+def _flapping(k: int) -> Tick:
+    """Starved for 20 s, fed for 40 s."""
+    util = sawtooth(k) if k < 20 else (96.0,) * 6
+    return Tick(gpus=(gpu(0, util=util),), procs=trainer(worker_cpu=97.0), host=host())
+
+
+def test_finding_waits_for_hold_and_clears_after_absence() -> None:
+    shown = track(gpu_starvation.RULE, _flapping, 80)
+    raised = [k for k, found in enumerate(shown) if found]
+    assert raised, "never shown"
+    first, last = raised[0], raised[-1]
+    # The rule needs 10 s of history, the tracker 3 s more.
+    assert 12 <= first <= 16
+    # Shown without gaps until well after the GPU is fed again (the 30 s window drains, then
+    # the tracker keeps it for clear_s more).
+    assert raised == list(range(first, last + 1))
+    assert 25 < last < 75
+    assert all(f[0].since <= shown[first][0].since for f in shown if f)
+
+
+def test_a_blip_shorter_than_hold_is_never_shown() -> None:
+    def blip(k: int) -> Tick:
+        busy = 99.0 if k in (5, 6) else 20.0
+        return Tick(procs=(proc(100, busy), proc(101, busy, ppid=100)), host=host(cpu_pct=busy))
+
+    ctx = context(cpus=2.0)
+    shown = track(cpu_saturation.RULE, blip, 30, ctx, hold_s=5.0)
+    assert not any(shown)
+
+
+# -- headline -------------------------------------------------------------------------------
+
+T = Settings().rules.headline
+CASES = [
+    ("light-steady", 35.0, 0.0, 0.1, 0.2, Case.SMALL_SIMPLE, Bottleneck.NONE),
+    ("sawtooth-cpu-busy", 45.0, 0.5, 0.9, 0.9, Case.SMALL_COMPLEX, Bottleneck.DATA),
+    ("sawtooth-cpu-idle", 45.0, 0.5, 0.9, 0.2, Case.SMALL_COMPLEX, Bottleneck.DATA),
+    ("busy-steady", 96.0, 0.0, 0.03, 0.2, Case.LARGE_SIMPLE, Bottleneck.GPU),
+    ("busy-cpu-busy", 88.0, 0.05, 0.2, 0.85, Case.LARGE_COMPLEX, Bottleneck.BOTH),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "util", "idle", "cv", "cpu", "case", "bottleneck"), CASES, ids=[c[0] for c in CASES]
+)
+def test_headline_four_cases(
+    name: str,
+    util: float,
+    idle: float,
+    cv: float,
+    cpu: float,
+    case: Case,
+    bottleneck: Bottleneck,
+) -> None:
+    headline = decide(util, idle, cv, cpu, 1, T)
+    assert (headline.case, headline.bottleneck) == (case, bottleneck)
+    assert f"{util:.0f} %" in headline.text
+    assert headline.model in ("small", "large") and headline.data in ("simple", "complex")
+
+
+def test_headline_from_a_history() -> None:
+    def starved(k: int) -> Tick:
+        return Tick(
+            gpus=(gpu(0, util=sawtooth(k)),),
+            procs=trainer(worker_cpu=97.0),
+            host=host(cpu_pct=80.0, effective_cpus=8.0),
+        )
+
+    headline = classify(history(starved, 30), context())
+    assert headline.case is Case.SMALL_COMPLEX
+    assert headline.bottleneck is Bottleneck.DATA
+    assert "waits for the host" in headline.text
+
+
+@pytest.mark.parametrize(
+    ("ticks", "gpus", "text"),
+    [
+        (3, (gpu(0),), "Watching"),
+        (30, (), "No GPU readings"),
+        (30, (gpu(0, pids=()),), "No training process holds a GPU"),
+    ],
+)
+def test_headline_says_why_it_cannot_classify(ticks: int, gpus: tuple, text: str) -> None:
+    headline = classify(history(lambda k: Tick(gpus=gpus, procs=trainer()), ticks), context())
+    assert headline.case is Case.UNKNOWN and headline.bottleneck is Bottleneck.UNKNOWN
+    assert text in headline.text
+    assert headline.model is None
