@@ -244,6 +244,7 @@ class Settings:
 
     interval_s: float = 1.0
     history_s: float = 900.0  # longest window any rule looks back over
+    process_history_s: float = 180.0  # per-process samples are kept this long (memory)
     hold_s: float = 3.0  # a finding must hold this long before it is shown
     clear_s: float = 10.0  # and be absent this long before it is cleared
     series_len: int = 120  # points kept per sparkline

@@ -49,8 +49,8 @@ def test_history_gpu_and_proc_series() -> None:
     )
 
 
-def _finding(rule: str = "r", scope: Scope = gpu_scope(0)) -> Finding:
-    return Finding(rule, Severity.WARN, scope, "title")
+def _finding(rule: str = "r", scope: Scope | None = None) -> Finding:
+    return Finding(rule, Severity.WARN, scope or gpu_scope(0), "title")
 
 
 def test_tracker_holds_before_raising_and_clears_after_absence() -> None:
@@ -173,3 +173,12 @@ def test_prime_fills_history_with_past_ticks_and_skips_sinks() -> None:
     frame = engine.tick()
     assert frame.snapshot.tick == 0 and frame.snapshot.time == 1000.0 and written == [0]
     assert len(frame.gpu_series[0].temp_c) == 6
+
+
+def test_history_keeps_processes_only_for_the_detail_span() -> None:
+    history = History(10, detail_snapshots=3)
+    for t in range(6):
+        snap = Snapshot(time=t, tick=t, interval_s=1.0, processes=(ProcSample(pid=1),))
+        history.append(snap)
+    kept = [bool(s.processes) for s in history.all()]
+    assert kept == [False, False, False, True, True, True]

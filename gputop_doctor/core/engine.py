@@ -159,7 +159,9 @@ class Engine:
         self.settings = settings
         self.rules = rules
         self.target_pid = target_pid
-        self.history = History.for_span(settings.history_s, settings.interval_s)
+        self.history = History.for_span(
+            settings.history_s, settings.interval_s, settings.process_history_s
+        )
         self.tracker = FindingTracker(settings.hold_s, settings.clear_s)
         self.sinks: list[Sink] = []
         self.target_exit_time: float | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
 
@@ -67,19 +67,30 @@ class Window:
 
 
 class History:
-    """The producer's bounded record of recent snapshots. Owned by one thread."""
+    """The producer's bounded record of recent snapshots. Owned by one thread.
 
-    def __init__(self, max_snapshots: int) -> None:
+    Per-process samples are by far the bulkiest part of a snapshot (64 processes x 15 minutes
+    is ~58,000 objects), and no rule looks at processes further back than a minute or two. So
+    only the newest ``detail_snapshots`` keep their processes; older ones are kept without them
+    (GPU, host and tree totals stay, which is what the long-window rules read).
+    """
+
+    def __init__(self, max_snapshots: int, detail_snapshots: int | None = None) -> None:
         if max_snapshots < 1:
             raise ValueError("history needs room for at least one snapshot")
         self._ring: deque[Snapshot] = deque(maxlen=max_snapshots)
+        self._detail = max_snapshots if detail_snapshots is None else max(1, detail_snapshots)
 
     @classmethod
-    def for_span(cls, seconds: float, interval_s: float) -> History:
-        return cls(max(2, int(seconds / interval_s) + 2))
+    def for_span(cls, seconds: float, interval_s: float, detail_s: float | None = None) -> History:
+        detail = None if detail_s is None else int(detail_s / interval_s) + 2
+        return cls(max(2, int(seconds / interval_s) + 2), detail)
 
     def append(self, snapshot: Snapshot) -> None:
         self._ring.append(snapshot)
+        aged = len(self._ring) - 1 - self._detail
+        if aged >= 0 and self._ring[aged].processes:
+            self._ring[aged] = replace(self._ring[aged], processes=())
 
     def __len__(self) -> int:
         return len(self._ring)
