@@ -10,13 +10,13 @@ process doing the loading itself (num_workers=0), or threads queueing for too fe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from gputop_doctor.config import StarvationThresholds
 from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
+from gputop_doctor.core.model import GpuSample, ProbeStats, ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._view import (
@@ -36,6 +36,7 @@ from gputop_doctor.rules._view import (
     util_values,
     window,
 )
+from gputop_doctor.rules.dataloader_config import knob_fix, slow_knobs
 
 RULE_ID = "gpu-starvation"
 
@@ -94,11 +95,16 @@ class _JobView:
 
     workers: int
     worker_cpu_pct: float
+    worker_demand_pct: float  # on a CPU or waiting for one, percent of a core
     main_cpu_pct: float
+    main_demand_pct: float
     d_fraction: float
     delay_ratio: float | None
+    tree_hungry: int  # hungry threads of every watched process: the job's own demand
+    cpus: float
     psi_io_pct: float | None
     pin_thread: bool | None  # None: not knowable (no workers, or no thread names)
+    probe: ProbeStats | None  # the training process's in-process probe, when it runs
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
@@ -108,7 +114,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if latest is None or not enough_span(win, t.min_span_s):
         return []
     out = []
-    causes = _Causes(history, latest, t)
+    causes = _Causes(history, latest, effective_cpus(ctx, latest), t)
     for index, series in gpu_columns(win).items():
         finding = _check_gpu(index, live(series), latest, causes, ctx, t)
         if finding is not None:
@@ -119,9 +125,12 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
 class _Causes:
     """Process views for attribution, built on first use and shared by the GPUs of a tick."""
 
-    def __init__(self, history: History, latest: Snapshot, t: StarvationThresholds) -> None:
+    def __init__(
+        self, history: History, latest: Snapshot, cpus: float, t: StarvationThresholds
+    ) -> None:
         self._history = history
         self._latest = latest
+        self._cpus = cpus
         self._t = t
         self._procs: Mapping[int, tuple[ProcSample, ...]] | None = None
         self._children: dict[int, list[int]] = {}
@@ -132,7 +141,8 @@ class _Causes:
             self._procs = proc_columns(window(self._history, self._t.cause_window_s))
             self._children = children_map(self._latest.processes)
             self._by_pid = {p.pid: p for p in self._latest.processes}
-        return _job_view(self._latest, owners, self._procs, self._children, self._by_pid)
+        view = _job_view(self._latest, owners, self._procs, self._children, self._by_pid)
+        return replace(view, cpus=self._cpus)
 
 
 def _check_gpu(
@@ -204,20 +214,44 @@ def _job_view(
     workers = [pid for pid, p in by_pid.items() if is_worker(p)]
     mains = [pid for pid in owners if pid in by_pid]
     worker_cpu = _stats.mean([mean_cpu(procs.get(pid, ())) for pid in workers]) or 0.0
+    worker_demand = _stats.mean([mean_demand(procs.get(pid, ())) for pid in workers]) or 0.0
     main_cpu = max((mean_cpu(procs.get(pid, ())) for pid in mains), default=0.0)
+    main_demand = max((mean_demand(procs.get(pid, ())) for pid in mains), default=0.0)
     d_samples = [s for pid in (workers or mains) for s in procs.get(pid, ())]
     d_fraction = sum(1 for s in d_samples if _in_d(s)) / len(d_samples) if d_samples else 0.0
     all_samples = [s for pid in job for s in procs.get(pid, ())]
     psi = latest.host.psi_io.some_avg10 if latest.host.psi_io else None
+    probes = [by_pid[pid].probe for pid in mains if by_pid[pid].probe is not None]
     return _JobView(
         workers=len(workers),
         worker_cpu_pct=worker_cpu,
+        worker_demand_pct=worker_demand,
         main_cpu_pct=main_cpu,
+        main_demand_pct=main_demand,
         d_fraction=d_fraction,
         delay_ratio=_delay(all_samples),
+        tree_hungry=sum(p.hungry_threads or 0 for p in latest.processes),
+        cpus=0.0,
         psi_io_pct=psi,
         pin_thread=_pin_thread(by_pid, mains, workers),
+        probe=probes[0] if probes else None,
     )
+
+
+def mean_demand(samples: Sequence[ProcSample]) -> float:
+    """Mean CPU wanted (percent of a core): time on a CPU plus time queued for one.
+
+    A worker that gets half a core because others took the rest still wants a whole one; its
+    CPU percent alone would hide that it is CPU-bound.
+    """
+    values = [
+        (s.run_ns_per_s + s.wait_ns_per_s) / 1e7
+        if s.run_ns_per_s is not None and s.wait_ns_per_s is not None
+        else s.cpu_pct
+        for s in samples
+    ]
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else 0.0
 
 
 def _in_d(proc: ProcSample) -> bool:
@@ -243,16 +277,21 @@ def _pin_thread(
 
 
 def _attribute(job: _JobView, t: StarvationThresholds) -> Cause:
-    """The most specific cause the numbers support, I/O first (it also idles the CPU)."""
+    """The most specific cause the numbers support, I/O first (it also idles the CPU).
+
+    Oversubscription is the job's own doing only when its threads queue *and* the watched
+    processes want more CPUs than there are; threads queueing behind other tenants' load
+    still count as CPU-bound by what they want (on a CPU plus queued), not what they got.
+    """
     if job.d_fraction >= t.worker_d_fraction or (job.psi_io_pct or 0.0) >= t.psi_io_some_pct:
         return Cause.IO
-    if (job.delay_ratio or 0.0) >= t.delay_ratio:
+    if (job.delay_ratio or 0.0) >= t.delay_ratio and job.tree_hungry > job.cpus:
         return Cause.OVERSUBSCRIBED
-    if job.workers and job.worker_cpu_pct >= t.worker_busy_pct:
+    if job.workers and job.worker_demand_pct >= t.worker_busy_pct:
         return Cause.WORKERS_CPU
-    if not job.workers and job.main_cpu_pct >= t.main_busy_pct:
+    if not job.workers and job.main_demand_pct >= t.main_busy_pct:
         return Cause.NO_WORKERS
-    if job.main_cpu_pct >= t.main_busy_pct:
+    if job.main_demand_pct >= t.main_busy_pct:
         return Cause.MAIN_CPU
     return Cause.UNKNOWN
 
@@ -277,6 +316,10 @@ def _evidence(
     ]
     if job.workers:
         items.append(Evidence("worker CPU (mean)", round(job.worker_cpu_pct, 1), "% of a core"))
+        items.append(
+            Evidence("worker CPU wanted (mean)", round(job.worker_demand_pct, 1), "% of a core")
+        )
+    items.append(Evidence("hungry threads (all watched)", job.tree_hungry))
     if job.d_fraction:
         items.append(Evidence("samples in D state", round(job.d_fraction * 100, 1), "%"))
     if job.delay_ratio is not None:
@@ -285,12 +328,25 @@ def _evidence(
         items.append(Evidence("PSI io some", job.psi_io_pct, "%"))
     if job.pin_thread is not None:
         items.append(Evidence("pin_memory thread", "yes" if job.pin_thread else "no"))
+    probe = job.probe
+    if probe is not None and probe.data_wait_frac is not None:
+        items.append(
+            Evidence(
+                "step time waiting for data (probe)", round(probe.data_wait_frac * 100, 1), "%"
+            )
+        )
+    if probe is not None and slow_knobs(probe):
+        items.append(Evidence("DataLoader settings (probe)", ", ".join(slow_knobs(probe))))
     return tuple(items)
 
 
 def _fix(cause: Cause, job: _JobView) -> str:
+    """The cause's fix, plus what the probe or the thread names show about the DataLoader."""
     fix = _FIXES[cause]
-    if job.pin_thread is False:
+    knobs = slow_knobs(job.probe) if job.probe is not None else []
+    if knobs:
+        fix += f" The in-process probe sees {', '.join(knobs)}: {knob_fix(knobs)}"
+    elif job.pin_thread is False:
         fix += (
             " pin_memory looks off (no pt_data_pin thread): set pin_memory=True and copy with "
             ".to(device, non_blocking=True)."

@@ -177,6 +177,7 @@ def trainer(
     worker_state: str = "S",
     delay: float = 0.0,
     pin: bool = True,
+    worker_threads: int = 1,
 ) -> tuple[ProcSample, ...]:
     """PID 100 training on a GPU with ``workers`` DataLoader workers (PIDs 101...)."""
     threads = [("python", 3), ("pt_autograd_0", 1)] + ([("pt_data_pin", 1)] if pin else [])
@@ -201,6 +202,7 @@ def trainer(
             thread_names=(("pt_data_worker", 2),),
             has_libtorch=True,
             wait_ns_per_s=_wait(worker_cpu, delay),
+            hungry_threads=worker_threads if worker_cpu >= 20 else 0,
             libraries=(OPENBLAS, MKL_STATIC, GOMP),
         )
         for w in range(workers)

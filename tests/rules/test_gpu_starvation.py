@@ -33,7 +33,13 @@ FIRES = [
     ("workers-in-d", _case(sawtooth, trainer(worker_state="D", worker_cpu=20.0)), Cause.IO),
     ("psi-io", _case(sawtooth, trainer(), psi_io=Pressure(25.0, 8.0)), Cause.IO),
     ("mean-69-steady", _case(69.0, trainer(main_cpu=99.0, workers=0)), Cause.NO_WORKERS),
-    ("oversubscribed", _case(55.0, trainer(worker_cpu=60.0, delay=0.45)), Cause.OVERSUBSCRIBED),
+    (
+        "oversubscribed",
+        _case(55.0, trainer(worker_cpu=60.0, delay=0.45, worker_threads=3)),
+        Cause.OVERSUBSCRIBED,
+    ),
+    # Workers queue for CPUs taken by someone else: they still want a core each.
+    ("contended-by-others", _case(55.0, trainer(worker_cpu=55.0, delay=0.45)), Cause.WORKERS_CPU),
     ("main-cpu-bound", _case(50.0, trainer(main_cpu=98.0, worker_cpu=10.0)), Cause.MAIN_CPU),
     ("unknown", _case(sawtooth, trainer(main_cpu=30.0, worker_cpu=20.0)), Cause.UNKNOWN),
 ]
