@@ -77,8 +77,8 @@ def busy_fraction(snap: Snapshot, cpus: float) -> float | None:
     logical = host.logical_cpus
     if host.cpu_pct is not None and (logical is None or cpus >= logical - 1e-9):
         readings.append(host.cpu_pct / 100.0)
-    if snap.tree is not None:
-        readings.append(snap.tree.cpu_pct / 100.0 / cpus)
+    if snap.tree is not None and any(p.in_tree and p.cpu_pct is not None for p in snap.processes):
+        readings.append(snap.tree.cpu_pct / 100.0 / cpus)  # not on a first tick without rates
     return max(readings) if readings else None
 
 

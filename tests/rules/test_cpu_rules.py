@@ -141,3 +141,17 @@ def test_trainer_helper_is_quiet() -> None:
 
     assert run(cpu_saturation.RULE, history(case, 12)) == []
     assert run(thread_oversubscription.RULE, history(case, 12)) == []
+
+
+def test_a_first_tick_without_rates_does_not_count_as_idle() -> None:
+    """The first reading has no CPU rates yet (None); it must not pull the mean down."""
+    busy = _busy(97.0)
+
+    def case(k: int) -> Tick:
+        if k == 0:
+            tick = busy(k)
+            procs = tuple(replace(p, cpu_pct=None) for p in tick.procs)
+            return Tick(procs=procs, host=replace(tick.host, cpu_pct=None))
+        return busy(k)
+
+    assert run(cpu_saturation.RULE, history(case, 4), context(cpus=2.0))

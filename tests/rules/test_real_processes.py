@@ -9,21 +9,17 @@ here asserts a duration: the checks are on what the rules saw.
 from __future__ import annotations
 
 import os
-import select
 import subprocess
-import sys
 import textwrap
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import Engine, Frame, GpuStatus
-from gputop_doctor.core.model import GpuSample
+from gputop_doctor.core.engine import Engine, Frame
 from gputop_doctor.rules import RULES
+from tests.rules.workloads import PRELUDE, NullGpuSource, spawned, workload
 
 pytestmark = pytest.mark.slow
 
@@ -31,33 +27,6 @@ host = pytest.importorskip("gputop_doctor.sources.host")
 
 SETTINGS = Settings(interval_s=0.5, hold_s=1.0, clear_s=5.0)
 CPUS = len(os.sched_getaffinity(0))
-
-PARENT = textwrap.dedent(
-    """
-    import subprocess, sys
-    code, n = sys.argv[1], int(sys.argv[2])
-    kids = [
-        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-        for _ in range(n)
-    ]
-    for kid in kids:
-        kid.stdout.readline()
-    print("ready", flush=True)
-    for kid in kids:
-        kid.wait()
-    """
-)
-
-# Every child stops when its parent is gone (or after a minute, whatever happens).
-PRELUDE = textwrap.dedent(
-    """
-    import os, sys, time
-    parent, end = os.getppid(), time.time() + 60
-    def alive():
-        return os.getppid() == parent and time.time() < end
-    """
-)
-
 
 # Torch imports once in the parent, which then forks its children (as a DataLoader forks
 # its workers): three imports at once would dominate the test's time on a 2-CPU machine. The
@@ -108,42 +77,6 @@ def numpy_idle(load: str = "") -> str:
             time.sleep(0.1)
         """
     )
-
-
-class NullGpuSource:
-    """A machine without GPUs, as the engine sees it."""
-
-    def status(self) -> GpuStatus:
-        return GpuStatus("none")
-
-    def read_gpus(self) -> tuple[GpuSample, ...]:
-        return ()
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-def spawned(code: str, children: int) -> list[str]:
-    """Parent arguments for ``children`` Python processes running ``code``."""
-    return [PARENT, code, str(children)]
-
-
-@contextmanager
-def workload(parent_args: list[str], timeout_s: float = 60.0) -> Iterator[int]:
-    """Start the parent (which starts the children); yield its PID once all are ready."""
-    parent = subprocess.Popen(
-        [sys.executable, "-c", *parent_args],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert parent.stdout is not None
-        ready, _, _ = select.select([parent.stdout], [], [], timeout_s)
-        assert ready and parent.stdout.readline().strip() == "ready", "workload did not start"
-        yield parent.pid
-    finally:
-        parent.terminate()
-        parent.wait(timeout=10)
 
 
 def watch(pid: int, ticks: int) -> list[Frame]:
