@@ -27,6 +27,8 @@ class StarvationThresholds:
     worker_d_fraction: float = 0.2  # share of worker samples in D state -> I/O
     psi_io_some_pct: float = 10.0
     delay_ratio: float = 0.2  # run-queue delay ratio of the job -> oversubscribed
+    probe_wait_pct: float = 30.0  # the in-process probe measuring this much data wait is proof
+    probe_max_util_pct: float = 90.0  # ... of starvation while the GPU is busy less than this
 
 
 @dataclass(frozen=True, slots=True)

@@ -489,3 +489,75 @@ def test_dataloader_config_needs_a_few_readings_and_a_gpu_from_the_model() -> No
     case = _probe_case(on_gpu=False, device="cuda:1")
     (finding,) = run(dataloader_config.RULE, history(case, 5))  # type: ignore[arg-type]
     assert {e.label: e.value for e in finding.evidence}["GPU"] == "cuda:1"
+
+
+# -- gpu-starvation takes the probe's data-wait share as proof ----------------------------------
+
+
+def _starvation_case(
+    util: float | None, wait: float, workers: int, main_cpu: float = 10.0, probe_workers: object = 0
+) -> Callable[[int], object]:
+    from gputop_doctor.core.model import ProbeStats
+    from tests.rules.synth import Tick, gpu, sawtooth, trainer
+
+    def make(k: int) -> Tick:
+        probe = ProbeStats(
+            pid=100,
+            published_at=0.0,
+            steps=10 * k,
+            steps_per_s=5.0,
+            data_wait_frac=wait,
+            num_workers=probe_workers,  # type: ignore[arg-type]
+            pin_memory=True,
+            persistent_workers=True,
+            cuda_available=True,
+            model_device="cuda:0",
+        )
+        procs = trainer(main_cpu=main_cpu, workers=workers, worker_cpu=10.0)
+        procs = (replace(procs[0], probe=probe), *procs[1:])
+        samples = sawtooth(k) if util is None else util
+        return Tick(gpus=(gpu(0, util=samples),), procs=procs)
+
+    return make
+
+
+def _starvation(case: Callable[[int], object]) -> list[object]:
+    from gputop_doctor.rules import gpu_starvation
+    from tests.rules.synth import history, run
+
+    return run(gpu_starvation.RULE, history(case, 30))  # type: ignore[arg-type]
+
+
+def test_starvation_names_num_workers_when_the_probe_measures_the_wait() -> None:
+    from gputop_doctor.core.findings import Finding
+    from gputop_doctor.rules.gpu_starvation import Cause
+
+    # The main process sleeps in __getitem__ (slow storage): no CPU is pegged, yet it waits.
+    (finding,) = _starvation(_starvation_case(None, wait=0.6, workers=0))
+    assert isinstance(finding, Finding)
+    assert Cause.NO_WORKERS.value in finding.title
+    assert "num_workers=0" in finding.fix
+    evidence = {e.label: e.value for e in finding.evidence}
+    assert evidence["step time waiting for data (probe)"] == 60.0
+
+
+def test_starvation_with_idle_workers_and_measured_wait_is_the_loader() -> None:
+    from gputop_doctor.core.findings import Finding
+    from gputop_doctor.rules.gpu_starvation import Cause
+
+    (finding,) = _starvation(_starvation_case(None, wait=0.45, workers=4, probe_workers=4))
+    assert isinstance(finding, Finding)
+    assert Cause.LOADER_WAIT.value in finding.title
+    assert "prefetch_factor" in finding.fix
+
+
+def test_probe_proof_fires_where_utilization_alone_would_not() -> None:
+    from gputop_doctor.core.findings import Finding
+
+    # 80 % busy, no sawtooth: not starved by the utilization rule alone ...
+    assert _starvation(_starvation_case(80.0, wait=0.1, workers=0)) == []
+    # ... but the loop measured 40 % of its time waiting for data.
+    (finding,) = _starvation(_starvation_case(80.0, wait=0.4, workers=0))
+    assert isinstance(finding, Finding) and "num_workers=0" in finding.fix
+    # A GPU busy 95 % of the time is fed, whatever the host waited (CUDA ran queued work).
+    assert _starvation(_starvation_case(95.0, wait=0.4, workers=0)) == []

@@ -48,6 +48,7 @@ class Cause(Enum):
     OVERSUBSCRIBED = "threads oversubscribed"
     WORKERS_CPU = "workers CPU-bound"
     NO_WORKERS = "loading in the main process (num_workers=0)"
+    LOADER_WAIT = "the loop waits for its DataLoader (measured)"
     MAIN_CPU = "main process CPU-bound"
     UNKNOWN = "cause unknown"
 
@@ -75,6 +76,13 @@ _FIXES: dict[Cause, str] = {
         "while it does. Set num_workers to a few per GPU (start near physical cores // GPUs), "
         "with persistent_workers=True, and pin_memory=True with .to(device, "
         "non_blocking=True) so the copy overlaps compute."
+    ),
+    Cause.LOADER_WAIT: (
+        "The in-process probe measured the training loop waiting for its next batch, though "
+        "no worker is pegged and none waits on disk: the loader is latency-bound (reads from "
+        "network storage, per-file opens, a slow collate_fn) or has too few batches in flight. "
+        "Raise num_workers and prefetch_factor, keep persistent_workers=True, and time one "
+        "worker's __getitem__ to find the slow part."
     ),
     Cause.MAIN_CPU: (
         "The training process is pegged at one core while its workers idle: the Python side "
@@ -156,17 +164,21 @@ def _check_gpu(
     if not series or series[-1] is not _latest_gpu(latest, index):
         return None  # the GPU is gone or lost now
     owners = gpu_pids(series[-1])
-    if not owners or _clearly_fed(series, t):
+    if not owners:
+        return None
+    proven = _probe_proves(latest, owners, t)  # the loop measured its own data wait
+    if _clearly_fed(series, t) and not proven:
         return None
     samples = util_values(series)
     if len(samples) < 3:
         return None
     avg = sum(samples) / len(samples)
     idle = sum(1 for v in samples if v <= t.idle_util_pct) / len(samples)
-    if avg >= t.mean_util_pct and idle < t.idle_fraction:
+    fed = avg >= t.mean_util_pct and idle < t.idle_fraction
+    if fed and not (proven and avg < t.probe_max_util_pct):
         return None
     job = causes.job(owners)
-    if max(samples) < t.active_util_pct and job.main_cpu_pct < t.active_cpu_pct:
+    if max(samples) < t.active_util_pct and job.main_cpu_pct < t.active_cpu_pct and not proven:
         return None  # nothing is trying to use this GPU: gpu-idle-memory's business
     cause = _attribute(job, t)
     severity = Severity.CRITICAL if avg < t.critical_mean_util_pct else Severity.WARN
@@ -181,6 +193,16 @@ def _check_gpu(
         evidence=_evidence(avg, idle, len(samples), cause, job, latest, ctx),
         fix=_fix(cause, job),
     )
+
+
+def _probe_proves(latest: Snapshot, owners: Sequence[int], t: StarvationThresholds) -> bool:
+    """An owner's in-process probe measured the loop waiting ``probe_wait_pct`` for data."""
+    for pid in owners:
+        proc = latest.process(pid)
+        probe = proc.probe if proc is not None else None
+        if probe is not None and (probe.data_wait_frac or 0.0) * 100.0 >= t.probe_wait_pct:
+            return True
+    return False
 
 
 def _clearly_fed(series: Sequence[GpuSample], t: StarvationThresholds) -> bool:
@@ -291,6 +313,11 @@ def _attribute(job: _JobView, t: StarvationThresholds) -> Cause:
         return Cause.WORKERS_CPU
     if not job.workers and job.main_demand_pct >= t.main_busy_pct:
         return Cause.NO_WORKERS
+    probe = job.probe
+    if probe is not None and (probe.data_wait_frac or 0.0) * 100.0 >= t.probe_wait_pct:
+        # Measured, not inferred: the data pipeline is the limit even with idle CPUs.
+        no_workers = probe.num_workers == 0 or (probe.num_workers is None and not job.workers)
+        return Cause.NO_WORKERS if no_workers else Cause.LOADER_WAIT
     if job.main_demand_pct >= t.main_busy_pct:
         return Cause.MAIN_CPU
     return Cause.UNKNOWN
