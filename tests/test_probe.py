@@ -561,3 +561,18 @@ def test_probe_proof_fires_where_utilization_alone_would_not() -> None:
     assert isinstance(finding, Finding) and "num_workers=0" in finding.fix
     # A GPU busy 95 % of the time is fed, whatever the host waited (CUDA ran queued work).
     assert _starvation(_starvation_case(95.0, wait=0.4, workers=0)) == []
+
+
+def test_root_reader_also_looks_where_the_pids_owner_publishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader = ProbeReader()
+    reader.other_users = True  # as if run as root for another user's job
+    owner_dir = tmp_path / f"user-{os.getuid()}"
+    owner_dir.mkdir()
+    monkeypatch.setattr(_files, "user_dirs", lambda uid: (tmp_path / f"user-{uid}",))
+    (owner_dir / f"{PID}.json").write_text(json.dumps(record(pid=PID, published_at=time.time())))
+    assert PID in reader.read([PID])
+    assert reader.read([]) == {}
+    reader.read([PID + 10**7])  # a PID that doesn't exist: remembered as unknown, no error
+    assert reader._owners == {PID + 10**7: -1}

@@ -63,13 +63,17 @@ def candidate_dirs(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     xdg = env.get("XDG_RUNTIME_DIR")
     if xdg:
         out.append(Path(xdg) / DIR_NAME)
-    out.append(Path(f"/run/user/{_uid()}") / DIR_NAME)
-    out.append(shm_dir())
+    out.extend(user_dirs(_uid()))
     unique: list[Path] = []
     for path in out:
         if path not in unique:
             unique.append(path)
     return tuple(unique)
+
+
+def user_dirs(uid: int) -> tuple[Path, ...]:
+    """Where a probe of user ``uid`` without an explicit directory publishes."""
+    return (Path(f"/run/user/{uid}") / DIR_NAME, shm_dir(uid))
 
 
 def file_name(pid: int) -> str:

@@ -5,8 +5,10 @@ A training script that wraps its loader in ``gputop_doctor.probe.watch`` writes
 directories). This module reads those files for the PIDs of the attached tree (and the GPU
 processes) and hands them to the engine as :class:`ProbeStats` on each :class:`ProcSample`.
 
-Cost per tick: one ``listdir`` per candidate directory that exists (a missing one fails at
-once), and one small read and JSON parse per PID of the tree that published. Files of other
+Cost per tick: one ``listdir`` per candidate directory (a missing one fails at once), and one
+small read and JSON parse per PID of the tree that published. Run as root, the reader also
+looks in the default directories of the users owning those PIDs (one ``stat`` of
+``/proc/PID`` per new PID). Files of other
 PIDs are never opened. A file older than ``max_age_s`` (its process was killed, or its loop is
 between epochs) and anything malformed are skipped silently: a probe can only add evidence,
 never break a tick.
@@ -89,9 +91,14 @@ class ProbeReader:
         dirs: Sequence[Path] | None = None,
         max_age_s: float = MAX_AGE_S,
         clock: Callable[[], float] = time.time,
+        proc_root: str = "/proc",
     ) -> None:
         self.dirs = tuple(_files.candidate_dirs() if dirs is None else dirs)
         self.max_age_s = max_age_s
+        self.proc_root = proc_root
+        # Only root can read another user's 0700 directory, so only root looks for them.
+        self.other_users = dirs is None and hasattr(os, "getuid") and os.getuid() == 0
+        self._owners: dict[int, int] = {}  # pid -> uid of its owner (-1: unknown)
         self._clock = clock  # wall time: the probe stamps its files with time.time()
 
     def read(self, pids: Iterable[int]) -> dict[int, ProbeStats]:
@@ -100,7 +107,7 @@ class ProbeReader:
         if not wanted:
             return found
         now = self._clock()
-        for directory in self.dirs:
+        for directory in self._dirs_for(wanted):
             try:
                 names = os.listdir(directory)
             except OSError:
@@ -113,6 +120,25 @@ class ProbeReader:
                 if stats is not None:
                     found[pid] = stats
         return found
+
+    def _dirs_for(self, pids: set[int]) -> tuple[Path, ...]:
+        """The directories to list; as root, also those of the users who own ``pids``.
+
+        A monitor run with sudo has its own XDG_RUNTIME_DIR and uid, while the job's probe
+        publishes under the job's user. The owner of each PID is looked up once.
+        """
+        if not self.other_users:
+            return self.dirs
+        owners = self._owners
+        for pid in pids - owners.keys():
+            try:
+                owners[pid] = os.stat(f"{self.proc_root}/{pid}").st_uid
+            except OSError:
+                owners[pid] = -1
+        for pid in owners.keys() - pids:
+            del owners[pid]
+        extra = [d for uid in sorted(set(owners.values()) - {-1}) for d in _files.user_dirs(uid)]
+        return self.dirs + tuple(d for d in extra if d not in self.dirs)
 
     def _load(self, path: Path, pid: int, now: float) -> ProbeStats | None:
         try:
