@@ -10,7 +10,7 @@ process doing the loading itself (num_workers=0), or threads queueing for too fe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 
 from gputop_doctor.config import StarvationThresholds
@@ -31,7 +31,6 @@ from gputop_doctor.rules._view import (
     has_thread,
     is_worker,
     live,
-    mean_cpu,
     proc_columns,
     util_values,
     window,
@@ -130,6 +129,53 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _PidStats:
+    """One process over the cause window, summed in a single pass over its samples."""
+
+    cpu_pct: float  # mean CPU it got, percent of a core
+    demand_pct: float  # mean CPU it wanted: on a CPU plus queued for one
+    samples: int
+    in_d: int  # samples in uninterruptible sleep
+    run_ns: float
+    wait_ns: float
+
+
+def pid_stats(samples: Sequence[ProcSample]) -> _PidStats:
+    """Means and sums of one process's samples.
+
+    "Wanted" counts run-queue wait as demand: a worker that gets half a core because others
+    took the rest still wants a whole one, which its CPU percent alone would hide.
+    """
+    cpu = demand = run = wait = 0.0
+    n_cpu = n_demand = in_d = 0
+    for s in samples:
+        if s.cpu_pct is not None:
+            cpu += s.cpu_pct
+            n_cpu += 1
+        if s.run_ns_per_s is not None and s.wait_ns_per_s is not None:
+            run += s.run_ns_per_s
+            wait += s.wait_ns_per_s
+            demand += (s.run_ns_per_s + s.wait_ns_per_s) / 1e7
+            n_demand += 1
+        elif s.cpu_pct is not None:
+            demand += s.cpu_pct
+            n_demand += 1
+        if s.state == "D" or s.threads_in_d:
+            in_d += 1
+    return _PidStats(
+        cpu_pct=cpu / n_cpu if n_cpu else 0.0,
+        demand_pct=demand / n_demand if n_demand else 0.0,
+        samples=len(samples),
+        in_d=in_d,
+        run_ns=run,
+        wait_ns=wait,
+    )
+
+
+_NO_STATS = pid_stats(())
+
+
 class _Causes:
     """Process views for attribution, built on first use and shared by the GPUs of a tick."""
 
@@ -140,17 +186,27 @@ class _Causes:
         self._latest = latest
         self._cpus = cpus
         self._t = t
-        self._procs: Mapping[int, tuple[ProcSample, ...]] | None = None
+        self._stats: dict[int, _PidStats] | None = None
         self._children: dict[int, list[int]] = {}
         self._by_pid: dict[int, ProcSample] = {}
+        self._hungry = 0
 
     def job(self, owners: Sequence[int]) -> _JobView:
-        if self._procs is None:
-            self._procs = proc_columns(window(self._history, self._t.cause_window_s))
+        if self._stats is None:
+            cols = proc_columns(window(self._history, self._t.cause_window_s))
+            self._stats = {pid: pid_stats(samples) for pid, samples in cols.items()}
             self._children = children_map(self._latest.processes)
             self._by_pid = {p.pid: p for p in self._latest.processes}
-        view = _job_view(self._latest, owners, self._procs, self._children, self._by_pid)
-        return replace(view, cpus=self._cpus)
+            self._hungry = sum(p.hungry_threads or 0 for p in self._latest.processes)
+        return _job_view(
+            self._latest,
+            owners,
+            self._stats,
+            self._children,
+            self._by_pid,
+            self._hungry,
+            self._cpus,
+        )
 
 
 def _check_gpu(
@@ -227,67 +283,40 @@ def _latest_gpu(snap: Snapshot, index: int) -> GpuSample | None:
 def _job_view(
     latest: Snapshot,
     owners: Sequence[int],
-    procs: Mapping[int, tuple[ProcSample, ...]],
+    stats: Mapping[int, _PidStats],
     children: Mapping[int, Sequence[int]],
     everyone: Mapping[int, ProcSample],
+    hungry: int,
+    cpus: float,
 ) -> _JobView:
     job = descendants(latest.processes, owners, children)
     by_pid = {pid: everyone[pid] for pid in job if pid in everyone}
-    workers = [pid for pid, p in by_pid.items() if is_worker(p)]
+    workers = [stats.get(pid, _NO_STATS) for pid, p in by_pid.items() if is_worker(p)]
     mains = [pid for pid in owners if pid in by_pid]
-    worker_cpu = _stats.mean([mean_cpu(procs.get(pid, ())) for pid in workers]) or 0.0
-    worker_demand = _stats.mean([mean_demand(procs.get(pid, ())) for pid in workers]) or 0.0
-    main_cpu = max((mean_cpu(procs.get(pid, ())) for pid in mains), default=0.0)
-    main_demand = max((mean_demand(procs.get(pid, ())) for pid in mains), default=0.0)
-    d_samples = [s for pid in (workers or mains) for s in procs.get(pid, ())]
-    d_fraction = sum(1 for s in d_samples if _in_d(s)) / len(d_samples) if d_samples else 0.0
-    all_samples = [s for pid in job for s in procs.get(pid, ())]
-    psi = latest.host.psi_io.some_avg10 if latest.host.psi_io else None
+    main_stats = [stats.get(pid, _NO_STATS) for pid in mains]
+    d_from = workers or main_stats
+    d_samples = sum(w.samples for w in d_from)
+    run = sum(stats.get(pid, _NO_STATS).run_ns for pid in job)
+    wait = sum(stats.get(pid, _NO_STATS).wait_ns for pid in job)
     probes = [by_pid[pid].probe for pid in mains if by_pid[pid].probe is not None]
     return _JobView(
         workers=len(workers),
-        worker_cpu_pct=worker_cpu,
-        worker_demand_pct=worker_demand,
-        main_cpu_pct=main_cpu,
-        main_demand_pct=main_demand,
-        d_fraction=d_fraction,
-        delay_ratio=_delay(all_samples),
-        tree_hungry=sum(p.hungry_threads or 0 for p in latest.processes),
-        cpus=0.0,
-        psi_io_pct=psi,
-        pin_thread=_pin_thread(by_pid, mains, workers),
+        worker_cpu_pct=_stats.mean([w.cpu_pct for w in workers]) or 0.0,
+        worker_demand_pct=_stats.mean([w.demand_pct for w in workers]) or 0.0,
+        main_cpu_pct=max((m.cpu_pct for m in main_stats), default=0.0),
+        main_demand_pct=max((m.demand_pct for m in main_stats), default=0.0),
+        d_fraction=sum(w.in_d for w in d_from) / d_samples if d_samples else 0.0,
+        delay_ratio=wait / (run + wait) if run + wait > 0.0 else None,
+        tree_hungry=hungry,
+        cpus=cpus,
+        psi_io_pct=latest.host.psi_io.some_avg10 if latest.host.psi_io else None,
+        pin_thread=_pin_thread(by_pid, mains, bool(workers)),
         probe=probes[0] if probes else None,
     )
 
 
-def mean_demand(samples: Sequence[ProcSample]) -> float:
-    """Mean CPU wanted (percent of a core): time on a CPU plus time queued for one.
-
-    A worker that gets half a core because others took the rest still wants a whole one; its
-    CPU percent alone would hide that it is CPU-bound.
-    """
-    values = [
-        (s.run_ns_per_s + s.wait_ns_per_s) / 1e7
-        if s.run_ns_per_s is not None and s.wait_ns_per_s is not None
-        else s.cpu_pct
-        for s in samples
-    ]
-    known = [v for v in values if v is not None]
-    return sum(known) / len(known) if known else 0.0
-
-
-def _in_d(proc: ProcSample) -> bool:
-    return proc.state == "D" or bool(proc.threads_in_d)
-
-
-def _delay(samples: Sequence[ProcSample]) -> float | None:
-    run = sum(s.run_ns_per_s or 0.0 for s in samples)
-    wait = sum(s.wait_ns_per_s or 0.0 for s in samples)
-    return wait / (run + wait) if run + wait > 0.0 else None
-
-
 def _pin_thread(
-    by_pid: Mapping[int, ProcSample], mains: Sequence[int], workers: Sequence[int]
+    by_pid: Mapping[int, ProcSample], mains: Sequence[int], workers: bool
 ) -> bool | None:
     """Whether the main process runs the pin-memory thread (only exists with workers)."""
     if not workers:
