@@ -393,8 +393,8 @@ def test_snapshot_text_and_json_show_the_probe(tmp_path: Path) -> None:
     text = frame_to_text(frame, engine.history)
     assert "[probe: 12.5 steps/s, data wait 62 %]" in text
     assert "probe: 12.5 steps/s  data wait 62 %  step 80 ms  400 samples/s" in text
-    assert "num_workers=0 pin_memory=off persistent_workers=off prefetch_factor=?" in text
-    assert "cuda=on device=cuda:0" in text
+    assert "num_workers=0 pin_memory=False persistent_workers=False prefetch_factor=?" in text
+    assert "cuda_available=True device=cuda:0" in text
     data = json.loads(json.dumps(frame_to_json(frame, engine.history)))
     probe = data["processes"][0]["probe"]
     assert probe["data_wait_frac"] == 0.62 and probe["num_workers"] == 0

@@ -102,9 +102,7 @@ def _host_lines(host: HostSample, frame: Frame) -> list[str]:
 def _knob(value: object) -> str:
     if value is None:
         return "?"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)
+    return str(value)  # True/False, as written in the training script
 
 
 def probe_summary(probe: ProbeStats) -> str:
@@ -120,7 +118,8 @@ def probe_summary(probe: ProbeStats) -> str:
         f"num_workers={_knob(probe.num_workers)} pin_memory={_knob(probe.pin_memory)}"
         f" persistent_workers={_knob(probe.persistent_workers)}"
         f" prefetch_factor={_knob(probe.prefetch_factor)} batch_size={_knob(probe.batch_size)}"
-        f" torch_threads={_knob(probe.torch_threads)} cuda={_knob(probe.cuda_available)}"
+        f" torch_threads={_knob(probe.torch_threads)}"
+        f" cuda_available={_knob(probe.cuda_available)}"
         f" device={_knob(probe.model_device)}"
     )
     return f"{measured}  |  {knobs}"
