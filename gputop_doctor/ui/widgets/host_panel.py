@@ -1,14 +1,19 @@
 """The host under the GPUs: CPU against the CPUs the job may really use, iowait, memory, swap,
 pressure stall information and the attached tree's totals.
 
+It draws its lines as strips (Line API) rather than through ``render``: the generic text path
+lays the lines out again on every repaint, which cost more than everything else this panel does.
 CPU is shown against *effective* CPUs (affinity and cgroup quota), because a container that may
 use 8 of 128 cores is saturated at 6 % host CPU; that is the number a training job feels.
 """
 
 from __future__ import annotations
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
+from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop_doctor.core.engine import Frame
@@ -46,6 +51,7 @@ class HostPanel(Widget):
         self._frame: Frame | None = None
         self._text = Text("host: waiting for the first sample")
         self._lines = 1
+        self._strips: list[Strip] | None = None
         self._styles: dict[str, Style] | None = None
 
     def show_frame(self, frame: Frame) -> None:
@@ -53,11 +59,13 @@ class HostPanel(Widget):
         self._update()
 
     def on_resize(self) -> None:
+        self._strips = None
         self._update()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._styles = None
+        self._strips = None
 
     def _style(self, name: str) -> Style:
         if self._styles is None:
@@ -75,6 +83,7 @@ class HostPanel(Widget):
         if text.plain == self._text.plain and text.spans == self._text.spans:
             return
         self._text = text
+        self._strips = None
         lines = text.plain.count("\n") + 1
         self.refresh(layout=lines != self._lines)
         self._lines = lines
@@ -160,5 +169,19 @@ class HostPanel(Widget):
             f"{tree.cpu_pct:.0f}% CPU · {fmt_mib(tree.rss_mib)} RSS"
         )
 
-    def render(self) -> Text:
-        return self._text
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return self._lines
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if self._strips is None:
+            base = self.rich_style
+            console = self.app.console
+            self._strips = []
+            for line in self._text.split("\n"):
+                line.truncate(width, overflow="ellipsis")
+                segments = Segment.apply_style(line.render(console), base)
+                self._strips.append(Strip(list(segments)).adjust_cell_length(width, base))
+        if y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(width, self.rich_style)

@@ -1,0 +1,184 @@
+"""CPU cost of the TUI next to nvitop's, on the same fake 8-GPU machine, in the same run.
+
+Both programs run at a 1 s interval in their own 120x40 tmux session, side by side, against
+the fake libnvidia-ml from tests/fake_nvml (8 busy H100s, one rank of a real 64-process tree on
+each GPU). gputop-doctor is attached to that tree. After a warm-up, each process's CPU time is
+read from /proc/PID/stat (utime + stime, which already include all of its threads) at the
+start and end of the window; the figure is CPU seconds per wall second, in percent of one core.
+
+    .venv/bin/python benchmarks/bench_tui.py [--seconds 60] [--warmup 5] [--demo]
+
+``--demo`` measures ``gputop-doctor --demo healthy`` instead of the fake NVML (nvitop still
+runs on the fake). Prints figures; asserts nothing (timings belong in benchmarks, not tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fake_nvml.fixtures import build_fake, fake_nvml_env  # noqa: E402
+from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario  # noqa: E402
+
+TREE = """
+import os, signal
+def spawn(n, then):
+    pids = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            then()
+            signal.pause()
+            os._exit(0)
+        pids.append(pid)
+    return pids
+def worker():
+    pass
+def rank():
+    spawn(7, worker)
+ranks = spawn(8, rank)
+print(" ".join(map(str, ranks)), flush=True)
+signal.pause()
+"""
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_tree() -> tuple[subprocess.Popen[str], list[int]]:
+    """A launcher, 8 ranks, 7 workers each: 64 processes, like a DDP job with DataLoaders."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert proc.stdout is not None
+    ranks = [int(p) for p in proc.stdout.readline().split()]
+    time.sleep(0.5)
+    return proc, ranks
+
+
+def scenario(ranks: list[int]) -> Scenario:
+    """Eight busy GPUs with a driver sample ring, each running one rank."""
+    now_us = int(time.time() * 1e6)
+    samples = tuple((now_us - i * 166_000, 90 + (i % 7)) for i in range(12))
+    gpus = tuple(
+        FakeGpu(
+            util=95,
+            mem_util=40,
+            samples=samples,
+            mem_used_mib=60_000.0,
+            temp_c=68,
+            power_w=610.0,
+            sm_clock_mhz=1950,
+            processes=(FakeProcess(pid=pid, used_mib=59_000.0, sm_util=93),),
+        )
+        for pid in ranks
+    )
+    return Scenario(gpus=gpus)
+
+
+def tmux_start(session: str, command: list[str], env: dict[str, str]) -> int:
+    """Run ``command`` as the pane's own process (exec) in a detached 120x40 session."""
+    exports = " ".join(f"{k}={_quote(v)}" for k, v in env.items() if k in _PASS)
+    shell = f"cd {_quote(str(ROOT))} && exec env {exports} " + " ".join(map(_quote, command))
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", shell], check=True
+    )
+    out = subprocess.run(
+        ["tmux", "display", "-p", "-t", session, "#{pane_pid}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(out.stdout.strip())
+
+
+_PASS = {
+    "LD_LIBRARY_PATH",
+    "FAKE_NVML_SCENARIO",
+    "PYTHONWARNINGS",
+    "TERM",
+    "COLORTERM",
+    "PATH",
+    "HOME",
+}
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--demo", action="store_true", help="gputop-doctor --demo healthy")
+    args = parser.parse_args()
+    if shutil.which("tmux") is None:
+        print("tmux is required", file=sys.stderr)
+        return 2
+    venv_bin = ROOT / ".venv" / "bin"
+    doctor = str(venv_bin / "gputop-doctor")
+    nvitop = str(venv_bin / "nvitop") if (venv_bin / "nvitop").exists() else shutil.which("nvitop")
+    if nvitop is None:
+        print("nvitop is not installed (pip install nvitop)", file=sys.stderr)
+        return 2
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
+    tree, ranks = start_tree()
+    sessions: list[str] = []
+    try:
+        lib = build_fake(tmp / "lib")
+        scenario_path = tmp / "scenario.txt"
+        scenario(ranks).write(scenario_path)
+        env = fake_nvml_env(lib, scenario_path)
+        env.setdefault("TERM", "xterm-256color")
+        env["TERM"] = "tmux-256color" if os.environ.get("TMUX") else env["TERM"]
+        if args.demo:
+            doctor_cmd = [doctor, "--demo", "healthy", "--interval", "1"]
+        else:
+            doctor_cmd = [doctor, "--pid", str(tree.pid), "--interval", "1"]
+        procs = {
+            "gputop-doctor": tmux_start("bench-doctor", doctor_cmd, env),
+            "nvitop": tmux_start("bench-nvitop", [nvitop, "--interval", "1"], env),
+        }
+        sessions = ["bench-doctor", "bench-nvitop"]
+        time.sleep(args.warmup)
+        start = {name: cpu_seconds(pid) for name, pid in procs.items()}
+        t0 = time.monotonic()
+        time.sleep(args.seconds)
+        wall = time.monotonic() - t0
+        end = {name: cpu_seconds(pid) for name, pid in procs.items()}
+        pct = {name: 100.0 * (end[name] - start[name]) / wall for name in procs}
+        mode = "demo healthy" if args.demo else "fake NVML, attached to a 65-process tree"
+        print(f"TUI CPU over {wall:.0f} s at 1 s interval, 8 GPUs ({mode}), 120x40 tmux:")
+        for name, value in pct.items():
+            print(f"  {name:<14} {value:6.2f} % of one core  (pid {procs[name]})")
+        if pct["nvitop"] > 0:
+            print(f"  ratio gputop-doctor / nvitop = {pct['gputop-doctor'] / pct['nvitop']:.2f}")
+        return 0
+    finally:
+        for session in sessions:
+            subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=False)
+        time.sleep(1.0)
+        for session in sessions:
+            subprocess.run(["tmux", "kill-session", "-t", session], check=False, capture_output=True)
+        os.killpg(tree.pid, 15)
+        tree.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
