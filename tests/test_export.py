@@ -144,3 +144,16 @@ def test_engine_with_sink_writes_one_row_per_gpu_and_host_only_rows(tmp_path: Pa
     assert len(path.read_text().splitlines()) == 1 + 3 * 2
     session = read_session(str(path2))
     assert len(session.ticks) == 1 and session.ticks[0].snapshot.gpus == ()
+
+
+def test_verdict_is_written_and_read_back(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from gputop_doctor.core.findings import Verdict
+
+    path = tmp_path / "s.csv"
+    sink = CsvSink(str(path))
+    verdict = Verdict("small model, complex data", "data pipeline (CPU)", "text")
+    sink.write(replace(_frame(0, (full_gpu(0),)), verdict=verdict))
+    sink.close()
+    assert read_session(str(path)).ticks[0].bottleneck == "data pipeline (CPU)"

@@ -76,6 +76,7 @@ def options_from(
 def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time) -> Engine:
     """Validate the options against the machine and return an Engine with every rule."""
     from gputop_doctor.rules import RULES
+    from gputop_doctor.rules.headline import verdict
     from gputop_doctor.sources.factory import SourceChoice, open_sources, pid_exists
 
     if options.pid is not None and options.demo is None and not pid_exists(options.pid):
@@ -97,6 +98,7 @@ def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time)
         target_pid=target,
         clock=clock,
         label=sources.label,
+        judge=verdict,
     )
     if options.backfill_s > 0:
         engine.prime(options.backfill_s)

@@ -58,6 +58,7 @@ def frame_to_json(frame: Frame, history: History) -> dict[str, Any]:
         "host": dataclasses.asdict(snap.host),
         "processes": [_proc_json(p) for p in snap.processes],
         "tree": None if snap.tree is None else dataclasses.asdict(snap.tree),
+        "headline": None if frame.verdict is None else dataclasses.asdict(frame.verdict),
         "findings": [finding_json(f) for f in frame.findings],
     }
 
@@ -177,6 +178,9 @@ def frame_to_text(frame: Frame, history: History) -> str:
         out.append("GPU processes:")
     out += [_proc_line(p) for p in snap.processes]
     out.append("")
+    if frame.verdict is not None:
+        out.append(f"Headline: {frame.verdict.text}")
+        out.append(f"  case: {frame.verdict.case}; bottleneck: {frame.verdict.bottleneck}")
     out.append("Findings:" if frame.findings else "Findings: none")
     for finding in frame.findings:
         out += _finding_lines(finding)

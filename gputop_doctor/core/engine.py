@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.findings import Finding, FindingTracker
+from gputop_doctor.core.findings import Finding, FindingTracker, Verdict
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import (
     GpuSample,
@@ -89,6 +89,7 @@ class Frame:
     tick_cost_s: float = 0.0
     recording: str | None = None  # CSV path while recording
     note: str | None = None  # one-line event for the status bar (PID exited, GPU lost, ...)
+    verdict: Verdict | None = None  # the headline: the job's case and its bottleneck
 
 
 class Sink(Protocol):
@@ -153,11 +154,13 @@ class Engine:
         target_pid: int | None = None,
         clock: Callable[[], float] = time.time,
         label: str = "live",
+        judge: Callable[[History, RuleContext], Verdict] | None = None,
     ) -> None:
         self.gpu = gpu
         self.host = host
         self.settings = settings
         self.rules = rules
+        self.judge = judge
         self.target_pid = target_pid
         self.history = History.for_span(
             settings.history_s, settings.interval_s, settings.process_history_s
@@ -210,7 +213,8 @@ class Engine:
         snapshot = self._sample(now)
         self.history.append(snapshot)
         self._series.add(snapshot)
-        findings = self.tracker.update(now, self._diagnose(snapshot))
+        ctx = self._context(snapshot)
+        findings = self.tracker.update(now, self._diagnose(ctx))
         note = self._notice_changes(snapshot)
         frame = Frame(
             snapshot=snapshot,
@@ -220,6 +224,7 @@ class Engine:
             cpu_series=tuple(self._series.cpu),
             recording=self.sinks[0].path if self.sinks else None,
             note=note,
+            verdict=self.judge(self.history, ctx) if self.judge else None,
         )
         for sink in self.sinks:
             sink.write(frame)
@@ -251,13 +256,15 @@ class Engine:
             tree=tree_totals(reading.processes),
         )
 
-    def _diagnose(self, snapshot: Snapshot) -> list[Finding]:
-        ctx = RuleContext(
+    def _context(self, snapshot: Snapshot) -> RuleContext:
+        return RuleContext(
             system=self.system,
             settings=self.settings,
             effective_cpus=snapshot.host.effective_cpus,
             target_pid=self.target_pid,
         )
+
+    def _diagnose(self, ctx: RuleContext) -> list[Finding]:
         candidates: list[Finding] = []
         for rule in self.rules:
             candidates.extend(rule(self.history, ctx))

@@ -85,6 +85,16 @@ class Finding:
         return f"docs/rules/{self.rule_id}.md"
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The one-line headline over all findings: which of the four cases the job is in
+    (small/large model x simple/complex data) and where the bottleneck is."""
+
+    case: str
+    bottleneck: str
+    text: str
+
+
 @dataclass(slots=True)
 class _Track:
     first_seen: float

@@ -46,7 +46,8 @@ class CsvSink:
 
     def write(self, frame: Frame) -> None:
         findings = [f.rule_id for f in frame.findings]
-        for row in snapshot_rows(frame.snapshot, findings, frame.system.source):
+        rows = snapshot_rows(frame.snapshot, findings, frame.system.source, frame.verdict)
+        for row in rows:
             self._writer.writerow(row)
             self._file.flush()
             self.rows_written += 1

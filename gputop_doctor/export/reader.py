@@ -24,6 +24,7 @@ class RecordedTick:
     snapshot: Snapshot
     findings: tuple[str, ...]
     source: str
+    bottleneck: str = ""  # the headline's bottleneck at this tick, "" when not judged
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,4 +92,4 @@ def _tick(path: str, rows: list[dict[str, str]], line: int) -> RecordedTick:
     except (ValueError, KeyError, TypeError) as exc:
         raise SessionFormatError(f"{path}: bad value near line {line}: {exc}") from None
     findings = tuple(f for f in rows[0]["findings"].split(LIST_SEP) if f)
-    return RecordedTick(snapshot, findings, rows[0]["source"])
+    return RecordedTick(snapshot, findings, rows[0]["source"], rows[0]["bottleneck"])

@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from gputop_doctor.core.findings import Verdict
 from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,
@@ -30,10 +31,12 @@ from gputop_doctor.export.schema import (
 )
 
 
-def snapshot_rows(snapshot: Snapshot, findings: Sequence[str], source: str) -> list[list[str]]:
+def snapshot_rows(
+    snapshot: Snapshot, findings: Sequence[str], source: str, verdict: Verdict | None = None
+) -> list[list[str]]:
     """The rows of one tick, in ``COLUMNS`` order."""
     lead = _lead_cells(snapshot, source)
-    rest = _shared_cells(snapshot, findings)
+    rest = _shared_cells(snapshot, findings, verdict)
     gpus: Iterable[GpuSample | None] = snapshot.gpus or (None,)
     return [[*lead, *_gpu_cells(gpu), *rest] for gpu in gpus]
 
@@ -72,7 +75,9 @@ def _lead_cells(snapshot: Snapshot, source: str) -> list[str]:
     ]
 
 
-def _shared_cells(snapshot: Snapshot, findings: Sequence[str]) -> list[str]:
+def _shared_cells(
+    snapshot: Snapshot, findings: Sequence[str], verdict: Verdict | None
+) -> list[str]:
     host = snapshot.host
     tree = snapshot.tree
     cells = [encode(getattr(host, f.attr)) for f in HOST_FIELDS]
@@ -81,6 +86,7 @@ def _shared_cells(snapshot: Snapshot, findings: Sequence[str]) -> list[str]:
         cells.append(encode(None if pressure is None else getattr(pressure, part)))
     cells += [encode(snapshot.target_pid), encode(snapshot.target_alive)]
     cells += [encode(None if tree is None else getattr(tree, f.attr)) for f in TREE_FIELDS]
+    cells += ["", ""] if verdict is None else [verdict.case, verdict.bottleneck]
     cells.append(LIST_SEP.join(findings))
     return cells
 

@@ -107,6 +107,7 @@ TREE_FIELDS: tuple[Field, ...] = (
 LEAD_COLUMNS = ("schema_version", "time_unix_s", "time_iso", "tick", "interval_s", "source")
 GPU_EXTRA_COLUMNS = ("gpu_clock_events", "gpu_util_samples", "gpu_processes")
 TARGET_COLUMNS = ("target_pid", "target_alive")
+VERDICT_COLUMNS = ("job_case", "bottleneck")
 
 COLUMNS: tuple[str, ...] = (
     *LEAD_COLUMNS,
@@ -117,6 +118,7 @@ COLUMNS: tuple[str, ...] = (
     *(c for c, _, _ in PSI_COLUMNS),
     *TARGET_COLUMNS,
     *(f.column for f in TREE_FIELDS),
+    *VERDICT_COLUMNS,
     "findings",
 )
 

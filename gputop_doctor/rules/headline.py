@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gputop_doctor.config import HeadlineThresholds
+from gputop_doctor.core.findings import Verdict
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules import _stats
@@ -153,6 +154,12 @@ def decide(
         cpu_busy_fraction=None if cpu is None else round(cpu, 3),
         gpus=gpus,
     )
+
+
+def verdict(history: History, ctx: RuleContext) -> Verdict:
+    """The headline in the engine's terms, computed once per tick for every view."""
+    headline = classify(history, ctx)
+    return Verdict(headline.case.value, headline.bottleneck.value, headline.text)
 
 
 def _unknown(text: str) -> Headline:
