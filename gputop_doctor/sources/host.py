@@ -5,9 +5,9 @@ counters, the per-process cache, the PID table, the cgroup limit of the target),
 to the engine's single producer thread. Rates are differences between two ticks; a rate
 that has no previous reading yet is ``None``, not zero.
 
-Cost: see host_procs.py for the tree; host-wide figures are five small /proc reads per tick,
-the effective CPU count is re-derived every ``cgroup_ttl_s``, and the busiest processes of the
-whole host (a read of every /proc/PID/stat) every ``top_refresh_s``.
+Cost: see host_tree.py for the tree and host_top.py for the busiest processes of the host;
+host-wide figures are a handful of small /proc reads per tick, and the effective CPU count is
+re-derived every ``cgroup_ttl_s``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import psutil
 
 from gputop_doctor.core.engine import ProcessReading
-from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
+from gputop_doctor.core.model import MIB, HostSample, SystemInfo
 from gputop_doctor.sources.host_cgroup import (
     CgroupCpu,
     CpuStat,
@@ -31,7 +31,7 @@ from gputop_doctor.sources.host_cgroup import (
     read_cpu_stat,
     throttled_fraction,
 )
-from gputop_doctor.sources.host_procs import CLK_TCK, PidTable, ProcessReader, read_stat
+from gputop_doctor.sources.host_procs import read_stat
 from gputop_doctor.sources.host_system import (
     busy_pct,
     iowait_pct,
@@ -41,6 +41,8 @@ from gputop_doctor.sources.host_system import (
     read_pressure,
     read_swap_paging,
 )
+from gputop_doctor.sources.host_top import TopProcesses
+from gputop_doctor.sources.host_tree import ProcessReader
 from gputop_doctor.sources.procinfo import ProcInfoCache, read_cpuinfo
 
 
@@ -62,45 +64,16 @@ class _Limit:
     due: float
 
 
-class TopProcesses:
-    """The host's busiest processes, from one pass over every /proc/PID/stat.
-
-    The pass also refreshes every ppid in the :class:`PidTable`, which heals the rare case
-    the cheap per-tick refresh can't see (a process reparented into the attached tree).
-    """
-
-    def __init__(self, table: PidTable, count: int, refresh_s: float) -> None:
-        self.table = table
-        self.count = count
-        self.refresh_s = refresh_s
-        self._prev: dict[int, tuple[int, int]] = {}  # pid -> (start, cpu ticks)
-        self._prev_at: float | None = None
-        self._top: tuple[tuple[int, str, float], ...] = ()
-
-    def get(self, now: float) -> tuple[tuple[int, str, float], ...]:
-        if self._prev_at is not None:
-            # The first ranking waits a second so that 10 ms ticks make a meaningful rate.
-            due = self.refresh_s if self._top else min(1.0, self.refresh_s)
-            if now - self._prev_at < due:
-                return self._top
-        stats = self.table.scan()
-        if self._prev_at is not None:
-            span = now - self._prev_at
-            ranked = []
-            for pid, stat in stats.items():
-                start, ticks = self._prev.get(pid, (None, 0))
-                if start == stat.start and stat.cpu_ticks > ticks:
-                    pct = 100.0 * (stat.cpu_ticks - ticks) / CLK_TCK / span
-                    ranked.append((pid, stat.comm, round(pct, 1)))
-            ranked.sort(key=lambda item: -item[2])
-            self._top = tuple(ranked[: self.count])
-        self._prev = {pid: (s.start, s.cpu_ticks) for pid, s in stats.items()}
-        self._prev_at = now
-        return self._top
-
-
 class PsutilHostSource:
-    """CPU, memory, swap, PSI, effective CPUs and the attached process tree of this host."""
+    """CPU, memory, swap, PSI, effective CPUs and the attached process tree of this host.
+
+    The keyword arguments are for tests and benchmarks: ``proc_root`` and ``cgroup_root``
+    point at other trees; ``top_cycle_s`` is how long one round of the host-wide process
+    ranking takes; ``cgroup_ttl_s`` how often affinity and quota are re-read;
+    ``maps_ttl_s`` how often a process's libraries are; ``thread_budget_s`` and
+    ``maps_budget_s`` bound what one tick spends on per-thread reads and on maps
+    (``None``: no bound; see host_tree.py and procinfo.py).
+    """
 
     def __init__(
         self,
@@ -108,22 +81,25 @@ class PsutilHostSource:
         proc_root: str = "/proc",
         cgroup_root: str = "/sys/fs/cgroup",
         top_count: int = 5,
-        top_refresh_s: float = 5.0,
+        top_cycle_s: float = 10.0,
         cgroup_ttl_s: float = 5.0,
         maps_ttl_s: float = 20.0,
+        thread_budget_s: float | None = 0.003,
+        maps_budget_s: float | None = 0.008,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.proc_root = proc_root
         self.cgroup_root = cgroup_root
         self.cgroup_ttl_s = cgroup_ttl_s
         self._clock = clock
-        self._info = ProcInfoCache(proc_root, maps_ttl_s, clock=clock)
-        self._procs = ProcessReader(self._info, proc_root)
-        self._top = TopProcesses(self._procs.table, top_count, top_refresh_s)
+        self._info = ProcInfoCache(proc_root, maps_ttl_s, maps_budget_s, clock=clock)
+        self._procs = ProcessReader(self._info, proc_root, thread_budget_s)
+        self._top = TopProcesses(self._procs.table, top_count, top_cycle_s)
         self._system: SystemInfo | None = None
         self._limit: _Limit | None = None
         self._cpu_stat: tuple[str, CpuStat | None] | None = None
         self._target: tuple[int, int] | None = None  # (pid, start) of the attached process
+        self._last_target: int | None = None
         # Baselines, so that the first tick already has rates.
         self._cpu = read_cpu(proc_root)
         self._swap = read_swap_paging(proc_root)
@@ -185,26 +161,17 @@ class PsutilHostSource:
 
     def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
         now = self._clock()
-        self._info.begin_tick()
-        samples: list[ProcSample] = []
+        # The first look at a newly attached tree reads all its maps at once.
+        self._info.begin_tick(unbounded=target_pid != self._last_target)
+        self._last_target = target_pid
         alive: bool | None = None
+        tree: list[tuple[int, int]] = []
         if target_pid is not None:
-            alive = False
-            for pid, depth in self._tree(target_pid):
-                sample = self._procs.sample(pid, depth, True, now)
-                if sample is None:
-                    continue
-                if pid == target_pid:
-                    alive = sample.state != "Z"
-                samples.append(sample)
-        seen = {s.pid for s in samples}
-        for pid in extra_pids:
-            if pid not in seen:
-                extra = self._procs.sample(pid, 0, False, now)
-                if extra is not None:
-                    samples.append(extra)
-                    seen.add(pid)
-        self._procs.retain(seen)
+            tree = self._tree(target_pid)
+        samples = self._procs.read(tree, extra_pids, now)
+        if target_pid is not None:
+            target = next((s for s in samples if s.pid == target_pid and s.in_tree), None)
+            alive = target is not None and target.state != "Z"
         return ProcessReading(tuple(samples), alive)
 
     def close(self) -> None:

@@ -23,12 +23,10 @@ from __future__ import annotations
 import os
 import pwd
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
-from gputop_doctor.core.model import MIB, ProcSample
-from gputop_doctor.sources.procinfo import ProcInfoCache, read_file
+from gputop_doctor.sources.procinfo import read_small
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -70,7 +68,7 @@ def parse_stat(data: bytes) -> Stat | None:
 
 
 def read_stat(pid: int, proc_root: str = "/proc") -> Stat | None:
-    data = read_file(f"{proc_root}/{pid}/stat")
+    data = read_small(f"{proc_root}/{pid}/stat")
     return None if data is None else parse_stat(data)
 
 
@@ -81,37 +79,67 @@ def list_pids(proc_root: str = "/proc") -> list[int]:
         return []
 
 
-@dataclass(slots=True)
-class PidTable:
-    """ppid and start time of every PID on the host (``pid -> (ppid, start)``)."""
+def _last_pid(proc_root: str) -> int | None:
+    data = read_small(f"{proc_root}/loadavg", 256)
+    try:
+        return int(data.split()[4]) if data else None
+    except (IndexError, ValueError):
+        return None
 
-    proc_root: str = "/proc"
-    entries: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+class PidTable:
+    """ppid and start time of every PID on the host (``entries: pid -> (ppid, start)``)."""
+
+    def __init__(self, proc_root: str = "/proc") -> None:
+        self.proc_root = proc_root
+        self.entries: dict[int, tuple[int, int]] = {}
+        self.last_pid: int | None = None
+        self._names: set[str] = set()  # the PID directories listed last time
+        self._other: set[str] = set()  # /proc's other entries (self, net, ...)
+        self._version = 0  # bumped on every change, so the tree is only rebuilt on change
+        self._tree: tuple[int, int, list[tuple[int, int]]] | None = None
+
+    def set(self, pid: int, ppid: int, start: int) -> None:
+        entry = (ppid, start)
+        if self.entries.get(pid) != entry:
+            self.entries[pid] = entry
+            self._version += 1
+
+    def discard(self, pid: int) -> None:
+        """Forget a PID found gone."""
+        if self.entries.pop(pid, None) is not None:
+            self._version += 1
 
     def refresh(self) -> None:
-        """List /proc; read only the PIDs not seen before; forget the ones that are gone."""
-        pids = list_pids(self.proc_root)
-        current = set(pids)
-        for pid in self.entries.keys() - current:
-            del self.entries[pid]
-        for pid in pids:
-            if pid not in self.entries:
-                stat = read_stat(pid, self.proc_root)
-                if stat is not None:
-                    self.entries[pid] = (stat.ppid, stat.start)
+        """List /proc; read only the PIDs not seen before; forget the ones that are gone.
 
-    def scan(self) -> dict[int, Stat]:
-        """Read every PID's stat, refreshing every ppid; returns the stats (for top CPU)."""
-        stats: dict[int, Stat] = {}
-        for pid in list_pids(self.proc_root):
-            stat = read_stat(pid, self.proc_root)
+        The last field of /proc/loadavg is the last PID the kernel handed out (threads
+        included): while it stands still, no process was created, and the listing is skipped.
+        """
+        last_pid = _last_pid(self.proc_root)
+        if last_pid is not None and last_pid == self.last_pid:
+            return
+        self.last_pid = last_pid
+        try:
+            listing = set(os.listdir(self.proc_root))
+        except OSError:
+            return
+        for name in self._names - listing:
+            self.entries.pop(int(name), None)
+            self._version += 1
+        for name in listing - self._names - self._other:
+            if not name.isdigit():
+                self._other.add(name)
+                continue
+            stat = read_stat(int(name), self.proc_root)
             if stat is not None:
-                stats[pid] = stat
-        self.entries = {pid: (s.ppid, s.start) for pid, s in stats.items()}
-        return stats
+                self.set(int(name), stat.ppid, stat.start)
+        self._names = listing - self._other
 
     def descendants(self, root: int) -> list[tuple[int, int]]:
         """(pid, depth) for ``root`` and everything below it, parents before children."""
+        if self._tree is not None and self._tree[:2] == (root, self._version):
+            return self._tree[2]
         children: dict[int, list[int]] = {}
         for pid, (ppid, _) in self.entries.items():
             if pid != root:
@@ -121,9 +149,9 @@ class PidTable:
         while stack:
             pid, depth = stack.pop()
             order.append((pid, depth))
-            stack.extend(
-                (child, depth + 1) for child in sorted(children.get(pid, ()), reverse=True)
-            )
+            below = sorted(children.get(pid, ()), reverse=True)
+            stack.extend((child, depth + 1) for child in below)
+        self._tree = (root, self._version, order)
         return order
 
 
@@ -162,14 +190,14 @@ def read_threads(pid: int, proc_root: str = "/proc") -> Threads | None:
     counters: dict[int, tuple[int, int]] = {}
     in_d = 0
     for tid in tids:
-        stat = read_file(f"{task_dir}/{tid}/stat")
+        stat = read_small(f"{task_dir}/{tid}/stat")
         if stat is None:
             continue  # the thread ended between listdir and read
         close = stat.rfind(b")")
         names[stat[stat.find(b"(") + 1 : close].decode("utf-8", "replace")] += 1
         if stat[close + 2 : close + 3] == b"D":
             in_d += 1
-        sched = read_file(f"{task_dir}/{tid}/schedstat")
+        sched = read_small(f"{task_dir}/{tid}/schedstat")
         if sched:
             run, wait = sched.split()[:2]
             counters[int(tid)] = (int(run), int(wait))
@@ -207,113 +235,3 @@ def thread_delta(
         delay_ratio=round(wait_total / busy, 4) if busy else 0.0,
         hungry=hungry,
     )
-
-
-@dataclass(slots=True)
-class _Known:
-    """What we remember about one process between ticks (its 'persistent Process')."""
-
-    start: int
-    cpu_ticks: int
-    at: float
-    num_threads: int
-    user: str | None
-    threads: Threads | None = None  # last full per-thread pass
-    threads_at: float = 0.0
-
-
-class ProcessReader:
-    """Samples the target's tree and extra PIDs each tick, keeping per-process state."""
-
-    def __init__(self, info: ProcInfoCache, proc_root: str = "/proc") -> None:
-        self.info = info
-        self.proc_root = proc_root
-        self.table = PidTable(proc_root)
-        self._known: dict[int, _Known] = {}
-
-    def tree(self, target: int) -> list[tuple[int, int]]:
-        self.table.refresh()
-        if target not in self.table.entries:
-            return []
-        return self.table.descendants(target)
-
-    def sample(self, pid: int, depth: int, in_tree: bool, now: float) -> ProcSample | None:
-        """One process, or None if it is gone. Out-of-tree PIDs skip the per-thread pass."""
-        stat = read_stat(pid, self.proc_root)
-        if stat is None:
-            return None
-        if in_tree:
-            self.table.entries[pid] = (stat.ppid, stat.start)
-        known = self._known.get(pid)
-        if known is not None and known.start != stat.start:
-            known = None  # the PID was reused
-        user = known.user if known is not None else process_user(pid, self.proc_root)
-        fresh = _Known(stat.start, stat.cpu_ticks, now, stat.num_threads, user)
-        cpu_pct = None
-        if known is not None:
-            fresh.threads, fresh.threads_at = known.threads, known.threads_at
-            if now > known.at:
-                ticks = stat.cpu_ticks - known.cpu_ticks
-                cpu_pct = round(100.0 * ticks / CLK_TCK / (now - known.at), 1)
-        self._known[pid] = fresh
-        threads: Threads | None = None
-        delta, in_d = ThreadDelta(), None
-        if in_tree and stat.state != "Z":
-            threads, delta, in_d = self._threads(pid, stat, known, fresh, now)
-        maps, env = self.info.lookup((pid, stat.start))
-        cuda: bool | None = None if maps is None else maps.has_nvidia_device
-        if threads is not None and any(n == CUDA_EVENT_THREAD for n, _ in threads.names):
-            cuda = True
-        return ProcSample(
-            pid=pid,
-            ppid=stat.ppid,
-            name=stat.comm,
-            state=stat.state,
-            user=user,
-            cpu_pct=cpu_pct,
-            rss_mib=round(stat.rss_pages * PAGE_SIZE / MIB, 1),
-            num_threads=stat.num_threads,
-            thread_names=() if threads is None else threads.names,
-            run_delay_ratio=delta.delay_ratio,
-            run_ns_per_s=delta.run_ns_per_s,
-            wait_ns_per_s=delta.wait_ns_per_s,
-            hungry_threads=delta.hungry,
-            threads_in_d=in_d,
-            depth=depth,
-            in_tree=in_tree,
-            libraries=None if maps is None else maps.runtimes,
-            env=env,
-            has_libtorch=None if maps is None else maps.has_libtorch,
-            has_cuda_context=cuda,
-        )
-
-    def _threads(
-        self, pid: int, stat: Stat, known: _Known | None, fresh: _Known, now: float
-    ) -> tuple[Threads | None, ThreadDelta, int | None]:
-        """The per-thread pass, skipped for a process that is provably quiet."""
-        if (
-            known is not None
-            and known.threads is not None
-            and known.cpu_ticks == stat.cpu_ticks
-            and known.num_threads == stat.num_threads
-        ):
-            # No CPU time since the last tick: no thread ran, so none waited for a CPU
-            # either (CFS runs a waiting thread within milliseconds). Only the leader's
-            # state is fresh; the names are those of the last pass.
-            quiet = ThreadDelta(0.0, 0.0, 0.0, 0) if known.threads.counters else ThreadDelta()
-            return known.threads, quiet, int(stat.state == "D")
-        passed = read_threads(pid, self.proc_root)
-        if passed is None:
-            return None, ThreadDelta(), None
-        delta = ThreadDelta()
-        if known is not None and known.threads is not None:
-            delta = thread_delta(known.threads.counters, passed.counters, now - known.threads_at)
-        fresh.threads, fresh.threads_at = passed, now
-        return passed, delta, passed.in_d
-
-    def retain(self, pids: Iterable[int]) -> None:
-        """Forget processes not sampled this tick (gone, or no longer of interest)."""
-        keep = set(pids)
-        for pid in self._known.keys() - keep:
-            del self._known[pid]
-        self.info.retain({(pid, k.start) for pid, k in self._known.items()})

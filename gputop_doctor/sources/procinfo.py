@@ -18,7 +18,7 @@ import os
 import re
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
@@ -92,6 +92,24 @@ def read_file(path: str, limit: int = 1 << 24) -> bytes | None:
             chunks.append(chunk)
             size += len(chunk)
         return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_small(path: str, size: int = 4096) -> bytes | None:
+    """One read(2), for the one-line files (stat, schedstat) read hundreds of times a tick.
+
+    The kernel formats these in one go, so a buffer larger than the line gets all of it; the
+    second read that :func:`read_file` makes to see EOF would double the syscalls.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size)
     except OSError:
         return None
     finally:
@@ -292,11 +310,15 @@ class _Entry:
 
 
 class ProcInfoCache:
-    """Maps and environ per process, re-read at most every ``maps_ttl_s``.
+    """Maps and environ per process, re-read every ``maps_ttl_s`` (spread by PID, so that a
+    tree started together doesn't refresh together).
 
-    A process seen for the first time is read at once. After that its maps are refreshed when
-    the TTL (spread by PID so a tree started together doesn't refresh together) has passed,
-    at most ``refresh_per_tick`` processes per tick: a tick never pays for a whole tree.
+    Reading maps costs about a millisecond for a process that imported torch, so each tick
+    spends at most ``read_budget_s`` on them: processes seen for the first time come first,
+    then due refreshes; what is left waits for the next tick (a new process is "unknown"
+    until then) and every tick reads at least one. ``begin_tick(unbounded=True)`` lifts the
+    budget, for the first look at a freshly attached tree.
+
     Environ is refreshed with the maps: the kernel shows the block as of execve, so it only
     changes when the process execs, and its maps change then too.
     """
@@ -305,41 +327,55 @@ class ProcInfoCache:
         self,
         proc_root: str = "/proc",
         maps_ttl_s: float = 20.0,
-        refresh_per_tick: int = 8,
+        read_budget_s: float | None = 0.008,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.proc_root = proc_root
         self.maps_ttl_s = maps_ttl_s
-        self.refresh_per_tick = refresh_per_tick
+        self.read_budget_s = read_budget_s
         self._clock = clock
         self._entries: dict[ProcKey, _Entry] = {}
-        self._refreshes_left = refresh_per_tick
+        self._deadline = float("inf")
+        self._reads = 0
 
-    def begin_tick(self) -> None:
-        self._refreshes_left = self.refresh_per_tick
+    def begin_tick(self, unbounded: bool = False) -> None:
+        budget = None if unbounded else self.read_budget_s
+        self._deadline = float("inf") if budget is None else time.perf_counter() + budget
+        self._reads = 0
 
     def lookup(self, key: ProcKey) -> tuple[MapsInfo | None, ThreadEnv | None]:
-        """(maps, env) of the process ``key``; either is None when permission hides it."""
+        """(maps, env) of the process ``key``; None when permission hides it, or when a new
+        process waits for the next tick's budget."""
         now = self._clock()
         entry = self._entries.get(key)
         if entry is None:
-            entry = _Entry(
-                read_maps(key[0], self.proc_root),
-                read_environ(key[0], self.proc_root),
-                now + self._ttl(key[0]),
-            )
+            if not self._may_read():
+                return None, None
+            entry = _Entry(None, None, 0.0)
             self._entries[key] = entry
-        elif now >= entry.maps_due and self._refreshes_left > 0:
-            self._refreshes_left -= 1
-            entry.maps = read_maps(key[0], self.proc_root)
-            entry.env = read_environ(key[0], self.proc_root)
-            entry.maps_due = now + self._ttl(key[0])
+        elif now < entry.maps_due or not self._may_read():
+            return entry.maps, entry.env
+        entry.maps = read_maps(key[0], self.proc_root)
+        entry.env = read_environ(key[0], self.proc_root)
+        entry.maps_due = now + self._ttl(key[0])
         return entry.maps, entry.env
+
+    def prefetch(self, keys: Iterable[ProcKey]) -> None:
+        """Read the processes not seen before first, so that refreshes can't starve them."""
+        for key in keys:
+            if key not in self._entries:
+                self.lookup(key)
 
     def retain(self, alive: set[ProcKey]) -> None:
         """Forget processes that are gone."""
         for key in self._entries.keys() - alive:
             del self._entries[key]
+
+    def _may_read(self) -> bool:
+        if self._reads and time.perf_counter() >= self._deadline:
+            return False
+        self._reads += 1
+        return True
 
     def _ttl(self, pid: int) -> float:
         spread = ((pid * 2654435761) % 1000) / 1000.0  # Knuth hash: stable, well spread

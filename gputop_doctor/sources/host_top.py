@@ -1,0 +1,81 @@
+"""The host's busiest processes, whoever owns them.
+
+Ranking every process needs a read of every ``/proc/PID/stat``: a few hundred to a few
+thousand reads. Done at once every few seconds, that is a 10–50 ms tick; so the PIDs are read
+in slices instead, sized so that every PID comes round once per ``cycle_s``, and each
+process's CPU % is measured over the span between its own two readings. The same reads keep
+the :class:`PidTable`'s ppids fresh, which heals the one case its cheap per-tick refresh
+misses (a process reparented into the attached tree).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+from gputop_doctor.sources.host_procs import CLK_TCK, PidTable, list_pids, read_stat
+
+MIN_SPAN_S = 1.0  # shorter spans make 10 ms CPU ticks a coarse percentage
+
+
+@dataclass(slots=True)
+class _Seen:
+    start: int
+    ticks: int
+    at: float
+    name: str
+    pct: float | None = None
+
+
+class TopProcesses:
+    def __init__(self, table: PidTable, count: int = 5, cycle_s: float = 10.0) -> None:
+        self.table = table
+        self.count = count
+        self.cycle_s = cycle_s
+        self._seen: dict[int, _Seen] = {}
+        self._queue: list[int] = []
+        self._at: float | None = None
+        self._warm = False
+
+    def get(self, now: float) -> tuple[tuple[int, str, float], ...]:
+        """(pid, name, cpu %) busiest first, from the slice read this tick."""
+        if self._at is None or not self._warm:
+            # Two whole passes a second apart first, so that the first ranking is complete;
+            # slices after that.
+            if self._at is not None and now - self._at < MIN_SPAN_S:
+                return ()
+            self._warm = self._at is not None
+            self._read(list_pids(self.table.proc_root), now)
+            self._at = now
+            return self._ranked()
+        span, self._at = now - self._at, now
+        if not self._queue:
+            self._queue = list_pids(self.table.proc_root)
+            for pid in self._seen.keys() - set(self._queue):
+                del self._seen[pid]
+        size = max(1, math.ceil(len(self._queue) * min(1.0, span / self.cycle_s)))
+        batch, self._queue = self._queue[:size], self._queue[size:]
+        self._read(batch, now)
+        return self._ranked()
+
+    def _ranked(self) -> tuple[tuple[int, str, float], ...]:
+        ranked = ((seen.pct, pid, seen.name) for pid, seen in self._seen.items() if seen.pct)
+        return tuple((pid, name, pct) for pct, pid, name in heapq.nlargest(self.count, ranked))
+
+    def _read(self, pids: list[int], now: float) -> None:
+        for pid in pids:
+            stat = read_stat(pid, self.table.proc_root)
+            if stat is None:
+                self._seen.pop(pid, None)
+                self.table.discard(pid)
+                continue
+            self.table.set(pid, stat.ppid, stat.start)
+            before = self._seen.get(pid)
+            if before is not None and before.start == stat.start:
+                if now - before.at < MIN_SPAN_S:
+                    continue  # keep the older baseline; measure next round
+                pct = 100.0 * (stat.cpu_ticks - before.ticks) / CLK_TCK / (now - before.at)
+                self._seen[pid] = _Seen(stat.start, stat.cpu_ticks, now, stat.comm, round(pct, 1))
+            else:
+                self._seen[pid] = _Seen(stat.start, stat.cpu_ticks, now, stat.comm)

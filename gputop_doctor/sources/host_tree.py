@@ -1,0 +1,225 @@
+"""Per-process state between ticks, and the per-tick sampling of the attached tree.
+
+Every process has a :class:`_Known` record, the equivalent of a persistent
+``psutil.Process``: its previous CPU ticks (so the first reading is "unknown" rather than a
+made-up zero and later ones are exact deltas) and its last per-thread pass.
+
+The per-thread pass (two reads per thread) is what a big tree costs, so it is spent wisely:
+
+- a process seen for the first time is passed at once (its names, its baseline);
+- a process that used no CPU since the last tick and kept its thread count is *quiet*: no
+  thread of it ran, so none waited for a CPU either (CFS runs a waiting thread within
+  milliseconds), and its figures for this tick are zero without reading anything;
+- the rest are refreshed oldest first until ``thread_budget_s`` of this tick is spent; a
+  process left over shows its last pass, and its next pass measures over the longer span, so
+  rates stay exact and only arrive a tick or two later.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gputop_doctor.core.model import MIB, ProcSample
+from gputop_doctor.sources.host_procs import (
+    CLK_TCK,
+    CUDA_EVENT_THREAD,
+    PAGE_SIZE,
+    PidTable,
+    Stat,
+    ThreadDelta,
+    Threads,
+    process_user,
+    read_stat,
+    read_threads,
+    thread_delta,
+)
+from gputop_doctor.sources.procinfo import ProcInfoCache
+
+_QUIET = ThreadDelta(0.0, 0.0, 0.0, 0)
+_UNKNOWN = ThreadDelta()
+
+
+@dataclass(slots=True)
+class _Known:
+    """What we remember about one process between ticks."""
+
+    start: int
+    cpu_ticks: int
+    at: float
+    num_threads: int
+    user: str | None
+    threads: Threads | None = None  # the last per-thread pass
+    threads_at: float = 0.0
+    delta: ThreadDelta = _UNKNOWN
+    in_d: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    pid: int
+    depth: int
+    in_tree: bool
+    stat: Stat
+    prior: _Known | None
+
+
+class ProcessReader:
+    """Samples the target's tree (with threads) and extra PIDs (without) each tick."""
+
+    def __init__(
+        self,
+        info: ProcInfoCache,
+        proc_root: str = "/proc",
+        thread_budget_s: float | None = 0.003,
+        skip_quiet: bool = True,
+    ) -> None:
+        self.info = info
+        self.proc_root = proc_root
+        self.thread_budget_s = thread_budget_s  # None: pass every busy process every tick
+        self.skip_quiet = skip_quiet  # False: read every thread every tick (benchmarks)
+        self.table = PidTable(proc_root)
+        self._known: dict[int, _Known] = {}
+
+    def tree(self, target: int) -> list[tuple[int, int]]:
+        """(pid, depth) of ``target`` and its descendants; empty if it is gone."""
+        self.table.refresh()
+        if target not in self.table.entries:
+            return []
+        return self.table.descendants(target)
+
+    def read(
+        self, tree: list[tuple[int, int]], extras: Iterable[int], now: float
+    ) -> list[ProcSample]:
+        """Samples for the tree (in_tree) and for extra PIDs outside it; gone ones are left out."""
+        seen: list[_Seen] = []
+        for pid, depth in tree:
+            self._see(seen, pid, depth, True)
+        in_tree = {s.pid for s in seen}
+        for pid in extras:
+            if pid not in in_tree:
+                self._see(seen, pid, 0, False)
+        self.info.prefetch((s.pid, s.stat.start) for s in seen)
+        passed = self._pass_threads(seen)
+        samples = [self._sample(s, now, passed) for s in seen]
+        self._retain({s.pid for s in seen})
+        return samples
+
+    # -- phases -------------------------------------------------------------------------
+
+    def _see(self, seen: list[_Seen], pid: int, depth: int, in_tree: bool) -> None:
+        stat = read_stat(pid, self.proc_root)
+        if stat is None:
+            self.table.discard(pid)
+            return  # it exited: it simply isn't in this tick
+        if in_tree:
+            self.table.set(pid, stat.ppid, stat.start)
+        prior = self._known.get(pid)
+        if prior is not None and prior.start != stat.start:
+            prior = None  # the PID was reused by another process
+        seen.append(_Seen(pid, depth, in_tree, stat, prior))
+
+    def _pass_threads(self, seen: list[_Seen]) -> dict[int, Threads | None]:
+        """Read the threads of new processes, then of busy ones, oldest pass first, until
+        the budget is spent (at least one refresh per tick, so every process gets its turn)."""
+        passed: dict[int, Threads | None] = {}
+        stale: list[tuple[float, _Seen]] = []
+        for s in seen:
+            if not s.in_tree or s.stat.state == "Z":
+                continue
+            if s.prior is None or s.prior.threads is None:
+                passed[s.pid] = read_threads(s.pid, self.proc_root)
+            elif not self._quiet(s):
+                stale.append((s.prior.threads_at, s))
+        stale.sort(key=lambda item: item[0])
+        started = time.perf_counter()
+        for _, s in stale:
+            passed[s.pid] = read_threads(s.pid, self.proc_root)
+            budget = self.thread_budget_s
+            if budget is not None and time.perf_counter() - started >= budget:
+                break
+        return passed
+
+    def _quiet(self, s: _Seen) -> bool:
+        prior = s.prior
+        return (
+            self.skip_quiet
+            and prior is not None
+            and prior.cpu_ticks == s.stat.cpu_ticks
+            and prior.num_threads == s.stat.num_threads
+        )
+
+    def _sample(self, s: _Seen, now: float, passed: dict[int, Threads | None]) -> ProcSample:
+        stat, prior = s.stat, s.prior
+        known = _Known(
+            stat.start,
+            stat.cpu_ticks,
+            now,
+            stat.num_threads,
+            prior.user if prior is not None else process_user(s.pid, self.proc_root),
+        )
+        cpu_pct = None
+        if prior is not None and now > prior.at:
+            ticks = stat.cpu_ticks - prior.cpu_ticks
+            cpu_pct = round(100.0 * ticks / CLK_TCK / (now - prior.at), 1)
+        if s.in_tree and stat.state != "Z":
+            self._thread_figures(s, known, passed, now)
+        self._known[s.pid] = known
+        maps, env = self.info.lookup((s.pid, stat.start))
+        cuda: bool | None = None if maps is None else maps.has_nvidia_device
+        names = () if known.threads is None or not s.in_tree else known.threads.names
+        if any(name == CUDA_EVENT_THREAD for name, _ in names):
+            cuda = True
+        delta = known.delta if s.in_tree else _UNKNOWN
+        return ProcSample(
+            pid=s.pid,
+            ppid=stat.ppid,
+            name=stat.comm,
+            state=stat.state,
+            user=known.user,
+            cpu_pct=cpu_pct,
+            rss_mib=round(stat.rss_pages * PAGE_SIZE / MIB, 1),
+            num_threads=stat.num_threads,
+            thread_names=names,
+            run_delay_ratio=delta.delay_ratio,
+            run_ns_per_s=delta.run_ns_per_s,
+            wait_ns_per_s=delta.wait_ns_per_s,
+            hungry_threads=delta.hungry,
+            threads_in_d=known.in_d if s.in_tree else None,
+            depth=s.depth,
+            in_tree=s.in_tree,
+            libraries=None if maps is None else maps.runtimes,
+            env=env,
+            has_libtorch=None if maps is None else maps.has_libtorch,
+            has_cuda_context=cuda,
+        )
+
+    def _thread_figures(
+        self, s: _Seen, known: _Known, passed: dict[int, Threads | None], now: float
+    ) -> None:
+        """Fill ``known`` with this tick's thread figures: fresh, quiet, or carried over."""
+        prior = s.prior
+        if s.pid in passed:
+            threads = passed[s.pid]
+            if threads is None:
+                return  # gone between its stat and its task list
+            known.threads, known.threads_at, known.in_d = threads, now, threads.in_d
+            if prior is not None and prior.threads is not None:
+                known.delta = thread_delta(
+                    prior.threads.counters, threads.counters, now - prior.threads_at
+                )
+        elif prior is not None and prior.threads is not None:
+            known.threads, known.threads_at = prior.threads, prior.threads_at
+            if self._quiet(s):
+                # Only the leader's state is fresh; no thread used a CPU this tick.
+                known.in_d = int(s.stat.state == "D")
+                known.delta = _QUIET if prior.threads.counters else _UNKNOWN
+            else:  # deferred by the budget: last pass's figures
+                known.in_d, known.delta = prior.in_d, prior.delta
+
+    def _retain(self, pids: set[int]) -> None:
+        """Forget processes not sampled this tick (gone, or no longer of interest)."""
+        for pid in self._known.keys() - pids:
+            del self._known[pid]
+        self.info.retain({(pid, k.start) for pid, k in self._known.items()})
