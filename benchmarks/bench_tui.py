@@ -174,7 +174,9 @@ def main() -> int:
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=False)
         time.sleep(1.0)
         for session in sessions:
-            subprocess.run(["tmux", "kill-session", "-t", session], check=False, capture_output=True)
+            subprocess.run(
+                ["tmux", "kill-session", "-t", session], check=False, capture_output=True
+            )
         os.killpg(tree.pid, 15)
         tree.wait()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gputop_doctor.core.findings import Finding, Severity
+from gputop_doctor.ui.scopes import scopes_text
 
 _LEVEL = {Severity.CRITICAL: "critical", Severity.WARN: "warn", Severity.INFO: "info"}
 
@@ -36,10 +37,13 @@ class FindingScreen(ModalScreen[None]):
         Binding("escape,enter,q", "dismiss", "Close"),
     ]
 
-    def __init__(self, finding: Finding, others: tuple[Finding, ...] = ()) -> None:
+    def __init__(
+        self, finding: Finding, others: tuple[Finding, ...] = (), now: float | None = None
+    ) -> None:
         super().__init__()
         self.finding = finding
-        self.others = others  # the same rule on other GPUs or PIDs, shown as a list
+        self.others = others  # the same rule on other GPUs or PIDs
+        self.now = now  # the frame's time, so "ago" is right for demos and replays too
 
     def compose(self) -> ComposeResult:
         f = self.finding
@@ -50,15 +54,14 @@ class FindingScreen(ModalScreen[None]):
             yield Static(Text(f.title), id="finding-title", classes=f"-{level}")
             if f.since:
                 clock = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(f.since))
-                yield Static(f"holding since {clock} ({_ago(f.since, time.time())})", classes="dim")
+                now = self.now if self.now is not None else time.time()
+                yield Static(f"holding since {clock} ({_ago(f.since, now)})", classes="dim")
+            if self.others:
+                scopes = scopes_text((f, *self.others))
+                yield Static(f"also on {scopes} ({len(self.others)} more)", classes="dim")
+            yield Static(Text(f"docs: {f.docs_path}"), id="finding-docs", classes="dim")
             yield Static("Evidence", classes="section")
             lines = [f"  {e}" for e in f.evidence] or ["  (no numbers recorded)"]
             yield Static(Text("\n".join(lines)), id="finding-evidence")
-            if self.others:
-                yield Static(f"Also on {len(self.others)} more", classes="section")
-                also = [f"  [{o.scope}] {o.title}" for o in self.others]
-                yield Static(Text("\n".join(also)), id="finding-others")
             yield Static("Fix", classes="section")
             yield Static(Text(f.fix or "(no fix recorded)"), id="finding-fix")
-            yield Static("Docs", classes="section")
-            yield Static(Text(f.docs_path), id="finding-docs")

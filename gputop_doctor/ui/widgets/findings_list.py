@@ -16,6 +16,7 @@ from textual.widgets.option_list import Option
 
 from gputop_doctor.core.engine import Frame
 from gputop_doctor.core.findings import Finding, Severity
+from gputop_doctor.ui.scopes import scopes_text
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
 
 SEVERITY_LABEL = {Severity.CRITICAL: "CRIT", Severity.WARN: "WARN", Severity.INFO: "INFO"}
@@ -40,27 +41,6 @@ def group_id(group: tuple[Finding, ...]) -> str:
     return f"{first.rule_id}@{first.severity.label}@{first.scope.kind}"
 
 
-def compress(indices: list[int]) -> str:
-    """``[0, 1, 2, 3, 5]`` -> ``0-3,5``."""
-    runs: list[str] = []
-    values = sorted(set(indices))
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        runs.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ",".join(runs)
-
-
-def scopes_text(group: tuple[Finding, ...]) -> str:
-    if len(group) == 1:
-        return str(group[0].scope)
-    indices = [f.scope.index for f in group if f.scope.index is not None]
-    return f"{group[0].scope.kind}:{compress(indices)}"
-
-
 class FindingsList(OptionList):
     """One option per finding (or group), replaced in place when only their text changed."""
 
@@ -80,6 +60,7 @@ class FindingsList(OptionList):
         self._groups: dict[str, tuple[Finding, ...]] = {}
         self._prompts: dict[str, tuple[tuple[Severity, str, float, str], ...]] = {}
         self._ids: list[str] = []
+        self._now: float | None = None
         self._styles: dict[str, Style] = {}
 
     def notify_style_update(self) -> None:
@@ -109,6 +90,7 @@ class FindingsList(OptionList):
         return text
 
     def show_frame(self, frame: Frame) -> None:
+        self._now = frame.snapshot.time
         groups = group_findings(frame.findings)
         ids = [group_id(g) for g in groups]
         self._groups = dict(zip(ids, groups, strict=True))
@@ -150,4 +132,4 @@ class FindingsList(OptionList):
         event.stop()
         group = self._groups.get(event.option.id or "")
         if group:
-            self.app.push_screen(FindingScreen(group[0], group[1:]))
+            self.app.push_screen(FindingScreen(group[0], group[1:], self._now))

@@ -7,6 +7,8 @@ live in the panels below, so a new frame normally costs this widget one tuple co
 
 from __future__ import annotations
 
+import os
+
 from rich.text import Text
 from textual.widget import Widget
 
@@ -139,13 +141,17 @@ class HeaderBar(Widget):
         if self._paused:
             parts.append((0, "PAUSED", "header-bar--warn"))
         width = (self.size.width or self.app.size.width) - 2
+
+        def length(limit: int) -> int:
+            return len("gputop-doctor") + sum(len(p[1]) + 3 for p in parts if p[0] < limit)
+
         drop = 5
-        while drop > 0:
-            shown = [p for p in parts if p[0] < drop]
-            length = len("gputop-doctor") + sum(len(p[1]) + 3 for p in shown)
-            if length <= width:
-                break
+        while drop > 1 and length(drop) > width:
             drop -= 1
+        if self._recording and length(drop) > width:
+            # A long path: the file name is what tells sessions apart.
+            name = os.path.basename(self._recording)
+            parts = [(p, f"● REC {name}" if t.startswith("● REC") else t, s) for p, t, s in parts]
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("gputop-doctor", style("header-bar--title"))
         for _, part, part_style in (p for p in parts if p[0] < max(drop, 1)):

@@ -419,6 +419,7 @@ class ProcessTable(DataTable[Text]):
         target_changed = snapshot.target_pid != self._target
         self._target = snapshot.target_pid
         cursor_pid = self._cursor_pid()
+        on_screen = self.cursor_row - round(self.scroll_y)  # the cursor's line in the window
         wanted = {pid for pid, _ in rows}
         removed = [p for p in self._order if p not in wanted]
         added = [pid for pid, _ in rows if pid not in self._cells]
@@ -464,6 +465,9 @@ class ProcessTable(DataTable[Text]):
                 row = self.get_row_index(str(cursor_pid))
                 if row != self.cursor_row:
                     self.move_cursor(row=row, scroll=False)
+                    # Rows came or went above it: keep the cursor's PID on the same screen line.
+                    top = max(0, row - on_screen)
+                    self.call_after_refresh(self.scroll_to, y=top, animate=False, immediate=True)
 
     def _refresh_rows(self, indices: list[int]) -> None:
         """Repaint the visible lines of these rows (all rows are one line high).
