@@ -1,0 +1,683 @@
+"""The host source: counters, cgroup limits, the process tree and its threads.
+
+Arithmetic (rates, run-queue delay, the tick budget, cgroup walking) is tested on synthetic
+/proc and cgroup trees in tmp_path with a fake clock, so the expected numbers are exact.
+Claims about real processes (a tree with a grandchild, a busy loop, an exit mid-session,
+affinity) are tested on real processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.core.model import Pressure, ProcSample
+from gputop_doctor.sources.host import PsutilHostSource, pid_exists
+from gputop_doctor.sources.host_cgroup import (
+    CpuStat,
+    cgroup_cpu,
+    effective_cpus,
+    parse_cfs,
+    parse_cpu_max,
+    parse_cpu_stat,
+    parse_proc_cgroup,
+    throttled_fraction,
+)
+from gputop_doctor.sources.host_procs import CLK_TCK, PAGE_SIZE, thread_delta
+from gputop_doctor.sources.host_system import parse_meminfo, parse_pressure, parse_vmstat
+from gputop_doctor.sources.host_tree import ProcessReader
+from gputop_doctor.sources.procinfo import ProcInfoCache
+
+MIB = 1024 * 1024
+
+# -- a synthetic /proc ----------------------------------------------------------------------
+
+
+class FakeProc:
+    """Writes the /proc files the host source reads, under a tmp directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.last_pid = 1
+        root.mkdir(parents=True, exist_ok=True)
+        self._loadavg()
+
+    def _loadavg(self) -> None:
+        (self.root / "loadavg").write_text(f"0.10 0.20 0.30 1/100 {self.last_pid}\n")
+
+    def process(
+        self,
+        pid: int,
+        *,
+        ppid: int = 1,
+        comm: str = "python",
+        state: str = "S",
+        ticks: int = 0,
+        start: int = 100,
+        rss_pages: int = 256,
+        threads: dict[int, tuple[str, str, int, int]] | None = None,
+    ) -> None:
+        """``threads``: tid -> (comm, state, run ns, wait ns); default one thread, the leader."""
+        threads = threads if threads is not None else {pid: (comm, state, 0, 0)}
+        base = self.root / str(pid)
+        if base.exists() and {int(t.name) for t in (base / "task").iterdir()} - set(threads):
+            shutil.rmtree(base / "task")
+        (base / "task").mkdir(parents=True, exist_ok=True)
+        (base / "stat").write_text(
+            stat_line(pid, comm, state, ppid, ticks, len(threads), start, rss_pages)
+        )
+        for tid, (name, tstate, run, wait) in threads.items():
+            (base / "task" / str(tid)).mkdir(exist_ok=True)
+            (base / "task" / str(tid) / "stat").write_text(
+                stat_line(tid, name, tstate, ppid, 0, 1, start, 0)
+            )
+            (base / "task" / str(tid) / "schedstat").write_text(f"{run} {wait} 10\n")
+        self.last_pid = max(self.last_pid, pid) + 1  # the kernel handed out a PID
+        self._loadavg()
+
+    def remove(self, pid: int) -> None:
+        shutil.rmtree(self.root / str(pid))
+
+
+def stat_line(
+    pid: int, comm: str, state: str, ppid: int, ticks: int, threads: int, start: int, rss: int
+) -> str:
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    # utime stime cutime cstime priority nice num_threads itreal starttime vsize rss ...
+    return (
+        f"{pid} ({comm}) {state} {ppid} {pid} {pid} 0 -1 4194560 10 0 0 0 "
+        f"{ticks} 0 0 0 20 0 {threads} 0 {start} 1000000 {rss} 18446744073709551615 0 0\n"
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeProc:
+    return FakeProc(tmp_path / "proc")
+
+
+def reader(fake: FakeProc, **kwargs: object) -> ProcessReader:
+    return ProcessReader(ProcInfoCache(str(fake.root)), str(fake.root), **kwargs)  # type: ignore[arg-type]
+
+
+def by_pid(samples: list[ProcSample]) -> dict[int, ProcSample]:
+    return {s.pid: s for s in samples}
+
+
+# -- the tree on a synthetic /proc ----------------------------------------------------------
+
+
+def test_tree_walks_descendants_with_depths(fake: FakeProc) -> None:
+    fake.process(100, ppid=1)
+    fake.process(101, ppid=100)
+    fake.process(102, ppid=100)
+    fake.process(103, ppid=102)  # a grandchild, as forkserver workers are
+    fake.process(200, ppid=1)  # not ours
+    r = reader(fake)
+    assert r.tree(100) == [(100, 0), (101, 1), (102, 1), (103, 2)]
+    fake.process(104, ppid=101)  # a new worker appears: the listing notices
+    assert (104, 2) in r.tree(100)
+    assert r.tree(999) == []
+
+
+def test_cpu_percent_needs_two_readings(fake: FakeProc) -> None:
+    fake.process(100, ticks=1000)
+    r = reader(fake)
+    first = r.read(r.tree(100), [], now=10.0)[0]
+    assert first.cpu_pct is None  # not a made-up zero
+    fake.process(100, ticks=1000 + CLK_TCK // 2)  # half a second of CPU in one second
+    second = r.read(r.tree(100), [], now=11.0)[0]
+    assert second.cpu_pct == 50.0
+    assert second.rss_mib == round(256 * PAGE_SIZE / MIB, 1)
+    assert (second.name, second.state, second.ppid, second.depth) == ("python", "S", 1, 0)
+
+
+def test_run_queue_delay_and_hungry_threads(fake: FakeProc) -> None:
+    fake.process(100, ticks=0, threads={100: ("python", "R", 0, 0), 101: ("python", "S", 0, 0)})
+    r = reader(fake)
+    r.read(r.tree(100), [], now=10.0)
+    fake.process(
+        100,
+        ticks=60,
+        threads={
+            100: ("python", "R", 500_000_000, 500_000_000),  # on or waiting for a CPU all tick
+            101: ("python", "S", 100_000_000, 0),  # 10 % of the tick: not hungry
+            102: ("python", "R", 150_000_000, 100_000_000),  # born this tick: counts from zero
+        },
+    )
+    s = r.read(r.tree(100), [], now=11.0)[0]
+    assert s.run_ns_per_s == 750_000_000
+    assert s.wait_ns_per_s == 600_000_000
+    assert s.run_delay_ratio == round(600 / 1350, 4)
+    assert s.hungry_threads == 2
+    assert s.num_threads == 3
+
+
+def test_thread_names_and_d_state(fake: FakeProc) -> None:
+    fake.process(
+        100,
+        threads={
+            100: ("pt_data_worker", "D", 0, 0),
+            101: ("pt_data_worker", "S", 0, 0),
+            102: ("python", "D", 0, 0),
+        },
+    )
+    r = reader(fake)
+    s = r.read(r.tree(100), [], now=1.0)[0]
+    assert s.thread_names == (("pt_data_worker", 2), ("python", 1))
+    assert s.thread_summary == "2 x pt_data_worker, 1 x python"
+    assert s.threads_in_d == 2
+    assert s.run_delay_ratio is None  # one pass: no delta yet
+    assert s.has_cuda_context is None  # maps unknown, no CUDA thread
+
+
+def test_cuda_event_thread_means_a_cuda_context(fake: FakeProc) -> None:
+    fake.process(100, threads={100: ("python", "S", 0, 0), 101: ("cuda-EvtHandlr", "S", 0, 0)})
+    r = reader(fake)
+    assert r.read(r.tree(100), [], now=1.0)[0].has_cuda_context is True
+
+
+def test_quiet_process_skips_its_threads(fake: FakeProc) -> None:
+    """No CPU ticks since the last tick: zeros without reading; the next busy pass measures
+    the whole span since the last pass."""
+    threads = {100: ("python", "S", 1_000_000_000, 0)}
+    fake.process(100, ticks=100, threads=threads)
+    r = reader(fake)
+    r.read(r.tree(100), [], now=10.0)
+    # Sub-tick CPU use changes schedstat but not the stat ticks: the process reads as quiet.
+    fake.process(100, ticks=100, threads={100: ("python", "S", 1_040_000_000, 0)})
+    quiet = r.read(r.tree(100), [], now=11.0)[0]
+    assert (quiet.run_ns_per_s, quiet.hungry_threads, quiet.run_delay_ratio) == (0.0, 0, 0.0)
+    assert quiet.thread_names == (("python", 1),)
+    fake.process(100, ticks=110, threads={100: ("python", "S", 1_100_000_000, 20_000_000)})
+    busy = r.read(r.tree(100), [], now=12.0)[0]
+    assert busy.run_ns_per_s == 50_000_000  # 100 ms over the 2 s since the last pass
+    assert busy.wait_ns_per_s == 10_000_000
+
+
+def test_thread_budget_refreshes_the_oldest_first(fake: FakeProc) -> None:
+    """With no budget left, one busy process is refreshed per tick, the least recent first;
+    the others carry their last figures."""
+    for pid in (100, 101, 102):
+        fake.process(pid, ppid=1 if pid == 100 else 100, ticks=0)
+    r = reader(fake, thread_budget_s=0.0)
+    r.read(r.tree(100), [], now=0.0)  # new processes are always read
+
+    def tick(now: float, ticks: int) -> dict[int, ProcSample]:
+        for pid in (100, 101, 102):
+            run = ticks * 10_000_000
+            fake.process(
+                pid,
+                ppid=1 if pid == 100 else 100,
+                ticks=ticks,
+                threads={pid: ("python", "R", run, 0)},
+            )
+        return by_pid(r.read(r.tree(100), [], now=now))
+
+    first = tick(1.0, 50)
+    refreshed = [pid for pid, s in first.items() if s.run_ns_per_s is not None]
+    assert len(refreshed) == 1
+    second = tick(2.0, 100)
+    again = [pid for pid, s in second.items() if s.run_ns_per_s is not None]
+    assert len(again) == 2 and set(refreshed) < set(again)
+    # The deferred-then-refreshed process measured its whole 2 s span exactly.
+    late = (set(again) - set(refreshed)).pop()
+    assert second[late].run_ns_per_s == 500_000_000
+
+
+def test_reused_pid_starts_over(fake: FakeProc) -> None:
+    fake.process(100, ticks=100, start=100)
+    r = reader(fake)
+    r.read(r.tree(100), [], now=1.0)
+    fake.process(100, ticks=5, start=999)  # a different process now has the PID
+    assert r.read(r.tree(100), [], now=2.0)[0].cpu_pct is None
+
+
+def test_exited_and_zombie_processes(fake: FakeProc) -> None:
+    fake.process(100)
+    fake.process(101, ppid=100)
+    fake.process(102, ppid=100, state="Z", threads={})
+    r = reader(fake)
+    r.read(r.tree(100), [], now=1.0)
+    fake.remove(101)  # gone between the listing and its read: simply absent
+    samples = by_pid(r.read([(100, 0), (101, 1), (102, 1)], [], now=2.0))
+    assert set(samples) == {100, 102}
+    assert samples[102].state == "Z" and samples[102].thread_names == ()
+
+
+def test_extra_pids_are_out_of_tree_and_cheaper(fake: FakeProc) -> None:
+    fake.process(100)
+    fake.process(300, comm="other_job", threads={300: ("other_job", "S", 0, 0)})
+    r = reader(fake)
+    samples = by_pid(r.read(r.tree(100), [100, 300, 4242], now=1.0))
+    assert set(samples) == {100, 300}  # the target isn't doubled; a missing PID is skipped
+    assert samples[100].in_tree and not samples[300].in_tree
+    assert samples[300].name == "other_job" and samples[300].thread_names == ()
+    assert samples[300].threads_in_d is None
+
+
+def test_thread_delta_without_schedstat_is_unknown() -> None:
+    assert thread_delta({}, {}, 1.0).delay_ratio is None
+    assert thread_delta({1: (0, 0)}, {1: (0, 0)}, 1.0).delay_ratio == 0.0
+
+
+# -- host counters on a synthetic /proc -------------------------------------------------------
+
+
+def write_host(
+    root: Path, *, cpu: tuple[int, ...], swap_pages: tuple[int, int], psi: bool = True
+) -> None:
+    user, idle, iowait = cpu
+    lines = [f"cpu  {user} 0 0 {idle} {iowait} 0 0 0 0 0"]
+    lines += [f"cpu{i} {user // 2} 0 0 {idle // 2} {iowait // 2} 0 0 0 0 0" for i in range(2)]
+    (root / "stat").write_text("\n".join([*lines, "intr 1 2 3", "ctxt 5"]) + "\n")
+    (root / "meminfo").write_text(
+        "MemTotal:       16384000 kB\nMemFree:  1000 kB\nMemAvailable:    4096000 kB\n"
+        "SwapTotal:       2048000 kB\nSwapFree:        1024000 kB\n"
+    )
+    (root / "vmstat").write_text(
+        f"nr_free_pages 1\npswpin {swap_pages[0]}\npswpout {swap_pages[1]}\npgfault 9\n"
+    )
+    if psi:
+        (root / "pressure").mkdir(exist_ok=True)
+        for name, some in (("cpu", 12.5), ("io", 3.0), ("memory", 0.0)):
+            (root / "pressure" / name).write_text(
+                f"some avg10={some:.2f} avg60=0.00 avg300=0.00 total=1\n"
+                "full avg10=1.00 avg60=0.00 avg300=0.00 total=1\n"
+            )
+
+
+def test_host_rates_from_deltas(fake: FakeProc) -> None:
+    clock = Clock()
+    write_host(fake.root, cpu=(1000, 9000, 0), swap_pages=(0, 0))
+    source = PsutilHostSource(proc_root=str(fake.root), cgroup_root="/nonexistent", clock=clock)
+    write_host(fake.root, cpu=(1300, 9500, 200), swap_pages=(512, 256))
+    clock.now += 2.0
+    host = source.read_host(None)
+    assert host.cpu_pct == 30.0  # 300 busy of 1000 jiffies
+    assert host.iowait_pct == 20.0
+    assert host.per_cpu_pct == (30.0, 30.0)
+    assert host.logical_cpus == 2
+    assert host.swap_in_mib_s == round(512 * PAGE_SIZE / MIB / 2, 3)
+    assert host.swap_out_mib_s == round(256 * PAGE_SIZE / MIB / 2, 3)
+    assert host.mem_total_mib == 16000.0 and host.mem_used_mib == 12000.0
+    assert host.swap_used_mib == 1000.0
+    assert host.psi_cpu == Pressure(12.5, 1.0) and host.psi_io == Pressure(3.0, 1.0)
+    assert host.cgroup_throttled_frac is None
+
+
+def test_host_without_psi(fake: FakeProc) -> None:
+    write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0), psi=False)
+    host = PsutilHostSource(proc_root=str(fake.root)).read_host(None)
+    assert host.psi_cpu is None and host.psi_io is None and host.psi_memory is None
+
+
+def test_parsers_tolerate_odd_input() -> None:
+    assert parse_pressure(b"some avg10=5.50 avg60=1 avg300=0 total=3\n") == Pressure(5.5, None)
+    assert parse_pressure(b"") is None
+    assert parse_vmstat(b"nr_free_pages 1\n") is None
+    assert parse_meminfo(b"MemTotal: 1024 kB\nMemFree: 512 kB\nCached: 0 kB\n").used_mib == 0.5
+
+
+def test_read_processes_target_states(fake: FakeProc) -> None:
+    write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
+    fake.process(100)
+    source = PsutilHostSource(proc_root=str(fake.root))
+    assert source.read_processes(None, []).target_alive is None
+    assert source.read_processes(100, []).target_alive is True
+    fake.process(100, state="Z", threads={})
+    assert source.read_processes(100, []).target_alive is False  # finished, not yet reaped
+    fake.remove(100)
+    reading = source.read_processes(100, [])
+    assert (reading.target_alive, reading.processes) == (False, ())
+
+
+def test_top_processes_rank_the_busiest(fake: FakeProc) -> None:
+    clock = Clock()
+    write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
+    for pid in (10, 11, 12):
+        fake.process(pid, comm=f"p{pid}", ticks=0)
+    source = PsutilHostSource(proc_root=str(fake.root), clock=clock, top_count=2)
+    assert source.read_host(None).top_processes == ()  # the first pass is a baseline
+    fake.process(10, comm="p10", ticks=CLK_TCK // 10)
+    fake.process(11, comm="p11", ticks=CLK_TCK)
+    clock.now += 1.0
+    assert source.read_host(None).top_processes == ((11, "p11", 100.0), (10, "p10", 10.0))
+
+
+# -- cgroups ------------------------------------------------------------------------------
+
+
+def test_parse_cgroup_files() -> None:
+    hybrid = "12:cpuset:/\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/x\n0::/x\n"
+    assert parse_proc_cgroup(hybrid) == ("cpu,cpuacct", "/docker/abc", "/x")
+    assert parse_proc_cgroup("0::/user.slice/job\n") == (None, None, "/user.slice/job")
+    assert parse_cpu_max("max 100000") is None
+    assert parse_cpu_max("250000 100000\n") == 2.5
+    assert parse_cfs("-1", "100000") is None
+    assert parse_cfs("50000\n", "100000\n") == 0.5
+    assert parse_cpu_stat("nr_periods 10\nnr_throttled 4\nthrottled_usec 9\n") == CpuStat(10, 4)
+    assert parse_cpu_stat("usage_usec 5\n") is None
+    assert throttled_fraction(CpuStat(10, 4), CpuStat(20, 9)) == 0.5
+    assert throttled_fraction(CpuStat(10, 4), CpuStat(10, 4)) == 0.0
+    assert throttled_fraction(None, CpuStat(1, 1)) is None
+    assert effective_cpus(64, 7.65) == 7.65
+    assert effective_cpus(1, None) == 1.0
+    assert effective_cpus(None, None) is None
+
+
+def cgroup_file(root: Path, rel: str, name: str, text: str) -> None:
+    (root / rel).mkdir(parents=True, exist_ok=True)
+    (root / rel / name).write_text(text)
+
+
+def test_cgroup_v2_takes_the_tightest_ancestor(fake: FakeProc, tmp_path: Path) -> None:
+    cg = tmp_path / "cg"
+    cgroup_file(cg, "", "cgroup.controllers", "cpu memory\n")
+    cgroup_file(cg, "job", "cpu.max", "200000 100000\n")
+    cgroup_file(cg, "job/step", "cpu.max", "max 100000\n")
+    cgroup_file(fake.root, "100", "cgroup", "0::/job/step\n")
+    limit = cgroup_cpu(100, str(fake.root), str(cg))
+    assert (limit.quota_cpus, limit.version) == (2.0, 2)
+    assert limit.stat_path == str(cg / "job" / "cpu.stat")
+
+
+def test_cgroup_v1_and_hybrid(fake: FakeProc, tmp_path: Path) -> None:
+    cg = tmp_path / "cg"
+    cgroup_file(cg, "cpu,cpuacct/docker/abc", "cpu.cfs_quota_us", "150000\n")
+    cgroup_file(cg, "cpu,cpuacct/docker/abc", "cpu.cfs_period_us", "100000\n")
+    cgroup_file(cg, "cpu,cpuacct", "cpu.cfs_quota_us", "-1\n")
+    cgroup_file(cg, "cpu,cpuacct", "cpu.cfs_period_us", "100000\n")
+    cgroup_file(cg, "unified", "cgroup.controllers", "\n")  # hybrid: v2 without cpu
+    cgroup_file(fake.root, "100", "cgroup", "4:cpu,cpuacct:/docker/abc\n0::/docker/abc\n")
+    limit = cgroup_cpu(100, str(fake.root), str(cg))
+    assert (limit.quota_cpus, limit.version) == (1.5, 1)
+
+
+def test_cgroup_in_a_container_without_cgroupns(fake: FakeProc, tmp_path: Path) -> None:
+    """The host-side path doesn't exist inside; the container's own cgroup is the root."""
+    cg = tmp_path / "cg"
+    cgroup_file(cg, "", "cgroup.controllers", "cpu\n")
+    cgroup_file(cg, "", "cpu.max", "800000 100000\n")
+    cgroup_file(fake.root, "100", "cgroup", "0::/kubepods/pod1/ctr\n")
+    assert cgroup_cpu(100, str(fake.root), str(cg)).quota_cpus == 8.0
+
+
+def test_no_quota_and_no_cgroup(fake: FakeProc, tmp_path: Path) -> None:
+    cg = tmp_path / "cg"
+    cgroup_file(cg, "", "cgroup.controllers", "cpu\n")
+    cgroup_file(fake.root, "100", "cgroup", "0::/\n")
+    assert cgroup_cpu(100, str(fake.root), str(cg)).quota_cpus is None
+    assert cgroup_cpu(4242, str(fake.root), str(cg)).version is None
+
+
+def test_source_reports_quota_and_throttling(fake: FakeProc, tmp_path: Path) -> None:
+    clock = Clock()
+    cg = tmp_path / "cg"
+    write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
+    cgroup_file(cg, "", "cgroup.controllers", "cpu\n")
+    cgroup_file(cg, "job", "cpu.max", "50000 100000\n")
+    cgroup_file(cg, "job", "cpu.stat", "nr_periods 100\nnr_throttled 10\n")
+    me = os.getpid()  # affinity is a real syscall: use a real PID with a fake cgroup file
+    fake.process(me)
+    cgroup_file(fake.root, str(me), "cgroup", "0::/job\n")
+    source = PsutilHostSource(proc_root=str(fake.root), cgroup_root=str(cg), clock=clock)
+    first = source.read_host(me)
+    assert first.effective_cpus == 0.5
+    assert first.cgroup_throttled_frac is None  # one reading: no delta yet
+    cgroup_file(cg, "job", "cpu.stat", "nr_periods 110\nnr_throttled 18\n")
+    clock.now += 1.0
+    assert source.read_host(me).cgroup_throttled_frac == 0.8
+
+
+# -- real processes --------------------------------------------------------------------------
+
+Spawn = Callable[..., "subprocess.Popen[str]"]
+
+
+@pytest.fixture
+def spawn() -> Iterator[Spawn]:
+    """``python -c CODE`` in its own session, printing 'ready' once set up; the whole
+    session (workers, grandchildren) is killed after the test."""
+    children: list[subprocess.Popen[str]] = []
+
+    def start(code: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+        child = subprocess.Popen(
+            [*prefix, sys.executable, "-c", textwrap.dedent(code)],
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        children.append(child)
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.strip() == "ready", f"child failed to start: {line!r}"
+        return child
+
+    yield start
+    for child in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+
+
+TREE = """
+import os, threading, time
+r, w = os.pipe()
+
+def worker(extra_threads, grandchild):
+    if grandchild and os.fork() == 0:
+        os.write(w, b"g")
+        time.sleep(60)
+        os._exit(0)
+    stop = threading.Event()
+    for _ in range(extra_threads):
+        threading.Thread(target=stop.wait, daemon=True).start()
+    os.write(w, b"w")
+    time.sleep(60)
+    os._exit(0)
+
+for extra, grand in ((2, False), (0, True)):
+    if os.fork() == 0:
+        worker(extra, grand)
+got = b""
+while len(got) < 3:
+    got += os.read(r, 3)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_real_tree_with_workers_and_a_grandchild(spawn: Spawn) -> None:
+    root = spawn(TREE)
+    source = PsutilHostSource()
+    reading = source.read_processes(root.pid, [])
+    assert reading.target_alive is True
+    procs = reading.processes
+    assert [p.depth for p in procs] in ([0, 1, 1, 2], [0, 1, 2, 1])  # parents before children
+    assert procs[0].pid == root.pid and procs[0].ppid == os.getpid()
+    parents = {p.pid: p.ppid or 0 for p in procs}
+    grandchild = next(p for p in procs if p.depth == 2)
+    assert parents[parents[grandchild.pid]] == root.pid
+    threaded = [p for p in procs if p.num_threads == 3]
+    assert len(threaded) == 1 and threaded[0].depth == 1
+    assert sum(n for _, n in threaded[0].thread_names) == 3
+    assert all(p.in_tree and p.user for p in procs)
+    assert all(p.cpu_pct is None for p in procs)  # first reading
+    time.sleep(0.2)
+    again = source.read_processes(root.pid, []).processes
+    assert all(p.cpu_pct is not None and p.run_delay_ratio is not None for p in again)
+
+
+BUSY = """
+print("ready", flush=True)
+while True:
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_real_busy_loop_is_hungry(spawn: Spawn) -> None:
+    busy = spawn(BUSY)
+    source = PsutilHostSource()
+    source.read_processes(busy.pid, [])
+    time.sleep(0.5)
+    s = source.read_processes(busy.pid, []).processes[0]
+    # Far more than an idle process even on a loaded machine; never a timing assertion.
+    assert s.cpu_pct is not None and s.cpu_pct > 25.0
+    assert s.state in ("R", "S")
+    assert s.hungry_threads == 1
+    assert s.run_ns_per_s is not None and s.run_ns_per_s > 0.25e9
+
+
+@pytest.mark.slow
+def test_real_exit_mid_session(spawn: Spawn) -> None:
+    root = spawn(TREE)
+    source = PsutilHostSource()
+    first = source.read_processes(root.pid, [])
+    assert first.target_alive is True and len(first.processes) == 4
+    worker = next(p for p in first.processes if p.depth == 1 and p.num_threads == 3)
+    os.kill(worker.pid, signal.SIGKILL)
+    time.sleep(0.1)
+    mid = source.read_processes(root.pid, [])
+    assert mid.target_alive is True
+    assert worker.pid not in {p.pid for p in mid.processes if p.state != "Z"}
+    root.kill()
+    root.wait()  # reaped: the PID is gone for good
+    gone = source.read_processes(root.pid, [])
+    assert gone.target_alive is False
+    assert all(p.pid != root.pid for p in gone.processes)
+    host = source.read_host(root.pid)  # falls back to the monitor's own limits
+    assert host.effective_cpus is not None
+
+
+@pytest.mark.slow
+def test_real_zombie_target_is_not_alive(spawn: Spawn) -> None:
+    child = spawn(BUSY)
+    source = PsutilHostSource()
+    assert source.read_processes(child.pid, []).target_alive is True
+    os.kill(child.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while pid_exists(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not pid_exists(child.pid)  # a zombie until we reap it: not alive
+    assert source.read_processes(child.pid, []).target_alive is False
+
+
+@pytest.mark.slow
+def test_real_extra_pid_outside_the_tree(spawn: Spawn) -> None:
+    a = spawn(TREE)
+    b = spawn(BUSY)
+    source = PsutilHostSource()
+    reading = source.read_processes(a.pid, [b.pid])
+    outside = [p for p in reading.processes if not p.in_tree]
+    assert [p.pid for p in outside] == [b.pid]
+    assert outside[0].name == "python" or outside[0].name.startswith("python")
+    assert outside[0].rss_mib and outside[0].user
+
+
+@pytest.mark.slow
+def test_real_effective_cpus_follow_affinity(spawn: Spawn) -> None:
+    taskset = shutil.which("taskset")
+    if taskset:
+        pinned = spawn(
+            'print("ready", flush=True)\nimport time; time.sleep(60)', (taskset, "-c", "0")
+        )
+    else:
+        pinned = spawn(
+            'import os; os.sched_setaffinity(0, {0})\nprint("ready", flush=True)\n'
+            "import time; time.sleep(60)"
+        )
+    host = PsutilHostSource().read_host(pinned.pid)
+    assert host.effective_cpus is not None and host.effective_cpus <= 1.0
+
+
+CUDA_THREAD = """
+import ctypes, threading, time
+libc = ctypes.CDLL(None)
+ready = threading.Event()
+
+def helper():
+    libc.prctl(15, b"cuda-EvtHandlr", 0, 0, 0)  # PR_SET_NAME, as the CUDA driver's thread
+    ready.set()
+    time.sleep(60)
+
+threading.Thread(target=helper, daemon=True).start()
+ready.wait()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_real_cuda_event_thread(spawn: Spawn) -> None:
+    child = spawn(CUDA_THREAD)
+    s = PsutilHostSource().read_processes(child.pid, []).processes[0]
+    assert ("cuda-EvtHandlr", 1) in s.thread_names
+    assert s.has_cuda_context is True
+
+
+def test_pid_exists() -> None:
+    assert pid_exists(os.getpid())
+    assert not pid_exists(0) and not pid_exists(-5)
+    assert not pid_exists(2**22 + 12345)
+
+
+@pytest.mark.slow
+def test_real_host_sample_is_sane() -> None:
+    source = PsutilHostSource()
+    time.sleep(0.1)
+    host = source.read_host(None)
+    assert host.cpu_pct is not None and 0.0 <= host.cpu_pct <= 100.0
+    assert len(host.per_cpu_pct) == host.logical_cpus == os.cpu_count()
+    assert host.effective_cpus is not None and 0 < host.effective_cpus <= (os.cpu_count() or 1)
+    assert host.mem_total_mib and host.mem_available_mib is not None
+    assert host.load1 is not None
+    if os.path.exists("/proc/pressure/cpu"):
+        assert host.psi_cpu is not None
+    info = source.system()
+    assert info.hostname and info.logical_cpus == os.cpu_count() and info.cpu_vendor
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
+def test_real_tree_as_another_user(spawn: Spawn) -> None:
+    """What permissions hide is unknown; what /proc shows everyone (threads, schedstat) stays."""
+    root = spawn(TREE)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the forked child
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            procs = PsutilHostSource().read_processes(root.pid, []).processes
+            ok = (
+                len(procs) == 4
+                and all(p.libraries is None and p.env is None for p in procs)
+                and all(p.thread_names for p in procs)
+            )
+            os.write(write_end, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    assert os.read(read_end, 1) == b"1"
+    os.close(read_end)
