@@ -681,3 +681,15 @@ def test_real_tree_as_another_user(spawn: Spawn) -> None:
     os.waitpid(pid, 0)
     assert os.read(read_end, 1) == b"1"
     os.close(read_end)
+
+
+def test_reused_target_pid_is_not_the_target(fake: FakeProc) -> None:
+    write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
+    fake.process(100, start=100)
+    fake.process(101, ppid=100, start=120)
+    source = PsutilHostSource(proc_root=str(fake.root))
+    assert len(source.read_processes(100, []).processes) == 2
+    fake.remove(101)
+    fake.process(100, start=777)  # the job ended and another process got its PID
+    reading = source.read_processes(100, [])
+    assert (reading.target_alive, reading.processes) == (False, ())

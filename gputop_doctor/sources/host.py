@@ -180,16 +180,20 @@ class PsutilHostSource:
     # -- helpers --------------------------------------------------------------------------
 
     def _tree(self, target_pid: int) -> list[tuple[int, int]]:
-        """The target's tree, or nothing once the attached process is gone or its PID reused."""
-        tree = self._procs.tree(target_pid)
-        entry = self._procs.table.entries.get(target_pid)
-        if entry is None:
+        """The target's tree, or nothing once the attached process is gone or its PID reused.
+
+        The target's own stat is read here (not only from the PID table, which re-reads known
+        PIDs lazily) so that a reused PID is caught on the very tick it appears.
+        """
+        stat = read_stat(target_pid, self.proc_root)
+        if stat is None:
             return []
         if self._target is None or self._target[0] != target_pid:
-            self._target = (target_pid, entry[1])
-        elif self._target[1] != entry[1]:
+            self._target = (target_pid, stat.start)
+        elif self._target[1] != stat.start:
             return []  # a new process got the PID of the one we were attached to
-        return tree
+        self._procs.table.set(target_pid, stat.ppid, stat.start)
+        return self._procs.tree(target_pid)
 
     def _swap_rates(self, now: float) -> tuple[float | None, float | None]:
         paging = read_swap_paging(self.proc_root)
