@@ -68,6 +68,7 @@ def build_engine(root_pid: int, csv_path: str, gpu_source: str):  # type: ignore
     from gputop_doctor.core.engine import Engine
     from gputop_doctor.export.csv_sink import CsvSink
     from gputop_doctor.rules import RULES
+    from gputop_doctor.rules.headline import verdict
     from gputop_doctor.sources.demo import DemoMachine
     from gputop_doctor.sources.host import PsutilHostSource
 
@@ -77,7 +78,14 @@ def build_engine(root_pid: int, csv_path: str, gpu_source: str):  # type: ignore
         gpus = NvmlSource()
     else:
         gpus = DemoMachine("healthy", gpus=8).gpu_source()
-    engine = Engine(gpus, PsutilHostSource(), Settings(interval_s=1.0), RULES, target_pid=root_pid)
+    engine = Engine(
+        gpus,
+        PsutilHostSource(),
+        Settings(interval_s=1.0),
+        RULES,
+        target_pid=root_pid,
+        judge=verdict,
+    )
     engine.add_sink(CsvSink(csv_path))
     return engine
 

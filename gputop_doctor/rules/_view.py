@@ -10,6 +10,7 @@ between rules cannot leak state from one rule into another.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -52,7 +53,10 @@ class _Entry:
     value: object
 
 
-_MEMO: dict[tuple[object, ...], _Entry] = {}
+# Bounded: keys include window lengths, which vary while the history fills, and every entry
+# pins its snapshots (and their per-process samples) in memory. Oldest entries go first.
+_MEMO: OrderedDict[tuple[object, ...], _Entry] = OrderedDict()
+_MEMO_MAX = 48
 
 
 def memoised(key: tuple[object, ...], snaps: Sequence[Snapshot], build: Callable[[], T]) -> T:
@@ -66,9 +70,13 @@ def memoised(key: tuple[object, ...], snaps: Sequence[Snapshot], build: Callable
         and entry.last is snaps[-1]
         and entry.count == len(snaps)
     ):
+        _MEMO.move_to_end(key)
         return entry.value  # type: ignore[return-value]
     value = build()
     _MEMO[key] = _Entry(snaps[0], snaps[-1], len(snaps), value)
+    _MEMO.move_to_end(key)
+    while len(_MEMO) > _MEMO_MAX:
+        _MEMO.popitem(last=False)
     return value
 
 
