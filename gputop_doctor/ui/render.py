@@ -35,6 +35,24 @@ def sparkline(values: Sequence[float], width: int, lo: float, hi: float) -> str:
     return " " * (width - len(chars)) + "".join(chars)
 
 
+def squeeze(values: Sequence[float], width: int) -> Sequence[float]:
+    """Per-tick history squeezed into ``width`` buckets (means), so a card shows minutes.
+
+    Used for memory, temperature, power and clocks, which move slowly: ten ticks per cell turn
+    a 12-cell sparkline from 12 seconds of history into two minutes, where a leak shows.
+    """
+    if width <= 0 or len(values) <= width:
+        return values
+    out = []
+    n = len(values)
+    for i in range(width):
+        lo = i * n // width
+        hi = max(lo + 1, (i + 1) * n // width)
+        chunk = values[lo:hi]
+        out.append(sum(chunk) / len(chunk))
+    return out
+
+
 def fmt_num(value: float | None, digits: int = 0, unit: str = "") -> str:
     """A number or ``-`` when unknown (never a made-up zero)."""
     if value is None:

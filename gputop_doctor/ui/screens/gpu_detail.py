@@ -136,11 +136,16 @@ class GpuDetailScreen(Screen[None]):
         gpu = self._gpu
         title = f"GPU {self.index}"
         if gpu is not None:
-            title += f"  {short_gpu_name(gpu.name)}  ({len(points)} ticks"
+            title += f"  {short_gpu_name(gpu.name)}  ·  {len(points)} ticks"
             episodes = throttle_episodes(points)
-            title += f", {len(episodes)} thermal throttling episodes)" if episodes else ")"
+            if episodes:
+                hot = sum(p.thermal for p in points)
+                title += f"  ·  thermal throttling: {len(episodes)} episode(s), {hot} ticks (▼)"
+            capped_ticks = sum(p.power_capped and not p.thermal for p in points)
+            if capped_ticks:
+                title += f"  ·  power cap: {capped_ticks} ticks (▽)"
         if self._lost:
-            title += "  LOST: no new readings"
+            title += "  ·  LOST: no new readings"
         self.query_one("#detail-title", Static).update(title)
         if not points:
             return
@@ -152,10 +157,16 @@ class GpuDetailScreen(Screen[None]):
         limit = gpu.power_limit_w if gpu else None
         max_clock = gpu.sm_clock_max_mhz if gpu else None
         charts: tuple[tuple[str, str, list[float | None], float | None, str], ...] = (
-            ("util", "utilization %", [p.util for p in points], 100.0, "accent"),
-            ("temp", "temperature °C", [p.temp for p in points], slowdown, "warning"),
-            ("power", "power W", [p.power for p in points], limit, "success"),
-            ("sm", "SM clock MHz", [p.sm for p in points], max_clock, "primary"),
+            ("util", "utilization %", [p.util for p in points], None, "accent"),
+            (
+                "temp",
+                "temperature °C (line: slowdown)",
+                [p.temp for p in points],
+                slowdown,
+                "warning",
+            ),
+            ("power", "power W (line: limit)", [p.power for p in points], limit, "success"),
+            ("sm", "SM clock MHz (line: max)", [p.sm for p in points], max_clock, "primary"),
         )
         for key, label, values, ceiling, colour in charts:
             self._draw(key, label, xs, values, ceiling, colour, thermal, capped)
@@ -171,12 +182,14 @@ class GpuDetailScreen(Screen[None]):
         thermal: list[float],
         capped: list[float],
     ) -> None:
+        """One chart; throttled ticks are marked in a band above the data, never on it."""
         widget = self.query_one(f"#plot-{key}", PlotextPlot)
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
         pairs = [(x, v) for x, v in zip(xs, values, strict=True) if v is not None]
-        top = max([v for _, v in pairs] + [ceiling or 0.0, 1.0])
+        top = max([v for _, v in pairs] + [ceiling or 0.0, 100.0 if key == "util" else 1.0])
+        band = top * 1.12
         plt.title(label)
         plt.xlabel("seconds (0 = now)")
         if pairs:
@@ -184,20 +197,8 @@ class GpuDetailScreen(Screen[None]):
         if ceiling:
             plt.hline(ceiling, self._color("error"))
         if thermal:
-            plt.scatter(
-                thermal,
-                [top] * len(thermal),
-                marker="▼",
-                color=self._color("error"),
-                label="thermal throttle",
-            )
+            plt.scatter(thermal, [band] * len(thermal), marker="▼", color=self._color("error"))
         if capped:
-            plt.scatter(
-                capped,
-                [top] * len(capped),
-                marker="▽",
-                color=self._color("warning"),
-                label="power cap",
-            )
-        plt.ylim(0, top * 1.05)
+            plt.scatter(capped, [band] * len(capped), marker="▽", color=self._color("warning"))
+        plt.ylim(0, top * 1.18)
         widget.refresh()

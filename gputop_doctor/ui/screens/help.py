@@ -43,9 +43,14 @@ class HelpScreen(ModalScreen[None]):
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
+        digits = False
         for binding in self._keys:
-            if binding.description:
+            if binding.action.startswith("gpu_detail("):
+                digits = True  # ten bindings, one line of help
+            elif binding.description:
                 table.add_row(_key_label(binding), binding.description)
+        if digits:
+            table.add_row("0-9", "Charts of that GPU over the session")
         table.add_row("tab", "Move between GPUs, findings and processes")
         table.add_row("enter", "Open the GPU / finding under the cursor")
         table.add_row("ctrl+p", "Command palette")

@@ -61,6 +61,7 @@ class FindingsList(OptionList):
         self._prompts: dict[str, tuple[tuple[Severity, str, float, str], ...]] = {}
         self._ids: list[str] = []
         self._now: float | None = None
+        self._seen_frame = False  # until then the list says it is still watching
         self._styles: dict[str, Style] = {}
 
     def notify_style_update(self) -> None:
@@ -98,7 +99,7 @@ class FindingsList(OptionList):
             i: tuple((f.severity, f.title, f.since, str(f.scope)) for f in g)
             for i, g in zip(ids, groups, strict=True)
         }
-        if ids == self._ids:
+        if ids == self._ids and (ids or self._seen_frame):
             for i in ids:
                 if keys[i] != self._prompts.get(i):
                     self.replace_option_prompt(i, self._prompt(self._groups[i]))
@@ -115,6 +116,7 @@ class FindingsList(OptionList):
             self.add_option(Option(empty, id=_EMPTY_ID))
         self._ids = ids
         self._prompts = keys
+        self._seen_frame = True
         if highlighted in ids:
             self.highlighted = ids.index(highlighted)
 

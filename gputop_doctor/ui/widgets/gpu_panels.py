@@ -28,7 +28,7 @@ from textual.widget import Widget
 
 from gputop_doctor.core.engine import Frame, GpuSeries
 from gputop_doctor.core.model import THERMAL_EVENTS, ClockEvent, GpuSample
-from gputop_doctor.ui.render import ellipsize, fmt_mib, short_gpu_name, sparkline
+from gputop_doctor.ui.render import ellipsize, fmt_mib, short_gpu_name, sparkline, squeeze
 
 CARD_LINES = 4
 MIN_CARD_WIDTH = 52
@@ -127,6 +127,11 @@ def _metric(label: str, spark: str, value: str, level: str) -> list[Piece]:
     return [(label, "label"), (spark, "spark"), (value, level)]
 
 
+def _slow(values: tuple[float, ...], width: int, lo: float, hi: float) -> str:
+    """A sparkline of a per-tick series, bucketed so the whole series fits."""
+    return sparkline(squeeze(values, width), width, lo, hi)
+
+
 def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: bool) -> list[Line]:
     """The four lines of one GPU card, each exactly ``width`` cells."""
     title = f"GPU{gpu.index} {short_gpu_name(gpu.name)}"
@@ -156,11 +161,11 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
     temp_lo = 20.0
     temp_hi = gpu.temp_slowdown_c or 90.0
     left = _metric(
-        " mem  ", sparkline(s.mem_pct, half - 6 - len(mem_value), 0, 100), mem_value, mem_level
+        " mem  ", _slow(s.mem_pct, half - 6 - len(mem_value), 0, 100), mem_value, mem_level
     )
     right = _metric(
         "temp ",
-        sparkline(s.temp_c, width - half - 3 - 5 - len(temp_value), temp_lo, temp_hi),
+        _slow(s.temp_c, width - half - 3 - 5 - len(temp_value), temp_lo, temp_hi),
         temp_value,
         _temp_level(gpu),
     )
@@ -172,13 +177,13 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
     clock_level = "warn" if gpu.clock_event_bits and gpu.clock_event_bits & ~0x101 else ""
     left = _metric(
         " pwr  ",
-        sparkline(s.power_w, half - 6 - len(power_value), 0, gpu.power_limit_w or 1.0),
+        _slow(s.power_w, half - 6 - len(power_value), 0, gpu.power_limit_w or 1.0),
         power_value,
         power_level,
     )
     right = _metric(
         "SM   ",
-        sparkline(
+        _slow(
             s.sm_clock_mhz, width - half - 3 - 5 - len(clock_value), 0, gpu.sm_clock_max_mhz or 1.0
         ),
         clock_value,

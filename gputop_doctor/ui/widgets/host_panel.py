@@ -119,7 +119,11 @@ class HostPanel(Widget):
         text.append("mem ", label)
         text.append(self._used_of(host.mem_used_mib, host.mem_total_mib))
         text.append(" swap " if not compact else " sw ", label)
-        text.append(self._used_of(host.swap_used_mib, host.swap_total_mib), self._swap_style(host))
+        if host.swap_total_mib == 0:
+            text.append("none", self._style("dim"))
+        else:
+            swap = self._used_of(host.swap_used_mib, host.swap_total_mib)
+            text.append(swap, self._swap_style(host))
         psi = self._psi_text(host)
         if compact:
             if psi:

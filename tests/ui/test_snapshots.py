@@ -1,0 +1,57 @@
+"""How each demo scenario looks, at the smallest supported terminal and at a roomy one.
+
+Every frame comes from the demo machine on a fake clock: 330 simulated seconds of history (as
+``--demo`` starts with) and three more ticks, so the pictures never depend on wall time.
+Update after an intended change with ``pytest tests/ui/test_snapshots.py --snapshot-update``
+and look at the report before committing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from gputop_doctor.sources.demo import SCENARIOS
+from gputop_doctor.ui.app import GpuTopApp
+from gputop_doctor.ui.messages import FrameReady
+from tests.ui.engines import demo_engine, tick
+
+SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
+HISTORY_S = 330.0  # what the CLI primes a demo with
+
+
+def demo_app(scenario: str) -> tuple[GpuTopApp, Callable[[Pilot[Any]], Any]]:
+    engine, clock, _ = demo_engine(scenario)
+    engine.prime(HISTORY_S)
+    frame = tick(engine, clock, 3)
+    app = GpuTopApp(engine, sampler=False)
+
+    async def show(pilot: Pilot[Any]) -> None:
+        app.post_message(FrameReady(frame))
+        await pilot.pause()
+        await pilot.pause()
+
+    return app, show
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_demo_scenario(snap_compare: Any, scenario: str, size: str) -> None:
+    app, show = demo_app(scenario)
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=show)
+
+
+def test_gpu_detail_screen(snap_compare: Any) -> None:
+    app, show = demo_app("thermal")
+
+    async def open_detail(pilot: Pilot[Any]) -> None:
+        await show(pilot)
+        await pilot.press("0")
+        app.engine.tick()  # answers the screen's history request, as the sampler would
+        await pilot.pause()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=open_detail)
