@@ -1,0 +1,114 @@
+"""Write the README's screenshots: SVGs of the TUI on every demo scenario, never drawn by hand.
+
+    .venv/bin/python scripts/make_screenshots.py [--out screenshots]
+
+Each picture is the demo machine after 330 simulated seconds (what ``--demo`` starts with)
+plus three ticks, on a fixed clock in UTC, rendered headless by Textual's ``run_test`` and
+saved with ``save_screenshot``; the same inputs always give the same files. Besides one
+picture per scenario at 120x40 and at 80x24, it saves the GPU detail charts of a throttling
+GPU and the evidence of the starvation finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from textual.pilot import Pilot  # noqa: E402
+
+from gputop_doctor.config import Settings  # noqa: E402
+from gputop_doctor.core.engine import Engine, Frame  # noqa: E402
+from gputop_doctor.rules import RULES  # noqa: E402
+from gputop_doctor.sources.demo import SCENARIOS, DemoMachine  # noqa: E402
+from gputop_doctor.ui.app import GpuTopApp  # noqa: E402
+from gputop_doctor.ui.messages import FrameReady  # noqa: E402
+from gputop_doctor.ui.widgets.findings_list import FindingsList  # noqa: E402
+
+T0 = 1_750_000_000.0
+HISTORY_S = 330.0
+Action = Callable[[GpuTopApp, Pilot[int]], Awaitable[None]]
+
+
+def demo_engine(scenario: str) -> tuple[Engine, Frame]:
+    """The demo machine attached to its launcher, primed, on a clock that never reads time."""
+    now = [T0]
+    machine = DemoMachine(scenario, gpus=8, seed=0, interval_s=1.0)
+    engine = Engine(
+        machine.gpu_source(),
+        machine.host_source(),
+        Settings(interval_s=1.0),
+        rules=RULES,
+        target_pid=machine.launcher_pid,
+        clock=lambda: now[0],
+        label=f"demo:{scenario}",
+    )
+    engine.prime(HISTORY_S)
+    frame = engine.tick()
+    for _ in range(2):
+        now[0] += 1.0
+        frame = engine.tick()
+    return engine, frame
+
+
+async def nothing(app: GpuTopApp, pilot: Pilot[int]) -> None:
+    return None
+
+
+async def gpu_detail(app: GpuTopApp, pilot: Pilot[int]) -> None:
+    await pilot.press("0")
+    app.engine.tick()  # answers the detail screen's history request, as the sampler would
+    await pilot.pause()
+
+
+async def starvation_finding(app: GpuTopApp, pilot: Pilot[int]) -> None:
+    findings = app.query_one(FindingsList)
+    for index, group in enumerate(findings.groups):
+        if group[0].rule_id == "gpu-starvation":
+            findings.focus()
+            findings.highlighted = index
+            await pilot.press("enter")
+            return
+
+
+async def shoot(scenario: str, size: tuple[int, int], path: Path, action: Action) -> None:
+    engine, frame = demo_engine(scenario)
+    app = GpuTopApp(engine, sampler=False)
+    async with app.run_test(size=size) as pilot:
+        app.post_message(FrameReady(frame))
+        await pilot.pause()
+        await action(app, pilot)
+        await pilot.pause()
+        await pilot.pause()
+        app.save_screenshot(filename=path.name, path=str(path.parent))
+    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "screenshots"), help="output directory")
+    args = parser.parse_args()
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    jobs: list[tuple[str, tuple[int, int], str, Action]] = []
+    for scenario in SCENARIOS:
+        jobs.append((scenario, (120, 40), f"{scenario}.svg", nothing))
+        jobs.append((scenario, (80, 24), f"{scenario}-80x24.svg", nothing))
+    jobs.append(("thermal", (120, 40), "gpu-detail-thermal.svg", gpu_detail))
+    jobs.append(("starved", (120, 40), "finding-gpu-starvation.svg", starvation_finding))
+    for scenario, size, name, action in jobs:
+        asyncio.run(shoot(scenario, size, out / name, action))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
