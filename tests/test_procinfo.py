@@ -309,6 +309,26 @@ def test_cache_reads_once_then_after_ttl(tmp_path: Path) -> None:
     assert env == ThreadEnv(omp_num_threads="8")
 
 
+def test_cache_backs_off_while_nothing_changes(tmp_path: Path) -> None:
+    """A settled process is re-read less and less often; a change resets the TTL."""
+    clock = Clock()
+    fake_proc(tmp_path, 10, "/x/libopenblas.so.0")
+    cache = ProcInfoCache(str(tmp_path), maps_ttl_s=20.0, clock=clock)
+    cache.begin_tick()
+    cache.lookup((10, 1))
+    clock.now += 26.0  # past the TTL (15..25 s): re-read, unchanged: the TTL doubles
+    cache.begin_tick()
+    cache.lookup((10, 1))
+    fake_proc(tmp_path, 10, "/x/libopenblas.so.0", "/x/libgomp.so.1")
+    clock.now += 26.0  # a single TTL later: not yet
+    cache.begin_tick()
+    assert len(cache.lookup((10, 1))[0].runtimes) == 1  # type: ignore[union-attr]
+    clock.now += 25.0  # two TTLs after the unchanged re-read
+    cache.begin_tick()
+    assert len(cache.lookup((10, 1))[0].runtimes) == 2  # type: ignore[union-attr]
+    assert cache._entries[(10, 1)].backoff == 1
+
+
 def test_cache_budget_reads_new_processes_first(tmp_path: Path) -> None:
     """A zero budget still reads one process a tick, and new ones before due refreshes."""
     clock = Clock()

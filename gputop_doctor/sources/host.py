@@ -84,7 +84,7 @@ class PsutilHostSource:
         top_cycle_s: float = 10.0,
         cgroup_ttl_s: float = 5.0,
         maps_ttl_s: float = 20.0,
-        thread_budget_s: float | None = 0.003,
+        thread_budget_s: float | None = 0.002,
         maps_budget_s: float | None = 0.008,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

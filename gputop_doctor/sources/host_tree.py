@@ -72,7 +72,7 @@ class ProcessReader:
         self,
         info: ProcInfoCache,
         proc_root: str = "/proc",
-        thread_budget_s: float | None = 0.003,
+        thread_budget_s: float | None = 0.002,
         skip_quiet: bool = True,
     ) -> None:
         self.info = info

@@ -299,6 +299,7 @@ def read_cpuinfo(path: str = "/proc/cpuinfo") -> CpuInfo:
 
 # -- the cache ------------------------------------------------------------------------------
 
+MAX_BACKOFF = 16  # 20 s TTL -> at most ~5 min between re-reads of a settled process
 ProcKey = tuple[int, int]  # (pid, start time in clock ticks): survives PID reuse
 
 
@@ -307,11 +308,15 @@ class _Entry:
     maps: MapsInfo | None
     env: ThreadEnv | None
     maps_due: float
+    backoff: int = 1  # the TTL multiplier: doubles while the maps stay the same
 
 
 class ProcInfoCache:
     """Maps and environ per process, re-read every ``maps_ttl_s`` (spread by PID, so that a
-    tree started together doesn't refresh together).
+    tree started together doesn't refresh together), and less and less often while they stay
+    the same: a job loads its libraries in its first minutes (MKL's kernels on the first
+    BLAS call), after which every re-read would find the same, so the TTL doubles on each
+    unchanged read up to ``MAX_BACKOFF`` times and falls back when something changed.
 
     Reading maps costs about a millisecond for a process that imported torch, so each tick
     spends at most ``read_budget_s`` on them: processes seen for the first time come first,
@@ -355,9 +360,11 @@ class ProcInfoCache:
             self._entries[key] = entry
         elif now < entry.maps_due or not self._may_read():
             return entry.maps, entry.env
-        entry.maps = read_maps(key[0], self.proc_root)
-        entry.env = read_environ(key[0], self.proc_root)
-        entry.maps_due = now + self._ttl(key[0])
+        maps, env = read_maps(key[0], self.proc_root), read_environ(key[0], self.proc_root)
+        same = entry.maps_due > 0 and (maps, env) == (entry.maps, entry.env)
+        entry.backoff = min(entry.backoff * 2, MAX_BACKOFF) if same else 1
+        entry.maps, entry.env = maps, env
+        entry.maps_due = now + self._ttl(key[0]) * entry.backoff
         return entry.maps, entry.env
 
     def prefetch(self, keys: Iterable[ProcKey]) -> None:
