@@ -160,14 +160,15 @@ class SwapPaging:
 
 
 def parse_vmstat(data: bytes) -> SwapPaging | None:
-    found: dict[bytes, int] = {}
-    for line in data.split(b"\n"):
-        key, _, value = line.partition(b" ")
-        if key in (b"pswpin", b"pswpout"):
-            found[key] = int(value) * PAGE_SIZE
-    if len(found) != 2:
-        return None
-    return SwapPaging(found[b"pswpin"], found[b"pswpout"])
+    """pswpin/pswpout, found with two searches: /proc/vmstat has ~180 lines to skip."""
+    found: list[int] = []
+    for key in (b"\npswpin ", b"\npswpout "):
+        at = data.find(key)
+        if at < 0:
+            return None
+        end = data.find(b"\n", at + 1)
+        found.append(int(data[at + len(key) : end if end >= 0 else None]) * PAGE_SIZE)
+    return SwapPaging(found[0], found[1])
 
 
 def read_swap_paging(proc_root: str = "/proc") -> SwapPaging | None:
