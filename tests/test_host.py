@@ -266,11 +266,15 @@ def test_extra_pids_are_out_of_tree_and_cheaper(fake: FakeProc) -> None:
     fake.process(100)
     fake.process(300, comm="other_job", threads={300: ("other_job", "S", 0, 0)})
     r = reader(fake)
-    samples = by_pid(r.read(r.tree(100), [100, 300, 4242], now=1.0))
-    assert set(samples) == {100, 300}  # the target isn't doubled; a missing PID is skipped
-    assert samples[100].in_tree and not samples[300].in_tree
-    assert samples[300].name == "other_job" and samples[300].thread_names == ()
-    assert samples[300].threads_in_d is None
+    samples = r.read(r.tree(100), [100, 300, 300, 4242], now=1.0)
+    assert [s.pid for s in samples] == [
+        100,
+        300,
+    ]  # the target isn't doubled; a missing PID is skipped
+    target, other = samples
+    assert target.in_tree and not other.in_tree
+    assert other.name == "other_job" and other.thread_names == ()
+    assert other.threads_in_d is None
 
 
 def test_thread_delta_without_schedstat_is_unknown() -> None:

@@ -96,9 +96,10 @@ class ProcessReader:
         seen: list[_Seen] = []
         for pid, depth in tree:
             self._see(seen, pid, depth, True)
-        in_tree = {s.pid for s in seen}
+        done = {s.pid for s in seen}
         for pid in extras:
-            if pid not in in_tree:
+            if pid not in done:
+                done.add(pid)
                 self._see(seen, pid, 0, False)
         self.info.prefetch((s.pid, s.stat.start) for s in seen)
         passed = self._pass_threads(seen)
