@@ -697,3 +697,5 @@ def test_reused_target_pid_is_not_the_target(fake: FakeProc) -> None:
     fake.process(100, start=777)  # the job ended and another process got its PID
     reading = source.read_processes(100, [])
     assert (reading.target_alive, reading.processes) == (False, ())
+    source.read_processes(None, [])  # detached; attaching again takes the new process
+    assert source.read_processes(100, []).target_alive is True

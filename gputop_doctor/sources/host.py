@@ -161,8 +161,11 @@ class PsutilHostSource:
 
     def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
         now = self._clock()
+        attached_now = target_pid != self._last_target
+        if attached_now:
+            self._target = None  # identity is taken afresh at each attach
         # The first look at a newly attached tree reads all its maps at once.
-        self._info.begin_tick(unbounded=target_pid != self._last_target)
+        self._info.begin_tick(unbounded=attached_now)
         self._last_target = target_pid
         alive: bool | None = None
         tree: list[tuple[int, int]] = []
