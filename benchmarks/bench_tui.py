@@ -1,12 +1,13 @@
 """CPU cost of the TUI next to nvitop's, on the same fake 8-GPU machine, in the same run.
 
 Both programs run at a 1 s interval in their own 120x40 tmux session, side by side, against
-the fake libnvidia-ml from tests/fake_nvml (8 busy H100s, one rank of a real 64-process tree on
-each GPU). gputop-doctor is attached to that tree. After a warm-up, each process's CPU time is
+the fake libnvidia-ml from tests/fake_nvml (8 busy H100s, one rank of a real 65-process tree on
+each GPU; each rank burns a few % of a core so CPU% keeps changing, as in a real job).
+gputop-doctor is attached to that tree. After a warm-up, each process's CPU time is
 read from /proc/PID/stat (utime + stime, which already include all of its threads) at the
 start and end of the window; the figure is CPU seconds per wall second, in percent of one core.
 
-    .venv/bin/python benchmarks/bench_tui.py [--seconds 60] [--warmup 5] [--demo]
+    .venv/bin/python benchmarks/bench_tui.py [--seconds 60] [--warmup 5] [--busy 0.03] [--demo]
 
 ``--demo`` measures ``gputop-doctor --demo healthy`` instead of the fake NVML (nvitop still
 runs on the fake). Prints figures; asserts nothing (timings belong in benchmarks, not tests).
@@ -30,7 +31,8 @@ from tests.fake_nvml.fixtures import build_fake, fake_nvml_env  # noqa: E402
 from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario  # noqa: E402
 
 TREE = """
-import os, signal
+import os, signal, sys, time
+BUSY = float(sys.argv[1])  # fraction of a core each rank burns, so its CPU% keeps changing
 def spawn(n, then):
     pids = []
     for _ in range(n):
@@ -45,6 +47,11 @@ def worker():
     pass
 def rank():
     spawn(7, worker)
+    while BUSY > 0:
+        start = time.perf_counter()
+        while time.perf_counter() - start < 0.1 * BUSY:
+            pass
+        time.sleep(0.1 * (1 - BUSY))
 ranks = spawn(8, rank)
 print(" ".join(map(str, ranks)), flush=True)
 signal.pause()
@@ -58,10 +65,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_tree() -> tuple[subprocess.Popen[str], list[int]]:
+def start_tree(busy: float = 0.0) -> tuple[subprocess.Popen[str], list[int]]:
     """A launcher, 8 ranks, 7 workers each: 64 processes, like a DDP job with DataLoaders."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, "-c", TREE, str(busy)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     assert proc.stdout is not None
     ranks = [int(p) for p in proc.stdout.readline().split()]
@@ -125,6 +135,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--demo", action="store_true", help="gputop-doctor --demo healthy")
+    parser.add_argument(
+        "--busy",
+        type=float,
+        default=0.03,
+        help="share of a core each rank burns, so the process table changes (default 0.03)",
+    )
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         print("tmux is required", file=sys.stderr)
@@ -137,7 +153,7 @@ def main() -> int:
         return 2
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
-    tree, ranks = start_tree()
+    tree, ranks = start_tree(args.busy)
     sessions: list[str] = []
     try:
         lib = build_fake(tmp / "lib")
@@ -163,6 +179,7 @@ def main() -> int:
         end = {name: cpu_seconds(pid) for name, pid in procs.items()}
         pct = {name: 100.0 * (end[name] - start[name]) / wall for name in procs}
         mode = "demo healthy" if args.demo else "fake NVML, attached to a 65-process tree"
+        mode += f", ranks busy {100 * args.busy:.0f} % of a core"
         print(f"TUI CPU over {wall:.0f} s at 1 s interval, 8 GPUs ({mode}), 120x40 tmux:")
         for name, value in pct.items():
             print(f"  {name:<14} {value:6.2f} % of one core  (pid {procs[name]})")

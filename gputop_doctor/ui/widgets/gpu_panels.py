@@ -326,11 +326,14 @@ class GpuPanels(Widget, can_focus=True):
             self._strips = [None] * len(lines)
             self.refresh()
             return
+        dirty = []
         for y, line in enumerate(lines):
             if line != self._lines[y]:
                 self._lines[y] = line
                 self._strips[y] = None
-                self.refresh(Region(0, y, width, 1))
+                dirty.append(Region(0, y, width, 1))
+        if dirty:
+            self.refresh(*dirty)
 
     def _build_lines(self, layout: Layout, width: int) -> list[Line]:
         gpus = self._gpus
