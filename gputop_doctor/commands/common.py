@@ -73,8 +73,19 @@ def options_from(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Run:
+    engine: Engine
+    list_processes: Callable[[], list[tuple[int, str, str]]]  # for the UI's attach picker
+
+
 def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time) -> Engine:
     """Validate the options against the machine and return an Engine with every rule."""
+    return open_run(options, clock).engine
+
+
+def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> Run:
+    """The engine and what the UI needs besides it, from validated options."""
     from gputop_doctor.rules import RULES
     from gputop_doctor.rules.headline import verdict
     from gputop_doctor.sources.factory import SourceChoice, open_sources, pid_exists
@@ -102,4 +113,4 @@ def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time)
     )
     if options.backfill_s > 0:
         engine.prime(options.backfill_s)
-    return engine
+    return Run(engine, sources.list_processes)

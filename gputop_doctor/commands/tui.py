@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-from gputop_doctor.commands.common import UsageError, build_engine, options_from
+from gputop_doctor.commands.common import UsageError, open_run, options_from
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 
 
 def run_ui(args: argparse.Namespace) -> int:
-    engine = build_engine(options_from(args, args.interval))
+    run = open_run(options_from(args, args.interval))
     if args.csv:
+        # Checked here, before the screen takes over, so a bad path is a one-line error.
         try:
-            engine.add_sink(CsvSink(args.csv))
+            CsvSink(args.csv).close()
         except CsvError as exc:
-            engine.close()
+            run.engine.close()
             raise UsageError(str(exc), status=1) from None
     from gputop_doctor.ui.app import run_tui
 
-    return run_tui(engine)
+    return run_tui(run.engine, csv_path=args.csv, list_processes=run.list_processes)

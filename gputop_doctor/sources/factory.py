@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gputop_doctor.core.engine import GpuSource, HostSource
+
+if TYPE_CHECKING:
+    from gputop_doctor.sources.demo import DemoMachine
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,12 +23,18 @@ class SourceChoice:
     interval_s: float = 1.0
 
 
+# (pid, user, command) rows for the attach picker. Called from the UI thread, so it must not
+# touch the producer's sources: it reads /proc afresh (live) or a fixed list (demo).
+ProcessRow = tuple[int, str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class OpenedSources:
     gpu: GpuSource
     host: HostSource
     default_target: int | None  # what to attach to when the user named no PID
     label: str  # "live" or "demo:<scenario>"
+    list_processes: Callable[[], list[ProcessRow]]
 
 
 def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None) -> OpenedSources:
@@ -39,11 +49,13 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
             clock=clock,
             interval_s=choice.interval_s,
         )
+        rows = _demo_rows(machine)
         return OpenedSources(
             gpu=machine.gpu_source(),
             host=machine.host_source(),
             default_target=machine.launcher_pid,
             label=f"demo:{choice.demo}",
+            list_processes=lambda: list(rows),
         )
     from gputop_doctor.sources.host import PsutilHostSource
     from gputop_doctor.sources.nvml import NvmlSource
@@ -51,9 +63,10 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
 
     return OpenedSources(
         gpu=NvmlSource(),
-        host=ProbedHostSource(PsutilHostSource()),  # + what in-process probes publish
+        host=ProbedHostSource(PsutilHostSource()),
         default_target=None,
         label="live",
+        list_processes=live_process_rows,
     )
 
 
@@ -67,3 +80,23 @@ def pid_exists(pid: int) -> bool:
     from gputop_doctor.sources.host import pid_exists as exists
 
     return exists(pid)
+
+
+def _demo_rows(machine: DemoMachine) -> list[ProcessRow]:
+    rows = [(machine.launcher_pid, "trainer", "torchrun --nproc-per-node 8 train.py (demo)")]
+    for rank, pid in enumerate(machine.rank_pids):
+        rows.append((pid, "trainer", f"python train.py --local-rank {rank} (demo)"))
+        rows += [(w, "trainer", "pt_data_worker (demo)") for w in machine.worker_pids(rank)]
+    return rows
+
+
+def live_process_rows() -> list[ProcessRow]:
+    """Every process the monitor can see, for the attach picker (a one-off, not per tick)."""
+    import psutil
+
+    rows: list[ProcessRow] = []
+    for proc in psutil.process_iter(["pid", "username", "name", "cmdline"]):
+        info = proc.info
+        command = " ".join(info.get("cmdline") or []) or info.get("name") or "?"
+        rows.append((int(info["pid"]), str(info.get("username") or "?"), command))
+    return rows
