@@ -1,21 +1,19 @@
-"""The attached process tree, read straight from /proc.
+"""Reading processes and threads straight from /proc: the parsing half of the tree sampler.
 
 Why not psutil here: one ``psutil.Process`` with ``oneshot()`` costs about 190 µs for the
 handful of fields we show, a direct read of ``/proc/PID/stat`` about 10 µs, and a 64-process
 tree is read every tick (DESIGN.md's budget is 1 % of one core for everything). The lesson of
-"one persistent psutil.Process per PID" is kept: every process has persistent state
-(:class:`_Known`) so that its first CPU reading isn't a made-up zero and deltas are exact.
+"one persistent psutil.Process per PID" is kept in host_tree.py: every process has persistent
+state, so that its first CPU reading isn't a made-up zero and later ones are exact deltas.
 
 Per-thread facts come from ``/proc/PID/task/TID/{stat,schedstat}``: the thread names, the
 threads in D state, and run/wait nanoseconds. ``/proc/PID/schedstat`` covers only the leader
 thread, so the run-queue delay is summed over the tasks (reference/diagnosis.md §3.5, §4.0).
-A process that used no CPU since the last tick and kept its thread count skips the per-thread
-reads: its threads can neither have run nor waited for a CPU.
 
-Finding the tree: this kernel family may lack ``/proc/PID/task/TID/children``, so the
-ppid of every PID on the host is kept in :class:`PidTable`, updated by listing /proc and
-reading only PIDs it hasn't seen (a ppid only changes on reparenting, and tree members re-read
-theirs every tick anyway).
+Finding the tree: ``/proc/PID/task/TID/children`` needs CONFIG_PROC_CHILDREN, which kernels
+like this one lack, so the ppid of every PID on the host is kept in :class:`PidTable`, updated
+by listing /proc and reading only PIDs it hasn't seen (a ppid only changes on reparenting, and
+tree members re-read theirs every tick anyway).
 """
 
 from __future__ import annotations
