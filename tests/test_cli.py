@@ -175,3 +175,39 @@ def test_record_env_never_written(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "hunter2" not in path.read_text()
+
+
+TREE_WITH_NUMPY = """
+import os, sys, time
+import numpy
+for _ in range(2):
+    if os.fork() == 0:
+        time.sleep(60)
+        os._exit(0)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_snapshot_json_shows_numpy_tree_with_threads_and_openblas() -> None:
+    pytest.importorskip("numpy")
+    parent = subprocess.Popen([sys.executable, "-c", TREE_WITH_NUMPY], stdout=subprocess.PIPE)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == b"ready"
+        result = run("snapshot", "--json", "--pid", str(parent.pid), "--window", "1")
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)
+        procs = {p["pid"]: p for p in data["processes"]}
+        assert procs[parent.pid]["depth"] == 0
+        children = [p for p in procs.values() if p["ppid"] == parent.pid]
+        assert len(children) == 2 and all(p["depth"] == 1 for p in children)
+        for proc in procs.values():
+            assert proc["num_threads"] >= 1
+            names = {lib["name"] for lib in proc["libraries"]}
+            assert "OpenBLAS" in names
+            assert any("scipy_openblas" in lib["path"] for lib in proc["libraries"])
+        assert data["tree"]["processes"] == 3
+    finally:
+        parent.kill()
+        parent.wait()

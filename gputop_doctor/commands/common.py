@@ -53,6 +53,7 @@ class EngineOptions:
     pid: int | None
     hold_s: float | None = None
     backfill_s: float = 0.0  # demo only: seconds of simulated past to fill the history with
+    unbudgeted: bool = False  # read every thread and library each tick (one-off snapshots)
 
 
 # A demo starts with this much simulated past, so sparklines are full and slow findings
@@ -92,7 +93,9 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
 
     if options.pid is not None and options.demo is None and not pid_exists(options.pid):
         raise UsageError(f"no process with PID {options.pid}")
-    choice = SourceChoice(options.demo, options.gpus, options.seed, options.interval_s)
+    choice = SourceChoice(
+        options.demo, options.gpus, options.seed, options.interval_s, options.unbudgeted
+    )
     try:
         sources = open_sources(choice)
     except ValueError as exc:

@@ -34,7 +34,9 @@ def run_snapshot(args: argparse.Namespace) -> int:
 def _live_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
     window: float = args.window or LIVE_WINDOW_S
     interval = min(1.0, window / 2)
-    options = EngineOptions(None, args.gpus, args.seed, interval, args.pid, hold_s=0.0)
+    options = EngineOptions(
+        None, args.gpus, args.seed, interval, args.pid, hold_s=0.0, unbudgeted=True
+    )
     engine = build_engine(options)
     frames: list[Frame] = []
     engine.run(threading.Event(), frames.append, duration_s=window + interval)

@@ -21,6 +21,9 @@ class SourceChoice:
     gpus: int = 8  # demo only
     seed: int = 0  # demo only
     interval_s: float = 1.0
+    # A one-off snapshot reads every thread and library each tick; a long-running monitor
+    # spreads that work over ticks to stay within its CPU budget.
+    unbudgeted: bool = False
 
 
 # (pid, user, command) rows for the attach picker. Called from the UI thread, so it must not
@@ -57,13 +60,12 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
             label=f"demo:{choice.demo}",
             list_processes=lambda: list(rows),
         )
-    from gputop_doctor.sources.host import PsutilHostSource
     from gputop_doctor.sources.nvml import NvmlSource
     from gputop_doctor.sources.probe_reader import ProbedHostSource
 
     return OpenedSources(
         gpu=NvmlSource(),
-        host=ProbedHostSource(PsutilHostSource()),
+        host=ProbedHostSource(_host_source(choice.unbudgeted)),
         default_target=None,
         label="live",
         list_processes=live_process_rows,
@@ -100,3 +102,11 @@ def live_process_rows() -> list[ProcessRow]:
         command = " ".join(info.get("cmdline") or []) or info.get("name") or "?"
         rows.append((int(info["pid"]), str(info.get("username") or "?"), command))
     return rows
+
+
+def _host_source(unbudgeted: bool) -> HostSource:
+    from gputop_doctor.sources.host import PsutilHostSource
+
+    if unbudgeted:
+        return PsutilHostSource(thread_budget_s=None, maps_budget_s=None)
+    return PsutilHostSource()
