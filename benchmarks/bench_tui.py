@@ -106,6 +106,7 @@ def tmux_start(session: str, command: list[str], env: dict[str, str]) -> int:
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", shell], check=True
     )
+    subprocess.run(["tmux", "set-option", "-t", session, "remain-on-exit", "on"], check=False)
     out = subprocess.run(
         ["tmux", "display", "-p", "-t", session, "#{pane_pid}"],
         check=True,
@@ -176,6 +177,14 @@ def main() -> int:
         t0 = time.monotonic()
         time.sleep(args.seconds)
         wall = time.monotonic() - t0
+        for name, pid in procs.items():
+            if not Path(f"/proc/{pid}").exists():
+                session = "bench-doctor" if name == "gputop-doctor" else "bench-nvitop"
+                screen = subprocess.run(
+                    ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+                ).stdout
+                print(f"{name} (pid {pid}) exited during the run; its pane:\n{screen}")
+                return 1
         end = {name: cpu_seconds(pid) for name, pid in procs.items()}
         pct = {name: 100.0 * (end[name] - start[name]) / wall for name in procs}
         mode = "demo healthy" if args.demo else "fake NVML, attached to a 65-process tree"
