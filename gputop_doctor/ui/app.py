@@ -1,16 +1,15 @@
 """The Textual app: layout, keys, the one sampler worker, and handing frames to the widgets.
 
-The engine runs in a single thread worker and owns every piece of mutable state (sources, history,
-CSV sinks). The UI only receives immutable frames through ``FrameReady`` (newer frames replace
-unhandled older ones) and talks back only through ``engine.submit``. The sampler thread closes
-the engine itself when it stops, so quitting flushes and closes the CSV from the thread that
-wrote it, after its last row.
+The engine runs in one thread worker and owns all mutable state (sources, history, CSV sinks).
+The UI gets immutable frames through ``FrameReady`` (newer replace unhandled older ones) and
+talks back only through ``engine.submit``. The sampler thread closes the engine itself when it
+stops, so quitting closes the CSV from the thread that wrote it, after its last row.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import ClassVar
 
 from textual import work
@@ -22,6 +21,7 @@ from textual.widgets import Footer
 from gputop_doctor.core.engine import Engine, Frame
 from gputop_doctor.ui.commands import app_commands
 from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
+from gputop_doctor.ui.lifecycle import install_stop_signals
 from gputop_doctor.ui.messages import EngineNotice, FrameReady
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
 from gputop_doctor.ui.screens.help import HelpScreen
@@ -59,6 +59,7 @@ class GpuTopApp(App[int]):
         list_processes: ListProcesses | None = None,
         make_sink: MakeSink = csv_sink,
         sampler: bool = True,
+        stop_signals: bool = False,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -68,6 +69,8 @@ class GpuTopApp(App[int]):
         self._csv_path = csv_path
         self._list_processes = list_processes
         self._sampler = sampler
+        self._stop_signals = stop_signals
+        self._undo_signals: Callable[[], None] = lambda: None
         self._stop = threading.Event()
         self._sampler_done = threading.Event()
         self._sampler_started = False
@@ -94,6 +97,8 @@ class GpuTopApp(App[int]):
         self.table.focus()
         if self._csv_path:
             self.control.start_recording(self._csv_path)
+        if self._stop_signals:
+            self._undo_signals = install_stop_signals(self.quit_now)
         if self._sampler:
             self._sampler_started = True
             self._run_sampler()
@@ -113,8 +118,7 @@ class GpuTopApp(App[int]):
             finally:
                 self._sampler_done.set()
 
-    def _post_frame(self, frame: Frame) -> None:
-        """Called in the sampler thread; ``post_message`` is thread-safe and never blocks."""
+    def _post_frame(self, frame: Frame) -> None:  # sampler thread: post_message never blocks
         self.post_message(FrameReady(frame))
 
     def on_frame_ready(self, message: FrameReady) -> None:
@@ -141,8 +145,6 @@ class GpuTopApp(App[int]):
     def on_gpu_panels_selected(self, message: GpuPanels.Selected) -> None:
         self.action_gpu_detail(message.index)
 
-    # -- state other modules read ----------------------------------------------------------
-
     @property
     def recording_path(self) -> str | None:
         return self.control.pending_path or (self.frame.recording if self.frame else None)
@@ -157,19 +159,18 @@ class GpuTopApp(App[int]):
 
     # -- actions ---------------------------------------------------------------------------
 
-    def attach(self, pid: int | None) -> None:
-        self.control.attach(pid)
-        self.notify(f"attaching to PID {pid}" if pid is not None else "detached")
-
     def action_attach(self) -> None:
-        self.push_screen(ProcessPicker(self._list_processes), self._attach_chosen)
+        self.push_screen(ProcessPicker(self._list_processes), self.attach)
 
-    def _attach_chosen(self, pid: int | None) -> None:
+    def attach(self, pid: int | None) -> None:
+        """The picker's answer; None means it was cancelled."""
         if pid is not None:
-            self.attach(pid)
+            self.control.attach(pid)
+            self.notify(f"attaching to PID {pid}")
 
     def action_detach(self) -> None:
-        self.attach(None)
+        self.control.attach(None)
+        self.notify("detached")
 
     def action_record(self) -> None:
         """Stop if recording, else ask for a path (a timestamped default is filled in)."""
@@ -178,11 +179,7 @@ class GpuTopApp(App[int]):
             self.control.stop_recording(path)
             self.notify(f"recording stopped: {path}")
         else:
-            self.push_screen(RecordPrompt(default_csv_path()), self._record_chosen)
-
-    def _record_chosen(self, path: str | None) -> None:
-        if path:
-            self.control.start_recording(path)
+            self.push_screen(RecordPrompt(default_csv_path()), self.control.start_recording)
 
     def action_pause(self) -> None:
         self.paused = not self.paused
@@ -206,6 +203,10 @@ class GpuTopApp(App[int]):
         self.push_screen(GpuDetailScreen(index, self.control.send_history))
 
     async def action_quit(self) -> None:
+        self.quit_now()
+
+    def quit_now(self) -> None:
+        """Quit (key or signal): the sampler stops at once, its last tick still written."""
         self._stop.set()
         self.exit(0)
 
@@ -219,6 +220,7 @@ class GpuTopApp(App[int]):
         if self._closed:
             return
         self._closed = True
+        self._undo_signals()
         self._stop.set()
         if not self._sampler_started:
             self.engine.close()
@@ -238,7 +240,7 @@ def run_tui(
     ``csv_path`` starts recording at once; ``list_processes`` backs the attach picker with
     ``(pid, user, command)`` tuples from the host source (the UI may not read /proc itself).
     """
-    app = GpuTopApp(engine, csv_path=csv_path, list_processes=list_processes)
+    app = GpuTopApp(engine, csv_path=csv_path, list_processes=list_processes, stop_signals=True)
     try:
         result = app.run()
     finally:

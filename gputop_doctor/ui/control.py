@@ -45,7 +45,10 @@ class EngineControl:
 
         self.engine.submit(command)
 
-    def start_recording(self, path: str) -> None:
+    def start_recording(self, path: str | None) -> None:
+        """Record to ``path``; None or empty (a cancelled prompt) does nothing."""
+        if not path:
+            return
         make_sink, post = self._make_sink, self._post
         self.pending_path = path
 

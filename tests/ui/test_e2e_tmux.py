@@ -96,3 +96,29 @@ def test_demo_starved_shows_gpus_and_the_finding_then_quits_cleanly(session: str
 
     tmux("send-keys", "-t", session, "echo still-$((6 * 7))", "Enter")
     wait_for(lambda: "still-42" in screen(), 5.0, "the shell to answer", screen)
+
+
+def test_sigterm_quits_like_q_and_leaves_a_complete_csv(session: str, tmp_path: Path) -> None:
+    from gputop_doctor.export.reader import read_session
+
+    csv_path = tmp_path / "killed.csv"
+
+    def screen() -> str:
+        return tmux("capture-pane", "-p", "-t", session)
+
+    tmux(
+        "send-keys", "-t", session, f"{BIN} --demo healthy --csv {csv_path}; echo EXIT=$?", "Enter"
+    )
+    wait_for(lambda: "GPU7" in screen() and "REC" in screen(), 20.0, "the recording TUI", screen)
+    shell = int(tmux("display", "-p", "-t", session, "#{pane_pid}").strip())
+    children = subprocess.run(
+        ["ps", "-o", "pid=", "--ppid", str(shell)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert len(children) == 1
+    time.sleep(1.5)
+    os.kill(int(children[0]), 15)
+    wait_for(lambda: "EXIT=0" in screen(), 15.0, "exit status 0 after SIGTERM", screen)
+    modes = tmux("display", "-p", "-t", session, "#{alternate_on} #{mouse_any_flag}").split()
+    assert modes == ["0", "0"]
+    recorded = read_session(str(csv_path))
+    assert len(recorded.ticks) >= 1 and recorded.dropped_rows == 0
