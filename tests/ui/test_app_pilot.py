@@ -386,3 +386,23 @@ async def test_quit_stops_the_sampler_and_closes_the_csv_after_its_last_row(tmp_
     session = read_session(str(target))
     assert len(session.ticks) == sink.ticks_written and session.dropped_rows == 0
     assert target.read_text().endswith("\n")
+
+
+@run_async
+async def test_resizing_switches_between_cards_and_one_line_per_gpu() -> None:
+    engine, clock, _ = demo_engine("thermal")
+    app = GpuTopApp(engine, sampler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(app, pilot, engine, clock, 3)
+        assert "GPU7 " in screen_text(app)
+        await pilot.resize_terminal(80, 24)
+        await feed(app, pilot, engine, clock)
+        await pilot.pause()
+        lines = screen_text(app).split("\n")
+        assert len(lines[0]) <= 80
+        assert any(line.startswith(" 7 ") and "°C" in line for line in lines)
+        assert "GPU7 " not in "\n".join(lines)
+        await pilot.resize_terminal(*SIZE)
+        await feed(app, pilot, engine, clock)
+        await pilot.pause()
+        assert "GPU7 " in screen_text(app)
