@@ -188,7 +188,8 @@ def main() -> int:
         end = {name: cpu_seconds(pid) for name, pid in procs.items()}
         pct = {name: 100.0 * (end[name] - start[name]) / wall for name in procs}
         mode = "demo healthy" if args.demo else "fake NVML, attached to a 65-process tree"
-        mode += f", ranks busy {100 * args.busy:.0f} % of a core"
+        if not args.demo:
+            mode += f", ranks busy {100 * args.busy:.0f} % of a core"
         print(f"TUI CPU over {wall:.0f} s at 1 s interval, 8 GPUs ({mode}), 120x40 tmux:")
         for name, value in pct.items():
             print(f"  {name:<14} {value:6.2f} % of one core  (pid {procs[name]})")
