@@ -157,3 +157,21 @@ def test_verdict_is_written_and_read_back(tmp_path: Path) -> None:
     sink.write(replace(_frame(0, (full_gpu(0),)), verdict=verdict))
     sink.close()
     assert read_session(str(path)).ticks[0].bottleneck == "data pipeline (CPU)"
+
+
+def test_gpu_findings_go_on_their_own_row_and_host_findings_on_all(tmp_path: Path) -> None:
+    from gputop_doctor.core.findings import HOST
+
+    path = tmp_path / "s.csv"
+    frame = _frame(0, (full_gpu(0), full_gpu(1)))
+    findings = (
+        Finding("thermal-throttle", Severity.WARN, gpu_scope(1), "hot"),
+        Finding("thermal-throttle", Severity.WARN, gpu_scope(1), "hot again"),
+        Finding("cpu-saturation", Severity.WARN, HOST, "busy"),
+    )
+    sink = CsvSink(str(path))
+    sink.write(Frame(frame.snapshot, findings, frame.system))
+    sink.close()
+    rows = list(csv.DictReader(path.open()))
+    assert [r["findings"] for r in rows] == ["cpu-saturation", "thermal-throttle|cpu-saturation"]
+    assert read_session(str(path)).ticks[0].findings == ("cpu-saturation", "thermal-throttle")

@@ -45,8 +45,7 @@ class CsvSink:
             raise CsvError(f"cannot write CSV {path}: {exc.strerror or exc}") from None
 
     def write(self, frame: Frame) -> None:
-        findings = [f.rule_id for f in frame.findings]
-        rows = snapshot_rows(frame.snapshot, findings, frame.system.source, frame.verdict)
+        rows = snapshot_rows(frame.snapshot, frame.findings, frame.system.source, frame.verdict)
         for row in rows:
             self._writer.writerow(row)
             self._file.flush()

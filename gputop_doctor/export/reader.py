@@ -91,5 +91,6 @@ def _tick(path: str, rows: list[dict[str, str]], line: int) -> RecordedTick:
         snapshot = snapshot_from_rows(rows)
     except (ValueError, KeyError, TypeError) as exc:
         raise SessionFormatError(f"{path}: bad value near line {line}: {exc}") from None
-    findings = tuple(f for f in rows[0]["findings"].split(LIST_SEP) if f)
+    ids = (f for row in rows for f in row["findings"].split(LIST_SEP) if f)
+    findings = tuple(dict.fromkeys(ids))  # every row's ids, each once, in order
     return RecordedTick(snapshot, findings, rows[0]["source"], rows[0]["bottleneck"])

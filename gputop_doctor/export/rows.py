@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from gputop_doctor.core.findings import Verdict
+from gputop_doctor.core.findings import Finding, Verdict
 from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,
@@ -32,13 +32,30 @@ from gputop_doctor.export.schema import (
 
 
 def snapshot_rows(
-    snapshot: Snapshot, findings: Sequence[str], source: str, verdict: Verdict | None = None
+    snapshot: Snapshot,
+    findings: Sequence[Finding],
+    source: str,
+    verdict: Verdict | None = None,
 ) -> list[list[str]]:
     """The rows of one tick, in ``COLUMNS`` order."""
     lead = _lead_cells(snapshot, source)
-    rest = _shared_cells(snapshot, findings, verdict)
+    rest = _shared_cells(snapshot, verdict)
     gpus: Iterable[GpuSample | None] = snapshot.gpus or (None,)
-    return [[*lead, *_gpu_cells(gpu), *rest] for gpu in gpus]
+    return [[*lead, *_gpu_cells(gpu), *rest, _findings_cell(findings, gpu)] for gpu in gpus]
+
+
+def _findings_cell(findings: Sequence[Finding], gpu: GpuSample | None) -> str:
+    """Ids active at this tick that concern this row: the host, processes, or this GPU.
+
+    A GPU finding goes only on its own GPU's row, so filtering on ``gpu_index`` gives that
+    GPU's story; each id appears once per cell.
+    """
+    ids: dict[str, None] = {}
+    for finding in findings:
+        scope = finding.scope
+        if scope.kind != "gpu" or gpu is None or scope.index == gpu.index:
+            ids[finding.rule_id] = None
+    return LIST_SEP.join(ids)
 
 
 def _iso(ts: float) -> str:
@@ -75,9 +92,7 @@ def _lead_cells(snapshot: Snapshot, source: str) -> list[str]:
     ]
 
 
-def _shared_cells(
-    snapshot: Snapshot, findings: Sequence[str], verdict: Verdict | None
-) -> list[str]:
+def _shared_cells(snapshot: Snapshot, verdict: Verdict | None) -> list[str]:
     host = snapshot.host
     tree = snapshot.tree
     cells = [encode(getattr(host, f.attr)) for f in HOST_FIELDS]
@@ -87,7 +102,6 @@ def _shared_cells(
     cells += [encode(snapshot.target_pid), encode(snapshot.target_alive)]
     cells += [encode(None if tree is None else getattr(tree, f.attr)) for f in TREE_FIELDS]
     cells += ["", ""] if verdict is None else [verdict.case, verdict.bottleneck]
-    cells.append(LIST_SEP.join(findings))
     return cells
 
 
