@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -211,3 +212,15 @@ def test_snapshot_json_shows_numpy_tree_with_threads_and_openblas() -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+@pytest.mark.slow
+def test_record_demo_thermal_shows_thermal_throttle_in_the_csv(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    result = run(
+        "record", "--demo", "thermal", "--csv", str(path), "--duration", "7", "--interval", "0.5"
+    )
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(path.open()))
+    assert any("thermal-throttle" in r["findings"].split("|") for r in rows)
+    assert not any("power-cap" in r["findings"] for r in rows)
