@@ -182,3 +182,12 @@ def test_history_keeps_processes_only_for_the_detail_span() -> None:
         history.append(snap)
     kept = [bool(s.processes) for s in history.all()]
     assert kept == [False, False, False, True, True, True]
+
+
+def test_run_fills_pending_prime_in_the_sampler_thread_first() -> None:
+    engine = Engine(StubGpuSource(script=[(gpu(0),)]), StubHostSource(), Settings(interval_s=0.01))
+    engine.pending_prime_s = 0.05
+    frames: list[object] = []
+    engine.run(threading.Event(), frames.append, duration_s=0.01)
+    assert [s.tick for s in engine.history.all()] == [-5, -4, -3, -2, -1, 0]
+    assert len(frames) == 1 and engine.pending_prime_s == 0.0

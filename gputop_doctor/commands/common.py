@@ -114,6 +114,5 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
         label=sources.label,
         judge=verdict,
     )
-    if options.backfill_s > 0:
-        engine.prime(options.backfill_s)
+    engine.pending_prime_s = options.backfill_s
     return Run(engine, sources.list_processes)

@@ -48,4 +48,6 @@ def _demo_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
     window: float = args.window or DEMO_WINDOW_S
     options = EngineOptions(args.demo, args.gpus, args.seed, 1.0, args.pid, backfill_s=window)
     engine = build_engine(options)
-    return engine.tick(), engine
+    frames: list[Frame] = []
+    engine.run(threading.Event(), frames.append, duration_s=options.interval_s)
+    return frames[-1], engine

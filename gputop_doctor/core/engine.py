@@ -168,6 +168,7 @@ class Engine:
         self.tracker = FindingTracker(settings.hold_s, settings.clear_s)
         self.sinks: list[Sink] = []
         self.target_exit_time: float | None = None
+        self.pending_prime_s = 0.0  # simulated past to fill in when run() starts (demo)
         self.lost_gpus: set[int] = set()
         self._clock = clock
         self._tick = 0
@@ -321,6 +322,10 @@ class Engine:
         later tick. If a tick overruns a whole interval, the missed deadlines are skipped.
         Returns the number of ticks run.
         """
+        if self.pending_prime_s > 0:
+            # In the sampler thread, so a UI is already on screen while the past is filled.
+            self.prime(self.pending_prime_s)
+            self.pending_prime_s = 0.0
         interval = self.settings.interval_s
         t0 = time.monotonic()
         ticks = 0
