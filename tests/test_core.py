@@ -191,3 +191,13 @@ def test_run_fills_pending_prime_in_the_sampler_thread_first() -> None:
     engine.run(threading.Event(), frames.append, duration_s=0.01)
     assert [s.tick for s in engine.history.all()] == [-5, -4, -3, -2, -1, 0]
     assert len(frames) == 1 and engine.pending_prime_s == 0.0
+
+
+def test_gpu_status_change_mid_session_reaches_frames_once() -> None:
+    gpus = StubGpuSource(script=[(gpu(0),)])
+    engine = Engine(gpus, StubHostSource(), Settings(), clock=lambda: 1.0)
+    assert engine.tick().system.gpu_status == "ok"
+    gpus.state = "NVML failed mid-session: Unknown Error"
+    frames = [engine.tick() for _ in range(2)]
+    assert [f.note for f in frames] == ["NVML failed mid-session: Unknown Error", None]
+    assert frames[-1].system.gpu_status.startswith("NVML failed")

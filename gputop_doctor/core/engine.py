@@ -216,7 +216,7 @@ class Engine:
         self._series.add(snapshot)
         ctx = self._context(snapshot)
         findings = self.tracker.update(now, self._diagnose(ctx))
-        note = self._notice_changes(snapshot)
+        note = self._notice_changes(snapshot)  # before the frame: it may update self.system
         frame = Frame(
             snapshot=snapshot,
             findings=findings,
@@ -273,6 +273,11 @@ class Engine:
 
     def _notice_changes(self, snapshot: Snapshot) -> str | None:
         notes = []
+        status = self.gpu.status().status
+        if status != self.system.gpu_status:
+            # NVML can fail mid-session (driver reset); every view shows the new reason.
+            self.system = replace(self.system, gpu_status=status)
+            notes.append(status if status != "ok" else "GPU readings are back")
         if snapshot.target_alive:
             self._target_seen_alive = True
         elif (
