@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
 )
 from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario
 
-SUCCESS, INVALID_ARGUMENT, NOT_FOUND, INSUFFICIENT_SIZE = 0, 2, 6, 7
+SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND, INSUFFICIENT_SIZE = 0, 2, 3, 6, 7
+UNINITIALIZED, DRIVER_NOT_LOADED, UNKNOWN = 1, 9, 999
 PID = os.getpid()
 
 
@@ -212,3 +214,61 @@ def test_nvitop_runs_on_the_fake(
     assert "Traceback" not in result.stderr + result.stdout
     assert result.stdout.count("H100 80GB HBM3") == 8
     assert str(PID) in result.stdout
+
+
+def test_pcie_byte_counters_are_field_values(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: Any,
+) -> None:
+    """Fields 197/198 (TX/RX bytes) are cumulative and move on with ``Scenario.advanced``."""
+    scenario = Scenario(gpus=(FakeGpu(pcie_rx_kbs=2048, pcie_tx_kbs=100, pcie_rx_bytes=10**12),))
+    fake_nvml.write(scenario)
+    tx, rx = nvml.nvmlDeviceGetFieldValues(handle(), [197, 198])
+    assert (tx.nvmlReturn, tx.valueType, tx.value.ullVal) == (SUCCESS, 3, 0)
+    assert (rx.nvmlReturn, rx.valueType, rx.value.ullVal) == (SUCCESS, 3, 10**12)
+    fake_nvml.write(scenario.advanced(2.5))
+    tx, rx = nvml.nvmlDeviceGetFieldValues(handle(), [197, 198])
+    assert tx.value.ullVal == 100 * 1024 * 5 // 2
+    assert rx.value.ullVal == 10**12 + 2048 * 1024 * 5 // 2
+
+    fake_nvml.write(Scenario(gpus=(FakeGpu(pcie_rx_bytes=None, pcie_tx_bytes=None),)))
+    values = nvml.nvmlDeviceGetFieldValues(handle(), [197, 198])
+    assert [v.nvmlReturn for v in values] == [NOT_SUPPORTED, NOT_SUPPORTED]
+
+
+def test_pcie_throughput_blocks_for_its_window(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: Any,
+) -> None:
+    fake_nvml.write(Scenario(gpus=(FakeGpu(pcie_rx_kbs=77),), pcie_window_us=20_000))
+    started = time.perf_counter()
+    assert nvml.nvmlDeviceGetPcieThroughput(handle(), 1) == 77
+    assert time.perf_counter() - started >= 0.019  # a lower bound: the fake sleeps
+
+
+@pytest.mark.parametrize("code", [UNINITIALIZED, DRIVER_NOT_LOADED, UNKNOWN])
+def test_failure_makes_every_call_fail(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: Any,
+    code: int,
+) -> None:
+    """``Scenario.failure``: NVML as a whole goes away mid-session, on every GPU and call."""
+    scenario = Scenario.uniform(2)
+    fake_nvml.write(scenario)
+    handles = [handle(0), handle(1)]
+    fake_nvml.write(replace(scenario, failure=code))
+    calls = [
+        lambda: nvml.nvmlDeviceGetCount(),
+        lambda: nvml.nvmlSystemGetDriverVersion(),
+        lambda: nvml.nvmlDeviceGetHandleByIndex(1),
+        *(lambda h=h: nvml.nvmlDeviceGetTemperature(h, 0) for h in handles),
+        *(lambda h=h: nvml.nvmlDeviceGetFieldValues(h, [197]) for h in handles),
+    ]
+    for call in calls:
+        with pytest.raises(nvml.NVMLError) as caught:
+            call()
+        assert caught.value.value == code
+    with pytest.raises(nvml.NVMLError):
+        nvml.nvmlInit()  # a re-init fails the same way
+    fake_nvml.write(scenario)
+    assert nvml.nvmlDeviceGetTemperature(handles[1], 0) == 35

@@ -9,6 +9,10 @@
  *
  * Scenario format, one `key value...` per line, '#' starts a comment:
  *   init CODE                        nvmlInitWithFlags returns CODE (9 = driver not loaded)
+ *   fail CODE                        NVML failed as a whole (driver unloaded or crashed):
+ *                                    every call, init included, returns CODE (0 = off)
+ *   pcie_window_us N                 nvmlDeviceGetPcieThroughput blocks N us, as the real
+ *                                    call does while it samples its 20 ms window (0 = off)
  *   driver_version S | nvml_version S | cuda_version N
  *   gpu_count N
  *   unsupported FN                   FN returns NOT_SUPPORTED on every GPU
@@ -20,6 +24,9 @@
  *   gpu.N.proc PID KIND USED_BYTES SM MEM TS   KIND is compute|graphics|both, USED -1 = N/A
  *   gpu.N.<numeric field> VALUE|na   see FIELDS below; `na` makes the matching call
  *                                    (or field value) return NOT_SUPPORTED
+ *   gpu.N.pcie_tx_bytes / pcie_rx_bytes   the cumulative PCIe byte counters served as field
+ *                                    values 197/198 (NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES); the
+ *                                    scenario writer advances them (Scenario.advanced)
  *
  * Build variants hide symbols to exercise FunctionNotFound fallbacks:
  *   -DNO_V3 -DNO_V2 -DNO_EVENT_REASONS -DNO_MEMORY_V2 -DNO_TEMPERATURE_V -DNO_GPM
@@ -225,6 +232,8 @@ _Static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "nvmlGpmMetricsGet_
     X(F_SUPPORTED_CLOCK_EVENTS, "supported_clock_events", 0x1ff)                              \
     X(F_PCIE_RX, "pcie_rx_kbs", 0)                                                            \
     X(F_PCIE_TX, "pcie_tx_kbs", 0)                                                            \
+    X(F_PCIE_RX_BYTES, "pcie_rx_bytes", 0)                                                    \
+    X(F_PCIE_TX_BYTES, "pcie_tx_bytes", 0)                                                    \
     X(F_PCIE_GEN, "pcie_gen", 5)                                                              \
     X(F_PCIE_WIDTH, "pcie_width", 16)                                                         \
     X(F_PCIE_GEN_MAX, "pcie_gen_max", 5)                                                      \
@@ -291,6 +300,8 @@ struct fake_inject {
 
 struct scenario {
     int init_code;
+    int fail_code;
+    long pcie_window_us;
     char driver_version[80], nvml_version[80];
     int cuda_version;
     int gpu_count;
@@ -437,6 +448,10 @@ static int parse_scenario(const char *path, struct scenario *s) {
             parse_gpu_line(s, key, rest);
         } else if (!strcmp(key, "init")) {
             s->init_code = atoi(rest);
+        } else if (!strcmp(key, "fail")) {
+            s->fail_code = atoi(rest);
+        } else if (!strcmp(key, "pcie_window_us")) {
+            s->pcie_window_us = atol(rest);
         } else if (!strcmp(key, "driver_version")) {
             snprintf(s->driver_version, sizeof(s->driver_version), "%s", rest);
         } else if (!strcmp(key, "nvml_version")) {
@@ -557,6 +572,7 @@ static nvmlReturn_t sys_begin(int *slot, const char *name, int do_refresh) {
     count_call(slot, name, -1);
     if (init_refcount <= 0) return NVML_ERROR_UNINITIALIZED;
     if (do_refresh) refresh();
+    if (scn->fail_code) return scn->fail_code;
     return injected(-1, name);
 }
 
@@ -567,6 +583,7 @@ static nvmlReturn_t dev_begin(int *slot, const char *name, nvmlDevice_t h, int d
     count_call(slot, name, index >= 0 && index < MAX_GPUS ? index : -1);
     if (init_refcount <= 0) return NVML_ERROR_UNINITIALIZED;
     if (do_refresh) refresh();
+    if (scn->fail_code) return scn->fail_code;
     if (index < 0 || index >= scn->gpu_count) return NVML_ERROR_INVALID_ARGUMENT;
     struct fake_gpu *g = &scn->gpus[index];
     if (g->lost) return NVML_ERROR_GPU_IS_LOST;
@@ -639,6 +656,7 @@ EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     if (!scenario_key.valid) set_defaults(scn);
     refresh();
     if (scn->init_code) return scn->init_code;
+    if (scn->fail_code) return scn->fail_code;
     init_refcount++;
     return NVML_SUCCESS;
 }
@@ -741,6 +759,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice
     count_call(&slot_, __func__, index < MAX_GPUS ? (int)index : -1);
     if (init_refcount <= 0) return NVML_ERROR_UNINITIALIZED;
     refresh();
+    if (scn->fail_code) return scn->fail_code;
     return handle_by_index(index, device);
 }
 
@@ -1093,6 +1112,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t h, unsigned int po
 EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t h, unsigned int counter,
                                                 unsigned int *kbs) {
     DEV_BEGIN(h, 1);
+    if (scn->pcie_window_us > 0) {
+        struct timespec window = {scn->pcie_window_us / 1000000,
+                                  (scn->pcie_window_us % 1000000) * 1000};
+        nanosleep(&window, NULL);
+    }
     if (counter == 0) return uint_field(g, F_PCIE_TX, kbs);
     if (counter == 1) return uint_field(g, F_PCIE_RX, kbs);
     return NVML_ERROR_INVALID_ARGUMENT;
@@ -1282,6 +1306,8 @@ static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
     case 194: f = F_TEMP_SLOWDOWN; type = 5; break;
     case 195: f = F_TEMP_MEM_MAX; type = 5; break;
     case 196: f = F_TEMP_GPU_MAX; type = 5; break;
+    case 197: f = F_PCIE_TX_BYTES; break;
+    case 198: f = F_PCIE_RX_BYTES; break;
     default: break;
     }
     fv->timestamp = (long long)now_us();

@@ -6,6 +6,9 @@ values over time. The fake re-reads the file when it changes. The format is line
 ``key value`` so the C side stays a few dozen lines of parsing.
 
 ``None`` on a numeric field means "the matching NVML call answers NOT_SUPPORTED".
+
+The PCIe byte counters (field values 197/198) are cumulative: :meth:`Scenario.advanced` moves
+them on by each GPU's ``pcie_*_kbs`` rate, as a driver's counters would over that many seconds.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ HW_SLOWDOWN = 0x8
 SW_THERMAL = 0x20
 HW_THERMAL = 0x40
 
+NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_DRIVER_NOT_LOADED = 9
@@ -76,8 +80,10 @@ class FakeGpu:
     mem_clock_mhz: int | None = 2619
     mem_clock_max_mhz: int | None = 2619
     clock_events: int | None = 0
-    pcie_rx_kbs: int | None = 0
+    pcie_rx_kbs: int | None = 0  # nvmlDeviceGetPcieThroughput, KB/s (NVML's KB are KiB)
     pcie_tx_kbs: int | None = 0
+    pcie_rx_bytes: int | None = 0  # field 198, cumulative; None: the field is NOT_SUPPORTED
+    pcie_tx_bytes: int | None = 0  # field 197
     fan_pct: int | None = 30
     thr_sw_power_cap_ns: int | None = 0
     thr_sync_boost_ns: int | None = 0
@@ -120,6 +126,8 @@ class FakeGpu:
             "clock_events": self.clock_events,
             "pcie_rx_kbs": self.pcie_rx_kbs,
             "pcie_tx_kbs": self.pcie_tx_kbs,
+            "pcie_rx_bytes": self.pcie_rx_bytes,
+            "pcie_tx_bytes": self.pcie_tx_bytes,
             "fan": self.fan_pct,
             "thr_sw_power_cap_ns": self.thr_sw_power_cap_ns,
             "thr_sync_boost_ns": self.thr_sync_boost_ns,
@@ -138,6 +146,14 @@ class FakeGpu:
         out.extend(f"{p}error {name} {code}" for name, code in self.errors)
         return out
 
+    def advanced(self, seconds: float) -> FakeGpu:
+        """A copy whose PCIe byte counters moved on by ``seconds`` at the throughput rates."""
+        return replace(
+            self,
+            pcie_rx_bytes=_advance(self.pcie_rx_bytes, self.pcie_rx_kbs, seconds),
+            pcie_tx_bytes=_advance(self.pcie_tx_bytes, self.pcie_tx_kbs, seconds),
+        )
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -145,6 +161,10 @@ class Scenario:
 
     gpus: tuple[FakeGpu, ...] = field(default_factory=lambda: (FakeGpu(),))
     init_error: int = 0  # e.g. NVML_ERROR_DRIVER_NOT_LOADED
+    # NVML failing as a whole mid-session (driver unloaded or crashed): every call, on every
+    # GPU, init included, returns this code. 0: off.
+    failure: int = 0
+    pcie_window_us: int = 0  # nvmlDeviceGetPcieThroughput blocks this long (real: 20 ms)
     driver_version: str = "550.54.15"
     nvml_version: str = "12.550.54.15"
     cuda_version: int = 12040
@@ -166,10 +186,16 @@ class Scenario:
         """A copy with every GPU changed the same way."""
         return replace(self, gpus=tuple(replace(g, **changes) for g in self.gpus))  # type: ignore[arg-type]
 
+    def advanced(self, seconds: float) -> Scenario:
+        """A copy ``seconds`` later: every GPU's PCIe byte counters moved on at its rates."""
+        return replace(self, gpus=tuple(g.advanced(seconds) for g in self.gpus))
+
     def lines(self) -> list[str]:
         out = [
             "# fake_nvml scenario",
             f"init {self.init_error}",
+            f"fail {self.failure}",
+            f"pcie_window_us {self.pcie_window_us}",
             f"driver_version {self.driver_version}",
             f"nvml_version {self.nvml_version}",
             f"cuda_version {self.cuda_version}",
@@ -197,6 +223,12 @@ def _number(value: float | int | bool | None) -> str:
     if value is None:
         return "na"
     return str(int(value))
+
+
+def _advance(counter: int | None, kbs: int | None, seconds: float) -> int | None:
+    if counter is None:
+        return None
+    return counter + round((kbs or 0) * 1024 * seconds)
 
 
 def _mib_to_bytes(mib: float | None) -> int | None:
