@@ -5,8 +5,9 @@ Setup, as in DESIGN.md's budget: 8 demo GPUs, the real host source attached to a
 
     .venv/bin/python benchmarks/bench_record.py [--seconds 60] [--gpu-source demo|nvml]
 
-With ``--gpu-source nvml`` the GPUs come from NVML: run it with the fake library on
-LD_LIBRARY_PATH and FAKE_NVML_SCENARIO set (see tests/fake_nvml/).
+With ``--gpu-source fake`` the GPUs come from NVML through the real pynvml bindings and the
+fake libnvidia-ml that the tests build (tests/fake_nvml/): 8 busy GPUs, one per rank of the tree.
+With ``--gpu-source nvml`` they come from whatever NVML the machine has.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 TREE = """
 import os, signal, sys
@@ -63,6 +65,34 @@ def rss_mib() -> float:
     return float("nan")
 
 
+def use_fake_nvml(root_pid: int, workdir: Path) -> None:
+    """Build the tests' fake libnvidia-ml and point NVML at it, one rank per GPU."""
+    import psutil
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.fake_nvml.fixtures import build_fake
+    from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario
+
+    ranks = [*(p.pid for p in psutil.Process(root_pid).children()[:7]), root_pid]
+    now_us = int(time.time() * 1e6)
+    samples = tuple((now_us - i * 166_000, 90 + (i % 7)) for i in range(12))
+    gpus = tuple(
+        FakeGpu(
+            util=95,
+            samples=samples,
+            mem_used_mib=60_000.0,
+            temp_c=68,
+            power_w=610.0,
+            processes=(FakeProcess(pid=pid, used_mib=59_000.0, sm_util=93),),
+        )
+        for pid in ranks
+    )
+    scenario_path = workdir / "scenario.txt"
+    Scenario(gpus=gpus).write(scenario_path)
+    os.environ["FAKE_NVML_SCENARIO"] = str(scenario_path)
+    os.environ["GPUTOP_DOCTOR_NVML_LIB"] = str(build_fake(workdir / "lib"))
+
+
 def build_engine(root_pid: int, csv_path: str, gpu_source: str):  # type: ignore[no-untyped-def]
     from gputop_doctor.config import Settings
     from gputop_doctor.core.engine import Engine
@@ -72,7 +102,7 @@ def build_engine(root_pid: int, csv_path: str, gpu_source: str):  # type: ignore
     from gputop_doctor.sources.demo import DemoMachine
     from gputop_doctor.sources.host import PsutilHostSource
 
-    if gpu_source == "nvml":
+    if gpu_source in ("nvml", "fake"):
         from gputop_doctor.sources.nvml import NvmlSource
 
         gpus = NvmlSource()
@@ -94,11 +124,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--ticks", type=int, default=60, help="back-to-back ticks for tick cost")
-    parser.add_argument("--gpu-source", choices=("demo", "nvml"), default="demo")
+    parser.add_argument("--gpu-source", choices=("demo", "fake", "nvml"), default="demo")
     args = parser.parse_args()
     tree = start_tree()
     tmp = tempfile.mkdtemp()
     try:
+        if args.gpu_source == "fake":
+            use_fake_nvml(tree.pid, Path(tmp))
         started = time.perf_counter()
         engine = build_engine(tree.pid, os.path.join(tmp, "bench.csv"), args.gpu_source)
         first = engine.tick()
