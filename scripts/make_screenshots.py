@@ -6,7 +6,8 @@ Each picture is the demo machine after 330 simulated seconds (what ``--demo`` st
 plus three ticks, on a fixed clock in UTC, rendered headless by Textual's ``run_test`` and
 saved with ``save_screenshot``; the same inputs always give the same files. Besides one
 picture per scenario at 120x40 and at 80x24, it saves the GPU detail charts of a throttling
-GPU and the evidence of the starvation finding.
+GPU, the evidence of the starvation finding, the starved job with the in-process probe running
+in every rank (``probe*.svg``), and the detail screen of one rank (``process-detail.svg``).
 """
 
 from __future__ import annotations
@@ -25,27 +26,40 @@ sys.path.insert(0, str(ROOT))
 from textual.pilot import Pilot  # noqa: E402
 
 from gputop_doctor.config import Settings  # noqa: E402
-from gputop_doctor.core.engine import Engine, Frame  # noqa: E402
+from gputop_doctor.core.engine import Engine, Frame, HostSource  # noqa: E402
 from gputop_doctor.rules import RULES  # noqa: E402
+from gputop_doctor.rules.headline import verdict  # noqa: E402
 from gputop_doctor.sources.demo import SCENARIOS, DemoMachine  # noqa: E402
 from gputop_doctor.ui.app import GpuTopApp  # noqa: E402
 from gputop_doctor.ui.messages import FrameReady  # noqa: E402
 from gputop_doctor.ui.widgets.findings_list import FindingsList  # noqa: E402
+from gputop_doctor.ui.widgets.process_table import ProcessTable  # noqa: E402
+from tests.ui.engines import ProbedHost  # noqa: E402
 
 T0 = 1_750_000_000.0
 HISTORY_S = 330.0
 Action = Callable[[GpuTopApp, Pilot[int]], Awaitable[None]]
 
 
-def demo_engine(scenario: str) -> tuple[Engine, Frame]:
-    """The demo machine attached to its launcher, primed, on a clock that never reads time."""
+PROBE_WAIT = 0.2  # rank i's probe measures 20 + 3i % data wait: four ranks past the 30 % line
+
+
+def demo_engine(scenario: str, probe: bool = False) -> tuple[Engine, Frame]:
+    """The demo machine attached to its launcher, primed, on a clock that never reads time.
+
+    ``probe``: every rank publishes in-process probe stats, as ``watch(loader)`` makes it do.
+    """
     now = [T0]
     machine = DemoMachine(scenario, gpus=8, seed=0, interval_s=1.0)
+    host: HostSource = machine.host_source()
+    if probe:
+        host = ProbedHost(host, machine.rank_pids, lambda: now[0], PROBE_WAIT)
     engine = Engine(
         machine.gpu_source(),
-        machine.host_source(),
+        host,
         Settings(interval_s=1.0),
         rules=RULES,
+        judge=verdict,
         target_pid=machine.launcher_pid,
         clock=lambda: now[0],
         label=f"demo:{scenario}",
@@ -78,8 +92,19 @@ async def starvation_finding(app: GpuTopApp, pilot: Pilot[int]) -> None:
             return
 
 
-async def shoot(scenario: str, size: tuple[int, int], path: Path, action: Action) -> None:
-    engine, frame = demo_engine(scenario)
+async def process_detail(app: GpuTopApp, pilot: Pilot[int]) -> None:
+    table = app.query_one(ProcessTable)
+    table.focus()
+    table.move_cursor(row=table.pids.index(4201))  # rank 0 of the demo job
+    await pilot.press("enter")
+    app.engine.tick()  # answers the screen's history request (its CPU sparkline)
+    await pilot.pause()
+
+
+async def shoot(
+    scenario: str, size: tuple[int, int], path: Path, action: Action, probe: bool = False
+) -> None:
+    engine, frame = demo_engine(scenario, probe)
     app = GpuTopApp(engine, sampler=False)
     async with app.run_test(size=size) as pilot:
         app.post_message(FrameReady(frame))
@@ -99,14 +124,17 @@ def main() -> int:
     time.tzset()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    jobs: list[tuple[str, tuple[int, int], str, Action]] = []
+    jobs: list[tuple[str, tuple[int, int], str, Action, bool]] = []
     for scenario in SCENARIOS:
-        jobs.append((scenario, (120, 40), f"{scenario}.svg", nothing))
-        jobs.append((scenario, (80, 24), f"{scenario}-80x24.svg", nothing))
-    jobs.append(("thermal", (120, 40), "gpu-detail-thermal.svg", gpu_detail))
-    jobs.append(("starved", (120, 40), "finding-gpu-starvation.svg", starvation_finding))
-    for scenario, size, name, action in jobs:
-        asyncio.run(shoot(scenario, size, out / name, action))
+        jobs.append((scenario, (120, 40), f"{scenario}.svg", nothing, False))
+        jobs.append((scenario, (80, 24), f"{scenario}-80x24.svg", nothing, False))
+    jobs.append(("thermal", (120, 40), "gpu-detail-thermal.svg", gpu_detail, False))
+    jobs.append(("starved", (120, 40), "finding-gpu-starvation.svg", starvation_finding, False))
+    jobs.append(("starved", (120, 40), "probe.svg", nothing, True))
+    jobs.append(("starved", (80, 24), "probe-80x24.svg", nothing, True))
+    jobs.append(("starved", (120, 40), "process-detail.svg", process_detail, True))
+    for scenario, size, name, action, probe in jobs:
+        asyncio.run(shoot(scenario, size, out / name, action, probe))
     return 0
 
 

@@ -25,6 +25,7 @@ from gputop_doctor.ui.lifecycle import install_stop_signals
 from gputop_doctor.ui.messages import EngineNotice, FrameReady
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
 from gputop_doctor.ui.screens.help import HelpScreen
+from gputop_doctor.ui.screens.process_detail import ProcessScreen
 from gputop_doctor.ui.screens.process_picker import ListProcesses, ProcessPicker
 from gputop_doctor.ui.screens.record_prompt import RecordPrompt, default_csv_path
 from gputop_doctor.ui.widgets.findings_list import FindingsList
@@ -32,6 +33,7 @@ from gputop_doctor.ui.widgets.gpu_panels import GpuPanels
 from gputop_doctor.ui.widgets.header_bar import HeaderBar
 from gputop_doctor.ui.widgets.host_panel import HostPanel
 from gputop_doctor.ui.widgets.process_table import ProcessTable
+from gputop_doctor.ui.widgets.verdict_bar import VerdictBar
 
 
 class GpuTopApp(App[int]):
@@ -77,23 +79,14 @@ class GpuTopApp(App[int]):
         self._closed = False
 
     def compose(self) -> ComposeResult:
-        yield HeaderBar(self.engine.system, self.engine.settings.interval_s, id="header")
-        yield GpuPanels(id="gpus")
-        yield HostPanel(id="host")
-        yield FindingsList(id="findings")
-        yield ProcessTable(id="processes")
+        self.header = HeaderBar(self.engine.system, self.engine.settings.interval_s, id="header")
+        self.table = ProcessTable(self.control.send_history, id="processes")
+        views = (self.header, GpuPanels(id="gpus"), HostPanel(id="host"), VerdictBar(id="verdict"))
+        self._views = (*views, FindingsList(id="findings"), self.table)
+        yield from self._views
         yield Footer()
 
     def on_mount(self) -> None:
-        self.header = self.query_one(HeaderBar)
-        self.table = self.query_one(ProcessTable)
-        self._views = (
-            self.header,
-            self.query_one(GpuPanels),
-            self.query_one(HostPanel),
-            self.query_one(FindingsList),
-            self.table,
-        )
         self.table.focus()
         if self._csv_path:
             self.control.start_recording(self._csv_path)
@@ -132,7 +125,7 @@ class GpuTopApp(App[int]):
     def show_frame(self, frame: Frame) -> None:
         for view in self._views:
             view.show_frame(frame)
-        if isinstance(self.screen, GpuDetailScreen):
+        if isinstance(self.screen, (GpuDetailScreen, ProcessScreen)):
             self.screen.show_frame(frame)
 
     def on_engine_notice(self, message: EngineNotice) -> None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gputop_doctor.config import StarvationThresholds
+from gputop_doctor.core.model import ProbeStats
+
 BLOCKS = "▁▂▃▄▅▆▇█"
 
 
@@ -95,3 +98,52 @@ def short_gpu_name(name: str | None) -> str:
         if name.startswith(prefix):
             name = name[len(prefix) :]
     return name
+
+
+# -- the in-process probe ------------------------------------------------------------------
+
+# The share of step time spent waiting for data that the gpu-starvation rule takes as proof.
+DATA_WAIT_WARN_PCT = StarvationThresholds().probe_wait_pct
+
+
+def wait_pct(probe: ProbeStats | None) -> float | None:
+    """The probe's data-wait share in percent, None without a probe or a measurement."""
+    if probe is None or probe.data_wait_frac is None:
+        return None
+    return 100.0 * probe.data_wait_frac
+
+
+def fmt_rate(value: float | None) -> str:
+    """Steps per second with sensible digits: ``0.42``, ``3.5``, ``128``."""
+    if value is None:
+        return "-"
+    if value < 1:
+        return f"{value:.2f}"
+    return f"{value:.1f}" if value < 100 else f"{value:.0f}"
+
+
+def _knob(value: object) -> str:
+    return "?" if value is None else str(value)
+
+
+def probe_measured(probe: ProbeStats) -> str:
+    """What the probe measured, one line: ``12.3 steps/s · data wait 45 % · step 81 ms``."""
+    parts = [f"{fmt_rate(probe.steps_per_s)} steps/s"]
+    parts.append(f"data wait {fmt_num(wait_pct(probe), 0, ' %')}")
+    if probe.step_time_ms is not None:
+        parts.append(f"step {probe.step_time_ms:.0f} ms")
+    if probe.samples_per_s is not None:
+        parts.append(f"{probe.samples_per_s:.0f} samples/s")
+    parts.append(f"{probe.steps} steps")
+    return " · ".join(parts)
+
+
+def probe_knobs(probe: ProbeStats) -> str:
+    """The loader and torch settings the probe read (``?`` where it could not)."""
+    return (
+        f"num_workers={_knob(probe.num_workers)} pin_memory={_knob(probe.pin_memory)} "
+        f"persistent_workers={_knob(probe.persistent_workers)} "
+        f"prefetch_factor={_knob(probe.prefetch_factor)} batch_size={_knob(probe.batch_size)} "
+        f"torch_threads={_knob(probe.torch_threads)} "
+        f"cuda_available={_knob(probe.cuda_available)} device={_knob(probe.model_device)}"
+    )

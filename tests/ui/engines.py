@@ -7,14 +7,23 @@ engine themselves and post each frame to the app, exactly as the sampler would.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import Engine, Frame, GpuSource, GpuStatus
-from gputop_doctor.core.model import GpuSample
+from gputop_doctor.core.engine import (
+    Engine,
+    Frame,
+    GpuSource,
+    GpuStatus,
+    HostSource,
+    ProcessReading,
+)
+from gputop_doctor.core.model import GpuSample, HostSample, ProbeStats, SystemInfo
 from gputop_doctor.rules import RULES
+from gputop_doctor.rules.headline import verdict
 from gputop_doctor.sources.demo import DemoMachine
 
 T0 = 1_750_000_000.0  # a fixed "now" so times shown on screen never change between runs
@@ -34,24 +43,87 @@ class FakeClock:
         self.now += self.step
 
 
+class ProbedHost:
+    """Wraps a host source; each rank publishes in-process probe stats, as ``watch`` would.
+
+    Rank ``i`` waits ``wait + 0.03 * i`` of each step for data (so some ranks cross the 30 %
+    warning line and some do not) with the loader settings of a starved job.
+    """
+
+    def __init__(
+        self, inner: HostSource, ranks: Iterable[int], clock: Callable[[], float], wait: float
+    ) -> None:
+        self.inner = inner
+        self.ranks = {pid: i for i, pid in enumerate(ranks)}
+        self.clock = clock
+        self.wait = wait
+
+    def system(self) -> SystemInfo:
+        return self.inner.system()
+
+    def read_host(self, target_pid: int | None) -> HostSample:
+        return self.inner.read_host(target_pid)
+
+    def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
+        reading = self.inner.read_processes(target_pid, extra_pids)
+        procs = tuple(
+            dataclasses.replace(p, probe=self.probe(p.pid)) if p.pid in self.ranks else p
+            for p in reading.processes
+        )
+        return ProcessReading(procs, reading.target_alive)
+
+    def probe(self, pid: int) -> ProbeStats:
+        rank = self.ranks[pid]
+        wait = min(0.95, self.wait + 0.03 * rank)
+        steps_per_s = round(2.0 * (1.0 - wait) / 0.5, 2)
+        return ProbeStats(
+            pid=pid,
+            published_at=self.clock() - 0.4,
+            steps=1200 + 10 * rank,
+            steps_per_s=steps_per_s,
+            samples_per_s=steps_per_s * 256,
+            data_wait_frac=wait,
+            step_time_ms=round(1000.0 / steps_per_s, 1),
+            num_workers=3,
+            pin_memory=False,
+            persistent_workers=False,
+            prefetch_factor=2,
+            batch_size=256,
+            torch_threads=16,
+            cuda_available=True,
+            model_device=f"cuda:{rank}",
+        )
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def demo_engine(
     scenario: str = "healthy",
     gpus: int = 8,
     seed: int = 0,
     wrap_gpu: Callable[[GpuSource], GpuSource] | None = None,
     attach: bool = True,
+    probe_wait: float | None = None,
 ) -> tuple[Engine, FakeClock, DemoMachine]:
-    """An engine on the demo machine, attached to its launcher, with every rule."""
+    """An engine on the demo machine, attached to its launcher, with every rule.
+
+    ``probe_wait`` makes every rank publish in-process probe stats (see ``ProbedHost``).
+    """
     clock = FakeClock()
     machine = DemoMachine(scenario, gpus=gpus, seed=seed, interval_s=1.0)
     gpu_source: GpuSource = machine.gpu_source()
     if wrap_gpu is not None:
         gpu_source = wrap_gpu(gpu_source)
+    host: HostSource = machine.host_source()
+    if probe_wait is not None:
+        host = ProbedHost(host, machine.rank_pids, clock, probe_wait)
     engine = Engine(
         gpu_source,
-        machine.host_source(),
+        host,
         Settings(interval_s=1.0),
         rules=RULES,
+        judge=verdict,
         target_pid=machine.launcher_pid if attach else None,
         clock=clock,
         label=f"demo:{scenario}",

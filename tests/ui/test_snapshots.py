@@ -17,14 +17,17 @@ from textual.pilot import Pilot
 from gputop_doctor.sources.demo import SCENARIOS
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
+from gputop_doctor.ui.widgets.process_table import ProcessTable
 from tests.ui.engines import demo_engine, tick
 
 SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
 HISTORY_S = 330.0  # what the CLI primes a demo with
 
 
-def demo_app(scenario: str) -> tuple[GpuTopApp, Callable[[Pilot[Any]], Any]]:
-    engine, clock, _ = demo_engine(scenario)
+def demo_app(
+    scenario: str, probe_wait: float | None = None
+) -> tuple[GpuTopApp, Callable[[Pilot[Any]], Any]]:
+    engine, clock, _ = demo_engine(scenario, probe_wait=probe_wait)
     engine.prime(HISTORY_S)
     frame = tick(engine, clock, 3)
     app = GpuTopApp(engine, sampler=False)
@@ -55,3 +58,27 @@ def test_gpu_detail_screen(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=open_detail)
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_probe_columns(snap_compare: Any, size: str) -> None:
+    """Every rank runs the in-process probe: steps/s and data wait on the tree line, WAIT% in
+    the table (taking BLAS's place at 80 columns), the ranks past 30 % in warning colours."""
+    app, show = demo_app("starved", probe_wait=0.2)
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=show)
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_process_detail_screen(snap_compare: Any, size: str) -> None:
+    app, show = demo_app("starved", probe_wait=0.2)
+
+    async def open_detail(pilot: Pilot[Any]) -> None:
+        await show(pilot)
+        table = app.query_one(ProcessTable)
+        table.move_cursor(row=table.pids.index(4201))
+        await pilot.press("enter")
+        app.engine.tick()  # answers the screen's history request, as the sampler would
+        await pilot.pause()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=open_detail)

@@ -18,9 +18,13 @@ GPU cards: util is drawn from the driver's sub-second samples, so a GPU starved 
 pipeline shows as a comb of full and empty bars rather than a flat 50 %. Temperature is drawn
 against the card's slowdown threshold and power against its limit; the words on the title line
 are the clock-event (throttle) reasons the driver reports right now.
+The line above the findings is the verdict: which of the four cases the job is in (small or
+large model, simple or complex data) and where its bottleneck is.
 Findings: what the doctor concludes, worst first. Enter on one shows its evidence and the fix.
 Processes: the attached PID's whole tree (launcher, ranks, DataLoader workers) and every process
-NVML lists on a GPU. CPU% is of one core; THR is threads; BLAS is the library mapped in."""
+NVML lists on a GPU. CPU% is of one core; THR is threads; BLAS is the library mapped in; WAIT%
+is the share of each step spent waiting for data, measured by the in-process probe (on narrow
+terminals it takes BLAS's place while a probe runs). Enter on a process shows all about it."""
 
 
 def _key_label(binding: Binding) -> str:
@@ -52,7 +56,7 @@ class HelpScreen(ModalScreen[None]):
         if digits:
             table.add_row("0-9", "Charts of that GPU over the session")
         table.add_row("tab", "Move between GPUs, findings and processes")
-        table.add_row("enter", "Open the GPU / finding under the cursor")
+        table.add_row("enter", "Open the GPU / finding / process under the cursor")
         table.add_row("ctrl+p", "Command palette")
         with VerticalScroll(id="help-box") as box:
             box.border_title = "gputop-doctor help"

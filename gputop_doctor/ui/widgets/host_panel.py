@@ -18,7 +18,7 @@ from textual.widget import Widget
 
 from gputop_doctor.core.engine import Frame
 from gputop_doctor.core.model import HostSample, Pressure, TreeTotals
-from gputop_doctor.ui.render import fmt_mib, fmt_num, sparkline
+from gputop_doctor.ui.render import DATA_WAIT_WARN_PCT, fmt_mib, fmt_num, fmt_rate, sparkline
 
 COMPACT_HEIGHT = 32  # below this terminal height the panel takes one line
 
@@ -125,7 +125,14 @@ class HostPanel(Widget):
             swap = self._used_of(host.swap_used_mib, host.swap_total_mib)
             text.append(swap, self._swap_style(host))
         psi = self._psi_text(host)
+        tree = frame.snapshot.tree
         if compact:
+            if tree is not None and tree.steps_per_s is not None:  # the probe: worth more than PSI
+                text.append(" step ", label)
+                text.append(f"{fmt_rate(tree.steps_per_s)}/s")
+            if tree is not None and tree.data_wait_pct is not None:
+                text.append(" wait ", label)
+                text.append(f"{tree.data_wait_pct:.0f}%", self._wait_style(tree.data_wait_pct))
             if psi:
                 text.append(" psi ", label)
                 text.append(psi)
@@ -135,7 +142,13 @@ class HostPanel(Widget):
             text.append("PSI some ", label)
             text.append(psi)
         text.append("\n")
-        text.append(self._tree_text(frame.snapshot.tree, frame.snapshot.target_pid), dim)
+        text.append(self._tree_text(tree, frame.snapshot.target_pid), dim)
+        if tree is not None and tree.steps_per_s is not None:
+            text.append(f" · {fmt_rate(tree.steps_per_s)} steps/s", dim)
+        if tree is not None and tree.data_wait_pct is not None:
+            text.append(" · ", dim)
+            wait = tree.data_wait_pct
+            text.append(f"data wait {wait:.0f}%", self._wait_style(wait) or dim)
         return text
 
     @staticmethod
@@ -148,6 +161,10 @@ class HostPanel(Widget):
         if iowait is None or iowait < 5:
             return Style()
         return self._style("hot" if iowait >= 20 else "warn")
+
+    def _wait_style(self, wait_pct: float) -> Style:
+        """The probe's data wait: warning from the share the starvation rule takes as proof."""
+        return self._style("warn") if wait_pct >= DATA_WAIT_WARN_PCT else Style()
 
     def _swap_style(self, host: HostSample) -> Style:
         moving = (host.swap_in_mib_s or 0.0) + (host.swap_out_mib_s or 0.0)

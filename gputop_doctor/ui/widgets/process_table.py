@@ -25,7 +25,8 @@ from typing_extensions import Self
 
 from gputop_doctor.core.engine import Frame
 from gputop_doctor.core.model import ProcSample, Snapshot
-from gputop_doctor.ui.render import fmt_mib
+from gputop_doctor.ui.render import DATA_WAIT_WARN_PCT, fmt_mib, wait_pct
+from gputop_doctor.ui.screens.process_detail import ProcessScreen, RequestHistory
 
 # key, label, width on wide terminals, width on narrow ones, right-aligned
 COLUMNS: tuple[tuple[str, str, int, int, bool], ...] = (
@@ -35,6 +36,7 @@ COLUMNS: tuple[tuple[str, str, int, int, bool], ...] = (
     ("gpu", "GPU", 3, 3, False),
     ("gmem", "GMEM", 6, 5, True),
     ("sm", "SM%", 4, 3, True),
+    ("wait", "WAIT%", 5, 5, True),
     ("cpu", "CPU%", 5, 4, True),
     ("rss", "RSS", 6, 5, True),
     ("thr", "THR", 4, 3, True),
@@ -43,6 +45,10 @@ COLUMNS: tuple[tuple[str, str, int, int, bool], ...] = (
 )
 _KEYS = tuple(c[0] for c in COLUMNS)
 _RIGHT = {c[0] for c in COLUMNS if c[4]}
+# Below NARROW_BELOW columns there is room for one of these: the probe's data wait while any
+# process publishes one (a live number), else the BLAS runtime (a static fact, also shown in the
+# process detail screen and by the BLAS findings).
+NARROW_SWAP = ("wait", "blas")
 MIN_NAME = 10
 NARROW_BELOW = 110  # terminal columns
 GAP = 1  # one blank column between columns (DataTable's cell_padding would cost two)
@@ -113,6 +119,11 @@ def _blas(proc: ProcSample) -> str:
     return ",".join(names) or "-"
 
 
+def _wait(proc: ProcSample) -> str:
+    wait = wait_pct(proc.probe)
+    return "" if wait is None else f"{wait:.0f}"
+
+
 def row_cells(proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[str, ...]:
     """The text of each column for one process (comparable, so unchanged cells are skipped)."""
     return (
@@ -122,6 +133,7 @@ def row_cells(proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[str, .
         ",".join(str(i) for i in use.gpus) if use else "",
         fmt_mib(use.mem_mib) if use and use.mem_mib is not None else "",
         f"{use.sm_pct:.0f}" if use and use.sm_pct is not None else "",
+        _wait(proc),
         f"{proc.cpu_pct:.0f}" if proc.cpu_pct is not None else "-",
         fmt_mib(proc.rss_mib),
         str(proc.num_threads) if proc.num_threads is not None else "-",
@@ -168,15 +180,20 @@ class ProcessTable(DataTable[Text]):
     class bumps when it writes a cell, so a frame re-renders only the cells and rows that changed.
     """
 
+    COMPONENT_CLASSES = {"process-table--warn"}  # noqa: RUF012 (Textual reads this attribute)
+
     DEFAULT_CSS = """
     ProcessTable { height: 1fr; }
     """
 
     _rows_only = False  # a class default: DataTable.__init__ already calls refresh()
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, request_history: RequestHistory | None = None, **kwargs: object) -> None:
         super().__init__(cursor_type="row", cell_padding=0, **kwargs)  # type: ignore[arg-type]
+        self._request_history = request_history  # seeds the process screen's CPU sparkline
         self.sort_mode = "tree"
+        self.probing = False  # some process publishes probe stats (a WAIT% value)
+        self._warn: Style | None = None
         self._cells: dict[int, tuple[str, ...]] = {}
         self._order: list[int] = []
         self._target: int | None = None
@@ -190,29 +207,37 @@ class ProcessTable(DataTable[Text]):
         self._layout_version = 0
 
     def on_mount(self) -> None:
-        widths = self._column_widths(self.app.size.width)
+        widths = self._column_widths(self.app.size.width, self.probing)
         for key, label, *_ in COLUMNS:
             header = self._text(key, label, "")
-            self.add_column(header, width=widths[key] + GAP, key=key)
+            self.add_column(header, width=widths[key] + GAP if widths[key] else 0, key=key)
         self._widths = widths
         self._update_title()
 
     @staticmethod
-    def _column_widths(width: int) -> dict[str, int]:
-        """Narrow widths below 110 columns; the name column (tree prefixes) gets the rest."""
+    def _column_widths(width: int, probing: bool = False) -> dict[str, int]:
+        """Narrow widths below 110 columns; the name column (tree prefixes) gets the rest.
+
+        A width of 0 hides a column: on narrow terminals WAIT% and BLAS share one slot.
+        """
         narrow = width < NARROW_BELOW
         widths = {key: (n if narrow else w) for key, _, w, n, _ in COLUMNS}
-        fixed = sum(w for k, w in widths.items() if k != "name") + GAP * len(COLUMNS)
+        if narrow:
+            widths[NARROW_SWAP[1] if probing else NARROW_SWAP[0]] = 0
+        fixed = sum(w + GAP for k, w in widths.items() if k != "name" and w) + GAP
         widths["name"] = max(MIN_NAME, width - fixed - GAP - SCROLLBAR)
         return widths
 
     def on_resize(self) -> None:
-        widths = self._column_widths(self.size.width)
+        self._relayout()
+
+    def _relayout(self) -> None:
+        widths = self._column_widths(self.size.width or self.app.size.width, self.probing)
         if widths == self._widths or not self.columns:
             return
         self._widths = widths
         for key, width in widths.items():
-            self.columns[ColumnKey(key)].width = width + GAP
+            self.columns[ColumnKey(key)].width = width + GAP if width else 0
         # DataTable has no public "column width changed" hook; these are what add_column does.
         self._layout_version += 1
         self._require_update_dimensions = True
@@ -379,6 +404,7 @@ class ProcessTable(DataTable[Text]):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        self._warn = None
         self._rendered.clear()
         self._rows_rendered.clear()
 
@@ -401,7 +427,7 @@ class ProcessTable(DataTable[Text]):
         self.border_title = f"processes · sort: {self.sort_mode} (s)"
 
     @staticmethod
-    def _text(key: str, text: str, style: str) -> Text:
+    def _text(key: str, text: str, style: str | Style) -> Text:
         """A cell as Text, never a str: DataTable parses str cells as markup, and process
         names such as ``[kworker/0:1]`` must not be."""
         if key in _RIGHT:
@@ -409,12 +435,20 @@ class ProcessTable(DataTable[Text]):
         return Text(" " * GAP + text, style=style, no_wrap=True, overflow="ellipsis")
 
     def _cell(self, key: str, text: str, pid: int) -> Text:
+        if key == "wait" and text and float(text) >= DATA_WAIT_WARN_PCT:
+            if self._warn is None:
+                self._warn = self.get_component_rich_style("process-table--warn", partial=True)
+            return self._text(key, text, self._warn)
         style = "bold" if pid == self._target and key in ("pid", "name") else ""
         return self._text(key, text, style)
 
     def _apply(self, snapshot: Snapshot) -> None:
         if not self.columns:
             return
+        probing = any(p.probe is not None for p in snapshot.processes)
+        if probing != self.probing:
+            self.probing = probing
+            self._relayout()
         rows = ordered_rows(snapshot, self.sort_mode)
         target_changed = snapshot.target_pid != self._target
         self._target = snapshot.target_pid
@@ -494,6 +528,13 @@ class ProcessTable(DataTable[Text]):
         if self._rows_only and not regions and not layout and not recompose:
             return self
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a row: everything known about that process, following the frames."""
+        event.stop()
+        if self._snapshot is not None and event.row_key.value is not None:
+            pid = int(event.row_key.value)
+            self.app.push_screen(ProcessScreen(pid, self._snapshot, self._request_history))
 
     def _cursor_pid(self) -> int | None:
         if not self._order or not self.is_valid_row_index(self.cursor_row):
