@@ -139,9 +139,12 @@ def test_unsupported_is_none_and_asked_once(
     symbol: str,
     code: int,
 ) -> None:
-    fake_nvml.write(Scenario.uniform(2, util=30, errors=((symbol, code),)))
+    scenario = Scenario.uniform(2, util=30, errors=((symbol, code),))
+    if symbol == "nvmlDeviceGetPcieThroughput":  # only asked where the byte counters are missing
+        scenario = scenario.with_all(pcie_rx_bytes=None, pcie_tx_bytes=None)
+    fake_nvml.write(scenario)
     source = open_source()
-    for _ in range(4):
+    for _ in range(4):  # one slow PcieThroughput call a tick: GPU 0 rx, tx, then GPU 1
         for gpu in source.read_gpus():
             assert gpu.util_pct == 30.0 and gpu.temp_c == 35.0
             if symbol == "nvmlDeviceGetFanSpeed":

@@ -89,39 +89,44 @@ def test_identity_and_driver_versions(
 def test_every_field_is_read_and_converted(
     fake_nvml: FakeNvml,  # noqa: F811
     open_source: Callable[[], NvmlSource],
+    clock: Clock,
 ) -> None:
-    fake_nvml.write(
-        Scenario(
-            gpus=(
-                FakeGpu(
-                    util=77,
-                    mem_util=33,
-                    mem_total_mib=81559,
-                    mem_used_mib=40000,
-                    mem_reserved_mib=600,
-                    temp_c=71,
-                    temp_slowdown_c=88,
-                    temp_shutdown_c=93,
-                    temp_gpu_max_c=86,
-                    power_w=512.345,
-                    power_limit_w=650,
-                    sm_clock_mhz=1755,
-                    sm_clock_max_mhz=1980,
-                    mem_clock_mhz=2619,
-                    fan_pct=45,
-                    pcie_rx_kbs=123456,
-                    pcie_tx_kbs=654,
-                    clock_events=SW_POWER_CAP | SW_THERMAL,
-                    thr_sw_power_cap_ns=10**12,
-                    thr_sync_boost_ns=7,
-                    thr_sw_thermal_ns=2 * 10**9,
-                    thr_hw_thermal_ns=3,
-                    thr_hw_power_brake_ns=4,
-                ),
-            )
+    scenario = Scenario(
+        gpus=(
+            FakeGpu(
+                util=77,
+                mem_util=33,
+                mem_total_mib=81559,
+                mem_used_mib=40000,
+                mem_reserved_mib=600,
+                temp_c=71,
+                temp_slowdown_c=88,
+                temp_shutdown_c=93,
+                temp_gpu_max_c=86,
+                power_w=512.345,
+                power_limit_w=650,
+                sm_clock_mhz=1755,
+                sm_clock_max_mhz=1980,
+                mem_clock_mhz=2619,
+                fan_pct=45,
+                pcie_rx_kbs=123456,
+                pcie_tx_kbs=654,
+                clock_events=SW_POWER_CAP | SW_THERMAL,
+                thr_sw_power_cap_ns=10**12,
+                thr_sync_boost_ns=7,
+                thr_sw_thermal_ns=2 * 10**9,
+                thr_hw_thermal_ns=3,
+                thr_hw_power_brake_ns=4,
+            ),
         )
     )
-    (gpu,) = open_source().read_gpus()
+    fake_nvml.write(scenario)
+    source = open_source()
+    (first,) = source.read_gpus()
+    assert (first.pcie_rx_kib_s, first.pcie_tx_kib_s) == (None, None)  # no counter delta yet
+    clock.advance(2.0)
+    fake_nvml.write(scenario.advanced(2.0))
+    (gpu,) = source.read_gpus()
     assert (gpu.util_pct, gpu.util_min_pct, gpu.util_max_pct) == (77.0, 77.0, 77.0)
     assert gpu.util_samples == ()
     assert gpu.mem_util_pct == 33.0
@@ -132,7 +137,8 @@ def test_every_field_is_read_and_converted(
     assert gpu.power_limit_w == 650.0
     assert (gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, gpu.mem_clock_mhz) == (1755, 1980, 2619)
     assert gpu.fan_pct == 45.0
-    assert (gpu.pcie_rx_kib_s, gpu.pcie_tx_kib_s) == (123456.0, 654.0)
+    assert (gpu.pcie_rx_kib_s, gpu.pcie_tx_kib_s) == (123456.0, 654.0)  # from the counters
+    assert fake_nvml.calls("nvmlDeviceGetPcieThroughput") == 0  # never the 20 ms call
     assert gpu.clock_event_bits == ClockEvent.SW_POWER_CAP | ClockEvent.SW_THERMAL
     assert gpu.clock_events == ("sw-power-cap", "sw-thermal")
     assert gpu.throttle == ThrottleCounters(10**12, 7, 2 * 10**9, 3, 4)
@@ -306,6 +312,8 @@ def test_throttle_counters_keep_supported_fields(
                     thr_sw_thermal_ns=None,
                     thr_hw_thermal_ns=None,
                     thr_hw_power_brake_ns=None,
+                    pcie_rx_bytes=None,
+                    pcie_tx_bytes=None,
                 ),
             )
         )
@@ -315,6 +323,7 @@ def test_throttle_counters_keep_supported_fields(
         partial, none = source.read_gpus()
         assert partial.throttle == ThrottleCounters(sw_power_cap_ns=5, sync_boost_ns=6)
         assert none.throttle is None
+    assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=0) == 3  # throttle + PCIe: one call
     assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=1) == 1  # nothing left to ask
 
 

@@ -7,6 +7,17 @@ raises after construction: with no library, no driver, or an unofficial ``pynvml
 runs for the host and its processes. Per-field and per-GPU failures are handled by
 :mod:`nvml_call` and :mod:`nvml_device`.
 
+NVML can also fail as a whole mid-session: the driver is unloaded, crashes, or is upgraded
+underneath us, and every call on every GPU answers UNINITIALIZED, DRIVER_NOT_LOADED, a version
+mismatch, or UNKNOWN. The first three say so outright; UNKNOWN on every GPU for
+:data:`WHOLE_FAILURE_TICKS` ticks in a row is taken to mean the same (one flaky GPU or field is
+not). Then the source logs one line, :meth:`status` gives the one-line reason, and every later
+:meth:`read_gpus` returns identity-only samples without calling NVML at all, so a dead driver
+costs nothing per tick and the host and processes go on being sampled and recorded. Within a
+tick, a GPU stops being read after two driver errors in a row, and once one GPU has failed the
+others get one, so a dead driver costs a handful of calls before it is recognised, not every
+field of every GPU.
+
 ``GPUTOP_DOCTOR_NVML_LIB`` may name the library file when it is not on the loader's path
 (WSL's ``/usr/lib/wsl/lib``, NixOS's ``/run/opengl-driver/lib``); pynvml itself only ever asks
 the dynamic loader for ``libnvidia-ml.so.1``.
@@ -24,14 +35,23 @@ from typing import Any
 
 from gputop_doctor.core.engine import GpuStatus
 from gputop_doctor.core.model import GpuSample
-from gputop_doctor.sources.nvml_call import SYSTEM, GpuLostError, NvmlCaller
+from gputop_doctor.sources.nvml_call import (
+    FAILING_FUSE,
+    SYSTEM,
+    GpuLostError,
+    NvmlCaller,
+    NvmlFailedError,
+)
 from gputop_doctor.sources.nvml_device import DeviceReader
+from gputop_doctor.sources.nvml_pcie import SlowCallBudget
 
 logger = logging.getLogger(__name__)
 
 LIB_ENV = "GPUTOP_DOCTOR_NVML_LIB"
 UNAVAILABLE = "NVML unavailable"
 FIX_BINDINGS = "pip uninstall pynvml nvidia-ml-py3 && pip install --force-reinstall nvidia-ml-py"
+FAILED = "NVML failed mid-session"
+WHOLE_FAILURE_TICKS = 3  # ticks in a row with every GPU answering only UNKNOWN-class errors
 
 
 def load_pynvml() -> tuple[Any, str | None]:
@@ -64,6 +84,10 @@ class NvmlSource:
         self._initialized = False
         self._devices: tuple[DeviceReader, ...] = ()
         self._status = GpuStatus(status=f"{UNAVAILABLE}: not initialised")
+        self._failed = False
+        self._all_failing_ticks = 0
+        self._failing_reported: set[int] = set()
+        self._budget = SlowCallBudget()
         nvml, reason = load_pynvml()
         if nvml is None:
             self._status = GpuStatus(status=reason or UNAVAILABLE)
@@ -76,7 +100,11 @@ class NvmlSource:
             logger.info("%s", reason)
             return
         self._status = self._system_status()
-        self._devices = self._enumerate()
+        try:
+            self._devices = self._enumerate()
+        except NvmlFailedError as err:
+            self._fail(str(err))
+            return
         if not self._devices:
             self._status = GpuStatus(
                 status="no NVIDIA GPU found (NVML lists 0 devices)",
@@ -91,7 +119,21 @@ class NvmlSource:
         return self._status
 
     def read_gpus(self) -> tuple[GpuSample, ...]:
-        return tuple(device.read() for device in self._devices)
+        if self._failed:
+            return self._unavailable()
+        self._budget.new_tick()
+        samples = []
+        fuse = FAILING_FUSE
+        for device in self._devices:
+            try:
+                samples.append(device.read(fuse))
+            except NvmlFailedError as err:
+                self._fail(str(err))
+                return self._unavailable()
+            if device.failing is not None:
+                fuse = 1  # one GPU answers only errors: the next one gets a single chance
+        self._watch_failing()
+        return tuple(samples)
 
     def close(self) -> None:
         """Free GPM buffers and shut NVML down once; later reads return ``()``."""
@@ -104,6 +146,49 @@ class NvmlSource:
                 self._nvml.nvmlShutdown()
             except self._nvml.NVMLError as err:
                 logger.debug("nvmlShutdown: %s", err)
+
+    # -- NVML failing ----------------------------------------------------------------------
+
+    def _watch_failing(self) -> None:
+        """After a tick: every readable GPU failing for a while is NVML failing as a whole."""
+        readable = [d for d in self._devices if d.readable]
+        failing = [d for d in readable if d.failing is not None]
+        if readable and len(failing) == len(readable):
+            self._all_failing_ticks += 1
+            if self._all_failing_ticks >= WHOLE_FAILURE_TICKS:
+                self._fail(failing[0].failing or "no answers")
+            return
+        self._all_failing_ticks = 0
+        for device in readable:
+            if device.failing is not None and device.index not in self._failing_reported:
+                self._failing_reported.add(device.index)
+                logger.warning(
+                    "GPU %d answers NVML only with errors (%s); no readings until it answers",
+                    device.index,
+                    device.failing,
+                )
+            elif device.failing is None and device.index in self._failing_reported:
+                self._failing_reported.discard(device.index)
+                logger.info("GPU %d answers NVML again", device.index)
+
+    def _fail(self, reason: str) -> None:
+        """NVML as a whole has gone: say so once, and never call it again in this session."""
+        self._failed = True
+        status = f"{FAILED}: {reason}"
+        self._status = GpuStatus(
+            status=status,
+            driver_version=self._status.driver_version,
+            nvml_version=self._status.nvml_version,
+            cuda_driver_version=self._status.cuda_driver_version,
+        )
+        logger.warning(
+            "%s; no GPU readings from now on (host and processes go on); "
+            "restart gputop-doctor once the driver is back",
+            status,
+        )
+
+    def _unavailable(self) -> tuple[GpuSample, ...]:
+        return tuple(device.unavailable_sample() for device in self._devices)
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -159,4 +244,4 @@ class NvmlSource:
             return DeviceReader(nvml, self._caller, index, None, self._clock, lost=True)
         if handle is None:
             logger.warning("GPU %d: no handle (see earlier NVML messages)", index)
-        return DeviceReader(nvml, self._caller, index, handle, self._clock)
+        return DeviceReader(nvml, self._caller, index, handle, self._clock, budget=self._budget)

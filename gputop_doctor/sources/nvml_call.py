@@ -10,6 +10,13 @@ normal answer. The rules here are the failure model of issue 3:
   again. These answers do not change while the driver stays loaded, and asking costs a syscall
   each time.
 * GPU_IS_LOST: :class:`GpuLostError`, so the device reader can mark the whole GPU lost.
+* UNINITIALIZED, DRIVER_NOT_LOADED, LIB_RM_VERSION_MISMATCH on a GPU call: NVML itself has gone
+  (driver unloaded, crashed or upgraded underneath us), :class:`NvmlFailedError`.
+* UNKNOWN, TIMEOUT, OPERATING_SYSTEM while a GPU is being read: one such answer is a flaky field
+  (None, logged once, as below), but ``fuse`` of them in a row with no other answer between
+  means the GPU (or the whole driver) answers nothing but errors: :class:`GpuFailingError`
+  stops that GPU's reading for this tick instead of paying for every remaining call, and the
+  pending log lines are dropped (the source logs the failure once, GPU- or NVML-wide).
 * NOT_FOUND on calls where it means "no new samples": the caller's ``not_found`` value.
 * Anything else: None for this tick only, logged once per (call, error) so a flaky field
   neither floods the log nor disappears for good.
@@ -25,12 +32,18 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_OPERATING_SYSTEM = 17
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+NVML_ERROR_UNKNOWN = 999
 
 # Answers that stay the same for as long as the driver is loaded. A struct version the driver
 # does not know is one of them, and it lets versioned calls fall back to their older forms.
@@ -43,14 +56,34 @@ PERMANENT_ERRORS = frozenset(
     }
 )
 
+# NVML as a whole is gone: no call on any GPU will answer until the driver is back.
+SESSION_ERRORS = frozenset(
+    {NVML_ERROR_UNINITIALIZED, NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIB_RM_VERSION_MISMATCH}
+)
+# One field, one GPU or the whole driver: only a run of them tells which.
+DRIVER_ERRORS = frozenset({NVML_ERROR_UNKNOWN, NVML_ERROR_TIMEOUT, NVML_ERROR_OPERATING_SYSTEM})
+FAILING_FUSE = 2  # driver errors in a row, no other answer between, that stop a GPU's reading
+
 SYSTEM = -1  # the "GPU index" of calls that are not about one device
 
 # (label, function, arguments): one way of asking, for :meth:`NvmlCaller.first`.
 Option = tuple[str, Callable[..., Any], tuple[Any, ...]]
 
 
-class GpuLostError(Exception):
+class ReadAborted(Exception):
+    """The rest of this GPU's reading is pointless; ``str()`` is NVML's one-line reason."""
+
+
+class GpuLostError(ReadAborted):
     """NVML said GPU_IS_LOST: the device fell off the bus and needs a reset."""
+
+
+class GpuFailingError(ReadAborted):
+    """This GPU answers only driver errors (UNKNOWN, TIMEOUT, ...) this tick."""
+
+
+class NvmlFailedError(ReadAborted):
+    """NVML as a whole stopped answering (UNINITIALIZED, DRIVER_NOT_LOADED, ...)."""
 
 
 class NvmlCaller:
@@ -60,6 +93,23 @@ class NvmlCaller:
         self._nvml = nvml
         self._skipped: set[tuple[int, str]] = set()
         self._logged: set[tuple[str, str]] = set()
+        # GPUs being read (between begin and end): their fuse, error run, and held-back logs.
+        self._fuse: dict[int, int] = {}
+        self._run: dict[int, int] = {}
+        self._held: dict[int, list[tuple[str, BaseException]]] = {}
+
+    def begin(self, gpu: int, fuse: int = FAILING_FUSE) -> None:
+        """Start reading ``gpu``: ``fuse`` driver errors in a row raise GpuFailingError."""
+        self._fuse[gpu] = max(1, fuse)
+        self._run[gpu] = 0
+        self._held[gpu] = []
+
+    def end(self, gpu: int) -> None:
+        """The reading of ``gpu`` is over: log what was held back (flaky fields) once."""
+        self._fuse.pop(gpu, None)
+        self._run.pop(gpu, None)
+        for what, err in self._held.pop(gpu, ()):
+            self.log_once(what, err)
 
     def call(
         self,
@@ -74,8 +124,9 @@ class NvmlCaller:
         if key in self._skipped:
             return None
         try:
-            return fn(*args)
+            value = fn(*args)
         except self._nvml.NVMLLibraryMismatchError:
+            self._answered(gpu)
             self._skip(key, "function not found in this driver's NVML")
             return None
         except self._nvml.NVMLError as err:
@@ -83,6 +134,8 @@ class NvmlCaller:
         except Exception as err:  # a bindings bug or a driver returning garbage: not fatal
             self.log_once(what, err)
             return None
+        self._answered(gpu)
+        return value
 
     def first(self, gpu: int, options: Sequence[Option]) -> Any:
         """The first option that answers, moving on only past options that are unsupported.
@@ -107,9 +160,22 @@ class NvmlCaller:
             logger.warning("NVML %s failed: %s", what, err)
 
     def _nvml_error(self, key: tuple[int, str], err: Any, not_found: T | None) -> T | None:
+        gpu, what = key
         code = getattr(err, "value", None)
         if code == NVML_ERROR_GPU_IS_LOST:
-            raise GpuLostError(f"{key[1]}: {err}") from err
+            self._drop_held(gpu)
+            raise GpuLostError(f"{what}: {err}") from err
+        if code in SESSION_ERRORS and gpu != SYSTEM:
+            self._drop_held(gpu)
+            raise NvmlFailedError(str(err)) from err
+        if code in DRIVER_ERRORS and gpu in self._fuse:
+            self._run[gpu] += 1
+            if self._run[gpu] >= self._fuse[gpu]:
+                self._drop_held(gpu)
+                raise GpuFailingError(str(err)) from err
+            self._held[gpu].append((what, err))
+            return None
+        self._answered(gpu)
         if code == NVML_ERROR_NOT_FOUND and not_found is not None:
             return not_found
         if code in PERMANENT_ERRORS:
@@ -117,6 +183,16 @@ class NvmlCaller:
             return None
         self.log_once(key[1], err)
         return None
+
+    def _answered(self, gpu: int) -> None:
+        """The driver gave a real answer on ``gpu``: any run of driver errors is broken."""
+        if gpu in self._run:
+            self._run[gpu] = 0
+
+    def _drop_held(self, gpu: int) -> None:
+        """The reading stops: the one line about why replaces the held-back field errors."""
+        if gpu in self._held:
+            self._held[gpu] = []
 
     def _skip(self, key: tuple[int, str], why: str) -> None:
         self._skipped.add(key)

@@ -1,8 +1,13 @@
 """One GPU's reading per tick, assembled from tolerant NVML calls.
 
 Slow facts (identity, MIG mode, temperature thresholds, max SM clock) are read once and cached:
-they cannot change without a driver reload or GPU reset. Everything else is read every tick.
+they cannot change without a driver reload or GPU reset. Everything else is read every tick,
+except PCIe throughput where the driver lacks the byte counters (see :mod:`nvml_pcie`).
 Units are converted here, at the edge, so the model only ever holds MiB, W, °C, MHz and KiB/s.
+
+A GPU that answers only driver errors this tick (:class:`GpuFailingError`) gives an identity-only
+sample and sets :attr:`DeviceReader.failing`; the source decides whether that is one GPU or all
+of NVML, and logs it. NVML failing as a whole (:class:`NvmlFailedError`) propagates to the source.
 """
 
 from __future__ import annotations
@@ -14,9 +19,21 @@ from statistics import fmean
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuSample
-from gputop_doctor.sources.nvml_call import GpuLostError, NvmlCaller
-from gputop_doctor.sources.nvml_fields import ThrottleFields, sample_value
+from gputop_doctor.sources.nvml_call import (
+    FAILING_FUSE,
+    GpuFailingError,
+    GpuLostError,
+    NvmlCaller,
+    ReadAborted,
+)
+from gputop_doctor.sources.nvml_fields import (
+    THROTTLE_FIELD_IDS,
+    FieldBatch,
+    sample_value,
+    throttle_counters,
+)
 from gputop_doctor.sources.nvml_gpm import GpmReader
+from gputop_doctor.sources.nvml_pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml_procs import ProcessReader
 
 logger = logging.getLogger(__name__)
@@ -28,8 +45,6 @@ TEMP_GPU = 0
 THRESHOLD_SHUTDOWN = 0
 THRESHOLD_SLOWDOWN = 1
 THRESHOLD_GPU_MAX = 3
-PCIE_TX = 0
-PCIE_RX = 1
 GPU_UTILIZATION_SAMPLES = 1
 FIRST_READ_WINDOW_US = 1_000_000  # the first GetSamples returns the whole ring; keep ~1 tick
 
@@ -69,37 +84,82 @@ class DeviceReader:
         handle: Any,
         clock: Callable[[], float],
         lost: bool = False,
+        budget: SlowCallBudget | None = None,
     ) -> None:
         self.index = index
         self.lost = lost
+        self.failing: str | None = None  # why the last reading was abandoned, if it was
         self._usable = handle is not None  # no handle (e.g. NO_PERMISSION): index only
         self._nvml = nvml
         self._caller = caller
         self._handle = handle
         self._util_cursor = 0
         self._cache: dict[str, float | None] = {}
-        self._throttle = ThrottleFields(self._field_values)
+        self._fields = FieldBatch(
+            self._field_values,
+            THROTTLE_FIELD_IDS + PCIE_FIELD_IDS,
+            lambda: caller.skipped(index, "nvmlDeviceGetFieldValues"),
+        )
+        self._pcie = PcieReader(
+            self._fields,
+            self._pcie_throughput,
+            lambda counter: caller.skipped(index, _throughput_what(counter)),
+            clock,
+            budget or SlowCallBudget(),
+        )
         self.identity = Identity()
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
         self._procs = ProcessReader(nvml, caller, index, handle, clock)
         if self._usable and not self.lost:
             self._guard(self._read_identity)
 
-    def read(self) -> GpuSample:
+    @property
+    def readable(self) -> bool:
+        """Has a handle and is not lost: a GPU whose failure would say something about NVML."""
+        return self._usable and not self.lost
+
+    def read(self, fuse: int = FAILING_FUSE) -> GpuSample:
+        """This tick's sample; ``fuse`` driver errors in a row abandon it (see nvml_call).
+
+        Raises NvmlFailedError when NVML as a whole has gone.
+        """
+        self.failing = None
         if self.lost:
             return self._lost_sample()
         if not self._usable:
             return GpuSample(self.index)
+        self._caller.begin(self.index, fuse)
         try:
             return self._read()
         except GpuLostError as err:
             self._mark_lost(err)
             return self._lost_sample()
+        except GpuFailingError as err:
+            self.failing = str(err)
+            return self.unavailable_sample()
+        finally:
+            self._caller.end(self.index)
+
+    def unavailable_sample(self) -> GpuSample:
+        """Identity only: what is shown while the GPU (or NVML) gives no readings."""
+        if self.lost:
+            return self._lost_sample()
+        ident = self.identity
+        return GpuSample(
+            self.index,
+            name=ident.name,
+            uuid=ident.uuid,
+            pci_bus_id=ident.pci_bus_id,
+            mig_mode=ident.mig_mode,
+        )
 
     def close(self) -> None:
         """Free GPM buffers; they are host-side, so this holds for a lost GPU too."""
         if self._usable:
-            self._guard(self._gpm.close)
+            try:
+                self._gpm.close()
+            except ReadAborted as err:
+                logger.debug("GPU %d: freeing GPM samples: %s", self.index, err)
 
     # -- identity and lifecycle ------------------------------------------------------------
 
@@ -137,6 +197,8 @@ class DeviceReader:
         util = self._utilization()
         mem = self._memory()
         sm_active, tensor_active = self._gpm.read()
+        fields = self._fields.read()
+        pcie_rx, pcie_tx = self._pcie.read(fields)
         return GpuSample(
             index=self.index,
             name=ident.name,
@@ -161,10 +223,10 @@ class DeviceReader:
             sm_clock_max_mhz=self._max_sm_clock(),
             mem_clock_mhz=self._clock(CLOCK_MEM),
             fan_pct=self._number("nvmlDeviceGetFanSpeed"),
-            pcie_rx_kib_s=self._pcie(PCIE_RX),
-            pcie_tx_kib_s=self._pcie(PCIE_TX),
+            pcie_rx_kib_s=pcie_rx,
+            pcie_tx_kib_s=pcie_tx,
             clock_event_bits=self._clock_events(),
-            throttle=self._throttle.read(),
+            throttle=throttle_counters(fields),
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
             processes=self._procs.read(),
@@ -270,9 +332,9 @@ class DeviceReader:
         fn = self._nvml.nvmlDeviceGetMaxClockInfo
         return self._cached(what, lambda: _float(self._call(what, fn, CLOCK_SM)))
 
-    def _pcie(self, counter: int) -> float | None:
-        # NVML's "KB" are KiB (nvitop multiplies by 1024 too). Each call samples a 20 ms window.
-        what = f"nvmlDeviceGetPcieThroughput({counter})"
+    def _pcie_throughput(self, counter: int) -> float | None:
+        """The slow fallback (blocks ~20 ms). NVML's "KB" are KiB (nvitop multiplies by 1024)."""
+        what = _throughput_what(counter)
         return _float(self._call(what, self._nvml.nvmlDeviceGetPcieThroughput, counter))
 
     # -- clock events and throttle counters ------------------------------------------------
@@ -300,6 +362,10 @@ class DeviceReader:
             ),
         )
         return None if bits is None else int(bits)
+
+
+def _throughput_what(counter: int) -> str:
+    return f"nvmlDeviceGetPcieThroughput({counter})"
 
 
 def _float(value: Any) -> float | None:

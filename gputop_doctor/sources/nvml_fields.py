@@ -1,15 +1,18 @@
-"""NVML field values: the cumulative clock-event ("throttle") time counters.
+"""NVML field values: one batched ``nvmlDeviceGetFieldValues`` call per GPU per tick.
 
-The instantaneous reason bitmask says what is happening at the instant of the tick; the
-counters say how many nanoseconds the GPU spent in each state since the driver loaded, so two
-readings give the fraction of the interval it was throttled, however short each episode was.
-One ``nvmlDeviceGetFieldValues`` call reads them all; each field carries its own return code, and
-fields the driver does not know are dropped so they are never requested again.
+Several readers want cumulative counters (the clock-event "throttle" times here, the PCIe byte
+counters in :mod:`nvml_pcie`); asking for them all in one call costs one driver round trip
+instead of one each. Each field carries its own return code, and a field the driver will never
+have is dropped so it is not requested again.
+
+The throttle counters say how many nanoseconds the GPU spent in each state since the driver
+loaded, so two readings give the fraction of the interval it was throttled, however short each
+episode was (the instantaneous reason bitmask only says what happens at the instant of the tick).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gputop_doctor.core.model import ThrottleCounters
@@ -23,6 +26,7 @@ THROTTLE_FIELDS: tuple[tuple[int, str], ...] = (
     (270, "hw_thermal_ns"),
     (271, "hw_power_brake_ns"),
 )
+THROTTLE_FIELD_IDS = tuple(field_id for field_id, _ in THROTTLE_FIELDS)
 
 # Per-field answers meaning "this driver will never have it": INVALID_ARGUMENT (an id the driver
 # does not know), NOT_SUPPORTED and NO_PERMISSION.
@@ -38,34 +42,68 @@ _VALUE_ATTRS: dict[int, str] = {
     6: "usVal",
 }
 
+Number = int | float
+
+
+def raw_value(value_type: int, value: Any) -> Number | None:
+    """An ``nvmlValue_t`` union read according to its NVML value type, ints kept exact."""
+    attr = _VALUE_ATTRS.get(int(value_type))
+    return None if attr is None else getattr(value, attr)
+
 
 def sample_value(value_type: int, value: Any) -> float | None:
-    """Read an ``nvmlValue_t`` union according to its NVML value type."""
-    attr = _VALUE_ATTRS.get(int(value_type))
-    return None if attr is None else float(getattr(value, attr))
+    """Read an ``nvmlValue_t`` union according to its NVML value type, as a float."""
+    number = raw_value(value_type, value)
+    return None if number is None else float(number)
 
 
-class ThrottleFields:
-    """Reads the throttle counters of one GPU through ``get(field_ids)`` (a tolerant call)."""
+class FieldBatch:
+    """The field values of one GPU, all read by one tolerant ``get(field_ids)`` call a tick.
 
-    def __init__(self, get: Callable[[list[int]], Any]) -> None:
+    ``unavailable()`` is the call itself being unsupported (``call_skipped``); then every field
+    is unsupported too.
+    """
+
+    def __init__(
+        self,
+        get: Callable[[list[int]], Any],
+        field_ids: Iterable[int],
+        call_skipped: Callable[[], bool],
+    ) -> None:
         self._get = get
-        self._fields = THROTTLE_FIELDS
+        self._call_skipped = call_skipped
+        self._ids: tuple[int, ...] = tuple(dict.fromkeys(field_ids))
+        self._dropped: set[int] = set()
 
-    def read(self) -> ThrottleCounters | None:
-        if not self._fields:
-            return None
-        values = self._get([field_id for field_id, _ in self._fields])
+    def read(self) -> dict[int, Number] | None:
+        """This tick's values by field id (those that answered); None when the call failed."""
+        if not self._ids:
+            return {}
+        values = self._get(list(self._ids))
         if values is None:
             return None
-        counters: dict[str, int] = {}
+        out: dict[int, Number] = {}
         keep = []
-        for (field_id, name), value in zip(self._fields, values, strict=True):
+        for field_id, value in zip(self._ids, values, strict=True):
             if value.nvmlReturn == 0:
-                number = sample_value(value.valueType, value.value)
+                number = raw_value(value.valueType, value.value)
                 if number is not None:
-                    counters[name] = int(number)
-            if value.nvmlReturn not in FIELD_PERMANENT_ERRORS:
-                keep.append((field_id, name))
-        self._fields = tuple(keep)
-        return ThrottleCounters(**counters) if counters else None
+                    out[field_id] = number
+            if value.nvmlReturn in FIELD_PERMANENT_ERRORS:
+                self._dropped.add(field_id)
+            else:
+                keep.append(field_id)
+        self._ids = tuple(keep)
+        return out
+
+    def unsupported(self, field_id: int) -> bool:
+        """True once the driver said it will never give ``field_id``."""
+        return field_id in self._dropped or self._call_skipped()
+
+
+def throttle_counters(values: Mapping[int, Number] | None) -> ThrottleCounters | None:
+    """The throttle counters among this tick's field values, or None if there are none."""
+    if not values:
+        return None
+    counters = {name: int(values[fid]) for fid, name in THROTTLE_FIELDS if fid in values}
+    return ThrottleCounters(**counters) if counters else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gputop_doctor.sources.nvml_call import GpuLostError, NvmlCaller
+from gputop_doctor.sources.nvml_call import NvmlCaller, ReadAborted
 
 MIN_GAP_S = 0.1  # nvml.h: samples closer than this give no meaningful metrics
 SM_UTIL = 2  # NVML_GPM_METRIC_SM_UTIL
@@ -50,7 +50,7 @@ class GpmReader:
             return NONE_PAIR
         try:
             return self._read()
-        except GpuLostError:
+        except ReadAborted:  # lost, failing, or NVML gone: the device reader decides
             raise
         except Exception as err:  # GPM is optional; it must never break a reading
             self._caller.log_once("GPM", err)

@@ -1,0 +1,115 @@
+"""PCIe throughput of one GPU in KiB/s, read without blocking the tick.
+
+``nvmlDeviceGetPcieThroughput`` "is querying a byte counter over a 20ms interval" (nvml.h): the
+call itself waits out that window, so on real hardware each call may block ~20 ms. Receive and
+transmit on 8 GPUs would cost ~320 ms a tick against a budget of 20 ms (DESIGN.md), and the
+answer is a noisy 20 ms glimpse anyway.
+
+So the tick reads the cumulative counters ``NVML_FI_DEV_PCIE_COUNT_TX_BYTES`` /
+``RX_BYTES`` (field ids 197/198) in the same batched ``nvmlDeviceGetFieldValues`` call as the
+throttle counters, and differences them over the reader's clock: the mean rate over the whole
+interval, for the price of two more entries in a call we make anyway. The counters "can be
+wrapped" (nvml.h) and restart with the driver, so a counter that went backwards gives no value
+that tick, and the next tick differences from the new reading. The first tick has no value.
+
+Only where a driver lacks those fields does the reader fall back to
+``nvmlDeviceGetPcieThroughput``, and then slowly: each direction of a GPU at most once every
+:data:`FALLBACK_PERIOD_S` of the reader's clock, its value kept between reads, and at most
+:data:`SLOW_CALLS_PER_TICK` such blocking call per tick over all GPUs (a :class:`SlowCallBudget`
+shared by the source), so a tick pays for at most one 20 ms window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from gputop_doctor.sources.nvml_fields import FieldBatch, Number
+
+PCIE_TX = 0  # nvmlPcieUtilCounter_t
+PCIE_RX = 1
+FIELD_TX_BYTES = 197  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES
+FIELD_RX_BYTES = 198  # NVML_FI_DEV_PCIE_COUNT_RX_BYTES
+PCIE_FIELD_IDS = (FIELD_TX_BYTES, FIELD_RX_BYTES)
+_FIELD_OF = {PCIE_TX: FIELD_TX_BYTES, PCIE_RX: FIELD_RX_BYTES}
+FALLBACK_PERIOD_S = 10.0
+SLOW_CALLS_PER_TICK = 1
+KIB = 1024
+
+
+class SlowCallBudget:
+    """How many blocking calls the current tick may still make; shared by every GPU."""
+
+    def __init__(self, per_tick: int = SLOW_CALLS_PER_TICK) -> None:
+        self._per_tick = per_tick
+        self._left = per_tick
+
+    def new_tick(self) -> None:
+        self._left = self._per_tick
+
+    def take(self) -> bool:
+        if self._left <= 0:
+            return False
+        self._left -= 1
+        return True
+
+
+class CounterRate:
+    """KiB/s from successive readings of one cumulative byte counter."""
+
+    def __init__(self) -> None:
+        self._prev: tuple[float, Number] | None = None
+
+    def update(self, now: float, counter: Number | None) -> float | None:
+        if counter is None:  # missed this tick: the next reading spans both intervals
+            return None
+        prev, self._prev = self._prev, (now, counter)
+        if prev is None:
+            return None
+        elapsed, delta = now - prev[0], counter - prev[1]
+        if elapsed <= 0 or delta < 0:  # no time passed, or wrapped / reset: from here on
+            return None
+        return delta / KIB / elapsed
+
+
+class PcieReader:
+    """Receive and transmit KiB/s of one GPU from its counters, else the slow fallback."""
+
+    def __init__(
+        self,
+        fields: FieldBatch,
+        throughput: Callable[[int], float | None],
+        throughput_skipped: Callable[[int], bool],
+        clock: Callable[[], float],
+        budget: SlowCallBudget,
+    ) -> None:
+        self._fields = fields
+        self._throughput = throughput
+        self._throughput_skipped = throughput_skipped
+        self._clock = clock
+        self._budget = budget
+        self._rates = {PCIE_RX: CounterRate(), PCIE_TX: CounterRate()}
+        self._due: dict[int, float] = {}
+        self._last: dict[int, float | None] = {PCIE_RX: None, PCIE_TX: None}
+
+    def read(self, values: Mapping[int, Number] | None) -> tuple[float | None, float | None]:
+        """(rx, tx) KiB/s, given this tick's field values (None when that call failed)."""
+        now = self._clock()
+        return self._direction(PCIE_RX, values, now), self._direction(PCIE_TX, values, now)
+
+    def _direction(
+        self, counter: int, values: Mapping[int, Number] | None, now: float
+    ) -> float | None:
+        field_id = _FIELD_OF[counter]
+        if not self._fields.unsupported(field_id):
+            counter_bytes = None if values is None else values.get(field_id)
+            return self._rates[counter].update(now, counter_bytes)
+        return self._fallback(counter, now)
+
+    def _fallback(self, counter: int, now: float) -> float | None:
+        if self._throughput_skipped(counter):
+            return None
+        due = self._due.get(counter)
+        if (due is None or now >= due) and self._budget.take():
+            self._due[counter] = now + FALLBACK_PERIOD_S
+            self._last[counter] = self._throughput(counter)
+        return self._last[counter]

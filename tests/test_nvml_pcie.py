@@ -1,0 +1,192 @@
+"""PCIe throughput from the cumulative byte counters, and the slow PcieThroughput fallback.
+
+``nvmlDeviceGetPcieThroughput`` blocks ~20 ms per call on real hardware, so the reader
+differences field values 197/198 between ticks instead, and asks PcieThroughput only where
+those fields are missing, at most once per 10 s of its clock per GPU and direction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from gputop_doctor.sources.nvml import NvmlSource
+from gputop_doctor.sources.nvml_pcie import FALLBACK_PERIOD_S
+from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
+    FakeNvml,
+    fake_nvml,
+    fake_nvml_build,
+    fake_nvml_lib,
+)
+from tests.fake_nvml.scenario import NVML_ERROR_UNKNOWN, FakeGpu, Scenario
+
+THROUGHPUT = "nvmlDeviceGetPcieThroughput"
+GIB = 1024**3
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def open_source(clock: Clock) -> Iterator[Callable[[], NvmlSource]]:
+    opened: list[NvmlSource] = []
+
+    def make() -> NvmlSource:
+        source = NvmlSource(clock=clock)
+        opened.append(source)
+        return source
+
+    yield make
+    for source in opened:
+        source.close()
+
+
+def rates(source: NvmlSource) -> list[tuple[float | None, float | None]]:
+    return [(g.pcie_rx_kib_s, g.pcie_tx_kib_s) for g in source.read_gpus()]
+
+
+def test_rate_is_the_counter_difference_over_the_elapsed_time(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    clock: Clock,
+) -> None:
+    scenario = Scenario(
+        gpus=(
+            FakeGpu(pcie_rx_kbs=3_000_000, pcie_tx_kbs=250_000, pcie_rx_bytes=7 * GIB),
+            FakeGpu(pcie_rx_kbs=0, pcie_tx_kbs=12_345),
+        )
+    )
+    fake_nvml.write(scenario)
+    source = open_source()
+    assert rates(source) == [(None, None), (None, None)]  # one reading is no rate yet
+    for step in (1.0, 0.5, 2.0, 1.0):  # uneven intervals: the reader's clock, not a tick count
+        clock.now += step
+        scenario = scenario.advanced(step)
+        fake_nvml.write(scenario)
+        (rx0, tx0), (rx1, tx1) = rates(source)
+        assert rx0 == pytest.approx(3_000_000) and tx0 == pytest.approx(250_000)
+        assert rx1 == 0.0 and tx1 == pytest.approx(12_345)
+    assert fake_nvml.calls(THROUGHPUT) == 0
+    assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=0) == 5  # one batched call a tick
+
+
+def test_no_time_passed_gives_no_rate(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    clock: Clock,
+) -> None:
+    fake_nvml.write(Scenario(gpus=(FakeGpu(pcie_rx_kbs=100, pcie_tx_kbs=100),)))
+    source = open_source()
+    rates(source)
+    assert rates(source) == [(None, None)]  # read twice at one instant: nothing to divide by
+
+
+def test_counter_going_backwards_gives_no_value_that_tick(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    clock: Clock,
+) -> None:
+    """A wrapped counter, or one restarted with the driver, is never a huge or negative rate."""
+    near_top = 2**63 - 1 - 4 * 2048 * 1024  # near the largest counter the fake can hold
+    scenario = Scenario(gpus=(FakeGpu(pcie_rx_kbs=2048, pcie_tx_kbs=1024, pcie_rx_bytes=near_top),))
+    fake_nvml.write(scenario)
+    source = open_source()
+    rates(source)
+    clock.now += 1.0
+    scenario = scenario.advanced(1.0)
+    fake_nvml.write(scenario)
+    assert rates(source) == [(2048.0, 1024.0)]
+
+    clock.now += 1.0  # rx wraps to a small number; tx keeps counting
+    scenario = scenario.advanced(1.0).with_gpu(0, pcie_rx_bytes=4096)
+    fake_nvml.write(scenario)
+    assert rates(source) == [(None, 1024.0)]
+
+    clock.now += 1.0  # and counts on from there
+    fake_nvml.write(scenario.advanced(1.0))
+    assert rates(source) == [(2048.0, 1024.0)]
+
+
+def test_a_missed_reading_is_bridged_by_the_next(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    clock: Clock,
+) -> None:
+    scenario = Scenario(gpus=(FakeGpu(pcie_rx_kbs=4096, pcie_tx_kbs=512),))
+    fake_nvml.write(scenario)
+    source = open_source()
+    rates(source)
+    clock.now += 1.0
+    scenario = scenario.advanced(1.0)
+    flaky = scenario.with_gpu(0, errors=(("nvmlDeviceGetFieldValues", NVML_ERROR_UNKNOWN),))
+    fake_nvml.write(flaky)
+    assert rates(source) == [(None, None)]
+    clock.now += 1.0
+    fake_nvml.write(scenario.advanced(1.0))
+    assert rates(source) == [(4096.0, 512.0)]  # over both seconds since the last good reading
+
+
+def test_fallback_asks_pcie_throughput_at_most_once_per_period(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    clock: Clock,
+) -> None:
+    """Without fields 197/198: one blocking call a tick over all GPUs, each direction every
+    10 s of the reader's clock at most, the value kept between calls."""
+    gpus = 3
+    scenario = Scenario.uniform(
+        gpus, pcie_rx_kbs=900, pcie_tx_kbs=90, pcie_rx_bytes=None, pcie_tx_bytes=None
+    )
+    fake_nvml.write(scenario)
+    source = open_source()
+    ticks = 45
+    calls_at: list[list[float]] = [[] for _ in range(gpus)]
+    seen: list[list[tuple[float | None, float | None]]] = []
+    for tick in range(ticks):
+        if tick == 20:  # the rate changes; the reader sees it only at its next slow read
+            scenario = scenario.with_all(pcie_rx_kbs=1800, pcie_tx_kbs=180)
+            fake_nvml.write(scenario)
+        before = [fake_nvml.calls(THROUGHPUT, gpu=i) for i in range(gpus)]
+        seen.append(rates(source))
+        after = [fake_nvml.calls(THROUGHPUT, gpu=i) for i in range(gpus)]
+        assert sum(after) - sum(before) <= 1  # at most one 20 ms window a tick
+        for index in range(gpus):
+            calls_at[index].extend([clock.now] * (after[index] - before[index]))
+        clock.now += 1.0
+
+    # GPU 0 rx, tx at t = 0, 1; GPU 1 at 2, 3; GPU 2 at 4, 5; the same again 10 s later...
+    assert [len(times) for times in calls_at] == [10, 10, 9]
+    for times in calls_at:
+        for k, at in enumerate(times):  # no third call within any 10 s: <= 1 per direction
+            later = [t for t in times[k + 1 :] if t < at + FALLBACK_PERIOD_S]
+            assert len(later) <= 1
+    assert seen[0] == [(900.0, None), (None, None), (None, None)]  # GPU 0 rx first
+    assert seen[5] == [(900.0, 90.0)] * 3  # every GPU read once, values kept
+    assert all(tick == [(900.0, 90.0)] * 3 for tick in seen[5:20])
+    assert seen[-1] == [(1800.0, 180.0)] * 3
+
+
+def test_fallback_unsupported_too_is_asked_once(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    clock: Clock,
+) -> None:
+    fake_nvml.write(
+        Scenario.uniform(1, pcie_rx_bytes=None, pcie_tx_bytes=None, unsupported=(THROUGHPUT,))
+    )
+    source = open_source()
+    for _ in range(30):
+        assert rates(source) == [(None, None)]
+        clock.now += 1.0
+    assert fake_nvml.calls(THROUGHPUT) == 2  # rx and tx, then remembered as unsupported
