@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ctypes.util
 import json
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from gputop_doctor.export.reader import SessionFormatError, read_session
 from tests.fake_nvml.fixtures import fake_nvml_build, fake_nvml_env, fake_nvml_lib  # noqa: F401
 from tests.fake_nvml.scenario import (
     HW_THERMAL,
+    NVML_ERROR_UNKNOWN,
     SW_POWER_CAP,
     SW_THERMAL,
     FakeProcess,
@@ -132,6 +135,45 @@ def test_record_goes_on_when_gpu_3_is_lost(
 
     header = csv_path.read_text().splitlines()[0].split(",")
     assert "gpu_lost" in header
+
+
+def test_record_goes_on_when_nvml_fails_mid_session(
+    fake_nvml_lib: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The driver dies under a recording: one line on stderr, no traceback, rows keep coming."""
+    scenario_path = tmp_path / "scenario.txt"
+    scenario = Scenario.uniform(8, util=70)
+    scenario.write(scenario_path)
+    csv_path = tmp_path / "session.csv"
+    env = fake_nvml_env(fake_nvml_lib, scenario_path)
+    args = ["record", "--csv", str(csv_path), "--interval", "0.1", "--quiet"]
+    proc = subprocess.Popen(
+        [*CMD, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        before = wait_for_ticks(csv_path, 3)
+        replace(scenario, failure=NVML_ERROR_UNKNOWN).write(scenario_path)
+        failed_at = wait_for_ticks(csv_path, before + 8)  # noticed after a few ticks
+        wait_for_ticks(csv_path, failed_at + 10)  # and still recording well after
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert len(lines) <= 2, stderr
+    assert sum("NVML failed mid-session: Unknown Error" in line for line in lines) == 1, stderr
+
+    ticks = read_session(str(csv_path)).ticks
+    assert len(ticks) >= failed_at + 10
+    assert all(len(t.snapshot.gpus) == 8 for t in ticks)
+    assert all(g.util_pct == 70.0 for g in ticks[0].snapshot.gpus)
+    for tick in ticks[-10:]:
+        assert all(g.util_pct is None and not g.lost for g in tick.snapshot.gpus)
+        assert [g.uuid for g in tick.snapshot.gpus] == [scenario_uuid(i) for i in range(8)]
+        assert tick.snapshot.host.cpu_pct is not None  # the host goes on being sampled
 
 
 def scenario_uuid(index: int) -> str:

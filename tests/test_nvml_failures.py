@@ -8,11 +8,13 @@ import subprocess
 import sys
 import types
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from gputop_doctor.sources.nvml import NvmlSource
+from gputop_doctor.sources.nvml import WHOLE_FAILURE_TICKS, NvmlSource
+from gputop_doctor.sources.nvml_call import FAILING_FUSE
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
     fake_nvml,
@@ -25,6 +27,7 @@ from tests.fake_nvml.scenario import (
     NVML_ERROR_DRIVER_NOT_LOADED,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_NO_PERMISSION,
+    NVML_ERROR_UNINITIALIZED,
     NVML_ERROR_UNKNOWN,
     FakeGpu,
     Scenario,
@@ -290,3 +293,119 @@ def test_subprocess_without_library(tmp_path: Path) -> None:
     )
     assert out.stdout.splitlines() == ["NVML unavailable: NVML Shared Library Not Found", "0"]
     assert out.returncode == 0 and "Traceback" not in out.stderr
+
+
+# -- NVML failing as a whole, mid-session ------------------------------------------------------
+
+
+def nvml_records(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("gputop_doctor.sources") and r.levelno >= logging.WARNING
+    ]
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "ticks_to_notice"),
+    [
+        (NVML_ERROR_DRIVER_NOT_LOADED, "Driver Not Loaded", 1),
+        (NVML_ERROR_UNINITIALIZED, "Uninitialized", 1),
+        (NVML_ERROR_UNKNOWN, "Unknown Error", WHOLE_FAILURE_TICKS),  # could be one GPU: wait
+    ],
+)
+def test_nvml_failing_mid_session(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    caplog: pytest.LogCaptureFixture,
+    code: int,
+    reason: str,
+    ticks_to_notice: int,
+) -> None:
+    """Driver unloaded or crashed: every call on every GPU fails. The GPUs are shown without
+    readings, one line is logged, status() says why, and NVML is no longer called at all."""
+    gpus = 8
+    scenario = Scenario.uniform(gpus, util=60, gpm=True)
+    fake_nvml.write(scenario)
+    source = open_source()
+    assert all(g.util_pct == 60.0 for g in source.read_gpus())
+    scenario = scenario.with_gpu(6, lost=True)
+    fake_nvml.write(scenario)
+    assert [g.lost for g in source.read_gpus()] == [i == 6 for i in range(gpus)]
+    caplog.clear()
+    fake_nvml.write(replace(scenario, failure=code))
+    with caplog.at_level(logging.INFO, logger="gputop_doctor.sources"):
+        for tick in range(ticks_to_notice + 5):
+            calls_before = fake_nvml.calls("*")
+            samples = source.read_gpus()
+            asked = fake_nvml.calls("*") - calls_before
+            assert [g.index for g in samples] == list(range(gpus))
+            for gpu in samples:
+                assert gpu.name == "NVIDIA H100 80GB HBM3" and gpu.uuid == scenario_uuid(gpu.index)
+                assert gpu.lost == (gpu.index == 6)
+                assert gpu.util_pct is None and gpu.temp_c is None and gpu.processes == ()
+                assert gpu.pcie_rx_kib_s is None and gpu.throttle is None
+            if tick < ticks_to_notice:
+                # The first failing GPU stops after FAILING_FUSE errors, the rest after one;
+                # GPU 6 is lost and not asked.
+                assert asked <= FAILING_FUSE + (gpus - 2)
+            else:
+                assert asked == 0  # known dead: no call costs anything any more
+                assert source.status().status == f"NVML failed mid-session: {reason}"
+    status = source.status()
+    assert "\n" not in status.status and status.driver_version == "550.54.15"
+    (line,) = nvml_records(caplog)
+    assert f"NVML failed mid-session: {reason}" in line
+
+    # It stays failed (the handles are gone with the driver) and closes cleanly.
+    fake_nvml.write(scenario)
+    assert all(g.util_pct is None for g in source.read_gpus())
+    source.close()
+    assert fake_nvml.calls("nvmlShutdown") == 1
+
+
+def test_one_failing_gpu_is_not_nvml_failing(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scenario = Scenario.uniform(3, util=40)
+    fake_nvml.write(scenario)
+    source = open_source()
+    source.read_gpus()
+    fake_nvml.write(scenario.with_gpu(1, failure=NVML_ERROR_UNKNOWN))
+    with caplog.at_level(logging.INFO, logger="gputop_doctor.sources"):
+        for _ in range(WHOLE_FAILURE_TICKS + 3):
+            before = fake_nvml.calls("*", gpu=1)
+            first, failing, third = source.read_gpus()
+            assert fake_nvml.calls("*", gpu=1) - before == FAILING_FUSE  # then it stops
+            assert first.util_pct == 40.0 and third.util_pct == 40.0
+            assert failing.util_pct is None and not failing.lost and failing.name is not None
+        assert source.status().status == "ok"
+        assert nvml_records(caplog) == [
+            "GPU 1 answers NVML only with errors (Unknown Error); no readings until it answers"
+        ]
+        fake_nvml.write(scenario.with_gpu(1, util=55))
+        assert [g.util_pct for g in source.read_gpus()] == [40.0, 55.0, 40.0]
+    assert "GPU 1 answers NVML again" in caplog.messages
+
+
+def test_flaky_fields_are_not_a_failing_gpu(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlSource],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Single UNKNOWN answers between good ones are flaky fields: None, logged once each."""
+    flaky = tuple(
+        (name, NVML_ERROR_UNKNOWN)
+        for name in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetFanSpeed", "nvmlDeviceGetFieldValues")
+    )
+    fake_nvml.write(Scenario.uniform(1, util=20, errors=flaky))
+    source = open_source()
+    with caplog.at_level(logging.WARNING, logger="gputop_doctor.sources"):
+        for _ in range(WHOLE_FAILURE_TICKS + 2):
+            (gpu,) = source.read_gpus()
+            assert gpu.util_pct == 20.0 and gpu.temp_c == 35.0
+            assert gpu.power_w is None and gpu.fan_pct is None
+    assert source.status().status == "ok"
+    assert len(nvml_records(caplog)) == 3  # one per flaky call

@@ -14,9 +14,10 @@ mismatch, or UNKNOWN. The first three say so outright; UNKNOWN on every GPU for
 not). Then the source logs one line, :meth:`status` gives the one-line reason, and every later
 :meth:`read_gpus` returns identity-only samples without calling NVML at all, so a dead driver
 costs nothing per tick and the host and processes go on being sampled and recorded. Within a
-tick, a GPU stops being read after two driver errors in a row, and once one GPU has failed the
-others get one, so a dead driver costs a handful of calls before it is recognised, not every
-field of every GPU.
+tick, a GPU stops being read after ``FAILING_FUSE`` driver errors in a row, and once one GPU
+has failed the others get one, so a dead driver costs a handful of calls before it is
+recognised, not every field of every GPU. There is no recovery: the handles died with the
+driver, so a restart is needed (as for a lost GPU, which needs a reset).
 
 ``GPUTOP_DOCTOR_NVML_LIB`` may name the library file when it is not on the loader's path
 (WSL's ``/usr/lib/wsl/lib``, NixOS's ``/run/opengl-driver/lib``); pynvml itself only ever asks
@@ -136,9 +137,13 @@ class NvmlSource:
         return tuple(samples)
 
     def close(self) -> None:
-        """Free GPM buffers and shut NVML down once; later reads return ``()``."""
+        """Free GPM buffers and shut NVML down once; later reads return ``()``.
+
+        After NVML failed mid-session the buffers are left to the process exit: freeing them
+        would only collect one more error per GPU.
+        """
         devices, self._devices = self._devices, ()
-        for device in devices:
+        for device in devices if not self._failed else ():
             device.close()
         if self._initialized:
             self._initialized = False

@@ -62,7 +62,7 @@ SESSION_ERRORS = frozenset(
 )
 # One field, one GPU or the whole driver: only a run of them tells which.
 DRIVER_ERRORS = frozenset({NVML_ERROR_UNKNOWN, NVML_ERROR_TIMEOUT, NVML_ERROR_OPERATING_SYSTEM})
-FAILING_FUSE = 2  # driver errors in a row, no other answer between, that stop a GPU's reading
+FAILING_FUSE = 3  # driver errors in a row, no other answer between, that stop a GPU's reading
 
 SYSTEM = -1  # the "GPU index" of calls that are not about one device
 

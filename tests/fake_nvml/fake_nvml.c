@@ -18,6 +18,7 @@
  *   unsupported FN                   FN returns NOT_SUPPORTED on every GPU
  *   error FN CODE                    FN returns CODE on every GPU (and for system calls)
  *   gpu.N.unsupported FN | gpu.N.error FN CODE
+ *   gpu.N.fail CODE                  every call on GPU N returns CODE (0 = off)
  *   gpu.N.name S | gpu.N.uuid S | gpu.N.bus_id S
  *   gpu.N.samples TS:VAL TS:VAL ...  buffered GPU utilization samples (us, percent)
  *   gpu.N.mem_samples TS:VAL ...     buffered memory utilization samples
@@ -31,7 +32,8 @@
  * Build variants hide symbols to exercise FunctionNotFound fallbacks:
  *   -DNO_V3 -DNO_V2 -DNO_EVENT_REASONS -DNO_MEMORY_V2 -DNO_TEMPERATURE_V -DNO_GPM
  *
- * Test hooks (not NVML): fake_nvml_call_count(name, gpu), fake_nvml_reset(). When
+ * Test hooks (not NVML): fake_nvml_call_count(name, gpu) (name "*": every symbol),
+ * fake_nvml_reset(). When
  * FAKE_NVML_CALLLOG names a file, every call appends "symbol gpu" to it.
  */
 #define _GNU_SOURCE
@@ -286,6 +288,7 @@ struct fake_series {
 struct fake_gpu {
     char name[96], uuid[96], bus_id[32];
     int lost;
+    int fail_code;
     long long v[F_COUNT];
     struct fake_series util, mem;
     int nprocs;
@@ -409,6 +412,8 @@ static void parse_gpu_line(struct scenario *s, const char *key, char *rest) {
         snprintf(g->bus_id, sizeof(g->bus_id), "%s", rest);
     } else if (!strcmp(field, "lost")) {
         g->lost = atoi(rest);
+    } else if (!strcmp(field, "fail")) {
+        g->fail_code = atoi(rest);
     } else if (!strcmp(field, "samples")) {
         parse_series(&g->util, rest);
     } else if (!strcmp(field, "mem_samples")) {
@@ -525,7 +530,7 @@ EXPORT long fake_nvml_call_count(const char *name, int gpu) {
     pthread_mutex_lock(&lock);
     long total = 0;
     for (int i = 0; i < nsyms; i++) {
-        if (strcmp(sym_names[i], name)) continue;
+        if (strcmp(name, "*") && strcmp(sym_names[i], name)) continue;
         for (int j = 0; j <= MAX_GPUS; j++)
             if (gpu < 0 || j == gpu + 1) total += sym_counts[i][j];
     }
@@ -587,6 +592,7 @@ static nvmlReturn_t dev_begin(int *slot, const char *name, nvmlDevice_t h, int d
     if (index < 0 || index >= scn->gpu_count) return NVML_ERROR_INVALID_ARGUMENT;
     struct fake_gpu *g = &scn->gpus[index];
     if (g->lost) return NVML_ERROR_GPU_IS_LOST;
+    if (g->fail_code) return g->fail_code;
     nvmlReturn_t code = injected(index, name);
     if (code) return code;
     *gp = g;

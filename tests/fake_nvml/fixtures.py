@@ -82,7 +82,7 @@ class FakeNvml:
         scenario.write(self.scenario_path)
 
     def calls(self, symbol: str, gpu: int | None = None) -> int:
-        """How often the fake was asked ``symbol`` (on one GPU, or on any)."""
+        """How often the fake was asked ``symbol`` ("*": anything) on one GPU, or on any."""
         fn = self.cdll.fake_nvml_call_count
         fn.restype = ctypes.c_long
         return int(fn(symbol.encode(), ctypes.c_int(-1 if gpu is None else gpu)))

@@ -62,6 +62,7 @@ class FakeGpu:
     uuid: str | None = None  # default derived from the index
     bus_id: str | None = None  # default derived from the index
     lost: bool = False
+    failure: int = 0  # every call on this GPU returns this NVML error code (0: off)
     mig: bool | None = False  # None: MIG mode NOT_SUPPORTED (GPU without MIG)
     util: int | None = 0
     mem_util: int | None = 0
@@ -103,6 +104,7 @@ class FakeGpu:
         p = f"gpu.{index}."
         out = [f"{p}name {self.name}", f"{p}uuid {uuid}", f"{p}bus_id {bus_id}"]
         out.append(f"{p}lost {int(self.lost)}")
+        out.append(f"{p}fail {self.failure}")
         numbers: dict[str, float | int | bool | None] = {
             "mig": self.mig,
             "util": self.util,
