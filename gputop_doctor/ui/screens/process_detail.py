@@ -172,6 +172,7 @@ class ProcessScreen(ModalScreen[None]):
         self.snapshot = snapshot
         self._request_history = request_history
         self.cpu: deque[tuple[int, float]] = deque(maxlen=SPARK_TICKS)  # (tick, CPU %)
+        self.exited = False  # gone from the last frame: the screen keeps its last look
         self._shown: dict[str, str] = {}
         self._add(snapshot)
 
@@ -199,10 +200,17 @@ class ProcessScreen(ModalScreen[None]):
         self._redraw()
 
     def show_frame(self, frame: Frame) -> None:
-        if self.cpu and frame.snapshot.tick <= self.cpu[-1][0]:
+        snapshot = frame.snapshot
+        if snapshot.tick <= self.snapshot.tick:
             return
-        self.snapshot = frame.snapshot
-        self._add(frame.snapshot)
+        gone = snapshot.process(self.pid) is None and not self._on_gpu(snapshot)
+        if gone != self.exited:
+            self.exited = gone
+        elif gone:
+            return  # what it last looked like stays on screen
+        if not gone:
+            self.snapshot = snapshot
+            self._add(snapshot)
         self._redraw()
 
     def _add(self, snapshot: Snapshot) -> None:
@@ -225,8 +233,7 @@ class ProcessScreen(ModalScreen[None]):
         proc = snapshot.process(self.pid)
         box = self.query_one("#process-box", VerticalScroll)
         name = proc.name if proc is not None else "?"
-        gone = "" if proc is not None or self._on_gpu(snapshot) else "  (exited)"
-        box.border_title = f"PID {self.pid} {name}{gone}"
+        box.border_title = f"PID {self.pid} {name}{'  (exited)' if self.exited else ''}"
         texts = sections(self.pid, snapshot)
         texts["cpu"] = self.cpu_line()
         for key in ("summary", "cpu", *SECTIONS[1:]):
