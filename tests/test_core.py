@@ -201,3 +201,22 @@ def test_gpu_status_change_mid_session_reaches_frames_once() -> None:
     frames = [engine.tick() for _ in range(2)]
     assert [f.note for f in frames] == ["NVML failed mid-session: Unknown Error", None]
     assert frames[-1].system.gpu_status.startswith("NVML failed")
+
+
+def test_commands_queued_during_prime_apply_to_real_ticks() -> None:
+    written: list[int] = []
+
+    class Sink:
+        path = "mem"
+
+        def write(self, frame: object) -> None:
+            written.append(frame.snapshot.tick)  # type: ignore[attr-defined]
+
+        def close(self) -> None:
+            pass
+
+    engine = Engine(StubGpuSource(script=[(gpu(0),)]), StubHostSource(), Settings(interval_s=0.01))
+    engine.pending_prime_s = 0.05
+    engine.submit(lambda e: e.add_sink(Sink()))  # e.g. the UI's --csv start-recording
+    engine.run(threading.Event(), lambda f: None, duration_s=0.02)
+    assert written == [0, 1] and engine.sinks

@@ -208,7 +208,11 @@ class Engine:
     # -- the tick --------------------------------------------------------------------------
 
     def tick(self) -> Frame:
+        """Run queued commands, then sample, diagnose, write and return one frame."""
         self._run_commands()
+        return self._step()
+
+    def _step(self) -> Frame:
         started = time.perf_counter()
         now = self._clock()
         snapshot = self._sample(now)
@@ -309,7 +313,7 @@ class Engine:
                 past = start + k * self.settings.interval_s
                 self._clock = lambda past=past: past  # type: ignore[misc]
                 self._tick = k - count
-                self.tick()
+                self._step()  # queued commands (start recording...) wait for the real ticks
         finally:
             self._clock, self.sinks, self._tick = real_clock, sinks, 0
 
