@@ -12,11 +12,14 @@ interval, for the price of two more entries in a call we make anyway. The counte
 wrapped" (nvml.h) and restart with the driver, so a counter that went backwards gives no value
 that tick, and the next tick differences from the new reading. The first tick has no value.
 
-Only where a driver lacks those fields does the reader fall back to
-``nvmlDeviceGetPcieThroughput``, and then slowly: each direction of a GPU at most once every
-:data:`FALLBACK_PERIOD_S` of the reader's clock, its value kept between reads, and at most
-:data:`SLOW_CALLS_PER_TICK` such blocking call per tick over all GPUs (a :class:`SlowCallBudget`
-shared by the source), so a tick pays for at most one 20 ms window.
+Only where a driver lacks those fields (drivers before about R535) does the reader fall back to
+``nvmlDeviceGetPcieThroughput``, and then slowly: one call per GPU at most every
+:data:`FALLBACK_PERIOD_S` of the reader's clock, receive and transmit in turn, each value kept
+between its reads; and at most :data:`SLOW_CALLS_PER_TICK` such blocking call per tick over all
+GPUs (a :class:`SlowCallBudget` shared by the source), so a tick pays for at most one 20 ms
+window and 8 GPUs do not all block in the same tick. The values are 20 ms glimpses up to
+``2 * FALLBACK_PERIOD_S`` old: a rough sign of traffic, which is all such a driver offers.
+A call that answers NOT_SUPPORTED (remembered, never asked again) spends no period.
 """
 
 from __future__ import annotations
@@ -88,28 +91,33 @@ class PcieReader:
         self._clock = clock
         self._budget = budget
         self._rates = {PCIE_RX: CounterRate(), PCIE_TX: CounterRate()}
-        self._due: dict[int, float] = {}
+        self._due: float | None = None  # when this GPU may make its next slow call
+        self._turn = 0
         self._last: dict[int, float | None] = {PCIE_RX: None, PCIE_TX: None}
 
     def read(self, values: Mapping[int, Number] | None) -> tuple[float | None, float | None]:
         """(rx, tx) KiB/s, given this tick's field values (None when that call failed)."""
         now = self._clock()
-        return self._direction(PCIE_RX, values, now), self._direction(PCIE_TX, values, now)
+        out: dict[int, float | None] = {}
+        slow = []
+        for counter in (PCIE_RX, PCIE_TX):
+            field_id = _FIELD_OF[counter]
+            if not self._fields.unsupported(field_id):
+                counter_bytes = None if values is None else values.get(field_id)
+                out[counter] = self._rates[counter].update(now, counter_bytes)
+            elif not self._throughput_skipped(counter):
+                slow.append(counter)
+        if slow:
+            self._fallback(slow, now)
+        return out.get(PCIE_RX, self._last[PCIE_RX]), out.get(PCIE_TX, self._last[PCIE_TX])
 
-    def _direction(
-        self, counter: int, values: Mapping[int, Number] | None, now: float
-    ) -> float | None:
-        field_id = _FIELD_OF[counter]
-        if not self._fields.unsupported(field_id):
-            counter_bytes = None if values is None else values.get(field_id)
-            return self._rates[counter].update(now, counter_bytes)
-        return self._fallback(counter, now)
-
-    def _fallback(self, counter: int, now: float) -> float | None:
+    def _fallback(self, counters: list[int], now: float) -> None:
+        """One slow call for one of ``counters``, in turn, if this GPU and tick may make it."""
+        if (self._due is not None and now < self._due) or not self._budget.take():
+            return
+        counter = counters[self._turn % len(counters)]
+        self._turn += 1
+        self._due = now + FALLBACK_PERIOD_S
+        self._last[counter] = self._throughput(counter)
         if self._throughput_skipped(counter):
-            return None
-        due = self._due.get(counter)
-        if (due is None or now >= due) and self._budget.take():
-            self._due[counter] = now + FALLBACK_PERIOD_S
-            self._last[counter] = self._throughput(counter)
-        return self._last[counter]
+            self._due = None  # NOT_SUPPORTED took no window: the other direction may go next

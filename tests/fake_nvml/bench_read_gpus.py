@@ -9,7 +9,8 @@ call, blocks for its 20 ms sampling window (``Scenario.pcie_window_us``). Three 
 * ``fallback``: it lacks them, so the reader must fall back to ``nvmlDeviceGetPcieThroughput``;
 * ``no-window``: counters, and a PcieThroughput that does not block (pure Python/ctypes cost).
 
-The reader's clock moves 1 s per tick, as at the default interval. To measure another version
+The reader's clock moves 1 s per tick, as at the default interval, and the scenario with it
+(so the fake re-reads its file once a tick, inside the timing). To measure another version
 of the reader, put its ``gputop_doctor`` first on ``PYTHONPATH``; the fake comes from here.
 """
 
@@ -61,7 +62,8 @@ def machine(kind: str) -> Scenario:
 def measure(lib: Path, scenario_path: Path, kind: str, ticks: int) -> None:
     import pynvml
 
-    machine(kind).write(scenario_path)
+    scenario = machine(kind)
+    scenario.write(scenario_path)
     reset_pynvml()
     cdll = ctypes.CDLL(str(lib))
     cdll.fake_nvml_reset()
@@ -77,6 +79,8 @@ def measure(lib: Path, scenario_path: Path, kind: str, ticks: int) -> None:
             gpus = source.read_gpus()
             costs.append(time.perf_counter() - started)
             clock.now += 1.0
+            scenario = scenario.advanced(1.0)  # the byte counters move on (not timed)
+            scenario.write(scenario_path)
         assert len(gpus) == GPUS, source.status()
         pcie = count(b"nvmlDeviceGetPcieThroughput", -1)
     finally:
