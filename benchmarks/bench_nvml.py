@@ -1,6 +1,6 @@
 """Cost of ``NvmlSource.read_gpus()`` on 8 fake GPUs (prints figures; not a test).
 
-    .venv/bin/python tests/fake_nvml/bench_read_gpus.py [--ticks 300]
+    .venv/bin/python benchmarks/bench_nvml.py [--ticks 300]
 
 The fake answers in microseconds, except ``nvmlDeviceGetPcieThroughput`` which, like the real
 call, blocks for its 20 ms sampling window (``Scenario.pcie_window_us``). Three machines:
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.append(str(ROOT))  # after PYTHONPATH, so another gputop_doctor can be measured
 
 import gputop_doctor  # noqa: E402
