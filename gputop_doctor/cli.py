@@ -61,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_options(parser, "simulated GPUs; without a scenario, list the scenarios")
     parser.add_argument("--csv", metavar="PATH", help="record the session to this CSV")
     parser.add_argument("--interval", type=_positive_float, default=1.0, help="seconds per tick")
+    parser.add_argument(
+        "--replay", metavar="CSV", help="watch a recorded session instead of this machine"
+    )
+    parser.add_argument(
+        "--speed", type=_positive_float, default=1.0, help="replay speed (default 1: real time)"
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     record = sub.add_parser("record", help="record a session CSV without the UI")

@@ -249,5 +249,6 @@ class Settings:
     process_history_s: float = 180.0  # per-process samples are kept this long (memory)
     hold_s: float = 3.0  # a finding must hold this long before it is shown
     clear_s: float = 10.0  # and be absent this long before it is cleared
+    pace_s: float | None = None  # wall seconds between ticks if not interval_s (replay speed)
     series_len: int = 120  # points kept per sparkline
     rules: RuleThresholds = field(default_factory=RuleThresholds)

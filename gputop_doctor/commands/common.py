@@ -116,3 +116,28 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
     )
     engine.pending_prime_s = options.backfill_s
     return Run(engine, sources.list_processes)
+
+
+def open_replay_run(path: str, speed: float) -> Run:
+    """An engine over a recorded session: the recording's clock, every rule re-run on it."""
+    from gputop_doctor.export.reader import SessionFormatError
+    from gputop_doctor.rules import RULES
+    from gputop_doctor.rules.headline import verdict
+    from gputop_doctor.sources.factory import open_replay
+
+    try:
+        replay = open_replay(path)
+    except (SessionFormatError, ValueError) as exc:
+        raise UsageError(str(exc), status=1) from None
+    settings = Settings(interval_s=replay.interval_s, pace_s=replay.interval_s / speed)
+    engine = Engine(
+        replay.gpu,
+        replay.host,
+        settings,
+        rules=RULES,
+        target_pid=replay.target_pid,
+        clock=replay.clock,
+        label=f"replay:{path}",
+        judge=verdict,
+    )
+    return Run(engine, list)

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from gputop_doctor.commands.common import UsageError, open_run, options_from
+from gputop_doctor.commands.common import UsageError, open_replay_run, open_run, options_from
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 
 
 def run_ui(args: argparse.Namespace) -> int:
-    run = open_run(options_from(args, args.interval))
+    if args.replay and (args.demo or args.pid or args.csv):
+        raise UsageError("--replay shows a recording; it takes no --demo, --pid or --csv")
+    if args.replay:
+        run = open_replay_run(args.replay, args.speed)
+    else:
+        run = open_run(options_from(args, args.interval))
     if args.csv:
         # Checked here, before the screen takes over, so a bad path is a one-line error.
         try:

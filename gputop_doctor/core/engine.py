@@ -24,6 +24,7 @@ from gputop_doctor.core.model import (
     ProcSample,
     Snapshot,
     SystemInfo,
+    TreeTotals,
     tree_totals,
 )
 from gputop_doctor.core.rule import Rule, RuleContext
@@ -51,6 +52,11 @@ class GpuSource(Protocol):
 class ProcessReading:
     processes: tuple[ProcSample, ...]
     target_alive: bool | None  # None when nothing is attached
+    tree: TreeTotals | None = None  # only for sources that know totals but not processes
+
+
+class SourceExhausted(Exception):
+    """A finite source (a replayed recording) has nothing more; ends :meth:`Engine.run`."""
 
 
 class HostSource(Protocol):
@@ -258,7 +264,7 @@ class Engine:
             processes=reading.processes,
             target_pid=self.target_pid,
             target_alive=reading.target_alive,
-            tree=tree_totals(reading.processes),
+            tree=reading.tree if reading.tree is not None else tree_totals(reading.processes),
         )
 
     def _context(self, snapshot: Snapshot) -> RuleContext:
@@ -325,7 +331,9 @@ class Engine:
         on_frame: Callable[[Frame], None],
         duration_s: float | None = None,
     ) -> int:
-        """Tick at ``t0 + k * interval`` until ``stop`` is set or ``duration_s`` has passed.
+        """Tick at ``t0 + k * period`` until ``stop`` is set, ``duration_s`` has passed or a
+        finite source is exhausted. The period is ``settings.pace_s`` (a replay's speed), else
+        the sampling interval.
 
         Deadlines, not sleeps: a slow tick shortens the next wait instead of shifting every
         later tick. If a tick overruns a whole interval, the missed deadlines are skipped.
@@ -338,17 +346,22 @@ class Engine:
         interval = self.settings.interval_s
         t0 = time.monotonic()
         ticks = 0
+        period = self.settings.pace_s or interval
         while not stop.is_set():
-            on_frame(self.tick())
+            try:
+                frame = self.tick()
+            except SourceExhausted:
+                break
+            on_frame(frame)
             ticks += 1
             if duration_s is not None and ticks * interval >= duration_s - 1e-9:
                 break
-            next_deadline = t0 + ticks * interval
+            next_deadline = t0 + ticks * period
             now = time.monotonic()
             if now > next_deadline:
-                skipped = int((now - next_deadline) / interval) + 1
-                t0 += skipped * interval
-                next_deadline += skipped * interval
+                skipped = int((now - next_deadline) / period) + 1
+                t0 += skipped * period
+                next_deadline += skipped * period
             if stop.wait(max(0.0, next_deadline - now)):
                 break
         return ticks

@@ -158,7 +158,7 @@ class HeaderBar(Widget):
             text.append(" │ ", dim)
             text.append(part, style(part_style) if part_style else "")
         problem = self._problem
-        if problem is None and system.gpu_status not in ("ok", "demo"):
+        if problem is None and system.gpu_status not in ("ok", "demo", "replay", "replay ended"):
             problem = f"no GPU readings: {system.gpu_status}"
         if problem:
             text.append("\n")
