@@ -8,12 +8,15 @@ The UI is imported only when the TUI is started: ``record`` and ``analyze`` neve
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
 
 from gputop_doctor import __version__
 from gputop_doctor.commands.common import UsageError, fail
+
+MIN_INTERVAL_S = 0.05  # NVML's own sample period is 1/6 s or more; faster only costs CPU
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,6 +33,15 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0: {text}")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number: {text}")
+    return value
+
+
+def _interval(text: str) -> float:
+    value = _positive_float(text)
+    if value < MIN_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_INTERVAL_S} s: {text}")
     return value
 
 
@@ -43,13 +55,32 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _add_source_options(parser: argparse.ArgumentParser, demo_help: str) -> None:
-    parser.add_argument("--pid", type=_positive_int, help="attach to this PID and its descendants")
-    parser.add_argument("--demo", metavar="SCENARIO", nargs="?", const="", help=demo_help)
+def _add_source_options(parser: argparse.ArgumentParser, demo_help: str, sub: bool = False) -> None:
+    """Options valid before and after a subcommand.
+
+    A subcommand's own defaults would overwrite what was given before it
+    (``gputop-doctor --demo starved snapshot``), so there they default to SUPPRESS.
+    """
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if sub else value
+
     parser.add_argument(
-        "--gpus", type=_positive_int, default=8, help="simulated GPUs with --demo (default 8)"
+        "--pid",
+        type=_positive_int,
+        default=default(None),
+        help="attach to this PID and its descendants",
     )
-    parser.add_argument("--seed", type=int, default=0, help="demo random seed (default 0)")
+    parser.add_argument(
+        "--demo", metavar="SCENARIO", nargs="?", const="", default=default(None), help=demo_help
+    )
+    parser.add_argument(
+        "--gpus",
+        type=_positive_int,
+        default=default(8),
+        help="simulated GPUs with --demo (default 8)",
+    )
+    parser.add_argument("--seed", type=int, default=default(0), help="demo random seed (default 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gputop-doctor {__version__}")
     _add_source_options(parser, "simulated GPUs; without a scenario, list the scenarios")
     parser.add_argument("--csv", metavar="PATH", help="record the session to this CSV")
-    parser.add_argument("--interval", type=_positive_float, default=1.0, help="seconds per tick")
+    parser.add_argument("--interval", type=_interval, default=1.0, help="seconds per tick")
     parser.add_argument(
         "--replay", metavar="CSV", help="watch a recorded session instead of this machine"
     )
@@ -70,14 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     record = sub.add_parser("record", help="record a session CSV without the UI")
-    _add_source_options(record, "record a simulated machine running SCENARIO")
+    _add_source_options(record, "record a simulated machine running SCENARIO", sub=True)
     record.add_argument("--csv", metavar="PATH", required=True, help="CSV file to write")
-    record.add_argument("--interval", type=_positive_float, default=1.0, help="seconds per tick")
+    record.add_argument(
+        "--interval", type=_interval, default=argparse.SUPPRESS, help="seconds per tick"
+    )
     record.add_argument("--duration", type=_positive_float, help="stop after this many seconds")
     record.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
     snapshot = sub.add_parser("snapshot", help="sample briefly and print what is happening")
-    _add_source_options(snapshot, "look at a simulated machine running SCENARIO")
+    _add_source_options(snapshot, "look at a simulated machine running SCENARIO", sub=True)
     snapshot.add_argument("--json", action="store_true", help="print JSON instead of text")
     snapshot.add_argument(
         "--window",

@@ -220,3 +220,14 @@ def test_commands_queued_during_prime_apply_to_real_ticks() -> None:
     engine.submit(lambda e: e.add_sink(Sink()))  # e.g. the UI's --csv start-recording
     engine.run(threading.Event(), lambda f: None, duration_s=0.02)
     assert written == [0, 1] and engine.sinks
+
+
+def test_evidence_keeps_the_digits_that_matter() -> None:
+    from gputop_doctor.core.findings import Evidence
+
+    assert str(Evidence("delay", 0.02)) == "delay: 0.02"
+    assert str(Evidence("cpu", 2348.6, "%")) == "cpu: 2349 %"
+    assert str(Evidence("util", 42.84, "%")) == "util: 42.8 %"
+    assert str(Evidence("ratio", 0.0)) == "ratio: 0.00"
+    assert str(Evidence("tiny", 0.00123)) == "tiny: 0.0012"
+    assert str(Evidence("n", 3)) == "n: 3"

@@ -175,3 +175,17 @@ def test_gpu_findings_go_on_their_own_row_and_host_findings_on_all(tmp_path: Pat
     rows = list(csv.DictReader(path.open()))
     assert [r["findings"] for r in rows] == ["cpu-saturation", "thermal-throttle|cpu-saturation"]
     assert read_session(str(path)).ticks[0].findings == ("cpu-saturation", "thermal-throttle")
+
+
+def test_appending_after_a_torn_row_cuts_it_first(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    sink = CsvSink(str(path))
+    sink.write(_frame(0, (full_gpu(0),)))
+    sink.close()
+    with path.open("a") as handle:
+        handle.write("1,1700000000.5,20")  # killed mid-row
+    sink = CsvSink(str(path))
+    sink.write(_frame(1, (full_gpu(0),)))
+    sink.close()
+    session = read_session(str(path))
+    assert [t.snapshot.tick for t in session.ticks] == [0, 1] and session.dropped_rows == 0

@@ -13,8 +13,11 @@ from dataclasses import asdict, dataclass
 from statistics import fmean
 
 from gputop_doctor.commands.common import UsageError, say
-from gputop_doctor.core.model import THERMAL_EVENTS, Snapshot
+from gputop_doctor.core.model import ClockEvent, Snapshot
 from gputop_doctor.export.reader import Session, SessionFormatError, read_session
+
+# HW slowdown alone can be power or a clock change; only the rule can tell it is heat.
+THERMAL_ONLY = ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +30,7 @@ class GpuSummary:
     temp_max_c: float | None
     power_mean_w: float | None
     mem_max_mib: float | None
-    thermal_ticks: int
+    thermal_ticks: int  # ticks with a thermal clock-event reason (sw or hw thermal)
     lost: bool
 
 
@@ -61,7 +64,7 @@ def _gpu_summary(index: int, snaps: list[Snapshot]) -> GpuSummary:
         temp_max_c=max(temps) if temps else None,
         power_mean_w=_mean([g.power_w for g in live if g.power_w is not None]),
         mem_max_mib=max(mems) if mems else None,
-        thermal_ticks=sum(bool((g.clock_event_bits or 0) & THERMAL_EVENTS) for g in live),
+        thermal_ticks=sum(bool((g.clock_event_bits or 0) & THERMAL_ONLY) for g in live),
         lost=any(g.lost for g in samples),
     )
 
@@ -92,7 +95,7 @@ def _text(summary: SessionSummary) -> str:
             f"  GPU {gpu.index} {gpu.name or ''}: util mean {gpu.util_mean_pct}%"
             f", below 70% in {100 * (gpu.util_low_share or 0):.0f}% of ticks"
             f", max {gpu.temp_max_c} °C, mean {gpu.power_mean_w} W"
-            f", thermal-limited ticks {gpu.thermal_ticks}" + (", LOST" if gpu.lost else "")
+            f", thermal clock-event ticks {gpu.thermal_ticks}" + (", LOST" if gpu.lost else "")
         )
     if summary.finding_ticks:
         lines.append("Findings (ticks active):")

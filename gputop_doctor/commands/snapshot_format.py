@@ -127,7 +127,10 @@ def probe_summary(probe: ProbeStats) -> str:
 
 
 def _proc_line(proc: ProcSample) -> str:
-    blas = ",".join(sorted({r.name for r in proc.libraries or ()})) or "-"
+    if proc.libraries is None:
+        blas = "?"  # hidden by permissions: unknown, not absent
+    else:
+        blas = ",".join(sorted({r.name for r in proc.libraries if r.kind == "blas"})) or "-"
     indent = "  " * proc.depth
     return (
         f"  {proc.pid:>7}  {indent}{proc.name:<18} {proc.state}"
@@ -181,6 +184,8 @@ def frame_to_text(frame: Frame, history: History) -> str:
     if frame.verdict is not None:
         out.append(f"Headline: {frame.verdict.text}")
         out.append(f"  case: {frame.verdict.case}; bottleneck: {frame.verdict.bottleneck}")
+        if frame.verdict.bottleneck == "unknown" and frame.system.source == "live":
+            out.append("  (a short window: use --window 30 for the full diagnosis)")
     out.append("Findings:" if frame.findings else "Findings: none")
     for finding in frame.findings:
         out += _finding_lines(finding)

@@ -55,6 +55,9 @@ class ProcessReading:
     tree: TreeTotals | None = None  # only for sources that know totals but not processes
 
 
+MAX_PRIMED_TICKS = 400  # ~2 s of work at most; enough for the demo's slow findings at 1 s
+
+
 class SourceExhausted(Exception):
     """A finite source (a replayed recording) has nothing more; ends :meth:`Engine.run`."""
 
@@ -303,19 +306,23 @@ class Engine:
                 notes.append(f"GPU {gpu.index} is lost")
         return "; ".join(notes) or None
 
-    def prime(self, seconds: float) -> None:
+    def prime(self, seconds: float, stop: threading.Event | None = None) -> None:
         """Fill the history with ``seconds`` of past ticks read back-to-back (demo sources only).
 
         A simulated machine has no real past, but a demo that starts with empty sparklines and
         needs minutes before a slow finding (memory creep) can show anything is a poor demo.
         Primed ticks get negative tick numbers, go to no sink, and their notes are dropped.
+        At most ``MAX_PRIMED_TICKS`` are read (a short interval primes a shorter past), and
+        ``stop`` ends priming at once, so quitting never waits for it.
         """
-        count = int(seconds / self.settings.interval_s)
+        count = min(int(seconds / self.settings.interval_s), MAX_PRIMED_TICKS)
         real_clock, sinks = self._clock, self.sinks
         start = real_clock() - count * self.settings.interval_s
         self.sinks = []
         try:
             for k in range(count):
+                if stop is not None and stop.is_set():
+                    break
                 past = start + k * self.settings.interval_s
                 self._clock = lambda past=past: past  # type: ignore[misc]
                 self._tick = k - count
@@ -341,10 +348,10 @@ class Engine:
         """
         if self.pending_prime_s > 0:
             # In the sampler thread, so a UI is already on screen while the past is filled.
-            self.prime(self.pending_prime_s)
+            self.prime(self.pending_prime_s, stop)
             self.pending_prime_s = 0.0
         interval = self.settings.interval_s
-        t0 = time.monotonic()
+        t0 = started = time.monotonic()
         ticks = 0
         period = self.settings.pace_s or interval
         while not stop.is_set():
@@ -354,14 +361,15 @@ class Engine:
                 break
             on_frame(frame)
             ticks += 1
-            if duration_s is not None and ticks * interval >= duration_s - 1e-9:
-                break
             next_deadline = t0 + ticks * period
             now = time.monotonic()
             if now > next_deadline:
                 skipped = int((now - next_deadline) / period) + 1
                 t0 += skipped * period
                 next_deadline += skipped * period
+            # Wall time bounds a --duration: the next tick would start at or past its end.
+            if duration_s is not None and next_deadline - started >= duration_s - 1e-6:
+                break
             if stop.wait(max(0.0, next_deadline - now)):
                 break
         return ticks

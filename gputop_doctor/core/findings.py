@@ -59,9 +59,17 @@ class Evidence:
     unit: str = ""
 
     def __str__(self) -> str:
+        return f"{self.label}: {self.value_text}{(' ' + self.unit) if self.unit else ''}"
+
+    @property
+    def value_text(self) -> str:
+        """Enough digits to tell 0.02 from 0.05 and no false precision on 2348.6."""
         value = self.value
-        text = f"{value:.1f}" if isinstance(value, float) else str(value)
-        return f"{self.label}: {text}{(' ' + self.unit) if self.unit else ''}"
+        if not isinstance(value, float):
+            return str(value)
+        size = abs(value)
+        decimals = 0 if size >= 100 else 1 if size >= 10 else 2 if size >= 0.01 or not size else 4
+        return f"{value:.{decimals}f}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,9 +40,11 @@ class CsvSink:
         if os.path.exists(path) and os.path.getsize(path) > 0:
             _check_header(path)
         try:
-            return open(path, "a", newline="", encoding="utf-8")
+            handle = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115 (kept open)
         except OSError as exc:
             raise CsvError(f"cannot write CSV {path}: {exc.strerror or exc}") from None
+        _drop_torn_row(handle)
+        return handle
 
     def write(self, frame: Frame) -> None:
         rows = snapshot_rows(frame.snapshot, frame.findings, frame.system.source, frame.verdict)
@@ -56,6 +58,25 @@ class CsvSink:
         if not self._file.closed:
             self._file.flush()
             self._file.close()
+
+
+def _drop_torn_row(handle: IO[str]) -> None:
+    """Cut a half-written last row (a recording killed mid-write) before appending to it.
+
+    Otherwise the next row would be glued onto it and the file would no longer parse.
+    """
+    size = handle.tell()
+    if size == 0:
+        return
+    with open(handle.name, "rb") as raw:
+        raw.seek(max(0, size - 65536))
+        tail = raw.read()
+    if tail.endswith(b"\n"):
+        return
+    cut = tail.rfind(b"\n")
+    keep = size - len(tail) + cut + 1 if cut >= 0 else 0
+    handle.truncate(keep)
+    handle.seek(keep)
 
 
 def _check_header(path: str) -> None:
