@@ -81,6 +81,13 @@ def _add_source_options(parser: argparse.ArgumentParser, demo_help: str, sub: bo
         help="simulated GPUs with --demo (default 8)",
     )
     parser.add_argument("--seed", type=int, default=default(0), help="demo random seed (default 0)")
+    parser.add_argument(
+        "--config",
+        metavar="TOML",
+        default=default(None),
+        help="settings and rule thresholds (default: $GPUTOP_DOCTOR_CONFIG, else "
+        "~/.config/gputop-doctor/config.toml if it exists)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

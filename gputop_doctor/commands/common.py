@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
@@ -54,6 +55,7 @@ class EngineOptions:
     hold_s: float | None = None
     backfill_s: float = 0.0  # demo only: seconds of simulated past to fill the history with
     unbudgeted: bool = False  # read every thread and library each tick (one-off snapshots)
+    config: str | None = None  # settings file; None: the default one if it exists
 
 
 # A demo starts with this much simulated past, so sparklines are full and slow findings
@@ -71,7 +73,23 @@ def options_from(
         interval_s=interval_s,
         pid=args.pid,
         backfill_s=backfill_s if args.demo else 0.0,
+        config=getattr(args, "config", None),
     )
+
+
+def load_settings(config: str | None, **overrides: Any) -> Settings:
+    """Defaults, then the settings file (rule thresholds...), then the command line."""
+    from gputop_doctor.settings_file import SettingsError, default_path
+    from gputop_doctor.settings_file import load_settings as load_file
+
+    settings = Settings()
+    path = config or default_path()
+    if path:
+        try:
+            settings = load_file(path, settings)
+        except SettingsError as exc:
+            raise UsageError(str(exc)) from None
+    return dataclasses.replace(settings, **overrides)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +118,10 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
         sources = open_sources(choice)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    settings = Settings(interval_s=options.interval_s)
+    overrides: dict[str, Any] = {"interval_s": options.interval_s}
     if options.hold_s is not None:
-        settings = Settings(interval_s=options.interval_s, hold_s=options.hold_s)
+        overrides["hold_s"] = options.hold_s
+    settings = load_settings(options.config, **overrides)
     target = options.pid if options.pid is not None else sources.default_target
     engine = Engine(
         sources.gpu,
@@ -118,7 +137,7 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
     return Run(engine, sources.list_processes)
 
 
-def open_replay_run(path: str, speed: float) -> Run:
+def open_replay_run(path: str, speed: float, config: str | None = None) -> Run:
     """An engine over a recorded session: the recording's clock, every rule re-run on it."""
     from gputop_doctor.export.reader import SessionFormatError
     from gputop_doctor.rules import RULES
@@ -129,7 +148,7 @@ def open_replay_run(path: str, speed: float) -> Run:
         replay = open_replay(path)
     except (SessionFormatError, ValueError) as exc:
         raise UsageError(str(exc), status=1) from None
-    settings = Settings(interval_s=replay.interval_s, pace_s=replay.interval_s / speed)
+    settings = load_settings(config, interval_s=replay.interval_s, pace_s=replay.interval_s / speed)
     engine = Engine(
         replay.gpu,
         replay.host,

@@ -35,7 +35,14 @@ def _live_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
     window: float = args.window or LIVE_WINDOW_S
     interval = min(1.0, window / 2)
     options = EngineOptions(
-        None, args.gpus, args.seed, interval, args.pid, hold_s=0.0, unbudgeted=True
+        None,
+        args.gpus,
+        args.seed,
+        interval,
+        args.pid,
+        hold_s=0.0,
+        unbudgeted=True,
+        config=args.config,
     )
     engine = build_engine(options)
     frames: list[Frame] = []
@@ -46,7 +53,9 @@ def _live_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
 def _demo_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
     """Simulated time costs nothing: the window is primed instantly, then one tick is shown."""
     window: float = args.window or DEMO_WINDOW_S
-    options = EngineOptions(args.demo, args.gpus, args.seed, 1.0, args.pid, backfill_s=window)
+    options = EngineOptions(
+        args.demo, args.gpus, args.seed, 1.0, args.pid, backfill_s=window, config=args.config
+    )
     engine = build_engine(options)
     frames: list[Frame] = []
     engine.run(threading.Event(), frames.append, duration_s=options.interval_s)

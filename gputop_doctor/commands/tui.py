@@ -12,7 +12,7 @@ def run_ui(args: argparse.Namespace) -> int:
     if args.replay and (args.demo or args.pid or args.csv):
         raise UsageError("--replay shows a recording; it takes no --demo, --pid or --csv")
     if args.replay:
-        run = open_replay_run(args.replay, args.speed)
+        run = open_replay_run(args.replay, args.speed, args.config)
     else:
         run = open_run(options_from(args, args.interval))
     if args.csv:

@@ -1,0 +1,93 @@
+"""Read settings and rule thresholds from a TOML file.
+
+The keys are the ones each ``docs/rules/<id>.md`` lists, so what the docs say can be changed,
+can be: ``hold_s = 5`` at the top, ``[rules.gpu_starvation]`` with ``mean_util_pct = 60``.
+An unknown key or a value of the wrong type is an error naming the key, never silently ignored:
+a typo in a threshold must not leave the default quietly in force.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from gputop_doctor.config import Settings
+
+# Engine settings a file may change; the rest (interval, pace) belong to the command line.
+FILE_SETTINGS = ("history_s", "process_history_s", "hold_s", "clear_s", "series_len")
+
+
+class SettingsError(Exception):
+    """A settings file we cannot use; the message is one line for the user."""
+
+
+def default_path() -> str | None:
+    """``$GPUTOP_DOCTOR_CONFIG``, else ``$XDG_CONFIG_HOME/gputop-doctor/config.toml`` if present."""
+    explicit = os.environ.get("GPUTOP_DOCTOR_CONFIG")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    path = os.path.join(base, "gputop-doctor", "config.toml")
+    return path if os.path.exists(path) else None
+
+
+def load_settings(path: str, base: Settings) -> Settings:
+    """``base`` with the file's values applied."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        raise SettingsError("reading a settings file needs Python 3.11 or newer") from None
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise SettingsError(f"cannot read settings {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path} is not valid TOML: {exc}") from None
+    return apply(base, data, path)
+
+
+def apply(base: Settings, data: Mapping[str, Any], path: str = "settings") -> Settings:
+    changes: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "rules":
+            changes["rules"] = _apply_rules(base, value, path)
+        elif key in FILE_SETTINGS:
+            changes[key] = _coerce(getattr(base, key), value, f"{path}: {key}")
+        else:
+            raise SettingsError(f"{path}: unknown setting {key!r}")
+    return dataclasses.replace(base, **changes)
+
+
+def _apply_rules(base: Settings, tables: Any, path: str) -> Any:
+    if not isinstance(tables, Mapping):
+        raise SettingsError(f"{path}: 'rules' must be a table of [rules.<rule>] tables")
+    rules = base.rules
+    for name, table in tables.items():
+        attr = name.replace("-", "_")
+        if not hasattr(rules, attr):
+            raise SettingsError(f"{path}: unknown rule {name!r} in [rules]")
+        if not isinstance(table, Mapping):
+            raise SettingsError(f"{path}: rules.{name} must be a table")
+        current = getattr(rules, attr)
+        updates = {}
+        for key, value in table.items():
+            if key not in {f.name for f in dataclasses.fields(current)}:
+                raise SettingsError(f"{path}: unknown threshold rules.{attr}.{key}")
+            updates[key] = _coerce(getattr(current, key), value, f"{path}: rules.{attr}.{key}")
+        rules = dataclasses.replace(rules, **{attr: dataclasses.replace(current, **updates)})
+    return rules
+
+
+def _coerce(default: Any, value: Any, where: str) -> Any:
+    """The file's value in the default's type: an int may stand for a float, nothing else."""
+    if isinstance(default, bool) or isinstance(value, bool):
+        if isinstance(default, bool) and isinstance(value, bool):
+            return value
+    elif isinstance(default, float) and isinstance(value, (int, float)):
+        return float(value)
+    elif type(default) is type(value) or (default is None and isinstance(value, (int, float))):
+        return value
+    raise SettingsError(f"{where} must be {type(default).__name__}, not {value!r}")

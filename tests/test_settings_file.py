@@ -1,0 +1,97 @@
+"""Settings files: the documented keys change what rules do; typos are errors, never ignored."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.config import Settings
+from gputop_doctor.settings_file import SettingsError, apply, load_settings
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "rules"
+
+
+def test_file_values_replace_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "hold_s = 5\n"
+        "[rules.gpu_starvation]\n"
+        "window_s = 60\n"
+        "[rules.thermal-throttle]\n"
+        "window_s = 120.5\n"
+    )
+    settings = load_settings(str(path), Settings())
+    assert settings.hold_s == 5.0 and isinstance(settings.hold_s, float)
+    assert settings.rules.gpu_starvation.window_s == 60.0
+    assert settings.rules.thermal_throttle.window_s == 120.5
+    assert settings.rules.cpu_saturation == Settings().rules.cpu_saturation
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"hold": 5}, "unknown setting 'hold'"),
+        ({"interval_s": 2}, "unknown setting 'interval_s'"),
+        ({"rules": {"gpu_starvaton": {}}}, "unknown rule 'gpu_starvaton'"),
+        ({"rules": {"gpu_starvation": {"windw_s": 1}}}, "rules.gpu_starvation.windw_s"),
+        ({"rules": {"gpu_starvation": {"window_s": "long"}}}, "must be float"),
+        ({"hold_s": True}, "must be float"),
+        ({"rules": 3}, "must be a table"),
+    ],
+)
+def test_mistakes_are_errors_naming_the_key(data: dict[str, object], message: str) -> None:
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        apply(Settings(), data)
+
+
+def test_every_documented_key_is_accepted() -> None:
+    keys = set()
+    for page in DOCS.glob("*.md"):
+        keys |= set(re.findall(r"`rules\.([a-z_]+)\.([a-z_0-9]+)`", page.read_text()))
+    assert len(keys) > 30
+    for rule, key in sorted(keys):
+        current = getattr(getattr(Settings().rules, rule), key)
+        value = not current if isinstance(current, bool) else current
+        updated = apply(Settings(), {"rules": {rule: {key: value}}})
+        assert getattr(getattr(updated.rules, rule), key) == value
+
+
+def test_bad_file_is_a_one_line_cli_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[rules.gpu_starvation]\nwindw_s = 3\n")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gputop_doctor",
+            "snapshot",
+            "--demo",
+            "healthy",
+            "--config",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [
+        f"gputop-doctor: error: {path}: unknown threshold rules.gpu_starvation.windw_s"
+    ]
+
+
+def test_a_stricter_threshold_changes_the_diagnosis(tmp_path: Path) -> None:
+    """The healthy demo runs ~95 % busy: demanding 99 % makes it starved."""
+    path = tmp_path / "c.toml"
+    path.write_text("[rules.gpu_starvation]\nmean_util_pct = 99.5\n")
+    args = [sys.executable, "-m", "gputop_doctor", "snapshot", "--demo", "healthy", "--json"]
+    plain = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    strict = subprocess.run(
+        [*args, "--config", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert '"gpu-starvation"' not in plain.stdout
+    assert '"gpu-starvation"' in strict.stdout, strict.stderr
