@@ -14,6 +14,8 @@ HEADLESS = [
     "gputop_doctor.core.findings",
     "gputop_doctor.core.engine",
     "gputop_doctor.config",
+    "gputop_doctor.settings_file",
+    "gputop_doctor.sources.replay",
     "gputop_doctor.rules",
     "gputop_doctor.export.csv_sink",
     "gputop_doctor.export.reader",
