@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
+from gputop_doctor.core.model import GpuSample, Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +46,6 @@ class Window:
                 if gpu.index == index:
                     out.append(gpu)
                     break
-        return tuple(out)
-
-    def proc_series(self, pid: int) -> tuple[ProcSample, ...]:
-        out: list[ProcSample] = []
-        for snap in self.snapshots:
-            proc = snap.process(pid)
-            if proc is not None:
-                out.append(proc)
         return tuple(out)
 
     def values(self, metric: Callable[[Snapshot], float | None]) -> tuple[float, ...]:

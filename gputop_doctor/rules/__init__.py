@@ -46,7 +46,3 @@ RULES: tuple[Rule, ...] = (
 )
 
 RULE_IDS: tuple[str, ...] = tuple(rule.rule_id for rule in RULES)
-
-
-def rules_by_id() -> dict[str, Rule]:
-    return {rule.rule_id: rule for rule in RULES}
