@@ -44,6 +44,7 @@ class GpuTopApp(App[int]):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]  # noqa: RUF012 (Textual's own type)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),  # not Textual's notice
         Binding("question_mark", "help", "Help"),
         Binding("a", "attach", "Attach"),
         Binding("d", "detach", "Detach"),
@@ -76,7 +77,7 @@ class GpuTopApp(App[int]):
         self._stop = threading.Event()
         self._sampler_done = threading.Event()
         self._sampler_started = False
-        self._closed = False
+        self._shut_down = False  # not _closed: that is MessagePump's own flag
 
     def compose(self) -> ComposeResult:
         self.header = HeaderBar(self.engine.system, self.engine.settings.interval_s, id="header")
@@ -193,7 +194,8 @@ class GpuTopApp(App[int]):
             return
         if isinstance(self.screen, GpuDetailScreen):
             self.pop_screen()
-        self.push_screen(GpuDetailScreen(index, self.control.send_history))
+        history = self.engine.history.capacity  # fixed at start: safe to read from here
+        self.push_screen(GpuDetailScreen(index, self.control.send_history, history))
 
     async def action_quit(self) -> None:
         self.quit_now()
@@ -210,9 +212,9 @@ class GpuTopApp(App[int]):
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop the sampler and wait until it has written its last row and closed the engine."""
-        if self._closed:
+        if self._shut_down:
             return
-        self._closed = True
+        self._shut_down = True
         self._undo_signals()
         self._stop.set()
         if not self._sampler_started:

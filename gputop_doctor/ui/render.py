@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputop_doctor.config import StarvationThresholds
-from gputop_doctor.core.model import ProbeStats
+from gputop_doctor.config import CpuSaturationThresholds, StarvationThresholds
+from gputop_doctor.core.model import ProbeStats, Snapshot
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -98,6 +98,36 @@ def short_gpu_name(name: str | None) -> str:
         if name.startswith(prefix):
             name = name[len(prefix) :]
     return name
+
+
+# -- CPU -----------------------------------------------------------------------------------
+
+# The busy share of the effective CPUs that the cpu-saturation rule calls saturated.
+CPU_BUSY_FRACTION = CpuSaturationThresholds().busy_fraction
+
+
+def job_cpu_share(snap: Snapshot) -> float | None:
+    """The attached tree's CPU as a share of the CPUs it may use (affinity and quota).
+
+    The cpu-saturation rule's own measure, restated here because the UI may not import rules.
+    None when nothing is attached, or on a first tick before any process has a CPU rate.
+    """
+    tree = snap.tree
+    if tree is None or not any(p.in_tree and p.cpu_pct is not None for p in snap.processes):
+        return None
+    cpus = snap.host.effective_cpus or snap.host.logical_cpus or 1.0
+    return tree.cpu_pct / 100.0 / cpus
+
+
+def host_counts_for_job(snap: Snapshot) -> bool:
+    """Whether host-wide load is the job's business: it may use every CPU, or none is attached.
+
+    Under a smaller quota other tenants' load on the host would otherwise read as the job's.
+    """
+    host = snap.host
+    if snap.tree is None or host.effective_cpus is None or host.logical_cpus is None:
+        return True
+    return host.effective_cpus >= host.logical_cpus - 1e-9
 
 
 # -- the in-process probe ------------------------------------------------------------------

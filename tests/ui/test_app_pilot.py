@@ -23,9 +23,9 @@ from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.export.reader import read_session
 from gputop_doctor.sources.demo import DemoMachine
 from gputop_doctor.ui.app import GpuTopApp
-from gputop_doctor.ui.messages import FrameReady
+from gputop_doctor.ui.messages import FrameReady, HistoryReady
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
-from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
+from gputop_doctor.ui.screens.gpu_detail import MAX_POINTS, GpuDetailScreen
 from gputop_doctor.ui.screens.help import HelpScreen
 from gputop_doctor.ui.screens.process_picker import ProcessPicker
 from gputop_doctor.ui.screens.record_prompt import RecordPrompt
@@ -241,6 +241,42 @@ async def test_detail_screen_charts_the_gpu_and_goes_back() -> None:
 
 
 @run_async
+async def test_detail_screen_keeps_a_bounded_window_of_the_newest_ticks() -> None:
+    engine, clock, _ = demo_engine("thermal")
+    app = GpuTopApp(engine, sampler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(app, pilot, engine, clock, 3)
+        await pilot.press("1")
+        screen = app.screen
+        assert isinstance(screen, GpuDetailScreen)
+        assert screen.capacity == min(engine.history.capacity, MAX_POINTS) == MAX_POINTS
+        await pilot.press("escape")
+        # A small bound, so the test need not tick 900 times: it never grows past it.
+        small = GpuDetailScreen(1, app.control.send_history, max_points=6)
+        await app.push_screen(small)
+        for _ in range(4):
+            await feed(app, pilot, engine, clock)  # the first also answers the history request
+        await pilot.pause()
+        assert small.capacity == 6 and len(small.points) == 6
+        for _ in range(10):  # frames one at a time, as a screen left open sees them
+            frame = await feed(app, pilot, engine, clock)
+            assert len(small.points) == 6 and small.points[-1].t == frame.snapshot.time
+        times = [p.t for p in small.points]
+        assert times == sorted(times) and len(set(times)) == 6
+        assert "6 ticks" in screen_text(app)
+        await pilot.press("escape")
+        # Frames that beat the history to the screen are merged with it by tick, in order.
+        late = GpuDetailScreen(1, lambda _screen: None, max_points=10)
+        await app.push_screen(late)
+        newest = await feed(app, pilot, engine, clock, 1)
+        late.post_message(HistoryReady(engine.history.all().snapshots))
+        await pilot.pause()
+        times = [p.t for p in late.points]
+        assert len(engine.history) > 10 and len(times) == 10 and times == sorted(set(times))
+        assert times[-1] == newest.snapshot.time
+
+
+@run_async
 async def test_finding_opens_its_evidence_fix_and_docs() -> None:
     engine, clock, _ = demo_engine("starved")
     app = GpuTopApp(engine, sampler=False)
@@ -356,8 +392,11 @@ async def test_command_palette_lists_the_app_commands() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("key", ["q", "ctrl+c"])
 @run_async
-async def test_quit_stops_the_sampler_and_closes_the_csv_after_its_last_row(tmp_path: Path) -> None:
+async def test_quit_stops_the_sampler_and_closes_the_csv_after_its_last_row(
+    tmp_path: Path, key: str
+) -> None:
     machine = DemoMachine("healthy", gpus=8, interval_s=0.05)
     engine = Engine(
         machine.gpu_source(),
@@ -378,7 +417,8 @@ async def test_quit_stops_the_sampler_and_closes_the_csv_after_its_last_row(tmp_
         while (app.frame is None or app.frame.recording is None) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.3)
-        await pilot.press("q")
+        await pilot.press(key)
+    assert app.return_code == 0
     assert sinks, "recording never started"
     sink = sinks[0]
     assert sink.ticks_written >= 3
@@ -386,6 +426,35 @@ async def test_quit_stops_the_sampler_and_closes_the_csv_after_its_last_row(tmp_
     session = read_session(str(target))
     assert len(session.ticks) == sink.ticks_written and session.dropped_rows == 0
     assert target.read_text().endswith("\n")
+
+
+@run_async
+async def test_ctrl_c_quits_from_any_screen_even_a_text_field(tmp_path: Path) -> None:
+    """Ctrl-C is a priority binding: Textual's "press ctrl+q" notice and the Input's copy do
+    not get it. It quits like ``q``: the app exits 0, the CSV is closed with every recorded tick
+    in it (the sampler-thread path is the slow quit test above, run with both keys)."""
+    engine, clock, _ = demo_engine("healthy")
+    sinks: list[CsvSink] = []
+
+    def make_sink(path: str) -> Sink:
+        sinks.append(CsvSink(path))
+        return sinks[-1]
+
+    target = tmp_path / "ctrl-c.csv"
+    app = GpuTopApp(engine, sampler=False, csv_path=str(target), make_sink=make_sink)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(app, pilot, engine, clock, 4)
+        await pilot.press("a")
+        assert isinstance(app.screen, ProcessPicker)
+        await pilot.pause()
+        assert isinstance(app.focused, Input)  # the filter field, which binds ctrl+c to copy
+        await pilot.press("ctrl+c")
+    assert app.return_code == 0
+    assert sinks and sinks[0].ticks_written == 4 and sinks[0]._file.closed
+    session = read_session(str(target))
+    assert len(session.ticks) == 4 and session.dropped_rows == 0
+    notes = [n.message for n in app._notifications]
+    assert not any("ctrl+q" in n for n in notes)
 
 
 @run_async

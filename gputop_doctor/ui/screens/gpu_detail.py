@@ -3,12 +3,15 @@ with the ticks where the GPU was throttling marked on every chart.
 
 The screen asks the engine for its retained snapshots once when it opens (through the app, by a
 command that runs in the sampler thread) and then appends each new frame's sample while it is
-open, so the UI never keeps a second copy of the history for a screen nobody is looking at.
+open, so the UI never keeps a second copy of the history for a screen nobody is looking at. The
+points are bounded like the engine's history (at most ``MAX_POINTS``), so a screen left open
+for hours costs the same per frame as one opened a minute ago.
 Series colours come from the app theme's variables, so they follow the theme and NO_COLOR.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -26,6 +29,7 @@ from gputop_doctor.ui.messages import HistoryReady
 from gputop_doctor.ui.render import short_gpu_name
 
 POWER_EVENTS = ClockEvent.SW_POWER_CAP | ClockEvent.HW_POWER_BRAKE
+MAX_POINTS = 900  # 15 minutes at the default 1 s interval: the engine's default history
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +86,18 @@ class GpuDetailScreen(Screen[None]):
         Binding("escape,q", "app.pop_screen", "Back"),
     ]
 
-    def __init__(self, index: int, request_history: Callable[[Screen[None]], None]) -> None:
+    def __init__(
+        self,
+        index: int,
+        request_history: Callable[[Screen[None]], None],
+        max_points: int = MAX_POINTS,
+    ) -> None:
         super().__init__()
         self.index = index
         self._request_history = request_history
-        self._points: dict[int, Point] = {}  # by tick
+        # (tick, point) oldest first, bounded: a screen left open for a day neither grows nor
+        # slows down, each frame replots at most ``max_points`` (the engine keeps no more).
+        self._points: deque[tuple[int, Point]] = deque(maxlen=max(2, min(max_points, MAX_POINTS)))
         self._gpu: GpuSample | None = None
         self._lost = False
 
@@ -103,26 +114,50 @@ class GpuDetailScreen(Screen[None]):
     # -- data ------------------------------------------------------------------------------
 
     def on_history_ready(self, message: HistoryReady) -> None:
+        """The retained ticks, merged by tick with any frames that arrived before them."""
+        merged = dict(self._points)
+        newest = max(merged, default=-1)
         for snap in message.snapshots:
-            self._add(snap)
+            if snap.tick in merged:
+                continue
+            if snap.tick > newest:  # the GPU's latest state comes from the newest tick
+                newest = snap.tick
+                sample = self._note(snap)
+            else:
+                found = point(snap, self.index)
+                sample = found[0] if found else None
+            if sample is not None:
+                merged[snap.tick] = sample
+        self._points.clear()
+        self._points.extend(sorted(merged.items()))  # maxlen keeps the newest
         self._redraw()
 
     def show_frame(self, frame: Frame) -> None:
-        if frame.snapshot.tick not in self._points:
-            self._add(frame.snapshot)
-            self._redraw()
+        snap = frame.snapshot
+        if self._points and snap.tick <= self._points[-1][0]:
+            return
+        sample = self._note(snap)
+        if sample is not None:
+            self._points.append((snap.tick, sample))  # the oldest falls off the far end
+        self._redraw()
 
-    def _add(self, snapshot: Snapshot) -> None:
+    def _note(self, snapshot: Snapshot) -> Point | None:
+        """This GPU's point at ``snapshot``, updating its latest sample and lost state."""
         found = point(snapshot, self.index)
         if found is None:
             self._lost = any(g.index == self.index and g.lost for g in snapshot.gpus)
-            return
-        self._points[snapshot.tick], self._gpu = found
+            return None
+        sample, self._gpu = found
         self._lost = False
+        return sample
+
+    @property
+    def capacity(self) -> int:
+        return self._points.maxlen or 0
 
     @property
     def points(self) -> list[Point]:
-        return [self._points[k] for k in sorted(self._points)]
+        return [p for _, p in self._points]
 
     # -- drawing ---------------------------------------------------------------------------
 

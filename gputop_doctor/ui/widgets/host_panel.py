@@ -3,8 +3,10 @@ pressure stall information and the attached tree's totals.
 
 It draws its lines as strips (Line API) rather than through ``render``: the generic text path
 lays the lines out again on every repaint, which cost more than everything else this panel does.
-CPU is shown against *effective* CPUs (affinity and cgroup quota), because a container that may
-use 8 of 128 cores is saturated at 6 % host CPU; that is the number a training job feels.
+CPU shows the host-wide figure and, with a PID attached, the job's: its tree's CPU as a share of
+its *effective* CPUs (affinity and cgroup quota). A container that may use 8 of 128 cores is
+saturated at 6 % host CPU, and an idle one on a host busy with other tenants is not; the job's
+share is what it feels, so that is what turns hot (the cpu-saturation rule's own measure).
 """
 
 from __future__ import annotations
@@ -18,7 +20,16 @@ from textual.widget import Widget
 
 from gputop_doctor.core.engine import Frame
 from gputop_doctor.core.model import HostSample, Pressure, TreeTotals
-from gputop_doctor.ui.render import DATA_WAIT_WARN_PCT, fmt_mib, fmt_num, fmt_rate, sparkline
+from gputop_doctor.ui.render import (
+    CPU_BUSY_FRACTION,
+    DATA_WAIT_WARN_PCT,
+    fmt_mib,
+    fmt_num,
+    fmt_rate,
+    host_counts_for_job,
+    job_cpu_share,
+    sparkline,
+)
 
 COMPACT_HEIGHT = 32  # below this terminal height the panel takes one line
 
@@ -92,23 +103,31 @@ class HostPanel(Widget):
         host = frame.snapshot.host
         label, dim = self._style("label"), self._style("dim")
         text = Text(no_wrap=True, overflow="ellipsis")
-        effective = host.effective_cpus
-        logical = host.logical_cpus
-        # cpu_pct is of all logical CPUs; as a share of the effective ones it is what we judge.
-        busy = None
-        if host.cpu_pct is not None and logical:
-            busy = host.cpu_pct * logical / 100.0
         text.append("CPU ", label)
-        spark_width = 10 if compact else 20
+        share = job_cpu_share(frame.snapshot)
+        spark_width = (10 if compact else 20) - (0 if share is None else 4 if compact else 10)
         text.append(sparkline(frame.cpu_series, spark_width, 0.0, 100.0), self._style("spark"))
-        text.append(f" {fmt_num(host.cpu_pct, 0, '%')}")
-        if effective is not None and logical and effective < logical:
-            level = "hot" if busy is not None and busy >= 0.9 * effective else ""
-            text.append(
-                f" eff {_eff(effective)}/{logical}", self._style(level) if level else Style()
-            )
-        elif logical:
-            text.append(f" of {logical}", dim)
+        text.append(" ")
+        if share is not None and not compact:
+            text.append("host ", label)
+        # Host-wide CPU % is of all logical CPUs; it is the job's load only when the job may
+        # use every CPU (or none is attached). Under a smaller quota the job's own share of its
+        # effective CPUs is what saturates, as the cpu-saturation rule judges it.
+        host_hot = host_counts_for_job(frame.snapshot) and (host.cpu_pct or 0.0) >= (
+            CPU_BUSY_FRACTION * 100.0
+        )
+        text.append(fmt_num(host.cpu_pct, 0, "%"), self._style("hot") if host_hot else Style())
+        if share is None:
+            if host.logical_cpus:
+                text.append(f" of {host.logical_cpus}", dim)
+        else:
+            hot = self._style("hot") if share >= CPU_BUSY_FRACTION else Style()
+            text.append(" · " if not compact else " ", dim)
+            text.append("job ", label)
+            text.append(f"{share * 100:.0f}%", hot)
+            effective, logical = host.effective_cpus, host.logical_cpus
+            if not compact and effective and logical and effective < logical:
+                text.append(f" of {_eff(effective)}", dim)  # eff = all: the header's count
         text.append("  iowait " if not compact else " io ", label)
         iowait = host.iowait_pct
         text.append(fmt_num(iowait, 0 if compact else 1, "%"), self._io_style(iowait))

@@ -1,0 +1,132 @@
+"""The host panel's CPU figures: host-wide %, and the job's share of the CPUs it may use.
+
+Only the job's share turns hot while a tree is attached under a smaller quota: other tenants'
+load on a big host must not make an idle job look saturated (the cpu-saturation rule's own
+measure). With nothing attached, or when the job may use every CPU, the host figure counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from rich.style import Style
+
+from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.model import TreeTotals
+from gputop_doctor.ui.app import GpuTopApp
+from gputop_doctor.ui.messages import FrameReady
+from gputop_doctor.ui.render import host_counts_for_job, job_cpu_share
+from gputop_doctor.ui.widgets.host_panel import HostPanel
+from tests.ui.engines import demo_engine, run_async, tick
+
+WIDE = (120, 40)
+SMALL = (80, 24)
+
+
+def _frame(
+    base: Frame,
+    *,
+    host_pct: float,
+    logical: int = 128,
+    effective: float | None = 8.0,
+    tree_pct: float | None,
+) -> Frame:
+    """``base`` on a big shared host: ``tree_pct`` None means nothing attached."""
+    snap = base.snapshot
+    host = dataclasses.replace(
+        snap.host, cpu_pct=host_pct, logical_cpus=logical, effective_cpus=effective
+    )
+    if tree_pct is None:
+        procs = tuple(p for p in snap.processes if not p.in_tree)
+        snap = dataclasses.replace(snap, host=host, tree=None, target_pid=None, processes=procs)
+    else:
+        tree = TreeTotals(processes=3, threads=40, cpu_pct=tree_pct, rss_mib=4096.0)
+        snap = dataclasses.replace(snap, host=host, tree=tree)
+    return dataclasses.replace(base, snapshot=snap)
+
+
+def _styled(panel: HostPanel) -> dict[str, Style | str]:
+    text = panel._text
+    return {text.plain[s.start : s.end]: s.style for s in text.spans}
+
+
+def _cpu_line(panel: HostPanel) -> str:
+    return panel._text.plain.split("\n")[0]
+
+
+def test_job_share_is_the_tree_over_its_effective_cpus() -> None:
+    engine, clock, _ = demo_engine("healthy")
+    base = tick(engine, clock, 2)
+    busy_host = _frame(base, host_pct=90.0, tree_pct=50.0).snapshot
+    assert job_cpu_share(busy_host) == pytest.approx(0.5 / 8)
+    assert not host_counts_for_job(busy_host)  # 8 of 128 CPUs: the rest is other tenants
+    whole = _frame(base, host_pct=90.0, effective=128.0, tree_pct=50.0).snapshot
+    assert host_counts_for_job(whole)  # the job may use every CPU: host load is contention
+    alone = _frame(base, host_pct=90.0, tree_pct=None).snapshot
+    assert job_cpu_share(alone) is None and host_counts_for_job(alone)
+    # No rate yet for any process of the tree (a first tick): no share, as the rule says.
+    first = dataclasses.replace(
+        busy_host,
+        processes=tuple(dataclasses.replace(p, cpu_pct=None) for p in busy_host.processes),
+    )
+    assert job_cpu_share(first) is None
+    no_counts = dataclasses.replace(
+        busy_host, host=dataclasses.replace(busy_host.host, effective_cpus=None, logical_cpus=None)
+    )
+    assert job_cpu_share(no_counts) == pytest.approx(0.5)  # one CPU when nothing is known
+
+
+@run_async
+async def test_other_tenants_load_does_not_make_an_idle_job_hot() -> None:
+    engine, clock, _ = demo_engine("healthy")
+    app = GpuTopApp(engine, sampler=False)
+    async with app.run_test(size=WIDE) as pilot:
+        base = tick(engine, clock, 2)
+        panel = app.query_one(HostPanel)
+        hot = panel.get_component_rich_style("host-panel--hot")
+
+        # A 128-CPU host 95 % busy with other work; the job (8 effective CPUs) uses half a core.
+        app.post_message(FrameReady(_frame(base, host_pct=95.0, tree_pct=50.0)))
+        await pilot.pause()
+        line = _cpu_line(panel)
+        assert "host 95% · job 6% of 8" in line, line
+        styled = _styled(panel)
+        assert styled.get("95%") != hot and styled.get("6%") != hot
+
+        # The same host, the job now using 7.6 of its 8 CPUs: the job's share is hot.
+        app.post_message(FrameReady(_frame(base, host_pct=10.0, tree_pct=760.0)))
+        await pilot.pause()
+        assert "host 10% · job 95% of 8" in _cpu_line(panel)
+        styled = _styled(panel)
+        assert styled["95%"] == hot and styled.get("10%") != hot
+
+        # Nothing attached: the host's % of its logical CPUs is all there is, and it counts.
+        app.post_message(FrameReady(_frame(base, host_pct=95.0, tree_pct=None)))
+        await pilot.pause()
+        line = _cpu_line(panel)
+        assert "95% of 128" in line and "job" not in line
+        assert _styled(panel)["95%"] == hot
+
+        # The job may use every CPU: the host's load is its contention, as in the rule.
+        whole = _frame(base, host_pct=95.0, effective=128.0, tree_pct=800.0)
+        app.post_message(FrameReady(whole))
+        await pilot.pause()
+        line = _cpu_line(panel)
+        assert "host 95% · job 6%" in line and "of 128" not in line  # the header has the count
+        styled = _styled(panel)
+        assert styled["95%"] == hot and styled.get("6%") != hot
+
+
+@run_async
+async def test_compact_line_shows_both_figures() -> None:
+    engine, clock, _ = demo_engine("healthy")
+    app = GpuTopApp(engine, sampler=False)
+    async with app.run_test(size=SMALL) as pilot:
+        base = tick(engine, clock, 2)
+        app.post_message(FrameReady(_frame(base, host_pct=95.0, tree_pct=760.0)))
+        await pilot.pause()
+        panel = app.query_one(HostPanel)
+        line = _cpu_line(panel)
+        assert "\n" not in panel._text.plain and " 95% job 95% io " in line, line
+        assert len(line) <= 78
