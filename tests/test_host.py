@@ -36,7 +36,7 @@ from gputop_doctor.sources.host_cgroup import (
 from gputop_doctor.sources.host_procs import CLK_TCK, PAGE_SIZE, thread_delta
 from gputop_doctor.sources.host_system import parse_meminfo, parse_pressure, parse_vmstat
 from gputop_doctor.sources.host_tree import ProcessReader
-from gputop_doctor.sources.procinfo import ProcInfoCache
+from gputop_doctor.sources.procinfo import KeptFiles, ProcInfoCache, is_procfs, read_file
 
 MIB = 1024 * 1024
 
@@ -70,6 +70,8 @@ class FakeProc:
         """``threads``: tid -> (comm, state, run ns, wait ns); default one thread, the leader."""
         threads = threads if threads is not None else {pid: (comm, state, 0, 0)}
         base = self.root / str(pid)
+        if not base.exists():
+            self.last_pid = pid  # the kernel handed out a PID (from a cursor that wraps)
         if base.exists() and {int(t.name) for t in (base / "task").iterdir()} - set(threads):
             shutil.rmtree(base / "task")
         (base / "task").mkdir(parents=True, exist_ok=True)
@@ -82,7 +84,6 @@ class FakeProc:
                 stat_line(tid, name, tstate, ppid, 0, 1, start, 0)
             )
             (base / "task" / str(tid) / "schedstat").write_text(f"{run} {wait} 10\n")
-        self.last_pid = max(self.last_pid, pid) + 1  # the kernel handed out a PID
         self._loadavg()
 
     def remove(self, pid: int) -> None:
@@ -275,6 +276,64 @@ def test_extra_pids_are_out_of_tree_and_cheaper(fake: FakeProc) -> None:
     assert target.in_tree and not other.in_tree
     assert other.name == "other_job" and other.thread_names == ()
     assert other.threads_in_d is None
+
+
+def test_steady_process_gets_its_last_sample_again(fake: FakeProc) -> None:
+    """A process whose stat text is unchanged and whose last sample was quiet gets that same
+    sample object; any change (CPU ticks, depth) makes a new one."""
+    fake.process(100, ticks=100)
+    fake.process(101, ppid=100, ticks=7)
+    r = reader(fake)
+    r.read(r.tree(100), [], now=10.0)  # first look: CPU % unknown
+    second = by_pid(r.read(r.tree(100), [], now=11.0))
+    assert second[101].cpu_pct == 0.0 and second[101].run_ns_per_s == 0.0
+    third = by_pid(r.read(r.tree(100), [], now=12.0))
+    assert third[101] is second[101] and third[100] is second[100]
+    fake.process(101, ppid=100, ticks=7 + CLK_TCK // 4)
+    busy = by_pid(r.read(r.tree(100), [], now=13.0))[101]
+    assert busy.cpu_pct == 25.0  # over the one second since the last (reused) sample
+    assert busy is not second[101]
+    as_extra = r.read([(101, 0)], [], now=14.0)[0]  # same text, another depth
+    assert as_extra is not busy and as_extra.depth == 0
+
+
+def test_unchanged_text_without_time_passing_is_not_reused(fake: FakeProc) -> None:
+    fake.process(100)
+    r = reader(fake)
+    for now in (1.0, 2.0, 3.0):
+        r.read(r.tree(100), [], now=now)
+    assert r.read(r.tree(100), [], now=3.0)[0].cpu_pct is None  # no span: unknown, as before
+
+
+def full_stat_line(pid: int, ppid: int, exit_signal: int) -> str:
+    """All 52 fields, so that exit_signal (field 38) is there."""
+    fields = ["S", str(ppid)] + ["0"] * 49
+    fields[19] = "500"  # starttime
+    fields[35] = str(exit_signal)
+    return f"{pid} (python) {' '.join(fields)}\n"
+
+
+def test_new_pids_are_looked_at_one_by_one(fake: FakeProc, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few new PIDs since the last tick are read directly, skipping TIDs of threads; a PID
+    cursor that wrapped (or jumped far) lists /proc again."""
+    for pid in range(100, 140):
+        fake.process(pid, ppid=1 if pid == 100 else 100)
+    r = reader(fake)
+    assert len(r.tree(100)) == 40
+    listings: list[str] = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda p: listings.append(p) or real_listdir(p))
+    fake.process(140, ppid=139)
+    (fake.root / "141").mkdir()  # a thread of 140: /proc/TID answers, but it isn't a process
+    (fake.root / "141" / "stat").write_text(full_stat_line(141, 139, exit_signal=-1))
+    (fake.root / "142").mkdir()
+    (fake.root / "142" / "stat").write_text(full_stat_line(142, 140, exit_signal=17))
+    fake.last_pid = 142
+    fake._loadavg()
+    tree = dict(r.tree(100))
+    assert listings == [] and tree[140] == 2 and tree[142] == 3 and 141 not in tree
+    fake.process(90, ppid=142)  # the cursor wrapped: a full listing finds it
+    assert dict(r.tree(100))[90] == 4 and listings == [str(fake.root)]
 
 
 def test_thread_delta_without_schedstat_is_unknown() -> None:
@@ -571,6 +630,54 @@ def test_real_exit_mid_session(spawn: Spawn) -> None:
     assert all(p.pid != root.pid for p in gone.processes)
     host = source.read_host(root.pid)  # falls back to the monitor's own limits
     assert host.effective_cpus is not None
+    source.close()
+    assert len(source._procs.files) == 0
+
+
+@pytest.mark.slow
+def test_real_stat_descriptors_are_kept_and_let_go(spawn: Spawn) -> None:
+    """/proc/PID/stat of the tree is read through descriptors kept open: one per process,
+    closed once the process is gone, and the readings are those of fresh opens."""
+    root = spawn(TREE)
+    source = PsutilHostSource()
+    first = source.read_processes(root.pid, []).processes
+    files = source._procs.files
+    assert len(first) == 4 and len(files) == 4
+    worker = next(p for p in first if p.depth == 1 and p.num_threads == 3)
+    os.kill(worker.pid, signal.SIGKILL)  # a zombie: the root does not reap it
+    deadline = time.monotonic() + 5.0
+    state = "S"
+    while state != "Z" and time.monotonic() < deadline:
+        time.sleep(0.02)
+        reading = source.read_processes(root.pid, []).processes
+        state = next(p.state for p in reading if p.pid == worker.pid)
+    fresh = PsutilHostSource().read_processes(root.pid, []).processes
+    kept = source.read_processes(root.pid, []).processes
+    assert state == "Z"
+    assert [(p.pid, p.state, p.num_threads) for p in kept] == [
+        (p.pid, p.state, p.num_threads) for p in fresh
+    ]
+    root.kill()
+    root.wait()
+    assert source.read_processes(root.pid, []).processes == ()
+    assert len(files) == 0  # nothing is sampled any more: every descriptor is closed
+
+
+def test_kept_files_read_procfs_with_pread(spawn: Spawn) -> None:
+    child = spawn('print("ready", flush=True)\nimport time; time.sleep(60)')
+    files = KeptFiles()
+    path = f"/proc/{child.pid}/stat"
+    first = files.read(path)
+    assert first is not None and first == read_file(path) and len(files) == 1
+    vmstat = files.read("/proc/vmstat", one_record=False)  # many records: read to the end
+    assert vmstat is not None and vmstat.count(b"\n") == read_file("/proc/vmstat").count(b"\n")
+    assert files.peek("/proc/self/stat") is not None and len(files) == 2  # peek keeps none
+    child.kill()
+    child.wait()
+    assert files.read(path) is None and len(files) == 1  # ESRCH: dropped, and not re-opened
+    assert is_procfs("/proc") and not is_procfs(os.path.dirname(__file__))
+    files.close()
+    assert len(files) == 0
 
 
 @pytest.mark.slow

@@ -6,8 +6,9 @@ to the engine's single producer thread. Rates are differences between two ticks;
 that has no previous reading yet is ``None``, not zero.
 
 Cost: see host_tree.py for the tree and host_top.py for the busiest processes of the host;
-host-wide figures are a handful of small /proc reads per tick, and the effective CPU count is
-re-derived every ``cgroup_ttl_s``.
+host-wide figures are a handful of small /proc reads per tick, each a pread(2) on a
+descriptor kept open (:class:`~gputop_doctor.sources.procinfo.KeptFiles`), and the effective
+CPU count is re-derived every ``cgroup_ttl_s``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from gputop_doctor.sources.host_system import (
 )
 from gputop_doctor.sources.host_top import TopProcesses
 from gputop_doctor.sources.host_tree import ProcessReader
-from gputop_doctor.sources.procinfo import ProcInfoCache, read_cpuinfo
+from gputop_doctor.sources.procinfo import KeptFiles, ProcInfoCache, is_procfs, read_cpuinfo
 
 
 def pid_exists(pid: int) -> bool:
@@ -58,7 +59,8 @@ def pid_exists(pid: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Limit:
-    pid: int
+    asked: int  # the target (this monitor when detached)
+    pid: int  # whose limits these are: the target, or this monitor once it is gone
     affinity: int | None
     cgroup: CgroupCpu
     due: float
@@ -93,16 +95,23 @@ class PsutilHostSource:
         self.cgroup_ttl_s = cgroup_ttl_s
         self._clock = clock
         self._info = ProcInfoCache(proc_root, maps_ttl_s, maps_budget_s, clock=clock)
-        self._procs = ProcessReader(self._info, proc_root, thread_budget_s)
-        self._top = TopProcesses(self._procs.table, top_count, top_cycle_s)
+        keep = is_procfs(proc_root)
+        self._procs = ProcessReader(self._info, proc_root, thread_budget_s, keep_files=keep)
+        self._files = KeptFiles(keep, limit=16)  # stat, meminfo, vmstat, pressure/*
+        # cpu.stat of the quota's cgroup (a synthetic cgroup tree in tests is no mount)
+        self._cgroup_files = KeptFiles(keep and os.path.ismount(cgroup_root), limit=2)
+        self._top = TopProcesses(
+            self._procs.table, top_count, top_cycle_s, read=self._procs.peek_stat
+        )
         self._system: SystemInfo | None = None
         self._limit: _Limit | None = None
         self._cpu_stat: tuple[str, CpuStat | None] | None = None
         self._target: tuple[int, int] | None = None  # (pid, start) of the attached process
         self._last_target: int | None = None
+        self._gone: int | None = None  # the target, once read_processes found it gone
         # Baselines, so that the first tick already has rates.
-        self._cpu = read_cpu(proc_root)
-        self._swap = read_swap_paging(proc_root)
+        self._cpu = read_cpu(proc_root, self._files)
+        self._swap = read_swap_paging(proc_root, self._files)
         self._swap_at = clock()
 
     # -- HostSource ---------------------------------------------------------------------
@@ -122,7 +131,7 @@ class PsutilHostSource:
 
     def read_host(self, target_pid: int | None) -> HostSample:
         now = self._clock()
-        cpu = read_cpu(self.proc_root)
+        cpu = read_cpu(self.proc_root, self._files)
         cpu_pct = iowait = None
         per_cpu: tuple[float, ...] = ()
         if cpu is not None and self._cpu is not None:
@@ -133,7 +142,7 @@ class PsutilHostSource:
                 per_cpu = tuple(busy_pct(a, b) or 0.0 for a, b in pairs)
         self._cpu = cpu
         swap_in, swap_out = self._swap_rates(now)
-        memory = read_memory(self.proc_root)
+        memory = read_memory(self.proc_root, self._files)
         load = load_average()
         effective, throttled = self._limits(target_pid, now)
         return HostSample(
@@ -152,9 +161,9 @@ class PsutilHostSource:
             swap_used_mib=memory.swap_used_mib,
             swap_in_mib_s=swap_in,
             swap_out_mib_s=swap_out,
-            psi_cpu=read_pressure("cpu", self.proc_root),
-            psi_io=read_pressure("io", self.proc_root),
-            psi_memory=read_pressure("memory", self.proc_root),
+            psi_cpu=read_pressure("cpu", self.proc_root, self._files),
+            psi_io=read_pressure("io", self.proc_root, self._files),
+            psi_memory=read_pressure("memory", self.proc_root, self._files),
             cgroup_throttled_frac=throttled,
             top_processes=self._top.get(now),
         )
@@ -175,10 +184,14 @@ class PsutilHostSource:
         if target_pid is not None:
             target = next((s for s in samples if s.pid == target_pid and s.in_tree), None)
             alive = target is not None and target.state != "Z"
+        self._gone = target_pid if alive is False else None
         return ProcessReading(tuple(samples), alive)
 
     def close(self) -> None:
-        """Nothing to release: every file is opened and closed within a read."""
+        """Close the descriptors kept open between ticks."""
+        self._files.close()
+        self._cgroup_files.close()
+        self._procs.close()
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -188,7 +201,7 @@ class PsutilHostSource:
         The target's own stat is read here (not only from the PID table, which re-reads known
         PIDs lazily) so that a reused PID is caught on the very tick it appears.
         """
-        stat = read_stat(target_pid, self.proc_root)
+        stat = self._procs.stat(target_pid)
         if stat is None:
             return []
         if self._target is None or self._target[0] != target_pid:
@@ -199,7 +212,7 @@ class PsutilHostSource:
         return self._procs.tree(target_pid)
 
     def _swap_rates(self, now: float) -> tuple[float | None, float | None]:
-        paging = read_swap_paging(self.proc_root)
+        paging = read_swap_paging(self.proc_root, self._files)
         before, span = self._swap, now - self._swap_at
         self._swap, self._swap_at = paging, now
         if paging is None or before is None or span <= 0:
@@ -211,20 +224,24 @@ class PsutilHostSource:
 
     def _limits(self, target_pid: int | None, now: float) -> tuple[float | None, float | None]:
         """Effective CPUs of the target (of this monitor when detached) and the throttled
-        share of CFS periods in the cgroup that sets its quota."""
-        attached = target_pid is not None and os.path.exists(f"{self.proc_root}/{target_pid}")
-        pid = target_pid if attached and target_pid is not None else os.getpid()
+        share of CFS periods in the cgroup that sets its quota.
+
+        No existence check per tick: the last read_processes tells a target that is gone."""
         limit = self._limit
-        if limit is None or limit.pid != pid or now >= limit.due:
+        gone = target_pid is not None and target_pid == self._gone
+        asked = os.getpid() if target_pid is None or gone else target_pid
+        if limit is None or limit.asked != asked or now >= limit.due:
+            attached = asked == target_pid and os.path.exists(f"{self.proc_root}/{target_pid}")
+            pid = target_pid if attached and target_pid is not None else os.getpid()
             cgroup = cgroup_cpu(pid, self.proc_root, self.cgroup_root)
-            limit = _Limit(pid, affinity_count(pid), cgroup, now + self.cgroup_ttl_s)
+            limit = _Limit(asked, pid, affinity_count(pid), cgroup, now + self.cgroup_ttl_s)
             self._limit = limit
         effective = effective_cpus(limit.affinity, limit.cgroup.quota_cpus)
         if limit.cgroup.quota_cpus is None or limit.cgroup.stat_path is None:
             self._cpu_stat = None
             return effective, None
         path = limit.cgroup.stat_path
-        stat = read_cpu_stat(path)
+        stat = read_cpu_stat(path, self._cgroup_files)
         before = self._cpu_stat[1] if self._cpu_stat and self._cpu_stat[0] == path else None
         self._cpu_stat = (path, stat)
         return effective, throttled_fraction(before, stat)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gputop_doctor.sources.procinfo import read_file
+from gputop_doctor.sources.procinfo import KeptFiles, read_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,11 +165,12 @@ def _quota(directory: str, version: int) -> float | None:
     return None if quota is None or period is None else parse_cfs(quota, period)
 
 
-def read_cpu_stat(path: str | None) -> CpuStat | None:
+def read_cpu_stat(path: str | None, files: KeptFiles | None = None) -> CpuStat | None:
+    """The period counters at ``path`` (through ``files``' kept descriptors if given)."""
     if path is None:
         return None
-    text = _text(path)
-    return None if text is None else parse_cpu_stat(text)
+    data = read_file(path) if files is None else files.read(path)
+    return None if data is None else parse_cpu_stat(data.decode("ascii", "replace"))
 
 
 def throttled_fraction(before: CpuStat | None, after: CpuStat | None) -> float | None:

@@ -1,6 +1,7 @@
 """Host-wide counters: CPU time, memory, swap, pressure (PSI).
 
-Each reader is one read of one /proc file, parsed into a frozen value; the rates (CPU %,
+Each reader is one read of one /proc file (through the caller's kept descriptors when it
+passes ``files``), parsed into a frozen value; the rates (CPU %,
 swap MiB/s) come from differencing two values, which :class:`HostCounters` keeps. Where /proc
 is missing (not Linux) the CPU and memory figures fall back to psutil, and what only Linux has
 (PSI, swap paging) is ``None``.
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import psutil
 
 from gputop_doctor.core.model import MIB, Pressure
-from gputop_doctor.sources.procinfo import read_file
+from gputop_doctor.sources.procinfo import KeptFiles, read_file
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -44,12 +45,15 @@ def _times(values: list[float]) -> CpuTimes:
 
 
 def parse_proc_stat(data: bytes) -> CpuReading | None:
+    # The cpu lines come first and together; the rest (intr alone can be kilobytes on a big
+    # host) is not even split.
+    end = data.find(b"\nintr ")
     total: CpuTimes | None = None
     per_cpu: list[CpuTimes] = []
-    for line in data.split(b"\n"):
+    for line in (data if end < 0 else data[:end]).split(b"\n"):
         if not line.startswith(b"cpu"):
             if per_cpu:
-                break  # the cpu lines come first and together
+                break
             continue
         name, *rest = line.split()
         times = _times([float(v) for v in rest])
@@ -60,8 +64,12 @@ def parse_proc_stat(data: bytes) -> CpuReading | None:
     return None if total is None else CpuReading(total, tuple(per_cpu))
 
 
-def read_cpu(proc_root: str = "/proc") -> CpuReading | None:
-    data = read_file(f"{proc_root}/stat")
+def _read(path: str, files: KeptFiles | None, one_record: bool = True) -> bytes | None:
+    return read_file(path) if files is None else files.read(path, one_record)
+
+
+def read_cpu(proc_root: str = "/proc", files: KeptFiles | None = None) -> CpuReading | None:
+    data = _read(f"{proc_root}/stat", files)
     if data is not None:
         return parse_proc_stat(data)
     try:  # not Linux: psutil knows the platform's counters
@@ -102,18 +110,36 @@ class Memory:
     swap_used_mib: float | None = None
 
 
-_MEMINFO_KEYS = frozenset(
-    (b"MemTotal", b"MemAvailable", b"MemFree", b"Buffers", b"Cached", b"SwapTotal", b"SwapFree")
+_MEMINFO_KEYS = (
+    b"MemTotal",
+    b"MemAvailable",
+    b"MemFree",
+    b"Buffers",
+    b"Cached",
+    b"SwapTotal",
+    b"SwapFree",
 )
+
+
+def _line_value(data: bytes, key: bytes) -> int | None:
+    """N of the line ``key: N kB``, found by searching rather than splitting every line."""
+    tag = key + b":"
+    if data.startswith(tag):
+        at = 0
+    else:
+        at = data.find(b"\n" + tag) + 1  # the line start ("Cached:" is in "SwapCached:")
+        if at == 0:
+            return None
+    end = data.find(b"\n", at)
+    try:
+        return int(data[at + len(tag) : end if end >= 0 else None].split()[0])
+    except (IndexError, ValueError):
+        return None
 
 
 def parse_meminfo(data: bytes) -> Memory:
     """Used = total - available: what the kernel could not hand out without reclaim."""
-    kib: dict[bytes, int] = {}
-    for line in data.split(b"\n"):
-        key, _, rest = line.partition(b":")
-        if key in _MEMINFO_KEYS:
-            kib[key] = int(rest.split()[0])
+    kib = {key: value for key in _MEMINFO_KEYS if (value := _line_value(data, key)) is not None}
     total = kib.get(b"MemTotal")
     available = kib.get(b"MemAvailable")
     if available is None and total is not None:  # kernels before 3.14
@@ -134,8 +160,8 @@ def parse_meminfo(data: bytes) -> Memory:
     )
 
 
-def read_memory(proc_root: str = "/proc") -> Memory:
-    data = read_file(f"{proc_root}/meminfo")
+def read_memory(proc_root: str = "/proc", files: KeptFiles | None = None) -> Memory:
+    data = _read(f"{proc_root}/meminfo", files)
     if data is not None:
         return parse_meminfo(data)
     try:
@@ -171,8 +197,8 @@ def parse_vmstat(data: bytes) -> SwapPaging | None:
     return SwapPaging(found[0], found[1])
 
 
-def read_swap_paging(proc_root: str = "/proc") -> SwapPaging | None:
-    data = read_file(f"{proc_root}/vmstat")
+def read_swap_paging(proc_root: str = "/proc", files: KeptFiles | None = None) -> SwapPaging | None:
+    data = _read(f"{proc_root}/vmstat", files, one_record=False)  # one record per line
     return None if data is None else parse_vmstat(data)
 
 
@@ -192,9 +218,11 @@ def parse_pressure(data: bytes) -> Pressure | None:
     return None if some is None else Pressure(some_avg10=some, full_avg10=full)
 
 
-def read_pressure(resource: str, proc_root: str = "/proc") -> Pressure | None:
+def read_pressure(
+    resource: str, proc_root: str = "/proc", files: KeptFiles | None = None
+) -> Pressure | None:
     """PSI for ``cpu``, ``io`` or ``memory``; None without /proc/pressure (or psi=0)."""
-    data = read_file(f"{proc_root}/pressure/{resource}")
+    data = _read(f"{proc_root}/pressure/{resource}", files)
     return None if not data else parse_pressure(data)
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from gputop_doctor.sources.host_procs import CLK_TCK, PidTable, list_pids, read_stat
+from gputop_doctor.sources.host_procs import CLK_TCK, PidTable, Stat, list_pids, read_stat
 
 MIN_SPAN_S = 1.0  # shorter spans make 10 ms CPU ticks a coarse percentage
 
@@ -29,8 +30,18 @@ class _Seen:
 
 
 class TopProcesses:
-    def __init__(self, table: PidTable, count: int = 5, cycle_s: float = 10.0) -> None:
+    """``read``: how to read one PID's stat (the tree reader's, which uses its kept
+    descriptors for the tree's processes); default, a plain read under the table's root."""
+
+    def __init__(
+        self,
+        table: PidTable,
+        count: int = 5,
+        cycle_s: float = 10.0,
+        read: Callable[[int], Stat | None] | None = None,
+    ) -> None:
         self.table = table
+        self._read_stat = read or (lambda pid: read_stat(pid, table.proc_root))
         self.count = count
         self.cycle_s = cycle_s
         self._seen: dict[int, _Seen] = {}
@@ -65,7 +76,7 @@ class TopProcesses:
 
     def _read(self, pids: list[int], now: float) -> None:
         for pid in pids:
-            stat = read_stat(pid, self.table.proc_root)
+            stat = self._read_stat(pid)
             if stat is None:
                 self._seen.pop(pid, None)
                 self.table.discard(pid)

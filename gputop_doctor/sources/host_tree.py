@@ -13,6 +13,14 @@ The per-thread pass (two reads per thread) is what a big tree costs, so it is sp
 - the rest are refreshed oldest first until ``thread_budget_s`` of this tick is spent; a
   process left over shows its last pass, and its next pass measures over the longer span, so
   rates stay exact and only arrive a tick or two later.
+
+The per-process part is made cheap for the common case, a tree most of whose processes sleep:
+
+- ``/proc/PID/stat`` is read with pread(2) on a descriptor kept open (:class:`KeptFiles`);
+- a process whose stat text is byte for byte the one of the last tick (no CPU tick, same
+  state, RSS, threads, faults) and whose sample then was *steady* (quiet: 0 % CPU and zero
+  run-queue figures, not a deferred pass) gets that same :class:`ProcSample` object again,
+  unless its maps or environ were re-read: every field would come out the same.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gputop_doctor.core.model import MIB, ProcSample
+from gputop_doctor.core.model import MIB, ProcSample, ThreadEnv
 from gputop_doctor.sources.host_procs import (
     CLK_TCK,
     CUDA_EVENT_THREAD,
@@ -30,15 +38,16 @@ from gputop_doctor.sources.host_procs import (
     Stat,
     ThreadDelta,
     Threads,
+    parse_stat,
     process_user,
-    read_stat,
     read_threads,
     thread_delta,
 )
-from gputop_doctor.sources.procinfo import ProcInfoCache
+from gputop_doctor.sources.procinfo import KeptFiles, MapsInfo, ProcInfoCache, is_procfs
 
 _QUIET = ThreadDelta(0.0, 0.0, 0.0, 0)
 _UNKNOWN = ThreadDelta()
+STAT_SIZE = 4096  # one read of /proc/PID/stat gets the whole line
 
 
 @dataclass(slots=True)
@@ -54,19 +63,31 @@ class _Known:
     threads_at: float = 0.0
     delta: ThreadDelta = _UNKNOWN
     in_d: int | None = None
+    raw: bytes = b""  # the stat text this was made from
+    stat: Stat | None = None
+    # The last sample, when it is steady (see the module doc), and what it was made of.
+    sample: ProcSample | None = None
+    maps: MapsInfo | None = None
+    env: ThreadEnv | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built 64 times a tick, and frozen __init__ is slow
 class _Seen:
     pid: int
     depth: int
     in_tree: bool
     stat: Stat
     prior: _Known | None
+    raw: bytes
+    same: bool  # the stat text is the one prior was made from
 
 
 class ProcessReader:
-    """Samples the target's tree (with threads) and extra PIDs (without) each tick."""
+    """Samples the target's tree (with threads) and extra PIDs (without) each tick.
+
+    ``keep_files``: read ``/proc/PID/stat`` through kept descriptors (default: when
+    ``proc_root`` is procfs); ``max_files`` bounds how many are kept.
+    """
 
     def __init__(
         self,
@@ -74,13 +95,31 @@ class ProcessReader:
         proc_root: str = "/proc",
         thread_budget_s: float | None = 0.002,
         skip_quiet: bool = True,
+        keep_files: bool | None = None,
+        max_files: int = 256,
     ) -> None:
         self.info = info
         self.proc_root = proc_root
         self.thread_budget_s = thread_budget_s  # None: pass every busy process every tick
         self.skip_quiet = skip_quiet  # False: read every thread every tick (benchmarks)
-        self.table = PidTable(proc_root)
+        keep = is_procfs(proc_root) if keep_files is None else keep_files
+        self.files = KeptFiles(keep, max_files)
+        self.table = PidTable(proc_root, keep)
         self._known: dict[int, _Known] = {}
+
+    def close(self) -> None:
+        self.files.close()
+        self.table.close()
+
+    def stat(self, pid: int) -> Stat | None:
+        """``pid``'s stat now (through the kept descriptor when there is one)."""
+        raw = self.files.read(f"{self.proc_root}/{pid}/stat", size=STAT_SIZE)
+        return None if raw is None else parse_stat(raw)
+
+    def peek_stat(self, pid: int) -> Stat | None:
+        """Like :meth:`stat`, but keeps no new descriptor (for the host-wide ranking)."""
+        raw = self.files.peek(f"{self.proc_root}/{pid}/stat", size=STAT_SIZE)
+        return None if raw is None else parse_stat(raw)
 
     def tree(self, target: int) -> list[tuple[int, int]]:
         """(pid, depth) of ``target`` and its descendants; empty if it is gone."""
@@ -104,22 +143,28 @@ class ProcessReader:
         self.info.prefetch((s.pid, s.stat.start) for s in seen)
         passed = self._pass_threads(seen)
         samples = [self._sample(s, now, passed) for s in seen]
-        self._retain({s.pid for s in seen})
+        self._retain(seen)
         return samples
 
     # -- phases -------------------------------------------------------------------------
 
     def _see(self, seen: list[_Seen], pid: int, depth: int, in_tree: bool) -> None:
-        stat = read_stat(pid, self.proc_root)
+        raw = self.files.read(f"{self.proc_root}/{pid}/stat", size=STAT_SIZE)
+        prior = self._known.get(pid)
+        if prior is not None and prior.stat is not None and raw == prior.raw:
+            stat: Stat | None = prior.stat  # same text: same process (same start), same state
+            same = True
+        else:
+            stat = None if raw is None else parse_stat(raw)
+            same = False
         if stat is None:
             self.table.discard(pid)
             return  # it exited: it simply isn't in this tick
         if in_tree:
             self.table.set(pid, stat.ppid, stat.start)
-        prior = self._known.get(pid)
         if prior is not None and prior.start != stat.start:
             prior = None  # the PID was reused by another process
-        seen.append(_Seen(pid, depth, in_tree, stat, prior))
+        seen.append(_Seen(pid, depth, in_tree, stat, prior, raw or b"", same))
 
     def _pass_threads(self, seen: list[_Seen]) -> dict[int, Threads | None]:
         """Read the threads of new processes, then of busy ones, oldest pass first, until
@@ -153,6 +198,22 @@ class ProcessReader:
 
     def _sample(self, s: _Seen, now: float, passed: dict[int, Threads | None]) -> ProcSample:
         stat, prior = s.stat, s.prior
+        maps, env = self.info.lookup((s.pid, stat.start))
+        if (
+            s.same
+            and prior is not None
+            and prior.sample is not None
+            and now > prior.at
+            and s.pid not in passed
+            and prior.sample.depth == s.depth
+            and prior.sample.in_tree == s.in_tree
+            and prior.maps is maps
+            and prior.env is env
+        ):
+            # Steady and unchanged: this tick's sample is the last one (see the module doc).
+            # Only the time moves on, so that the next CPU % spans one tick.
+            prior.at = now
+            return prior.sample
         known = _Known(
             stat.start,
             stat.cpu_ticks,
@@ -164,16 +225,15 @@ class ProcessReader:
         if prior is not None and now > prior.at:
             ticks = stat.cpu_ticks - prior.cpu_ticks
             cpu_pct = round(100.0 * ticks / CLK_TCK / (now - prior.at), 1)
+        quiet = True
         if s.in_tree and stat.state != "Z":
-            self._thread_figures(s, known, passed, now)
-        self._known[s.pid] = known
-        maps, env = self.info.lookup((s.pid, stat.start))
+            quiet = self._thread_figures(s, known, passed, now)
         cuda: bool | None = None if maps is None else maps.has_nvidia_device
         names = () if known.threads is None or not s.in_tree else known.threads.names
         if any(name == CUDA_EVENT_THREAD for name, _ in names):
             cuda = True
         delta = known.delta if s.in_tree else _UNKNOWN
-        return ProcSample(
+        sample = ProcSample(
             pid=s.pid,
             ppid=stat.ppid,
             name=stat.comm,
@@ -195,32 +255,51 @@ class ProcessReader:
             has_libtorch=None if maps is None else maps.has_libtorch,
             has_cuda_context=cuda,
         )
+        known.raw, known.stat = s.raw, stat
+        if quiet and cpu_pct == 0.0:
+            known.sample, known.maps, known.env = sample, maps, env
+        self._known[s.pid] = known
+        return sample
 
     def _thread_figures(
         self, s: _Seen, known: _Known, passed: dict[int, Threads | None], now: float
-    ) -> None:
-        """Fill ``known`` with this tick's thread figures: fresh, quiet, or carried over."""
+    ) -> bool:
+        """Fill ``known`` with this tick's thread figures: fresh, quiet, or carried over.
+        True when they are the quiet ones (no thread ran)."""
         prior = s.prior
         if s.pid in passed:
             threads = passed[s.pid]
             if threads is None:
-                return  # gone between its stat and its task list
+                return False  # gone between its stat and its task list
             known.threads, known.threads_at, known.in_d = threads, now, threads.in_d
             if prior is not None and prior.threads is not None:
                 known.delta = thread_delta(
                     prior.threads.counters, threads.counters, now - prior.threads_at
                 )
-        elif prior is not None and prior.threads is not None:
+            return False
+        if prior is not None and prior.threads is not None:
             known.threads, known.threads_at = prior.threads, prior.threads_at
             if self._quiet(s):
                 # Only the leader's state is fresh; no thread used a CPU this tick.
                 known.in_d = int(s.stat.state == "D")
                 known.delta = _QUIET if prior.threads.counters else _UNKNOWN
-            else:  # deferred by the budget: last pass's figures
-                known.in_d, known.delta = prior.in_d, prior.delta
+                return True
+            known.in_d, known.delta = prior.in_d, prior.delta  # deferred by the budget
+        return False
 
-    def _retain(self, pids: set[int]) -> None:
+    def _retain(self, seen: list[_Seen]) -> None:
         """Forget processes not sampled this tick (gone, or no longer of interest)."""
+        changed = len(self._known) != len(seen) or any(s.prior is None for s in seen)
+        if not changed:
+            return  # the same processes as last tick: nothing to forget
+        pids = {s.pid for s in seen}
         for pid in self._known.keys() - pids:
             del self._known[pid]
         self.info.retain({(pid, k.start) for pid, k in self._known.items()})
+        root = self.proc_root
+        self.files.retain(lambda path: _pid_of(path, root) in pids)
+
+
+def _pid_of(path: str, root: str) -> int | None:
+    name = path[len(root) + 1 :].split("/", 1)[0]
+    return int(name) if name.isdigit() else None
