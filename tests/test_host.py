@@ -345,7 +345,12 @@ def test_thread_delta_without_schedstat_is_unknown() -> None:
 
 
 def write_host(
-    root: Path, *, cpu: tuple[int, ...], swap_pages: tuple[int, int], psi: bool = True
+    root: Path,
+    *,
+    cpu: tuple[int, ...],
+    swap_pages: tuple[int, int],
+    psi: bool = True,
+    swap_kib: int = 2048000,
 ) -> None:
     user, idle, iowait = cpu
     lines = [f"cpu  {user} 0 0 {idle} {iowait} 0 0 0 0 0"]
@@ -353,7 +358,7 @@ def write_host(
     (root / "stat").write_text("\n".join([*lines, "intr 1 2 3", "ctxt 5"]) + "\n")
     (root / "meminfo").write_text(
         "MemTotal:       16384000 kB\nMemFree:  1000 kB\nMemAvailable:    4096000 kB\n"
-        "SwapTotal:       2048000 kB\nSwapFree:        1024000 kB\n"
+        f"SwapTotal:       {swap_kib} kB\nSwapFree:        {swap_kib // 2} kB\n"
     )
     (root / "vmstat").write_text(
         f"nr_free_pages 1\npswpin {swap_pages[0]}\npswpout {swap_pages[1]}\npgfault 9\n"
@@ -384,6 +389,23 @@ def test_host_rates_from_deltas(fake: FakeProc) -> None:
     assert host.swap_used_mib == 1000.0
     assert host.psi_cpu == Pressure(12.5, 1.0) and host.psi_io == Pressure(3.0, 1.0)
     assert host.cgroup_throttled_frac is None
+
+
+def test_without_a_swap_device_vmstat_is_not_read(fake: FakeProc) -> None:
+    """No swap device now nor at the last tick: nothing was swapped, zero without reading
+    vmstat; once a device appears the rate is measured from the next tick on, exactly."""
+    clock = Clock()
+    write_host(fake.root, cpu=(1, 1, 0), swap_pages=(10, 10), swap_kib=0)
+    source = PsutilHostSource(proc_root=str(fake.root), clock=clock)
+    clock.now += 1.0
+    assert source.read_host(None).swap_in_mib_s == 0.0  # read: the baseline had no verdict
+    (fake.root / "vmstat").unlink()
+    clock.now += 1.0
+    host = source.read_host(None)
+    assert (host.swap_in_mib_s, host.swap_out_mib_s) == (0.0, 0.0)
+    write_host(fake.root, cpu=(1, 1, 0), swap_pages=(10 + 256, 10), swap_kib=1024)  # swapon
+    clock.now += 2.0
+    assert source.read_host(None).swap_in_mib_s == round(256 * PAGE_SIZE / MIB / 2, 3)
 
 
 def test_host_without_psi(fake: FakeProc) -> None:

@@ -113,6 +113,7 @@ class PsutilHostSource:
         self._cpu = read_cpu(proc_root, self._files)
         self._swap = read_swap_paging(proc_root, self._files)
         self._swap_at = clock()
+        self._no_swap = False  # the last tick found no swap device
 
     # -- HostSource ---------------------------------------------------------------------
 
@@ -141,8 +142,8 @@ class PsutilHostSource:
                 pairs = zip(self._cpu.per_cpu, cpu.per_cpu, strict=True)
                 per_cpu = tuple(busy_pct(a, b) or 0.0 for a, b in pairs)
         self._cpu = cpu
-        swap_in, swap_out = self._swap_rates(now)
         memory = read_memory(self.proc_root, self._files)
+        swap_in, swap_out = self._swap_rates(now, memory.swap_total_mib == 0)
         load = load_average()
         effective, throttled = self._limits(target_pid, now)
         return HostSample(
@@ -211,7 +212,16 @@ class PsutilHostSource:
         self._procs.table.set(target_pid, stat.ppid, stat.start)
         return self._procs.tree(target_pid)
 
-    def _swap_rates(self, now: float) -> tuple[float | None, float | None]:
+    def _swap_rates(self, now: float, no_swap: bool) -> tuple[float | None, float | None]:
+        """MiB/s swapped in and out since the last tick.
+
+        Without a swap device, now and at the last tick, nothing can have been swapped
+        (swapoff swaps in, but then the last tick still had the device): zero, without reading
+        /proc/vmstat, and the baseline stays valid as of now."""
+        was_no_swap, self._no_swap = self._no_swap, no_swap
+        if no_swap and was_no_swap and self._swap is not None:
+            self._swap_at = now
+            return 0.0, 0.0
         paging = read_swap_paging(self.proc_root, self._files)
         before, span = self._swap, now - self._swap_at
         self._swap, self._swap_at = paging, now

@@ -45,6 +45,7 @@ class TopProcesses:
         self.count = count
         self.cycle_s = cycle_s
         self._seen: dict[int, _Seen] = {}
+        self._busy: dict[int, tuple[float, str]] = {}  # pid -> (cpu %, name), when not 0
         self._queue: list[int] = []
         self._at: float | None = None
         self._warm = False
@@ -65,13 +66,14 @@ class TopProcesses:
             self._queue = list_pids(self.table.proc_root)
             for pid in self._seen.keys() - set(self._queue):
                 del self._seen[pid]
+                self._busy.pop(pid, None)
         size = max(1, math.ceil(len(self._queue) * min(1.0, span / self.cycle_s)))
         batch, self._queue = self._queue[:size], self._queue[size:]
         self._read(batch, now)
         return self._ranked()
 
     def _ranked(self) -> tuple[tuple[int, str, float], ...]:
-        ranked = ((seen.pct, pid, seen.name) for pid, seen in self._seen.items() if seen.pct)
+        ranked = ((pct, pid, name) for pid, (pct, name) in self._busy.items())
         return tuple((pid, name, pct) for pct, pid, name in heapq.nlargest(self.count, ranked))
 
     def _read(self, pids: list[int], now: float) -> None:
@@ -79,6 +81,7 @@ class TopProcesses:
             stat = self._read_stat(pid)
             if stat is None:
                 self._seen.pop(pid, None)
+                self._busy.pop(pid, None)
                 self.table.discard(pid)
                 continue
             self.table.set(pid, stat.ppid, stat.start)
@@ -86,7 +89,13 @@ class TopProcesses:
             if before is not None and before.start == stat.start:
                 if now - before.at < MIN_SPAN_S:
                     continue  # keep the older baseline; measure next round
-                pct = 100.0 * (stat.cpu_ticks - before.ticks) / CLK_TCK / (now - before.at)
-                self._seen[pid] = _Seen(stat.start, stat.cpu_ticks, now, stat.comm, round(pct, 1))
+                ticks = stat.cpu_ticks - before.ticks
+                pct = round(100.0 * ticks / CLK_TCK / (now - before.at), 1)
+                self._seen[pid] = _Seen(stat.start, stat.cpu_ticks, now, stat.comm, pct)
             else:
                 self._seen[pid] = _Seen(stat.start, stat.cpu_ticks, now, stat.comm)
+            measured = self._seen[pid].pct
+            if measured:  # only the processes that used some CPU are ranked
+                self._busy[pid] = (measured, stat.comm)
+            else:
+                self._busy.pop(pid, None)

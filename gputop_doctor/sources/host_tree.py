@@ -25,6 +25,7 @@ The per-process part is made cheap for the common case, a tree most of whose pro
 
 from __future__ import annotations
 
+import resource
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -86,7 +87,8 @@ class ProcessReader:
     """Samples the target's tree (with threads) and extra PIDs (without) each tick.
 
     ``keep_files``: read ``/proc/PID/stat`` through kept descriptors (default: when
-    ``proc_root`` is procfs); ``max_files`` bounds how many are kept.
+    ``proc_root`` is procfs); ``max_files`` bounds how many are kept (default: 256, less
+    under a low RLIMIT_NOFILE); the processes beyond are read with open/read/close.
     """
 
     def __init__(
@@ -96,14 +98,14 @@ class ProcessReader:
         thread_budget_s: float | None = 0.002,
         skip_quiet: bool = True,
         keep_files: bool | None = None,
-        max_files: int = 256,
+        max_files: int | None = None,
     ) -> None:
         self.info = info
         self.proc_root = proc_root
         self.thread_budget_s = thread_budget_s  # None: pass every busy process every tick
         self.skip_quiet = skip_quiet  # False: read every thread every tick (benchmarks)
         keep = is_procfs(proc_root) if keep_files is None else keep_files
-        self.files = KeptFiles(keep, max_files)
+        self.files = KeptFiles(keep, _max_files() if max_files is None else max_files)
         self.table = PidTable(proc_root, keep)
         self._known: dict[int, _Known] = {}
 
@@ -298,6 +300,15 @@ class ProcessReader:
         self.info.retain({(pid, k.start) for pid, k in self._known.items()})
         root = self.proc_root
         self.files.retain(lambda path: _pid_of(path, root) in pids)
+
+
+def _max_files() -> int:
+    """Descriptors to keep: 256, or a quarter of a lower RLIMIT_NOFILE."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (OSError, ValueError):
+        return 64
+    return 256 if soft == resource.RLIM_INFINITY else max(0, min(256, soft // 4))
 
 
 def _pid_of(path: str, root: str) -> int | None:
