@@ -140,7 +140,13 @@ class PsutilHostSource:
             iowait = iowait_pct(self._cpu.total, cpu.total)
             if len(cpu.per_cpu) == len(self._cpu.per_cpu):
                 pairs = zip(self._cpu.per_cpu, cpu.per_cpu, strict=True)
-                per_cpu = tuple(busy_pct(a, b) or 0.0 for a, b in pairs)
+                # busy_pct(a, b) or 0.0, inline: a big host has a hundred CPUs or more
+                per_cpu = tuple(
+                    round(100.0 * max(0.0, b.busy - a.busy) / span, 1)
+                    if (span := b.total - a.total) > 0
+                    else 0.0
+                    for a, b in pairs
+                )
         self._cpu = cpu
         memory = read_memory(self.proc_root, self._files)
         swap_in, swap_out = self._swap_rates(now, memory.swap_total_mib == 0)

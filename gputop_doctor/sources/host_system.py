@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import psutil
 
@@ -20,9 +21,10 @@ from gputop_doctor.sources.procinfo import KeptFiles, read_file
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-@dataclass(frozen=True, slots=True)
-class CpuTimes:
-    """Cumulative busy/total jiffies for one CPU line of /proc/stat (or the aggregate)."""
+class CpuTimes(NamedTuple):
+    """Cumulative busy/total jiffies for one CPU line of /proc/stat (or the aggregate).
+
+    A named tuple, not a dataclass: a 128-CPU host makes 129 of them a tick."""
 
     total: float
     busy: float
@@ -35,13 +37,7 @@ class CpuReading:
     per_cpu: tuple[CpuTimes, ...]
 
 
-def _times(values: list[float]) -> CpuTimes:
-    # user nice system idle iowait irq softirq steal [guest guest_nice]; guest time is
-    # already counted in user/nice, so it is not added again.
-    values = (values + [0.0] * 8)[:8]
-    total = sum(values)
-    idle = values[3] + values[4]
-    return CpuTimes(total=total, busy=total - idle, iowait=values[4])
+_PAD = [b"0"] * 8
 
 
 def parse_proc_stat(data: bytes) -> CpuReading | None:
@@ -56,7 +52,11 @@ def parse_proc_stat(data: bytes) -> CpuReading | None:
                 break
             continue
         name, *rest = line.split()
-        times = _times([float(v) for v in rest])
+        # user nice system idle iowait irq softirq steal [guest guest_nice]; guest time is
+        # already counted in user/nice, so it is not added again.
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, (rest + _PAD)[:8])
+        all_ = user + nice + system + idle + iowait + irq + softirq + steal
+        times = CpuTimes(float(all_), float(all_ - idle - iowait), float(iowait))
         if name == b"cpu":
             total = times
         else:
