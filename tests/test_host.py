@@ -447,6 +447,27 @@ def test_top_processes_rank_the_busiest(fake: FakeProc) -> None:
     assert source.read_host(None).top_processes == ((11, "p11", 100.0), (10, "p10", 10.0))
 
 
+def test_top_processes_read_every_pid_once_per_cycle(fake: FakeProc) -> None:
+    """100 PIDs, a 10 s cycle, 1 s ticks: each slice is a tenth of the pass, not of what's left."""
+    clock = Clock()
+    write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
+    for pid in range(100, 200):
+        fake.process(pid, comm=f"p{pid}", ticks=0)
+    source = PsutilHostSource(
+        proc_root=str(fake.root), clock=clock, top_cycle_s=10.0, top_count=200
+    )
+    for _ in range(2):  # the two warm-up passes
+        source.read_host(None)
+        clock.now += 1.0
+    for pid in range(100, 200):  # now every process is busy
+        fake.process(pid, comm=f"p{pid}", ticks=CLK_TCK)
+    seen: set[int] = set()
+    for _ in range(11):
+        seen |= {pid for pid, _, _ in source.read_host(None).top_processes}
+        clock.now += 1.0
+    assert len(seen) == 100
+
+
 # -- cgroups ------------------------------------------------------------------------------
 
 

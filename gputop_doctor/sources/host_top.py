@@ -44,6 +44,7 @@ class TopProcesses:
         self._read_stat = read or (lambda pid: read_stat(pid, table.proc_root))
         self.count = count
         self.cycle_s = cycle_s
+        self._pass_len = 0
         self._seen: dict[int, _Seen] = {}
         self._busy: dict[int, tuple[float, str]] = {}  # pid -> (cpu %, name), when not 0
         self._queue: list[int] = []
@@ -64,10 +65,12 @@ class TopProcesses:
         span, self._at = now - self._at, now
         if not self._queue:
             self._queue = list_pids(self.table.proc_root)
+            self._pass_len = len(self._queue)
             for pid in self._seen.keys() - set(self._queue):
                 del self._seen[pid]
                 self._busy.pop(pid, None)
-        size = max(1, math.ceil(len(self._queue) * min(1.0, span / self.cycle_s)))
+        # Sized from the whole pass, not what is left of it, so a pass takes cycle_s.
+        size = max(1, math.ceil(self._pass_len * min(1.0, span / self.cycle_s)))
         batch, self._queue = self._queue[:size], self._queue[size:]
         self._read(batch, now)
         return self._ranked()
