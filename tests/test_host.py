@@ -278,6 +278,16 @@ def test_extra_pids_are_out_of_tree_and_cheaper(fake: FakeProc) -> None:
     assert other.threads_in_d is None
 
 
+def test_gpu_pids_missing_from_proc_are_labelled_not_dropped(fake: FakeProc) -> None:
+    """NVML gives host PIDs; in a container without --pid=host they are not in our /proc."""
+    write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
+    fake.process(100)
+    source = PsutilHostSource(proc_root=str(fake.root))
+    reading = source.read_processes(100, [100, 4242])
+    assert [(p.pid, p.in_tree) for p in reading.processes] == [(100, True), (4242, False)]
+    assert reading.processes[1].name == "(not in this PID namespace)"
+
+
 def test_steady_process_gets_its_last_sample_again(fake: FakeProc) -> None:
     """A process whose stat text is unchanged and whose last sample was quiet gets that same
     sample object; any change (CPU ticks, depth) makes a new one."""

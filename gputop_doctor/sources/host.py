@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import psutil
 
 from gputop_doctor.core.engine import ProcessReading
-from gputop_doctor.core.model import MIB, HostSample, SystemInfo
+from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
 from gputop_doctor.sources.host_cgroup import (
     CgroupCpu,
     CpuStat,
@@ -187,7 +187,9 @@ class PsutilHostSource:
         tree: list[tuple[int, int]] = []
         if target_pid is not None:
             tree = self._tree(target_pid)
-        samples = self._procs.read(tree, extra_pids, now)
+        extras = list(extra_pids)
+        samples = self._procs.read(tree, extras, now)
+        samples += _unseen(extras, samples)
         if target_pid is not None:
             target = next((s for s in samples if s.pid == target_pid and s.in_tree), None)
             alive = target is not None and target.state != "Z"
@@ -261,3 +263,17 @@ class PsutilHostSource:
         before = self._cpu_stat[1] if self._cpu_stat and self._cpu_stat[0] == path else None
         self._cpu_stat = (path, stat)
         return effective, throttled_fraction(before, stat)
+
+
+# NVML lists host PIDs; inside a container without --pid=host they are not in our /proc.
+UNSEEN_NAME = "(not in this PID namespace)"
+
+
+def _unseen(extra_pids: list[int], samples: list[ProcSample]) -> list[ProcSample]:
+    """GPU processes /proc does not show: kept, and labelled, rather than silently dropped."""
+    seen = {s.pid for s in samples}
+    return [
+        ProcSample(pid=pid, name=UNSEEN_NAME, in_tree=False)
+        for pid in extra_pids
+        if pid not in seen
+    ]
