@@ -100,12 +100,6 @@ def _host_lines(host: HostSample, frame: Frame) -> list[str]:
     return lines
 
 
-def _knob(value: object) -> str:
-    if value is None:
-        return "?"
-    return str(value)  # True/False, as written in the training script
-
-
 def probe_summary(probe: ProbeStats) -> str:
     """One line of what the in-process probe measured, e.g. for a process row's detail."""
     wait = None if probe.data_wait_frac is None else 100.0 * probe.data_wait_frac
@@ -115,15 +109,7 @@ def probe_summary(probe: ProbeStats) -> str:
         f"  step {_num(probe.step_time_ms, '.0f', ' ms')}"
         f"  {_num(probe.samples_per_s, '.0f')} samples/s"
     )
-    knobs = (
-        f"num_workers={_knob(probe.num_workers)} pin_memory={_knob(probe.pin_memory)}"
-        f" persistent_workers={_knob(probe.persistent_workers)}"
-        f" prefetch_factor={_knob(probe.prefetch_factor)} batch_size={_knob(probe.batch_size)}"
-        f" torch_threads={_knob(probe.torch_threads)}"
-        f" cuda_available={_knob(probe.cuda_available)}"
-        f" device={_knob(probe.model_device)}"
-    )
-    return f"{measured}  |  {knobs}"
+    return f"{measured}  |  {probe.knobs}"
 
 
 def _proc_line(proc: ProcSample) -> str:

@@ -225,6 +225,21 @@ class ProbeStats:
     cuda_available: bool | None = None
     model_device: str | None = None
 
+    @property
+    def knobs(self) -> str:
+        """The loader and torch settings as a training script writes them (``?``: not read)."""
+        pairs = (
+            ("num_workers", self.num_workers),
+            ("pin_memory", self.pin_memory),
+            ("persistent_workers", self.persistent_workers),
+            ("prefetch_factor", self.prefetch_factor),
+            ("batch_size", self.batch_size),
+            ("torch_threads", self.torch_threads),
+            ("cuda_available", self.cuda_available),
+            ("device", self.model_device),
+        )
+        return " ".join(f"{name}={'?' if value is None else value}" for name, value in pairs)
+
 
 @dataclass(frozen=True, slots=True)
 class ProcSample:

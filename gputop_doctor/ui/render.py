@@ -152,10 +152,6 @@ def fmt_rate(value: float | None) -> str:
     return f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
 
-def _knob(value: object) -> str:
-    return "?" if value is None else str(value)
-
-
 def probe_measured(probe: ProbeStats) -> str:
     """What the probe measured, one line: ``12.3 steps/s · data wait 45 % · step 81 ms``."""
     parts = [f"{fmt_rate(probe.steps_per_s)} steps/s"]
@@ -170,10 +166,4 @@ def probe_measured(probe: ProbeStats) -> str:
 
 def probe_knobs(probe: ProbeStats) -> str:
     """The loader and torch settings the probe read (``?`` where it could not)."""
-    return (
-        f"num_workers={_knob(probe.num_workers)} pin_memory={_knob(probe.pin_memory)} "
-        f"persistent_workers={_knob(probe.persistent_workers)} "
-        f"prefetch_factor={_knob(probe.prefetch_factor)} batch_size={_knob(probe.batch_size)} "
-        f"torch_threads={_knob(probe.torch_threads)} "
-        f"cuda_available={_knob(probe.cuda_available)} device={_knob(probe.model_device)}"
-    )
+    return probe.knobs
