@@ -77,10 +77,6 @@ def fmt_mib(value: float | None) -> str:
     return f"{gib / 1024:.1f}T"
 
 
-def fmt_pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f}%"
-
-
 def ellipsize(text: str, width: int) -> str:
     """Cut ``text`` to ``width`` cells with a trailing ellipsis."""
     if width <= 0:
