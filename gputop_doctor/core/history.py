@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gputop_doctor.core.model import GpuSample, Snapshot
 
@@ -19,6 +19,8 @@ class Window:
     """The snapshots of the last ``seconds`` (oldest first)."""
 
     snapshots: tuple[Snapshot, ...]
+    # The history's scratch space for views derived from it (see ``History.memo``).
+    memo: dict[object, object] | None = field(default=None, compare=False, hash=False)
 
     def __len__(self) -> int:
         return len(self.snapshots)
@@ -72,6 +74,10 @@ class History:
             raise ValueError("history needs room for at least one snapshot")
         self._ring: deque[Snapshot] = deque(maxlen=max_snapshots)
         self._detail = max_snapshots if detail_snapshots is None else max(1, detail_snapshots)
+        # Views rules derive from the history (snapshots grouped by GPU, by PID...), shared by
+        # all rules of one tick and reused while the window is unchanged. Per history, so two
+        # engines never see each other's; owned by the producer thread like the ring itself.
+        self.memo: dict[object, object] = {}
 
     @classmethod
     def for_span(cls, seconds: float, interval_s: float, detail_s: float | None = None) -> History:
@@ -98,7 +104,7 @@ class History:
     def window(self, seconds: float) -> Window:
         """Snapshots whose tick started within ``seconds`` of the latest one."""
         if not self._ring:
-            return Window(())
+            return Window((), self.memo)
         cutoff = self._ring[-1].time - seconds
         picked: list[Snapshot] = []
         for snap in reversed(self._ring):
@@ -106,7 +112,7 @@ class History:
                 break
             picked.append(snap)
         picked.reverse()
-        return Window(tuple(picked))
+        return Window(tuple(picked), self.memo)
 
     def all(self) -> Window:
-        return Window(tuple(self._ring))
+        return Window(tuple(self._ring), self.memo)

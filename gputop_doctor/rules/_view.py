@@ -10,7 +10,6 @@ between rules cannot leak state from one rule into another.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -55,28 +54,34 @@ class _Entry:
 
 # Bounded: keys include window lengths, which vary while the history fills, and every entry
 # pins its snapshots (and their per-process samples) in memory. Oldest entries go first.
-_MEMO: OrderedDict[tuple[object, ...], _Entry] = OrderedDict()
 _MEMO_MAX = 48
 
 
-def memoised(key: tuple[object, ...], snaps: Sequence[Snapshot], build: Callable[[], T]) -> T:
-    """``build()``, reused while ``snaps`` is the same run of snapshot objects under ``key``."""
-    if not snaps:
+def memoised(
+    key: tuple[object, ...],
+    snaps: Sequence[Snapshot],
+    build: Callable[[], T],
+    memo: dict[object, object] | None,
+) -> T:
+    """``build()``, reused while ``snaps`` is the same run of snapshot objects under ``key``.
+
+    ``memo`` is the history's own scratch dict (``Window.memo``); without one, no reuse.
+    """
+    if not snaps or memo is None:
         return build()
-    entry = _MEMO.get(key)
+    entry = memo.pop(key, None)
     if (
-        entry is not None
+        isinstance(entry, _Entry)
         and entry.first is snaps[0]
         and entry.last is snaps[-1]
         and entry.count == len(snaps)
     ):
-        _MEMO.move_to_end(key)
+        memo[key] = entry  # re-inserted last: dicts keep insertion order, so this is LRU
         return entry.value  # type: ignore[return-value]
     value = build()
-    _MEMO[key] = _Entry(snaps[0], snaps[-1], len(snaps), value)
-    _MEMO.move_to_end(key)
-    while len(_MEMO) > _MEMO_MAX:
-        _MEMO.popitem(last=False)
+    memo[key] = _Entry(snaps[0], snaps[-1], len(snaps), value)
+    while len(memo) > _MEMO_MAX:
+        del memo[next(iter(memo))]
     return value
 
 
@@ -94,7 +99,7 @@ def gpu_columns(win: Window) -> Mapping[int, tuple[GpuSample, ...]]:
                 cols.setdefault(gpu.index, []).append(gpu)
         return MappingProxyType({i: tuple(c) for i, c in sorted(cols.items())})
 
-    return memoised(("gpu", len(win)), win.snapshots, build)
+    return memoised(("gpu", len(win)), win.snapshots, build, win.memo)
 
 
 def proc_columns(win: Window) -> Mapping[int, tuple[ProcSample, ...]]:
@@ -107,7 +112,7 @@ def proc_columns(win: Window) -> Mapping[int, tuple[ProcSample, ...]]:
                 cols.setdefault(proc.pid, []).append(proc)
         return MappingProxyType({pid: tuple(c) for pid, c in cols.items()})
 
-    return memoised(("proc", len(win)), win.snapshots, build)
+    return memoised(("proc", len(win)), win.snapshots, build, win.memo)
 
 
 def util_values(samples: Iterable[GpuSample]) -> list[float]:

@@ -64,7 +64,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     snaps = sampled(history, t.sample_every_s)
     if len(snaps) < 3:
         return []
-    creeps = memoised(("creep", t), snaps, lambda: find_creeps(snaps, t))
+    creeps = memoised(("creep", t), snaps, lambda: find_creeps(snaps, t), history.memo)
     return [_finding(c, t) for c in creeps]
 
 
