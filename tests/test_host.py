@@ -346,6 +346,18 @@ def test_new_pids_are_looked_at_one_by_one(fake: FakeProc, monkeypatch: pytest.M
     assert dict(r.tree(100))[90] == 4 and listings == [str(fake.root)]
 
 
+def test_a_pid_reused_after_a_wrap_is_read_again(fake: FakeProc) -> None:
+    fake.process(100)
+    fake.process(105, ppid=100)
+    fake.process(120, ppid=100)
+    r = reader(fake)
+    assert dict(r.tree(100)) == {100: 0, 105: 1, 120: 1}
+    fake.remove(105)
+    fake.process(105, ppid=1, start=999)  # the counter wrapped; 105 is another process now
+    fake.process(106, ppid=120)  # and a new worker of the job got 106
+    assert dict(r.tree(100)) == {100: 0, 120: 1, 106: 2}
+
+
 def test_thread_delta_without_schedstat_is_unknown() -> None:
     assert thread_delta({}, {}, 1.0).delay_ratio is None
     assert thread_delta({1: (0, 0)}, {1: (0, 0)}, 1.0).delay_ratio == 0.0

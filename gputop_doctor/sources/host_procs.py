@@ -153,6 +153,13 @@ class PidTable:
             listing = set(os.listdir(self.proc_root))
         except OSError:
             return
+        if previous is not None and last_pid is not None and last_pid < previous:
+            # The counter wrapped: PID numbers are handed out again only after a wrap, so any
+            # PID seen before may now be another process (a new worker with a reused number).
+            # Read them all once more rather than keep a stale parent.
+            self._names = set()
+            for pid in [p for p in self.entries if str(p) not in listing]:
+                self.discard(pid)
         for name in self._names - listing:
             self.entries.pop(int(name), None)
             self._version += 1
