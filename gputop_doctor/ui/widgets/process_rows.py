@@ -1,0 +1,179 @@
+"""Process-table rows as plain data: the columns and their widths, each process's cells, row order.
+
+Nothing here touches the widget: these turn a ``Snapshot`` into (pid, cells) tuples in display
+order, so ``process_table.ProcessTable`` can diff them cell by cell, and tests can check the
+text of a row without running an app. Split out of ``process_table`` so that module is only
+about updating and rendering the ``DataTable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+
+from gputop_doctor.core.model import ProcSample, Snapshot
+from gputop_doctor.ui.render import fmt_mib, wait_pct
+
+# key, label, width on wide terminals, width on narrow ones, right-aligned
+COLUMNS: tuple[tuple[str, str, int, int, bool], ...] = (
+    ("pid", "PID", 7, 7, True),
+    ("user", "USER", 9, 7, False),
+    ("name", "NAME", 24, 12, False),
+    ("gpu", "GPU", 3, 3, False),
+    ("gmem", "GMEM", 6, 5, True),
+    ("sm", "SM%", 4, 3, True),
+    ("wait", "WAIT%", 5, 5, True),
+    ("cpu", "CPU%", 5, 4, True),
+    ("rss", "RSS", 6, 5, True),
+    ("thr", "THR", 4, 3, True),
+    ("state", "S", 1, 1, False),
+    ("blas", "BLAS", 12, 8, False),
+)
+
+# Below NARROW_BELOW columns there is room for one of these: the probe's data wait while any
+# process publishes one (a live number), else the BLAS runtime (a static fact, also shown in the
+# process detail screen and by the BLAS findings).
+NARROW_SWAP = ("wait", "blas")
+MIN_NAME = 10
+NARROW_BELOW = 110  # terminal columns
+GAP = 1  # one blank column between columns (DataTable's cell_padding would cost two)
+SCROLLBAR = 1
+
+_RIGHT = {c[0] for c in COLUMNS if c[4]}
+
+SORT_MODES: tuple[str, ...] = ("tree", "cpu", "gpu-mem", "sm", "rss", "threads", "pid")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUse:
+    gpus: tuple[int, ...]
+    mem_mib: float | None
+    sm_pct: float | None
+
+
+def gpu_use(snapshot: Snapshot) -> dict[int, GpuUse]:
+    """Per PID: which GPUs it is on, its GPU memory and SM share summed over them."""
+    found: dict[int, tuple[list[int], list[float], list[float]]] = {}
+    for gpu in snapshot.gpus:
+        for proc in gpu.processes:
+            gpus, mems, sms = found.setdefault(proc.pid, ([], [], []))
+            gpus.append(gpu.index)
+            if proc.used_mem_mib is not None:
+                mems.append(proc.used_mem_mib)
+            if proc.sm_util_pct is not None:
+                sms.append(proc.sm_util_pct)
+    return {
+        pid: GpuUse(tuple(sorted(set(g))), sum(m) if m else None, sum(s) if s else None)
+        for pid, (g, m, s) in found.items()
+    }
+
+
+def tree_rows(processes: Iterable[ProcSample]) -> list[tuple[ProcSample, str]]:
+    """Attached tree first in depth-first order with box-drawing prefixes, then the others.
+
+    Parents come from ``ppid``; a process whose parent is not in the tree is a root (normally
+    only the attached PID). Children are ordered by PID so the order is stable tick to tick.
+    """
+    procs = list(processes)
+    tree = {p.pid: p for p in procs if p.in_tree}
+    children: dict[int, list[ProcSample]] = {}
+    roots: list[ProcSample] = []
+    for proc in tree.values():
+        if proc.ppid is not None and proc.ppid in tree and proc.ppid != proc.pid:
+            children.setdefault(proc.ppid, []).append(proc)
+        else:
+            roots.append(proc)
+    out: list[tuple[ProcSample, str]] = []
+
+    def walk(proc: ProcSample, prefix: str, branch: str) -> None:
+        out.append((proc, prefix + branch))
+        kids = sorted(children.get(proc.pid, ()), key=lambda p: p.pid)
+        below = prefix + ("" if not branch else "   " if branch == "└─ " else "│  ")
+        for i, kid in enumerate(kids):
+            walk(kid, below, "└─ " if i == len(kids) - 1 else "├─ ")
+
+    for root in sorted(roots, key=lambda p: (p.depth, p.pid)):
+        walk(root, "", "")
+    seen = {p.pid for p, _ in out}
+    out.extend((p, "") for p in sorted(procs, key=lambda p: p.pid) if p.pid not in seen)
+    return out
+
+
+def _blas(proc: ProcSample) -> str:
+    if proc.libraries is None:
+        return "?"
+    names = sorted({r.name for r in proc.libraries if r.kind == "blas"})
+    return ",".join(names) or "-"
+
+
+def _wait(proc: ProcSample) -> str:
+    wait = wait_pct(proc.probe)
+    return "" if wait is None else f"{wait:.0f}"
+
+
+def row_cells(proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[str, ...]:
+    """The text of each column for one process (comparable, so unchanged cells are skipped)."""
+    return (
+        str(proc.pid),
+        proc.user or "?",
+        prefix + proc.name,
+        ",".join(str(i) for i in use.gpus) if use else "",
+        fmt_mib(use.mem_mib) if use and use.mem_mib is not None else "",
+        f"{use.sm_pct:.0f}" if use and use.sm_pct is not None else "",
+        _wait(proc),
+        f"{proc.cpu_pct:.0f}" if proc.cpu_pct is not None else "-",
+        fmt_mib(proc.rss_mib),
+        str(proc.num_threads) if proc.num_threads is not None else "-",
+        proc.state,
+        _blas(proc),
+    )
+
+
+_SORT_KEYS = {
+    "cpu": lambda p, u: -(p.cpu_pct or 0.0),
+    "gpu-mem": lambda p, u: -((u.mem_mib or 0.0) if u else 0.0),
+    "sm": lambda p, u: -((u.sm_pct or 0.0) if u else 0.0),
+    "rss": lambda p, u: -(p.rss_mib or 0.0),
+    "threads": lambda p, u: -(p.num_threads or 0),
+    "pid": lambda p, u: p.pid,
+}
+
+
+def ordered_rows(snapshot: Snapshot, mode: str) -> list[tuple[int, tuple[str, ...]]]:
+    """(pid, cells) in display order for a sort mode."""
+    uses = gpu_use(snapshot)
+    procs = list(snapshot.processes)
+    known = {p.pid for p in procs}
+    # A GPU process the host source could not read is still shown, with what NVML knows.
+    procs.extend(ProcSample(pid=pid, in_tree=False) for pid in sorted(uses) if pid not in known)
+    if mode == "tree":
+        rows = tree_rows(procs)
+    else:
+        sort_key = _SORT_KEYS[mode]
+        rows = [(p, "") for p in sorted(procs, key=lambda p: (sort_key(p, uses.get(p.pid)), p.pid))]
+    return [(p.pid, row_cells(p, prefix, uses.get(p.pid))) for p, prefix in rows]
+
+
+def column_widths(width: int, probing: bool = False) -> dict[str, int]:
+    """Narrow widths below 110 columns; the name column (tree prefixes) gets the rest.
+
+    A width of 0 hides a column: on narrow terminals WAIT% and BLAS share one slot.
+    """
+    narrow = width < NARROW_BELOW
+    widths = {key: (n if narrow else w) for key, _, w, n, _ in COLUMNS}
+    if narrow:
+        widths[NARROW_SWAP[1] if probing else NARROW_SWAP[0]] = 0
+    fixed = sum(w + GAP for k, w in widths.items() if k != "name" and w) + GAP
+    widths["name"] = max(MIN_NAME, width - fixed - GAP - SCROLLBAR)
+    return widths
+
+
+def cell_text(key: str, text: str, style: str | Style) -> Text:
+    """A cell as Text, never a str: DataTable parses str cells as markup, and process
+    names such as ``[kworker/0:1]`` must not be."""
+    if key in _RIGHT:
+        return Text(text, style=style, justify="right", no_wrap=True, overflow="ellipsis")
+    return Text(" " * GAP + text, style=style, no_wrap=True, overflow="ellipsis")
