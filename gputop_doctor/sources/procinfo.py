@@ -18,12 +18,14 @@ import os
 import re
 import struct
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from gputop_doctor.core.model import Runtime, ThreadEnv
+
+# Re-exported: the host sources and tests import these from procinfo.
+from gputop_doctor.sources.kept_files import KeptFiles, is_procfs, read_file, read_small  # noqa: F401
 
 VENDOR_OVERRIDE_ENV = "GPUTOP_DOCTOR_CPU_VENDOR"
 
@@ -71,151 +73,6 @@ class MapsInfo:
     runtimes: tuple[Runtime, ...] = ()
     has_libtorch: bool = False
     has_nvidia_device: bool = False  # /dev/nvidia* mapped: the driver holds a context
-
-
-def read_file(path: str, limit: int = 1 << 24) -> bytes | None:
-    """The whole file, or None if it can't be read (gone, permission, not there).
-
-    /proc files are generated on read, so they are read in a loop until EOF; os.open/os.read
-    skip the buffered-IO layers, which are measurable at a few hundred reads per tick.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        chunks = []
-        size = 0
-        while size < limit:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def read_small(path: str, size: int = 4096) -> bytes | None:
-    """One read(2), for the one-line files (stat, schedstat) read hundreds of times a tick.
-
-    The kernel formats these in one go, so a buffer larger than the line gets all of it; the
-    second read that :func:`read_file` makes to see EOF would double the syscalls.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, size)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def is_procfs(root: str) -> bool:
-    """Whether ``root`` is a procfs mount (its root inode is 1 and it has ``self``), as
-    opposed to a synthetic tree of regular files (tests), where a kept descriptor would
-    keep showing a file that was deleted or replaced."""
-    try:
-        return os.stat(root).st_ino == 1 and os.path.islink(os.path.join(root, "self"))
-    except OSError:
-        return False
-
-
-class KeptFiles:
-    """/proc files re-read every tick through descriptors kept open: ``pread(2)`` at offset 0.
-
-    procfs files are seq_files, which regenerate their text on a read at offset 0, so a kept
-    descriptor reads the current values without the path walk of open(2) and the close(2):
-    about 6 µs instead of 14–20 µs for ``/proc/PID/stat`` here, 64 times a tick.
-
-    A descriptor of ``/proc/PID/...`` stays bound to that process: once it has exited, pread
-    fails with ESRCH even if the PID was handed to another process. So a failed read closes
-    the descriptor and opens the path once more, which reads the new process (or finds
-    nothing). At most ``limit`` descriptors are kept (the rest are read the plain way), and
-    with ``keep=False`` (a proc root that is not procfs) none are.
-
-    ``one_record`` reads trust a short read to be the end: true of the single-record files
-    (``stat``, ``meminfo``, ``pressure/*``, ``loadavg``, ``PID/stat``); a multi-record one such
-    as ``vmstat`` may return less than asked before its end, so it is read until empty.
-    """
-
-    def __init__(self, keep: bool = True, limit: int = 256) -> None:
-        self.keep = keep
-        self.limit = limit
-        self._fds: dict[str, int] = {}
-        # Closed with the object too, for owners that are dropped without close().
-        self._finalizer = weakref.finalize(self, _close_all, self._fds)
-
-    def __len__(self) -> int:
-        return len(self._fds)
-
-    def read(self, path: str, one_record: bool = True, size: int = 65536) -> bytes | None:
-        """The file's current text, or None when it can't be read (gone, permission)."""
-        fd = self._fds.get(path)
-        if fd is not None:
-            try:
-                return _pread_all(fd, size, one_record)
-            except OSError:  # the process exited (ESRCH): forget it, look at the path again
-                del self._fds[path]
-                os.close(fd)
-        if not self.keep or len(self._fds) >= self.limit:
-            return read_small(path, size) if one_record else read_file(path)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            data = _pread_all(fd, size, one_record)
-        except OSError:
-            os.close(fd)
-            return None
-        self._fds[path] = fd
-        return data
-
-    def peek(self, path: str, size: int = 65536) -> bytes | None:
-        """A one-record file through its kept descriptor if it has one; else read the plain
-        way, keeping nothing (for the many files read once in a while)."""
-        if path in self._fds:
-            return self.read(path, size=size)
-        return read_small(path, size)
-
-    def drop(self, path: str) -> None:
-        fd = self._fds.pop(path, None)
-        if fd is not None:
-            os.close(fd)
-
-    def retain(self, keep: Callable[[str], bool]) -> None:
-        """Close the descriptors whose path ``keep`` rejects."""
-        for path in [p for p in self._fds if not keep(p)]:
-            self.drop(path)
-
-    def close(self) -> None:
-        _close_all(self._fds)
-
-
-def _close_all(fds: dict[str, int]) -> None:
-    for fd in fds.values():
-        os.close(fd)
-    fds.clear()
-
-
-def _pread_all(fd: int, size: int, one_record: bool) -> bytes:
-    data = os.pread(fd, size, 0)
-    if one_record and len(data) < size:
-        return data
-    chunks = [data]
-    offset = len(data)
-    while data:
-        data = os.pread(fd, size, offset)
-        chunks.append(data)
-        offset += len(data)
-    return b"".join(chunks)
 
 
 def classify_library(path: str) -> tuple[str, str] | None:
