@@ -39,8 +39,8 @@ def run_record(args: argparse.Namespace) -> int:
         raise UsageError(str(exc), status=1) from None
     engine.add_sink(sink)
     quiet: bool = args.quiet
-    if engine.system.gpu_status not in ("ok", "demo"):
-        say(f"gputop-doctor: {engine.system.gpu_status}; recording host and processes only")
+    if engine.system.gpu_problem:
+        say(f"gputop-doctor: {engine.system.gpu_problem}; recording host and processes only")
     if not quiet:
         what = f"PID {engine.target_pid}" if engine.target_pid is not None else "the machine"
         say(f"recording {what} to {args.csv} every {args.interval:g} s (Ctrl-C to stop)")

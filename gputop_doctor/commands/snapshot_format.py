@@ -152,8 +152,8 @@ def _finding_lines(finding: Finding) -> list[str]:
 def frame_to_text(frame: Frame, history: History) -> str:
     snap = frame.snapshot
     out: list[str] = []
-    if frame.system.gpu_status not in ("ok", "demo"):
-        out.append(f"No GPU readings: {frame.system.gpu_status}")
+    if frame.system.gpu_problem:
+        out.append(f"No GPU readings: {frame.system.gpu_problem}")
     elif frame.system.driver_version:
         out.append(f"Driver {frame.system.driver_version}  ({len(snap.gpus)} GPUs)")
     out += [_gpu_line(g) for g in snap.gpus]

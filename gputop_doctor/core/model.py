@@ -285,6 +285,10 @@ class TreeTotals:
     data_wait_pct: float | None = None  # from the probe: the worst publisher's data-wait share
 
 
+# GPU sources that deliver readings say one of these; anything else is the reason they don't.
+READING_STATUSES = frozenset({"ok", "demo", "replay", "replay ended"})
+
+
 @dataclass(frozen=True, slots=True)
 class SystemInfo:
     """Slow facts about the machine, read once."""
@@ -298,8 +302,13 @@ class SystemInfo:
     driver_version: str | None = None
     nvml_version: str | None = None
     cuda_driver_version: int | None = None
-    gpu_status: str = "ok"  # "ok", "demo", or why there are no GPU readings
+    gpu_status: str = "ok"  # one of READING_STATUSES, or why there are no GPU readings
     source: str = "live"  # "live", "demo:<scenario>", "replay:<path>"
+
+    @property
+    def gpu_problem(self) -> str | None:
+        """Why there are no GPU readings, or None when the GPU source delivers them."""
+        return None if self.gpu_status in READING_STATUSES else self.gpu_status
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,8 +158,8 @@ class HeaderBar(Widget):
             text.append(" │ ", dim)
             text.append(part, style(part_style) if part_style else "")
         problem = self._problem
-        if problem is None and system.gpu_status not in ("ok", "demo", "replay", "replay ended"):
-            problem = f"no GPU readings: {system.gpu_status}"
+        if problem is None and system.gpu_problem:
+            problem = f"no GPU readings: {system.gpu_problem}"
         if problem:
             text.append("\n")
             text.append(problem, style("header-bar--warn"))
