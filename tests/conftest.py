@@ -6,3 +6,4 @@ from tests.fake_nvml.fixtures import (  # noqa: F401
     fake_nvml_lib,
     fake_nvml_variant,
 )
+from tests.helpers import spawn  # noqa: F401

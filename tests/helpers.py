@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+
+import pytest
 
 from gputop_doctor.core.engine import GpuStatus, ProcessReading
 from gputop_doctor.core.model import (
@@ -140,3 +148,35 @@ def full_host() -> HostSample:
         psi_memory=None,
         cgroup_throttled_frac=0.1,
     )
+
+
+Spawn = Callable[..., "subprocess.Popen[str]"]
+
+
+@pytest.fixture
+def spawn() -> Iterator[Spawn]:
+    """``python -c CODE`` in its own session, printing 'ready' once set up; the whole
+    session (workers, grandchildren) is killed after the test."""
+    children: list[subprocess.Popen[str]] = []
+
+    def start(
+        code: str, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
+        child = subprocess.Popen(
+            [*prefix, sys.executable, "-c", textwrap.dedent(code)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        children.append(child)
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.strip() == "ready", f"child failed to start: {line!r}"
+        return child
+
+    yield start
+    for child in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()

@@ -8,15 +8,10 @@ affinity) are tested on real processes.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import textwrap
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +32,7 @@ from gputop_doctor.sources.host_procs import CLK_TCK, PAGE_SIZE, thread_delta
 from gputop_doctor.sources.host_system import parse_meminfo, parse_pressure, parse_vmstat
 from gputop_doctor.sources.host_tree import ProcessReader
 from gputop_doctor.sources.procinfo import KeptFiles, ProcInfoCache, is_procfs, read_file
+from tests.helpers import Spawn
 
 MIB = 1024 * 1024
 
@@ -576,35 +572,6 @@ def test_source_reports_quota_and_throttling(fake: FakeProc, tmp_path: Path) -> 
 
 
 # -- real processes --------------------------------------------------------------------------
-
-Spawn = Callable[..., "subprocess.Popen[str]"]
-
-
-@pytest.fixture
-def spawn() -> Iterator[Spawn]:
-    """``python -c CODE`` in its own session, printing 'ready' once set up; the whole
-    session (workers, grandchildren) is killed after the test."""
-    children: list[subprocess.Popen[str]] = []
-
-    def start(code: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
-        child = subprocess.Popen(
-            [*prefix, sys.executable, "-c", textwrap.dedent(code)],
-            stdout=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        children.append(child)
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        assert line.strip() == "ready", f"child failed to start: {line!r}"
-        return child
-
-    yield start
-    for child in children:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
-
 
 TREE = """
 import os, threading, time

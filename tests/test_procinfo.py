@@ -10,9 +10,6 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import sys
-import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -362,30 +359,6 @@ def test_nonexistent_pid_is_unknown() -> None:
 
 
 # -- real processes ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def spawn() -> Iterator[object]:
-    """Start ``python -c CODE`` children that print 'ready' once set up; kill them after."""
-    children: list[subprocess.Popen[str]] = []
-
-    def start(code: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        child = subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(code)],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        children.append(child)
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        assert line.strip() == "ready", f"child failed to start: {line!r}"
-        return child
-
-    yield start
-    for child in children:
-        child.kill()
-        child.wait()
 
 
 WAIT = """
