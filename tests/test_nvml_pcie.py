@@ -7,7 +7,7 @@ those fields are missing, at most once per 10 s of its clock per GPU and directi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import pairwise
 
 import pytest
@@ -16,6 +16,7 @@ from gputop_doctor.sources.nvml import NvmlSource
 from gputop_doctor.sources.nvml_pcie import FALLBACK_PERIOD_S
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
+    ManualClock,
     fake_nvml,
     fake_nvml_build,
     fake_nvml_lib,
@@ -26,31 +27,7 @@ THROUGHPUT = "nvmlDeviceGetPcieThroughput"
 GIB = 1024**3
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 5000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def open_source(clock: Clock) -> Iterator[Callable[[], NvmlSource]]:
-    opened: list[NvmlSource] = []
-
-    def make() -> NvmlSource:
-        source = NvmlSource(clock=clock)
-        opened.append(source)
-        return source
-
-    yield make
-    for source in opened:
-        source.close()
+Clock = ManualClock
 
 
 def rates(source: NvmlSource) -> list[tuple[float | None, float | None]]:

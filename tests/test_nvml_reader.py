@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -11,6 +11,7 @@ from gputop_doctor.core.model import ClockEvent, ThrottleCounters
 from gputop_doctor.sources.nvml import NvmlSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
+    ManualClock,
     fake_nvml,
     fake_nvml_build,
     fake_nvml_lib,
@@ -28,36 +29,7 @@ from tests.fake_nvml.scenario import (
 PID = os.getpid()
 
 
-class Clock:
-    """A monotonic clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def open_source(clock: Clock) -> Iterator[Callable[[], NvmlSource]]:
-    opened: list[NvmlSource] = []
-
-    def make() -> NvmlSource:
-        source = NvmlSource(clock=clock)
-        opened.append(source)
-        return source
-
-    yield make
-    for source in opened:
-        source.close()
+Clock = ManualClock
 
 
 def test_identity_and_driver_versions(

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_doctor.sources.nvml import NvmlSource
 from tests.fake_nvml.scenario import Scenario
 
 SOURCE = Path(__file__).with_name("fake_nvml.c")
@@ -159,3 +160,36 @@ def fake_nvml_variant(
     for fake in loaded:
         fake.reset()
     reset_pynvml()
+
+
+class ManualClock:
+    """A monotonic clock the test moves by hand (the reader's ``clock=``)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def open_source(clock: ManualClock) -> Iterator[Callable[[], NvmlSource]]:
+    """Opens NvmlSource readers on the hand-moved clock; closes them after the test."""
+    opened: list[NvmlSource] = []
+
+    def make() -> NvmlSource:
+        source = NvmlSource(clock=clock)
+        opened.append(source)
+        return source
+
+    yield make
+    for source in opened:
+        source.close()
