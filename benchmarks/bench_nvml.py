@@ -1,4 +1,4 @@
-"""Cost of ``NvmlSource.read_gpus()`` on 8 fake GPUs (prints figures; not a test).
+"""Cost of ``NvmlGpuSource.read_gpus()`` on 8 fake GPUs (prints figures; not a test).
 
     .venv/bin/python benchmarks/bench_nvml.py [--ticks 300]
 
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.append(str(ROOT))  # after PYTHONPATH, so another gputop_doctor can be measured
 
 import gputop_doctor  # noqa: E402
-from gputop_doctor.sources.nvml import NvmlSource  # noqa: E402
+from gputop_doctor.sources.nvml.source import NvmlGpuSource  # noqa: E402
 from tests.fake_nvml.fixtures import build_fake, reset_pynvml  # noqa: E402
 from tests.fake_nvml.scenario import FakeProcess, Scenario  # noqa: E402
 
@@ -71,7 +71,7 @@ def measure(lib: Path, scenario_path: Path, kind: str, ticks: int) -> None:
     count.restype = ctypes.c_long
     pynvml.nvmlLib = cdll
     clock = TickClock()
-    source = NvmlSource(clock=clock)
+    source = NvmlGpuSource(clock=clock)
     costs: list[float] = []
     try:
         for _ in range(ticks):

@@ -99,18 +99,18 @@ def build_engine(root_pid: int, csv_path: str, gpu_source: str):  # type: ignore
     from gputop_doctor.export.csv_sink import CsvSink
     from gputop_doctor.rules import RULES
     from gputop_doctor.rules.headline import verdict
-    from gputop_doctor.sources.demo import DemoMachine
-    from gputop_doctor.sources.host import PsutilHostSource
+    from gputop_doctor.sources.demo.machine import DemoMachine
+    from gputop_doctor.sources.host.source import ProcfsHostSource
 
     if gpu_source in ("nvml", "fake"):
-        from gputop_doctor.sources.nvml import NvmlSource
+        from gputop_doctor.sources.nvml.source import NvmlGpuSource
 
-        gpus = NvmlSource()
+        gpus = NvmlGpuSource()
     else:
         gpus = DemoMachine("healthy", gpus=8).gpu_source()
     engine = Engine(
         gpus,
-        PsutilHostSource(),
+        ProcfsHostSource(),
         Settings(interval_s=1.0),
         RULES,
         target_pid=root_pid,

@@ -26,10 +26,12 @@ sys.path.insert(0, str(ROOT))
 from textual.pilot import Pilot  # noqa: E402
 
 from gputop_doctor.config import Settings  # noqa: E402
-from gputop_doctor.core.engine import Engine, Frame, HostSource  # noqa: E402
+from gputop_doctor.core.engine import Engine  # noqa: E402
+from gputop_doctor.core.frame import Frame  # noqa: E402
+from gputop_doctor.core.ports import HostSource  # noqa: E402
 from gputop_doctor.rules import RULES  # noqa: E402
 from gputop_doctor.rules.headline import verdict  # noqa: E402
-from gputop_doctor.sources.demo import SCENARIOS, DemoMachine  # noqa: E402
+from gputop_doctor.sources.demo.machine import SCENARIOS, DemoMachine  # noqa: E402
 from gputop_doctor.ui.app import GpuTopApp  # noqa: E402
 from gputop_doctor.ui.messages import FrameReady  # noqa: E402
 from gputop_doctor.ui.widgets.findings_list import FindingsList  # noqa: E402

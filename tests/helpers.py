@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gputop_doctor.core.engine import GpuStatus, ProcessReading
 from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,
@@ -23,6 +22,7 @@ from gputop_doctor.core.model import (
     SystemInfo,
     ThrottleCounters,
 )
+from gputop_doctor.core.ports import GpuStatus, ProcessReading
 
 
 def gpu(index: int = 0, **fields: object) -> GpuSample:

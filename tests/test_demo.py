@@ -12,7 +12,7 @@ from itertools import pairwise
 import pytest
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import Engine, ProcessReading
+from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.model import (
     THERMAL_EVENTS,
     ClockEvent,
@@ -20,7 +20,8 @@ from gputop_doctor.core.model import (
     HostSample,
     ProcSample,
 )
-from gputop_doctor.sources.demo import SCENARIOS, DemoMachine
+from gputop_doctor.core.ports import ProcessReading
+from gputop_doctor.sources.demo.machine import SCENARIOS, DemoMachine
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import Engine, Frame
+from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.findings import Finding, Severity, gpu_scope
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot, SystemInfo, TreeTotals
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 from gputop_doctor.export.reader import SessionFormatError, read_session

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.core.model import Pressure, ProcSample
-from gputop_doctor.sources.host import PsutilHostSource, pid_exists
-from gputop_doctor.sources.host_cgroup import (
+from gputop_doctor.sources.host.cgroup import (
     CpuStat,
     cgroup_cpu,
     effective_cpus,
@@ -28,10 +27,12 @@ from gputop_doctor.sources.host_cgroup import (
     parse_proc_cgroup,
     throttled_fraction,
 )
-from gputop_doctor.sources.host_procs import CLK_TCK, PAGE_SIZE, thread_delta
-from gputop_doctor.sources.host_system import parse_meminfo, parse_pressure, parse_vmstat
-from gputop_doctor.sources.host_tree import ProcessReader
-from gputop_doctor.sources.procinfo import KeptFiles, ProcInfoCache, is_procfs, read_file
+from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs, read_file
+from gputop_doctor.sources.host.pids import CLK_TCK, PAGE_SIZE, thread_delta
+from gputop_doctor.sources.host.procinfo import ProcInfoCache
+from gputop_doctor.sources.host.source import ProcfsHostSource, pid_exists
+from gputop_doctor.sources.host.system import parse_meminfo, parse_pressure, parse_vmstat
+from gputop_doctor.sources.host.tree import ProcessTreeReader
 from tests.helpers import Spawn
 
 MIB = 1024 * 1024
@@ -110,8 +111,8 @@ def fake(tmp_path: Path) -> FakeProc:
     return FakeProc(tmp_path / "proc")
 
 
-def reader(fake: FakeProc, **kwargs: object) -> ProcessReader:
-    return ProcessReader(ProcInfoCache(str(fake.root)), str(fake.root), **kwargs)  # type: ignore[arg-type]
+def reader(fake: FakeProc, **kwargs: object) -> ProcessTreeReader:
+    return ProcessTreeReader(ProcInfoCache(str(fake.root)), str(fake.root), **kwargs)  # type: ignore[arg-type]
 
 
 def by_pid(samples: list[ProcSample]) -> dict[int, ProcSample]:
@@ -278,7 +279,7 @@ def test_gpu_pids_missing_from_proc_are_labelled_not_dropped(fake: FakeProc) -> 
     """NVML gives host PIDs; in a container without --pid=host they are not in our /proc."""
     write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
     fake.process(100)
-    source = PsutilHostSource(proc_root=str(fake.root))
+    source = ProcfsHostSource(proc_root=str(fake.root))
     reading = source.read_processes(100, [100, 4242])
     assert [(p.pid, p.in_tree) for p in reading.processes] == [(100, True), (4242, False)]
     assert reading.processes[1].name == "(not in this PID namespace)"
@@ -393,7 +394,7 @@ def write_host(
 def test_host_rates_from_deltas(fake: FakeProc) -> None:
     clock = Clock()
     write_host(fake.root, cpu=(1000, 9000, 0), swap_pages=(0, 0))
-    source = PsutilHostSource(proc_root=str(fake.root), cgroup_root="/nonexistent", clock=clock)
+    source = ProcfsHostSource(proc_root=str(fake.root), cgroup_root="/nonexistent", clock=clock)
     write_host(fake.root, cpu=(1300, 9500, 200), swap_pages=(512, 256))
     clock.now += 2.0
     host = source.read_host(None)
@@ -414,7 +415,7 @@ def test_without_a_swap_device_vmstat_is_not_read(fake: FakeProc) -> None:
     vmstat; once a device appears the rate is measured from the next tick on, exactly."""
     clock = Clock()
     write_host(fake.root, cpu=(1, 1, 0), swap_pages=(10, 10), swap_kib=0)
-    source = PsutilHostSource(proc_root=str(fake.root), clock=clock)
+    source = ProcfsHostSource(proc_root=str(fake.root), clock=clock)
     clock.now += 1.0
     assert source.read_host(None).swap_in_mib_s == 0.0  # read: the baseline had no verdict
     (fake.root / "vmstat").unlink()
@@ -428,7 +429,7 @@ def test_without_a_swap_device_vmstat_is_not_read(fake: FakeProc) -> None:
 
 def test_host_without_psi(fake: FakeProc) -> None:
     write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0), psi=False)
-    host = PsutilHostSource(proc_root=str(fake.root)).read_host(None)
+    host = ProcfsHostSource(proc_root=str(fake.root)).read_host(None)
     assert host.psi_cpu is None and host.psi_io is None and host.psi_memory is None
 
 
@@ -442,7 +443,7 @@ def test_parsers_tolerate_odd_input() -> None:
 def test_read_processes_target_states(fake: FakeProc) -> None:
     write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
     fake.process(100)
-    source = PsutilHostSource(proc_root=str(fake.root))
+    source = ProcfsHostSource(proc_root=str(fake.root))
     assert source.read_processes(None, []).target_alive is None
     assert source.read_processes(100, []).target_alive is True
     fake.process(100, state="Z", threads={})
@@ -457,7 +458,7 @@ def test_top_processes_rank_the_busiest(fake: FakeProc) -> None:
     write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
     for pid in (10, 11, 12):
         fake.process(pid, comm=f"p{pid}", ticks=0)
-    source = PsutilHostSource(proc_root=str(fake.root), clock=clock, top_count=2)
+    source = ProcfsHostSource(proc_root=str(fake.root), clock=clock, top_count=2)
     assert source.read_host(None).top_processes == ()  # the first pass is a baseline
     fake.process(10, comm="p10", ticks=CLK_TCK // 10)
     fake.process(11, comm="p11", ticks=CLK_TCK)
@@ -471,7 +472,7 @@ def test_top_processes_read_every_pid_once_per_cycle(fake: FakeProc) -> None:
     write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
     for pid in range(100, 200):
         fake.process(pid, comm=f"p{pid}", ticks=0)
-    source = PsutilHostSource(
+    source = ProcfsHostSource(
         proc_root=str(fake.root), clock=clock, top_cycle_s=10.0, top_count=200
     )
     for _ in range(2):  # the two warm-up passes
@@ -562,7 +563,7 @@ def test_source_reports_quota_and_throttling(fake: FakeProc, tmp_path: Path) -> 
     me = os.getpid()  # affinity is a real syscall: use a real PID with a fake cgroup file
     fake.process(me)
     cgroup_file(fake.root, str(me), "cgroup", "0::/job\n")
-    source = PsutilHostSource(proc_root=str(fake.root), cgroup_root=str(cg), clock=clock)
+    source = ProcfsHostSource(proc_root=str(fake.root), cgroup_root=str(cg), clock=clock)
     first = source.read_host(me)
     assert first.effective_cpus == 0.5
     assert first.cgroup_throttled_frac is None  # one reading: no delta yet
@@ -603,7 +604,7 @@ time.sleep(60)
 @pytest.mark.slow
 def test_real_tree_with_workers_and_a_grandchild(spawn: Spawn) -> None:
     root = spawn(TREE)
-    source = PsutilHostSource()
+    source = ProcfsHostSource()
     reading = source.read_processes(root.pid, [])
     assert reading.target_alive is True
     procs = reading.processes
@@ -632,7 +633,7 @@ while True:
 @pytest.mark.slow
 def test_real_busy_loop_is_hungry(spawn: Spawn) -> None:
     busy = spawn(BUSY)
-    source = PsutilHostSource()
+    source = ProcfsHostSource()
     source.read_processes(busy.pid, [])
     time.sleep(0.5)
     s = source.read_processes(busy.pid, []).processes[0]
@@ -646,7 +647,7 @@ def test_real_busy_loop_is_hungry(spawn: Spawn) -> None:
 @pytest.mark.slow
 def test_real_exit_mid_session(spawn: Spawn) -> None:
     root = spawn(TREE)
-    source = PsutilHostSource()
+    source = ProcfsHostSource()
     first = source.read_processes(root.pid, [])
     assert first.target_alive is True and len(first.processes) == 4
     worker = next(p for p in first.processes if p.depth == 1 and p.num_threads == 3)
@@ -671,7 +672,7 @@ def test_real_stat_descriptors_are_kept_and_let_go(spawn: Spawn) -> None:
     """/proc/PID/stat of the tree is read through descriptors kept open: one per process,
     closed once the process is gone, and the readings are those of fresh opens."""
     root = spawn(TREE)
-    source = PsutilHostSource()
+    source = ProcfsHostSource()
     first = source.read_processes(root.pid, []).processes
     files = source._procs.files
     assert len(first) == 4 and len(files) == 4
@@ -683,7 +684,7 @@ def test_real_stat_descriptors_are_kept_and_let_go(spawn: Spawn) -> None:
         time.sleep(0.02)
         reading = source.read_processes(root.pid, []).processes
         state = next(p.state for p in reading if p.pid == worker.pid)
-    fresh = PsutilHostSource().read_processes(root.pid, []).processes
+    fresh = ProcfsHostSource().read_processes(root.pid, []).processes
     kept = source.read_processes(root.pid, []).processes
     assert state == "Z"
     assert [(p.pid, p.state, p.num_threads) for p in kept] == [
@@ -715,7 +716,7 @@ def test_kept_files_read_procfs_with_pread(spawn: Spawn) -> None:
 @pytest.mark.slow
 def test_real_zombie_target_is_not_alive(spawn: Spawn) -> None:
     child = spawn(BUSY)
-    source = PsutilHostSource()
+    source = ProcfsHostSource()
     assert source.read_processes(child.pid, []).target_alive is True
     os.kill(child.pid, signal.SIGKILL)
     deadline = time.monotonic() + 5.0
@@ -729,7 +730,7 @@ def test_real_zombie_target_is_not_alive(spawn: Spawn) -> None:
 def test_real_extra_pid_outside_the_tree(spawn: Spawn) -> None:
     a = spawn(TREE)
     b = spawn(BUSY)
-    source = PsutilHostSource()
+    source = ProcfsHostSource()
     reading = source.read_processes(a.pid, [b.pid])
     outside = [p for p in reading.processes if not p.in_tree]
     assert [p.pid for p in outside] == [b.pid]
@@ -749,7 +750,7 @@ def test_real_effective_cpus_follow_affinity(spawn: Spawn) -> None:
             'import os; os.sched_setaffinity(0, {0})\nprint("ready", flush=True)\n'
             "import time; time.sleep(60)"
         )
-    host = PsutilHostSource().read_host(pinned.pid)
+    host = ProcfsHostSource().read_host(pinned.pid)
     assert host.effective_cpus is not None and host.effective_cpus <= 1.0
 
 
@@ -773,7 +774,7 @@ time.sleep(60)
 @pytest.mark.slow
 def test_real_cuda_event_thread(spawn: Spawn) -> None:
     child = spawn(CUDA_THREAD)
-    s = PsutilHostSource().read_processes(child.pid, []).processes[0]
+    s = ProcfsHostSource().read_processes(child.pid, []).processes[0]
     assert ("cuda-EvtHandlr", 1) in s.thread_names
     assert s.has_cuda_context is True
 
@@ -786,7 +787,7 @@ def test_pid_exists() -> None:
 
 @pytest.mark.slow
 def test_real_host_sample_is_sane() -> None:
-    source = PsutilHostSource()
+    source = ProcfsHostSource()
     time.sleep(0.1)
     host = source.read_host(None)
     assert host.cpu_pct is not None and 0.0 <= host.cpu_pct <= 100.0
@@ -811,7 +812,7 @@ def test_real_tree_as_another_user(spawn: Spawn) -> None:
         try:
             os.setgid(65534)
             os.setuid(65534)
-            procs = PsutilHostSource().read_processes(root.pid, []).processes
+            procs = ProcfsHostSource().read_processes(root.pid, []).processes
             ok = (
                 len(procs) == 4
                 and all(p.libraries is None and p.env is None for p in procs)
@@ -830,7 +831,7 @@ def test_reused_target_pid_is_not_the_target(fake: FakeProc) -> None:
     write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
     fake.process(100, start=100)
     fake.process(101, ppid=100, start=120)
-    source = PsutilHostSource(proc_root=str(fake.root))
+    source = ProcfsHostSource(proc_root=str(fake.root))
     assert len(source.read_processes(100, []).processes) == 2
     fake.remove(101)
     fake.process(100, start=777)  # the job ended and another process got its PID

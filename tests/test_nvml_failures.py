@@ -1,4 +1,4 @@
-"""NvmlSource's failure model: no library, no driver, unsupported fields, lost GPUs, errors."""
+"""NvmlGpuSource's failure model: no library, no driver, unsupported fields, lost GPUs, errors."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.sources.nvml import WHOLE_FAILURE_TICKS, NvmlSource
-from gputop_doctor.sources.nvml_call import FAILING_FUSE
+from gputop_doctor.sources.nvml.call import FAILING_FUSE
+from gputop_doctor.sources.nvml.source import WHOLE_FAILURE_TICKS, NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
     fake_nvml,
@@ -35,11 +35,11 @@ from tests.fake_nvml.scenario import (
 
 
 @pytest.fixture
-def open_source() -> Iterator[Callable[[], NvmlSource]]:
-    opened: list[NvmlSource] = []
+def open_source() -> Iterator[Callable[[], NvmlGpuSource]]:
+    opened: list[NvmlGpuSource] = []
 
-    def make() -> NvmlSource:
-        source = NvmlSource()
+    def make() -> NvmlGpuSource:
+        source = NvmlGpuSource()
         opened.append(source)
         return source
 
@@ -64,7 +64,7 @@ def no_library(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_no_library_says_so_and_reads_nothing(
-    no_library: None, open_source: Callable[[], NvmlSource]
+    no_library: None, open_source: Callable[[], NvmlGpuSource]
 ) -> None:
     source = open_source()
     assert source.status().status == "NVML unavailable: NVML Shared Library Not Found"
@@ -77,7 +77,7 @@ def test_no_library_says_so_and_reads_nothing(
 
 def test_driver_not_loaded(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake_nvml.write(Scenario(init_error=NVML_ERROR_DRIVER_NOT_LOADED))
     source = open_source()
@@ -89,7 +89,7 @@ def test_driver_not_loaded(
 
 def test_zero_gpus(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake_nvml.write(Scenario(gpus=()))
     source = open_source()
@@ -99,7 +99,7 @@ def test_zero_gpus(
 
 
 def test_unofficial_pynvml_is_refused(
-    monkeypatch: pytest.MonkeyPatch, open_source: Callable[[], NvmlSource]
+    monkeypatch: pytest.MonkeyPatch, open_source: Callable[[], NvmlGpuSource]
 ) -> None:
     impostor = types.ModuleType("pynvml")
     impostor.__file__ = "/site-packages/pynvml/__init__.py"
@@ -112,7 +112,7 @@ def test_unofficial_pynvml_is_refused(
 
 def test_library_named_by_environment(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
@@ -138,7 +138,7 @@ def test_library_named_by_environment(
 )
 def test_unsupported_is_none_and_asked_once(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     symbol: str,
     code: int,
 ) -> None:
@@ -163,7 +163,7 @@ def test_unsupported_is_none_and_asked_once(
 
 def test_other_errors_are_none_each_time_and_logged_once(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     fake_nvml.write(
@@ -183,7 +183,7 @@ def test_other_errors_are_none_each_time_and_logged_once(
 
 def test_gpu_lost_halfway(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     scenario = Scenario.uniform(4, util=50)
@@ -211,7 +211,7 @@ def test_gpu_lost_halfway(
 
 def test_gpu_lost_on_any_field(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake_nvml.write(Scenario.uniform(2))
     source = open_source()
@@ -224,7 +224,7 @@ def test_gpu_lost_on_any_field(
 
 def test_gpu_lost_before_start(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake_nvml.write(Scenario.uniform(3).with_gpu(1, lost=True))
     source = open_source()
@@ -235,7 +235,7 @@ def test_gpu_lost_before_start(
 
 def test_gpu_without_permission_is_listed_empty(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     denied = (("nvmlDeviceGetHandleByIndex_v2", NVML_ERROR_NO_PERMISSION),)
     fake_nvml.write(Scenario.uniform(2).with_gpu(0, errors=denied))
@@ -248,7 +248,7 @@ def test_close_shuts_down_once(
     fake_nvml: FakeNvml,  # noqa: F811
 ) -> None:
     fake_nvml.write(Scenario.uniform(1, gpm=True))
-    source = NvmlSource()
+    source = NvmlGpuSource()
     source.read_gpus()
     source.close()
     source.close()
@@ -264,8 +264,8 @@ def scenario_uuid(index: int) -> str:
 # -- subprocesses: the real loader path --------------------------------------------------------
 
 PROBE = (
-    "from gputop_doctor.sources.nvml import NvmlSource;"
-    "s = NvmlSource(); print(s.status().status); print(len(s.read_gpus())); s.close()"
+    "from gputop_doctor.sources.nvml.source import NvmlGpuSource;"
+    "s = NvmlGpuSource(); print(s.status().status); print(len(s.read_gpus())); s.close()"
 )
 
 
@@ -316,7 +316,7 @@ def nvml_records(caplog: pytest.LogCaptureFixture) -> list[str]:
 )
 def test_nvml_failing_mid_session(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     caplog: pytest.LogCaptureFixture,
     code: int,
     reason: str,
@@ -366,7 +366,7 @@ def test_nvml_failing_mid_session(
 
 def test_one_failing_gpu_is_not_nvml_failing(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     scenario = Scenario.uniform(3, util=40)
@@ -392,7 +392,7 @@ def test_one_failing_gpu_is_not_nvml_failing(
 
 def test_flaky_fields_are_not_a_failing_gpu(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Single UNKNOWN answers between good ones are flaky fields: None, logged once each."""

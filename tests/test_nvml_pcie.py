@@ -12,8 +12,8 @@ from itertools import pairwise
 
 import pytest
 
-from gputop_doctor.sources.nvml import NvmlSource
-from gputop_doctor.sources.nvml_pcie import FALLBACK_PERIOD_S
+from gputop_doctor.sources.nvml.pcie import FALLBACK_PERIOD_S
+from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
     ManualClock,
@@ -30,13 +30,13 @@ GIB = 1024**3
 Clock = ManualClock
 
 
-def rates(source: NvmlSource) -> list[tuple[float | None, float | None]]:
+def rates(source: NvmlGpuSource) -> list[tuple[float | None, float | None]]:
     return [(g.pcie_rx_kib_s, g.pcie_tx_kib_s) for g in source.read_gpus()]
 
 
 def test_rate_is_the_counter_difference_over_the_elapsed_time(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     scenario = Scenario(
@@ -61,7 +61,7 @@ def test_rate_is_the_counter_difference_over_the_elapsed_time(
 
 def test_no_time_passed_gives_no_rate(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     fake_nvml.write(Scenario(gpus=(FakeGpu(pcie_rx_kbs=100, pcie_tx_kbs=100),)))
@@ -72,7 +72,7 @@ def test_no_time_passed_gives_no_rate(
 
 def test_counter_going_backwards_gives_no_value_that_tick(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     """A wrapped counter, or one restarted with the driver, is never a huge or negative rate."""
@@ -98,7 +98,7 @@ def test_counter_going_backwards_gives_no_value_that_tick(
 
 def test_a_missed_reading_is_bridged_by_the_next(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     scenario = Scenario(gpus=(FakeGpu(pcie_rx_kbs=4096, pcie_tx_kbs=512),))
@@ -117,7 +117,7 @@ def test_a_missed_reading_is_bridged_by_the_next(
 
 def test_fallback_asks_pcie_throughput_at_most_once_per_period(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     """Without fields 197/198: one blocking call a tick over all GPUs, one per GPU every 10 s
@@ -158,7 +158,7 @@ def test_fallback_asks_pcie_throughput_at_most_once_per_period(
 
 def test_fallback_unsupported_too_is_asked_once(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     fake_nvml.write(

@@ -1,4 +1,4 @@
-"""NvmlSource through the real pynvml bindings against the fake libnvidia-ml: every field."""
+"""NvmlGpuSource through the real pynvml bindings against the fake libnvidia-ml: every field."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from gputop_doctor.core.model import ClockEvent, ThrottleCounters
-from gputop_doctor.sources.nvml import NvmlSource
+from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
     ManualClock,
@@ -34,7 +34,7 @@ Clock = ManualClock
 
 def test_identity_and_driver_versions(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake_nvml.write(
         Scenario(
@@ -60,7 +60,7 @@ def test_identity_and_driver_versions(
 
 def test_every_field_is_read_and_converted(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     scenario = Scenario(
@@ -119,7 +119,7 @@ def test_every_field_is_read_and_converted(
 
 def test_values_follow_the_scenario_over_time(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     scenario = Scenario.uniform(2, temp_c=40, power_w=100)
     fake_nvml.write(scenario)
@@ -133,7 +133,7 @@ def test_values_follow_the_scenario_over_time(
 
 def test_buffered_samples_use_a_cursor(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     # The ring holds 3 s of history; the first read keeps only the last second of it.
     ring = ((7_000_000, 5), (8_500_000, 100), (9_000_000, 0), (9_500_000, 100), (10_000_000, 20))
@@ -159,7 +159,7 @@ def test_buffered_samples_use_a_cursor(
 
 def test_no_samples_at_all_falls_back_to_point_reading(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake_nvml.write(Scenario(gpus=(FakeGpu(util=0, samples=()),)))
     source = open_source()
@@ -172,7 +172,7 @@ def test_no_samples_at_all_falls_back_to_point_reading(
 
 def test_memory_v1_fallback_counts_reserved_as_used(
     fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake = fake_nvml_variant("NO_MEMORY_V2")
     fake.write(Scenario(gpus=(FakeGpu(mem_used_mib=1000, mem_reserved_mib=500),)))
@@ -185,7 +185,7 @@ def test_memory_v1_fallback_counts_reserved_as_used(
 
 def test_memory_struct_version_mismatch_falls_back_to_v1(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     mismatch = (("nvmlDeviceGetMemoryInfo_v2", 25),)  # ARGUMENT_VERSION_MISMATCH
     fake_nvml.write(Scenario(gpus=(FakeGpu(mem_used_mib=10, mem_reserved_mib=5, errors=mismatch),)))
@@ -198,7 +198,7 @@ def test_memory_struct_version_mismatch_falls_back_to_v1(
 
 def test_temperature_falls_back_to_the_old_call(
     fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake = fake_nvml_variant("NO_TEMPERATURE_V")
     fake.write(Scenario(gpus=(FakeGpu(temp_c=66),)))
@@ -209,7 +209,7 @@ def test_temperature_falls_back_to_the_old_call(
 
 def test_slow_facts_are_read_once(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake_nvml.write(Scenario.uniform(2))
     source = open_source()
@@ -227,7 +227,7 @@ def test_slow_facts_are_read_once(
 
 def test_missing_threshold_is_none_and_remembered(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake_nvml.write(Scenario(gpus=(FakeGpu(temp_gpu_max_c=None),)))
     source = open_source()
@@ -240,7 +240,7 @@ def test_missing_threshold_is_none_and_remembered(
 
 def test_clock_events_fall_back_to_throttle_reasons(
     fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import pynvml
@@ -265,7 +265,7 @@ def test_clock_events_fall_back_to_throttle_reasons(
 
 def test_throttle_counters_keep_supported_fields(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     # A pre-R575 driver: the thermal and power-brake counters are unknown field ids.
     fake_nvml.write(
@@ -301,7 +301,7 @@ def test_throttle_counters_keep_supported_fields(
 
 def test_processes_memory_and_utilization(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     procs = (
         FakeProcess(PID, used_mib=2048, sm_util=61, mem_util=12, util_ts=1_000),
@@ -330,7 +330,7 @@ def test_processes_memory_and_utilization(
 
 def test_process_utilization_cursor_and_staleness(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     def scenario(sm: int, ts: int) -> Scenario:
@@ -354,7 +354,7 @@ def test_process_utilization_cursor_and_staleness(
 
 def test_process_list_falls_back_to_v2(
     fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake = fake_nvml_variant("NO_V3")
     fake.write(Scenario(gpus=(FakeGpu(processes=(FakeProcess(PID, used_mib=300),)),)))
@@ -367,7 +367,7 @@ def test_process_list_falls_back_to_v2(
 
 def test_no_process_list_at_all_is_empty(
     fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     fake = fake_nvml_variant("NO_V3", "NO_V2")
     fake.write(Scenario(gpus=(FakeGpu(processes=(FakeProcess(PID),), util=12),)))
@@ -377,7 +377,7 @@ def test_no_process_list_at_all_is_empty(
 
 def test_gpm_sm_and_tensor_activity(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     fake_nvml.write(
@@ -400,7 +400,7 @@ def test_gpm_sm_and_tensor_activity(
 
 def test_gpm_failure_never_breaks_a_reading(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     fake_nvml.write(
@@ -415,7 +415,7 @@ def test_gpm_failure_never_breaks_a_reading(
 
 def test_mig_enabled_gpu(
     fake_nvml: FakeNvml,  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
 ) -> None:
     procs = (FakeProcess(PID, used_mib=100, sm_util=50, util_ts=10),)
     fake_nvml.write(Scenario(gpus=(FakeGpu(mig=True, util=90, processes=procs), FakeGpu())))
@@ -434,7 +434,7 @@ def test_mig_enabled_gpu(
 
 def test_driver_without_gpm_symbols(
     fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
-    open_source: Callable[[], NvmlSource],
+    open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
     fake = fake_nvml_variant("NO_GPM")

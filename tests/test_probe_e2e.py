@@ -3,7 +3,7 @@
 The training process (a subprocess, so it has its own PID and process tree) runs a Dataset that
 sleeps real time per item. Phase 1 loads with ``num_workers=0``; phase 2 switches the same
 process to two persistent workers with a cheaper item. The monitor is the real engine: the
-real ``PsutilHostSource`` wrapped in ``ProbedHostSource``, and ``NvmlSource`` over the fake
+real ``ProcfsHostSource`` wrapped in ``ProbedHostSource``, and ``NvmlGpuSource`` over the fake
 libnvidia-ml, whose scenario puts the training PID on GPU 0.
 
 The fake GPU is busy exactly when the loop is not waiting for data (its buffered utilization
@@ -25,11 +25,12 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import Engine, Frame
+from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.findings import Finding
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.probe import _files
 from gputop_doctor.rules import RULES
-from gputop_doctor.sources.host import PsutilHostSource
+from gputop_doctor.sources.host.source import ProcfsHostSource
 from gputop_doctor.sources.probe_reader import ProbedHostSource, ProbeReader
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
@@ -126,7 +127,7 @@ class Monitor:
     """The engine attached to the training PID, ticked by hand on a fake clock."""
 
     def __init__(self, fake: FakeNvml, pid: int, probe_dir: Path) -> None:
-        from gputop_doctor.sources.nvml import NvmlSource
+        from gputop_doctor.sources.nvml.source import NvmlGpuSource
 
         self.fake = fake
         self.pid = pid
@@ -136,8 +137,8 @@ class Monitor:
         self.share = 0.0  # the last data-wait share the probe published
         self.write_gpu()
         self.engine = Engine(
-            NvmlSource(),
-            ProbedHostSource(PsutilHostSource(), ProbeReader([probe_dir])),
+            NvmlGpuSource(),
+            ProbedHostSource(ProcfsHostSource(), ProbeReader([probe_dir])),
             Settings(),
             RULES,
             target_pid=pid,

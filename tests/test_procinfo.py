@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.core.model import Runtime, ThreadEnv
-from gputop_doctor.sources import procinfo
-from gputop_doctor.sources.procinfo import (
+from gputop_doctor.sources.host import procinfo
+from gputop_doctor.sources.host.procinfo import (
     ProcInfoCache,
     exports_symbol,
     parse_cpuinfo,

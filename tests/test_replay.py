@@ -9,11 +9,12 @@ from pathlib import Path
 
 from gputop_doctor.commands.common import open_replay_run
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import Engine, Frame
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.export.reader import read_session
 from gputop_doctor.rules import RULES
-from gputop_doctor.sources.demo import DemoMachine
+from gputop_doctor.sources.demo.machine import DemoMachine
 
 
 def record_demo(path: Path, scenario: str, ticks: int) -> None:

@@ -13,7 +13,7 @@ import time
 from types import FrameType
 
 from gputop_doctor.commands.common import UsageError, build_engine, options_from, say
-from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

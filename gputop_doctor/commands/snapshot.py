@@ -13,7 +13,8 @@ import threading
 
 from gputop_doctor.commands.common import EngineOptions, build_engine
 from gputop_doctor.commands.snapshot_format import frame_to_json, frame_to_text
-from gputop_doctor.core.engine import Engine, Frame
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.frame import Frame
 
 LIVE_WINDOW_S = 2.0
 DEMO_WINDOW_S = 330.0

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from gputop_doctor.core.engine import Frame
 from gputop_doctor.core.findings import Finding
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, HostSample, ProbeStats, ProcSample, TreeTotals
 

@@ -11,102 +11,22 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding, FindingTracker, Verdict
+from gputop_doctor.core.frame import Frame, GpuSeries, Sink
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import (
     GpuSample,
-    HostSample,
-    ProcSample,
     Snapshot,
-    SystemInfo,
-    TreeTotals,
     tree_totals,
 )
+from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
 from gputop_doctor.core.rule import Rule, RuleContext
 
-
-@dataclass(frozen=True, slots=True)
-class GpuStatus:
-    """What a GPU source knows about the driver, and why it has no readings if it has none."""
-
-    status: str = "ok"
-    driver_version: str | None = None
-    nvml_version: str | None = None
-    cuda_driver_version: int | None = None
-
-
-class GpuSource(Protocol):
-    def status(self) -> GpuStatus: ...
-
-    def read_gpus(self) -> tuple[GpuSample, ...]: ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessReading:
-    processes: tuple[ProcSample, ...]
-    target_alive: bool | None  # None when nothing is attached
-    tree: TreeTotals | None = None  # only for sources that know totals but not processes
-
-
 MAX_PRIMED_TICKS = 400  # ~2 s of work at most; enough for the demo's slow findings at 1 s
-
-
-class SourceExhausted(Exception):
-    """A finite source (a replayed recording) has nothing more; ends :meth:`Engine.run`."""
-
-
-class HostSource(Protocol):
-    def system(self) -> SystemInfo: ...
-
-    def read_host(self, target_pid: int | None) -> HostSample: ...
-
-    def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
-        """The target's tree (in_tree=True) plus ``extra_pids`` found on GPUs (in_tree=False)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class GpuSeries:
-    """Recent values of one GPU, oldest first, for sparklines. Utilization is sub-second."""
-
-    index: int
-    util: tuple[float, ...] = ()
-    mem_pct: tuple[float, ...] = ()
-    temp_c: tuple[float, ...] = ()
-    power_w: tuple[float, ...] = ()
-    sm_clock_mhz: tuple[float, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """What the UI and the sinks receive after each tick. Immutable."""
-
-    snapshot: Snapshot
-    findings: tuple[Finding, ...]
-    system: SystemInfo
-    gpu_series: tuple[GpuSeries, ...] = ()
-    cpu_series: tuple[float, ...] = ()
-    tick_cost_s: float = 0.0
-    recording: str | None = None  # CSV path while recording
-    note: str | None = None  # one-line event for the status bar (PID exited, GPU lost, ...)
-    verdict: Verdict | None = None  # the headline: the job's case and its bottleneck
-
-
-class Sink(Protocol):
-    path: str
-
-    def write(self, frame: Frame) -> None: ...
-
-    def close(self) -> None: ...
 
 
 _METRICS: tuple[tuple[str, Callable[[GpuSample], float | None]], ...] = (

@@ -12,7 +12,7 @@ import csv
 import os
 from typing import IO
 
-from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.rows import snapshot_rows
 from gputop_doctor.export.schema import COLUMNS
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gputop_doctor.core.engine import GpuSource, HostSource
+from gputop_doctor.core.ports import GpuSource, HostSource
 
 if TYPE_CHECKING:
-    from gputop_doctor.sources.demo import DemoMachine
+    from gputop_doctor.sources.demo.machine import DemoMachine
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ class OpenedSources:
 def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None) -> OpenedSources:
     """Raises ValueError with a one-line message for an unknown demo scenario."""
     if choice.demo is not None:
-        from gputop_doctor.sources.demo import DemoMachine
+        from gputop_doctor.sources.demo.machine import DemoMachine
 
         machine = DemoMachine(
             choice.demo,
@@ -84,11 +84,11 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
             label=f"demo:{choice.demo}",
             list_processes=lambda: list(rows),
         )
-    from gputop_doctor.sources.nvml import NvmlSource
+    from gputop_doctor.sources.nvml.source import NvmlGpuSource
     from gputop_doctor.sources.probe_reader import ProbedHostSource
 
     return OpenedSources(
-        gpu=NvmlSource(),
+        gpu=NvmlGpuSource(),
         host=ProbedHostSource(_host_source(choice.unbudgeted)),
         default_target=None,
         label="live",
@@ -97,13 +97,13 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
 
 
 def demo_scenarios() -> dict[str, str]:
-    from gputop_doctor.sources.demo import SCENARIOS
+    from gputop_doctor.sources.demo.machine import SCENARIOS
 
     return dict(SCENARIOS)
 
 
 def pid_exists(pid: int) -> bool:
-    from gputop_doctor.sources.host import pid_exists as exists
+    from gputop_doctor.sources.host.source import pid_exists as exists
 
     return exists(pid)
 
@@ -129,8 +129,8 @@ def live_process_rows() -> list[ProcessRow]:
 
 
 def _host_source(unbudgeted: bool) -> HostSource:
-    from gputop_doctor.sources.host import PsutilHostSource
+    from gputop_doctor.sources.host.source import ProcfsHostSource
 
     if unbudgeted:
-        return PsutilHostSource(thread_budget_s=None, maps_budget_s=None)
-    return PsutilHostSource()
+        return ProcfsHostSource(thread_budget_s=None, maps_budget_s=None)
+    return ProcfsHostSource()

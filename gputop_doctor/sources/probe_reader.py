@@ -25,8 +25,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gputop_doctor.core.engine import HostSource, ProcessReading
 from gputop_doctor.core.model import HostSample, ProbeStats, SystemInfo
+from gputop_doctor.core.ports import HostSource, ProcessReading
 from gputop_doctor.probe import _files
 
 MAX_AGE_S = 10.0
@@ -188,7 +188,7 @@ class ProbedHostSource:
         self.inner.close()
 
     def __getattr__(self, name: str) -> Any:
-        # Anything else a caller reads from the real source (e.g. PsutilHostSource's settings).
+        # Anything else a caller reads from the real source (e.g. ProcfsHostSource's settings).
         if name in ("inner", "reader"):
             raise AttributeError(name)
         return getattr(self.inner, name)

@@ -7,7 +7,7 @@ detail (which worker was busy) are honest about it and name no cause they cannot
 Time is the recording's own: the engine's clock returns the next recorded tick's time, so rule
 windows and "since" stamps mean what they meant during the run. Each GPU read moves the
 shared cursor one tick on; after the last tick the GPU source raises
-:class:`~gputop_doctor.core.engine.SourceExhausted`, which ends the engine's run.
+:class:`~gputop_doctor.core.ports.SourceExhausted`, which ends the engine's run.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from gputop_doctor.core.engine import GpuStatus, ProcessReading, SourceExhausted
 from gputop_doctor.core.model import GpuSample, HostSample, Snapshot, SystemInfo
+from gputop_doctor.core.ports import GpuStatus, ProcessReading, SourceExhausted
 from gputop_doctor.export.reader import Session
 
 

@@ -18,7 +18,8 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from gputop_doctor.core.engine import Engine, Frame
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.ui.commands import app_commands
 from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
 from gputop_doctor.ui.lifecycle import install_stop_signals

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from textual.message import Message
 from textual.message_pump import MessagePump
 
-from gputop_doctor.core.engine import Engine, Frame, Sink
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.frame import Frame, Sink
 from gputop_doctor.ui.messages import EngineNotice, HistoryReady
 
 MakeSink = Callable[[str], Sink]

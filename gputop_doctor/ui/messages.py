@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.sources.nvml import NvmlSource
+from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.scenario import Scenario
 
 SOURCE = Path(__file__).with_name("fake_nvml.c")
@@ -181,12 +181,12 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def open_source(clock: ManualClock) -> Iterator[Callable[[], NvmlSource]]:
-    """Opens NvmlSource readers on the hand-moved clock; closes them after the test."""
-    opened: list[NvmlSource] = []
+def open_source(clock: ManualClock) -> Iterator[Callable[[], NvmlGpuSource]]:
+    """Opens NvmlGpuSource readers on the hand-moved clock; closes them after the test."""
+    opened: list[NvmlGpuSource] = []
 
-    def make() -> NvmlSource:
-        source = NvmlSource(clock=clock)
+    def make() -> NvmlGpuSource:
+        source = NvmlGpuSource(clock=clock)
         opened.append(source)
         return source
 

@@ -16,7 +16,7 @@ from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules import RULES
 from gputop_doctor.rules.headline import classify
-from gputop_doctor.sources.demo import DemoMachine
+from gputop_doctor.sources.demo.machine import DemoMachine
 
 WARM_TICKS = 900
 MEASURED_TICKS = 300

@@ -9,12 +9,13 @@ from __future__ import annotations
 import pytest
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import Engine, Frame
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules import RULES
 from gputop_doctor.rules.gpu_starvation import Cause
 from gputop_doctor.rules.headline import Bottleneck, classify
-from gputop_doctor.sources.demo import DemoMachine
+from gputop_doctor.sources.demo.machine import DemoMachine
 
 
 def run_demo(scenario: str, ticks: int) -> tuple[Engine, list[Frame]]:

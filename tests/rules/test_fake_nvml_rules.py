@@ -13,8 +13,10 @@ from dataclasses import replace
 import pytest
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import Engine, Frame, HostSource, ProcessReading
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import HostSample, ProcSample, SystemInfo
+from gputop_doctor.core.ports import HostSource, ProcessReading
 from gputop_doctor.rules import RULES
 from gputop_doctor.rules.gpu_starvation import Cause
 from tests.fake_nvml.fixtures import FakeNvml
@@ -28,7 +30,7 @@ from tests.fake_nvml.scenario import (
 )
 from tests.rules.workloads import SLOW_LOADER, workload
 
-nvml = pytest.importorskip("gputop_doctor.sources.nvml")
+nvml = pytest.importorskip("gputop_doctor.sources.nvml.source")
 
 TRAINER = 4242
 SAMPLES_PER_TICK = 6
@@ -88,7 +90,7 @@ def run(
     now = [1_700_000_000.0]
     fake.write(scenario(0))
     engine = Engine(
-        nvml.NvmlSource(),
+        nvml.NvmlGpuSource(),
         host or QuietHost(),
         settings,
         RULES,
@@ -156,7 +158,7 @@ def test_power_cap_is_information_and_never_thermal(fake_nvml: FakeNvml) -> None
 def test_sawtooth_with_a_real_slow_loader_is_starvation_by_cpu_bound_workers(
     fake_nvml: FakeNvml,
 ) -> None:
-    host = pytest.importorskip("gputop_doctor.sources.host")
+    host = pytest.importorskip("gputop_doctor.sources.host.source")
     base = Settings(interval_s=0.5, hold_s=1.0)
     fast = replace(base.rules.gpu_starvation, window_s=8.0, min_span_s=3.0, cause_window_s=3.0)
     settings = replace(base, rules=replace(base.rules, gpu_starvation=fast))
@@ -168,7 +170,7 @@ def test_sawtooth_with_a_real_slow_loader_is_starvation_by_cpu_bound_workers(
             return Scenario(gpus=(busy_gpu(k, pid=trainer, util=33, samples=samples),))
 
         frames = run(
-            fake_nvml, sawtooth, 12, host.PsutilHostSource(), trainer, settings, real_time=True
+            fake_nvml, sawtooth, 12, host.ProcfsHostSource(), trainer, settings, real_time=True
         )
     starved = [f for f in frames[-1].findings if f.rule_id == "gpu-starvation"]
     assert starved, [f.rule_id for f in frames[-1].findings]

@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import Engine, Frame
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.rules import RULES
 from tests.rules.workloads import PRELUDE, NullGpuSource, spawned, workload
 
 pytestmark = pytest.mark.slow
 
-host = pytest.importorskip("gputop_doctor.sources.host")
+host = pytest.importorskip("gputop_doctor.sources.host.source")
 
 SETTINGS = Settings(interval_s=0.5, hold_s=1.0, clear_s=5.0)
 CPUS = len(os.sched_getaffinity(0))
@@ -81,7 +82,7 @@ def numpy_idle(load: str = "") -> str:
 
 def watch(pid: int, ticks: int) -> list[Frame]:
     """Attach an engine with every rule to ``pid`` and tick it in real time."""
-    engine = Engine(NullGpuSource(), host.PsutilHostSource(), SETTINGS, RULES, target_pid=pid)
+    engine = Engine(NullGpuSource(), host.ProcfsHostSource(), SETTINGS, RULES, target_pid=pid)
     frames = []
     try:
         for _ in range(ticks):

@@ -13,8 +13,8 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from gputop_doctor.core.engine import GpuStatus
 from gputop_doctor.core.model import GpuSample
+from gputop_doctor.core.ports import GpuStatus
 
 PARENT = textwrap.dedent(
     """

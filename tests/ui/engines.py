@@ -13,18 +13,13 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import (
-    Engine,
-    Frame,
-    GpuSource,
-    GpuStatus,
-    HostSource,
-    ProcessReading,
-)
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import GpuSample, HostSample, ProbeStats, SystemInfo
+from gputop_doctor.core.ports import GpuSource, GpuStatus, HostSource, ProcessReading
 from gputop_doctor.rules import RULES
 from gputop_doctor.rules.headline import verdict
-from gputop_doctor.sources.demo import DemoMachine
+from gputop_doctor.sources.demo.machine import DemoMachine
 
 T0 = 1_750_000_000.0  # a fixed "now" so times shown on screen never change between runs
 

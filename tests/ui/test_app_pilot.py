@@ -17,11 +17,12 @@ from textual.pilot import Pilot
 from textual.widgets import Input, OptionList
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.engine import Engine, Frame, Sink
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.frame import Frame, Sink
 from gputop_doctor.core.model import GpuProcess, GpuSample, ProcSample, Snapshot, SystemInfo
 from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.export.reader import read_session
-from gputop_doctor.sources.demo import DemoMachine
+from gputop_doctor.sources.demo.machine import DemoMachine
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady, HistoryReady
 from gputop_doctor.ui.screens.finding_detail import FindingScreen

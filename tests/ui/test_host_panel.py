@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 from rich.style import Style
 
-from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import TreeTotals
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from gputop_doctor.sources.demo import SCENARIOS
+from gputop_doctor.sources.demo.machine import SCENARIOS
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
 from gputop_doctor.ui.widgets.process_table import ProcessTable

@@ -10,8 +10,8 @@ import dataclasses
 
 from textual.pilot import Pilot
 
-from gputop_doctor.core.engine import Frame
 from gputop_doctor.core.findings import Verdict
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,

@@ -23,7 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
-from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import THERMAL_EVENTS, ClockEvent, GpuSample, Snapshot
 from gputop_doctor.ui.messages import HistoryReady
 from gputop_doctor.ui.render import short_gpu_name

@@ -23,7 +23,7 @@ from textual.message_pump import MessagePump
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import ProcSample, Snapshot, ThreadEnv
 from gputop_doctor.ui.messages import HistoryReady
 from gputop_doctor.ui.render import (

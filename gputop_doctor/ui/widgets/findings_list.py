@@ -14,8 +14,8 @@ from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from gputop_doctor.core.engine import Frame
 from gputop_doctor.core.findings import Finding, Severity
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.ui.scopes import scopes_text
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputop_doctor.core.engine import GpuSeries
+from gputop_doctor.core.frame import GpuSeries
 from gputop_doctor.core.model import THERMAL_EVENTS, ClockEvent, GpuSample
 from gputop_doctor.ui.render import ellipsize, fmt_mib, short_gpu_name, sparkline, squeeze
 

@@ -24,7 +24,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop_doctor.core.engine import Frame, GpuSeries
+from gputop_doctor.core.frame import Frame, GpuSeries
 from gputop_doctor.core.model import GpuSample
 from gputop_doctor.ui.widgets.gpu_lines import (
     CARD_LINES,

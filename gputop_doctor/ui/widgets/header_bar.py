@@ -12,7 +12,7 @@ import os
 from rich.text import Text
 from textual.widget import Widget
 
-from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import SystemInfo
 
 

@@ -18,7 +18,7 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import HostSample, Pressure, TreeTotals
 from gputop_doctor.ui.render import (
     CPU_BUSY_FRACTION,

@@ -21,7 +21,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 from typing_extensions import Self
 
-from gputop_doctor.core.engine import Frame
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.ui.render import DATA_WAIT_WARN_PCT
 from gputop_doctor.ui.screens.process_detail import ProcessScreen, RequestHistory

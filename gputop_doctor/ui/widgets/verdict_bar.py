@@ -17,8 +17,8 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop_doctor.core.engine import Frame
 from gputop_doctor.core.findings import Verdict
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.rules.headline import Bottleneck
 
 # The component class that styles each bottleneck; anything else (unknown) is dim.

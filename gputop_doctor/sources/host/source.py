@@ -1,4 +1,4 @@
-"""The real host as a :class:`~gputop_doctor.core.engine.HostSource`.
+"""The real host as a :class:`~gputop_doctor.core.ports.HostSource`.
 
 One object owns every piece of state the readings need between ticks (previous CPU and swap
 counters, the per-process cache, the PID table, the cgroup limit of the target), so it belongs
@@ -7,7 +7,7 @@ that has no previous reading yet is ``None``, not zero.
 
 Cost: see host_tree.py for the tree and host_top.py for the busiest processes of the host;
 host-wide figures are a handful of small /proc reads per tick, each a pread(2) on a
-descriptor kept open (:class:`~gputop_doctor.sources.procinfo.KeptFiles`), and the effective
+descriptor kept open (:class:`~gputop_doctor.sources.host.procinfo.KeptFiles`), and the effective
 CPU count is re-derived every ``cgroup_ttl_s``.
 """
 
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from gputop_doctor.core.engine import ProcessReading
 from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
-from gputop_doctor.sources.host_cgroup import (
+from gputop_doctor.core.ports import ProcessReading
+from gputop_doctor.sources.host.cgroup import (
     CgroupCpu,
     CpuStat,
     affinity_count,
@@ -32,8 +32,10 @@ from gputop_doctor.sources.host_cgroup import (
     read_cpu_stat,
     throttled_fraction,
 )
-from gputop_doctor.sources.host_procs import read_stat
-from gputop_doctor.sources.host_system import (
+from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs
+from gputop_doctor.sources.host.pids import read_stat
+from gputop_doctor.sources.host.procinfo import ProcInfoCache, read_cpuinfo
+from gputop_doctor.sources.host.system import (
     busy_pct,
     iowait_pct,
     load_average,
@@ -42,9 +44,8 @@ from gputop_doctor.sources.host_system import (
     read_pressure,
     read_swap_paging,
 )
-from gputop_doctor.sources.host_top import TopProcesses
-from gputop_doctor.sources.host_tree import ProcessReader
-from gputop_doctor.sources.procinfo import KeptFiles, ProcInfoCache, is_procfs, read_cpuinfo
+from gputop_doctor.sources.host.top import TopProcesses
+from gputop_doctor.sources.host.tree import ProcessTreeReader
 
 
 def pid_exists(pid: int) -> bool:
@@ -66,7 +67,7 @@ class _Limit:
     due: float
 
 
-class PsutilHostSource:
+class ProcfsHostSource:
     """CPU, memory, swap, PSI, effective CPUs and the attached process tree of this host.
 
     The keyword arguments are for tests and benchmarks: ``proc_root`` and ``cgroup_root``
@@ -96,7 +97,7 @@ class PsutilHostSource:
         self._clock = clock
         self._info = ProcInfoCache(proc_root, maps_ttl_s, maps_budget_s, clock=clock)
         keep = is_procfs(proc_root)
-        self._procs = ProcessReader(self._info, proc_root, thread_budget_s, keep_files=keep)
+        self._procs = ProcessTreeReader(self._info, proc_root, thread_budget_s, keep_files=keep)
         self._files = KeptFiles(keep, limit=16)  # stat, meminfo, vmstat, pressure/*
         # cpu.stat of the quota's cgroup (a synthetic cgroup tree in tests is no mount)
         self._cgroup_files = KeptFiles(keep and os.path.ismount(cgroup_root), limit=2)

@@ -19,22 +19,22 @@ from statistics import fmean
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuSample
-from gputop_doctor.sources.nvml_call import (
+from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
     GpuFailingError,
     GpuLostError,
     NvmlCaller,
     ReadAborted,
 )
-from gputop_doctor.sources.nvml_fields import (
+from gputop_doctor.sources.nvml.fields import (
     THROTTLE_FIELD_IDS,
     FieldBatch,
     sample_value,
     throttle_counters,
 )
-from gputop_doctor.sources.nvml_gpm import GpmReader
-from gputop_doctor.sources.nvml_pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
-from gputop_doctor.sources.nvml_procs import ProcessReader
+from gputop_doctor.sources.nvml.gpm import GpmReader
+from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
+from gputop_doctor.sources.nvml.processes import GpuProcessReader
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class Utilization:
 
 
 @dataclass(frozen=True, slots=True)
-class Memory:
+class DeviceMemory:
     used_mib: float | None = None
     total_mib: float | None = None
     reserved_mib: float | None = None
@@ -109,7 +109,7 @@ class DeviceReader:
         )
         self.identity = Identity()
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
-        self._procs = ProcessReader(nvml, caller, index, handle, clock)
+        self._procs = GpuProcessReader(nvml, caller, index, handle, clock)
         if self._usable and not self.lost:
             self._guard(self._read_identity)
 
@@ -289,19 +289,19 @@ class DeviceReader:
 
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
-    def _memory(self) -> Memory:
+    def _memory(self) -> DeviceMemory:
         nvml = self._nvml
         v2 = self._call(
             "nvmlDeviceGetMemoryInfo_v2", nvml.nvmlDeviceGetMemoryInfo, nvml.nvmlMemory_v2
         )
         if v2 is not None:
-            return Memory(v2.used / MIB, v2.total / MIB, v2.reserved / MIB)
+            return DeviceMemory(v2.used / MIB, v2.total / MIB, v2.reserved / MIB)
         if not self._caller.skipped(self.index, "nvmlDeviceGetMemoryInfo_v2"):
-            return Memory()
+            return DeviceMemory()
         v1 = self._call("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo)
         if v1 is None:
-            return Memory()
-        return Memory(v1.used / MIB, v1.total / MIB, None)  # v1 "used" includes reserved
+            return DeviceMemory()
+        return DeviceMemory(v1.used / MIB, v1.total / MIB, None)  # v1 "used" includes reserved
 
     def _temperature(self) -> float | None:
         nvml, h = self._nvml, self._handle

@@ -17,9 +17,9 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from gputop_doctor.core.engine import GpuStatus, ProcessReading
 from gputop_doctor.core.model import GpuSample, HostSample, ProcSample, SystemInfo
-from gputop_doctor.sources.demo_gpu import (
+from gputop_doctor.core.ports import GpuStatus, ProcessReading
+from gputop_doctor.sources.demo.gpu import (
     BOARD,
     Counters,
     Persona,
@@ -28,8 +28,8 @@ from gputop_doctor.sources.demo_gpu import (
     make_persona,
     simulate_gpu,
 )
-from gputop_doctor.sources.demo_host import simulate_host, system_info
-from gputop_doctor.sources.demo_procs import (
+from gputop_doctor.sources.demo.host import simulate_host, system_info
+from gputop_doctor.sources.demo.processes import (
     LAUNCHER_PID,
     MAX_WORKERS_PER_RANK,
     build_tree,
@@ -37,7 +37,7 @@ from gputop_doctor.sources.demo_procs import (
     simulate_processes,
     worker_pid,
 )
-from gputop_doctor.sources.demo_scenarios import SCENARIOS, get_scenario
+from gputop_doctor.sources.demo.scenarios import SCENARIOS, get_scenario
 
 __all__ = ["SCENARIOS", "DemoGpuSource", "DemoHostSource", "DemoMachine"]
 

@@ -31,7 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gputop_doctor.core.model import MIB, ProcSample, ThreadEnv
-from gputop_doctor.sources.host_procs import (
+from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs
+from gputop_doctor.sources.host.pids import (
     CLK_TCK,
     CUDA_EVENT_THREAD,
     PAGE_SIZE,
@@ -44,7 +45,7 @@ from gputop_doctor.sources.host_procs import (
     read_threads,
     thread_delta,
 )
-from gputop_doctor.sources.procinfo import KeptFiles, MapsInfo, ProcInfoCache, is_procfs
+from gputop_doctor.sources.host.procinfo import MapsInfo, ProcInfoCache
 
 _QUIET = ThreadDelta(0.0, 0.0, 0.0, 0)
 _UNKNOWN = ThreadDelta()
@@ -83,7 +84,7 @@ class _Seen:
     same: bool  # the stat text is the one prior was made from
 
 
-class ProcessReader:
+class ProcessTreeReader:
     """Samples the target's tree (with threads) and extra PIDs (without) each tick.
 
     ``keep_files``: read ``/proc/PID/stat`` through kept descriptors (default: when

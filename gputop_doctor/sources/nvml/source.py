@@ -1,7 +1,7 @@
 """The live GPU source: NVML through NVIDIA's official bindings (``import pynvml`` from the
 ``nvidia-ml-py`` distribution).
 
-NVML is initialised once per source and shut down in :meth:`NvmlSource.close`. The source never
+NVML is initialised once per source and shut down in :meth:`NvmlGpuSource.close`. The source never
 raises after construction: with no library, no driver, or an unofficial ``pynvml`` module,
 :meth:`status` says why in one line and :meth:`read_gpus` returns ``()``, so the monitor still
 runs for the host and its processes. Per-field and per-GPU failures are handled by
@@ -34,17 +34,17 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from gputop_doctor.core.engine import GpuStatus
 from gputop_doctor.core.model import GpuSample
-from gputop_doctor.sources.nvml_call import (
+from gputop_doctor.core.ports import GpuStatus
+from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
     SYSTEM,
     GpuLostError,
     NvmlCaller,
     NvmlFailedError,
 )
-from gputop_doctor.sources.nvml_device import DeviceReader
-from gputop_doctor.sources.nvml_pcie import SlowCallBudget
+from gputop_doctor.sources.nvml.device import DeviceReader
+from gputop_doctor.sources.nvml.pcie import SlowCallBudget
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def load_pynvml() -> tuple[Any, str | None]:
     return pynvml, None
 
 
-class NvmlSource:
+class NvmlGpuSource:
     """GpuSource over NVML. Construct once; it initialises NVML and enumerates the GPUs."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gputop_doctor.sources.nvml_call import NvmlCaller, ReadAborted
+from gputop_doctor.sources.nvml.call import NvmlCaller, ReadAborted
 
 MIN_GAP_S = 0.1  # nvml.h: samples closer than this give no meaningful metrics
 SM_UTIL = 2  # NVML_GPM_METRIC_SM_UTIL

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from gputop_doctor.sources.nvml_fields import FieldBatch, Number
+from gputop_doctor.sources.nvml.fields import FieldBatch, Number
 
 PCIE_TX = 0  # nvmlPcieUtilCounter_t
 PCIE_RX = 1

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuProcess
-from gputop_doctor.sources.nvml_call import NvmlCaller, Option
+from gputop_doctor.sources.nvml.call import NvmlCaller, Option
 
 PROC_UTIL_STALE_S = 5.0
 
@@ -31,7 +31,7 @@ class _ProcUtil:
     seen_at: float  # our monotonic clock, not the driver's timestamp
 
 
-class ProcessReader:
+class GpuProcessReader:
     """Compute and graphics processes of one GPU, merged by PID (compute wins)."""
 
     def __init__(

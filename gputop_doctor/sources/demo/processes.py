@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from gputop_doctor.core.model import ProcSample, Runtime, ThreadEnv
-from gputop_doctor.sources.demo_scenarios import Load, Scenario
+from gputop_doctor.sources.demo.scenarios import Load, Scenario
 
 LAUNCHER_PID = 4200
 LAUNCHER_PPID = 4187  # the login shell that ran torchrun

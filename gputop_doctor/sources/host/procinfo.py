@@ -25,7 +25,7 @@ from functools import lru_cache
 from gputop_doctor.core.model import Runtime, ThreadEnv
 
 # Re-exported: the host sources and tests import these from procinfo.
-from gputop_doctor.sources.kept_files import KeptFiles, is_procfs, read_file, read_small  # noqa: F401
+from gputop_doctor.sources.host.kept_files import read_file
 
 VENDOR_OVERRIDE_ENV = "GPUTOP_DOCTOR_CPU_VENDOR"
 

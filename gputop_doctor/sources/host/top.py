@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gputop_doctor.sources.host_procs import CLK_TCK, PidTable, Stat, list_pids, read_stat
+from gputop_doctor.sources.host.pids import CLK_TCK, PidTable, Stat, list_pids, read_stat
 
 MIN_SPAN_S = 1.0  # shorter spans make 10 ms CPU ticks a coarse percentage
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gputop_doctor.sources.procinfo import KeptFiles, read_file
+from gputop_doctor.sources.host.kept_files import KeptFiles, read_file
 
 
 @dataclass(frozen=True, slots=True)

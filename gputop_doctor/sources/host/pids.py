@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gputop_doctor.sources.procinfo import KeptFiles, read_small
+from gputop_doctor.sources.host.kept_files import KeptFiles, read_small
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import psutil
 
 from gputop_doctor.core.model import MIB, Pressure
-from gputop_doctor.sources.procinfo import KeptFiles, read_file
+from gputop_doctor.sources.host.kept_files import KeptFiles, read_file
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -102,7 +102,7 @@ def iowait_pct(before: CpuTimes, after: CpuTimes) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Memory:
+class HostMemory:
     total_mib: float | None = None
     used_mib: float | None = None
     available_mib: float | None = None
@@ -137,7 +137,7 @@ def _line_value(data: bytes, key: bytes) -> int | None:
         return None
 
 
-def parse_meminfo(data: bytes) -> Memory:
+def parse_meminfo(data: bytes) -> HostMemory:
     """Used = total - available: what the kernel could not hand out without reclaim."""
     kib = {key: value for key in _MEMINFO_KEYS if (value := _line_value(data, key)) is not None}
     total = kib.get(b"MemTotal")
@@ -149,7 +149,7 @@ def parse_meminfo(data: bytes) -> Memory:
     def mib(v: int | None) -> float | None:
         return None if v is None else round(v / 1024.0, 1)
 
-    return Memory(
+    return HostMemory(
         total_mib=mib(total),
         used_mib=mib(None if total is None or available is None else total - available),
         available_mib=mib(available),
@@ -160,15 +160,15 @@ def parse_meminfo(data: bytes) -> Memory:
     )
 
 
-def read_memory(proc_root: str = "/proc", files: KeptFiles | None = None) -> Memory:
+def read_memory(proc_root: str = "/proc", files: KeptFiles | None = None) -> HostMemory:
     data = _read(f"{proc_root}/meminfo", files)
     if data is not None:
         return parse_meminfo(data)
     try:
         vm, sw = psutil.virtual_memory(), psutil.swap_memory()
     except (OSError, RuntimeError):
-        return Memory()
-    return Memory(
+        return HostMemory()
+    return HostMemory(
         total_mib=round(vm.total / MIB, 1),
         used_mib=round((vm.total - vm.available) / MIB, 1),
         available_mib=round(vm.available / MIB, 1),

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 
 from gputop_doctor.core.model import HostSample, Pressure, ProcSample, SystemInfo
-from gputop_doctor.sources.demo_scenarios import Scenario
+from gputop_doctor.sources.demo.scenarios import Scenario
 
 NS_PER_S = 1_000_000_000
 TOP_N = 5

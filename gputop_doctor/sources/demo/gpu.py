@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 
 from gputop_doctor.core.model import ClockEvent, GpuProcess, GpuSample, ThrottleCounters
-from gputop_doctor.sources.demo_scenarios import Scenario
+from gputop_doctor.sources.demo.scenarios import Scenario
 
 NS_PER_S = 1_000_000_000
 WARMUP_S = 5.0  # the leaking rank's memory stays flat this long

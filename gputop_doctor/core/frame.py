@@ -1,0 +1,47 @@
+"""What a tick produces: the immutable Frame that the UI renders and the sinks write.
+
+A sink or a widget imports this module, not the engine that makes frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from gputop_doctor.core.findings import Finding, Verdict
+from gputop_doctor.core.model import Snapshot, SystemInfo
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSeries:
+    """Recent values of one GPU, oldest first, for sparklines. Utilization is sub-second."""
+
+    index: int
+    util: tuple[float, ...] = ()
+    mem_pct: tuple[float, ...] = ()
+    temp_c: tuple[float, ...] = ()
+    power_w: tuple[float, ...] = ()
+    sm_clock_mhz: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """What the UI and the sinks receive after each tick. Immutable."""
+
+    snapshot: Snapshot
+    findings: tuple[Finding, ...]
+    system: SystemInfo
+    gpu_series: tuple[GpuSeries, ...] = ()
+    cpu_series: tuple[float, ...] = ()
+    tick_cost_s: float = 0.0
+    recording: str | None = None  # CSV path while recording
+    note: str | None = None  # one-line event for the status bar (PID exited, GPU lost, ...)
+    verdict: Verdict | None = None  # the headline: the job's case and its bottleneck
+
+
+class Sink(Protocol):
+    path: str
+
+    def write(self, frame: Frame) -> None: ...
+
+    def close(self) -> None: ...

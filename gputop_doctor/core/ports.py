@@ -1,0 +1,54 @@
+"""What a source implements: the contracts between the engine and whatever it reads.
+
+A source imports this module and the model, nothing of the engine: the NVML reader, the host
+reader, the demo machine and a replayed recording all meet the engine here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from gputop_doctor.core.model import GpuSample, HostSample, ProcSample, SystemInfo, TreeTotals
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStatus:
+    """What a GPU source knows about the driver, and why it has no readings if it has none."""
+
+    status: str = "ok"
+    driver_version: str | None = None
+    nvml_version: str | None = None
+    cuda_driver_version: int | None = None
+
+
+class GpuSource(Protocol):
+    def status(self) -> GpuStatus: ...
+
+    def read_gpus(self) -> tuple[GpuSample, ...]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessReading:
+    processes: tuple[ProcSample, ...]
+    target_alive: bool | None  # None when nothing is attached
+    tree: TreeTotals | None = None  # only for sources that know totals but not processes
+
+
+class SourceExhausted(Exception):
+    """A finite source (a replayed recording) has nothing more; ends :meth:`Engine.run`."""
+
+
+class HostSource(Protocol):
+    def system(self) -> SystemInfo: ...
+
+    def read_host(self, target_pid: int | None) -> HostSample: ...
+
+    def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
+        """The target's tree (in_tree=True) plus ``extra_pids`` found on GPUs (in_tree=False)."""
+        ...
+
+    def close(self) -> None: ...

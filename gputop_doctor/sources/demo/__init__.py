@@ -1,0 +1,1 @@
+"""A simulated multi-GPU machine running a scripted training job."""

@@ -1,0 +1,1 @@
+"""The NVML reader: tolerant, one value or None per field, through pynvml."""
