@@ -16,6 +16,7 @@ import pytest
 from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,
+    GpuState,
     HostSample,
     Pressure,
     ProcSample,
@@ -47,12 +48,13 @@ class StubGpuSource:
     """Returns scripted GPU tuples, one per read; repeats the last."""
 
     script: list[tuple[GpuSample, ...]] = field(default_factory=list)
-    state: str = "ok"
+    problem: str | None = None  # why there are no readings; None: readings
     reads: int = 0
     closed: bool = False
 
     def status(self) -> GpuStatus:
-        return GpuStatus(self.state, driver_version="555.55")
+        state = GpuState.READING if self.problem is None else GpuState.UNAVAILABLE
+        return GpuStatus(state, self.problem, driver_version="555.55")
 
     def read_gpus(self) -> tuple[GpuSample, ...]:
         self.reads += 1

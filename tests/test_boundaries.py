@@ -1,4 +1,4 @@
-"""The architecture's boundaries, checked in fresh interpreters (DESIGN.md, "Boundaries")."""
+"""The architecture's boundaries (docs/architecture.md), checked in fresh interpreters."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ HEADLESS = [
     "gputop_doctor.core.history",
     "gputop_doctor.core.findings",
     "gputop_doctor.core.engine",
+    "gputop_doctor.core.ports",
+    "gputop_doctor.core.frame",
+    "gputop_doctor.core.verdict",
+    "gputop_doctor.core.text",
     "gputop_doctor.config",
     "gputop_doctor.settings_file",
     "gputop_doctor.sources.replay",

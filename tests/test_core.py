@@ -9,7 +9,14 @@ import pytest
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
-from gputop_doctor.core.findings import Finding, FindingTracker, Scope, Severity, gpu_scope
+from gputop_doctor.core.findings import (
+    Finding,
+    FindingTracker,
+    Scope,
+    ScopeKind,
+    Severity,
+    gpu_scope,
+)
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample, Snapshot, decode_clock_events, tree_totals
 from gputop_doctor.core.rule import RuleContext
@@ -75,7 +82,7 @@ def test_tracker_forgets_blips_and_sorts_by_severity() -> None:
 
 
 def test_scope_round_trips_through_text() -> None:
-    for scope in (Scope("host"), gpu_scope(3), Scope("pid", 42)):
+    for scope in (Scope(ScopeKind.HOST), gpu_scope(3), Scope(ScopeKind.PID, 42)):
         assert Scope.parse(str(scope)) == scope
 
 
@@ -185,18 +192,17 @@ def test_history_keeps_processes_only_for_the_detail_span() -> None:
 
 def test_run_fills_pending_prime_in_the_sampler_thread_first() -> None:
     engine = Engine(StubGpuSource(script=[(gpu(0),)]), StubHostSource(), Settings(interval_s=0.01))
-    engine.pending_prime_s = 0.05
     frames: list[object] = []
-    engine.run(threading.Event(), frames.append, duration_s=0.01)
+    engine.run(threading.Event(), frames.append, duration_s=0.01, prime_s=0.05)
     assert [s.tick for s in engine.history.all()] == [-5, -4, -3, -2, -1, 0]
-    assert len(frames) == 1 and engine.pending_prime_s == 0.0
+    assert len(frames) == 1
 
 
 def test_gpu_status_change_mid_session_reaches_frames_once() -> None:
     gpus = StubGpuSource(script=[(gpu(0),)])
     engine = Engine(gpus, StubHostSource(), Settings(), clock=lambda: 1.0)
     assert engine.tick().system.gpu_status == "ok"
-    gpus.state = "NVML failed mid-session: Unknown Error"
+    gpus.problem = "NVML failed mid-session: Unknown Error"
     frames = [engine.tick() for _ in range(2)]
     assert [f.note for f in frames] == ["NVML failed mid-session: Unknown Error", None]
     assert frames[-1].system.gpu_status.startswith("NVML failed")
@@ -215,9 +221,8 @@ def test_commands_queued_during_prime_apply_to_real_ticks() -> None:
             pass
 
     engine = Engine(StubGpuSource(script=[(gpu(0),)]), StubHostSource(), Settings(interval_s=0.01))
-    engine.pending_prime_s = 0.05
     engine.submit(lambda e: e.add_sink(Sink()))  # e.g. the UI's --csv start-recording
-    engine.run(threading.Event(), lambda f: None, duration_s=0.02)
+    engine.run(threading.Event(), lambda f: None, duration_s=0.02, prime_s=0.05)
     assert written == [0, 1] and engine.sinks
 
 

@@ -134,7 +134,7 @@ def test_gpu_count_is_respected_by_gpus_and_the_job(gpus: int) -> None:
 def test_status_and_system_say_demo() -> None:
     machine = DemoMachine("starved")
     status = machine.gpu_source().status()
-    assert status.status == "demo"
+    assert status.text == "demo"
     assert status.driver_version == "580.65.06 (demo)"
     system = machine.host_source().system()
     assert system.hostname == "demo-8xh100"

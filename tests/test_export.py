@@ -137,7 +137,7 @@ def test_engine_with_sink_writes_one_row_per_gpu_and_host_only_rows(tmp_path: Pa
     for _ in range(3):
         engine.tick()
     engine.close()
-    nogpu = Engine(StubGpuSource(state="NVML unavailable"), StubHostSource(), Settings())
+    nogpu = Engine(StubGpuSource(problem="NVML unavailable"), StubHostSource(), Settings())
     path2 = tmp_path / "h.csv"
     nogpu.add_sink(CsvSink(str(path2)))
     nogpu.tick()
@@ -150,11 +150,11 @@ def test_engine_with_sink_writes_one_row_per_gpu_and_host_only_rows(tmp_path: Pa
 def test_verdict_is_written_and_read_back(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from gputop_doctor.core.findings import Verdict
+    from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 
     path = tmp_path / "s.csv"
     sink = CsvSink(str(path))
-    verdict = Verdict("small model, complex data", "data pipeline (CPU)", "text")
+    verdict = Verdict(Case.SMALL_COMPLEX, Bottleneck.DATA, "text")
     sink.write(replace(_frame(0, (full_gpu(0),)), verdict=verdict))
     sink.close()
     assert read_session(str(path)).ticks[0].bottleneck == "data pipeline (CPU)"

@@ -67,8 +67,8 @@ def test_no_library_says_so_and_reads_nothing(
     no_library: None, open_source: Callable[[], NvmlGpuSource]
 ) -> None:
     source = open_source()
-    assert source.status().status == "NVML unavailable: NVML Shared Library Not Found"
-    assert "\n" not in source.status().status
+    assert source.status().text == "NVML unavailable: NVML Shared Library Not Found"
+    assert "\n" not in source.status().text
     for _ in range(3):
         assert source.read_gpus() == ()
     source.close()
@@ -81,7 +81,7 @@ def test_driver_not_loaded(
 ) -> None:
     fake_nvml.write(Scenario(init_error=NVML_ERROR_DRIVER_NOT_LOADED))
     source = open_source()
-    assert source.status().status == "NVML unavailable: Driver Not Loaded"
+    assert source.status().text == "NVML unavailable: Driver Not Loaded"
     assert source.read_gpus() == ()
     source.close()
     assert fake_nvml.calls("nvmlShutdown") == 0
@@ -93,7 +93,7 @@ def test_zero_gpus(
 ) -> None:
     fake_nvml.write(Scenario(gpus=()))
     source = open_source()
-    assert source.status().status.startswith("no NVIDIA GPU found")
+    assert source.status().text.startswith("no NVIDIA GPU found")
     assert source.status().driver_version == "550.54.15"
     assert source.read_gpus() == ()
 
@@ -105,8 +105,8 @@ def test_unofficial_pynvml_is_refused(
     impostor.__file__ = "/site-packages/pynvml/__init__.py"
     monkeypatch.setitem(sys.modules, "pynvml", impostor)
     source = open_source()
-    assert source.status().status.startswith("NVML unavailable: pynvml is not NVIDIA's")
-    assert "pip install --force-reinstall nvidia-ml-py" in source.status().status
+    assert source.status().text.startswith("NVML unavailable: pynvml is not NVIDIA's")
+    assert "pip install --force-reinstall nvidia-ml-py" in source.status().text
     assert source.read_gpus() == ()
 
 
@@ -122,7 +122,7 @@ def test_library_named_by_environment(
     assert len(open_source().read_gpus()) == 2
     reset_pynvml()
     monkeypatch.setenv("GPUTOP_DOCTOR_NVML_LIB", str(tmp_path / "nope.so"))
-    status = open_source().status().status
+    status = open_source().status().text
     assert status.startswith("NVML unavailable: cannot load GPUTOP_DOCTOR_NVML_LIB=")
 
 
@@ -265,7 +265,7 @@ def scenario_uuid(index: int) -> str:
 
 PROBE = (
     "from gputop_doctor.sources.nvml.source import NvmlGpuSource;"
-    "s = NvmlGpuSource(); print(s.status().status); print(len(s.read_gpus())); s.close()"
+    "s = NvmlGpuSource(); print(s.status().text); print(len(s.read_gpus())); s.close()"
 )
 
 
@@ -351,9 +351,9 @@ def test_nvml_failing_mid_session(
                 assert asked <= FAILING_FUSE + (gpus - 2)
             else:
                 assert asked == 0  # known dead: no call costs anything any more
-                assert source.status().status == f"NVML failed mid-session: {reason}"
+                assert source.status().text == f"NVML failed mid-session: {reason}"
     status = source.status()
-    assert "\n" not in status.status and status.driver_version == "550.54.15"
+    assert "\n" not in status.text and status.driver_version == "550.54.15"
     (line,) = nvml_records(caplog)
     assert f"NVML failed mid-session: {reason}" in line
 
@@ -381,7 +381,7 @@ def test_one_failing_gpu_is_not_nvml_failing(
             assert fake_nvml.calls("*", gpu=1) - before == FAILING_FUSE  # then it stops
             assert first.util_pct == 40.0 and third.util_pct == 40.0
             assert failing.util_pct is None and not failing.lost and failing.name is not None
-        assert source.status().status == "ok"
+        assert source.status().text == "ok"
         assert nvml_records(caplog) == [
             "GPU 1 answers NVML only with errors (Unknown Error); no readings until it answers"
         ]
@@ -407,5 +407,5 @@ def test_flaky_fields_are_not_a_failing_gpu(
             (gpu,) = source.read_gpus()
             assert gpu.util_pct == 20.0 and gpu.temp_c == 35.0
             assert gpu.power_w is None and gpu.fan_pct is None
-    assert source.status().status == "ok"
+    assert source.status().text == "ok"
     assert len(nvml_records(caplog)) == 3  # one per flaky call

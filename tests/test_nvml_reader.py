@@ -46,7 +46,7 @@ def test_identity_and_driver_versions(
     )
     source = open_source()
     status = source.status()
-    assert status.status == "ok"
+    assert status.text == "ok"
     assert (status.driver_version, status.nvml_version) == ("535.104.05", "12.535.104.05")
     assert status.cuda_driver_version == 12020
     first, second = source.read_gpus()

@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.ports import GpuSource, HostSource
 
 
 class UsageError(Exception):
@@ -45,7 +46,7 @@ def print_scenarios() -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EngineOptions:
     demo: str | None
     gpus: int
@@ -92,10 +93,11 @@ def load_settings(config: str | None, **overrides: Any) -> Settings:
     return dataclasses.replace(settings, **overrides)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Run:
     engine: Engine
     list_processes: Callable[[], list[tuple[int, str, str]]]  # for the UI's attach picker
+    prime_s: float = 0.0  # simulated past to fill in when the engine starts (demo only)
 
 
 def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time) -> Engine:
@@ -112,7 +114,11 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
     if options.pid is not None and options.demo is None and not pid_exists(options.pid):
         raise UsageError(f"no process with PID {options.pid}")
     choice = SourceChoice(
-        options.demo, options.gpus, options.seed, options.interval_s, options.unbudgeted
+        demo=options.demo,
+        gpus=options.gpus,
+        seed=options.seed,
+        interval_s=options.interval_s,
+        unbudgeted=options.unbudgeted,
     )
     try:
         sources = open_sources(choice)
@@ -133,8 +139,33 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
         label=sources.label,
         judge=verdict,
     )
-    engine.pending_prime_s = options.backfill_s
-    return Run(engine, sources.list_processes)
+    return Run(engine=engine, list_processes=sources.list_processes, prime_s=options.backfill_s)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOpened:
+    gpu: GpuSource
+    host: HostSource
+    clock: Callable[[], float]
+    interval_s: float
+    target_pid: int | None
+
+
+def open_replay(path: str) -> ReplayOpened:
+    """A session CSV as sources. Raises SessionFormatError or ValueError with one-line messages."""
+    from gputop_doctor.export.reader import read_session
+    from gputop_doctor.sources.replay import ReplayGpuSource, ReplayHostSource, ReplaySession
+
+    ticks = read_session(path).ticks
+    snapshots = tuple(t.snapshot for t in ticks)
+    session = ReplaySession(path, snapshots, ticks[0].source if ticks else "")
+    return ReplayOpened(
+        gpu=ReplayGpuSource(session),
+        host=ReplayHostSource(session),
+        clock=session.clock,
+        interval_s=session.interval_s,
+        target_pid=session.snapshots[0].target_pid,
+    )
 
 
 def open_replay_run(path: str, speed: float, config: str | None = None) -> Run:
@@ -142,7 +173,6 @@ def open_replay_run(path: str, speed: float, config: str | None = None) -> Run:
     from gputop_doctor.export.reader import SessionFormatError
     from gputop_doctor.rules import RULES
     from gputop_doctor.rules.headline import verdict
-    from gputop_doctor.sources.factory import open_replay
 
     try:
         replay = open_replay(path)
@@ -159,4 +189,4 @@ def open_replay_run(path: str, speed: float, config: str | None = None) -> Run:
         label=f"replay:{path}",
         judge=verdict,
     )
-    return Run(engine, list)
+    return Run(engine=engine, list_processes=list)

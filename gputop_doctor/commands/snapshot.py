@@ -11,7 +11,7 @@ import argparse
 import json
 import threading
 
-from gputop_doctor.commands.common import EngineOptions, build_engine
+from gputop_doctor.commands.common import EngineOptions, build_engine, open_run
 from gputop_doctor.commands.snapshot_format import frame_to_json, frame_to_text
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
@@ -36,11 +36,11 @@ def _live_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
     window: float = args.window or LIVE_WINDOW_S
     interval = min(1.0, window / 2)
     options = EngineOptions(
-        None,
-        args.gpus,
-        args.seed,
-        interval,
-        args.pid,
+        demo=None,
+        gpus=args.gpus,
+        seed=args.seed,
+        interval_s=interval,
+        pid=args.pid,
         hold_s=0.0,
         unbudgeted=True,
         config=args.config,
@@ -55,9 +55,16 @@ def _demo_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
     """Simulated time costs nothing: the window is primed instantly, then one tick is shown."""
     window: float = args.window or DEMO_WINDOW_S
     options = EngineOptions(
-        args.demo, args.gpus, args.seed, 1.0, args.pid, backfill_s=window, config=args.config
+        demo=args.demo,
+        gpus=args.gpus,
+        seed=args.seed,
+        interval_s=1.0,
+        pid=args.pid,
+        backfill_s=window,
+        config=args.config,
     )
-    engine = build_engine(options)
+    run = open_run(options)
+    engine = run.engine
     frames: list[Frame] = []
-    engine.run(threading.Event(), frames.append, duration_s=options.interval_s)
+    engine.run(threading.Event(), frames.append, duration_s=options.interval_s, prime_s=run.prime_s)
     return frames[-1], engine

@@ -13,6 +13,7 @@ from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, HostSample, ProbeStats, ProcSample, TreeTotals
+from gputop_doctor.core.verdict import Bottleneck, Verdict
 
 
 def _num(value: float | None, fmt: str = ".0f", unit: str = "") -> str:
@@ -46,10 +47,20 @@ def _proc_json(proc: ProcSample) -> dict[str, Any]:
     return data
 
 
+def _verdict_json(verdict: Verdict) -> dict[str, str]:
+    return {
+        "case": verdict.case.value,
+        "bottleneck": verdict.bottleneck.value,
+        "text": verdict.text,
+    }
+
+
 def frame_to_json(frame: Frame, history: History) -> dict[str, Any]:
     snap = frame.snapshot
     system = dataclasses.asdict(frame.system)
     system["cpu_flags"] = sorted(frame.system.cpu_flags)
+    system["gpu_state"] = frame.system.gpu_state.value
+    system["gpu_status"] = frame.system.gpu_status
     return {
         "time": snap.time,
         "system": system,
@@ -58,7 +69,7 @@ def frame_to_json(frame: Frame, history: History) -> dict[str, Any]:
         "host": dataclasses.asdict(snap.host),
         "processes": [_proc_json(p) for p in snap.processes],
         "tree": None if snap.tree is None else dataclasses.asdict(snap.tree),
-        "headline": None if frame.verdict is None else dataclasses.asdict(frame.verdict),
+        "headline": None if frame.verdict is None else _verdict_json(frame.verdict),
         "findings": [finding_json(f) for f in frame.findings],
     }
 
@@ -169,8 +180,9 @@ def frame_to_text(frame: Frame, history: History) -> str:
     out.append("")
     if frame.verdict is not None:
         out.append(f"Headline: {frame.verdict.text}")
-        out.append(f"  case: {frame.verdict.case}; bottleneck: {frame.verdict.bottleneck}")
-        if frame.verdict.bottleneck == "unknown" and frame.system.source == "live":
+        verdict = frame.verdict
+        out.append(f"  case: {verdict.case.value}; bottleneck: {verdict.bottleneck.value}")
+        if verdict.bottleneck is Bottleneck.UNKNOWN and frame.system.source == "live":
             out.append("  (a short window: use --window 30 for the full diagnosis)")
     out.append("Findings:" if frame.findings else "Findings: none")
     for finding in frame.findings:

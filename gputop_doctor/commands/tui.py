@@ -24,4 +24,6 @@ def run_ui(args: argparse.Namespace) -> int:
             raise UsageError(str(exc), status=1) from None
     from gputop_doctor.ui.app import run_tui
 
-    return run_tui(run.engine, csv_path=args.csv, list_processes=run.list_processes)
+    return run_tui(
+        run.engine, csv_path=args.csv, list_processes=run.list_processes, prime_s=run.prime_s
+    )

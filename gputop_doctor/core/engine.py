@@ -1,7 +1,7 @@
 """The one producer: sources -> Snapshot -> History -> rules -> sinks -> Frame.
 
 A single thread owns every piece of mutable state (source handles, the history, the CSV file).
-Other threads talk to it only by queueing commands (attach, detach, start recording), which it
+Other threads talk to it only by queueing requests (attach, detach, start recording), which it
 runs at the start of its next tick, and by receiving the immutable :class:`Frame` it produces.
 """
 
@@ -15,16 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from gputop_doctor.config import Settings
-from gputop_doctor.core.findings import Finding, FindingTracker, Verdict
+from gputop_doctor.core.findings import Finding, FindingTracker
 from gputop_doctor.core.frame import Frame, GpuSeries, Sink
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import (
     GpuSample,
+    GpuState,
     Snapshot,
     tree_totals,
 )
 from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
 from gputop_doctor.core.rule import Rule, RuleContext
+from gputop_doctor.core.verdict import Verdict
 
 MAX_PRIMED_TICKS = 400  # ~2 s of work at most; enough for the demo's slow findings at 1 s
 
@@ -97,11 +99,10 @@ class Engine:
         self.tracker = FindingTracker(settings.hold_s, settings.clear_s)
         self.sinks: list[Sink] = []
         self.target_exit_time: float | None = None
-        self.pending_prime_s = 0.0  # simulated past to fill in when run() starts (demo)
         self.lost_gpus: set[int] = set()
         self._clock = clock
         self._tick = 0
-        self._commands: queue.SimpleQueue[Callable[[Engine], None]] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[Callable[[Engine], None]] = queue.SimpleQueue()
         self._series = _SeriesBuffer(settings.series_len)
         self._target_seen_alive = False
         gpu_status = gpu.status()
@@ -110,15 +111,16 @@ class Engine:
             driver_version=gpu_status.driver_version,
             nvml_version=gpu_status.nvml_version,
             cuda_driver_version=gpu_status.cuda_driver_version,
-            gpu_status=gpu_status.status,
+            gpu_state=gpu_status.state,
+            gpu_reason=gpu_status.reason,
             source=label,
         )
 
-    # -- commands from other threads -------------------------------------------------------
+    # -- requests from other threads -------------------------------------------------------
 
-    def submit(self, command: Callable[[Engine], None]) -> None:
-        """Queue ``command(engine)`` to run in the producer thread before the next tick."""
-        self._commands.put(command)
+    def submit(self, request: Callable[[Engine], None]) -> None:
+        """Queue ``request(engine)`` to run in the producer thread before the next tick."""
+        self._requests.put(request)
 
     def attach(self, pid: int | None) -> None:
         """Change the target (producer thread only; use ``submit`` from elsewhere)."""
@@ -137,13 +139,12 @@ class Engine:
     # -- the tick --------------------------------------------------------------------------
 
     def tick(self) -> Frame:
-        """Run queued commands, then sample, diagnose, write and return one frame."""
-        self._run_commands()
-        return self._step()
+        """Run queued requests, then sample, diagnose, write and return one frame."""
+        self._run_requests()
+        return self._step(self._clock())
 
-    def _step(self) -> Frame:
+    def _step(self, now: float) -> Frame:
         started = time.perf_counter()
-        now = self._clock()
         snapshot = self._sample(now)
         self.history.append(snapshot)
         self._series.add(snapshot)
@@ -159,19 +160,20 @@ class Engine:
             recording=self.sinks[0].path if self.sinks else None,
             note=note,
             verdict=self.judge(self.history, ctx) if self.judge else None,
+            settings=self.settings,
         )
         for sink in self.sinks:
             sink.write(frame)
         self._tick += 1
         return replace(frame, tick_cost_s=time.perf_counter() - started)
 
-    def _run_commands(self) -> None:
+    def _run_requests(self) -> None:
         while True:
             try:
-                command = self._commands.get_nowait()
+                request = self._requests.get_nowait()
             except queue.Empty:
                 return
-            command(self)
+            request(self)
 
     def _sample(self, now: float) -> Snapshot:
         gpus = self.gpu.read_gpus()
@@ -206,11 +208,12 @@ class Engine:
 
     def _notice_changes(self, snapshot: Snapshot) -> str | None:
         notes = []
-        status = self.gpu.status().status
-        if status != self.system.gpu_status:
+        status = self.gpu.status()
+        if (status.state, status.reason) != (self.system.gpu_state, self.system.gpu_reason):
             # NVML can fail mid-session (driver reset); every view shows the new reason.
-            self.system = replace(self.system, gpu_status=status)
-            notes.append(status if status != "ok" else "GPU readings are back")
+            self.system = replace(self.system, gpu_state=status.state, gpu_reason=status.reason)
+            back = status.state is GpuState.READING
+            notes.append("GPU readings are back" if back else self.system.gpu_status)
         if snapshot.target_alive:
             self._target_seen_alive = True
         elif (
@@ -236,19 +239,18 @@ class Engine:
         ``stop`` ends priming at once, so quitting never waits for it.
         """
         count = min(int(seconds / self.settings.interval_s), MAX_PRIMED_TICKS)
-        real_clock, sinks = self._clock, self.sinks
-        start = real_clock() - count * self.settings.interval_s
+        sinks = self.sinks
+        start = self._clock() - count * self.settings.interval_s
         self.sinks = []
         try:
             for k in range(count):
                 if stop is not None and stop.is_set():
                     break
-                past = start + k * self.settings.interval_s
-                self._clock = lambda past=past: past  # type: ignore[misc]
                 self._tick = k - count
-                self._step()  # queued commands (start recording...) wait for the real ticks
+                # Queued requests (start recording...) wait for the real ticks.
+                self._step(start + k * self.settings.interval_s)
         finally:
-            self._clock, self.sinks, self._tick = real_clock, sinks, 0
+            self.sinks, self._tick = sinks, 0
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -257,6 +259,7 @@ class Engine:
         stop: threading.Event,
         on_frame: Callable[[Frame], None],
         duration_s: float | None = None,
+        prime_s: float = 0.0,
     ) -> int:
         """Tick at ``t0 + k * period`` until ``stop`` is set, ``duration_s`` has passed or a
         finite source is exhausted. The period is ``settings.pace_s`` (a replay's speed), else
@@ -264,12 +267,12 @@ class Engine:
 
         Deadlines, not sleeps: a slow tick shortens the next wait instead of shifting every
         later tick. If a tick overruns a whole interval, the missed deadlines are skipped.
+        ``prime_s`` seconds of simulated past are filled in first (demo sources only, see
+        :meth:`prime`), here in the sampler thread, so a UI is already on screen meanwhile.
         Returns the number of ticks run.
         """
-        if self.pending_prime_s > 0:
-            # In the sampler thread, so a UI is already on screen while the past is filled.
-            self.prime(self.pending_prime_s, stop)
-            self.pending_prime_s = 0.0
+        if prime_s > 0:
+            self.prime(prime_s, stop)
         interval = self.settings.interval_s
         t0 = started = time.monotonic()
         ticks = 0

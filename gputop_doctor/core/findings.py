@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 
 class Severity(IntEnum):
@@ -23,31 +23,40 @@ class Severity(IntEnum):
         return self.name.lower()
 
 
+class ScopeKind(Enum):
+    """What kind of thing a finding is about; the value is how it is written (CSV, metrics)."""
+
+    HOST = "host"
+    GPU = "gpu"
+    PID = "pid"
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """What a finding is about: the host, one GPU, or one process."""
+    """What a finding is about: the host, one GPU (by index), or one process (by PID)."""
 
-    kind: str  # "host", "gpu", "pid"
+    kind: ScopeKind
     index: int | None = None
 
     def __str__(self) -> str:
-        return self.kind if self.index is None else f"{self.kind}:{self.index}"
+        return self.kind.value if self.index is None else f"{self.kind.value}:{self.index}"
 
     @classmethod
     def parse(cls, text: str) -> Scope:
+        """``host``, ``gpu:3`` or ``pid:1234``; ValueError for anything else."""
         kind, _, index = text.partition(":")
-        return cls(kind, int(index) if index else None)
+        return cls(ScopeKind(kind), int(index) if index else None)
 
 
-HOST = Scope("host")
+HOST = Scope(ScopeKind.HOST)
 
 
 def gpu_scope(index: int) -> Scope:
-    return Scope("gpu", index)
+    return Scope(ScopeKind.GPU, index)
 
 
 def pid_scope(pid: int) -> Scope:
-    return Scope("pid", pid)
+    return Scope(ScopeKind.PID, pid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +100,6 @@ class Finding:
     @property
     def docs_path(self) -> str:
         return f"docs/rules/{self.rule_id}.md"
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The one-line headline over all findings: which of the four cases the job is in
-    (small/large model x simple/complex data) and where the bottleneck is."""
-
-    case: str
-    bottleneck: str
-    text: str
 
 
 @dataclass(slots=True)

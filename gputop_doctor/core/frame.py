@@ -5,11 +5,13 @@ A sink or a widget imports this module, not the engine that makes frames.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from gputop_doctor.core.findings import Finding, Verdict
+from gputop_doctor.config import Settings
+from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.model import Snapshot, SystemInfo
+from gputop_doctor.core.verdict import Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,9 @@ class Frame:
     recording: str | None = None  # CSV path while recording
     note: str | None = None  # one-line event for the status bar (PID exited, GPU lost, ...)
     verdict: Verdict | None = None  # the headline: the job's case and its bottleneck
+    # The settings in force, so a view highlights by the same thresholds the rules judge by
+    # (a settings file changes both), and a remote host's frame brings its own.
+    settings: Settings = field(default_factory=Settings)
 
 
 class Sink(Protocol):

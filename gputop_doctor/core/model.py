@@ -11,7 +11,7 @@ made-up zero: the doctor must be honest about what it does not know.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntFlag
+from enum import Enum, IntFlag
 
 MIB = 1024 * 1024
 
@@ -285,8 +285,18 @@ class TreeTotals:
     data_wait_pct: float | None = None  # from the probe: the worst publisher's data-wait share
 
 
-# GPU sources that deliver readings say one of these; anything else is the reason they don't.
-READING_STATUSES = frozenset({"ok", "demo", "replay", "replay ended"})
+class GpuState(Enum):
+    """Where the GPU readings come from, or that there are none (the reason is beside it)."""
+
+    READING = "ok"  # a live NVML source delivers readings
+    SIMULATED = "demo"
+    REPLAYING = "replay"
+    REPLAY_ENDED = "replay ended"
+    UNAVAILABLE = "unavailable"  # no GPU readings: ``gpu_reason`` says why
+
+    @property
+    def has_readings(self) -> bool:
+        return self is not GpuState.UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,13 +312,21 @@ class SystemInfo:
     driver_version: str | None = None
     nvml_version: str | None = None
     cuda_driver_version: int | None = None
-    gpu_status: str = "ok"  # one of READING_STATUSES, or why there are no GPU readings
+    gpu_state: GpuState = GpuState.READING
+    gpu_reason: str | None = None  # why there are no GPU readings (state UNAVAILABLE)
     source: str = "live"  # "live", "demo:<scenario>", "replay:<path>"
 
     @property
     def gpu_problem(self) -> str | None:
         """Why there are no GPU readings, or None when the GPU source delivers them."""
-        return None if self.gpu_status in READING_STATUSES else self.gpu_status
+        if self.gpu_state.has_readings:
+            return None
+        return self.gpu_reason or "no GPU readings"
+
+    @property
+    def gpu_status(self) -> str:
+        """One line for views and exports: the state, or the reason there are no readings."""
+        return self.gpu_problem or self.gpu_state.value
 
 
 @dataclass(frozen=True, slots=True)

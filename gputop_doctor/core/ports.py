@@ -10,17 +10,32 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gputop_doctor.core.model import GpuSample, HostSample, ProcSample, SystemInfo, TreeTotals
+from gputop_doctor.core.model import (
+    GpuSample,
+    GpuState,
+    HostSample,
+    ProcSample,
+    SystemInfo,
+    TreeTotals,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class GpuStatus:
     """What a GPU source knows about the driver, and why it has no readings if it has none."""
 
-    status: str = "ok"
+    state: GpuState = GpuState.READING
+    reason: str | None = None  # why there are no readings (state UNAVAILABLE)
     driver_version: str | None = None
     nvml_version: str | None = None
     cuda_driver_version: int | None = None
+
+    @property
+    def text(self) -> str:
+        """One line: the reason there are no readings, else the state (``ok``, ``demo``...)."""
+        if self.state.has_readings:
+            return self.state.value
+        return self.reason or "no GPU readings"
 
 
 class GpuSource(Protocol):

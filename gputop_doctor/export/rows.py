@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from gputop_doctor.core.findings import Finding, Verdict
+from gputop_doctor.core.findings import Finding, ScopeKind
 from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,
@@ -17,6 +17,7 @@ from gputop_doctor.core.model import (
     ThrottleCounters,
     TreeTotals,
 )
+from gputop_doctor.core.verdict import Verdict
 from gputop_doctor.export.schema import (
     GPU_FIELDS,
     HOST_FIELDS,
@@ -53,7 +54,7 @@ def _findings_cell(findings: Sequence[Finding], gpu: GpuSample | None) -> str:
     ids: dict[str, None] = {}
     for finding in findings:
         scope = finding.scope
-        if scope.kind != "gpu" or gpu is None or scope.index == gpu.index:
+        if scope.kind is not ScopeKind.GPU or gpu is None or scope.index == gpu.index:
             ids[finding.rule_id] = None
     return LIST_SEP.join(ids)
 
@@ -101,7 +102,7 @@ def _shared_cells(snapshot: Snapshot, verdict: Verdict | None) -> list[str]:
         cells.append(encode(None if pressure is None else getattr(pressure, part)))
     cells += [encode(snapshot.target_pid), encode(snapshot.target_alive)]
     cells += [encode(None if tree is None else getattr(tree, f.attr)) for f in TREE_FIELDS]
-    cells += ["", ""] if verdict is None else [verdict.case, verdict.bottleneck]
+    cells += ["", ""] if verdict is None else [verdict.case.value, verdict.bottleneck.value]
     return cells
 
 

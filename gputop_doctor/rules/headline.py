@@ -20,12 +20,11 @@ the CPU is calm: the GPU waits for batches, and more workers would use the idle 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from gputop_doctor.config import HeadlineThresholds
-from gputop_doctor.core.findings import Verdict
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._view import (
     effective_cpus,
@@ -37,22 +36,6 @@ from gputop_doctor.rules._view import (
     window,
 )
 from gputop_doctor.rules.cpu_saturation import busy_fraction
-
-
-class Case(Enum):
-    SMALL_SIMPLE = "small model, simple data"
-    SMALL_COMPLEX = "small model, complex data"
-    LARGE_SIMPLE = "large model, simple data"
-    LARGE_COMPLEX = "large model, complex data"
-    UNKNOWN = "not classified yet"
-
-
-class Bottleneck(Enum):
-    DATA = "data pipeline (CPU)"
-    GPU = "GPU"
-    BOTH = "both CPU and GPU"
-    NONE = "nothing to gain"
-    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +142,7 @@ def decide(
 def verdict(history: History, ctx: RuleContext) -> Verdict:
     """The headline in the engine's terms, computed once per tick for every view."""
     headline = classify(history, ctx)
-    return Verdict(headline.case.value, headline.bottleneck.value, headline.text)
+    return Verdict(headline.case, headline.bottleneck, headline.text)
 
 
 def _unknown(text: str) -> Headline:

@@ -15,31 +15,7 @@ if TYPE_CHECKING:
     from gputop_doctor.sources.demo.machine import DemoMachine
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayOpened:
-    gpu: GpuSource
-    host: HostSource
-    clock: Callable[[], float]
-    interval_s: float
-    target_pid: int | None
-
-
-def open_replay(path: str) -> ReplayOpened:
-    """A session CSV as sources. Raises SessionFormatError or ValueError with one-line messages."""
-    from gputop_doctor.export.reader import read_session
-    from gputop_doctor.sources.replay import ReplayGpuSource, ReplayHostSource, ReplaySession
-
-    session = ReplaySession(path, read_session(path))
-    return ReplayOpened(
-        gpu=ReplayGpuSource(session),
-        host=ReplayHostSource(session),
-        clock=session.clock,
-        interval_s=session.interval_s,
-        target_pid=session.snapshots[0].target_pid,
-    )
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SourceChoice:
     demo: str | None = None  # scenario name, or None for the real machine
     gpus: int = 8  # demo only

@@ -13,22 +13,23 @@ shared cursor one tick on; after the last tick the GPU source raises
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from gputop_doctor.core.model import GpuSample, HostSample, Snapshot, SystemInfo
+from gputop_doctor.core.model import GpuSample, GpuState, HostSample, Snapshot, SystemInfo
 from gputop_doctor.core.ports import GpuStatus, ProcessReading, SourceExhausted
-from gputop_doctor.export.reader import Session
 
 
 class ReplaySession:
     """The cursor shared by the replay's GPU and host sources."""
 
-    def __init__(self, path: str, session: Session) -> None:
-        if not session.ticks:
+    def __init__(self, path: str, snapshots: Sequence[Snapshot], source: str) -> None:
+        """``snapshots`` as read back from the recording (the export reader, by the caller:
+        a source does not import the export layer); ``source`` is what the recording watched."""
+        if not snapshots:
             raise ValueError(f"{path} holds no recorded ticks")
         self.path = path
-        self.snapshots: tuple[Snapshot, ...] = tuple(t.snapshot for t in session.ticks)
-        self.source = session.ticks[0].source
+        self.snapshots: Sequence[Snapshot] = snapshots
+        self.source = source
         self.position = -1  # index of the tick being served; -1 before the first read
 
     @property
@@ -60,7 +61,8 @@ class ReplayGpuSource:
         self._session = session
 
     def status(self) -> GpuStatus:
-        return GpuStatus("replay" if not self._session.finished else "replay ended")
+        state = GpuState.REPLAY_ENDED if self._session.finished else GpuState.REPLAYING
+        return GpuStatus(state)
 
     def read_gpus(self) -> tuple[GpuSample, ...]:
         return self._session.advance().gpus

@@ -20,10 +20,11 @@ from textual.widgets import Footer
 
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.ui.commands import app_commands
+from gputop_doctor.core.text import printable
 from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
 from gputop_doctor.ui.lifecycle import install_stop_signals
-from gputop_doctor.ui.messages import EngineNotice, FrameReady
+from gputop_doctor.ui.messages import FrameReady, RecordingFailed, RecordingStarted, SamplerStopped
+from gputop_doctor.ui.palette import palette_entries
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
 from gputop_doctor.ui.screens.help import HelpScreen
 from gputop_doctor.ui.screens.process_detail import ProcessScreen
@@ -64,6 +65,7 @@ class GpuTopApp(App[int]):
         make_sink: MakeSink = csv_sink,
         sampler: bool = True,
         stop_signals: bool = False,
+        prime_s: float = 0.0,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -74,6 +76,7 @@ class GpuTopApp(App[int]):
         self._list_processes = list_processes
         self._sampler = sampler
         self._stop_signals = stop_signals
+        self._prime_s = prime_s  # simulated past the sampler fills in first (demo)
         self._undo_signals: Callable[[], None] = lambda: None
         self._stop = threading.Event()
         self._sampler_done = threading.Event()
@@ -104,9 +107,9 @@ class GpuTopApp(App[int]):
     def _run_sampler(self) -> None:
         """The producer thread: ticks until quit, then closes what it owns."""
         try:
-            self.engine.run(self._stop, self._post_frame)
+            self.engine.run(self._stop, self._post_frame, prime_s=self._prime_s)
         except Exception as exc:  # show why sampling stopped instead of a dead screen
-            self.post_message(EngineNotice(f"sampler stopped: {exc!r}", error=True))
+            self.post_message(SamplerStopped(repr(exc)))
         finally:
             try:
                 self.engine.close()
@@ -119,7 +122,7 @@ class GpuTopApp(App[int]):
     def on_frame_ready(self, message: FrameReady) -> None:
         frame = self.frame = message.frame
         if frame.note:
-            self.notify(frame.note, severity="warning", timeout=6)
+            self.notify(printable(frame.note), severity="warning", timeout=6, markup=False)
         self.control.seen(frame)
         if not self.paused:
             self.show_frame(frame)
@@ -130,12 +133,18 @@ class GpuTopApp(App[int]):
         if isinstance(self.screen, (GpuDetailScreen, ProcessScreen)):
             self.screen.show_frame(frame)
 
-    def on_engine_notice(self, message: EngineNotice) -> None:
-        if message.error:
-            self.control.pending_path = None
-            if message.text.startswith("sampler stopped"):
-                self.header.set_problem(message.text)
-        self.notify(message.text, severity="error" if message.error else "information")
+    def on_recording_started(self, message: RecordingStarted) -> None:
+        self.notify(printable(f"recording to {message.path}"), markup=False)
+
+    def on_recording_failed(self, message: RecordingFailed) -> None:
+        self.control.pending_path = None
+        self.notify(printable(f"cannot record: {message.reason}"), severity="error", markup=False)
+
+    def on_sampler_stopped(self, message: SamplerStopped) -> None:
+        self.control.pending_path = None
+        text = printable(f"sampler stopped: {message.reason}")
+        self.header.set_problem(text)
+        self.notify(text, severity="error", markup=False)
 
     def on_gpu_panels_selected(self, message: GpuPanels.Selected) -> None:
         self.action_gpu_detail(message.index)
@@ -150,7 +159,7 @@ class GpuTopApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield from app_commands(self)
+        yield from palette_entries(self)
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -172,7 +181,7 @@ class GpuTopApp(App[int]):
         path = self.recording_path
         if path:
             self.control.stop_recording(path)
-            self.notify(f"recording stopped: {path}")
+            self.notify(printable(f"recording stopped: {path}"), markup=False)
         else:
             self.push_screen(RecordPrompt(default_csv_path()), self.control.start_recording)
 
@@ -229,6 +238,7 @@ def run_tui(
     *,
     csv_path: str | None = None,
     list_processes: ListProcesses | None = None,
+    prime_s: float = 0.0,
 ) -> int:
     """Run the monitor until the user quits; returns the exit status.
 
@@ -236,7 +246,13 @@ def run_tui(
     ``csv_path`` starts recording at once; ``list_processes`` backs the attach picker with
     ``(pid, user, command)`` tuples from the host source (the UI may not read /proc itself).
     """
-    app = GpuTopApp(engine, csv_path=csv_path, list_processes=list_processes, stop_signals=True)
+    app = GpuTopApp(
+        engine,
+        csv_path=csv_path,
+        list_processes=list_processes,
+        stop_signals=True,
+        prime_s=prime_s,
+    )
     try:
         result = app.run()
     finally:

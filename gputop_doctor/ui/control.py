@@ -15,7 +15,7 @@ from textual.message_pump import MessagePump
 
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame, Sink
-from gputop_doctor.ui.messages import EngineNotice, HistoryReady
+from gputop_doctor.ui.messages import HistoryReady, RecordingFailed, RecordingStarted
 
 MakeSink = Callable[[str], Sink]
 
@@ -28,7 +28,7 @@ def csv_sink(path: str) -> Sink:
 
 
 class EngineControl:
-    """Queues commands for one engine; replies go to ``reply_to`` as messages."""
+    """Queues requests for one engine; replies go to ``reply_to`` as messages."""
 
     def __init__(self, engine: Engine, reply_to: MessagePump, make_sink: MakeSink) -> None:
         self.engine = engine
@@ -41,10 +41,10 @@ class EngineControl:
             self.pending_path = None
 
     def attach(self, pid: int | None) -> None:
-        def command(engine: Engine) -> None:
+        def request(engine: Engine) -> None:
             engine.attach(pid)
 
-        self.engine.submit(command)
+        self.engine.submit(request)
 
     def start_recording(self, path: str | None) -> None:
         """Record to ``path``; None or empty (a cancelled prompt) does nothing."""
@@ -53,29 +53,29 @@ class EngineControl:
         make_sink, post = self._make_sink, self._post
         self.pending_path = path
 
-        def command(engine: Engine) -> None:
+        def request(engine: Engine) -> None:
             try:
                 sink = make_sink(path)
             except Exception as exc:  # a bad path must not kill the sampler
-                post(EngineNotice(f"cannot record: {exc}", error=True))
+                post(RecordingFailed(path, str(exc)))
                 return
             engine.add_sink(sink)
-            post(EngineNotice(f"recording to {path}"))
+            post(RecordingStarted(path))
 
-        self.engine.submit(command)
+        self.engine.submit(request)
 
     def stop_recording(self, path: str) -> None:
         self.pending_path = None
 
-        def command(engine: Engine) -> None:
+        def request(engine: Engine) -> None:
             engine.remove_sink(path)
 
-        self.engine.submit(command)
+        self.engine.submit(request)
 
     def send_history(self, to: MessagePump) -> None:
         """Post the engine's retained snapshots to ``to`` (the GPU detail screen)."""
 
-        def command(engine: Engine) -> None:
+        def request(engine: Engine) -> None:
             to.post_message(HistoryReady(engine.history.all().snapshots))
 
-        self.engine.submit(command)
+        self.engine.submit(request)

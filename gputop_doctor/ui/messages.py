@@ -35,10 +35,26 @@ class HistoryReady(Message):
         self.snapshots = snapshots
 
 
-class EngineNotice(Message):
-    """A one-line event from a command that ran in the sampler (e.g. a CSV that failed)."""
+class RecordingStarted(Message):
+    """The sampler opened the CSV the user asked for and writes every tick to it."""
 
-    def __init__(self, text: str, error: bool = False) -> None:
+    def __init__(self, path: str) -> None:
         super().__init__()
-        self.text = text
-        self.error = error
+        self.path = path
+
+
+class RecordingFailed(Message):
+    """The sampler could not open or write the CSV; monitoring goes on without it."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__()
+        self.path = path
+        self.reason = reason
+
+
+class SamplerStopped(Message):
+    """The sampler thread ended on an error: the screen stays, frozen, and says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputop_doctor.config import CpuSaturationThresholds, StarvationThresholds
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import ProbeStats, Snapshot
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -98,8 +98,15 @@ def short_gpu_name(name: str | None) -> str:
 
 # -- CPU -----------------------------------------------------------------------------------
 
-# The busy share of the effective CPUs that the cpu-saturation rule calls saturated.
-CPU_BUSY_FRACTION = CpuSaturationThresholds().busy_fraction
+
+def cpu_busy_fraction(frame: Frame) -> float:
+    """The busy share of the effective CPUs that cpu-saturation, as set, calls saturated."""
+    return frame.settings.rules.cpu_saturation.busy_fraction
+
+
+def data_wait_warn_pct(frame: Frame) -> float:
+    """The data-wait share (% of step time) that gpu-starvation, as set, takes as proof."""
+    return frame.settings.rules.gpu_starvation.probe_wait_pct
 
 
 def job_cpu_share(snap: Snapshot) -> float | None:
@@ -127,9 +134,6 @@ def host_counts_for_job(snap: Snapshot) -> bool:
 
 
 # -- the in-process probe ------------------------------------------------------------------
-
-# The share of step time spent waiting for data that the gpu-starvation rule takes as proof.
-DATA_WAIT_WARN_PCT = StarvationThresholds().probe_wait_pct
 
 
 def wait_pct(probe: ProbeStats | None) -> float | None:

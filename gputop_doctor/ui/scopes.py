@@ -23,4 +23,4 @@ def scopes_text(group: tuple[Finding, ...]) -> str:
     if len(group) == 1:
         return str(group[0].scope)
     indices = [f.scope.index for f in group if f.scope.index is not None]
-    return f"{group[0].scope.kind}:{compress(indices)}"
+    return f"{group[0].scope.kind.value}:{compress(indices)}"

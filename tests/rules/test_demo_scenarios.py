@@ -10,11 +10,13 @@ import pytest
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.findings import ScopeKind
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.verdict import Bottleneck
 from gputop_doctor.rules import RULES
 from gputop_doctor.rules.gpu_starvation import Cause
-from gputop_doctor.rules.headline import Bottleneck, classify
+from gputop_doctor.rules.headline import classify
 from gputop_doctor.sources.demo.machine import DemoMachine
 
 
@@ -98,5 +100,5 @@ def test_starved_names_cpu_bound_workers() -> None:
 def test_memory_creep_points_at_the_leaking_rank() -> None:
     _, frames = run_demo("memory-creep", 90)
     (creep,) = [f for f in frames[-1].findings if f.rule_id == "gpu-memory-creep"]
-    assert creep.scope.kind == "pid"
+    assert creep.scope.kind is ScopeKind.PID
     assert creep.severity.label == "critical"  # the demo leak fills the card in minutes

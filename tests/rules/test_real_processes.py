@@ -18,6 +18,7 @@ import pytest
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.findings import ScopeKind
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.rules import RULES
 from tests.rules.workloads import PRELUDE, NullGpuSource, spawned, workload
@@ -133,7 +134,7 @@ def test_numpy_on_openblas_on_intel(monkeypatch: pytest.MonkeyPatch) -> None:
         frames = watch(pid, 6)
     found = [f for fr in frames for f in fr.findings if f.rule_id == "blas-openblas-on-intel"]
     assert found
-    assert found[-1].scope.kind == "pid" and found[-1].scope.index != pid  # the child
+    assert found[-1].scope.kind is ScopeKind.PID and found[-1].scope.index != pid  # the child
 
 
 def test_a_process_with_mkl_mapped_is_not_flagged(

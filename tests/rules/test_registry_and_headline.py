@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.config import RuleThresholds, Settings
+from gputop_doctor.core.verdict import Bottleneck, Case
 from gputop_doctor.rules import RULE_IDS, RULES, cpu_saturation, gpu_starvation
-from gputop_doctor.rules.headline import Bottleneck, Case, classify, decide
+from gputop_doctor.rules.headline import classify, decide
 from tests.rules.synth import (
     Tick,
     context,

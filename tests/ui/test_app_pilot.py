@@ -365,7 +365,7 @@ async def test_a_gpu_lost_mid_run_is_shown_and_the_rest_go_on() -> None:
 async def test_without_nvml_the_header_says_why_and_the_host_still_shows() -> None:
     host = StubHostSource(tree=(ProcSample(42, name="python"),))
     engine = Engine(
-        StubGpuSource(state="NVML library not found"),
+        StubGpuSource(problem="NVML library not found"),
         host,
         Settings(),
         target_pid=42,

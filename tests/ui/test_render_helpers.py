@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputop_doctor.core.findings import Finding, Scope, Severity
+from gputop_doctor.core.findings import Finding, Scope, ScopeKind, Severity
 from gputop_doctor.core.model import GpuProcess, GpuSample, ProcSample, Snapshot
 from gputop_doctor.ui.render import fmt_mib, sparkline
 from gputop_doctor.ui.scopes import compress, scopes_text
@@ -97,7 +97,9 @@ def test_ordered_rows_show_gpu_use_and_sort_by_cpu() -> None:
 
 def test_findings_on_many_gpus_share_one_line() -> None:
     def finding(index: int, severity: Severity = Severity.WARN) -> Finding:
-        return Finding("gpu-starvation", severity, Scope("gpu", index), f"GPU {index} starved")
+        return Finding(
+            "gpu-starvation", severity, Scope(ScopeKind.GPU, index), f"GPU {index} starved"
+        )
 
     groups = group_findings(
         (finding(0), finding(1), finding(2), finding(5), finding(7, Severity.CRITICAL))

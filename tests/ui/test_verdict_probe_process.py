@@ -10,7 +10,6 @@ import dataclasses
 
 from textual.pilot import Pilot
 
-from gputop_doctor.core.findings import Verdict
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import (
     GpuProcess,
@@ -23,6 +22,7 @@ from gputop_doctor.core.model import (
     ThreadEnv,
     TreeTotals,
 )
+from gputop_doctor.core.verdict import Bottleneck, Verdict
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
 from gputop_doctor.ui.render import fmt_rate, probe_knobs, probe_measured, wait_pct
@@ -66,7 +66,7 @@ async def test_verdict_line_names_the_bottleneck_and_fits_80_columns() -> None:
     app = GpuTopApp(engine, sampler=False)
     async with app.run_test(size=SMALL) as pilot:
         frame = await feed(app, pilot, tick(engine, clock))
-        assert frame.verdict is not None and frame.verdict.bottleneck == "data pipeline (CPU)"
+        assert frame.verdict is not None and frame.verdict.bottleneck is Bottleneck.DATA
         line = _line_with(screen_text(app), "Bottleneck:")
         assert "Bottleneck: data pipeline (CPU) · small model, complex data — The GPU" in line
         assert len(line) <= 80 and line.rstrip().endswith("…")
@@ -85,7 +85,7 @@ async def test_verdict_is_styled_by_bottleneck_and_says_when_it_is_still_watchin
         assert "Bottleneck:" not in screen_text(app)
         engine.prime(60)
         frame = await feed(app, pilot, tick(engine, clock))
-        assert frame.verdict is not None and frame.verdict.bottleneck == "GPU"
+        assert frame.verdict is not None and frame.verdict.bottleneck is Bottleneck.GPU
         line = _line_with(screen_text(app), "Bottleneck:")
         assert "Bottleneck: GPU · large model, simple data — GPU-bound" in line
         bar = app.query_one(VerdictBar)

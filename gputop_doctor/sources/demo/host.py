@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from gputop_doctor.core.model import HostSample, Pressure, ProcSample, SystemInfo
+from gputop_doctor.core.model import GpuState, HostSample, Pressure, ProcSample, SystemInfo
 from gputop_doctor.sources.demo.scenarios import Scenario
 
 NS_PER_S = 1_000_000_000
@@ -47,7 +47,7 @@ def system_info(scn: Scenario, gpus: int, spec: HostSpec = HOST) -> SystemInfo:
         cpu_flags=frozenset(_CPUINFO_FLAGS.split()),
         logical_cpus=spec.logical_cpus,
         physical_cpus=spec.physical_cpus,
-        gpu_status="demo",
+        gpu_state=GpuState.SIMULATED,
         source=f"demo:{scn.name}",
     )
 

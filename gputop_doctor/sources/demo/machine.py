@@ -17,7 +17,7 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from gputop_doctor.core.model import GpuSample, HostSample, ProcSample, SystemInfo
+from gputop_doctor.core.model import GpuSample, GpuState, HostSample, ProcSample, SystemInfo
 from gputop_doctor.core.ports import GpuStatus, ProcessReading
 from gputop_doctor.sources.demo.gpu import (
     BOARD,
@@ -45,7 +45,7 @@ MAX_GPUS = 99  # rank PIDs 4201..4299 stay below the workers' 5000..
 MAX_SAMPLES_PER_TICK = 120  # NVML's sample buffer is finite too
 CREEPING_GPU = 3  # the leaking rank in memory-creep (the last GPU on smaller machines)
 DEMO_STATUS = GpuStatus(
-    status="demo",
+    GpuState.SIMULATED,
     driver_version="580.65.06 (demo)",
     nvml_version="13.580.65.06 (demo)",
     cuda_driver_version=13000,

@@ -34,7 +34,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from gputop_doctor.core.model import GpuSample
+from gputop_doctor.core.model import GpuSample, GpuState
 from gputop_doctor.core.ports import GpuStatus
 from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
@@ -84,20 +84,20 @@ class NvmlGpuSource:
         self._nvml: Any = None
         self._initialized = False
         self._devices: tuple[DeviceReader, ...] = ()
-        self._status = GpuStatus(status=f"{UNAVAILABLE}: not initialised")
+        self._status = GpuStatus(GpuState.UNAVAILABLE, f"{UNAVAILABLE}: not initialised")
         self._failed = False
         self._all_failing_ticks = 0
         self._failing_reported: set[int] = set()
         self._budget = SlowCallBudget()
         nvml, reason = load_pynvml()
         if nvml is None:
-            self._status = GpuStatus(status=reason or UNAVAILABLE)
+            self._status = GpuStatus(GpuState.UNAVAILABLE, reason or UNAVAILABLE)
             return
         self._nvml = nvml
         self._caller = NvmlCaller(nvml)
         reason = self._init()
         if reason is not None:
-            self._status = GpuStatus(status=reason)
+            self._status = GpuStatus(GpuState.UNAVAILABLE, reason)
             logger.info("%s", reason)
             return
         self._status = self._system_status()
@@ -108,7 +108,8 @@ class NvmlGpuSource:
             return
         if not self._devices:
             self._status = GpuStatus(
-                status="no NVIDIA GPU found (NVML lists 0 devices)",
+                GpuState.UNAVAILABLE,
+                "no NVIDIA GPU found (NVML lists 0 devices)",
                 driver_version=self._status.driver_version,
                 nvml_version=self._status.nvml_version,
                 cuda_driver_version=self._status.cuda_driver_version,
@@ -181,7 +182,8 @@ class NvmlGpuSource:
         self._failed = True
         status = f"{FAILED}: {reason}"
         self._status = GpuStatus(
-            status=status,
+            GpuState.UNAVAILABLE,
+            status,
             driver_version=self._status.driver_version,
             nvml_version=self._status.nvml_version,
             cuda_driver_version=self._status.cuda_driver_version,
@@ -225,7 +227,7 @@ class NvmlGpuSource:
             ),
         )
         return GpuStatus(
-            status="ok",
+            GpuState.READING,
             driver_version=call(
                 SYSTEM, "nvmlSystemGetDriverVersion", nvml.nvmlSystemGetDriverVersion
             ),

@@ -27,7 +27,7 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import ProcSample, Snapshot, ThreadEnv
 from gputop_doctor.ui.messages import HistoryReady
 from gputop_doctor.ui.render import (
-    DATA_WAIT_WARN_PCT,
+    data_wait_warn_pct,
     fmt_mib,
     fmt_num,
     probe_knobs,
@@ -165,11 +165,17 @@ class ProcessScreen(ModalScreen[None]):
     ]
 
     def __init__(
-        self, pid: int, snapshot: Snapshot, request_history: RequestHistory | None = None
+        self,
+        pid: int,
+        snapshot: Snapshot,
+        request_history: RequestHistory | None = None,
+        *,
+        wait_warn_pct: float = float("inf"),
     ) -> None:
         super().__init__()
         self.pid = pid
         self.snapshot = snapshot
+        self.wait_warn_pct = wait_warn_pct  # the settings in force; updated with each frame
         self._request_history = request_history
         self.cpu: deque[tuple[int, float]] = deque(maxlen=SPARK_TICKS)  # (tick, CPU %)
         self.exited = False  # gone from the last frame: the screen keeps its last look
@@ -201,6 +207,7 @@ class ProcessScreen(ModalScreen[None]):
 
     def show_frame(self, frame: Frame) -> None:
         snapshot = frame.snapshot
+        self.wait_warn_pct = data_wait_warn_pct(frame)
         if snapshot.tick <= self.snapshot.tick:
             return
         gone = snapshot.process(self.pid) is None and not self._on_gpu(snapshot)
@@ -247,7 +254,7 @@ class ProcessScreen(ModalScreen[None]):
                 self._shown[key] = text
         wait = wait_pct(proc.probe if proc is not None else None)
         self.query_one("#proc-probe").set_class(
-            wait is not None and wait >= DATA_WAIT_WARN_PCT, "-warn"
+            wait is not None and wait >= self.wait_warn_pct, "-warn"
         )
 
     def _on_gpu(self, snapshot: Snapshot) -> bool:

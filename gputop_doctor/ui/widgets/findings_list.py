@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from gputop_doctor.core.findings import Finding, Severity
+from gputop_doctor.core.findings import Finding, ScopeKind, Severity
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.ui.scopes import scopes_text
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
@@ -29,7 +29,7 @@ def group_findings(findings: tuple[Finding, ...]) -> list[tuple[Finding, ...]]:
     Eight GPUs at their power cap are one problem seen eight times; eight lines would push the
     process table off a 40-line terminal. Order follows the engine's (worst, newest first).
     """
-    groups: dict[tuple[str, Severity, str], list[Finding]] = {}
+    groups: dict[tuple[str, Severity, ScopeKind], list[Finding]] = {}
     for finding in findings:
         key = (finding.rule_id, finding.severity, finding.scope.kind)
         groups.setdefault(key, []).append(finding)
@@ -38,7 +38,7 @@ def group_findings(findings: tuple[Finding, ...]) -> list[tuple[Finding, ...]]:
 
 def group_id(group: tuple[Finding, ...]) -> str:
     first = group[0]
-    return f"{first.rule_id}@{first.severity.label}@{first.scope.kind}"
+    return f"{first.rule_id}@{first.severity.label}@{first.scope.kind.value}"
 
 
 class FindingsList(OptionList):

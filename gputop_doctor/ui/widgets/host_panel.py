@@ -21,8 +21,8 @@ from textual.widget import Widget
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import HostSample, Pressure, TreeTotals
 from gputop_doctor.ui.render import (
-    CPU_BUSY_FRACTION,
-    DATA_WAIT_WARN_PCT,
+    cpu_busy_fraction,
+    data_wait_warn_pct,
     fmt_mib,
     fmt_num,
     fmt_rate,
@@ -114,14 +114,14 @@ class HostPanel(Widget):
         # use every CPU (or none is attached). Under a smaller quota the job's own share of its
         # effective CPUs is what saturates, as the cpu-saturation rule judges it.
         host_hot = host_counts_for_job(frame.snapshot) and (host.cpu_pct or 0.0) >= (
-            CPU_BUSY_FRACTION * 100.0
+            cpu_busy_fraction(frame) * 100.0
         )
         text.append(fmt_num(host.cpu_pct, 0, "%"), self._style("hot") if host_hot else Style())
         if share is None:
             if host.logical_cpus:
                 text.append(f" of {host.logical_cpus}", dim)
         else:
-            hot = self._style("hot") if share >= CPU_BUSY_FRACTION else Style()
+            hot = self._style("hot") if share >= cpu_busy_fraction(frame) else Style()
             text.append(" · " if not compact else " ", dim)
             text.append("job ", label)
             text.append(f"{share * 100:.0f}%", hot)
@@ -183,7 +183,9 @@ class HostPanel(Widget):
 
     def _wait_style(self, wait_pct: float) -> Style:
         """The probe's data wait: warning from the share the starvation rule takes as proof."""
-        return self._style("warn") if wait_pct >= DATA_WAIT_WARN_PCT else Style()
+        frame = self._frame
+        warn_pct = data_wait_warn_pct(frame) if frame is not None else None
+        return self._style("warn") if warn_pct is not None and wait_pct >= warn_pct else Style()
 
     def _swap_style(self, host: HostSample) -> Style:
         moving = (host.swap_in_mib_s or 0.0) + (host.swap_out_mib_s or 0.0)

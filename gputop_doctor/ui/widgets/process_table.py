@@ -23,7 +23,7 @@ from typing_extensions import Self
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.ui.render import DATA_WAIT_WARN_PCT
+from gputop_doctor.ui.render import data_wait_warn_pct
 from gputop_doctor.ui.screens.process_detail import ProcessScreen, RequestHistory
 from gputop_doctor.ui.widgets import process_rows
 
@@ -59,6 +59,7 @@ class ProcessTable(DataTable[Text]):
         self.sort_mode = "tree"
         self.probing = False  # some process publishes probe stats (a WAIT% value)
         self._warn: Style | None = None
+        self._wait_warn_pct = float("inf")  # from the settings in force, with the first frame
         self._cells: dict[int, tuple[str, ...]] = {}
         self._order: list[int] = []
         self._target: int | None = None
@@ -263,6 +264,7 @@ class ProcessTable(DataTable[Text]):
 
     def show_frame(self, frame: Frame) -> None:
         self._snapshot = frame.snapshot
+        self._wait_warn_pct = data_wait_warn_pct(frame)
         self._apply(frame.snapshot)
 
     def cycle_sort(self) -> str:
@@ -278,7 +280,7 @@ class ProcessTable(DataTable[Text]):
         self.border_title = f"processes · sort: {self.sort_mode} (s)"
 
     def _cell(self, key: str, text: str, pid: int) -> Text:
-        if key == "wait" and text and float(text) >= DATA_WAIT_WARN_PCT:
+        if key == "wait" and text and float(text) >= self._wait_warn_pct:
             if self._warn is None:
                 self._warn = self.get_component_rich_style("process-table--warn", partial=True)
             return process_rows.cell_text(key, text, self._warn)
@@ -377,7 +379,10 @@ class ProcessTable(DataTable[Text]):
         event.stop()
         if self._snapshot is not None and event.row_key.value is not None:
             pid = int(event.row_key.value)
-            self.app.push_screen(ProcessScreen(pid, self._snapshot, self._request_history))
+            screen = ProcessScreen(
+                pid, self._snapshot, self._request_history, wait_warn_pct=self._wait_warn_pct
+            )
+            self.app.push_screen(screen)
 
     def _cursor_pid(self) -> int | None:
         if not self._order or not self.is_valid_row_index(self.cursor_row):

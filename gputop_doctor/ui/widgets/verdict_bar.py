@@ -17,16 +17,15 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop_doctor.core.findings import Verdict
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.rules.headline import Bottleneck
+from gputop_doctor.core.verdict import Bottleneck, Verdict
 
 # The component class that styles each bottleneck; anything else (unknown) is dim.
 LEVEL = {
-    Bottleneck.DATA.value: "data",
-    Bottleneck.BOTH.value: "both",
-    Bottleneck.GPU.value: "gpu",
-    Bottleneck.NONE.value: "none",
+    Bottleneck.DATA: "data",
+    Bottleneck.BOTH: "both",
+    Bottleneck.GPU: "gpu",
+    Bottleneck.NONE: "none",
 }
 
 
@@ -89,8 +88,8 @@ class VerdictBar(Widget):
             text.append(verdict.text, self._style("dim"))
             return text
         text.append("Bottleneck: ", self._style("label"))
-        text.append(verdict.bottleneck, self._style(level))
-        text.append(f" · {verdict.case}", self._style(level))
+        text.append(verdict.bottleneck.value, self._style(level))
+        text.append(f" · {verdict.case.value}", self._style(level))
         text.append(" — ", self._style("label"))
         text.append(verdict.text)
         return text

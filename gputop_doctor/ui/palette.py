@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from gputop_doctor.ui.app import GpuTopApp
 
 
-def app_commands(app: GpuTopApp) -> Iterator[SystemCommand]:
+def palette_entries(app: GpuTopApp) -> Iterator[SystemCommand]:
     yield SystemCommand("Attach to a process", "Pick a PID to follow", app.action_attach)
     yield SystemCommand("Detach", "Stop following the attached process tree", app.action_detach)
     recording = app.recording_path
