@@ -232,7 +232,7 @@ async def test_detail_screen_charts_the_gpu_and_goes_back() -> None:
         assert any(p.thermal for p in screen.points)
         text = screen_text(app)
         assert "utilization %" in text and "SM clock MHz" in text
-        assert "thermal throttling: 1 episode" in text
+        assert "thermal: " in text and ", 1 episode (▼)" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, GpuDetailScreen)
         # Enter on a GPU card opens the same screen.

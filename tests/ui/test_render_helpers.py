@@ -7,7 +7,7 @@ from gputop_doctor.core.model import GpuProcess, GpuSample, ProcSample, Snapshot
 from gputop_doctor.ui.render import fmt_mib, sparkline
 from gputop_doctor.ui.scopes import compress, scopes_text
 from gputop_doctor.ui.widgets.findings_list import group_findings
-from gputop_doctor.ui.widgets.gpu_panels import CARD_LINES, card_lines, choose_layout, compact_line
+from gputop_doctor.ui.widgets.gpu_lines import CARD_LINES, card_lines, choose_layout, compact_lines
 from gputop_doctor.ui.widgets.process_table import ordered_rows, tree_rows
 
 
@@ -50,9 +50,9 @@ def test_card_lines_have_exact_width_and_name_throttling() -> None:
     title = "".join(t for t, _ in lines[0])
     assert "sw-thermal,hw-thermal" in title
     assert ("sw-thermal,hw-thermal", "hot") in lines[0]
-    line = compact_line(gpu, None, 78, selected=False)
+    (line,) = compact_lines((gpu,), {}, 78)
     assert sum(len(t) for t, _ in line) == 78
-    assert "sw-therm,hw-therm" in "".join(t for t, _ in line)
+    assert ("ST HT", "hot") in line  # the one-line row's codes for the same reasons
 
 
 def test_lost_gpu_says_so() -> None:

@@ -1,5 +1,8 @@
-"""One GPU over the session: utilization, temperature, power and SM clock as plotext charts,
-with the ticks where the GPU was throttling marked on every chart.
+"""One GPU over the session: utilization and memory, temperature, power and SM clock as plotext
+charts, with the ticks where the GPU was throttling marked on every chart.
+
+Each chart's y axis is fixed by its quantity (0-100 %, up to the slowdown threshold, the power
+limit or the maximum clock, see ``chart_axes``), so a glance shows how near a limit the GPU runs.
 
 The screen asks the engine for its retained snapshots once when it opens (through the app, by a
 command that runs in the sampler thread) and then appends each new frame's sample while it is
@@ -17,18 +20,24 @@ from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.color import Color
 from textual.containers import Grid
 from textual.screen import Screen
 from textual.widgets import Footer, Static
-from textual_plotext import PlotextPlot
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import THERMAL_EVENTS, ClockEvent, GpuSample, Snapshot
+from gputop_doctor.ui.chart_axes import (
+    clock_axis,
+    percent_axis,
+    power_axis,
+    temperature_axis,
+)
 from gputop_doctor.ui.messages import HistoryReady
 from gputop_doctor.ui.render import short_gpu_name
+from gputop_doctor.ui.widgets.gpu_chart import Chart, GpuChart, Marks, Series
 
 POWER_EVENTS = ClockEvent.SW_POWER_CAP | ClockEvent.HW_POWER_BRAKE
+CHART_KEYS = ("util", "temp", "power", "sm")  # the grid's order, left to right, top down
 MAX_POINTS = 900  # 15 minutes at the default 1 s interval: the engine's default history
 
 
@@ -36,6 +45,7 @@ MAX_POINTS = 900  # 15 minutes at the default 1 s interval: the engine's default
 class Point:
     t: float
     util: float | None
+    mem: float | None  # % of the card's memory in use
     temp: float | None
     power: float | None
     sm: float | None
@@ -51,6 +61,7 @@ def point(snapshot: Snapshot, index: int) -> tuple[Point, GpuSample] | None:
                 Point(
                     snapshot.time,
                     gpu.util_pct,
+                    None if gpu.mem_used_frac is None else 100.0 * gpu.mem_used_frac,
                     gpu.temp_c,
                     gpu.power_w,
                     gpu.sm_clock_mhz,
@@ -79,6 +90,49 @@ def throttle_episodes(points: Iterable[Point]) -> list[tuple[float, float]]:
     return episodes
 
 
+def _limit(label: str, value: float | None) -> str:
+    return f" (line: {label} {value:.0f})" if value else ""
+
+
+def charts(points: list[Point], gpu: GpuSample | None) -> dict[str, Chart]:
+    """The four charts of one GPU by ``CHART_KEYS``, each on the axis its quantity and the
+    card's limits give."""
+    slowdown = gpu.temp_slowdown_c if gpu else None
+    limit = gpu.power_limit_w if gpu else None
+    max_clock = gpu.sm_clock_max_mhz if gpu else None
+    temps = tuple(p.temp for p in points)
+    watts = tuple(p.power for p in points)
+    clocks = tuple(p.sm for p in points)
+    return {
+        "util": Chart(
+            "utilization % · memory used % (•)",
+            (
+                Series(tuple(p.util for p in points), "accent"),
+                Series(tuple(p.mem for p in points), "secondary", "dot"),
+            ),
+            percent_axis(),
+        ),
+        "temp": Chart(
+            "temperature °C" + _limit("slowdown", slowdown),
+            (Series(temps, "warning"),),
+            temperature_axis(temps, slowdown),
+            slowdown,
+        ),
+        "power": Chart(
+            "power W" + _limit("limit", limit),
+            (Series(watts, "success"),),
+            power_axis(watts, limit),
+            limit,
+        ),
+        "sm": Chart(
+            "SM clock MHz" + _limit("max", max_clock),
+            (Series(clocks, "primary"),),
+            clock_axis(clocks, max_clock),
+            max_clock,
+        ),
+    }
+
+
 class GpuDetailScreen(Screen[None]):
     """Four charts of one GPU; Esc goes back."""
 
@@ -104,8 +158,8 @@ class GpuDetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(f"GPU {self.index}", id="detail-title")
         with Grid(id="detail-grid"):
-            for key in ("util", "temp", "power", "sm"):
-                yield PlotextPlot(id=f"plot-{key}")
+            for key in CHART_KEYS:
+                yield GpuChart(id=f"plot-{key}")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -161,79 +215,33 @@ class GpuDetailScreen(Screen[None]):
 
     # -- drawing ---------------------------------------------------------------------------
 
-    def _color(self, variable: str) -> tuple[int, int, int]:
-        value = self.app.theme_variables.get(variable, "white")
-        rgb = Color.parse(value).rgb
-        return (rgb[0], rgb[1], rgb[2])
-
     def _redraw(self) -> None:
         points = self.points
         gpu = self._gpu
+        # Short enough for one line at 80 columns: the charts need every row there.
         title = f"GPU {self.index}"
         if gpu is not None:
-            title += f"  {short_gpu_name(gpu.name)}  ·  {len(points)} ticks"
-            episodes = throttle_episodes(points)
+            title += f"  {short_gpu_name(gpu.name)} · {len(points)} ticks"
+            episodes = len(throttle_episodes(points))
             if episodes:
                 hot = sum(p.thermal for p in points)
-                title += f"  ·  thermal throttling: {len(episodes)} episode(s), {hot} ticks (▼)"
+                plural = "" if episodes == 1 else "s"
+                title += f" · thermal: {hot} ticks, {episodes} episode{plural} (▼)"
             capped_ticks = sum(p.power_capped and not p.thermal for p in points)
             if capped_ticks:
-                title += f"  ·  power cap: {capped_ticks} ticks (▽)"
+                title += f" · power cap: {capped_ticks} ticks (▽)"
         if self._lost:
-            title += "  ·  LOST: no new readings"
+            title += " · LOST: no new readings"
         self.query_one("#detail-title", Static).update(title)
         if not points:
             return
         now = points[-1].t
-        xs = [p.t - now for p in points]
-        thermal = [x for x, p in zip(xs, points, strict=True) if p.thermal]
-        capped = [x for x, p in zip(xs, points, strict=True) if p.power_capped and not p.thermal]
-        slowdown = gpu.temp_slowdown_c if gpu else None
-        limit = gpu.power_limit_w if gpu else None
-        max_clock = gpu.sm_clock_max_mhz if gpu else None
-        charts: tuple[tuple[str, str, list[float | None], float | None, str], ...] = (
-            ("util", "utilization %", [p.util for p in points], None, "accent"),
-            (
-                "temp",
-                "temperature °C (line: slowdown)",
-                [p.temp for p in points],
-                slowdown,
-                "warning",
+        xs = tuple(p.t - now for p in points)
+        marks = Marks(
+            thermal=tuple(x for x, p in zip(xs, points, strict=True) if p.thermal),
+            capped=tuple(
+                x for x, p in zip(xs, points, strict=True) if p.power_capped and not p.thermal
             ),
-            ("power", "power W (line: limit)", [p.power for p in points], limit, "success"),
-            ("sm", "SM clock MHz (line: max)", [p.sm for p in points], max_clock, "primary"),
         )
-        for key, label, values, ceiling, colour in charts:
-            self._draw(key, label, xs, values, ceiling, colour, thermal, capped)
-
-    def _draw(
-        self,
-        key: str,
-        label: str,
-        xs: list[float],
-        values: list[float | None],
-        ceiling: float | None,
-        colour: str,
-        thermal: list[float],
-        capped: list[float],
-    ) -> None:
-        """One chart; throttled ticks are marked in a band above the data, never on it."""
-        widget = self.query_one(f"#plot-{key}", PlotextPlot)
-        plt = widget.plt
-        plt.clear_data()
-        plt.clear_figure()
-        pairs = [(x, v) for x, v in zip(xs, values, strict=True) if v is not None]
-        top = max([v for _, v in pairs] + [ceiling or 0.0, 100.0 if key == "util" else 1.0])
-        band = top * 1.12
-        plt.title(label)
-        plt.xlabel("seconds (0 = now)")
-        if pairs:
-            plt.plot([x for x, _ in pairs], [v for _, v in pairs], color=self._color(colour))
-        if ceiling:
-            plt.hline(ceiling, self._color("error"))
-        if thermal:
-            plt.scatter(thermal, [band] * len(thermal), marker="▼", color=self._color("error"))
-        if capped:
-            plt.scatter(capped, [band] * len(capped), marker="▽", color=self._color("warning"))
-        plt.ylim(0, top * 1.18)
-        widget.refresh()
+        for key, chart in charts(points, gpu).items():
+            self.query_one(f"#plot-{key}", GpuChart).show(chart, xs, marks)

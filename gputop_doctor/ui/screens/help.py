@@ -13,18 +13,33 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-READING = """\
+from gputop_doctor.ui.widgets.gpu_lines import EVENT_CODE_LEGEND
+
+# One paragraph per blank-line-separated block; its line breaks are only for this source file,
+# the help box wraps each paragraph to its own width (hard breaks made ragged lines at 80x24).
+_GUIDE = f"""\
 GPU cards: util is drawn from the driver's sub-second samples, so a GPU starved by its input
 pipeline shows as a comb of full and empty bars rather than a flat 50 %. Temperature is drawn
 against the card's slowdown threshold and power against its limit; the words on the title line
 are the clock-event (throttle) reasons the driver reports right now.
+
+On small terminals each GPU gets one line, with the reasons as two-letter codes:
+{EVENT_CODE_LEGEND}.
+
+GPU charts (Enter on a GPU): utilization and memory on 0-100 %, temperature up to the slowdown
+threshold, power up to the limit and SM clock up to its maximum, each drawn as a red line;
+▼ marks the ticks throttled for heat and ▽ those held by the power cap.
+
 The line above the findings is the verdict: which of the four cases the job is in (small or
 large model, simple or complex data) and where its bottleneck is.
+
 Findings: what the doctor concludes, worst first. Enter on one shows its evidence and the fix.
+
 Processes: the attached PID's whole tree (launcher, ranks, DataLoader workers) and every process
 NVML lists on a GPU. CPU% is of one core; THR is threads; BLAS is the library mapped in; WAIT%
 is the share of each step spent waiting for data, measured by the in-process probe (on narrow
 terminals it takes BLAS's place while a probe runs). Enter on a process shows all about it."""
+READING = "\n".join(" ".join(block.split()) for block in _GUIDE.split("\n\n"))
 
 
 def _key_label(binding: Binding) -> str:

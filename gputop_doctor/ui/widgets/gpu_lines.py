@@ -6,10 +6,11 @@ and repaints only what changed, so they can be tested (and read) without Textual
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gputop_doctor.core.frame import GpuSeries
-from gputop_doctor.core.model import THERMAL_EVENTS, ClockEvent, GpuSample
+from gputop_doctor.core.model import CLOCK_EVENT_NAMES, THERMAL_EVENTS, ClockEvent, GpuSample
 from gputop_doctor.ui.render import ellipsize, fmt_mib, short_gpu_name, sparkline, squeeze
 
 CARD_LINES = 4
@@ -44,29 +45,63 @@ def choose_layout(gpus: int, width: int, screen_height: int) -> Layout:
     return Layout(compact=True, columns=1, card_width=width, lines=gpus)
 
 
-SHORT_EVENTS = {
-    "sw-thermal": "sw-therm",
-    "hw-thermal": "hw-therm",
-    "hw-slowdown": "hw-slow",
-    "sw-power-cap": "pwr-cap",
-    "hw-power-brake": "pwr-brake",
-    "app-clocks": "app-clk",
-    "sync-boost": "sync",
+# One-line rows give the clock-event reasons as two-letter codes, so a GPU throttled for four
+# reasons at once keeps the same sparkline as its neighbours. Hottest first: when the column is
+# too narrow, the codes that are cut are the least alarming. The help screen lists them.
+EVENT_CODES: dict[ClockEvent, str] = {
+    ClockEvent.SW_THERMAL: "ST",
+    ClockEvent.HW_THERMAL: "HT",
+    ClockEvent.HW_SLOWDOWN: "HS",
+    ClockEvent.HW_POWER_BRAKE: "PB",
+    ClockEvent.SW_POWER_CAP: "PC",
+    ClockEvent.APPLICATIONS_CLOCKS: "AC",
+    ClockEvent.SYNC_BOOST: "SB",
+    ClockEvent.GPU_IDLE: "ID",
 }
+UNKNOWN_EVENT_CODE = "?"  # a bit nvml.h does not name (yet)
+_NAMED_EVENTS = sum(int(flag) for flag in EVENT_CODES) | int(ClockEvent.DISPLAY_CLOCK)
+EVENT_CODE_LEGEND = ", ".join(
+    [f"{code} {CLOCK_EVENT_NAMES[flag]}" for flag, code in EVENT_CODES.items()]
+    + [f"{UNKNOWN_EVENT_CODE} a bit the driver headers do not name"]
+)
 
 
-def _events_text(gpu: GpuSample, short: bool = False) -> tuple[str, str]:
+def _events_level(bits: int) -> str:
+    return "hot" if bits & _HOT_EVENTS else "warn" if bits & _WARN_EVENTS else "dim"
+
+
+def _events_text(gpu: GpuSample) -> tuple[str, str]:
     """Clock-event reasons in words, and how alarming they are."""
     bits = gpu.clock_event_bits
     if bits is None:
         return "", "dim"
     names = [n for n in gpu.clock_events if n != "display-clock"]
     if not names:
-        return ("" if short else "full clocks"), "dim"
-    if short:
-        names = [SHORT_EVENTS.get(n, n) for n in names]
-    level = "hot" if bits & _HOT_EVENTS else "warn" if bits & _WARN_EVENTS else "dim"
-    return ",".join(names), level
+        return "full clocks", "dim"
+    return ",".join(names), _events_level(bits)
+
+
+def event_codes(bits: int | None) -> tuple[str, ...]:
+    """The reasons in ``bits`` as ``EVENT_CODES``, hottest first (display clock left out)."""
+    if not bits:
+        return ()
+    codes = [code for flag, code in EVENT_CODES.items() if bits & flag]
+    if bits & ~_NAMED_EVENTS:
+        codes.append(UNKNOWN_EVENT_CODE)
+    return tuple(codes)
+
+
+def fit_codes(codes: tuple[str, ...], width: int) -> str:
+    """The codes that fit in ``width`` cells, whole ones only, with "…" when some are cut."""
+    text = " ".join(codes)
+    if len(text) <= width:
+        return text
+    kept: list[str] = []
+    for code in codes:
+        if len(" ".join([*kept, code])) + 1 > width:
+            break
+        kept.append(code)
+    return " ".join(kept) + "…" if kept else "…"[:width]
 
 
 def _temp_level(gpu: GpuSample) -> str:
@@ -177,33 +212,95 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
     return [line1, line2, line3, line4]
 
 
-def compact_line(gpu: GpuSample, series: GpuSeries | None, width: int, selected: bool) -> Line:
-    """One GPU on one line: index, utilization sparkline and the key numbers."""
-    head = (f"{gpu.index:>2}" if gpu.index >= 10 else f"{gpu.index}") + " "
-    head_style = "selected" if selected else "title"
-    if gpu.lost:
-        return fit_line([(head, head_style), ("LOST  no readings", "hot")], width)
-    util = f" {gpu.util_pct:3.0f}%" if gpu.util_pct is not None else "    -"
+# One-line rows: the columns after the sparkline, each right-aligned in at least this many
+# cells (more when a value is longer), so they line up from GPU to GPU.
+MIN_SPARK = 8
+MIN_EVENTS = 8  # "ST HT HS": the usual thermal three; an 80-column chart keeps 35 cells
+MAX_EVENTS = len(" ".join([*EVENT_CODES.values(), UNKNOWN_EVENT_CODE]))  # every reason at once
+NUMBER_WIDTHS = (4, 4, 5, 5, 7)  # "100%", "100%", "100°C", "1000W", "2000MHz"
+NUMBER_LABELS = (" ", " mem ", " ", " ", " ")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactColumns:
+    """The widths every one-line row of one render shares, so the rows line up."""
+
+    head: int  # the GPU index, right-aligned, and a space
+    spark: int
+    numbers: tuple[int, ...]  # utilization, memory, temperature, power, SM clock
+    events: int
+
+
+def _unit(value: float | None, unit: str) -> str:
+    """A whole number and its unit, or a bare ``-`` when unknown."""
+    return "-" if value is None else f"{value:.0f}{unit}"
+
+
+def _compact_numbers(gpu: GpuSample) -> tuple[Piece, ...]:
+    """The key numbers of one GPU as (text, level), in ``NUMBER_LABELS`` order."""
     frac = gpu.mem_used_frac
-    mem = f" mem {100 * frac:.0f}%" if frac is not None else " mem -"
-    temp = f" {_num(gpu.temp_c)}°C"
-    power = f" {_num(gpu.power_w)}W"
-    clock = f" {_num(gpu.sm_clock_mhz)}MHz"
-    events, events_level = _events_text(gpu, short=True)
-    fixed = len(head) + len(util) + len(mem) + len(temp) + len(power) + len(clock) + 1
-    spark_width = max(6, width - fixed - min(len(events), 18))
-    s = series or GpuSeries(gpu.index)
-    pieces: list[Piece] = [
-        (head, head_style),
-        (sparkline(s.util, spark_width, 0.0, 100.0), "spark"),
-        (util, "value"),
-        (mem, _ratio_level(gpu.mem_used_mib, gpu.mem_total_mib, 0.90, 0.97)),
-        (temp, _temp_level(gpu)),
-        (power, _ratio_level(gpu.power_w, gpu.power_limit_w, 0.95, 1.0)),
-        (clock, ""),
-        (" ", ""),
-        (events, events_level),
+    return (
+        (_unit(gpu.util_pct, "%"), "value"),
+        (
+            _unit(None if frac is None else 100 * frac, "%"),
+            _ratio_level(gpu.mem_used_mib, gpu.mem_total_mib, 0.90, 0.97),
+        ),
+        (_unit(gpu.temp_c, "°C"), _temp_level(gpu)),
+        (_unit(gpu.power_w, "W"), _ratio_level(gpu.power_w, gpu.power_limit_w, 0.95, 1.0)),
+        (_unit(gpu.sm_clock_mhz, "MHz"), ""),
+    )
+
+
+def compact_columns(gpus: tuple[GpuSample, ...], width: int) -> CompactColumns:
+    """One sparkline width for every row: what is left of ``width`` after the numbers and a
+    reason column that depends on the width only, so the chart does not jump when a GPU
+    starts or stops throttling. Below about 45 columns the numbers are cut, never the chart."""
+    head = max((len(str(g.index)) for g in gpus), default=1) + 1
+    numbers = list(NUMBER_WIDTHS)
+    for gpu in gpus:
+        if not gpu.lost:
+            for i, (text, _) in enumerate(_compact_numbers(gpu)):
+                numbers[i] = max(numbers[i], len(text))
+    fixed = head + sum(numbers) + sum(len(label) for label in NUMBER_LABELS)
+    room = width - fixed - 1  # one space before the reasons
+    events = max(MIN_EVENTS, min(MAX_EVENTS, room // 5))
+    spark = max(MIN_SPARK, room - events)
+    return CompactColumns(head, spark, tuple(numbers), max(0, room - spark))
+
+
+def compact_lines(
+    gpus: tuple[GpuSample, ...],
+    series: Mapping[int, GpuSeries],
+    width: int,
+    selected: int | None = None,
+) -> list[Line]:
+    """One line per GPU (index, utilization sparkline, key numbers, reason codes), every line
+    exactly ``width`` cells and laid out on the same ``compact_columns``."""
+    columns = compact_columns(gpus, width)
+    return [
+        compact_line(gpu, series.get(gpu.index), columns, width, selected == position)
+        for position, gpu in enumerate(gpus)
     ]
+
+
+def compact_line(
+    gpu: GpuSample, series: GpuSeries | None, columns: CompactColumns, width: int, selected: bool
+) -> Line:
+    head = (f"{gpu.index:>{columns.head - 1}} ", "selected" if selected else "title")
+    if gpu.lost:
+        return fit_line([head, ("LOST  no readings", "hot")], width)
+    s = series or GpuSeries(gpu.index)
+    pieces: list[Piece] = [head, (sparkline(s.util, columns.spark, 0.0, 100.0), "spark")]
+    numbers = _compact_numbers(gpu)
+    for label, cell_width, (text, level) in zip(
+        NUMBER_LABELS, columns.numbers, numbers, strict=True
+    ):
+        pieces.append((label, "label" if label.strip() else ""))
+        pieces.append((text.rjust(cell_width), level))
+    codes = event_codes(gpu.clock_event_bits)
+    if codes and columns.events:
+        pieces.append((" ", ""))
+        pieces.append((fit_codes(codes, columns.events), _events_level(gpu.clock_event_bits or 0)))
     return fit_line(pieces, width)
 
 

@@ -10,8 +10,10 @@ Layouts:
 - full: cards of 4 lines (title and clock events; utilization from the sub-second samples;
   memory and temperature against the slowdown threshold; power against the limit and SM clock
   against its maximum), in as many columns as fit. Eight GPUs take 16 lines at 120x40.
-- compact: one line per GPU with an inline utilization sparkline and the key numbers. Taken when
-  the full layout would eat more than about half the terminal height (80x24 with 8 GPUs).
+- compact: one line per GPU with an inline utilization sparkline, the key numbers and the
+  clock-event reasons as two-letter codes. Every line of a render shares one sparkline width
+  and one set of column widths, so the numbers line up from GPU to GPU. Taken when the full
+  layout would eat more than about half the terminal height (80x24 with 8 GPUs).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from gputop_doctor.ui.widgets.gpu_lines import (
     Piece,
     card_lines,
     choose_layout,
-    compact_line,
+    compact_lines,
     fit_line,
 )
 
@@ -153,10 +155,7 @@ class GpuPanels(Widget, can_focus=True):
             return [fit_line([(" no GPUs to show", "dim")], width)]
         focused = self.has_focus
         if layout.compact:
-            return [
-                compact_line(g, self._series.get(g.index), width, focused and i == self._cursor)
-                for i, g in enumerate(gpus)
-            ]
+            return compact_lines(gpus, self._series, width, self._cursor if focused else None)
         out: list[Line] = []
         cols = layout.columns
         for row_start in range(0, len(gpus), cols):
