@@ -128,7 +128,32 @@ def build_parser() -> argparse.ArgumentParser:
     analyze = sub.add_parser("analyze", help="summarise a recorded session CSV")
     analyze.add_argument("csv", metavar="CSV", help="a CSV written by record or the UI")
     analyze.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_lab_commands(sub)
     return parser
+
+
+def _add_lab_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``sweep`` and ``lab``: experiments that run the user's code (they need torch)."""
+    sweep = sub.add_parser("sweep", help="measure a Dataset under each DataLoader setting")
+    sweep.add_argument("target", metavar="FILE.py:FUNC", help="FUNC returns the Dataset")
+    sweep.add_argument("--batch-size", type=_positive_int, default=32, help="default 32")
+    sweep.add_argument("--max-workers", type=_positive_int, help="cap num_workers below the CPUs")
+    sweep.add_argument("--batches", type=_positive_int, default=20, help="batches per pass")
+    sweep.add_argument("--warmup", type=int, default=3, help="batches not counted (default 3)")
+    sweep.add_argument("--passes", type=_positive_int, default=2, help="passes (epochs) each")
+    sweep.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    sweep.add_argument("--csv", metavar="PATH", help="also write the table as CSV")
+    lab = sub.add_parser("lab", help="fp32, bf16 and bf16 + compile on the same data")
+    lab.add_argument("target", metavar="FILE.py:FUNC", help="FUNC returns (model_fn, loader)")
+    lab.add_argument("--steps", type=_positive_int, default=30, help="timed steps (default 30)")
+    lab.add_argument("--warmup", type=int, default=5, help="untimed steps first (default 5)")
+    lab.add_argument("--seed", type=int, default=0, help="torch.manual_seed for every run")
+    lab.add_argument(
+        "--compile-backend",
+        default="inductor",
+        help="torch.compile backend for the third run (default inductor)",
+    )
+    lab.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -170,6 +195,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gputop_doctor.commands.analyze import run_analyze
 
         return run_analyze(args)
+    if args.command == "sweep":
+        from gputop_doctor.commands.sweep import run_sweep
+
+        return run_sweep(args)
+    if args.command == "lab":
+        from gputop_doctor.commands.lab import run_lab
+
+        return run_lab(args)
     from gputop_doctor.commands.tui import run_ui
 
     return run_ui(args)
