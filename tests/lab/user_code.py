@@ -7,7 +7,7 @@ import time
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-WORK_S = 0.02  # CPU work per item, as the example dataset
+WORK_S = 0.02  # CPU work per item: enough that workers pay off on two CPUs
 
 
 class BusyDataset(Dataset):  # type: ignore[type-arg]
