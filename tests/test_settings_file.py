@@ -15,6 +15,39 @@ from gputop_doctor.settings_file import SettingsError, apply, load_settings
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "rules"
 
 
+TOML_WITH_EVERY_KIND = (
+    "# a comment\n"
+    "hold_s = 5\n"
+    "clear_s = 2.5e1\n"
+    "series_len = 1_200\n"
+    "[rules.gpu_starvation]\n"
+    "window_s = 60\n"
+    "[rules.thermal-throttle]\n"
+    "window_s = 120.5\n"
+)
+
+
+def test_python_310_path_reads_the_same_settings_with_tomli(tmp_path: Path) -> None:
+    """On 3.10 the loader reads with tomli; it must give what tomllib gives on 3.11+."""
+    tomli = pytest.importorskip("tomli")
+    tomllib = pytest.importorskip("tomllib")
+    path = tmp_path / "c.toml"
+    path.write_text(TOML_WITH_EVERY_KIND)
+    with_tomli = load_settings(str(path), Settings(), toml=tomli)
+    assert with_tomli == load_settings(str(path), Settings(), toml=tomllib)
+    assert with_tomli != Settings()
+    assert with_tomli.series_len == 1200 and with_tomli.clear_s == 25.0
+
+
+def test_python_310_path_reports_bad_toml_in_one_line(tmp_path: Path) -> None:
+    tomli = pytest.importorskip("tomli")
+    path = tmp_path / "c.toml"
+    path.write_text("hold_s = = 5\n")
+    with pytest.raises(SettingsError, match="is not valid TOML") as caught:
+        load_settings(str(path), Settings(), toml=tomli)
+    assert "\n" not in str(caught.value)
+
+
 def test_file_values_replace_defaults(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(
