@@ -1,7 +1,8 @@
 """Cost of headless recording: tick cost and CPU seconds per minute (prints figures; not a test).
 
-Setup, as in DESIGN.md's budget: 8 demo GPUs, the real host source attached to a real tree of
-64 processes (a root, 7 "ranks", 8 "workers" each), every rule, and the CSV sink.
+Setup, as in the performance budget of docs/architecture.md: 8 demo GPUs, the real host source
+attached to a real tree of 64 processes (a root, 7 "ranks", 8 "workers" each), every rule, and
+the CSV sink.
 
     .venv/bin/python benchmarks/bench_record.py [--seconds 60] [--gpu-source demo|nvml]
 

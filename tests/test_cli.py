@@ -63,21 +63,27 @@ def test_malformed_csv_to_analyze(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_record_demo_starved_writes_160_rows_pandas_reads(tmp_path: Path) -> None:
+def test_record_demo_starved_writes_a_row_per_gpu_per_tick_pandas_reads(tmp_path: Path) -> None:
+    """``--duration 2 --interval 0.1`` allows at most 20 deadlines. A loaded machine may miss
+    some (the engine skips them rather than drift), so the count is a range, and the checks are
+    that every tick the recorder reports is in the file, numbered without gaps, 8 rows each."""
     pandas = pytest.importorskip("pandas")
     path = tmp_path / "s.csv"
     result = run(
-        "record", "--demo", "starved", "--csv", str(path), "--duration", "10", "--interval", "0.5"
+        "record", "--demo", "starved", "--csv", str(path), "--duration", "2", "--interval", "0.1"
     )
     assert result.returncode == 0, result.stderr
     frame = pandas.read_csv(path)
-    assert len(frame) == 160
-    assert sorted(frame["tick"].unique()) == list(range(20))
+    ticks = frame["tick"].nunique()
+    assert 2 <= ticks <= 20
+    assert len(frame) == 8 * ticks
+    assert sorted(frame["tick"].unique()) == list(range(ticks))
     assert sorted(frame["gpu_index"].unique()) == list(range(8))
-    assert "wrote 20 ticks (160 rows)" in result.stderr
+    assert frame.groupby("tick").size().eq(8).all()
+    assert f"wrote {ticks} ticks ({8 * ticks} rows)" in result.stderr
     analyzed = run("analyze", str(path), "--json")
     assert analyzed.returncode == 0
-    assert json.loads(analyzed.stdout)["ticks"] == 20
+    assert json.loads(analyzed.stdout)["ticks"] == ticks
 
 
 def wait_for_ticks(path: Path, count: int, timeout: float = 60.0) -> int:

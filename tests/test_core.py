@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
 from gputop_doctor.config import Settings
+from gputop_doctor.core import engine as engine_module
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.findings import (
     Finding,
@@ -142,10 +145,63 @@ def test_engine_commands_run_in_producer_before_tick() -> None:
     assert frame.snapshot.target_pid == 1234
 
 
-def test_engine_run_stops_on_duration_and_event() -> None:
+class HandPacedStop(threading.Event):
+    """A stop event whose waits move a hand-held monotonic clock instead of sleeping.
+
+    Installed as the engine module's ``time.monotonic``, it makes ``Engine.run``'s deadlines
+    exact on any machine: time passes only when the loop waits, or when a test says a tick
+    took long (``spend``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def spend(self, seconds: float) -> None:
+        self.now += seconds
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.now += timeout or 0.0
+        return self.is_set()
+
+
+@pytest.fixture
+def paced(monkeypatch: pytest.MonkeyPatch) -> HandPacedStop:
+    stop = HandPacedStop()
+    hand_time = SimpleNamespace(
+        monotonic=stop.monotonic, perf_counter=time.perf_counter, time=time.time
+    )
+    monkeypatch.setattr(engine_module, "time", hand_time)
+    return stop
+
+
+def test_engine_run_ticks_every_deadline_within_the_duration(paced: HandPacedStop) -> None:
     engine = Engine(StubGpuSource(), StubHostSource(), Settings(interval_s=0.01))
     frames: list[object] = []
-    assert engine.run(threading.Event(), frames.append, duration_s=0.05) == 5
+    assert engine.run(paced, frames.append, duration_s=0.05) == 5 == len(frames)
+    assert paced.now == pytest.approx(100.04)  # waited for 4 deadlines, not for a 5th
+
+
+def test_engine_run_skips_deadlines_a_slow_tick_missed(paced: HandPacedStop) -> None:
+    """A tick that overruns 2.5 periods costs the 2 deadlines it covered; the schedule keeps
+    its phase (ticks at 0, 3, 4 and 5 periods) instead of bunching up or drifting."""
+    engine = Engine(StubGpuSource(), StubHostSource(), Settings(interval_s=1.0))
+    started: list[float] = []
+
+    def on_frame(frame: object) -> None:
+        started.append(paced.now - 100.0)
+        if len(started) == 1:
+            paced.spend(2.5)
+
+    assert engine.run(paced, on_frame, duration_s=6.0) == 4
+    assert started == pytest.approx([0.0, 3.0, 4.0, 5.0])
+
+
+def test_engine_run_stops_on_the_event() -> None:
+    engine = Engine(StubGpuSource(), StubHostSource(), Settings(interval_s=0.01))
+    frames: list[object] = []
     stop = threading.Event()
 
     def on_frame(frame: object) -> None:
@@ -208,7 +264,7 @@ def test_gpu_status_change_mid_session_reaches_frames_once() -> None:
     assert frames[-1].system.gpu_status.startswith("NVML failed")
 
 
-def test_commands_queued_during_prime_apply_to_real_ticks() -> None:
+def test_commands_queued_during_prime_apply_to_real_ticks(paced: HandPacedStop) -> None:
     written: list[int] = []
 
     class Sink:
@@ -222,7 +278,7 @@ def test_commands_queued_during_prime_apply_to_real_ticks() -> None:
 
     engine = Engine(StubGpuSource(script=[(gpu(0),)]), StubHostSource(), Settings(interval_s=0.01))
     engine.submit(lambda e: e.add_sink(Sink()))  # e.g. the UI's --csv start-recording
-    engine.run(threading.Event(), lambda f: None, duration_s=0.02, prime_s=0.05)
+    engine.run(paced, lambda f: None, duration_s=0.02, prime_s=0.05)
     assert written == [0, 1] and engine.sinks
 
 

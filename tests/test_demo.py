@@ -1,6 +1,6 @@
 """The demo machine: each scenario shows its signature, deterministically, through both sources.
 
-The rules are written against the thresholds in diagnosis.md §4; these tests pin the numbers
+The rules' thresholds are in config.py (reasons in docs/signals.md); these tests pin the numbers
 the demo must produce so that every scenario's finding has an unmistakable signal to find.
 """
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.core.model import Pressure, ProcSample
+from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.sources.host.cgroup import (
     CpuStat,
     cgroup_cpu,
@@ -635,9 +636,14 @@ def test_real_busy_loop_is_hungry(spawn: Spawn) -> None:
     busy = spawn(BUSY)
     source = ProcfsHostSource()
     source.read_processes(busy.pid, [])
-    time.sleep(0.5)
-    s = source.read_processes(busy.pid, []).processes[0]
-    # Far more than an idle process even on a loaded machine; never a timing assertion.
+    # Far more than an idle process: on a machine others load, wait for a reading that shows it
+    # (each reading covers the time since the one before), never for a fixed time.
+    deadline = time.monotonic() + 30.0
+    while True:
+        time.sleep(0.5)
+        s = source.read_processes(busy.pid, []).processes[0]
+        if (s.cpu_pct or 0.0) > 25.0 or time.monotonic() > deadline:
+            break
     assert s.cpu_pct is not None and s.cpu_pct > 25.0
     assert s.state in ("R", "S")
     assert s.hungry_threads == 1
@@ -652,10 +658,17 @@ def test_real_exit_mid_session(spawn: Spawn) -> None:
     assert first.target_alive is True and len(first.processes) == 4
     worker = next(p for p in first.processes if p.depth == 1 and p.num_threads == 3)
     os.kill(worker.pid, signal.SIGKILL)
-    time.sleep(0.1)
+
+    def worker_running(reading: ProcessReading) -> bool:
+        return worker.pid in {p.pid for p in reading.processes if p.state != "Z"}
+
+    deadline = time.monotonic() + 30.0  # the kill is asynchronous: wait for it, not a fixed time
     mid = source.read_processes(root.pid, [])
+    while worker_running(mid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        mid = source.read_processes(root.pid, [])
     assert mid.target_alive is True
-    assert worker.pid not in {p.pid for p in mid.processes if p.state != "Z"}
+    assert not worker_running(mid)
     root.kill()
     root.wait()  # reaped: the PID is gone for good
     gone = source.read_processes(root.pid, [])

@@ -1,4 +1,4 @@
-"""The fake libnvidia-ml itself honours the contracts pynvml relies on (reference/nvml.md §5.3).
+"""The fake libnvidia-ml itself honours the contracts pynvml relies on (docs/nvml-notes.md).
 
 If the fake drifted from real NVML, the reader tests would prove nothing, so its two-call
 behaviour is pinned here through raw ctypes calls as well as through pynvml's wrappers.

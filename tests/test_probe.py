@@ -17,7 +17,7 @@ import pytest
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.model import ProcSample
-from gputop_doctor.probe import _files, watch
+from gputop_doctor.probe import _files, _watch, watch
 from gputop_doctor.sources.probe_reader import (
     ProbedHostSource,
     ProbeReader,
@@ -111,23 +111,45 @@ def test_attributes_pass_through_to_the_loader() -> None:
     assert (stats["prefetch_factor"], stats["batch_size"]) == (4, 16)
 
 
-def test_data_wait_share_is_time_inside_next(probe_dir: Path) -> None:
+class HandMovedTime:
+    """Stands in for the ``time`` module inside the probe: ``perf_counter`` moves only when the
+    test says, so a share of time is exact however busy the machine is."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return time.time()
+
+
+def test_data_wait_share_is_time_inside_next(
+    probe_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = HandMovedTime()
+    monkeypatch.setattr(_watch, "time", clock)
+
     def slow_batches() -> Iterator[int]:
         for i in range(12):
-            time.sleep(0.02)  # the loader's work: counted as waiting
+            clock.now += 0.02  # the loader's work: counted as waiting
             yield i
 
     watched = watch(slow_batches())
     for _ in watched:
-        pass  # no compute at all: nearly every second is spent waiting
-    share = watched.stats()["data_wait_frac"]
-    assert isinstance(share, float) and share > 0.9
+        pass  # no compute at all: every second is spent waiting
+    assert watched.stats()["data_wait_frac"] == pytest.approx(1.0)
 
     fast = watch(range(12))
     for _ in fast:
-        time.sleep(0.02)  # compute only
-    share = fast.stats()["data_wait_frac"]
-    assert isinstance(share, float) and share < 0.1
+        clock.now += 0.02  # compute only
+    assert fast.stats()["data_wait_frac"] == pytest.approx(0.0)
+
+    mixed = watch(slow_batches())
+    for _ in mixed:
+        clock.now += 0.06  # three times the loading time
+    assert mixed.stats()["data_wait_frac"] == pytest.approx(0.25)
 
 
 def test_publishes_while_running_and_removes_the_file_at_the_end(probe_dir: Path) -> None:

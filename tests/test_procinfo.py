@@ -422,7 +422,7 @@ def test_real_environ(spawn) -> None:  # type: ignore[no-untyped-def]
     child = spawn("import os\nos.environ['OMP_NUM_THREADS'] = '1'\n" + WAIT, env=env)
     got = read_environ(child.pid)
     assert got is not None
-    # The block as of execve: the child's own later change is invisible (diagnosis.md §1.6).
+    # The block as of execve: the child's own later change is invisible (docs/signals.md).
     assert got.omp_num_threads == "3"
     assert got.openblas_coretype == "Haswell"
     assert got.rank == "0"

@@ -2,7 +2,7 @@
  * fake_nvml.c: a fake libnvidia-ml.so.1 for gputop-doctor's tests.
  *
  * Written from scratch for this project from the public NVML header semantics summarised in
- * docs/reference (nvml.md section 5). It lets the real nvidia-ml-py bindings (and nvitop) run
+ * docs/nvml-notes.md. It lets the real nvidia-ml-py bindings (and nvitop) run
  * on machines without a GPU. Every value comes from a scenario file named by the environment
  * variable FAKE_NVML_SCENARIO; the file is re-read whenever its inode, size or mtime changes, so
  * a test rewrites it to move values over time. See tests/fake_nvml/scenario.py for the writer.
@@ -1148,7 +1148,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t h, unsigned int *
     return uint_field(g, F_PCIE_WIDTH_MAX, v);
 }
 
-/* ---- running processes (two-call contract, nvml.md 5.3) --------------------------------- */
+/* ---- running processes (two-call contract, docs/nvml-notes.md)------------------------------- */
 
 static unsigned int count_procs(const struct fake_gpu *g, int kind) {
     unsigned int n = 0;

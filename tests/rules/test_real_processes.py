@@ -81,13 +81,17 @@ def numpy_idle(load: str = "") -> str:
     )
 
 
-def watch(pid: int, ticks: int) -> list[Frame]:
-    """Attach an engine with every rule to ``pid`` and tick it in real time."""
+def watch(pid: int, ticks: int, until: str | None = None) -> list[Frame]:
+    """Attach an engine with every rule to ``pid`` and tick it in real time: ``ticks`` times,
+    or, with ``until``, until that rule shows (``ticks`` then only bounds the wait, so a slow,
+    shared machine takes longer instead of failing)."""
     engine = Engine(NullGpuSource(), host.ProcfsHostSource(), SETTINGS, RULES, target_pid=pid)
-    frames = []
+    frames: list[Frame] = []
     try:
         for _ in range(ticks):
             frames.append(engine.tick())
+            if until is not None and until in shown(frames[-1:]):
+                break
             time.sleep(SETTINGS.interval_s)
     finally:
         engine.close()
@@ -102,7 +106,7 @@ def shown(frames: list[Frame]) -> set[str]:
 def test_three_default_torch_pools_are_oversubscribed() -> None:
     pytest.importorskip("torch")
     with workload(torch_matmul(3, None)) as pid:
-        frames = watch(pid, 10)
+        frames = watch(pid, 60, until="thread-oversubscription")
     assert "thread-oversubscription" in shown(frames)
     finding = next(
         f for fr in frames for f in fr.findings if f.rule_id == "thread-oversubscription"
@@ -123,7 +127,7 @@ def test_three_single_thread_torch_processes_are_not() -> None:
 
 def test_busy_loops_on_every_cpu_saturate_it() -> None:
     with workload(spawned(BUSY_LOOP, CPUS)) as pid:
-        frames = watch(pid, 12)
+        frames = watch(pid, 60, until="cpu-saturation")
     assert "cpu-saturation" in shown(frames)
 
 
@@ -131,7 +135,7 @@ def test_numpy_on_openblas_on_intel(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("numpy")
     monkeypatch.setenv("GPUTOP_DOCTOR_CPU_VENDOR", "GenuineIntel")
     with workload(spawned(numpy_idle(), 1)) as pid:
-        frames = watch(pid, 6)
+        frames = watch(pid, 60, until="blas-openblas-on-intel")
     found = [f for fr in frames for f in fr.findings if f.rule_id == "blas-openblas-on-intel"]
     assert found
     assert found[-1].scope.kind is ScopeKind.PID and found[-1].scope.index != pid  # the child

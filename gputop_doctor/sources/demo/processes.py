@@ -2,8 +2,8 @@
 
 The tree is laid out once (PIDs, names, thread names, libraries, environment never change);
 each tick only the load varies: CPU %, run-queue delay, hungry threads and state. The shape
-follows what diagnosis.md §3 observed on real PyTorch jobs, so the rules and the UI meet the
-same names and structure they will meet on a real machine.
+follows what real PyTorch jobs look like from outside (docs/signals.md), so the rules and the
+UI meet the same names and structure they will meet on a real machine.
 """
 
 from __future__ import annotations

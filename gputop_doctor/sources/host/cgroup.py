@@ -3,7 +3,7 @@
 A rented container usually sees every core of the host in ``os.cpu_count()`` and in its
 affinity mask, while a CFS quota (Docker ``--cpus``, Kubernetes limits) lets it run on far
 fewer; BLAS and OpenMP size their pools from the former and get throttled by the latter
-(reference/diagnosis.md §2). So the effective CPU count is the smaller of the two, and the
+(docs/signals.md). So the effective CPU count is the smaller of the two, and the
 share of CFS periods that were throttled says whether the quota bites.
 
 Both cgroup versions are handled: v2 ``cpu.max`` and v1 ``cpu.cfs_quota_us`` /

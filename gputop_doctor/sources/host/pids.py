@@ -2,13 +2,13 @@
 
 Why not psutil here: one ``psutil.Process`` with ``oneshot()`` costs about 190 µs for the
 handful of fields we show, a direct read of ``/proc/PID/stat`` about 10 µs, and a 64-process
-tree is read every tick (DESIGN.md's budget is 1 % of one core for everything). The lesson of
+tree is read every tick (docs/architecture.md: 1 % of one core for everything). The lesson of
 "one persistent psutil.Process per PID" is kept in host_tree.py: every process has persistent
 state, so that its first CPU reading isn't a made-up zero and later ones are exact deltas.
 
 Per-thread facts come from ``/proc/PID/task/TID/{stat,schedstat}``: the thread names, the
 threads in D state, and run/wait nanoseconds. ``/proc/PID/schedstat`` covers only the leader
-thread, so the run-queue delay is summed over the tasks (reference/diagnosis.md §3.5, §4.0).
+thread, so the run-queue delay is summed over the tasks (docs/signals.md).
 
 Finding the tree: ``/proc/PID/task/TID/children`` needs CONFIG_PROC_CHILDREN, which kernels
 like this one lack, so the ppid of every PID on the host is kept in :class:`PidTable`, updated

@@ -2,7 +2,7 @@
 
 Everything here is read from outside the process, through /proc, so it works on any running
 job without touching it. The runtimes come from the file names in ``/proc/PID/maps`` (the same
-file threadpoolctl reads for its own process, see reference/diagnosis.md §1); MKL linked
+file threadpoolctl reads for its own process, see docs/signals.md); MKL linked
 statically into ``libtorch_cpu.so`` has no file of its own, so that library's ELF ``.dynstr``
 is searched for an MKL symbol instead. What a permission check hides is ``None`` ("unknown"),
 never an error: maps and environ need same-uid or CAP_SYS_PTRACE.
@@ -30,7 +30,7 @@ from gputop_doctor.sources.host.kept_files import read_file
 VENDOR_OVERRIDE_ENV = "GPUTOP_DOCTOR_CPU_VENDOR"
 
 # Basename prefixes (lower case) -> (kind, name); first match wins, so longer prefixes first.
-# From threadpoolctl's controllers and reference/diagnosis.md §1.2.
+# The prefixes threadpoolctl's controllers match (docs/signals.md).
 _RUNTIME_PREFIXES: tuple[tuple[str, str, str], ...] = (
     ("libscipy_openblas", "blas", "OpenBLAS"),
     ("libopenblas", "blas", "OpenBLAS"),

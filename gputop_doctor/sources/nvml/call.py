@@ -2,7 +2,7 @@
 
 Real drivers differ wildly in what they support (a fanless board has no fan speed, MIG hides
 utilization, an old driver lacks half the symbols), so the reader must treat "cannot tell" as a
-normal answer. The rules here are the failure model of issue 3:
+normal answer. The rules here implement the failure model in docs/architecture.md:
 
 * NOT_SUPPORTED, NO_PERMISSION, FunctionNotFound, ARGUMENT_VERSION_MISMATCH, or pynvml's
   ``NVMLLibraryMismatchError`` (raised by the unversioned process-list wrappers, and *not* an

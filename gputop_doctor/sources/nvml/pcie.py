@@ -2,8 +2,8 @@
 
 ``nvmlDeviceGetPcieThroughput`` "is querying a byte counter over a 20ms interval" (nvml.h): the
 call itself waits out that window, so on real hardware each call may block ~20 ms. Receive and
-transmit on 8 GPUs would cost ~320 ms a tick against a budget of 20 ms (DESIGN.md), and the
-answer is a noisy 20 ms glimpse anyway.
+transmit on 8 GPUs would cost ~320 ms a tick against a budget of 20 ms (docs/architecture.md),
+and the answer is a noisy 20 ms glimpse anyway.
 
 So the tick reads the cumulative counters ``NVML_FI_DEV_PCIE_COUNT_TX_BYTES`` /
 ``RX_BYTES`` (field ids 197/198) in the same batched ``nvmlDeviceGetFieldValues`` call as the

@@ -1,6 +1,6 @@
 """The processes NVML lists on one GPU, with their memory and per-process SM/memory utilization.
 
-Two traps shape this module (reference/nvml.md §3.10-3.11):
+Two traps shape this module (docs/nvml-notes.md has the rest of NVML's process API):
 
 * The process-list wrappers default to the ``_v3`` symbol; on drivers older than 510 pynvml's
   unversioned wrapper raises ``NVMLLibraryMismatchError`` (not an ``NVMLError``), so we fall
