@@ -1,0 +1,137 @@
+"""The exporter's HTTP side: ``/metrics`` (Prometheus text) and ``/api/v1/frame`` (JSON).
+
+Scrapes are served on their own threads from the latest frame the sampler handed over; a slow
+or stuck client never delays sampling. The JSON view is rendered once per frame, on demand.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import ssl
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from gputop_doctor.core.frame import Frame
+from gputop_doctor.export.frame_view import frame_view
+
+DEFAULT_LISTEN = "127.0.0.1:9400"
+FRAME_PATH = "/api/v1/frame"
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def url_host(self) -> str:
+        return f"[{self.host}]" if ":" in self.host else self.host
+
+    @classmethod
+    def parse(cls, text: str) -> Listen:
+        """``HOST:PORT`` or ``[V6]:PORT``; raises ValueError with a one-line message."""
+        host, sep, port_text = text.rpartition(":")
+        if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+            raise ValueError(f"--listen wants HOST:PORT, got {text!r}")
+        return cls(host.strip("[]"), int(port_text))
+
+
+class FrameBox:
+    """The latest frame and its JSON rendering, shared between the sampler and scrapes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._frame: Frame | None = None
+        self._json: bytes | None = None
+
+    def put(self, frame: Frame) -> None:
+        with self._lock:
+            self._frame, self._json = frame, None
+
+    def json_bytes(self) -> bytes | None:
+        with self._lock:
+            if self._frame is not None and self._json is None:
+                self._json = json.dumps(frame_view(self._frame)).encode()
+            return self._json
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 64
+
+    def __init__(self, listen: Listen, registry: CollectorRegistry, box: FrameBox) -> None:
+        if ":" in listen.host:
+            self.address_family = socket.AF_INET6
+        self.registry = registry
+        self.box = box
+        super().__init__((listen.host, listen.port), _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    timeout = 10  # a client that stops talking is dropped
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            self._send(200, CONTENT_TYPE_LATEST, generate_latest(self.server.registry))
+        elif path == FRAME_PATH:
+            body = self.server.box.json_bytes()
+            if body is None:
+                self._send(503, "text/plain", b"no frame yet\n")
+            else:
+                self._send(200, "application/json", body)
+        elif path == "/":
+            self._send(200, "text/plain", f"gputop-doctor: /metrics {FRAME_PATH}\n".encode())
+        else:
+            self._send(404, "text/plain", b"not found\n")
+
+    def _send(self, status: int, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Scrapes every few seconds would flood stderr; say nothing."""
+
+
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    """A server TLS context; raises ValueError with a one-line message."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"cannot load --tls-cert {cert} / --tls-key {key}: {exc}") from None
+    return context
+
+
+def start_server(
+    listen: Listen, registry: CollectorRegistry, box: FrameBox, tls: ssl.SSLContext | None
+) -> ThreadingHTTPServer:
+    """Bind (errors are one-line ValueErrors) and serve on a daemon thread."""
+    try:
+        server = _Server(listen, registry, box)
+    except OSError as exc:
+        raise ValueError(
+            f"cannot listen on {listen.url_host}:{listen.port}: {exc.strerror}"
+        ) from None
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    return server
