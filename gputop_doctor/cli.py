@@ -106,7 +106,7 @@ def _add_alert_options(parser: argparse.ArgumentParser, sub: bool = False) -> No
     )
 
 
-def _add_serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="export the latest frame for Prometheus and --hosts")
     _add_source_options(serve, "export a simulated machine running SCENARIO", sub=True)
     serve.add_argument(

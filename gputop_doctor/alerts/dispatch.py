@@ -2,7 +2,8 @@
 
 The sampler only puts events on a bounded queue (a full queue drops and counts). Each hook is
 time-limited by itself; failures are counted and the first one per hook is reported, once. A
-webhook's events closer together than its ``min_gap_s`` are held and sent as one message.
+batching hook (the webhook) gets the events gathered since its last POST at most every
+``min_gap_s``, so eight GPUs throttling at once are one chat message, not eight.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gputop_doctor.alerts.events import AlertEvent, AlertTracker, Change
+from gputop_doctor.alerts.events import AlertEvent, AlertTracker
 from gputop_doctor.alerts.hooks import BadHook, CommandHook, Hook, HookError, WebhookHook
 from gputop_doctor.core.frame import Frame
 
@@ -22,10 +23,9 @@ QUEUE_SIZE = 256
 
 @dataclass(slots=True)
 class HookStats:
-    delivered: int = 0
-    failed: int = 0
-    dropped: int = 0
-    rate_limited: int = 0
+    delivered: int = 0  # events delivered
+    failed: int = 0  # deliveries that failed or timed out
+    dropped: int = 0  # events lost to a full queue
     reported: set[str] = field(default_factory=set)
 
 
@@ -48,13 +48,14 @@ class AlertDispatcher:
         self._say = say
         self._tracker = AlertTracker()
         self._queue: queue.Queue[AlertEvent | None] = queue.Queue(QUEUE_SIZE)
+        self._pending: dict[str, list[AlertEvent]] = {h.name: [] for h in self.hooks}
         self._last_sent: dict[str, float] = {}
         self._thread = threading.Thread(target=self._work, name="alert-hooks", daemon=True)
         if self.hooks:
             self._thread.start()
 
     def observe(self, frame: Frame) -> list[AlertEvent]:
-        """Queue this frame's events for the hooks and return them (the TUI's bell uses them)."""
+        """Queue this frame's events for the hooks and return them. Never blocks."""
         events = self._tracker.events(frame)
         if self.hooks:
             for event in events:
@@ -74,33 +75,55 @@ class AlertDispatcher:
             return
         self._thread.join(wait_s)
 
+    # -- the worker thread -----------------------------------------------------------------
+
     def _work(self) -> None:
         while True:
-            event = self._queue.get()
+            try:
+                event = self._queue.get(timeout=self._next_due())
+            except queue.Empty:
+                self._flush(final=False)
+                continue
             if event is None:
+                self._flush(final=True)
                 return
             for hook in self.hooks:
-                self._deliver(hook, event)
+                if hook.batches:
+                    self._pending[hook.name].append(event)
+                else:
+                    self._deliver(hook, [event])
+            self._flush(final=False)
 
-    def _deliver(self, hook: Hook, event: AlertEvent) -> None:
-        now = time.monotonic()
-        last = self._last_sent.get(hook.name)
-        if last is not None and now - last < hook.min_gap_s and event.change is Change.CLEARED:
-            # Clears are the least urgent: under the rate limit they are counted, not sent.
-            self.stats.rate_limited += 1
-            return
-        if last is not None and now - last < hook.min_gap_s:
-            time.sleep(hook.min_gap_s - (now - last))
+    def _next_due(self) -> float | None:
+        """Seconds until a batching hook with pending events may send; None: nothing waits."""
+        waits = [
+            hook.min_gap_s - (time.monotonic() - self._last_sent.get(hook.name, -1e9))
+            for hook in self.hooks
+            if self._pending[hook.name]
+        ]
+        return max(0.0, min(waits)) if waits else None
+
+    def _flush(self, final: bool) -> None:
+        for hook in self.hooks:
+            pending = self._pending[hook.name]
+            if not pending:
+                continue
+            since = time.monotonic() - self._last_sent.get(hook.name, -1e9)
+            if final or since >= hook.min_gap_s:
+                self._pending[hook.name] = []
+                self._deliver(hook, pending)
+
+    def _deliver(self, hook: Hook, events: list[AlertEvent]) -> None:
         self._last_sent[hook.name] = time.monotonic()
         try:
-            hook.deliver(event)
+            hook.deliver(events)
         except HookError as exc:
             self.stats.failed += 1
             if hook.name not in self.stats.reported:
                 self.stats.reported.add(hook.name)
                 self._say(f"gputop-doctor: alert hook {hook.name} failed: {exc} (reported once)")
             return
-        self.stats.delivered += 1
+        self.stats.delivered += len(events)
 
 
-__all__ = ["AlertDispatcher", "BadHook", "hooks_from"]
+__all__ = ["AlertDispatcher", "BadHook", "CommandHook", "WebhookHook", "hooks_from"]

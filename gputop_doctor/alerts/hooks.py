@@ -13,6 +13,7 @@ import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,10 +32,19 @@ class BadHook(ValueError):
 
 
 class Hook(Protocol):
-    name: str
-    min_gap_s: float
+    """Where events go. A hook that ``batches`` gets every event since its last delivery at
+    once, at most every ``min_gap_s``; the others get one event per call."""
 
-    def deliver(self, event: AlertEvent) -> None: ...
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def batches(self) -> bool: ...
+
+    @property
+    def min_gap_s(self) -> float: ...
+
+    def deliver(self, events: Sequence[AlertEvent]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,7 @@ class CommandHook:
     argv: tuple[str, ...]
     timeout_s: float = HOOK_TIMEOUT_S
     min_gap_s: float = 0.0
+    batches: bool = False
 
     @property
     def name(self) -> str:
@@ -61,7 +72,11 @@ class CommandHook:
             raise BadHook(f"--on-finding: command not found: {argv[0]}")
         return cls(argv, timeout_s)
 
-    def deliver(self, event: AlertEvent) -> None:
+    def deliver(self, events: Sequence[AlertEvent]) -> None:
+        for event in events:
+            self._run(event)
+
+    def _run(self, event: AlertEvent) -> None:
         payload = json.dumps(event.to_json()).encode()
         try:
             done = subprocess.run(
@@ -87,6 +102,7 @@ class WebhookHook:
     url: str
     timeout_s: float = HOOK_TIMEOUT_S
     min_gap_s: float = WEBHOOK_MIN_GAP_S
+    batches: bool = True
 
     @property
     def name(self) -> str:
@@ -103,10 +119,11 @@ class WebhookHook:
             raise BadHook(f"--webhook: bad port in {url!r}") from None
         return cls(url, timeout_s)
 
-    def deliver(self, event: AlertEvent) -> None:
+    def deliver(self, events: Sequence[AlertEvent]) -> None:
+        body = {"text": "\n".join(e.text for e in events), "events": [e.to_json() for e in events]}
         request = urllib.request.Request(
             self.url,
-            data=json.dumps(event.to_json()).encode(),
+            data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
             method="POST",
         )
