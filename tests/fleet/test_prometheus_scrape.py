@@ -24,7 +24,9 @@ def _query(port: int, promql: str) -> list[dict[str, object]]:
     return list(body["data"]["result"])
 
 
-def _wait_for(port: int, promql: str, want: int, timeout_s: float = 90.0) -> list[dict[str, object]]:
+def _wait_for(
+    port: int, promql: str, want: int, timeout_s: float = 90.0
+) -> list[dict[str, object]]:
     deadline = time.monotonic() + timeout_s
     result: list[dict[str, object]] = []
     while time.monotonic() < deadline:
