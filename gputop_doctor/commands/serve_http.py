@@ -80,10 +80,20 @@ class _Server(ThreadingHTTPServer):
         self.box = box
         super().__init__((listen.host, listen.port), _Handler)
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that hangs up or fails the TLS handshake is its own problem: no traceback."""
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     timeout = 10  # a client that stops talking is dropped
+
+    def setup(self) -> None:
+        super().setup()  # applies the timeout to the connection
+        if isinstance(self.connection, ssl.SSLSocket):
+            # Here, on the request's own thread: a client that never finishes the handshake
+            # cannot block the accept loop.
+            self.connection.do_handshake()
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -132,6 +142,8 @@ def start_server(
             f"cannot listen on {listen.url_host}:{listen.port}: {exc.strerror}"
         ) from None
     if tls is not None:
-        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        server.socket = tls.wrap_socket(
+            server.socket, server_side=True, do_handshake_on_connect=False
+        )
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server

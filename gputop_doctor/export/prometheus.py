@@ -31,7 +31,7 @@ from gputop_doctor.core.model import (
 
 PREFIX = "gputop_doctor_"
 GPU_LABELS = ("gpu", "uuid", "name")
-NS = 1e-9
+NS_PER_S = 1e9
 MHZ = 1e6
 KIB = 1024.0
 
@@ -160,7 +160,7 @@ def gpu_metrics(gpus: tuple[GpuSample, ...]) -> Iterator[Metric]:
             for attr, reason in THROTTLE_FIELDS:
                 ns = getattr(gpu.throttle, attr)
                 if ns is not None:
-                    throttle.add_metric([*_gpu_labels(gpu), reason], ns * NS)
+                    throttle.add_metric([*_gpu_labels(gpu), reason], ns / NS_PER_S)
     yield events
     yield throttle
 

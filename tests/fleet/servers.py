@@ -59,7 +59,9 @@ class Exporter:
                 self.proc.wait()
 
 
-def start_exporter(*extra: str, scenario: str = "thermal", backfill: float = 120.0) -> Exporter:
+def start_exporter(
+    *extra: str, scenario: str = "thermal", backfill: float = 120.0, https: bool = False
+) -> Exporter:
     """``serve --demo SCENARIO`` on a port the kernel picks; waits for its first frame."""
     cmd = [sys.executable, "-m", "gputop_doctor", "serve", "--demo", scenario]
     cmd += ["--listen", "127.0.0.1:0", "--backfill", str(backfill), *extra]
@@ -71,6 +73,8 @@ def start_exporter(*extra: str, scenario: str = "thermal", backfill: float = 120
         proc.kill()
         raise AssertionError(f"serve did not start: {line}{proc.stderr.read()}")
     exporter = Exporter(proc, int(match.group(1)))
+    if https:
+        return exporter  # the caller speaks TLS itself
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
