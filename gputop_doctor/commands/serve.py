@@ -90,11 +90,11 @@ def run_serve(args: argparse.Namespace) -> int:
     collector = FrameCollector()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    box = FrameBox()
+    box = FrameBox(registry)
     server = None
     if listen is not None:
         try:
-            server = start_server(listen, registry, box, tls)
+            server = start_server(listen, box, tls)
         except ValueError as exc:
             engine.close()
             raise UsageError(str(exc), status=1) from None

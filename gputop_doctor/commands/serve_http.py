@@ -6,6 +6,7 @@ or stuck client never delays sampling. The JSON view is rendered once per frame,
 
 from __future__ import annotations
 
+import gzip
 import ipaddress
 import json
 import socket
@@ -21,6 +22,7 @@ from gputop_doctor.export.frame_view import frame_view
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
 FRAME_PATH = "/api/v1/frame"
+GZIP_LEVEL = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,16 +53,36 @@ class Listen:
 
 
 class FrameBox:
-    """The latest frame and its JSON rendering, shared between the sampler and scrapes."""
+    """The latest frame and its renderings, shared between the sampler and scrapes.
 
-    def __init__(self) -> None:
+    Each rendering is made at most once per frame, by the first request that wants it: the
+    sampler pays nothing when nobody scrapes, and several scrapers (two Prometheus replicas,
+    a fleet view) of the same tick share one rendering.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
         self._lock = threading.Lock()
+        self._registry = registry
         self._frame: Frame | None = None
         self._json: bytes | None = None
+        self._metrics: bytes | None = None
+        self._metrics_gz: bytes | None = None
 
     def put(self, frame: Frame) -> None:
         with self._lock:
             self._frame, self._json = frame, None
+            self._metrics = self._metrics_gz = None
+
+    def metrics_bytes(self, gzipped: bool = False) -> bytes:
+        """The exposition; gzipped (Prometheus asks for it) it is about a tenth of the size."""
+        with self._lock:
+            if self._metrics is None or self._frame is None:
+                self._metrics, self._metrics_gz = generate_latest(self._registry), None
+            if not gzipped:
+                return self._metrics
+            if self._metrics_gz is None:
+                self._metrics_gz = gzip.compress(self._metrics, compresslevel=GZIP_LEVEL)
+            return self._metrics_gz
 
     def json_bytes(self) -> bytes | None:
         with self._lock:
@@ -73,10 +95,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, listen: Listen, registry: CollectorRegistry, box: FrameBox) -> None:
+    def __init__(self, listen: Listen, box: FrameBox) -> None:
         if ":" in listen.host:
             self.address_family = socket.AF_INET6
-        self.registry = registry
         self.box = box
         super().__init__((listen.host, listen.port), _Handler)
 
@@ -98,7 +119,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
-            self._send(200, CONTENT_TYPE_LATEST, generate_latest(self.server.registry))
+            gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
+            body = self.server.box.metrics_bytes(gzipped)
+            self._send(200, CONTENT_TYPE_LATEST, body, "gzip" if gzipped else None)
         elif path == FRAME_PATH:
             body = self.server.box.json_bytes()
             if body is None:
@@ -110,9 +133,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, "text/plain", b"not found\n")
 
-    def _send(self, status: int, content_type: str, body: bytes) -> None:
+    def _send(
+        self, status: int, content_type: str, body: bytes, encoding: str | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        if encoding:
+            self.send_header("Content-Encoding", encoding)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -131,12 +158,10 @@ def tls_context(cert: str, key: str) -> ssl.SSLContext:
     return context
 
 
-def start_server(
-    listen: Listen, registry: CollectorRegistry, box: FrameBox, tls: ssl.SSLContext | None
-) -> ThreadingHTTPServer:
+def start_server(listen: Listen, box: FrameBox, tls: ssl.SSLContext | None) -> ThreadingHTTPServer:
     """Bind (errors are one-line ValueErrors) and serve on a daemon thread."""
     try:
-        server = _Server(listen, registry, box)
+        server = _Server(listen, box)
     except OSError as exc:
         raise ValueError(
             f"cannot listen on {listen.url_host}:{listen.port}: {exc.strerror}"

@@ -5,6 +5,7 @@ Both binaries are installed by ``.ci/run``; a missing one is a failure, not a sk
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tests.fleet.servers import exporter, free_port
+from tests.fleet.servers import ROOT, exporter, free_port
 
 
 def _query(port: int, promql: str) -> list[dict[str, object]]:
@@ -38,6 +39,15 @@ def _wait_for(
             return result
         time.sleep(0.5)
     raise AssertionError(f"{promql}: {len(result)} series after {timeout_s} s, wanted {want}")
+
+
+def _dashboard_queries() -> list[tuple[str, str]]:
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    return [
+        (panel["title"], target["expr"].replace("$instance", ".*"))
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+    ]
 
 
 def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None:
@@ -70,6 +80,8 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
             )
             gpus = _wait_for(port, "gputop_doctor_gpu_temperature_celsius", want=8)
             up = _query(port, 'up{job="gputop"}')
+            for title, expr in _dashboard_queries():
+                assert _query(port, expr) is not None, title  # valid PromQL on real series
         finally:
             server.terminate()
             server.wait(20)
@@ -87,6 +99,12 @@ def test_promtool_accepts_the_exposition() -> None:
     assert promtool, "Debian's prometheus package (promtool) is required"
     with exporter(scenario="starved") as serve:
         text = serve.get("/metrics")
+        request = urllib.request.Request(
+            f"http://{serve.address}/metrics", headers={"Accept-Encoding": "gzip"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            assert resp.headers["Content-Encoding"] == "gzip"
+            assert b"gputop_doctor_gpu_utilization_ratio{" in gzip.decompress(resp.read())
     done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert b"gputop_doctor_gpu_utilization_ratio{" in text
