@@ -123,11 +123,11 @@ class _Handler(BaseHTTPRequestHandler):
             body = self.server.box.metrics_bytes(gzipped)
             self._send(200, CONTENT_TYPE_LATEST, body, "gzip" if gzipped else None)
         elif path == FRAME_PATH:
-            body = self.server.box.json_bytes()
-            if body is None:
+            view = self.server.box.json_bytes()
+            if view is None:
                 self._send(503, "text/plain", b"no frame yet\n")
             else:
-                self._send(200, "application/json", body)
+                self._send(200, "application/json", view)
         elif path == "/":
             self._send(200, "text/plain", f"gputop-doctor: /metrics {FRAME_PATH}\n".encode())
         else:
