@@ -78,7 +78,8 @@ class HostPoller:
         if proc is not None and proc.poll() is None:
             proc.terminate()
 
-    def _good(self, view: HostView) -> None:
+    def accept(self, view: HostView) -> None:
+        """A good frame arrived (from this poller's worker, or a test)."""
         with self._lock:
             self._status = HostStatus(self.spec.label, HostState.OK, view, None, self._clock())
 
@@ -110,7 +111,7 @@ class HostPoller:
                 body = resp.read(MAX_VIEW_BYTES + 1)
             if len(body) > MAX_VIEW_BYTES:
                 raise BadView("frame view too large")
-            self._good(parse_view(self.spec.label, json.loads(body)))
+            self.accept(parse_view(self.spec.label, json.loads(body)))
         except urllib.error.HTTPError as exc:
             if exc.code == NOT_READY:
                 self._starting()
@@ -161,7 +162,7 @@ class HostPoller:
             if self._stop.is_set():
                 break
             try:
-                self._good(parse_view(self.spec.label, json.loads(line)))
+                self.accept(parse_view(self.spec.label, json.loads(line)))
             except ValueError as exc:
                 self._bad(_error(exc))
         proc.terminate()

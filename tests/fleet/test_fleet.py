@@ -153,3 +153,29 @@ async def test_fleet_tui_over_two_exporters_and_one_killed_mid_run() -> None:
                 assert not app.query_one("#host-0", HostCard).has_class("-unreachable")
         finally:
             watcher.stop()
+
+
+def test_a_host_that_accepts_but_never_answers_times_out_and_a_silent_one_turns_slow() -> None:
+    import socket
+
+    from gputop_doctor.fleet.poller import HostPoller
+
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(1)  # the kernel accepts the connection; nobody ever answers
+        spec = parse_hosts(f"127.0.0.1:{mute.getsockname()[1]}")[0]
+        started = time.monotonic()
+        status = HostPoller(spec, 1.0).fetch_once()
+        assert time.monotonic() - started < 10
+    assert status.state is HostState.UNREACHABLE and "timed out" in (status.error or "")
+    now = [100.0]
+    poller = HostPoller(spec, 1.0, clock=lambda: now[0])
+    poller.accept(parse_view(spec.label, _view()))  # as its worker does after a good fetch
+    assert poller.status().state is HostState.OK
+    now[0] += 30  # no frame for 30 s, the worker stuck in a read
+    slow = poller.status()
+    assert (
+        slow.state is HostState.STALE
+        and slow.view is not None
+        and "no frame for 30 s" in (slow.error or "")
+    )
