@@ -21,7 +21,7 @@ from gputop_doctor.alerts.dispatch import AlertDispatcher, BadHook, hooks_from
 from gputop_doctor.commands.common import (
     DEMO_BACKFILL_S,
     UsageError,
-    build_engine,
+    open_run,
     options_from,
     say,
 )
@@ -86,7 +86,8 @@ def run_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
     backfill = DEMO_BACKFILL_S if args.backfill is None else args.backfill
-    engine = build_engine(options_from(args, args.interval, backfill_s=backfill))
+    run = open_run(options_from(args, args.interval, backfill_s=backfill))
+    engine = run.engine
     collector = FrameCollector()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
@@ -118,7 +119,7 @@ def run_serve(args: argparse.Namespace) -> int:
             to_stdout(frame)
 
     try:
-        engine.run(stop, on_frame, duration_s=args.duration)
+        engine.run(stop, on_frame, duration_s=args.duration, prime_s=run.prime_s)
     finally:
         if server is not None:
             server.shutdown()

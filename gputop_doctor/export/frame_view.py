@@ -13,6 +13,7 @@ from typing import Any
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import GpuSample, HostSample
+from gputop_doctor.core.verdict import Verdict
 
 VERSION = 1
 
@@ -61,6 +62,14 @@ def _host(host: HostSample) -> dict[str, Any]:
     }
 
 
+def _verdict(verdict: Verdict) -> dict[str, str]:
+    return {
+        "case": verdict.case.value,
+        "bottleneck": verdict.bottleneck.value,
+        "text": verdict.text,
+    }
+
+
 def frame_view(frame: Frame) -> dict[str, Any]:
     """The frame as the versioned JSON object (plain types only)."""
     snap = frame.snapshot
@@ -73,7 +82,7 @@ def frame_view(frame: Frame) -> dict[str, Any]:
         "source": frame.system.source,
         "gpu_problem": frame.system.gpu_problem,
         "target": {"pid": snap.target_pid, "alive": snap.target_alive},
-        "verdict": None if frame.verdict is None else dataclasses.asdict(frame.verdict),
+        "verdict": None if frame.verdict is None else _verdict(frame.verdict),
         "findings": [finding_json(f) for f in frame.findings],
         "tree": None if snap.tree is None else dataclasses.asdict(snap.tree),
         "host": _host(snap.host),

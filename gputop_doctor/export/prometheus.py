@@ -299,7 +299,7 @@ def finding_metrics(frame: Frame) -> Iterator[Metric]:
         labels=("case", "bottleneck"),
     )
     if frame.verdict is not None:
-        verdict.add_metric([frame.verdict.case, frame.verdict.bottleneck], 1.0)
+        verdict.add_metric([frame.verdict.case.value, frame.verdict.bottleneck.value], 1.0)
     yield verdict
 
 

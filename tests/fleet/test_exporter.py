@@ -16,9 +16,10 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop_doctor.core.findings import Finding, Severity, Verdict, gpu_scope
+from gputop_doctor.core.findings import Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import GpuSample, Snapshot, SystemInfo, TreeTotals
+from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.export.frame_view import VERSION, frame_view
 from gputop_doctor.export.prometheus import FrameCollector
 from tests.fleet.servers import ROOT, cli_env, start_exporter
@@ -38,7 +39,7 @@ def _frame() -> Frame:
         target_alive=True,
         tree=TreeTotals(processes=3, threads=40, cpu_pct=250.0, rss_mib=1024.0, steps_per_s=3.5),
     )
-    verdict = Verdict("large model, simple data", "GPU", "GPU-bound")
+    verdict = Verdict(Case.LARGE_SIMPLE, Bottleneck.GPU, "GPU-bound")
     return Frame(snap, (HOT,), SystemInfo(hostname="n1", source="demo:x"), verdict=verdict)
 
 
