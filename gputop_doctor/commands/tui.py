@@ -44,6 +44,8 @@ def run_ui(args: argparse.Namespace) -> int:
 def _run_fleet(args: argparse.Namespace) -> int:
     if args.replay or args.demo is not None or args.pid or args.csv:
         raise UsageError("--hosts watches exporters; it takes no --replay, --demo, --pid or --csv")
+    if args.on_finding or args.webhook:
+        raise UsageError("with --hosts, give --on-finding/--webhook to each node's serve")
     from gputop_doctor.fleet.hosts import parse_hosts
 
     try:

@@ -158,8 +158,12 @@ class HostPoller:
             return f"cannot run ssh: {_error(exc)}"
         self._proc = proc
         assert proc.stdout is not None and proc.stderr is not None
-        for line in proc.stdout:
-            if self._stop.is_set():
+        while not self._stop.is_set():
+            line = proc.stdout.readline(MAX_VIEW_BYTES + 1)
+            if not line:
+                break
+            if len(line) > MAX_VIEW_BYTES:
+                self._bad("frame view too large")
                 break
             try:
                 self.accept(parse_view(self.spec.label, json.loads(line)))

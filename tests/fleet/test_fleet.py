@@ -179,3 +179,19 @@ def test_a_host_that_accepts_but_never_answers_times_out_and_a_silent_one_turns_
         and slow.view is not None
         and "no frame for 30 s" in (slow.error or "")
     )
+
+
+def test_bad_hosts_options_are_one_line_errors() -> None:
+    cases = {
+        ("--hosts", "a:notaport"): "--hosts: bad port",
+        ("--hosts", "a:9400", "--demo", "thermal"): "--hosts watches exporters",
+        ("--hosts", "a:9400", "--webhook", "http://x/"): "give --on-finding/--webhook to each",
+        ("snapshot", "--hosts", "ftp://a"): "--hosts: use HOST:PORT or ssh://user@host",
+    }
+    for args, message in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "gputop_doctor", *args],
+            capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
