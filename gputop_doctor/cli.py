@@ -90,6 +90,57 @@ def _add_source_options(parser: argparse.ArgumentParser, demo_help: str, sub: bo
     )
 
 
+def _add_alert_options(parser: argparse.ArgumentParser, sub: bool = False) -> None:
+    default = argparse.SUPPRESS if sub else None
+    parser.add_argument(
+        "--on-finding",
+        metavar="CMD",
+        default=default,
+        help="run CMD when a finding starts or clears (the event as JSON on stdin)",
+    )
+    parser.add_argument(
+        "--webhook",
+        metavar="URL",
+        default=default,
+        help="POST each finding start/clear as JSON (with a 'text' field) to URL, rate-limited",
+    )
+
+
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser("serve", help="export the latest frame for Prometheus and --hosts")
+    _add_source_options(serve, "export a simulated machine running SCENARIO", sub=True)
+    serve.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        default="127.0.0.1:9400",
+        help="address for /metrics and /api/v1/frame (default 127.0.0.1:9400; another address "
+        "only when typed)",
+    )
+    serve.add_argument(
+        "--interval", type=_interval, default=argparse.SUPPRESS, help="seconds per tick"
+    )
+    serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
+    serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    serve.add_argument(
+        "--textfile",
+        metavar="DIR",
+        help="also write DIR/gputop_doctor.prom atomically each tick (node_exporter textfile)",
+    )
+    serve.add_argument(
+        "--stdout-json",
+        action="store_true",
+        help="no HTTP: one JSON frame per line on stdout (the ssh:// transport of --hosts)",
+    )
+    serve.add_argument("--duration", type=_positive_float, help="stop after this many seconds")
+    serve.add_argument(
+        "--backfill",
+        type=float,
+        default=None,
+        help=argparse.SUPPRESS,  # demo: seconds of simulated past (default: as the TUI)
+    )
+    _add_alert_options(serve, sub=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gputop-doctor",
@@ -105,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--speed", type=_positive_float, default=1.0, help="replay speed (default 1: real time)"
     )
+    parser.add_argument(
+        "--hosts",
+        metavar="LIST",
+        help="watch several machines: HOST:PORT of 'serve' exporters or ssh://user@host, "
+        "comma-separated",
+    )
+    _add_alert_options(parser)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     record = sub.add_parser("record", help="record a session CSV without the UI")
@@ -115,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     record.add_argument("--duration", type=_positive_float, help="stop after this many seconds")
     record.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    _add_alert_options(record, sub=True)
 
     snapshot = sub.add_parser("snapshot", help="sample briefly and print what is happening")
     _add_source_options(snapshot, "look at a simulated machine running SCENARIO", sub=True)
@@ -124,6 +183,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_float,
         help="seconds to sample (default 2; 330 simulated seconds with --demo)",
     )
+    snapshot.add_argument(
+        "--fail-on",
+        choices=("warn", "crit"),
+        help="exit 3 if a finding of this severity or worse is shown (4 for a critical one)",
+    )
+    snapshot.add_argument(
+        "--hosts", metavar="LIST", default=argparse.SUPPRESS, help="read these exporters instead"
+    )
+
+    _add_serve_parser(sub)
 
     analyze = sub.add_parser("analyze", help="summarise a recorded session CSV")
     analyze.add_argument("csv", metavar="CSV", help="a CSV written by record or the UI")
@@ -191,6 +260,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gputop_doctor.commands.snapshot import run_snapshot
 
         return run_snapshot(args)
+    if args.command == "serve":
+        from gputop_doctor.commands.serve import run_serve
+
+        return run_serve(args)
     if args.command == "analyze":
         from gputop_doctor.commands.analyze import run_analyze
 

@@ -23,6 +23,11 @@ HEADLESS = [
     "gputop_doctor.rules",
     "gputop_doctor.export.csv_sink",
     "gputop_doctor.export.reader",
+    "gputop_doctor.export.frame_view",
+    "gputop_doctor.export.prometheus",
+    "gputop_doctor.alerts.dispatch",
+    "gputop_doctor.fleet.watcher",
+    "gputop_doctor.commands.serve",
 ]
 UI_FORBIDDEN = ["pynvml", "psutil", "gputop_doctor.sources.nvml", "gputop_doctor.sources.host"]
 

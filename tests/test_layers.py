@@ -61,6 +61,16 @@ LAYERS = (
         "widgets render frames; what a rule decided arrives in the frame",
     ),
     Layer(
+        "gputop_doctor.alerts",
+        (*HARDWARE, *DRAWING, "torch", *(APP + p for p in ("sources", "rules", "ui", "commands"))),
+        "alerts see frames and findings; the TUI, record and serve all use them",
+    ),
+    Layer(
+        "gputop_doctor.fleet",
+        (*HARDWARE, *DRAWING, "torch", *(APP + p for p in ("sources", "rules", "ui", "commands"))),
+        "the many-hosts view reads other machines' exporters and never samples this one",
+    ),
+    Layer(
         "gputop_doctor.probe",
         (*HARDWARE, *DRAWING, *(APP + p for p in ("core", "sources", "rules", "export", "ui"))),
         "the probe runs inside the user's training process and must stay small",

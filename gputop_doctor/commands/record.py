@@ -12,6 +12,7 @@ import threading
 import time
 from types import FrameType
 
+from gputop_doctor.alerts.dispatch import AlertDispatcher, BadHook, hooks_from
 from gputop_doctor.commands.common import UsageError, build_engine, options_from, say
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
@@ -28,6 +29,10 @@ def install_stop_handlers(stop: threading.Event) -> None:
 
 
 def run_record(args: argparse.Namespace) -> int:
+    try:
+        hooks = hooks_from(args.on_finding, args.webhook)  # a bad hook fails before sampling
+    except BadHook as exc:
+        raise UsageError(str(exc)) from None
     stop = threading.Event()
     install_stop_handlers(stop)
     # No simulated past in a recording: the CSV holds exactly the ticks sampled from now on.
@@ -45,7 +50,10 @@ def run_record(args: argparse.Namespace) -> int:
         what = f"PID {engine.target_pid}" if engine.target_pid is not None else "the machine"
         say(f"recording {what} to {args.csv} every {args.interval:g} s (Ctrl-C to stop)")
 
+    alerts = AlertDispatcher(hooks, say)
+
     def on_frame(frame: Frame) -> None:
+        alerts.observe(frame)
         if frame.note and not quiet:
             say(f"{time.strftime('%H:%M:%S')} {frame.note}")
 
@@ -53,6 +61,9 @@ def run_record(args: argparse.Namespace) -> int:
         ticks = engine.run(stop, on_frame, duration_s=args.duration)
     finally:
         engine.close()
+        alerts.close()
+    if alerts.stats.failed or alerts.stats.dropped:
+        say(f"alert hooks: {alerts.stats.failed} failed, {alerts.stats.dropped} dropped")
     _report(engine.target_pid, engine.target_exit_time, sink, ticks, quiet)
     return 0
 

@@ -14,25 +14,11 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, HostSample, ProbeStats, ProcSample, TreeTotals
 from gputop_doctor.core.verdict import Bottleneck, Verdict
+from gputop_doctor.export.frame_view import finding_json
 
 
 def _num(value: float | None, fmt: str = ".0f", unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{fmt}}{unit}"
-
-
-def finding_json(finding: Finding) -> dict[str, Any]:
-    return {
-        "id": finding.rule_id,
-        "severity": finding.severity.label,
-        "scope": str(finding.scope),
-        "title": finding.title,
-        "evidence": [
-            {"label": e.label, "value": e.value, "unit": e.unit} for e in finding.evidence
-        ],
-        "fix": finding.fix,
-        "since": finding.since,
-        "docs": finding.docs_path,
-    }
 
 
 def _gpu_json(gpu: GpuSample) -> dict[str, Any]:

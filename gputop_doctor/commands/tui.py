@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from gputop_doctor.commands.common import UsageError, open_replay_run, open_run, options_from
+from gputop_doctor.alerts.dispatch import AlertDispatcher, BadHook, hooks_from
+from gputop_doctor.commands.common import UsageError, open_replay_run, open_run, options_from, say
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 
 
 def run_ui(args: argparse.Namespace) -> int:
     if args.replay and (args.demo or args.pid or args.csv):
         raise UsageError("--replay shows a recording; it takes no --demo, --pid or --csv")
+    if args.hosts:
+        return _run_fleet(args)
+    try:
+        hooks = hooks_from(args.on_finding, args.webhook)
+    except BadHook as exc:
+        raise UsageError(str(exc)) from None
     if args.replay:
         run = open_replay_run(args.replay, args.speed, args.config)
     else:
@@ -24,6 +31,27 @@ def run_ui(args: argparse.Namespace) -> int:
             raise UsageError(str(exc), status=1) from None
     from gputop_doctor.ui.app import run_tui
 
+    alerts = AlertDispatcher(hooks, say) if hooks else None
     return run_tui(
-        run.engine, csv_path=args.csv, list_processes=run.list_processes, prime_s=run.prime_s
+        run.engine,
+        csv_path=args.csv,
+        list_processes=run.list_processes,
+        prime_s=run.prime_s,
+        alerts=alerts,
     )
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    if args.replay or args.demo is not None or args.pid or args.csv:
+        raise UsageError("--hosts watches exporters; it takes no --replay, --demo, --pid or --csv")
+    if args.on_finding or args.webhook:
+        raise UsageError("with --hosts, give --on-finding/--webhook to each node's serve")
+    from gputop_doctor.fleet.hosts import parse_hosts
+
+    try:
+        specs = parse_hosts(args.hosts)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    from gputop_doctor.ui.fleet_app import run_fleet_tui
+
+    return run_fleet_tui(specs, args.interval)

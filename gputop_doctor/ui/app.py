@@ -18,7 +18,9 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.findings import Scope, Severity
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.text import printable
 from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
@@ -66,6 +68,7 @@ class GpuTopApp(App[int]):
         sampler: bool = True,
         stop_signals: bool = False,
         prime_s: float = 0.0,
+        alerts: AlertDispatcher | None = None,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -82,6 +85,9 @@ class GpuTopApp(App[int]):
         self._sampler_done = threading.Event()
         self._sampler_started = False
         self._shut_down = False  # not _closed: that is MessagePump's own flag
+        self._alerts = alerts
+        self._critical_shown: set[tuple[str, Scope]] = set()
+        self.bells = 0  # terminal bells rung for new critical findings
 
     def compose(self) -> ComposeResult:
         self.header = HeaderBar(self.engine.system, self.engine.settings.interval_s, id="header")
@@ -117,6 +123,8 @@ class GpuTopApp(App[int]):
                 self._sampler_done.set()
 
     def _post_frame(self, frame: Frame) -> None:  # sampler thread: post_message never blocks
+        if self._alerts is not None:
+            self._alerts.observe(frame)  # only queues: the hooks run on their own thread
         self.post_message(FrameReady(frame))
 
     def on_frame_ready(self, message: FrameReady) -> None:
@@ -124,8 +132,17 @@ class GpuTopApp(App[int]):
         if frame.note:
             self.notify(printable(frame.note), severity="warning", timeout=6, markup=False)
         self.control.seen(frame)
+        self._ring_for_new_critical(frame)
         if not self.paused:
             self.show_frame(frame)
+
+    def _ring_for_new_critical(self, frame: Frame) -> None:
+        """The bell for a critical finding that was not shown in the previous frame."""
+        critical = {f.key for f in frame.findings if f.severity is Severity.CRITICAL}
+        if critical - self._critical_shown:
+            self.bells += 1
+            self.bell()
+        self._critical_shown = critical
 
     def show_frame(self, frame: Frame) -> None:
         for view in self._views:
@@ -239,6 +256,7 @@ def run_tui(
     csv_path: str | None = None,
     list_processes: ListProcesses | None = None,
     prime_s: float = 0.0,
+    alerts: AlertDispatcher | None = None,
 ) -> int:
     """Run the monitor until the user quits; returns the exit status.
 
@@ -252,9 +270,12 @@ def run_tui(
         list_processes=list_processes,
         stop_signals=True,
         prime_s=prime_s,
+        alerts=alerts,
     )
     try:
         result = app.run()
     finally:
         app.shutdown()
+        if alerts is not None:
+            alerts.close()
     return result if isinstance(result, int) else (app.return_code or 0)

@@ -1,0 +1,1 @@
+"""Alerts: tell a person or a script when a finding starts or clears, off the sampler thread."""

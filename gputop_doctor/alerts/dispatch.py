@@ -1,0 +1,129 @@
+"""Delivers alert events on a worker thread, so a hook that fails or hangs never stops sampling.
+
+The sampler only puts events on a bounded queue (a full queue drops and counts). Each hook is
+time-limited by itself; failures are counted and the first one per hook is reported, once. A
+batching hook (the webhook) gets the events gathered since its last POST at most every
+``min_gap_s``, so eight GPUs throttling at once are one chat message, not eight.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gputop_doctor.alerts.events import AlertEvent, AlertTracker
+from gputop_doctor.alerts.hooks import BadHook, CommandHook, Hook, HookError, WebhookHook
+from gputop_doctor.core.frame import Frame
+
+QUEUE_SIZE = 256
+
+
+@dataclass(slots=True)
+class HookStats:
+    delivered: int = 0  # events delivered
+    failed: int = 0  # deliveries that failed or timed out
+    dropped: int = 0  # events lost to a full queue
+    reported: set[str] = field(default_factory=set)
+
+
+def hooks_from(on_finding: str | None, webhook: str | None) -> list[Hook]:
+    """The hooks the options ask for; raises :class:`BadHook` with a one-line message."""
+    hooks: list[Hook] = []
+    if on_finding:
+        hooks.append(CommandHook.parse(on_finding))
+    if webhook:
+        hooks.append(WebhookHook.parse(webhook))
+    return hooks
+
+
+class AlertDispatcher:
+    """Feed frames with :meth:`observe` from the sampler; hooks run on a daemon thread."""
+
+    def __init__(self, hooks: Sequence[Hook], say: Callable[[str], None]) -> None:
+        self.hooks = tuple(hooks)
+        self.stats = HookStats()
+        self._say = say
+        self._tracker = AlertTracker()
+        self._queue: queue.Queue[AlertEvent | None] = queue.Queue(QUEUE_SIZE)
+        self._pending: dict[str, list[AlertEvent]] = {h.name: [] for h in self.hooks}
+        self._last_sent: dict[str, float] = {}
+        self._thread = threading.Thread(target=self._work, name="alert-hooks", daemon=True)
+        if self.hooks:
+            self._thread.start()
+
+    def observe(self, frame: Frame) -> list[AlertEvent]:
+        """Queue this frame's events for the hooks and return them. Never blocks."""
+        events = self._tracker.events(frame)
+        if self.hooks:
+            for event in events:
+                try:
+                    self._queue.put_nowait(event)
+                except queue.Full:
+                    self.stats.dropped += 1
+        return events
+
+    def close(self, wait_s: float = 2.0) -> None:
+        """Let queued events go out for up to ``wait_s``, then leave (the thread is a daemon)."""
+        if not self.hooks:
+            return
+        try:
+            self._queue.put(None, timeout=wait_s)
+        except queue.Full:
+            return
+        self._thread.join(wait_s)
+
+    # -- the worker thread -----------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            try:
+                event = self._queue.get(timeout=self._next_due())
+            except queue.Empty:
+                self._flush(final=False)
+                continue
+            if event is None:
+                self._flush(final=True)
+                return
+            for hook in self.hooks:
+                if hook.batches:
+                    self._pending[hook.name].append(event)
+                else:
+                    self._deliver(hook, [event])
+            self._flush(final=False)
+
+    def _next_due(self) -> float | None:
+        """Seconds until a batching hook with pending events may send; None: nothing waits."""
+        waits = [
+            hook.min_gap_s - (time.monotonic() - self._last_sent.get(hook.name, -1e9))
+            for hook in self.hooks
+            if self._pending[hook.name]
+        ]
+        return max(0.0, min(waits)) if waits else None
+
+    def _flush(self, final: bool) -> None:
+        for hook in self.hooks:
+            pending = self._pending[hook.name]
+            if not pending:
+                continue
+            since = time.monotonic() - self._last_sent.get(hook.name, -1e9)
+            if final or since >= hook.min_gap_s:
+                self._pending[hook.name] = []
+                self._deliver(hook, pending)
+
+    def _deliver(self, hook: Hook, events: list[AlertEvent]) -> None:
+        self._last_sent[hook.name] = time.monotonic()
+        try:
+            hook.deliver(events)
+        except HookError as exc:
+            self.stats.failed += 1
+            if hook.name not in self.stats.reported:
+                self.stats.reported.add(hook.name)
+                self._say(f"gputop-doctor: alert hook {hook.name} failed: {exc} (reported once)")
+            return
+        self.stats.delivered += len(events)
+
+
+__all__ = ["AlertDispatcher", "BadHook", "CommandHook", "WebhookHook", "hooks_from"]

@@ -1,0 +1,89 @@
+"""Which findings started or cleared between two frames, and the attached PID's exit.
+
+The frame says what is shown now; an alert is about a change. :class:`AlertTracker` keeps the
+keys shown in the previous frame and turns each frame into :class:`AlertEvent` values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from gputop_doctor.core.findings import Finding, Scope, Severity
+from gputop_doctor.core.frame import Frame
+from gputop_doctor.export.frame_view import finding_json
+
+
+class Change(Enum):
+    STARTED = "started"
+    CLEARED = "cleared"
+    PID_EXITED = "pid-exited"
+
+
+@dataclass(frozen=True, slots=True)
+class AlertEvent:
+    """One change worth telling someone about."""
+
+    change: Change
+    host: str
+    time: float
+    finding: Finding | None = None  # None for PID_EXITED
+    pid: int | None = None
+
+    @property
+    def severity(self) -> Severity:
+        return self.finding.severity if self.finding is not None else Severity.WARN
+
+    @property
+    def text(self) -> str:
+        """One line a chat webhook shows."""
+        if self.finding is None:
+            return f"[{self.host}] attached PID {self.pid} exited"
+        f = self.finding
+        verb = "cleared" if self.change is Change.CLEARED else f.severity.label.upper()
+        return f"[{self.host}] {verb} {f.rule_id} ({f.scope}): {f.title}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "event": self.change.value,
+            "host": self.host,
+            "time": self.time,
+            "text": self.text,
+            "pid": self.pid,
+            "finding": None if self.finding is None else finding_json(self.finding),
+        }
+
+
+class AlertTracker:
+    """Turns the frames of one run into start/clear/exit events. Sampler thread only."""
+
+    def __init__(self) -> None:
+        self._shown: dict[tuple[str, Scope], Finding] = {}
+        self._exit_reported_for: int | None = None
+
+    def events(self, frame: Frame) -> list[AlertEvent]:
+        host, now = frame.system.hostname, frame.snapshot.time
+        current = {f.key: f for f in frame.findings}
+        out = [
+            AlertEvent(Change.STARTED, host, now, f)
+            for key, f in current.items()
+            if key not in self._shown
+        ]
+        out += [
+            AlertEvent(Change.CLEARED, host, now, f)
+            for key, f in self._shown.items()
+            if key not in current
+        ]
+        self._shown = current
+        snap = frame.snapshot
+        if (
+            snap.target_alive is False
+            and snap.target_pid is not None
+            and frame.note is not None
+            and f"PID {snap.target_pid} exited" in frame.note
+            and self._exit_reported_for != snap.target_pid
+        ):
+            self._exit_reported_for = snap.target_pid
+            out.append(AlertEvent(Change.PID_EXITED, host, now, pid=snap.target_pid))
+        return out

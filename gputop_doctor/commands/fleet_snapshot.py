@@ -1,0 +1,75 @@
+"""``gputop-doctor snapshot --hosts ...``: every host's GPUs, verdict and findings, once."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from gputop_doctor.commands.common import UsageError
+from gputop_doctor.core.findings import Severity
+from gputop_doctor.fleet.hosts import parse_hosts
+from gputop_doctor.fleet.render import finding_line, host_lines, sorted_findings
+from gputop_doctor.fleet.view import HostState, RemoteFinding
+from gputop_doctor.fleet.watcher import FleetFrame, fetch_fleet
+
+SEVERITIES = {"info": Severity.INFO, "warn": Severity.WARN, "critical": Severity.CRITICAL}
+EXIT_UNREACHABLE = 1
+
+
+def _all_findings(frame: FleetFrame) -> list[RemoteFinding]:
+    found = [f for h in frame.hosts if h.view is not None for f in h.view.findings]
+    return sorted_findings([*found, *frame.fleet_findings])
+
+
+def fleet_text(frame: FleetFrame) -> str:
+    out: list[str] = []
+    for status in frame.hosts:
+        out += host_lines(status)
+    findings = _all_findings(frame)
+    out.append("")
+    out.append("Findings:" if findings else "Findings: none")
+    for finding in findings:
+        out.append(finding_line(finding))
+        if finding.evidence:
+            out.append(f"    evidence: {finding.evidence}")
+        if finding.fix:
+            out.append(f"    fix: {finding.fix}")
+    return "\n".join(out)
+
+
+def fleet_json(frame: FleetFrame) -> dict[str, object]:
+    return {
+        "hosts": [
+            {
+                "label": h.label,
+                "state": h.state.value,
+                "error": h.error,
+                "view": None if h.view is None else dataclasses.asdict(h.view),
+            }
+            for h in frame.hosts
+        ],
+        "fleet_findings": [dataclasses.asdict(f) for f in frame.fleet_findings],
+    }
+
+
+def run_fleet_snapshot(args: argparse.Namespace) -> int:
+    if args.demo is not None or args.pid is not None:
+        raise UsageError("snapshot --hosts reads exporters; it takes no --demo or --pid")
+    try:
+        specs = parse_hosts(args.hosts)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    frame = fetch_fleet(specs)
+    if args.json:
+        print(json.dumps(fleet_json(frame), indent=2))
+    else:
+        print(fleet_text(frame))
+    from gputop_doctor.commands.snapshot import exit_status
+
+    status = exit_status(
+        (SEVERITIES.get(f.severity, Severity.INFO) for f in _all_findings(frame)), args.fail_on
+    )
+    if status == 0 and any(h.state is not HostState.OK for h in frame.hosts):
+        return EXIT_UNREACHABLE
+    return status

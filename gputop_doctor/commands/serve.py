@@ -1,0 +1,128 @@
+"""``gputop-doctor serve``: the engine headless, its latest frame for Prometheus and peers.
+
+``/metrics`` for Prometheus, ``/api/v1/frame`` for ``--hosts``, ``--textfile DIR`` for
+node_exporter's textfile collector, ``--stdout-json`` for the SSH transport (one JSON line per
+tick on stdout, no port opened). Loopback by default: another address must be typed, and
+without TLS a warning says the metrics travel in clear text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, write_to_textfile
+
+from gputop_doctor.alerts.dispatch import AlertDispatcher, BadHook, hooks_from
+from gputop_doctor.commands.common import (
+    DEMO_BACKFILL_S,
+    UsageError,
+    open_run,
+    options_from,
+    say,
+)
+from gputop_doctor.commands.record import install_stop_handlers
+from gputop_doctor.commands.serve_http import FrameBox, Listen, start_server, tls_context
+from gputop_doctor.core.frame import Frame
+from gputop_doctor.export.frame_view import frame_view
+from gputop_doctor.export.prometheus import FrameCollector
+
+TEXTFILE_NAME = "gputop_doctor.prom"
+
+
+def _textfile_path(directory: str | None) -> str | None:
+    if directory is None:
+        return None
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise UsageError(f"--textfile: not a writable directory: {directory}")
+    return os.path.join(directory, TEXTFILE_NAME)
+
+
+def _listen(args: argparse.Namespace) -> Listen | None:
+    if args.stdout_json:
+        return None
+    try:
+        listen = Listen.parse(args.listen)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise UsageError("--tls-cert and --tls-key go together")
+    if not listen.loopback and args.tls_cert is None:
+        say(
+            f"gputop-doctor: warning: serving on {listen.url_host}:{listen.port} without TLS;"
+            " anyone on that network can read the metrics"
+        )
+    return listen
+
+
+def _stdout_writer(stop: threading.Event) -> Callable[[Frame], None]:
+    def write(frame: Frame) -> None:
+        try:
+            sys.stdout.write(json.dumps(frame_view(frame)) + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            stop.set()  # the SSH link or the reader went away
+
+    return write
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    listen = _listen(args)
+    textfile = _textfile_path(args.textfile)
+    try:
+        hooks = hooks_from(args.on_finding, args.webhook)
+    except BadHook as exc:
+        raise UsageError(str(exc)) from None
+    tls = None
+    if listen is not None and args.tls_cert is not None:
+        try:
+            tls = tls_context(args.tls_cert, args.tls_key)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    backfill = DEMO_BACKFILL_S if args.backfill is None else args.backfill
+    run = open_run(options_from(args, args.interval, backfill_s=backfill))
+    engine = run.engine
+    collector = FrameCollector()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    box = FrameBox(registry)
+    server = None
+    if listen is not None:
+        try:
+            server = start_server(listen, box, tls)
+        except ValueError as exc:
+            engine.close()
+            raise UsageError(str(exc), status=1) from None
+        scheme = "https" if tls else "http"
+        port = server.server_address[1]
+        say(f"serving {scheme}://{listen.url_host}:{port}/metrics every {args.interval:g} s")
+    alerts = AlertDispatcher(hooks, say)
+    to_stdout = _stdout_writer(stop) if args.stdout_json else None
+
+    def on_frame(frame: Frame) -> None:
+        alerts.observe(frame)
+        collector.hook_failures = alerts.stats.failed
+        collector.update(frame)
+        box.put(frame)
+        if textfile is not None:
+            try:
+                write_to_textfile(textfile, registry)
+            except OSError as exc:
+                say(f"gputop-doctor: --textfile: {exc}")
+        if to_stdout is not None:
+            to_stdout(frame)
+
+    try:
+        engine.run(stop, on_frame, duration_s=args.duration, prime_s=run.prime_s)
+    finally:
+        if server is not None:
+            server.shutdown()
+        alerts.close()
+        engine.close()
+    return 0

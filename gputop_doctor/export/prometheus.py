@@ -1,0 +1,347 @@
+"""The latest frame as Prometheus metrics, through the official ``prometheus_client``.
+
+One :class:`FrameCollector` is registered once; each tick only swaps the frame it holds, and a
+scrape renders that frame. Nothing is created or removed in the registry per tick, so a GPU
+that disappears or a finding that clears simply stops being exported.
+
+Names follow the Prometheus conventions: base units in the name (``_bytes``, ``_seconds``,
+``_celsius``, ``_watts``, ``_hertz``), ratios 0-1 (``_ratio``), counters end in ``_total``.
+A value that could not be read is left out, never exported as 0. docs/metrics.md lists them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gputop_doctor import __version__
+from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.model import (
+    CLOCK_EVENT_NAMES,
+    MIB,
+    GpuSample,
+    HostSample,
+    Pressure,
+    Snapshot,
+)
+
+PREFIX = "gputop_doctor_"
+GPU_LABELS = ("gpu", "uuid", "name")
+NS_PER_S = 1e9
+MHZ = 1e6
+KIB = 1024.0
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else value / 100.0
+
+
+def _mib(value: float | None) -> float | None:
+    return None if value is None else value * MIB
+
+
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
+@dataclass(frozen=True, slots=True)
+class GpuGauge:
+    """One per-GPU gauge: its name after the prefix, help text and how to read it."""
+
+    name: str
+    doc: str
+    read: Callable[[GpuSample], float | None]
+
+
+GPU_GAUGES: tuple[GpuGauge, ...] = (
+    GpuGauge(
+        "gpu_utilization_ratio", "Share of time a kernel ran (0-1).", lambda g: _pct(g.util_pct)
+    ),
+    GpuGauge(
+        "gpu_memory_utilization_ratio",
+        "Share of time device memory was read or written (0-1).",
+        lambda g: _pct(g.mem_util_pct),
+    ),
+    GpuGauge("gpu_memory_used_bytes", "Device memory used.", lambda g: _mib(g.mem_used_mib)),
+    GpuGauge("gpu_memory_total_bytes", "Device memory size.", lambda g: _mib(g.mem_total_mib)),
+    GpuGauge(
+        "gpu_memory_reserved_bytes",
+        "Device memory reserved by the driver.",
+        lambda g: _mib(g.mem_reserved_mib),
+    ),
+    GpuGauge("gpu_temperature_celsius", "GPU core temperature.", lambda g: g.temp_c),
+    GpuGauge(
+        "gpu_slowdown_temperature_celsius",
+        "Temperature at which the GPU slows its clocks.",
+        lambda g: g.temp_slowdown_c,
+    ),
+    GpuGauge("gpu_power_watts", "Power draw.", lambda g: g.power_w),
+    GpuGauge("gpu_power_limit_watts", "Enforced power limit.", lambda g: g.power_limit_w),
+    GpuGauge("gpu_sm_clock_hertz", "SM clock.", lambda g: _scaled(g.sm_clock_mhz, MHZ)),
+    GpuGauge(
+        "gpu_sm_clock_max_hertz", "Maximum SM clock.", lambda g: _scaled(g.sm_clock_max_mhz, MHZ)
+    ),
+    GpuGauge("gpu_memory_clock_hertz", "Memory clock.", lambda g: _scaled(g.mem_clock_mhz, MHZ)),
+    GpuGauge("gpu_fan_speed_ratio", "Fan speed (0-1).", lambda g: _pct(g.fan_pct)),
+    GpuGauge(
+        "gpu_pcie_rx_bytes_per_second",
+        "PCIe receive throughput.",
+        lambda g: _scaled(g.pcie_rx_kib_s, KIB),
+    ),
+    GpuGauge(
+        "gpu_pcie_tx_bytes_per_second",
+        "PCIe transmit throughput.",
+        lambda g: _scaled(g.pcie_tx_kib_s, KIB),
+    ),
+    GpuGauge(
+        "gpu_sm_active_ratio",
+        "Share of SM cycles active (GPM, 0-1).",
+        lambda g: _pct(g.sm_active_pct),
+    ),
+    GpuGauge(
+        "gpu_tensor_active_ratio",
+        "Share of cycles the tensor pipes were active (GPM, 0-1).",
+        lambda g: _pct(g.tensor_active_pct),
+    ),
+    GpuGauge(
+        "gpu_processes", "Processes NVML lists on the GPU.", lambda g: float(len(g.processes))
+    ),
+)
+
+# ThrottleCounters fields and the reason label they are exported under.
+THROTTLE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("sw_power_cap_ns", "sw-power-cap"),
+    ("sync_boost_ns", "sync-boost"),
+    ("sw_thermal_ns", "sw-thermal"),
+    ("hw_thermal_ns", "hw-thermal"),
+    ("hw_power_brake_ns", "hw-power-brake"),
+)
+
+
+def _gpu_labels(gpu: GpuSample) -> list[str]:
+    return [str(gpu.index), gpu.uuid or "", gpu.name or ""]
+
+
+def gpu_metrics(gpus: tuple[GpuSample, ...]) -> Iterator[Metric]:
+    live = [g for g in gpus if not g.lost]
+    lost = GaugeMetricFamily(
+        PREFIX + "gpu_lost", "1 when the GPU fell off the bus.", labels=GPU_LABELS
+    )
+    for gpu in gpus:
+        lost.add_metric(_gpu_labels(gpu), 1.0 if gpu.lost else 0.0)
+    yield lost
+    for gauge in GPU_GAUGES:
+        family = GaugeMetricFamily(PREFIX + gauge.name, gauge.doc, labels=GPU_LABELS)
+        for gpu in live:
+            value = gauge.read(gpu)
+            if value is not None:
+                family.add_metric(_gpu_labels(gpu), value)
+        yield family
+    events = GaugeMetricFamily(
+        PREFIX + "gpu_clock_event_active",
+        "1 while the clock-event (throttle) reason is active.",
+        labels=(*GPU_LABELS, "reason"),
+    )
+    throttle = CounterMetricFamily(
+        PREFIX + "gpu_clock_event_seconds",
+        "Time spent in the clock-event reason since the driver loaded.",
+        labels=(*GPU_LABELS, "reason"),
+    )
+    for gpu in live:
+        if gpu.clock_event_bits is not None:
+            for flag, reason in CLOCK_EVENT_NAMES.items():
+                active = 1.0 if gpu.clock_event_bits & flag else 0.0
+                events.add_metric([*_gpu_labels(gpu), reason], active)
+        if gpu.throttle is not None:
+            for attr, reason in THROTTLE_FIELDS:
+                ns = getattr(gpu.throttle, attr)
+                if ns is not None:
+                    throttle.add_metric([*_gpu_labels(gpu), reason], ns / NS_PER_S)
+    yield events
+    yield throttle
+
+
+def _gauge(name: str, doc: str, value: float | None, unit_scale: float = 1.0) -> Metric:
+    family = GaugeMetricFamily(PREFIX + name, doc)
+    if value is not None:
+        family.add_metric([], value * unit_scale)
+    return family
+
+
+def host_metrics(host: HostSample) -> Iterator[Metric]:
+    yield _gauge(
+        "host_cpu_utilization_ratio", "Busy share of all logical CPUs (0-1).", _pct(host.cpu_pct)
+    )
+    yield _gauge(
+        "host_logical_cpus",
+        "Logical CPUs.",
+        None if host.logical_cpus is None else float(host.logical_cpus),
+    )
+    yield _gauge(
+        "host_effective_cpus",
+        "CPUs the attached job can use: min(affinity, cgroup quota).",
+        host.effective_cpus,
+    )
+    yield _gauge(
+        "host_iowait_ratio", "Share of CPU time waiting for I/O (0-1).", _pct(host.iowait_pct)
+    )
+    yield _gauge("host_load1", "1-minute load average.", host.load1)
+    yield _gauge("host_memory_total_bytes", "Host memory.", _mib(host.mem_total_mib))
+    yield _gauge("host_memory_used_bytes", "Host memory used.", _mib(host.mem_used_mib))
+    yield _gauge(
+        "host_memory_available_bytes", "Host memory available.", _mib(host.mem_available_mib)
+    )
+    yield _gauge("host_swap_used_bytes", "Swap used.", _mib(host.swap_used_mib))
+    yield _gauge(
+        "host_cgroup_throttled_ratio",
+        "Share of CFS periods the job's cgroup was throttled this tick (0-1).",
+        host.cgroup_throttled_frac,
+    )
+    some = GaugeMetricFamily(
+        PREFIX + "host_pressure_some_ratio",
+        "PSI: share of wall time some task stalled on the resource (avg10, 0-1).",
+        labels=("resource",),
+    )
+    full = GaugeMetricFamily(
+        PREFIX + "host_pressure_full_ratio",
+        "PSI: share of wall time all tasks stalled on the resource (avg10, 0-1).",
+        labels=("resource",),
+    )
+    pressures: tuple[tuple[str, Pressure | None], ...] = (
+        ("cpu", host.psi_cpu),
+        ("io", host.psi_io),
+        ("memory", host.psi_memory),
+    )
+    for resource, pressure in pressures:
+        if pressure is None:
+            continue
+        some.add_metric([resource], pressure.some_avg10 / 100.0)
+        if pressure.full_avg10 is not None:
+            full.add_metric([resource], pressure.full_avg10 / 100.0)
+    yield some
+    yield full
+
+
+class JobCpuClock:
+    """CPU seconds of the attached tree, summed tick by tick into a counter.
+
+    The host source gives a rate per tick; a Prometheus counter is what ``rate()`` wants. The
+    count restarts (as counters may) when the target changes.
+    """
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.seconds = 0.0
+
+    def add(self, snap: Snapshot) -> None:
+        if snap.target_pid != self.pid:
+            self.pid, self.seconds = snap.target_pid, 0.0
+        if snap.tree is not None:
+            self.seconds += snap.tree.cpu_pct / 100.0 * snap.interval_s
+
+
+def job_metrics(snap: Snapshot, cpu_seconds: float) -> Iterator[Metric]:
+    labels = ("pid",)
+    pid = [str(snap.target_pid)]
+    alive = GaugeMetricFamily(PREFIX + "job_alive", "1 while the attached PID runs.", labels=labels)
+    if snap.target_pid is not None:
+        alive.add_metric(pid, 1.0 if snap.target_alive else 0.0)
+    yield alive
+    tree = snap.tree
+    if snap.target_pid is None or tree is None:
+        return
+    cpu = CounterMetricFamily(
+        PREFIX + "job_cpu_seconds", "CPU time of the attached process tree.", labels=labels
+    )
+    cpu.add_metric(pid, cpu_seconds)
+    yield cpu
+    values: tuple[tuple[str, str, float | None], ...] = (
+        ("job_processes", "Processes in the attached tree.", float(tree.processes)),
+        ("job_threads", "Threads in the attached tree.", float(tree.threads)),
+        ("job_resident_memory_bytes", "Resident memory of the tree.", tree.rss_mib * MIB),
+        ("job_steps_per_second", "Training steps per second (in-process probe).", tree.steps_per_s),
+        (
+            "job_data_wait_ratio",
+            "Worst rank's share of step time waiting for data (probe, 0-1).",
+            _pct(tree.data_wait_pct),
+        ),
+    )
+    for name, doc, value in values:
+        family = GaugeMetricFamily(PREFIX + name, doc, labels=labels)
+        if value is not None:
+            family.add_metric(pid, value)
+        yield family
+
+
+def finding_metrics(frame: Frame) -> Iterator[Metric]:
+    labels = ("id", "severity", "scope")
+    active = GaugeMetricFamily(
+        PREFIX + "finding_active", "1 while the finding is shown.", labels=labels
+    )
+    since = GaugeMetricFamily(
+        PREFIX + "finding_start_time_seconds",
+        "Unix time the finding's condition was first seen.",
+        labels=labels,
+    )
+    for finding in frame.findings:
+        key = [finding.rule_id, finding.severity.label, str(finding.scope)]
+        active.add_metric(key, 1.0)
+        since.add_metric(key, finding.since)
+    yield active
+    yield since
+    verdict = GaugeMetricFamily(
+        PREFIX + "verdict_info",
+        "The headline: the job's case and bottleneck.",
+        labels=("case", "bottleneck"),
+    )
+    if frame.verdict is not None:
+        verdict.add_metric([frame.verdict.case.value, frame.verdict.bottleneck.value], 1.0)
+    yield verdict
+
+
+class FrameCollector(Collector):
+    """Holds the latest frame and renders it at each scrape. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._frame: Frame | None = None
+        self._ticks = 0
+        self._job_cpu = JobCpuClock()
+        self.hook_failures = 0  # set by the alert dispatcher's owner
+
+    def update(self, frame: Frame) -> None:
+        with self._lock:
+            self._frame = frame
+            self._ticks += 1
+            self._job_cpu.add(frame.snapshot)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            frame, ticks, cpu_seconds = self._frame, self._ticks, self._job_cpu.seconds
+        info = GaugeMetricFamily(
+            PREFIX + "build_info",
+            "The exporter's version and source.",
+            labels=("version", "source", "hostname"),
+        )
+        if frame is not None:
+            info.add_metric([__version__, frame.system.source, frame.system.hostname], 1.0)
+        yield info
+        yield CounterMetricFamily(PREFIX + "ticks", "Ticks sampled since start.", value=ticks)
+        yield CounterMetricFamily(
+            PREFIX + "hook_failures",
+            "Alert hooks that failed or timed out.",
+            value=self.hook_failures,
+        )
+        if frame is None:
+            return
+        snap = frame.snapshot
+        yield _gauge("last_tick_timestamp_seconds", "Unix time of the latest tick.", snap.time)
+        yield _gauge("tick_duration_seconds", "Time the latest tick took.", frame.tick_cost_s)
+        yield from gpu_metrics(snap.gpus)
+        yield from host_metrics(snap.host)
+        yield from job_metrics(snap, cpu_seconds)
+        yield from finding_metrics(frame)

@@ -1,0 +1,76 @@
+"""``--hosts a:9400,ssh://user@b``: which machines to watch and how to reach them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+DEFAULT_PORT = 9400
+_HOSTNAME = re.compile(r"^[A-Za-z0-9._-]+$|^\[[0-9A-Fa-f:.]+\]$")
+_USER = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+class Transport(Enum):
+    HTTP = "http"  # the exporter's /api/v1/frame
+    SSH = "ssh"  # `serve --stdout-json` run over ssh; no port opened on the remote
+
+
+@dataclass(frozen=True, slots=True)
+class HostSpec:
+    transport: Transport
+    host: str
+    port: int | None = None  # None for ssh: ssh's own default or config
+    user: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How the host is named on screen: what the user typed, minus the scheme."""
+        if self.transport is Transport.SSH:
+            who = f"{self.user}@" if self.user else ""
+            return f"{who}{self.host}" + (f":{self.port}" if self.port else "")
+        return f"{self.host}:{self.port}"
+
+
+def _port(text: str, spec: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ValueError(f"--hosts: bad port in {spec!r}")
+    return int(text)
+
+
+def _split_host_port(text: str, spec: str) -> tuple[str, str]:
+    if text.startswith("["):
+        host, _, rest = text.partition("]")
+        return host + "]", rest.removeprefix(":")
+    host, _, port = text.partition(":")
+    return host, port
+
+
+def parse_host(spec: str) -> HostSpec:
+    """One entry; raises ValueError with a one-line message."""
+    text = spec.strip()
+    if text.startswith("ssh://"):
+        rest = text.removeprefix("ssh://")
+        user, at, hostport = rest.rpartition("@")
+        if at and not _USER.match(user):
+            raise ValueError(f"--hosts: bad user in {spec!r}")
+        host, port = _split_host_port(hostport, spec)
+        if not _HOSTNAME.match(host):
+            raise ValueError(f"--hosts: bad host in {spec!r}")
+        return HostSpec(Transport.SSH, host, _port(port, spec) if port else None, user or None)
+    if "://" in text:
+        raise ValueError(f"--hosts: use HOST:PORT or ssh://user@host, got {spec!r}")
+    host, port = _split_host_port(text, spec)
+    if not host or not _HOSTNAME.match(host):
+        raise ValueError(f"--hosts: bad host in {spec!r}")
+    return HostSpec(Transport.HTTP, host, _port(port, spec) if port else DEFAULT_PORT)
+
+
+def parse_hosts(text: str) -> tuple[HostSpec, ...]:
+    specs = tuple(parse_host(part) for part in text.split(",") if part.strip())
+    if not specs:
+        raise ValueError("--hosts: no hosts given")
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels):
+        raise ValueError("--hosts: a host is listed twice")
+    return specs

@@ -1,0 +1,183 @@
+"""One worker thread per host keeps its latest :class:`HostStatus`; nothing here blocks a UI.
+
+HTTP: GET ``/api/v1/frame`` each interval with a timeout. SSH: run ``serve --stdout-json`` on
+the remote through the ``ssh`` client and read one JSON frame per line; a dropped link is
+retried. A host that stops answering turns STALE, then UNREACHABLE, while the others go on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from gputop_doctor.core.text import printable
+from gputop_doctor.fleet.hosts import HostSpec, Transport
+from gputop_doctor.fleet.view import BadView, HostState, HostStatus, HostView, parse_view
+
+HTTP_TIMEOUT_S = 2.0
+MAX_VIEW_BYTES = 4 * 1024 * 1024
+RETRY_S = 3.0
+SSH_COMMAND_ENV = "GPUTOP_DOCTOR_SSH_COMMAND"  # the ssh client and its options; default "ssh"
+REMOTE_COMMAND_ENV = "GPUTOP_DOCTOR_REMOTE_COMMAND"
+DEFAULT_REMOTE_COMMAND = "gputop-doctor serve --stdout-json"
+ERROR_LEN = 120
+NOT_READY = 503  # the exporter runs but has no frame yet
+
+
+def _error(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    return printable(str(reason if reason is not None else exc) or type(exc).__name__, ERROR_LEN)
+
+
+class HostPoller:
+    """The latest status of one host, kept up to date by a daemon thread."""
+
+    def __init__(
+        self, spec: HostSpec, interval_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.spec = spec
+        self.interval_s = interval_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._status = HostStatus(spec.label, HostState.CONNECTING)
+        self._stop = threading.Event()
+        self._proc: subprocess.Popen[bytes] | None = None
+        target = self._run_ssh if spec.transport is Transport.SSH else self._run_http
+        self._thread = threading.Thread(target=target, name=f"host {spec.label}", daemon=True)
+
+    def start(self) -> HostPoller:
+        self._thread.start()
+        return self
+
+    def status(self) -> HostStatus:
+        """The status now; a host silent for too long is STALE even if its thread is stuck."""
+        with self._lock:
+            status = self._status
+        if status.state is HostState.OK and status.received_at is not None:
+            silent = self._clock() - status.received_at
+            if silent > max(3 * self.interval_s, 2 * HTTP_TIMEOUT_S):
+                return HostStatus(
+                    status.label,
+                    HostState.STALE,
+                    status.view,
+                    f"no frame for {silent:.0f} s",
+                    status.received_at,
+                )
+        return status
+
+    def stop(self) -> None:
+        self._stop.set()
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+
+    def accept(self, view: HostView) -> None:
+        """A good frame arrived (from this poller's worker, or a test)."""
+        with self._lock:
+            self._status = HostStatus(self.spec.label, HostState.OK, view, None, self._clock())
+
+    def _starting(self) -> None:
+        with self._lock:
+            old = self._status
+            self._status = HostStatus(
+                self.spec.label,
+                HostState.CONNECTING,
+                old.view,
+                "starting: no frame yet",
+                old.received_at,
+            )
+
+    def _bad(self, error: str) -> None:
+        with self._lock:
+            old = self._status
+            self._status = HostStatus(
+                self.spec.label, HostState.UNREACHABLE, old.view, error, old.received_at
+            )
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def fetch_once(self) -> HostStatus:
+        """One GET of the frame view (also what ``snapshot --hosts`` uses)."""
+        url = f"http://{self.spec.host}:{self.spec.port}/api/v1/frame"
+        try:
+            with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as resp:
+                body = resp.read(MAX_VIEW_BYTES + 1)
+            if len(body) > MAX_VIEW_BYTES:
+                raise BadView("frame view too large")
+            self.accept(parse_view(self.spec.label, json.loads(body)))
+        except urllib.error.HTTPError as exc:
+            if exc.code == NOT_READY:
+                self._starting()
+            else:
+                self._bad(f"HTTP {exc.code} {_error(exc)}")
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            self._bad(_error(exc))
+        return self.status()
+
+    def _run_http(self) -> None:
+        while not self._stop.is_set():
+            started = self._clock()
+            self.fetch_once()
+            self._stop.wait(max(0.0, self.interval_s - (self._clock() - started)))
+
+    # -- SSH -------------------------------------------------------------------------------
+
+    def ssh_argv(self) -> list[str]:
+        ssh = shlex.split(os.environ.get(SSH_COMMAND_ENV, "ssh"))
+        remote = os.environ.get(REMOTE_COMMAND_ENV, DEFAULT_REMOTE_COMMAND)
+        remote += f" --interval {self.interval_s:g}"
+        port = ["-p", str(self.spec.port)] if self.spec.port else []
+        who = f"{self.spec.user}@{self.spec.host}" if self.spec.user else self.spec.host
+        options = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-T"]
+        return [*ssh, *options, *port, "--", who, remote]
+
+    def _run_ssh(self) -> None:
+        while not self._stop.is_set():
+            error = self._ssh_session()
+            if self._stop.is_set():
+                return
+            self._bad(error)
+            self._stop.wait(RETRY_S)
+
+    def _ssh_session(self) -> str:
+        try:
+            proc = subprocess.Popen(
+                self.ssh_argv(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except OSError as exc:
+            return f"cannot run ssh: {_error(exc)}"
+        self._proc = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        while not self._stop.is_set():
+            line = proc.stdout.readline(MAX_VIEW_BYTES + 1)
+            if not line:
+                break
+            if len(line) > MAX_VIEW_BYTES:
+                self._bad("frame view too large")
+                break
+            try:
+                self.accept(parse_view(self.spec.label, json.loads(line)))
+            except ValueError as exc:
+                self._bad(_error(exc))
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        lines = proc.stderr.read(65536).decode(errors="replace").strip().splitlines()
+        return (
+            printable(lines[-1], ERROR_LEN)
+            if lines
+            else f"ssh exited with status {proc.returncode}"
+        )

@@ -1,0 +1,71 @@
+"""All hosts at once: a poller per host and the fleet findings over their latest frames."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from gputop_doctor.fleet.hosts import HostSpec, Transport
+from gputop_doctor.fleet.poller import HTTP_TIMEOUT_S, HostPoller
+from gputop_doctor.fleet.straggler import straggler_findings
+from gputop_doctor.fleet.view import HostState, HostStatus, RemoteFinding
+
+SSH_FIRST_FRAME_S = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class FleetFrame:
+    hosts: tuple[HostStatus, ...]
+    fleet_findings: tuple[RemoteFinding, ...]
+
+
+class FleetWatcher:
+    def __init__(self, specs: Sequence[HostSpec], interval_s: float) -> None:
+        self.pollers = [HostPoller(spec, interval_s) for spec in specs]
+
+    def start(self) -> FleetWatcher:
+        for poller in self.pollers:
+            poller.start()
+        return self
+
+    def frame(self) -> FleetFrame:
+        hosts = tuple(p.status() for p in self.pollers)
+        return FleetFrame(hosts, straggler_findings(hosts))
+
+    def stop(self) -> None:
+        for poller in self.pollers:
+            poller.stop()
+
+
+def fetch_fleet(specs: Sequence[HostSpec], interval_s: float = 1.0) -> FleetFrame:
+    """Every host once, in parallel, each bounded by its timeout (``snapshot --hosts``)."""
+    watcher = FleetWatcher(specs, interval_s)
+    http = [p for p in watcher.pollers if p.spec.transport is Transport.HTTP]
+    with ThreadPoolExecutor(max_workers=min(32, len(http) or 1)) as pool:
+        list(pool.map(HostPoller.fetch_once, http))
+    ssh = [p for p in watcher.pollers if p.spec.transport is Transport.SSH]
+    for poller in ssh:
+        poller.start()
+    deadline = time.monotonic() + SSH_FIRST_FRAME_S
+    while ssh and time.monotonic() < deadline:
+        if all(p.status().state is not HostState.CONNECTING for p in ssh):
+            break
+        time.sleep(0.1)
+    frame = watcher.frame()
+    watcher.stop()
+    return FleetFrame(
+        tuple(
+            h
+            if h.state is not HostState.CONNECTING
+            else HostStatus(
+                h.label, HostState.UNREACHABLE, error=f"no frame in {SSH_FIRST_FRAME_S:g} s"
+            )
+            for h in frame.hosts
+        ),
+        frame.fleet_findings,
+    )
+
+
+__all__ = ["HTTP_TIMEOUT_S", "FleetFrame", "FleetWatcher", "fetch_fleet"]

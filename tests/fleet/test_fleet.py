@@ -1,0 +1,197 @@
+"""Many hosts: parsing, hostile remote text, the straggler finding, snapshot --hosts and the
+fleet TUI over two real exporters (one killed mid-run)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gputop_doctor.fleet.hosts import HostSpec, Transport, parse_hosts
+from gputop_doctor.fleet.render import host_lines
+from gputop_doctor.fleet.straggler import straggler_findings
+from gputop_doctor.fleet.view import BadView, HostState, HostStatus, parse_view
+from gputop_doctor.fleet.watcher import FleetWatcher
+from gputop_doctor.ui.fleet_app import FleetApp, HostCard
+from tests.fleet.servers import ROOT, cli_env, exporter, free_port
+from tests.ui.engines import run_async, screen_text
+
+
+def test_host_lists_parse_and_bad_ones_are_one_line_errors() -> None:
+    specs = parse_hosts("a:9400, b ,ssh://me@gpu-7:2222,ssh://node3,[::1]:9500")
+    assert specs == (
+        HostSpec(Transport.HTTP, "a", 9400),
+        HostSpec(Transport.HTTP, "b", 9400),
+        HostSpec(Transport.SSH, "gpu-7", 2222, "me"),
+        HostSpec(Transport.SSH, "node3"),
+        HostSpec(Transport.HTTP, "[::1]", 9500),
+    )
+    for bad in ("", "a:0", "a:x", "http://a:1", "ssh://b@d@", "a:1,a:1", "ssh://u;rm@h"):
+        with pytest.raises(ValueError, match="--hosts"):
+            parse_hosts(bad)
+
+
+def _view(**extra: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "version": 1,
+        "hostname": "n1",
+        "gpus": [{"index": 0, "name": "H100", "util_pct": 90.0, "temp_c": 70}],
+        "findings": [],
+        "verdict": {"text": "GPU-bound", "bottleneck": "GPU"},
+        "tree": {"steps_per_s": 4.0},
+    }
+    base.update(extra)
+    return base
+
+
+def test_remote_text_is_made_printable_and_bad_views_refused() -> None:
+    hostile = "\x1b]0;pwned\x07\x1b[2J"
+    view = parse_view(
+        "h:1",
+        _view(
+            hostname=hostile,
+            gpus=[{"index": 0, "name": hostile, "util_pct": "NaN"}],
+            findings=[{"id": hostile, "severity": "warn", "title": "x\nFAKE LINE", "evidence": []}],
+        ),
+    )
+    shown = "\n".join(host_lines(HostStatus("h:1", HostState.OK, view)))
+    assert "\x1b" not in shown and "^[" in shown
+    assert view.gpus[0].util_pct is None  # a string is not a number
+    assert view.findings[0].title == "x^JFAKE LINE" and "\x1b" not in view.findings[0].rule_id
+    for bad in ([], {"version": 2}, _view(gpus="x"), _view(gpus=[{"name": "no index"}])):
+        with pytest.raises(BadView):
+            parse_view("h:1", bad)
+
+
+def _status(label: str, steps: float | None, util: float = 90.0) -> HostStatus:
+    view = parse_view(
+        label, _view(tree={"steps_per_s": steps}, gpus=[{"index": 0, "util_pct": util}])
+    )
+    return HostStatus(label, HostState.OK, view)
+
+
+def test_straggler_node_is_the_one_clearly_slower_than_its_peers() -> None:
+    hosts = [_status("a", 4.0), _status("b", 4.1), _status("c", 2.0), _status("d", 3.9)]
+    found = straggler_findings(hosts)
+    assert [(f.host, f.rule_id, f.severity) for f in found] == [("c", "straggler-node", "warn")]
+    assert "2.0 vs 4.0 steps/s" in found[0].title
+    assert straggler_findings([_status("a", 4.0), _status("b", 3.5)]) == ()  # within 25 %
+    # Without the probe on every node, mean GPU utilization is the pace.
+    by_util = straggler_findings([_status("a", None, 95.0), _status("b", 4.0, 40.0)])
+    assert [f.host for f in by_util] == ["b"]
+    down = HostStatus("c", HostState.UNREACHABLE, None, "refused")
+    assert straggler_findings([_status("a", 4.0), down]) == ()  # one node is no fleet
+
+
+def test_snapshot_hosts_shows_every_host_and_an_unreachable_one() -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    with exporter(scenario="thermal") as hot:
+        done = subprocess.run(
+            [sys.executable, "-m", "gputop_doctor", "snapshot", "--hosts", f"{hot.address},{dead}"],
+            capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # a host could not be read
+    assert f"{dead}  UNREACHABLE" in done.stdout
+    assert f"{hot.address} (demo-8xh100)  8 GPUs" in done.stdout
+    assert f"[CRITICAL] {hot.address}  thermal-throttle (gpu:" in done.stdout
+
+
+async def _until(pilot: object, app: FleetApp, check: object, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        app.refresh_fleet()
+        if check():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(screen_text(app))
+
+
+@run_async
+async def test_fleet_tui_over_two_exporters_and_one_killed_mid_run() -> None:
+    with exporter(scenario="thermal") as hot, exporter(scenario="starved") as starved:
+        specs = parse_hosts(f"{hot.address},{starved.address}")
+        watcher = FleetWatcher(specs, 0.5).start()
+        app = FleetApp(watcher, 0.5, [s.label for s in specs])
+        try:
+            async with app.run_test(size=(120, 50)) as pilot:
+
+                def both_with_findings() -> bool:
+                    text = screen_text(app)
+                    return (
+                        f"{hot.address}  thermal-throttle" in text
+                        and f"{starved.address}  gpu-starvation" in text
+                    )
+
+                await _until(pilot, app, both_with_findings)
+                text = screen_text(app)
+                assert f"{hot.address} (demo-8xh100)  8 GPUs" in text
+                assert f"{starved.address} (demo-8xh100)  8 GPUs" in text
+                starved.stop()  # killed mid-run
+
+                def starved_unreachable() -> bool:
+                    frame = app.frame
+                    return frame is not None and frame.hosts[1].state is HostState.UNREACHABLE
+
+                await _until(pilot, app, starved_unreachable, timeout_s=30)
+                card = app.query_one("#host-1", HostCard)
+                assert card.has_class("-unreachable")
+                assert f"{starved.address} (demo-8xh100)  UNREACHABLE" in screen_text(app)
+                assert app.frame is not None
+                before = app.frame.hosts[0].view
+                assert before is not None
+
+                def hot_updates() -> bool:
+                    frame = app.frame
+                    view = frame.hosts[0].view if frame else None
+                    ok = frame is not None and frame.hosts[0].state is HostState.OK
+                    return ok and view is not None and view.time > before.time
+
+                await _until(pilot, app, hot_updates, timeout_s=30)
+                assert not app.query_one("#host-0", HostCard).has_class("-unreachable")
+        finally:
+            watcher.stop()
+
+
+def test_a_host_that_accepts_but_never_answers_times_out_and_a_silent_one_turns_slow() -> None:
+    import socket
+
+    from gputop_doctor.fleet.poller import HostPoller
+
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(1)  # the kernel accepts the connection; nobody ever answers
+        spec = parse_hosts(f"127.0.0.1:{mute.getsockname()[1]}")[0]
+        started = time.monotonic()
+        status = HostPoller(spec, 1.0).fetch_once()
+        assert time.monotonic() - started < 10
+    assert status.state is HostState.UNREACHABLE and "timed out" in (status.error or "")
+    now = [100.0]
+    poller = HostPoller(spec, 1.0, clock=lambda: now[0])
+    poller.accept(parse_view(spec.label, _view()))  # as its worker does after a good fetch
+    assert poller.status().state is HostState.OK
+    now[0] += 30  # no frame for 30 s, the worker stuck in a read
+    slow = poller.status()
+    assert (
+        slow.state is HostState.STALE
+        and slow.view is not None
+        and "no frame for 30 s" in (slow.error or "")
+    )
+
+
+def test_bad_hosts_options_are_one_line_errors() -> None:
+    cases = {
+        ("--hosts", "a:notaport"): "--hosts: bad port",
+        ("--hosts", "a:9400", "--demo", "thermal"): "--hosts watches exporters",
+        ("--hosts", "a:9400", "--webhook", "http://x/"): "give --on-finding/--webhook to each",
+        ("snapshot", "--hosts", "ftp://a"): "--hosts: use HOST:PORT or ssh://user@host",
+    }
+    for args, message in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "gputop_doctor", *args],
+            capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
