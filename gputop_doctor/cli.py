@@ -223,6 +223,18 @@ def _add_lab_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="torch.compile backend for the third run (default inductor)",
     )
     lab.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    profile = sub.add_parser("profile", help="profile a probed job's next steps (torch.profiler)")
+    profile.add_argument(
+        "--pid", type=_positive_int, required=True, help="a process running the probe"
+    )
+    profile.add_argument(
+        "--steps", type=_positive_int, default=5, help="steps to profile (default 5, at most 50)"
+    )
+    profile.add_argument(
+        "--timeout", type=_positive_float, default=60.0, help="seconds to wait (default 60)"
+    )
+    profile.add_argument("--json", action="store_true", help="print JSON instead of text")
+    profile.add_argument("--config", metavar="TOML", help="settings and rule thresholds")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,6 +288,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gputop_doctor.commands.lab import run_lab
 
         return run_lab(args)
+    if args.command == "profile":
+        from gputop_doctor.commands.profile import run_profile
+
+        return run_profile(args)
     from gputop_doctor.commands.tui import run_ui
 
     return run_ui(args)

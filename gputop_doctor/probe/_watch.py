@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from gputop_doctor.probe import _files
+from gputop_doctor.probe import _files, _profile
 from gputop_doctor.probe._knobs import first_len, loader_knobs, model_device, torch_facts
 
 T = TypeVar("T")
@@ -62,6 +62,8 @@ class _Meter:
     __slots__ = (
         "facts",
         "history",
+        "hook",
+        "model",
         "passes",
         "samples_known",
         "started_at",
@@ -76,6 +78,10 @@ class _Meter:
         self.started_at = time.time()
         # (perf time, steps, samples, wait, total): the publisher's window, guarded by its lock.
         self.history: deque[_Point] = deque()
+        # A profile window asked for by the monitor (set by the publisher thread; the training
+        # thread runs it at step boundaries and clears it). None: not profiling.
+        self.hook: _profile.ProfileSession | None = None
+        self.model: object = None
 
     def live(self, now: float) -> tuple[int, int, float, float, float]:
         """Totals as of ``now``, counting the step in progress and an ongoing wait."""
@@ -230,6 +236,10 @@ class _Publisher:
                 self._warn(str(directory), f"cannot write in {directory}: {exc}", stacklevel=2)
                 return
             self.published = directory
+            # A profile request goes to the loop that is stepping (see ``_channel``).
+            session = _profile.poll(directory, self.pid, meter.model, meter.hook is not None)
+            if session is not None:
+                meter.hook = session
 
     def _record(self, meter: _Meter, now: float) -> dict[str, Any]:
         steps, samples, wait, total, _ = meter.live(now)
@@ -283,6 +293,7 @@ class Watched(Generic[T]):
         size = knobs["batch_size"]
         self._batch_size: int = size if size is not None and size > 0 else 0
         self._meter = _Meter({**knobs, **torch_facts(), "model_device": model_device(model)})
+        self._meter.model = model
 
     @property
     def loader(self) -> Iterable[T]:
@@ -357,6 +368,8 @@ class Watched(Generic[T]):
                 meter.state = (steps, samples, wait, total, now, None, True)
                 step_start = now
                 yield batch
+                if meter.hook is not None and not meter.hook.step(meter.state):
+                    meter.hook = None
                 blocked = clock()
                 meter.state = (steps, samples, wait, total, step_start, blocked, True)
         finally:
@@ -367,6 +380,9 @@ class Watched(Generic[T]):
                     wait += now - state[5]
                 total += now - step_start
                 meter.state = (steps, samples, wait, total, now, None, False)
+            if meter.hook is not None:  # the pass ended inside a profile window
+                meter.hook.finish()
+                meter.hook = None
             pub.end_pass(meter)
 
 

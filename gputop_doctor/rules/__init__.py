@@ -12,6 +12,7 @@ from gputop_doctor.core.rule import Rule
 from gputop_doctor.rules import (
     blas_openblas_on_intel,
     cpu_saturation,
+    data_gap,
     dataloader_config,
     dataparallel,
     gpu_idle_memory,
@@ -19,12 +20,16 @@ from gputop_doctor.rules import (
     gpu_memory_creep,
     gpu_starvation,
     gpu_unused,
+    host_sync,
     io_bound,
+    memory_growth,
+    op_dominates,
     openblas_coretype,
     power_cap,
     swap_pressure,
     thermal_throttle,
     thread_oversubscription,
+    tiny_kernels,
 )
 
 RULES: tuple[Rule, ...] = (
@@ -43,6 +48,14 @@ RULES: tuple[Rule, ...] = (
     io_bound.RULE,
     swap_pressure.RULE,
     dataloader_config.RULE,
+    op_dominates.RULE,
+    tiny_kernels.RULE,
+    host_sync.RULE,
+    data_gap.RULE,
+    memory_growth.RULE,
 )
+
+# The rules that judge the probe's on-demand profile window (``gputop-doctor profile``).
+PROFILE_RULES = (op_dominates, tiny_kernels, host_sync, data_gap, memory_growth)
 
 RULE_IDS: tuple[str, ...] = tuple(rule.rule_id for rule in RULES)

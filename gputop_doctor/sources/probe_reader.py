@@ -28,6 +28,7 @@ from typing import Any
 from gputop_doctor.core.model import HostSample, ProbeStats, SystemInfo
 from gputop_doctor.core.ports import HostSource, ProcessReading
 from gputop_doctor.probe import _files
+from gputop_doctor.sources.profile_reader import ProfileReader
 
 MAX_AGE_S = 10.0
 MAX_FILE_BYTES = 64 * 1024
@@ -165,6 +166,7 @@ class ProbedHostSource:
     def __init__(self, inner: HostSource, reader: ProbeReader | None = None) -> None:
         self.inner = inner
         self.reader = ProbeReader() if reader is None else reader
+        self.profiles = ProfileReader(self.reader.dirs, self.reader.proc_root)
 
     def system(self) -> SystemInfo:
         return self.inner.system()
@@ -179,6 +181,8 @@ class ProbedHostSource:
         probes = self.reader.read(p.pid for p in reading.processes)
         if not probes:
             return reading
+        for pid, summary in self.profiles.read(list(probes)).items():
+            probes[pid] = replace(probes[pid], profile=summary)
         processes = tuple(
             replace(p, probe=probes[p.pid]) if p.pid in probes else p for p in reading.processes
         )
@@ -189,6 +193,6 @@ class ProbedHostSource:
 
     def __getattr__(self, name: str) -> Any:
         # Anything else a caller reads from the real source (e.g. ProcfsHostSource's settings).
-        if name in ("inner", "reader"):
+        if name in ("inner", "reader", "profiles"):
             raise AttributeError(name)
         return getattr(self.inner, name)

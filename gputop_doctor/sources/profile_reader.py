@@ -1,0 +1,168 @@
+"""The probe's on-demand profile summaries (``<pid>.profile.json``) as :class:`ProfileSummary`.
+
+Read for the PIDs that publish probe stats, from the same private directories, with the same
+care as the stats: opened ``O_NOFOLLOW | O_NONBLOCK``, a regular file owned by the monitor's user
+or the PID's owner, at most ``MAX_PROFILE_BYTES``; parsed again only when its size or mtime
+changes. Numbers are range-checked and strings bounded; anything malformed is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from gputop_doctor.core.model import ProfiledOp, ProfileSummary
+from gputop_doctor.core.text import printable
+from gputop_doctor.probe import _channel
+
+MAX_PROFILE_BYTES = 64 * 1024
+MAX_NUMBER = 1e12
+_MAX_OPS = 20
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) and abs(number) <= MAX_NUMBER else None
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= MAX_NUMBER else None
+
+
+def _text(value: object, limit: int) -> str:
+    return printable(value, max_len=limit) if isinstance(value, str) else "?"
+
+
+def _shapes(value: object) -> tuple[tuple[int, ...], ...]:
+    if not isinstance(value, list):
+        return ()
+    out = []
+    for shape in value[:8]:
+        if isinstance(shape, list):
+            out.append(tuple(d for d in shape[:8] if _count(d) is not None))
+    return tuple(out)
+
+
+def _op(value: object) -> ProfiledOp | None:
+    if not isinstance(value, Mapping):
+        return None
+    time_ms, count, share = (
+        _num(value.get("time_ms")),
+        _count(value.get("count")),
+        value.get("share"),
+    )
+    share_n = _num(share)
+    if time_ms is None or count is None or share_n is None or not 0.0 <= share_n <= 1.0:
+        return None
+    return ProfiledOp(
+        _text(value.get("name"), 120), _shapes(value.get("shapes")), time_ms, count, share_n
+    )
+
+
+def parse_profile(data: object, pid: int) -> ProfileSummary | None:
+    """A finished profile's summary; None while it runs, when it failed, or if malformed."""
+    if not isinstance(data, Mapping) or data.get("pid") != pid or data.get("status") != "done":
+        return None
+    written, steps = _num(data.get("written_at")), _count(data.get("steps"))
+    if written is None or steps is None or steps < 1:
+        return None
+    raw_ops = data.get("top_ops")
+    ops = [_op(o) for o in raw_ops[:_MAX_OPS]] if isinstance(raw_ops, list) else []
+    syncs = data.get("sync_counts")
+    sync_counts = tuple(
+        (_text(k, 40), c)
+        for k, c in (syncs.items() if isinstance(syncs, Mapping) else ())
+        if isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= MAX_NUMBER
+    )[:8]
+    wait = _num(data.get("data_wait_share"))
+    nan = data.get("nan_seen")
+    return ProfileSummary(
+        pid=pid,
+        finished_at=written,
+        steps=steps,
+        device="cuda" if data.get("device") == "cuda" else "cpu",
+        unit="kernels" if data.get("unit") == "kernels" else "ops",
+        trace=_text(data.get("trace"), 512),
+        top_ops=tuple(o for o in ops if o is not None),
+        ops_per_step=_nonneg(data.get("ops_per_step")),
+        op_median_us=_nonneg(data.get("op_median_us")),
+        syncs_per_step=_nonneg(data.get("syncs_per_step")),
+        sync_counts=sync_counts,
+        step_ms_median=_nonneg(data.get("step_ms_median")),
+        data_wait_share=wait if wait is not None and 0.0 <= wait <= 1.0 else None,
+        data_wait_max_ms=_nonneg(data.get("data_wait_max_ms")),
+        memory_kind=_text(data.get("memory_kind"), 40),
+        memory_growth_mib_per_step=_num(data.get("memory_growth_mib_per_step")),
+        memory_steps_grown=_count(data.get("memory_steps_grown")),
+        memory_end_mib=_nonneg(data.get("memory_end_mib")),
+        nan_seen=nan if isinstance(nan, bool) else None,
+    )
+
+
+def _nonneg(value: object) -> float | None:
+    number = _num(value)
+    return number if number is not None and number >= 0.0 else None
+
+
+def load_answer(path: Path, owners: frozenset[int]) -> object:
+    """The JSON in a probe's answer file, or None (missing, unsafe, too big, not JSON)."""
+    raw = _channel.read_small(path, MAX_PROFILE_BYTES, owners)
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
+class ProfileReader:
+    """Finds each probed PID's latest profile summary; re-parses only a changed file."""
+
+    def __init__(self, dirs: Sequence[Path], proc_root: str = "/proc") -> None:
+        self.dirs = tuple(dirs)
+        self.proc_root = proc_root
+        self.uid = os.getuid() if hasattr(os, "getuid") else 0
+        self._cache: dict[int, tuple[tuple[int, int], ProfileSummary | None]] = {}
+
+    def read(self, pids: Sequence[int]) -> dict[int, ProfileSummary]:
+        found: dict[int, ProfileSummary] = {}
+        for pid in list(self._cache):
+            if pid not in pids:
+                del self._cache[pid]
+        for pid in pids:
+            summary = self._one(pid)
+            if summary is not None:
+                found[pid] = summary
+        return found
+
+    def _one(self, pid: int) -> ProfileSummary | None:
+        for directory in self.dirs:
+            path = _channel.profile_path(directory, pid)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            key = (info.st_mtime_ns, info.st_size)
+            cached = self._cache.get(pid)
+            if cached is not None and cached[0] == key:
+                return cached[1]
+            summary = parse_profile(load_answer(path, self._owners(pid)), pid)
+            self._cache[pid] = (key, summary)
+            return summary
+        return None
+
+    def _owners(self, pid: int) -> frozenset[int]:
+        try:
+            return frozenset({self.uid, os.stat(f"{self.proc_root}/{pid}").st_uid})
+        except OSError:
+            return frozenset({self.uid})
