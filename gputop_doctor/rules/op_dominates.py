@@ -2,8 +2,8 @@
 
 From the probe's on-demand ``torch.profiler`` window: the top-level ops (what the model calls,
 e.g. ``aten::linear`` with the ``aten::addmm`` inside it) grouped by name and input shapes, by
-their time (device time on CUDA). When one group takes at least ``share_pct`` of the window, that op is
-where the time goes: check its shapes. fp16/bf16 matmuls run on tensor cores only at full
+their time (device time on CUDA). When one group takes at least ``share_pct`` of the window,
+that op is where the time goes: check its shapes. fp16/bf16 matmuls run on tensor cores only at full
 speed when their dimensions are multiples of 8, so the finding says whether they are, and is a
 warning when they are not.
 """
