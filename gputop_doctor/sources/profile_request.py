@@ -18,6 +18,8 @@ from gputop_doctor.probe import _channel, _files
 from gputop_doctor.sources.probe_reader import ProbeReader
 from gputop_doctor.sources.profile_reader import load_answer, parse_profile
 
+DEFAULT_STEPS = _channel.DEFAULT_STEPS
+
 
 class ProfileRequestError(Exception):
     """Why a profile can't be asked for or wasn't delivered (one line)."""
@@ -49,7 +51,7 @@ def probe_dir(pid: int, proc_root: str = "/proc") -> Path:
     )
 
 
-def send_request(pid: int, steps: int = _channel.DEFAULT_STEPS) -> SentRequest:
+def send_request(pid: int, steps: int = DEFAULT_STEPS) -> SentRequest:
     """Ask the probe of ``pid`` to profile its next ``steps`` steps."""
     directory = probe_dir(pid)
     request = _channel.new_request(pid, steps)

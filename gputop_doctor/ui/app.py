@@ -23,6 +23,11 @@ from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.findings import Scope, Severity
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.text import printable
+from gputop_doctor.sources.profile_request import (
+    DEFAULT_STEPS,
+    ProfileRequestError,
+    send_request,
+)
 from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
 from gputop_doctor.ui.lifecycle import install_stop_signals
 from gputop_doctor.ui.messages import FrameReady, RecordingFailed, RecordingStarted, SamplerStopped
@@ -55,6 +60,8 @@ class GpuTopApp(App[int]):
         Binding("r", "record", "Record"),
         Binding("p", "pause", "Pause"),
         Binding("s", "sort", "Sort"),
+        # Hidden from the footer (it is full at 80 columns); listed by ? like every key.
+        Binding("P", "profile", "Profile the selected process's next steps", show=False),
         *(Binding(str(i), f"gpu_detail({i})", f"GPU {i} detail", show=False) for i in range(10)),
     ]
 
@@ -210,6 +217,26 @@ class GpuTopApp(App[int]):
 
     def action_sort(self) -> None:
         self.table.cycle_sort()
+
+    def action_profile(self) -> None:
+        """Ask the probe in the selected process to profile its next steps. The summary comes
+        back through the probe reader; its findings appear in the findings list."""
+        pid = self.table.cursor_pid
+        if pid is None:
+            self.notify("select a process first", severity="warning")
+            return
+        try:
+            sent = send_request(pid, DEFAULT_STEPS)
+        except ProfileRequestError as exc:
+            self.notify(printable(str(exc)), severity="warning", markup=False)
+            return
+        self.notify(
+            printable(
+                f"PID {pid}: profiling its next {sent.request.steps} steps; the findings appear "
+                f"here, the trace in {sent.directory}"
+            ),
+            markup=False,
+        )
 
     def action_help(self) -> None:
         bindings = [b for b in self.BINDINGS if isinstance(b, Binding)]
