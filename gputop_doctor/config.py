@@ -45,6 +45,29 @@ class CpuSaturationThresholds:
 
 
 @dataclass(frozen=True, slots=True)
+class CpuContentionThresholds:
+    """``cpu-contention``: processes outside the job take the CPUs it waits for."""
+
+    window_s: float = 10.0
+    min_span_s: float = 3.0
+    outside_cpus: float = 0.5  # CPUs busy outside the job tree (mean over the window)
+    delay_ratio: float = 0.10  # the job's threads wait this share of their runnable time ...
+    cgroup_cpu_some_pct: float = 20.0  # ... or its own cgroup's cpu pressure is this high
+    critical_delay_ratio: float = 0.4
+
+
+@dataclass(frozen=True, slots=True)
+class IoContentionThresholds:
+    """``io-contention``: storage is busy with other processes' I/O while the job runs."""
+
+    window_s: float = 30.0  # PSI io averaged over this
+    min_span_s: float = 5.0
+    psi_io_some_pct: float = 10.0  # host PSI io some (mean) ...
+    job_d_fraction: float = 0.05  # the job's processes this often in D: it feels it (warn)
+    cgroup_io_some_pct: float = 10.0  # ... or its own cgroup's io pressure is this high
+
+
+@dataclass(frozen=True, slots=True)
 class OversubscriptionThresholds:
     """``thread-oversubscription``: more runnable pool threads than CPUs."""
 
@@ -216,6 +239,8 @@ class RuleThresholds:
 
     gpu_starvation: StarvationThresholds = field(default_factory=StarvationThresholds)
     cpu_saturation: CpuSaturationThresholds = field(default_factory=CpuSaturationThresholds)
+    cpu_contention: CpuContentionThresholds = field(default_factory=CpuContentionThresholds)
+    io_contention: IoContentionThresholds = field(default_factory=IoContentionThresholds)
     thread_oversubscription: OversubscriptionThresholds = field(
         default_factory=OversubscriptionThresholds
     )

@@ -138,6 +138,7 @@ def _finding_lines(finding: Finding) -> list[str]:
     lines = [
         f"[{finding.severity.label.upper()}] {finding.rule_id} ({finding.scope}): {finding.title}"
     ]
+    lines.append(f"    blame: {finding.blame.value}")
     if finding.evidence:
         lines.append("    evidence: " + "; ".join(str(e) for e in finding.evidence))
     if finding.fix:

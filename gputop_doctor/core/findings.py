@@ -31,6 +31,17 @@ class ScopeKind(Enum):
     PID = "pid"
 
 
+class Blame(Enum):
+    """Who a finding says must change something: the attached job, a neighbour on the same
+    host, the machine itself (hardware, driver, its size), or nobody can tell (no job
+    attached, or the signal is host-wide)."""
+
+    JOB = "job"
+    NEIGHBOUR = "neighbour"
+    MACHINE = "machine"
+    UNKNOWN = "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
     """What a finding is about: the host, one GPU (by index), or one process (by PID)."""
@@ -92,6 +103,7 @@ class Finding:
     evidence: tuple[Evidence, ...] = ()
     fix: str = ""
     since: float = 0.0  # unix time the condition was first seen (set by the tracker)
+    blame: Blame = Blame.UNKNOWN
 
     @property
     def key(self) -> tuple[str, Scope]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from gputop_doctor.core.rule import Rule
 from gputop_doctor.rules import (
     blas_openblas_on_intel,
+    cpu_contention,
     cpu_saturation,
     dataloader_config,
     dataparallel,
@@ -20,6 +21,7 @@ from gputop_doctor.rules import (
     gpu_starvation,
     gpu_unused,
     io_bound,
+    io_contention,
     openblas_coretype,
     power_cap,
     swap_pressure,
@@ -30,6 +32,7 @@ from gputop_doctor.rules import (
 RULES: tuple[Rule, ...] = (
     gpu_starvation.RULE,
     cpu_saturation.RULE,
+    cpu_contention.RULE,
     thread_oversubscription.RULE,
     blas_openblas_on_intel.RULE,
     openblas_coretype.RULE,
@@ -41,6 +44,7 @@ RULES: tuple[Rule, ...] = (
     gpu_imbalance.RULE,
     gpu_idle_memory.RULE,
     io_bound.RULE,
+    io_contention.RULE,
     swap_pressure.RULE,
     dataloader_config.RULE,
 )

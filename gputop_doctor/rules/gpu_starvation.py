@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config import StarvationThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, ProbeStats, ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext
@@ -184,6 +184,7 @@ def _check_gpu(
     severity = Severity.CRITICAL if avg < t.critical_mean_util_pct else Severity.WARN
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,
         severity=severity,
         scope=gpu_scope(index),
         title=(

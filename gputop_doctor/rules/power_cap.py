@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gputop_doctor.config import PowerCapThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ClockEvent, GpuSample
 from gputop_doctor.core.rule import RuleContext
@@ -90,6 +90,7 @@ def _finding(index: int, capped: Sequence[GpuSample], share: float) -> Finding:
         ]
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.MACHINE,
         severity=Severity.INFO,
         scope=gpu_scope(index),
         title=title,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config import ThermalThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot, decode_clock_events
 from gputop_doctor.core.rule import RuleContext
@@ -177,6 +177,7 @@ def _finding(index: int, samples: Sequence[GpuSample], tally: _Tally) -> Finding
         evidence.append(Evidence("reasons", ", ".join(decode_clock_events(tally.bits))))
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.MACHINE,
         severity=Severity.CRITICAL if hard else Severity.WARN,
         scope=gpu_scope(index),
         title=title,

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from gputop_doctor.core.findings import Severity
-from gputop_doctor.core.model import Pressure, ProcSample
+from gputop_doctor.core.model import JobPressure, Pressure, PressureScope, ProcSample
 from gputop_doctor.rules import cpu_saturation, thread_oversubscription
 from gputop_doctor.rules.thread_oversubscription import recommended_threads
 from tests.rules.synth import Case, Tick, context, history, host, proc, run, trainer
@@ -32,7 +32,13 @@ def _busy(cpu_pct: float, delay: float = 0.0, **host_fields: object) -> Case:
 SATURATION = [
     ("saturated-fine", _busy(97.0), Severity.INFO),
     ("saturated-delay", _busy(99.0, delay=0.3), Severity.WARN),
-    ("saturated-psi", _busy(99.0, psi_cpu=Pressure(35.0, 0.0)), Severity.WARN),
+    (
+        "saturated-cgroup-pressure",
+        _busy(99.0, job_pressure=JobPressure(PressureScope.CGROUP, cpu=Pressure(35.0, 0.0))),
+        Severity.WARN,
+    ),
+    # Host PSI mixes in every neighbour: it proves no harm to the job.
+    ("saturated-host-psi", _busy(99.0, psi_cpu=Pressure(35.0, 0.0)), Severity.INFO),
     ("saturated-throttled", _busy(95.0, cgroup_throttled_frac=0.4), Severity.WARN),
     ("busy-89", _busy(89.0), None),
     ("half-busy-waiting", _busy(50.0, delay=0.5), None),

@@ -42,6 +42,7 @@ from gputop_doctor.sources.host.pids import (
     Threads,
     parse_stat,
     process_user,
+    read_io_bytes,
     read_threads,
     thread_delta,
 )
@@ -61,6 +62,8 @@ class _Known:
     at: float
     num_threads: int
     user: str | None
+    children_ticks: int = 0
+    io: tuple[int, int] | None = None  # (read_bytes, write_bytes) at ``at``
     threads: Threads | None = None  # the last per-thread pass
     threads_at: float = 0.0
     delta: ThreadDelta = _UNKNOWN
@@ -223,11 +226,21 @@ class ProcessTreeReader:
             now,
             stat.num_threads,
             prior.user if prior is not None else process_user(s.pid, self.proc_root),
+            stat.children_ticks,
         )
-        cpu_pct = None
+        cpu_pct = children_pct = None
+        read_mib_s = write_mib_s = None
+        if s.in_tree and stat.state != "Z":
+            known.io = read_io_bytes(s.pid, self.proc_root)
         if prior is not None and now > prior.at:
+            span = now - prior.at
             ticks = stat.cpu_ticks - prior.cpu_ticks
-            cpu_pct = round(100.0 * ticks / CLK_TCK / (now - prior.at), 1)
+            cpu_pct = round(100.0 * ticks / CLK_TCK / span, 1)
+            reaped = max(0, stat.children_ticks - prior.children_ticks)
+            children_pct = round(100.0 * reaped / CLK_TCK / span, 1)
+            if known.io is not None and prior.io is not None:
+                read_mib_s = round(max(0, known.io[0] - prior.io[0]) / MIB / span, 3)
+                write_mib_s = round(max(0, known.io[1] - prior.io[1]) / MIB / span, 3)
         quiet = True
         if s.in_tree and stat.state != "Z":
             quiet = self._thread_figures(s, known, passed, now)
@@ -251,6 +264,9 @@ class ProcessTreeReader:
             wait_ns_per_s=delta.wait_ns_per_s,
             hungry_threads=delta.hungry,
             threads_in_d=known.in_d if s.in_tree else None,
+            children_cpu_pct=children_pct if s.in_tree else None,
+            read_mib_s=read_mib_s,
+            write_mib_s=write_mib_s,
             depth=s.depth,
             in_tree=s.in_tree,
             libraries=None if maps is None else maps.runtimes,
@@ -259,7 +275,7 @@ class ProcessTreeReader:
             has_cuda_context=cuda,
         )
         known.raw, known.stat = s.raw, stat
-        if quiet and cpu_pct == 0.0:
+        if quiet and cpu_pct == 0.0 and not children_pct and not read_mib_s and not write_mib_s:
             known.sample, known.maps, known.env = sample, maps, env
         self._known[s.pid] = known
         return sample
