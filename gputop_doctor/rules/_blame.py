@@ -39,6 +39,22 @@ def job_cpus(snap: Snapshot) -> float | None:
     return sum((p.cpu_pct or 0.0) + (p.children_cpu_pct or 0.0) for p in tree) / 100.0
 
 
+def job_want_cpus(snap: Snapshot) -> float | None:
+    """CPUs the job wanted this tick: what it used (reaped children included) or, when its
+    threads also queued, what they were on a CPU plus queued for one, whichever is more.
+
+    A job whose threads are runnable on every CPU fills its CPUs even when neighbours take
+    some of them: it is saturated *and* contended, and both findings say so."""
+    used = job_cpus(snap)
+    if used is None:
+        return None
+    demand = 0.0
+    for p in snap.processes:
+        if p.in_tree and p.run_ns_per_s is not None and p.wait_ns_per_s is not None:
+            demand += (p.run_ns_per_s + p.wait_ns_per_s) / 1e9
+    return max(used, demand)
+
+
 def job_delay(win: Window) -> float | None:
     """Run-queue wait over runnable time of the job tree over the window."""
     return delay_ratio(p for snap in win for p in snap.processes if p.in_tree)

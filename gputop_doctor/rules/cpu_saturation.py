@@ -80,13 +80,13 @@ HOST_FIX = (
 
 
 def busy_fraction(snap: Snapshot, cpus: float, job: bool) -> float | None:
-    """Busy share of the effective CPUs at one tick: the job tree's own CPU when a job is
-    attached (reaped children included), else the host-wide figure.
+    """Busy share of the effective CPUs at one tick: the CPUs the job tree wants when a job is
+    attached (used, reaped children included, or used plus queued), else the host-wide figure.
 
     Other processes' load is never read as the job's: that is ``cpu-contention``.
     """
     if job:
-        used = _blame.job_cpus(snap)  # None on a first tick without rates
+        used = _blame.job_want_cpus(snap)  # None on a first tick without rates
         return None if used is None else used / cpus
     host = snap.host
     return None if host.cpu_pct is None else host.cpu_pct / 100.0

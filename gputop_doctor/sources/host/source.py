@@ -201,10 +201,12 @@ class ProcfsHostSource:
 
         When CPU outside the tree is busy that the ranking does not name (a neighbour
         started since its last round), the ranking is hurried so the neighbour is named."""
-        tree = self._tree_pids if target_pid is not None else set()
         top = self._top.get(now)
         if target_pid is None:
             return top, ()
+        # The tree as of the last process reading; before the first one, the PID table's.
+        tree = self._tree_pids or {pid for pid, _ in self._procs.table.descendants(target_pid)}
+        tree.add(target_pid)
         outside = outside_top(top, tree)
         if cpu_pct is not None and logical:
             busy = cpu_pct / 100.0 * logical - self._tree_cpus
