@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputop_doctor.core.findings import Blame, Severity
+from gputop_doctor.core.findings import Blame, Finding, Severity
 from gputop_doctor.core.model import OutsideProcess, Pressure
 from gputop_doctor.rules import (
     cpu_contention,
@@ -16,7 +16,12 @@ from tests.rules.synth import Case, Tick, context, gpu, history, host, proc, run
 SPINNERS = (OutsideProcess(300, "spin", cpu_pct=66.0), OutsideProcess(301, "spin", cpu_pct=66.0))
 
 
-def _shared(job_cpu: float, delay: float, host_pct: float, outside=SPINNERS) -> Case:  # type: ignore[no-untyped-def]
+def _shared(
+    job_cpu: float,
+    delay: float,
+    host_pct: float,
+    outside: tuple[OutsideProcess, ...] = SPINNERS,
+) -> Case:
     """A 2-CPU host; the job (PID 100) uses ``job_cpu`` % of a core and waits ``delay``."""
     wait = job_cpu / 100 * 1e9 * delay / (1 - delay)
 
@@ -90,7 +95,7 @@ def test_io_bound_needs_a_gpu_job() -> None:
     assert run(io_bound.RULE, history(_writer(job_state="D", gpu_on=False), 30)) == []
 
 
-def _swapping(holders: tuple[OutsideProcess, ...], target: int | None = 100) -> list:  # type: ignore[type-arg]
+def _swapping(holders: tuple[OutsideProcess, ...], target: int | None = 100) -> list[Finding]:
     def make(k: int) -> Tick:
         h = host(swap_in_mib_s=4.0, swap_holders=holders)
         return Tick(procs=(proc(100, 50.0),), host=h)
