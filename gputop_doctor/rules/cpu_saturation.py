@@ -87,7 +87,7 @@ def busy_fraction(snap: Snapshot, cpus: float, job: bool) -> float | None:
     """
     if job:
         used = _blame.job_want_cpus(snap)  # None on a first tick without rates
-        return None if used is None else used / cpus
+        return None if used is None else min(1.0, used / cpus)  # wanting more is still full
     host = snap.host
     return None if host.cpu_pct is None else host.cpu_pct / 100.0
 

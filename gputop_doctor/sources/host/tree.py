@@ -178,7 +178,7 @@ class ProcessTreeReader:
         passed: dict[int, Threads | None] = {}
         stale: list[tuple[float, _Seen]] = []
         for s in seen:
-            if not s.in_tree or s.stat.state == "Z":
+            if s.stat.state == "Z":
                 continue
             if s.prior is None or s.prior.threads is None:
                 passed[s.pid] = read_threads(s.pid, self.proc_root)
@@ -230,7 +230,7 @@ class ProcessTreeReader:
         )
         cpu_pct = children_pct = None
         read_mib_s = write_mib_s = None
-        if s.in_tree and stat.state != "Z":
+        if stat.state != "Z":
             known.io = read_io_bytes(s.pid, self.proc_root)
         if prior is not None and now > prior.at:
             span = now - prior.at
@@ -242,13 +242,13 @@ class ProcessTreeReader:
                 read_mib_s = round(max(0, known.io[0] - prior.io[0]) / MIB / span, 3)
                 write_mib_s = round(max(0, known.io[1] - prior.io[1]) / MIB / span, 3)
         quiet = True
-        if s.in_tree and stat.state != "Z":
+        if stat.state != "Z":  # GPU processes outside the tree too: they compete for CPUs
             quiet = self._thread_figures(s, known, passed, now)
         cuda: bool | None = None if maps is None else maps.has_nvidia_device
-        names = () if known.threads is None or not s.in_tree else known.threads.names
+        names = () if known.threads is None else known.threads.names
         if any(name == CUDA_EVENT_THREAD for name, _ in names):
             cuda = True
-        delta = known.delta if s.in_tree else _UNKNOWN
+        delta = known.delta
         sample = ProcSample(
             pid=s.pid,
             ppid=stat.ppid,
@@ -263,8 +263,8 @@ class ProcessTreeReader:
             run_ns_per_s=delta.run_ns_per_s,
             wait_ns_per_s=delta.wait_ns_per_s,
             hungry_threads=delta.hungry,
-            threads_in_d=known.in_d if s.in_tree else None,
-            children_cpu_pct=children_pct if s.in_tree else None,
+            threads_in_d=known.in_d,
+            children_cpu_pct=children_pct,
             read_mib_s=read_mib_s,
             write_mib_s=write_mib_s,
             depth=s.depth,
