@@ -29,6 +29,9 @@ class StarvationThresholds:
     delay_ratio: float = 0.2  # run-queue delay ratio of the job -> oversubscribed
     probe_wait_pct: float = 30.0  # the in-process probe measuring this much data wait is proof
     probe_max_util_pct: float = 90.0  # ... of starvation while the GPU is busy less than this
+    clear_window_s: float = 8.0  # a clear pattern in the last seconds is judged at once ...
+    clear_min_span_s: float = 6.0  # ... once this much history covers it
+    probe_min_span_s: float = 1.0  # the probe's wait on two readings in a row: judged this early
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,7 @@ class PowerCapThresholds:
     """``power-cap``: the software power cap holds the clocks down (informational)."""
 
     window_s: float = 30.0
-    min_span_s: float = 5.0
+    min_span_s: float = 1.0  # two ticks: the reason bit on both is direct evidence
     min_fraction: float = 0.5  # of busy samples with the SW power cap reason
     max_clock_ratio: float = 0.85  # and the SM clock at or below this share of max
     power_ratio: float = 0.97  # without reason bits: power at this share of the limit

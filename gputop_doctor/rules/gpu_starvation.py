@@ -51,12 +51,13 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.gpu_starvation
     win = window(history, t.window_s)
     latest = win.latest
-    if latest is None or not enough_span(win, t.min_span_s):
+    if latest is None or not enough_span(win, min(t.probe_min_span_s, t.clear_min_span_s)):
         return []
     out = []
     causes = _Causes(history, latest, effective_cpus(ctx, latest), t)
+    previous = win.snapshots[-2]
     for index, series in gpu_columns(win).items():
-        finding = _check_gpu(index, live(series), latest, causes, ctx, t)
+        finding = _check_gpu(index, live(series), (previous, latest), win.span_s, causes, ctx, t)
         if finding is not None:
             out.append(finding)
     return out
@@ -164,25 +165,37 @@ class _Causes:
 def _check_gpu(
     index: int,
     series: Sequence[GpuSample],
-    latest: Snapshot,
+    last_two: tuple[Snapshot, Snapshot],
+    span_s: float,
     causes: _Causes,
     ctx: RuleContext,
     t: StarvationThresholds,
 ) -> Finding | None:
+    """Starved over the window; or, sooner, a clear pattern over the last ``clear_window_s``,
+    or the probe's measured wait on the last two readings (then shown without a hold)."""
+    latest = last_two[1]
     if not series or series[-1] is not _latest_gpu(latest, index):
         return None  # the GPU is gone or lost now
     owners = gpu_pids(series[-1])
     if not owners:
         return None
     proven = _probe_proves(latest, owners, t)  # the loop measured its own data wait
+    twice = proven and _probe_proves(last_two[0], owners, t)
     if _clearly_fed(series, t) and not proven:
         return None
     samples = util_values(series)
     if len(samples) < 3:
         return None
-    avg = sum(samples) / len(samples)
-    idle = sum(1 for v in samples if v <= t.idle_util_pct) / len(samples)
+    avg, idle = _util_figures(samples, t)
+    recent = _recent(series, latest.interval_s, t)
+    clear = recent is not None and (
+        recent[0] < t.critical_mean_util_pct or recent[1] >= 2 * t.idle_fraction
+    )
+    if span_s < t.min_span_s and not twice and not (clear and span_s >= t.clear_min_span_s):
+        return None  # too early to judge, unless the evidence is direct
     fed = avg >= t.mean_util_pct and idle < t.idle_fraction
+    if fed and clear and recent is not None:
+        avg, idle, fed = recent[0], recent[1], False  # the last seconds tell the story
     if fed and not (proven and avg < t.probe_max_util_pct):
         return None
     job = causes.job(owners)
@@ -198,7 +211,25 @@ def _check_gpu(
         title=_title(index, avg, idle, cause),
         evidence=_evidence(avg, idle, len(samples), cause, job, latest, ctx),
         fix=_fix(cause, job),
+        hold_s=0.0 if twice else None,
     )
+
+
+def _util_figures(samples: Sequence[float], t: StarvationThresholds) -> tuple[float, float]:
+    """Mean utilization and the share of samples near idle."""
+    idle = sum(1 for v in samples if v <= t.idle_util_pct) / len(samples)
+    return sum(samples) / len(samples), idle
+
+
+def _recent(
+    series: Sequence[GpuSample], interval_s: float, t: StarvationThresholds
+) -> tuple[float, float] | None:
+    """Mean and idle share over the last ``clear_window_s``; None until history covers it."""
+    n = max(3, round(t.clear_window_s / (interval_s or 1.0)))
+    if len(series) < n:
+        return None
+    samples = util_values(series[-n:])
+    return _util_figures(samples, t) if len(samples) >= 3 else None
 
 
 def _title(index: int, avg: float, idle: float, cause: Cause) -> str:
