@@ -22,6 +22,7 @@ from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.cases.catalog import Case, Pids
 from tests.fake_nvml.scenario import Scenario
 
+
 def _suite_settings() -> Settings:
     """Quick ticks, and the starvation pattern judged over 3 s instead of 6-8 s, so the whole
     suite runs in about a minute; every threshold is otherwise the default."""
@@ -50,9 +51,7 @@ class Result:
 
     @property
     def cause_ok(self) -> bool:
-        return not self.case.causes or bool(
-            self.causes & {c.value for c in self.case.causes}
-        )
+        return not self.case.causes or bool(self.causes & {c.value for c in self.case.causes})
 
     @property
     def ok(self) -> bool:
@@ -83,7 +82,8 @@ def _started(argv: list[str], wait_ready: bool) -> Iterator[tuple[int, tuple[int
 def run_case(case: Case, scenario_path: Path, tmp: Path) -> Result:
     """Start the case's processes, tick ``case.ticks`` times in real time, collect what showed."""
     with ExitStack() as stack:
-        job_pid, kids = (None, ())
+        job_pid: int | None = None
+        kids: tuple[int, ...] = ()
         if case.job is not None:
             job_pid, kids = stack.enter_context(_started(case.job, wait_ready=True))
         outside = tuple(
