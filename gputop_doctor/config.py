@@ -29,6 +29,9 @@ class StarvationThresholds:
     delay_ratio: float = 0.2  # run-queue delay ratio of the job -> oversubscribed
     probe_wait_pct: float = 30.0  # the in-process probe measuring this much data wait is proof
     probe_max_util_pct: float = 90.0  # ... of starvation while the GPU is busy less than this
+    clear_window_s: float = 8.0  # a clear pattern in the last seconds is judged at once ...
+    clear_min_span_s: float = 6.0  # ... once this much history covers it
+    probe_min_span_s: float = 1.0  # the probe's wait on two readings in a row: judged this early
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,29 @@ class CpuSaturationThresholds:
     psi_cpu_some_pct: float = 20.0  # or PSI cpu some avg10
     throttled_fraction: float = 0.10  # or this share of cgroup CFS periods throttled
     top_n: int = 3  # consumers named in the evidence
+
+
+@dataclass(frozen=True, slots=True)
+class CpuContentionThresholds:
+    """``cpu-contention``: processes outside the job take the CPUs it waits for."""
+
+    window_s: float = 10.0
+    min_span_s: float = 3.0
+    outside_cpus: float = 0.5  # CPUs busy outside the job tree (mean over the window)
+    delay_ratio: float = 0.10  # the job's threads wait this share of their runnable time ...
+    cgroup_cpu_some_pct: float = 20.0  # ... or its own cgroup's cpu pressure is this high
+    critical_delay_ratio: float = 0.4
+
+
+@dataclass(frozen=True, slots=True)
+class IoContentionThresholds:
+    """``io-contention``: storage is busy with other processes' I/O while the job runs."""
+
+    window_s: float = 30.0  # PSI io averaged over this
+    min_span_s: float = 5.0
+    psi_io_some_pct: float = 10.0  # host PSI io some (mean) ...
+    job_d_fraction: float = 0.05  # the job's processes this often in D: it feels it (warn)
+    cgroup_io_some_pct: float = 10.0  # ... or its own cgroup's io pressure is this high
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +118,7 @@ class PowerCapThresholds:
     """``power-cap``: the software power cap holds the clocks down (informational)."""
 
     window_s: float = 30.0
-    min_span_s: float = 5.0
+    min_span_s: float = 1.0  # two ticks: the reason bit on both is direct evidence
     min_fraction: float = 0.5  # of busy samples with the SW power cap reason
     max_clock_ratio: float = 0.85  # and the SM clock at or below this share of max
     power_ratio: float = 0.97  # without reason bits: power at this share of the limit
@@ -258,6 +284,8 @@ class RuleThresholds:
 
     gpu_starvation: StarvationThresholds = field(default_factory=StarvationThresholds)
     cpu_saturation: CpuSaturationThresholds = field(default_factory=CpuSaturationThresholds)
+    cpu_contention: CpuContentionThresholds = field(default_factory=CpuContentionThresholds)
+    io_contention: IoContentionThresholds = field(default_factory=IoContentionThresholds)
     thread_oversubscription: OversubscriptionThresholds = field(
         default_factory=OversubscriptionThresholds
     )

@@ -261,7 +261,9 @@ def test_exited_and_zombie_processes(fake: FakeProc) -> None:
     assert samples[102].state == "Z" and samples[102].thread_names == ()
 
 
-def test_extra_pids_are_out_of_tree_and_cheaper(fake: FakeProc) -> None:
+def test_extra_pids_are_out_of_tree_with_their_threads(fake: FakeProc) -> None:
+    """GPU processes outside the tree (other jobs) compete for the job's CPUs: their threads
+    are read too, so oversubscription counts them."""
     fake.process(100)
     fake.process(300, comm="other_job", threads={300: ("other_job", "S", 0, 0)})
     r = reader(fake)
@@ -272,8 +274,8 @@ def test_extra_pids_are_out_of_tree_and_cheaper(fake: FakeProc) -> None:
     ]  # the target isn't doubled; a missing PID is skipped
     target, other = samples
     assert target.in_tree and not other.in_tree
-    assert other.name == "other_job" and other.thread_names == ()
-    assert other.threads_in_d is None
+    assert other.name == "other_job" and other.thread_names == (("other_job", 1),)
+    assert other.threads_in_d == 0
 
 
 def test_gpu_pids_missing_from_proc_are_labelled_not_dropped(fake: FakeProc) -> None:

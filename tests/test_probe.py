@@ -29,11 +29,15 @@ PID = os.getpid()
 
 
 @pytest.fixture
-def probe_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def probe_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A probe directory and a fresh publisher, shut down (its file removed) after the test."""
     directory = tmp_path / "probe"
     monkeypatch.setenv(_files.PROBE_DIR_ENV, str(directory))
     monkeypatch.setenv(_files.INTERVAL_ENV, "0.05")
-    return directory
+    monkeypatch.setattr(_watch, "_PUBLISHER", None)
+    yield directory
+    if _watch._PUBLISHER is not None:
+        _watch._PUBLISHER.shutdown()
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -152,7 +156,7 @@ def test_data_wait_share_is_time_inside_next(
     assert mixed.stats()["data_wait_frac"] == pytest.approx(0.25)
 
 
-def test_publishes_while_running_and_removes_the_file_at_the_end(probe_dir: Path) -> None:
+def test_publishes_while_running_and_keeps_the_file_until_exit(probe_dir: Path) -> None:
     seen: list[dict[str, object]] = []
 
     def batches() -> Iterator[int]:
@@ -169,10 +173,25 @@ def test_publishes_while_running_and_removes_the_file_at_the_end(probe_dir: Path
     data = seen[0]
     assert data["schema"] == 1 and data["pid"] == PID and data["steps"] == 3
     assert isinstance(data["data_wait_frac"], float) and data["data_wait_frac"] > 0.5
-    assert sorted(os.listdir(probe_dir)) == []  # removed when the loop finished
+    # One file for the life of the process: kept between passes, removed at exit.
+    assert sorted(os.listdir(probe_dir)) == [f"{PID}.json"]
+    _watch.publisher().shutdown()
+    assert sorted(os.listdir(probe_dir)) == []
 
 
-def test_file_is_removed_when_the_loop_breaks(probe_dir: Path) -> None:
+def test_one_window_across_passes(probe_dir: Path) -> None:
+    """A short pass's first-batch wait is averaged with the steps before it, not a new window."""
+    watched = watch(range(5))
+    for _ in range(3):
+        for _ in watched:
+            time.sleep(0.02)
+    assert wait_for(lambda: (published(probe_dir) or {}).get("steps") == 15)
+    data = published(probe_dir)
+    assert data is not None and data["passes"] == 3
+    assert isinstance(data["window_s"], float) and data["window_s"] > 0.2  # spans the passes
+
+
+def test_file_is_kept_when_the_loop_breaks_and_removed_at_exit(probe_dir: Path) -> None:
     def forever() -> Iterator[int]:
         i = 0
         while True:
@@ -184,6 +203,8 @@ def test_file_is_removed_when_the_loop_breaks(probe_dir: Path) -> None:
             assert wait_for(lambda: published(probe_dir) is not None)
         if i > 3:
             break
+    assert (probe_dir / f"{PID}.json").exists()  # kept for the next pass
+    _watch.publisher().shutdown()
     assert not (probe_dir / f"{PID}.json").exists()
 
 
@@ -230,7 +251,7 @@ def test_stale_files_of_dead_processes_are_cleaned(probe_dir: Path) -> None:
     for i in watch(range(3)):
         if i == 0:
             assert wait_for(lambda: published(probe_dir) is not None)
-    assert sorted(os.listdir(probe_dir)) == ["1.json"]
+    assert sorted(os.listdir(probe_dir)) == sorted(["1.json", f"{PID}.json"])  # ours: till exit
 
 
 def _run_script(code: str, env: dict[str, str], timeout: float = 60) -> str:

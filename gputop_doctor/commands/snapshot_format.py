@@ -27,6 +27,13 @@ def _gpu_json(gpu: GpuSample) -> dict[str, Any]:
     return data
 
 
+def _host_json(host: HostSample) -> dict[str, Any]:
+    data = dataclasses.asdict(host)
+    if host.job_pressure is not None:
+        data["job_pressure"]["scope"] = host.job_pressure.scope.value
+    return data
+
+
 def _proc_json(proc: ProcSample) -> dict[str, Any]:
     data = dataclasses.asdict(proc)
     data["thread_summary"] = proc.thread_summary
@@ -52,7 +59,7 @@ def frame_to_json(frame: Frame, history: History) -> dict[str, Any]:
         "system": system,
         "target": {"pid": snap.target_pid, "alive": snap.target_alive},
         "gpus": [_gpu_json(g) for g in snap.gpus],
-        "host": dataclasses.asdict(snap.host),
+        "host": _host_json(snap.host),
         "processes": [_proc_json(p) for p in snap.processes],
         "tree": None if snap.tree is None else dataclasses.asdict(snap.tree),
         "headline": None if frame.verdict is None else _verdict_json(frame.verdict),
@@ -138,6 +145,7 @@ def _finding_lines(finding: Finding) -> list[str]:
     lines = [
         f"[{finding.severity.label.upper()}] {finding.rule_id} ({finding.scope}): {finding.title}"
     ]
+    lines.append(f"    blame: {finding.blame.value}")
     if finding.evidence:
         lines.append("    evidence: " + "; ".join(str(e) for e in finding.evidence))
     if finding.fix:

@@ -3,7 +3,9 @@
 Rules are pure and memoryless: each tick they say which problems they see *right now* in the
 history window. The :class:`FindingTracker` turns that into what a person should see: a
 problem appears only after it has held for ``hold_s`` and disappears only after it has been
-absent for ``clear_s``, and it keeps the time it was first seen (``since``).
+absent for ``clear_s``, and it keeps the time it was first seen (``since``). A finding built on
+direct evidence that the rule has already seen repeat (the driver's reason bits on two
+consecutive ticks) carries its own, shorter ``hold_s``; clearing is never faster.
 """
 
 from __future__ import annotations
@@ -29,6 +31,17 @@ class ScopeKind(Enum):
     HOST = "host"
     GPU = "gpu"
     PID = "pid"
+
+
+class Blame(Enum):
+    """Who a finding says must change something: the attached job, a neighbour on the same
+    host, the machine itself (hardware, driver, its size), or nobody can tell (no job
+    attached, or the signal is host-wide)."""
+
+    JOB = "job"
+    NEIGHBOUR = "neighbour"
+    MACHINE = "machine"
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +105,10 @@ class Finding:
     evidence: tuple[Evidence, ...] = ()
     fix: str = ""
     since: float = 0.0  # unix time the condition was first seen (set by the tracker)
+    blame: Blame = Blame.UNKNOWN
+    # Direct evidence (the driver's reason bits on consecutive ticks, a measured wait) needs no
+    # hold: the rule already saw it twice. None: the tracker's hold.
+    hold_s: float | None = None
 
     @property
     def key(self) -> tuple[str, Scope]:
@@ -135,7 +152,8 @@ class FindingTracker:
             if key not in seen and now - track.last_seen >= self._clear_s:
                 del self._tracks[key]
                 continue
-            if not track.shown and key in seen and now - track.first_seen >= self._hold_s:
+            hold = self._hold_s if track.latest.hold_s is None else track.latest.hold_s
+            if not track.shown and key in seen and now - track.first_seen >= hold:
                 track.shown = True
             if not track.shown and key not in seen:
                 # A blip that never reached the hold time is forgotten at once.

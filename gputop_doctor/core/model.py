@@ -151,6 +151,35 @@ class Pressure:
     full_avg10: float | None = None
 
 
+class PressureScope(Enum):
+    """Whose stalls a pressure reading counts: the job's own cgroup, or the whole host."""
+
+    CGROUP = "cgroup"
+    HOST = "host"
+
+
+@dataclass(frozen=True, slots=True)
+class JobPressure:
+    """PSI of the attached job: its cgroup v2 ``*.pressure`` files when it has its own
+    cgroup, else the host's ``/proc/pressure`` (then it cannot tell the job from others)."""
+
+    scope: PressureScope
+    cpu: Pressure | None = None
+    io: Pressure | None = None
+    memory: Pressure | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideProcess:
+    """A process outside the attached job that competes with it: its CPU, or its I/O waits."""
+
+    pid: int
+    name: str
+    cpu_pct: float = 0.0  # percent of one core
+    d_share: float = 0.0  # share of looks that found it in D state (waiting on storage)
+    swap_mib: float | None = None  # VmSwap, when read
+
+
 @dataclass(frozen=True, slots=True)
 class HostSample:
     """The host (or the target's cgroup) at one tick."""
@@ -175,6 +204,11 @@ class HostSample:
     psi_memory: Pressure | None = None
     cgroup_throttled_frac: float | None = None  # share of CFS periods throttled this tick
     top_processes: tuple[tuple[int, str, float], ...] = ()  # (pid, name, cpu %) busiest first
+    # Attribution (only with a job attached): the job's own pressure and who else is busy.
+    job_pressure: JobPressure | None = None
+    outside_top: tuple[OutsideProcess, ...] = ()  # busiest outside processes by CPU
+    io_waiters: tuple[OutsideProcess, ...] = ()  # outside processes seen waiting on storage
+    swap_holders: tuple[OutsideProcess, ...] = ()  # processes with the most memory in swap
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +342,9 @@ class ProcSample:
     wait_ns_per_s: float | None = None  # run-queue wait of all threads this tick, ns per s
     hungry_threads: int | None = None  # threads on or waiting for a CPU >= 20 % of the tick
     threads_in_d: int | None = None
+    children_cpu_pct: float | None = None  # CPU of reaped children (cutime+cstime), % of a core
+    read_mib_s: float | None = None  # storage reads (/proc/PID/io read_bytes); None: no access
+    write_mib_s: float | None = None
     depth: int = 0  # 0 for the attached PID, 1 for its children, ...
     in_tree: bool = True  # False for GPU processes outside the attached tree
     libraries: tuple[Runtime, ...] | None = None  # None: unknown (permission)
@@ -328,7 +365,7 @@ class TreeTotals:
 
     processes: int
     threads: int
-    cpu_pct: float
+    cpu_pct: float  # includes the CPU of children reaped this tick (re-forked workers)
     rss_mib: float
     steps_per_s: float | None = None  # from the in-process probe, summed over publishers
     data_wait_pct: float | None = None  # from the probe: the worst publisher's data-wait share
@@ -392,6 +429,18 @@ class Snapshot:
     target_alive: bool | None = None
     tree: TreeTotals | None = None
 
+    @property
+    def outside_cpus(self) -> float | None:
+        """CPUs busy with everything but the attached tree (None without a job or a reading).
+
+        The host's busy share of all logical CPUs minus the tree's CPU (reaped children
+        included), so a neighbour's load is never read as the job's."""
+        host = self.host
+        if self.tree is None or host.cpu_pct is None or not host.logical_cpus:
+            return None
+        busy = host.cpu_pct / 100.0 * host.logical_cpus
+        return round(max(0.0, busy - self.tree.cpu_pct / 100.0), 2)
+
     def tree_processes(self) -> tuple[ProcSample, ...]:
         return tuple(p for p in self.processes if p.in_tree)
 
@@ -413,7 +462,7 @@ def tree_totals(processes: tuple[ProcSample, ...]) -> TreeTotals | None:
     return TreeTotals(
         processes=len(tree),
         threads=sum(p.num_threads or 0 for p in tree),
-        cpu_pct=round(sum(p.cpu_pct or 0.0 for p in tree), 1),
+        cpu_pct=round(sum((p.cpu_pct or 0.0) + (p.children_cpu_pct or 0.0) for p in tree), 1),
         rss_mib=round(sum(p.rss_mib or 0.0 for p in tree), 1),
         steps_per_s=round(sum(rates), 3) if rates else None,
         data_wait_pct=round(100.0 * max(waits), 1) if waits else None,

@@ -24,6 +24,7 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         "id": finding.rule_id,
         "severity": finding.severity.label,
         "scope": str(finding.scope),
+        "blame": finding.blame.value,
         "title": finding.title,
         "evidence": [
             {"label": e.label, "value": e.value, "unit": e.unit} for e in finding.evidence

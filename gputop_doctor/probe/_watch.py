@@ -10,7 +10,7 @@ most are the ones that don't end. A loop stuck for 20 s in ``next()`` behind a s
 a large model whose step takes longer than the monitor's staleness limit, would leave the file
 silent exactly when starvation is worst; the thread keeps publishing and counts the ongoing
 wait as it accrues. It also keeps the occasional file write (tens of microseconds, more on a
-busy filesystem) off the training thread. It sleeps on an event while no loop is running, holds
+busy filesystem) off the training thread. It sleeps on an event until the first loop starts, holds
 no lock the training thread needs per step, and does not survive a fork (DataLoader workers
 start without it; an ``at_fork`` hook resets its state in the child).
 """
@@ -32,7 +32,7 @@ from gputop_doctor.probe._knobs import first_len, loader_knobs, model_device, to
 
 T = TypeVar("T")
 
-WINDOW_S = 5.0  # rates and the data-wait share are over the last few seconds of a pass
+WINDOW_S = 5.0  # rates and the data-wait share are over the last few seconds, across passes
 DEFAULT_INTERVAL_S = 1.0
 
 # (steps, samples, wait_s, total_s, step_start, blocked_since or None, pass active)
@@ -133,6 +133,7 @@ class _Publisher:
         self.lock = threading.Lock()
         self.pid = os.getpid()
         self.active: dict[_Meter, int] = {}
+        self.meters: list[_Meter] = []  # every loader watched so far: published between passes
         self.wake = threading.Event()
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
@@ -148,12 +149,15 @@ class _Publisher:
         directory = _files.runtime_dir()
         reason = _files.prepare_dir(directory)
         with self.lock:
-            meter.history = deque([(now, *meter.state[:4])])
+            if not meter.history:  # one window for the life of the process, across passes
+                meter.history = deque([(now, *meter.state[:4])])
             if reason is not None:
                 self.directory = None
                 self._warn(str(directory), reason, stacklevel=4)
                 return
             self.directory = directory
+            if meter not in self.meters:
+                self.meters.append(meter)
             self.active[meter] = self.active.get(meter, 0) + 1
             self.wake.set()
             if self.thread is None or not self.thread.is_alive():
@@ -163,13 +167,12 @@ class _Publisher:
                 self.thread.start()
 
     def end_pass(self, meter: _Meter) -> None:
+        """The file and the window stay: the next pass (often a second later) carries on, and
+        the gap between passes is part of the truth. The file goes at exit."""
         with self.lock:
             count = self.active.pop(meter, 0) - 1
             if count > 0:
                 self.active[meter] = count
-            if not self.active:
-                self.wake.clear()
-                self._remove()
 
     # -- any thread ----------------------------------------------------------------------------
 
@@ -212,9 +215,9 @@ class _Publisher:
         now = time.perf_counter()
         with self.lock:
             directory = self.directory
-            if self.closed or not self.active or directory is None:
+            if self.closed or not self.meters or directory is None:
                 return
-            meter = max(self.active, key=lambda m: m.state[4])
+            meter = max(self.meters, key=lambda m: m.state[4])
             record = self._record(meter, now)
             if directory not in self.cleaned:
                 self.cleaned.add(directory)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from gputop_doctor.core.rule import Rule
 from gputop_doctor.rules import (
     blas_openblas_on_intel,
+    cpu_contention,
     cpu_saturation,
     data_gap,
     dataloader_config,
@@ -22,6 +23,7 @@ from gputop_doctor.rules import (
     gpu_unused,
     host_sync,
     io_bound,
+    io_contention,
     memory_growth,
     op_dominates,
     openblas_coretype,
@@ -35,6 +37,7 @@ from gputop_doctor.rules import (
 RULES: tuple[Rule, ...] = (
     gpu_starvation.RULE,
     cpu_saturation.RULE,
+    cpu_contention.RULE,
     thread_oversubscription.RULE,
     blas_openblas_on_intel.RULE,
     openblas_coretype.RULE,
@@ -46,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     gpu_imbalance.RULE,
     gpu_idle_memory.RULE,
     io_bound.RULE,
+    io_contention.RULE,
     swap_pressure.RULE,
     dataloader_config.RULE,
     op_dominates.RULE,

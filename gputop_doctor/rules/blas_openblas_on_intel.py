@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from gputop_doctor.config import OpenBlasOnIntelThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample, Runtime
 from gputop_doctor.core.rule import RuleContext
@@ -96,6 +96,7 @@ def _finding(
         )
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,
         severity=Severity.WARN if plain_cpu >= t.warn_cpu_pct else Severity.INFO,
         scope=pid_scope(root.pid),
         title=(

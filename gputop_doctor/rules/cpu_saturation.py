@@ -4,6 +4,10 @@ Busy is measured against the *effective* CPUs (affinity and cgroup quota), not t
 count: a container limited to 8 of 96 cores is saturated at 8. Being busy is not a fault by
 itself, so the finding is informational until there is proof of harm: threads queueing for a
 CPU (run-queue delay), PSI cpu pressure, or the cgroup quota throttling the job.
+
+With a job attached, only the job's own CPU counts (its tree, reaped children included): a
+host made busy by other processes is ``cpu-contention``, not this. Without one, the finding is
+about the whole host and says so.
 """
 
 from __future__ import annotations
@@ -12,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config import CpuSaturationThresholds
-from gputop_doctor.core.findings import HOST, Evidence, Finding, Severity
+from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules import _stats
+from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._view import RuleFn, delay_ratio, effective_cpus, enough_span, window
 
 RULE_ID = "cpu-saturation"
@@ -43,48 +47,58 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if latest is None or not enough_span(win, t.min_span_s):
         return []
     cpus = effective_cpus(ctx, latest)
-    busy = [b for b in (busy_fraction(s, cpus) for s in win) if b is not None]
+    job = _blame.attached(latest)
+    busy = [b for b in (busy_fraction(s, cpus, job) for s in win) if b is not None]
     if len(busy) < 2:
         return []
     avg = _stats.mean(busy) or 0.0
     if avg < t.busy_fraction:
         return []
-    harm = _harm(win)
+    harm = _harm(win, job)
     hurting = harm.hurting(t)
-    title = f"CPU saturated: {avg * 100:.0f} % of {cpus:g} effective CPUs busy"
+    who = "the job fills" if job else "host busy:"
+    title = f"CPU saturated: {who} {avg * 100:.0f} % of {cpus:g} effective CPUs"
     if hurting and harm.delay_ratio is not None:
-        title += f", threads wait {harm.delay_ratio * 100:.0f} % of the time"
+        title += f", its threads wait {harm.delay_ratio * 100:.0f} % of the time"
     return [
         Finding(
             rule_id=RULE_ID,
+            blame=Blame.JOB if job else Blame.UNKNOWN,
             severity=Severity.WARN if hurting else Severity.INFO,
             scope=HOST,
             title=title,
             evidence=_evidence(avg, cpus, harm, latest, t),
-            fix=_fix(cpus, harm, t),
+            fix=_fix(cpus, harm, t) if job else f"{HOST_FIX} {_blame.HOST_NOTE}",
         )
     ]
 
 
-def busy_fraction(snap: Snapshot, cpus: float) -> float | None:
-    """Busy share of the effective CPUs at one tick: host-wide or the tree, whichever is higher.
+HOST_FIX = (
+    "Every CPU of the host is in use. If the training job is among the busiest processes "
+    "below, keep its DataLoader workers plus training processes at or below the CPU count."
+)
 
-    The host-wide figure only counts when the job may use every CPU; under a smaller quota other
-    tenants' load would otherwise read as ours.
+
+def busy_fraction(snap: Snapshot, cpus: float, job: bool) -> float | None:
+    """Busy share of the effective CPUs at one tick: the CPUs the job tree wants when a job is
+    attached (used, reaped children included, or used plus queued), else the host-wide figure.
+
+    Other processes' load is never read as the job's: that is ``cpu-contention``.
     """
+    if job:
+        used = _blame.job_want_cpus(snap)  # None on a first tick without rates
+        return None if used is None else min(1.0, used / cpus)  # wanting more is still full
     host = snap.host
-    readings = []
-    logical = host.logical_cpus
-    if host.cpu_pct is not None and (logical is None or cpus >= logical - 1e-9):
-        readings.append(host.cpu_pct / 100.0)
-    if snap.tree is not None and any(p.in_tree and p.cpu_pct is not None for p in snap.processes):
-        readings.append(snap.tree.cpu_pct / 100.0 / cpus)  # not on a first tick without rates
-    return max(readings) if readings else None
+    return None if host.cpu_pct is None else host.cpu_pct / 100.0
 
 
-def _harm(win: Window) -> _Harm:
-    psi = [s.host.psi_cpu.some_avg10 for s in win if s.host.psi_cpu is not None]
+def _harm(win: Window, job: bool) -> _Harm:
+    """Proof that the busy CPUs hurt: the job's own waiting when it is attached (its tree's
+    run-queue delay, its cgroup's cpu pressure), the host's otherwise."""
     throttled = win.values(lambda s: s.host.cgroup_throttled_frac)
+    if job:
+        return _Harm(_blame.job_delay(win), _blame.cgroup_cpu_pct(win), _stats.mean(throttled))
+    psi = [s.host.psi_cpu.some_avg10 for s in win if s.host.psi_cpu is not None]
     delays = [d for d in (delay_ratio(s.processes) for s in win) if d is not None]
     return _Harm(
         delay_ratio=_stats.mean(delays),
@@ -98,12 +112,14 @@ def _evidence(
 ) -> tuple[Evidence, ...]:
     items = [
         Evidence("busy", round(avg * 100, 1), "% of effective CPUs"),
+        Evidence("counted", "the job tree" if _blame.attached(latest) else "the whole host"),
         Evidence("effective CPUs", cpus),
     ]
     if harm.delay_ratio is not None:
         items.append(Evidence("run-queue delay ratio", round(harm.delay_ratio, 2)))
     if harm.psi_cpu_pct is not None:
-        items.append(Evidence("PSI cpu some", round(harm.psi_cpu_pct, 1), "%"))
+        where = "cgroup" if _blame.attached(latest) else "PSI"
+        items.append(Evidence(f"{where} cpu some", round(harm.psi_cpu_pct, 1), "%"))
     if harm.throttled_fraction is not None:
         items.append(
             Evidence("cgroup periods throttled", round(harm.throttled_fraction * 100, 1), "%")

@@ -7,7 +7,7 @@ loads, decodes and collates. The same cause as ``gpu-starvation`` seen from insi
 
 from __future__ import annotations
 
-from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProfileSummary
 from gputop_doctor.core.rule import RuleContext
@@ -29,6 +29,7 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
         evidence.append(Evidence("step time (median)", summary.step_ms_median, "ms"))
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,  # the profile measured the job's own steps
         severity=Severity.WARN,
         scope=pid_scope(summary.pid),
         title=f"PID {summary.pid}: profiled steps waited {100.0 * share:.0f}% of their time "

@@ -17,7 +17,7 @@ what limits the job right now.
 
 from __future__ import annotations
 
-from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProbeStats, ProcSample
 from gputop_doctor.core.rule import RuleContext
@@ -93,6 +93,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         out.append(
             Finding(
                 rule_id=RULE_ID,
+                blame=Blame.JOB,
                 severity=Severity.WARN if warn else Severity.INFO,
                 scope=pid_scope(proc.pid),
                 title=f"PID {proc.pid}: DataLoader left at slow settings: {', '.join(knobs)}",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gputop_doctor.config import DataParallelThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext
@@ -90,6 +90,7 @@ def _finding(
     ]
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,
         severity=Severity.WARN if skewed else Severity.INFO,
         scope=pid_scope(pid),
         title=title,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config import IdleMemoryThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext
@@ -114,6 +114,7 @@ def _finding(
         evidence.append(Evidence("share of GPU memory", round(share * 100, 1), "%"))
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,
         severity=severity,
         scope=gpu_scope(gpu.index),
         title=(

@@ -9,7 +9,7 @@ otherwise the whole job is slow and that is ``gpu-starvation``.
 from __future__ import annotations
 
 from gputop_doctor.config import ImbalanceThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules import _stats
@@ -65,6 +65,7 @@ def _finding(
         evidence.append(Evidence("processes on this GPU", len(gpu_pids(gpu))))
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,
         severity=Severity.WARN,
         scope=gpu_scope(index),
         title=f"GPU {index} lags its peers: {avg:.0f} % busy vs {peer:.0f} % median of {n_peers}",

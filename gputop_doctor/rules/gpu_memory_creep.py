@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from gputop_doctor.config import MemoryCreepThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext
@@ -228,6 +228,7 @@ def _finding(creep: Creep, t: MemoryCreepThresholds) -> Finding:
         evidence.append(Evidence("time to full", round(eta, 1), "min"))
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,
         severity=_severity(creep, t),
         scope=pid_scope(creep.pid) if creep.pid is not None else gpu_scope(creep.gpu),
         title=title,

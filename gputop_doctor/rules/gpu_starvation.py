@@ -10,14 +10,14 @@ process doing the loading itself (num_workers=0), or threads queueing for too fe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gputop_doctor.config import StarvationThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
-from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, ProbeStats, ProcSample, Snapshot
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules import _stats
+from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._view import (
     PIN_THREAD,
     RuleFn,
@@ -35,39 +35,29 @@ from gputop_doctor.rules._view import (
     window,
 )
 from gputop_doctor.rules.dataloader_config import knob_fix, slow_knobs
-from gputop_doctor.rules.starvation_causes import FIXES, Cause
+from gputop_doctor.rules.starvation_causes import (
+    FIXES,
+    PROBE_FED_PCT,
+    Cause,
+    JobView,
+    attribute,
+    room_for_workers,
+)
 
 RULE_ID = "gpu-starvation"
-
-
-@dataclass(frozen=True, slots=True)
-class _JobView:
-    """What the processes of one GPU's job did over the cause window."""
-
-    workers: int
-    worker_cpu_pct: float
-    worker_demand_pct: float  # on a CPU or waiting for one, percent of a core
-    main_cpu_pct: float
-    main_demand_pct: float
-    d_fraction: float
-    delay_ratio: float | None
-    tree_hungry: int  # hungry threads of every watched process: the job's own demand
-    cpus: float
-    psi_io_pct: float | None
-    pin_thread: bool | None  # None: not knowable (no workers, or no thread names)
-    probe: ProbeStats | None  # the training process's in-process probe, when it runs
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.gpu_starvation
     win = window(history, t.window_s)
     latest = win.latest
-    if latest is None or not enough_span(win, t.min_span_s):
+    if latest is None or not enough_span(win, min(t.probe_min_span_s, t.clear_min_span_s)):
         return []
     out = []
     causes = _Causes(history, latest, effective_cpus(ctx, latest), t)
+    previous = win.snapshots[-2]
     for index, series in gpu_columns(win).items():
-        finding = _check_gpu(index, live(series), latest, causes, ctx, t)
+        finding = _check_gpu(index, live(series), (previous, latest), win.span_s, causes, ctx, t)
         if finding is not None:
             out.append(finding)
     return out
@@ -133,16 +123,28 @@ class _Causes:
         self._stats: dict[int, _PidStats] | None = None
         self._children: dict[int, list[int]] = {}
         self._by_pid: dict[int, ProcSample] = {}
-        self._hungry = 0
+        self._hungry = 0.0
+        self._outside: float | None = None
+        self._io: float | None = None
+        self._seen_workers: dict[int, set[int]] = {}
 
-    def job(self, owners: Sequence[int]) -> _JobView:
+    def job(self, owners: Sequence[int]) -> JobView:
         if self._stats is None:
-            cols = proc_columns(window(self._history, self._t.cause_window_s))
+            win = window(self._history, self._t.cause_window_s)
+            cols = proc_columns(win)
             self._stats = {pid: pid_stats(samples) for pid, samples in cols.items()}
             self._children = children_map(self._latest.processes)
             self._by_pid = {p.pid: p for p in self._latest.processes}
-            self._hungry = sum(p.hungry_threads or 0 for p in self._latest.processes)
-        return _job_view(
+            # Every process competing for the CPUs, other GPU jobs too, over the window.
+            self._hungry = _stats.mean(_hungry_per_tick(win)) or 0.0
+            if _blame.attached(self._latest):
+                self._outside = _blame.outside_cpus(win)
+            self._io = _blame.cgroup_io_pct(win)
+            for pid, samples in cols.items():
+                for s in samples:
+                    if is_worker(s) and s.ppid is not None:
+                        self._seen_workers.setdefault(s.ppid, set()).add(pid)
+        view = _job_view(
             self._latest,
             owners,
             self._stats,
@@ -151,48 +153,94 @@ class _Causes:
             self._hungry,
             self._cpus,
         )
+        seen = set().union(*(self._seen_workers.get(pid, set()) for pid in owners))
+        return replace(
+            view,
+            workers_seen=max(view.workers, len(seen)),
+            outside_cpus=self._outside,
+            io_pct=self._io,
+        )
 
 
 def _check_gpu(
     index: int,
     series: Sequence[GpuSample],
-    latest: Snapshot,
+    last_two: tuple[Snapshot, Snapshot],
+    span_s: float,
     causes: _Causes,
     ctx: RuleContext,
     t: StarvationThresholds,
 ) -> Finding | None:
+    """Starved over the window; or, sooner, a clear pattern over the last ``clear_window_s``,
+    or the probe's measured wait on the last two readings (then shown without a hold)."""
+    latest = last_two[1]
     if not series or series[-1] is not _latest_gpu(latest, index):
         return None  # the GPU is gone or lost now
     owners = gpu_pids(series[-1])
     if not owners:
         return None
     proven = _probe_proves(latest, owners, t)  # the loop measured its own data wait
+    twice = proven and _probe_proves(last_two[0], owners, t)
     if _clearly_fed(series, t) and not proven:
         return None
     samples = util_values(series)
     if len(samples) < 3:
         return None
-    avg = sum(samples) / len(samples)
-    idle = sum(1 for v in samples if v <= t.idle_util_pct) / len(samples)
+    avg, idle = _util_figures(samples, t)
+    recent = _recent(series, latest.interval_s, t)
+    clear = recent is not None and (
+        recent[0] < t.critical_mean_util_pct or recent[1] >= 2 * t.idle_fraction
+    )
+    if span_s < t.min_span_s and not twice and not (clear and span_s >= t.clear_min_span_s):
+        return None  # too early to judge, unless the evidence is direct
     fed = avg >= t.mean_util_pct and idle < t.idle_fraction
+    if fed and clear and recent is not None:
+        avg, idle, fed = recent[0], recent[1], False  # the last seconds tell the story
     if fed and not (proven and avg < t.probe_max_util_pct):
         return None
     job = causes.job(owners)
     if max(samples) < t.active_util_pct and job.main_cpu_pct < t.active_cpu_pct and not proven:
         return None  # nothing is trying to use this GPU: gpu-idle-memory's business
-    cause = _attribute(job, t)
+    cause = attribute(job, t)
     severity = Severity.CRITICAL if avg < t.critical_mean_util_pct else Severity.WARN
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.NEIGHBOUR if cause is Cause.CONTENTION else Blame.JOB,
         severity=severity,
         scope=gpu_scope(index),
-        title=(
-            f"GPU {index} starved: {avg:.0f} % busy, idle {idle * 100:.0f} % of the time "
-            f"({cause.value})"
-        ),
+        title=_title(index, avg, idle, cause),
         evidence=_evidence(avg, idle, len(samples), cause, job, latest, ctx),
         fix=_fix(cause, job),
+        hold_s=0.0 if twice else None,
     )
+
+
+def _util_figures(samples: Sequence[float], t: StarvationThresholds) -> tuple[float, float]:
+    """Mean utilization and the share of samples near idle."""
+    idle = sum(1 for v in samples if v <= t.idle_util_pct) / len(samples)
+    return sum(samples) / len(samples), idle
+
+
+def _recent(
+    series: Sequence[GpuSample], interval_s: float, t: StarvationThresholds
+) -> tuple[float, float] | None:
+    """Mean and idle share over the last ``clear_window_s``; None until history covers it."""
+    n = max(3, round(t.clear_window_s / (interval_s or 1.0)))
+    if len(series) < n:
+        return None
+    samples = util_values(series[-n:])
+    return _util_figures(samples, t) if len(samples) >= 3 else None
+
+
+def _title(index: int, avg: float, idle: float, cause: Cause) -> str:
+    """``GPU 0 starved: 20 % busy on average, near 0 % in 35 % of samples (cause)``.
+
+    "Near 0 %" (at or below ``idle_util_pct``) is said only when it happens: a GPU busy 20 % of
+    the time with no sample near zero is steadily underfed, not idle."""
+    text = f"GPU {index} starved: {avg:.0f} % busy on average"
+    if idle >= 0.01:
+        text += f", near 0 % in {idle * 100:.0f} % of samples"
+    return f"{text} ({cause.value})"
 
 
 def _probe_proves(latest: Snapshot, owners: Sequence[int], t: StarvationThresholds) -> bool:
@@ -230,9 +278,9 @@ def _job_view(
     stats: Mapping[int, _PidStats],
     children: Mapping[int, Sequence[int]],
     everyone: Mapping[int, ProcSample],
-    hungry: int,
+    hungry: float,
     cpus: float,
-) -> _JobView:
+) -> JobView:
     job = descendants(latest.processes, owners, children)
     by_pid = {pid: everyone[pid] for pid in job if pid in everyone}
     workers = [stats.get(pid, _NO_STATS) for pid, p in by_pid.items() if is_worker(p)]
@@ -242,18 +290,25 @@ def _job_view(
     d_samples = sum(w.samples for w in d_from)
     run = sum(stats.get(pid, _NO_STATS).run_ns for pid in job)
     wait = sum(stats.get(pid, _NO_STATS).wait_ns for pid in job)
+    w_run = sum(w.run_ns for w in workers)
+    w_wait = sum(w.wait_ns for w in workers)
     probes = [by_pid[pid].probe for pid in mains if by_pid[pid].probe is not None]
-    return _JobView(
+    reaped = [by_pid[pid].children_cpu_pct or 0.0 for pid in mains]
+    return JobView(
         workers=len(workers),
+        workers_seen=len(workers),
         worker_cpu_pct=_stats.mean([w.cpu_pct for w in workers]) or 0.0,
         worker_demand_pct=_stats.mean([w.demand_pct for w in workers]) or 0.0,
         main_cpu_pct=max((m.cpu_pct for m in main_stats), default=0.0),
         main_demand_pct=max((m.demand_pct for m in main_stats), default=0.0),
         d_fraction=sum(w.in_d for w in d_from) / d_samples if d_samples else 0.0,
         delay_ratio=wait / (run + wait) if run + wait > 0.0 else None,
+        worker_delay=w_wait / (w_run + w_wait) if w_run + w_wait > 0.0 else None,
+        reaped_cpu_pct=max(reaped, default=0.0),
         tree_hungry=hungry,
         cpus=cpus,
-        psi_io_pct=latest.host.psi_io.some_avg10 if latest.host.psi_io else None,
+        outside_cpus=None,
+        io_pct=None,
         pin_thread=_pin_thread(by_pid, mains, bool(workers)),
         probe=probes[0] if probes else None,
     )
@@ -271,29 +326,8 @@ def _pin_thread(
     return any(has_thread(p, PIN_THREAD) for p in named)
 
 
-def _attribute(job: _JobView, t: StarvationThresholds) -> Cause:
-    """The most specific cause the numbers support, I/O first (it also idles the CPU).
-
-    Oversubscription is the job's own doing only when its threads queue *and* the watched
-    processes want more CPUs than there are; threads queueing behind other tenants' load
-    still count as CPU-bound by what they want (on a CPU plus queued), not what they got.
-    """
-    if job.d_fraction >= t.worker_d_fraction or (job.psi_io_pct or 0.0) >= t.psi_io_some_pct:
-        return Cause.IO
-    if (job.delay_ratio or 0.0) >= t.delay_ratio and job.tree_hungry > job.cpus:
-        return Cause.OVERSUBSCRIBED
-    if job.workers and job.worker_demand_pct >= t.worker_busy_pct:
-        return Cause.WORKERS_CPU
-    if not job.workers and job.main_demand_pct >= t.main_busy_pct:
-        return Cause.NO_WORKERS
-    probe = job.probe
-    if probe is not None and (probe.data_wait_frac or 0.0) * 100.0 >= t.probe_wait_pct:
-        # Measured, not inferred: the data pipeline is the limit even with idle CPUs.
-        no_workers = probe.num_workers == 0 or (probe.num_workers is None and not job.workers)
-        return Cause.NO_WORKERS if no_workers else Cause.LOADER_WAIT
-    if job.main_demand_pct >= t.main_busy_pct:
-        return Cause.MAIN_CPU
-    return Cause.UNKNOWN
+def _hungry_per_tick(win: Window) -> list[float]:
+    return [float(sum(p.hungry_threads or 0 for p in snap.processes)) for snap in win]
 
 
 def _evidence(
@@ -301,7 +335,7 @@ def _evidence(
     idle: float,
     n: int,
     cause: Cause,
-    job: _JobView,
+    job: JobView,
     latest: Snapshot,
     ctx: RuleContext,
 ) -> tuple[Evidence, ...]:
@@ -324,8 +358,16 @@ def _evidence(
         items.append(Evidence("samples in D state", round(job.d_fraction * 100, 1), "%"))
     if job.delay_ratio is not None:
         items.append(Evidence("run-queue delay ratio", round(job.delay_ratio, 2)))
-    if job.psi_io_pct is not None:
-        items.append(Evidence("PSI io some", job.psi_io_pct, "%"))
+    if job.io_pct is not None:
+        items.append(Evidence("job cgroup io some", round(job.io_pct, 1), "%"))
+    if job.worker_delay is not None and job.workers:
+        items.append(Evidence("worker run-queue delay ratio", round(job.worker_delay, 2)))
+    if job.reaped_cpu_pct:
+        items.append(Evidence("reaped children CPU", round(job.reaped_cpu_pct, 1), "% of a core"))
+    if job.workers_seen != job.workers:
+        items.append(Evidence("DataLoader workers seen in the window", job.workers_seen))
+    if job.outside_cpus is not None:
+        items.append(Evidence("CPUs used outside the job", round(job.outside_cpus, 2)))
     if job.pin_thread is not None:
         items.append(Evidence("pin_memory thread", "yes" if job.pin_thread else "no"))
     probe = job.probe
@@ -340,10 +382,14 @@ def _evidence(
     return tuple(items)
 
 
-def _fix(cause: Cause, job: _JobView) -> str:
-    """The cause's fix, plus what the probe or the thread names show about the DataLoader."""
-    fix = FIXES[cause]
-    knobs = slow_knobs(job.probe) if job.probe is not None else []
+def _fix(cause: Cause, job: JobView) -> str:
+    """The cause's fix, plus what the probe or the thread names show about the DataLoader
+    (not when the probe measured the loop not waiting for data: its settings are fine)."""
+    fix = FIXES[cause] + room_for_workers(cause, job)
+    probe = job.probe
+    wait = None if probe is None else probe.data_wait_frac
+    fed = wait is not None and wait * 100 < PROBE_FED_PCT
+    knobs = slow_knobs(probe) if probe is not None and not fed else []
     if knobs:
         fix += f" The in-process probe sees {', '.join(knobs)}: {knob_fix(knobs)}"
     elif job.pin_thread is False:

@@ -9,7 +9,7 @@ GPU, and neither do the helpers of a process that does, so those are left out.
 
 from __future__ import annotations
 
-from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.rule import RuleContext
@@ -84,6 +84,7 @@ def _finding(proc: ProcSample, cpu: float, gpus: int) -> Finding:
             fix = "CUDA_VISIBLE_DEVICES hides every GPU from this process. " + fix
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,
         severity=Severity.WARN,
         scope=pid_scope(proc.pid),
         title=f"PID {proc.pid} ({proc.name}) runs PyTorch on the CPU: {cpu:.0f} % CPU, no GPU",

@@ -79,7 +79,8 @@ def classify(history: History, ctx: RuleContext) -> Headline:
     if not samples:
         return _unknown("No GPU utilization readings")
     cpus = effective_cpus(ctx, latest)
-    cpu = _stats.mean([b for b in (busy_fraction(s, cpus) for s in win) if b is not None])
+    job = latest.target_pid is not None and latest.tree is not None
+    cpu = _stats.mean([b for b in (busy_fraction(s, cpus, job) for s in win) if b is not None])
     return decide(
         util=_stats.mean(samples) or 0.0,
         idle=_stats.fraction(samples, lambda v: v <= t.idle_util_pct),

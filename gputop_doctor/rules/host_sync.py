@@ -9,7 +9,7 @@ finding is information only.
 
 from __future__ import annotations
 
-from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProfileSummary
 from gputop_doctor.core.rule import RuleContext
@@ -27,6 +27,7 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     counts = ", ".join(f"{name} x{count}" for name, count in summary.sync_counts) or "?"
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,  # the profile measured the job's own steps
         severity=Severity.WARN if summary.device == "cuda" else Severity.INFO,
         scope=pid_scope(summary.pid),
         title=f"PID {summary.pid}: {per_step:.1f} host-device synchronisations per step "

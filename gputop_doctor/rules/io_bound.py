@@ -4,20 +4,26 @@ A DataLoader worker reading from a slow or network disk spends its time in unint
 sleep (state ``D``), not on the CPU, so CPU numbers look calm while the GPU waits. PSI io (the
 share of time some task stalled on I/O) says the same host-wide. The finding matters only while
 the job's GPUs are not all busy: with the GPUs saturated, slow reads are hidden behind compute.
+
+Only the job's own waiting counts: its processes in D state, or its own cgroup's io pressure.
+Host-wide PSI io alone mixes in every neighbour's writes (a backup, a ``dd``): that is
+``io-contention``. And the finding is about feeding GPUs, so it needs a job with a GPU.
 """
 
 from __future__ import annotations
 
 from gputop_doctor.config import IoBoundThresholds
-from gputop_doctor.core.findings import HOST, Evidence, Finding, Severity
+from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules import _stats
+from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._view import (
     RuleFn,
+    descendants,
     enough_span,
     gpu_columns,
+    gpu_pids,
     is_worker,
     job_gpus,
     live,
@@ -35,11 +41,11 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
+    if not job_gpus(latest):
+        return []  # about feeding GPUs: no GPU job, nothing to feed
     pids, who = _job_pids(latest)
-    cols = proc_columns(window(history, t.d_window_s))
-    samples = [s for pid in pids for s in cols.get(pid, ())]
-    d_fraction = sum(1 for s in samples if _in_d(s)) / len(samples) if samples else 0.0
-    some = _stats.mean([s.host.psi_io.some_avg10 for s in win if s.host.psi_io is not None])
+    d_fraction, samples = job_d_fraction(history, pids, t.d_window_s)
+    some = _blame.cgroup_io_pct(win)  # the job's own cgroup; host PSI can't tell whose
     full = _stats.mean(
         [f for s in win if s.host.psi_io is not None and (f := s.host.psi_io.full_avg10)]
     )
@@ -53,10 +59,11 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if samples:
         parts.append(f"{who} in D state {d_fraction * 100:.0f} % of the time")
     if some is not None:
-        parts.append(f"PSI io {some:.0f} %")
+        parts.append(f"job cgroup io pressure {some:.0f} %")
     return [
         Finding(
             rule_id=RULE_ID,
+            blame=Blame.JOB,
             severity=severity,
             scope=HOST,
             title=f"{title} {', '.join(parts)}",
@@ -71,9 +78,24 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     ]
 
 
+def job_d_fraction(history: History, pids: list[int], seconds: float) -> tuple[float, int]:
+    """Share of the samples of ``pids`` in D state over the last ``seconds``, and their count."""
+    cols = proc_columns(window(history, seconds))
+    samples = [s for pid in pids for s in cols.get(pid, ())]
+    if not samples:
+        return 0.0, 0
+    return sum(1 for s in samples if _in_d(s)) / len(samples), len(samples)
+
+
 def _job_pids(latest: Snapshot) -> tuple[list[int], str]:
-    """The workers of the attached tree if there are any, else the whole tree."""
-    tree = [p for p in latest.processes if p.in_tree]
+    """The workers of the job if there are any, else all its processes. The job is the
+    attached tree, or without one the GPU processes and their children."""
+    if _blame.attached(latest):
+        tree = [p for p in latest.processes if p.in_tree]
+    else:
+        owners = [pid for g in job_gpus(latest) for pid in gpu_pids(g)]
+        job = descendants(latest.processes, owners)
+        tree = [p for p in latest.processes if p.pid in job]
     workers = [p.pid for p in tree if is_worker(p)]
     if workers:
         return workers, "DataLoader workers"
@@ -107,7 +129,7 @@ def _evidence(
         items.append(Evidence(f"{who} samples in D state", round(d_fraction * 100, 1), "%"))
         items.append(Evidence(who, n))
     if some is not None:
-        items.append(Evidence("PSI io some", round(some, 1), "%"))
+        items.append(Evidence("job cgroup io some", round(some, 1), "%"))
     if full is not None:
         items.append(Evidence("PSI io full", round(full, 1), "%"))
     if latest.host.iowait_pct is not None:

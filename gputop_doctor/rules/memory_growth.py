@@ -9,7 +9,7 @@ parameters or gradients at the end of the window are named in the evidence.
 
 from __future__ import annotations
 
-from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProfileSummary
 from gputop_doctor.core.rule import RuleContext
@@ -36,6 +36,7 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
         evidence.append(Evidence("NaN/inf", "in the model's parameters or gradients"))
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,  # the profile measured the job's own steps
         severity=Severity.WARN,
         scope=pid_scope(summary.pid),
         title=f"PID {summary.pid}: memory grows {growth:.1f} MiB per step",

@@ -10,7 +10,7 @@ warning when they are not.
 
 from __future__ import annotations
 
-from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProfileSummary
 from gputop_doctor.core.rule import RuleContext
@@ -44,6 +44,7 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
         fix = "Pad its dimensions to multiples of 8 for tensor cores. " + fix
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,  # the profile measured the job's own steps
         severity=Severity.WARN if aligned is False else Severity.INFO,
         scope=pid_scope(summary.pid),
         title=f"PID {summary.pid}: {top.name} takes {100.0 * top.share:.0f}% of the profiled "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.rule import RuleContext
@@ -67,6 +67,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     return [
         Finding(
             rule_id=RULE_ID,
+            blame=Blame.JOB,
             severity=Severity.WARN,
             scope=pid_scope(root.pid),
             title=f"OPENBLAS_CORETYPE={value} forces {forced} kernels on a {ISA_NAMES[cpu]} CPU",

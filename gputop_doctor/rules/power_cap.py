@@ -10,9 +10,10 @@ Without reason bits, power at the limit with a low clock stands in for the bit.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from gputop_doctor.config import PowerCapThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ClockEvent, GpuSample
 from gputop_doctor.core.rule import RuleContext
@@ -39,6 +40,14 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         if len(busy) < 2:
             continue
         capped = [g for g in busy if is_capped(g, t)]
+        last = list(series[-2:])
+        # The reason bit on the last two ticks is direct evidence: judged at once, no hold.
+        direct = len(last) == 2 and all(
+            g.clock_event_bits is not None and is_capped(g, t) for g in last
+        )
+        if direct and _clock_held(last, t):
+            out.append(replace(_finding(index, capped, len(capped) / len(busy)), hold_s=0.0))
+            continue
         if len(capped) < t.min_fraction * len(busy) or not _clock_held(capped, t):
             continue
         out.append(_finding(index, capped, len(capped) / len(busy)))
@@ -90,6 +99,7 @@ def _finding(index: int, capped: Sequence[GpuSample], share: float) -> Finding:
         ]
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.MACHINE,
         severity=Severity.INFO,
         scope=gpu_scope(index),
         title=title,

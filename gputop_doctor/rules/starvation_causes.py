@@ -1,20 +1,29 @@
 """Why a GPU starves, as ``gpu-starvation`` names it, and the fix it gives for each cause.
 
-Kept apart from the rule's detection logic: this is the text users read, in their vocabulary
-(num_workers, pin_memory with non_blocking, persistent_workers, prefetch_factor...).
+Kept apart from the rule's detection logic: the text users read, in their vocabulary
+(num_workers, pin_memory with non_blocking, persistent_workers, prefetch_factor...), and the
+ranking of the evidence that picks one cause.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from enum import Enum
+
+from gputop_doctor.config import StarvationThresholds
+from gputop_doctor.core.model import ProbeStats
 
 
 class Cause(Enum):
     """What on the host keeps the GPU waiting, as far as the process tree shows."""
 
     IO = "workers wait on I/O"
+    CONTENTION = "other processes take the job's CPUs"
     OVERSUBSCRIBED = "threads oversubscribed"
+    WORKERS_STARVED = "workers starved of CPU"
     WORKERS_CPU = "workers CPU-bound"
+    REFORKED = "workers re-forked every pass"
     NO_WORKERS = "loading in the main process (num_workers=0)"
     LOADER_WAIT = "the loop waits for its DataLoader (measured)"
     MAIN_CPU = "main process CPU-bound"
@@ -27,6 +36,23 @@ FIXES: dict[Cause, str] = {
         "(/dev/shm), pack many small files into larger shards, and raise num_workers and "
         "prefetch_factor so reads overlap. See io-bound."
     ),
+    Cause.CONTENTION: (
+        "Processes outside the job hold the CPUs its loop and workers wait for; the job's "
+        "settings are not the cause. Stop or renice them, pin the job to CPUs of its own "
+        "(taskset, a cgroup cpuset), or use a dedicated instance. See cpu-contention."
+    ),
+    Cause.WORKERS_STARVED: (
+        "The DataLoader workers queue for a CPU: there are more of them (with their threads) "
+        "than the CPUs can run, so more workers would make it slower. Use fewer workers "
+        "(at most the effective CPUs minus one for the training process), one thread per "
+        "worker (OMP_NUM_THREADS=1, or threadpool_limits(1) in worker_init_fn), cheaper "
+        "per-sample transforms, or a machine with more cores per GPU."
+    ),
+    Cause.REFORKED: (
+        "The DataLoader's workers are started afresh for every pass over the loader: their CPU "
+        "shows as the training process's reaped children, and each pass waits for new workers "
+        "to fork and fill their queues. Set persistent_workers=True so they are forked once."
+    ),
     Cause.OVERSUBSCRIBED: (
         "Threads queue for too few CPUs, so the workers can't keep up. Give each DataLoader "
         "worker one thread (OMP_NUM_THREADS=1, or threadpool_limits(1) in worker_init_fn) and "
@@ -35,7 +61,7 @@ FIXES: dict[Cause, str] = {
     ),
     Cause.WORKERS_CPU: (
         "Every DataLoader worker is busy full time, so batches are made slower than the GPU "
-        "eats them. Raise num_workers if CPUs are free, make per-sample transforms cheaper "
+        "eats them. Make per-sample transforms cheaper "
         "(precompute or cache them, or run augmentation on the GPU), and keep "
         "persistent_workers=True so workers aren't respawned each epoch."
     ),
@@ -49,12 +75,13 @@ FIXES: dict[Cause, str] = {
         "The in-process probe measured the training loop waiting for its next batch, though "
         "no worker is pegged and none waits on disk: the loader is latency-bound (reads from "
         "network storage, per-file opens, a slow collate_fn) or has too few batches in flight. "
-        "Raise num_workers and prefetch_factor, keep persistent_workers=True, and time one "
-        "worker's __getitem__ to find the slow part."
+        "Raise prefetch_factor (and num_workers while CPUs are free), keep "
+        "persistent_workers=True, and time one worker's __getitem__ to find the slow part."
     ),
     Cause.MAIN_CPU: (
-        "The training process is pegged at one core while its workers idle: the Python side "
-        "of the step is the limit. Look for per-step logging, .item()/.cpu() calls that force a "
+        "The training process is pegged at one core and no DataLoader worker is busy: the "
+        "Python side of the step (or loading done in the loop itself) is the limit. Look for "
+        "per-step logging, .item()/.cpu() calls that force a "
         "sync every step, or host-side work in the loop; do them every N steps."
     ),
     Cause.UNKNOWN: (
@@ -63,3 +90,108 @@ FIXES: dict[Cause, str] = {
         "or too few batches in flight (raise prefetch_factor, keep persistent_workers=True)."
     ),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What the processes of one GPU's job did over the cause window."""
+
+    workers: int
+    workers_seen: int  # distinct workers over the cause window (re-forked ones come and go)
+    worker_cpu_pct: float
+    worker_demand_pct: float  # on a CPU or waiting for one, percent of a core
+    main_cpu_pct: float
+    main_demand_pct: float
+    d_fraction: float
+    delay_ratio: float | None
+    worker_delay: float | None  # run-queue wait over runnable time of the workers
+    reaped_cpu_pct: float  # CPU of children the training process reaped (short-lived workers)
+    tree_hungry: float  # hungry threads of every watched process, mean over the window
+    cpus: float
+    outside_cpus: float | None  # CPUs busy outside the attached tree (None: no job attached)
+    io_pct: float | None  # the job's own cgroup io pressure
+    pin_thread: bool | None  # None: not knowable (no workers, or no thread names)
+    probe: ProbeStats | None  # the training process's in-process probe, when it runs
+
+
+REAPED_WORKER_PCT = 30.0  # reaped children's CPU, % of a core, that means re-forked workers
+PROBE_FED_PCT = 10.0  # the probe measuring less data wait than this: the pipeline keeps up
+
+
+def attribute(job: JobView, t: StarvationThresholds) -> Cause:
+    """The cause the strongest evidence supports.
+
+    Measured beats inferred, both ways: the probe's data-wait share, when there is one, says
+    whether the input pipeline is the limit at all. Then the job's own evidence, most specific
+    first: its processes in D or its cgroup's io pressure (I/O), CPUs held by processes outside
+    it (contention), its threads oversubscribing the CPUs, workers queueing for a CPU, workers
+    busy, workers re-forked every pass. ``num_workers`` advice needs a DataLoader that was seen:
+    the probe reading ``num_workers=0``; a loop with no workers and no probe is just CPU-bound.
+    """
+    probe = job.probe
+    wait_pct = None if probe is None or probe.data_wait_frac is None else probe.data_wait_frac * 100
+    if wait_pct is not None and wait_pct < PROBE_FED_PCT:
+        return _not_the_pipeline(job, t)  # measured: batches are ready when the loop asks
+    if job.d_fraction >= t.worker_d_fraction or (job.io_pct or 0.0) >= t.psi_io_some_pct:
+        return Cause.IO
+    measured = wait_pct is not None and wait_pct >= t.probe_wait_pct
+    if measured and probe is not None and probe.num_workers == 0:
+        return Cause.NO_WORKERS  # measured wait, loading in the loop: the most direct fix
+    if _contended(job, t):
+        return Cause.CONTENTION
+    if (job.delay_ratio or 0.0) >= t.delay_ratio and job.tree_hungry > job.cpus:
+        return Cause.OVERSUBSCRIBED
+    if job.workers and (job.worker_delay or 0.0) >= t.delay_ratio:
+        return Cause.WORKERS_STARVED
+    if job.workers and job.worker_demand_pct >= t.worker_busy_pct:
+        return Cause.WORKERS_CPU
+    if job.reaped_cpu_pct >= REAPED_WORKER_PCT and probe_persistent(probe) is not True:
+        return Cause.REFORKED
+    no_loader = probe is None or probe.num_workers is None
+    if wait_pct is not None and wait_pct >= t.probe_wait_pct:
+        # Measured, not inferred: the data pipeline is the limit even with idle CPUs.
+        if probe is not None and probe.num_workers == 0:
+            return Cause.NO_WORKERS
+        return Cause.LOADER_WAIT if not no_loader or job.workers_seen else Cause.MAIN_CPU
+    if job.main_demand_pct >= t.main_busy_pct and not job.workers:
+        return Cause.NO_WORKERS if probe is not None and probe.num_workers == 0 else Cause.MAIN_CPU
+    if job.main_demand_pct >= t.main_busy_pct:
+        return Cause.MAIN_CPU
+    return Cause.UNKNOWN
+
+
+def probe_persistent(probe: ProbeStats | None) -> bool | None:
+    return None if probe is None else probe.persistent_workers
+
+
+def _contended(job: JobView, t: StarvationThresholds) -> bool:
+    """The job queues for CPUs held by processes outside it while wanting no more than it may
+    use (a job wanting more queues behind itself: oversubscription)."""
+    return (
+        job.outside_cpus is not None
+        and job.outside_cpus >= 0.5
+        and (job.delay_ratio or 0.0) >= t.delay_ratio
+        and job.tree_hungry <= job.cpus
+    )
+
+
+def _not_the_pipeline(job: JobView, t: StarvationThresholds) -> Cause:
+    """What is left when the probe measured the loop not waiting for data."""
+    if _contended(job, t):
+        return Cause.CONTENTION
+    if job.main_demand_pct >= t.main_busy_pct:
+        return Cause.MAIN_CPU
+    return Cause.UNKNOWN
+
+
+def room_for_workers(cause: Cause, job: JobView) -> str:
+    """Whether more workers can run at all: never ask for more than the CPUs can take."""
+    if cause not in (Cause.WORKERS_CPU, Cause.LOADER_WAIT, Cause.NO_WORKERS):
+        return ""
+    free = math.floor(job.cpus - job.workers - 1)  # one CPU for the training process
+    if free >= 1:
+        return f" {free} more worker{'s' if free > 1 else ''} would still fit the CPUs."
+    return (
+        f" No CPU is free for more workers ({job.workers} workers + the training process on "
+        f"{job.cpus:g} CPUs): don't raise num_workers; a machine with more cores per GPU helps."
+    )

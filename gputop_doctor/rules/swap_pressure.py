@@ -4,15 +4,19 @@ Every page read back from swap is a disk read in the middle of what should be a 
 so a swapping trainer or DataLoader slows to disk speed. The steady swap-in rate is the direct
 sign; PSI memory (the share of time tasks stalled waiting for memory) also catches reclaim
 stalls on hosts without swap, and its "full" line means every task was stalled at once.
+
+Swapping is host-wide; the finding says whose memory is in swap (``VmSwap`` of the processes
+holding most of it, read while the host swaps) and blames the job when its processes hold the
+most, a neighbour when outside processes do.
 """
 
 from __future__ import annotations
 
-from gputop_doctor.core.findings import HOST, Evidence, Finding, Severity
+from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
-from gputop_doctor.core.model import Snapshot
+from gputop_doctor.core.model import OutsideProcess, Snapshot
 from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules import _stats
+from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._view import RuleFn, enough_span, window
 
 RULE_ID = "swap-pressure"
@@ -34,21 +38,50 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         parts.append(f"{swap_in:.1f} MiB/s read back from swap")
     if some is not None:
         parts.append(f"PSI memory {some:.0f} %")
+    blame, holders = _whose(latest)
+    if holders:
+        top = holders[0]
+        parts.append(f"most in swap: {_blame.label(top)} {top.swap_mib or 0:.0f} MiB")
+    fix = FIX if blame is not Blame.NEIGHBOUR else NEIGHBOUR_FIX
+    if not _blame.attached(latest):
+        fix = f"{fix} {_blame.HOST_NOTE}"
     return [
         Finding(
             rule_id=RULE_ID,
+            blame=blame,
             severity=Severity.CRITICAL if (full or 0.0) >= t.psi_memory_full_pct else Severity.WARN,
             scope=HOST,
             title="Swapping: " + ", ".join(parts),
             evidence=_evidence(win, swap_in, some, full, latest),
-            fix=(
-                "The host has run out of RAM. Lower num_workers or prefetch_factor (each worker "
-                "holds its own batches and, over time, copies of the Python objects it touches), "
-                "keep datasets in NumPy arrays or memory-mapped files rather than lists of Python "
-                "objects, shrink in-memory caches, or use a host with more memory."
-            ),
+            fix=fix,
         )
     ]
+
+
+FIX = (
+    "The host has run out of RAM. Lower num_workers or prefetch_factor (each worker "
+    "holds its own batches and, over time, copies of the Python objects it touches), "
+    "keep datasets in NumPy arrays or memory-mapped files rather than lists of Python "
+    "objects, shrink in-memory caches, or use a host with more memory."
+)
+NEIGHBOUR_FIX = (
+    "The host has run out of RAM and most of what is in swap belongs to processes outside the "
+    "job. Stop or shrink them, give the job a memory reservation (a cgroup memory.min), or run "
+    "on a dedicated instance; the job's own settings (num_workers, prefetch_factor) are not the "
+    "cause."
+)
+
+
+def _whose(latest: Snapshot) -> tuple[Blame, tuple[OutsideProcess, ...]]:
+    """Who holds the memory in swap: the job (its tree holds the most), a neighbour, or
+    unknown (no job attached, or nothing read)."""
+    holders = latest.host.swap_holders
+    if not _blame.attached(latest) or not holders:
+        return Blame.UNKNOWN, holders
+    tree = _blame.tree_pids(latest)
+    job = sum(p.swap_mib or 0.0 for p in holders if p.pid in tree)
+    others = sum(p.swap_mib or 0.0 for p in holders if p.pid not in tree)
+    return (Blame.JOB if job >= others else Blame.NEIGHBOUR), holders
 
 
 def _full(win: Window) -> float | None:
@@ -79,6 +112,8 @@ def _evidence(
     if host.mem_available_mib is not None and host.mem_total_mib:
         share = host.mem_available_mib / host.mem_total_mib * 100
         items.append(Evidence("memory available", round(share, 1), "%"))
+    for proc in latest.host.swap_holders:
+        items.append(Evidence(f"in swap: {_blame.label(proc)}", proc.swap_mib or 0.0, "MiB"))
     biggest = max(latest.processes, key=lambda p: p.rss_mib or 0.0, default=None)
     if biggest is not None and biggest.rss_mib:
         items.append(Evidence(f"largest: {biggest.name} ({biggest.pid})", biggest.rss_mib, "MiB"))

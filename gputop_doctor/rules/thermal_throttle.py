@@ -8,16 +8,18 @@ bits, a temperature at the card's own slowdown threshold (minus a margin) is hea
 
 The window is a minute so that intermittent throttling is caught, but two flagged samples are
 enough and one must be recent: a hot GPU shows up within a few ticks and clears soon after it
-cools. The software power cap (0x04) is never thermal; that is ``power-cap``.
+cools. When the reason bits are set on the last two ticks, the finding is shown at once (the
+driver said so twice; no hold), so onset-to-finding is the second tick. The software power
+cap (0x04) is never thermal; that is ``power-cap``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gputop_doctor.config import ThermalThresholds
-from gputop_doctor.core.findings import Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot, decode_clock_events
 from gputop_doctor.core.rule import RuleContext
@@ -64,9 +66,17 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
             continue  # nothing recent: the common case costs a few samples per GPU
         samples = [g for g in gpu_columns(win).get(gpu.index, ()) if not g.lost]
         tally = _tally(samples, recent_n, counters, t)
-        if _fires(tally, t):
-            out.append(_finding(gpu.index, samples, tally))
+        direct = _bits_on_last_two(samples, t)  # the driver said heat twice in a row
+        if direct or _fires(tally, t):
+            finding = _finding(gpu.index, samples, tally)
+            out.append(replace(finding, hold_s=0.0) if direct else finding)
     return out
+
+
+def _bits_on_last_two(samples: Sequence[GpuSample], t: ThermalThresholds) -> bool:
+    """The driver's reason bits said heat on each of the last two ticks: direct evidence."""
+    last = samples[-2:]
+    return len(last) == 2 and all(g.clock_event_bits is not None and is_thermal(g, t) for g in last)
 
 
 def is_thermal(gpu: GpuSample, t: ThermalThresholds) -> bool:
@@ -177,6 +187,7 @@ def _finding(index: int, samples: Sequence[GpuSample], tally: _Tally) -> Finding
         evidence.append(Evidence("reasons", ", ".join(decode_clock_events(tally.bits))))
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.MACHINE,
         severity=Severity.CRITICAL if hard else Severity.WARN,
         scope=gpu_scope(index),
         title=title,

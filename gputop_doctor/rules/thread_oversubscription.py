@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config import OversubscriptionThresholds
-from gputop_doctor.core.findings import HOST, Evidence, Finding, Severity
+from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.rule import RuleContext
@@ -42,6 +42,7 @@ class _Pool:
     name: str
     threads: float
     worker: bool
+    in_tree: bool
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
@@ -65,9 +66,13 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     title = f"Thread oversubscription: {hungry:.0f} busy threads on {cpus:g} CPUs"
     if delay is not None:
         title += f", waiting {delay * 100:.0f} % of the time"
+    # Every watched process competes for the CPUs (other GPU jobs too); the job is to blame
+    # when one of its processes runs a pool, a neighbour when only outside processes do.
+    ours = latest.target_pid is None or any(p.in_tree for p in pools)
     return [
         Finding(
             rule_id=RULE_ID,
+            blame=Blame.JOB if ours else Blame.NEIGHBOUR,
             severity=severity,
             scope=HOST,
             title=title,
@@ -100,7 +105,7 @@ def _pools(
         threads = _stats.mean([float(c) for c in counts])
         if threads is not None and threads >= t.pool_threads:
             last = samples[-1]
-            pools.append(_Pool(pid, last.name, threads, is_worker(last)))
+            pools.append(_Pool(pid, last.name, threads, is_worker(last), last.in_tree))
     pools.sort(key=lambda p: (-p.threads, p.pid))
     return pools
 

@@ -8,7 +8,7 @@ into a few kernels; CUDA graphs remove the launches.
 
 from __future__ import annotations
 
-from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProfileSummary
 from gputop_doctor.core.rule import RuleContext
@@ -28,6 +28,7 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     unit = summary.unit
     return Finding(
         rule_id=RULE_ID,
+        blame=Blame.JOB,  # the profile measured the job's own steps
         severity=Severity.WARN,
         scope=pid_scope(summary.pid),
         title=f"PID {summary.pid}: {per_step:.0f} {unit} per step, median {median:.1f} us: "

@@ -125,7 +125,9 @@ def test_webhook_receiver_gets_the_thermal_finding_from_record(tmp_path: Path) -
     assert received, done.stderr
     events = [e for body in received for e in body["events"]]  # type: ignore[attr-defined]
     hot = [e for e in events if e["finding"] and e["finding"]["id"] == "thermal-throttle"]
-    assert hot and hot[0]["event"] == "started" and hot[0]["finding"]["severity"] == "critical"
+    # Reason bits show on their second tick, before the demo's heat turns critical.
+    assert hot and hot[0]["event"] == "started"
+    assert hot[0]["finding"]["severity"] in ("warn", "critical")
     assert "thermal-throttle" in str(received[0]["text"])
     # Rate-limited: the first POST goes at once, what follows within the gap is one more POST.
     assert len(received) <= 2 < len(hot)

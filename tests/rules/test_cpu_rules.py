@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from gputop_doctor.core.findings import Severity
-from gputop_doctor.core.model import Pressure, ProcSample
+from gputop_doctor.core.model import JobPressure, Pressure, PressureScope, ProcSample
 from gputop_doctor.rules import cpu_saturation, thread_oversubscription
 from gputop_doctor.rules.thread_oversubscription import recommended_threads
 from tests.rules.synth import Case, Tick, context, history, host, proc, run, trainer
@@ -19,8 +19,14 @@ def _busy(cpu_pct: float, delay: float = 0.0, **host_fields: object) -> Case:
     def make(k: int) -> Tick:
         wait = 1e9 * delay / (1 - delay)
         procs = (
-            proc(100, cpu_pct, wait_ns_per_s=wait, run_ns_per_s=1e9),
-            proc(101, cpu_pct, ppid=100, wait_ns_per_s=wait, run_ns_per_s=1e9),
+            proc(100, cpu_pct, wait_ns_per_s=wait * cpu_pct / 100, run_ns_per_s=cpu_pct * 1e7),
+            proc(
+                101,
+                cpu_pct,
+                ppid=100,
+                wait_ns_per_s=wait * cpu_pct / 100,
+                run_ns_per_s=cpu_pct * 1e7,
+            ),
         )
         fields = dict(cpu_pct=cpu_pct, logical_cpus=2, effective_cpus=2.0)
         fields.update(host_fields)
@@ -32,10 +38,18 @@ def _busy(cpu_pct: float, delay: float = 0.0, **host_fields: object) -> Case:
 SATURATION = [
     ("saturated-fine", _busy(97.0), Severity.INFO),
     ("saturated-delay", _busy(99.0, delay=0.3), Severity.WARN),
-    ("saturated-psi", _busy(99.0, psi_cpu=Pressure(35.0, 0.0)), Severity.WARN),
+    (
+        "saturated-cgroup-pressure",
+        _busy(99.0, job_pressure=JobPressure(PressureScope.CGROUP, cpu=Pressure(35.0, 0.0))),
+        Severity.WARN,
+    ),
+    # Host PSI mixes in every neighbour: it proves no harm to the job.
+    ("saturated-host-psi", _busy(99.0, psi_cpu=Pressure(35.0, 0.0)), Severity.INFO),
     ("saturated-throttled", _busy(95.0, cgroup_throttled_frac=0.4), Severity.WARN),
     ("busy-89", _busy(89.0), None),
-    ("half-busy-waiting", _busy(50.0, delay=0.5), None),
+    # Each process gets half a core and queues the other half: the job wants both CPUs.
+    ("wants-every-cpu", _busy(50.0, delay=0.5), Severity.WARN),
+    ("half-busy-not-waiting", _busy(50.0), None),
 ]
 
 

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from gputop_doctor.core.findings import Severity
-from gputop_doctor.core.model import Pressure
+from gputop_doctor.core.findings import Blame, Severity
+from gputop_doctor.core.model import JobPressure, Pressure, PressureScope, ProbeStats, ProcSample
 from gputop_doctor.rules import gpu_starvation
 from gputop_doctor.rules.gpu_starvation import Cause
-from tests.rules.synth import Case, Tick, context, gpu, history, host, run, sawtooth, trainer
+from tests.rules.synth import (
+    Case,
+    Tick,
+    context,
+    gpu,
+    history,
+    host,
+    run,
+    sawtooth,
+    trainer,
+    with_fields,
+)
 
 RULE = gpu_starvation.RULE
+CGROUP_IO = JobPressure(PressureScope.CGROUP, io=Pressure(25.0, 8.0))
 
 
 def _case(util: object, procs: object = None, **host_fields: object) -> Case:
@@ -29,17 +41,20 @@ def _case(util: object, procs: object = None, **host_fields: object) -> Case:
 
 FIRES = [
     ("workers-cpu-bound", _case(sawtooth, trainer(worker_cpu=97.0)), Cause.WORKERS_CPU),
-    ("no-workers", _case(45.0, trainer(main_cpu=99.0, workers=0)), Cause.NO_WORKERS),
+    # No worker and no probe: no DataLoader was seen, so no num_workers advice.
+    ("no-loader-seen", _case(45.0, trainer(main_cpu=99.0, workers=0)), Cause.MAIN_CPU),
     ("workers-in-d", _case(sawtooth, trainer(worker_state="D", worker_cpu=20.0)), Cause.IO),
-    ("psi-io", _case(sawtooth, trainer(), psi_io=Pressure(25.0, 8.0)), Cause.IO),
-    ("mean-69-steady", _case(69.0, trainer(main_cpu=99.0, workers=0)), Cause.NO_WORKERS),
+    ("cgroup-io", _case(sawtooth, trainer(), job_pressure=CGROUP_IO), Cause.IO),
+    # Host-wide PSI io is anyone's I/O: not the job's cause.
+    ("host-psi-io", _case(sawtooth, trainer(), psi_io=Pressure(25.0, 8.0)), Cause.UNKNOWN),
+    ("mean-69-steady", _case(69.0, trainer(main_cpu=99.0, workers=0)), Cause.MAIN_CPU),
     (
         "oversubscribed",
         _case(55.0, trainer(worker_cpu=60.0, delay=0.45, worker_threads=3)),
         Cause.OVERSUBSCRIBED,
     ),
-    # Workers queue for CPUs taken by someone else: they still want a core each.
-    ("contended-by-others", _case(55.0, trainer(worker_cpu=55.0, delay=0.45)), Cause.WORKERS_CPU),
+    # Workers queue for a CPU: more workers would be slower, never advised.
+    ("workers-starved", _case(55.0, trainer(worker_cpu=55.0, delay=0.45)), Cause.WORKERS_STARVED),
     ("main-cpu-bound", _case(50.0, trainer(main_cpu=98.0, worker_cpu=10.0)), Cause.MAIN_CPU),
     ("unknown", _case(sawtooth, trainer(main_cpu=30.0, worker_cpu=20.0)), Cause.UNKNOWN),
 ]
@@ -103,3 +118,71 @@ def test_thresholds_are_settings() -> None:
     )
     assert run(RULE, history(_case(93.0), 30)) == []
     assert run(RULE, history(_case(93.0, trainer(main_cpu=99.0, workers=0)), 30), context(strict))
+
+
+def _with_probe(wait: float, num_workers: int | None, persistent: bool | None = True) -> ProbeStats:
+    return ProbeStats(
+        pid=100,
+        published_at=0.0,
+        steps=10,
+        data_wait_frac=wait,
+        num_workers=num_workers,
+        persistent_workers=persistent,
+    )
+
+
+def _main_only(**fields: object) -> tuple[ProcSample, ...]:
+    main = trainer(main_cpu=99.0, workers=0)[0]
+    return (with_fields(main, **fields),)
+
+
+def test_a_low_measured_data_wait_overrules_the_inferred_loader_cause() -> None:
+    """The probe says batches are ready: no num_workers advice, even with no workers."""
+    procs = _main_only(probe=_with_probe(0.05, 0))
+    (finding,) = run(RULE, history(_case(45.0, procs), 30))
+    assert Cause.MAIN_CPU.value in finding.title and "num_workers" not in finding.fix
+
+
+def test_a_high_measured_data_wait_with_num_workers_0_names_it() -> None:
+    procs = _main_only(probe=_with_probe(0.6, 0))
+    (finding,) = run(RULE, history(_case(45.0, procs), 30))
+    assert Cause.NO_WORKERS.value in finding.title
+
+
+def test_workers_reforked_every_pass_are_seen_by_their_reaped_cpu() -> None:
+    procs = _main_only(cpu_pct=40.0, run_ns_per_s=4e8, children_cpu_pct=65.0)
+    (finding,) = run(RULE, history(_case(sawtooth, procs), 30))
+    assert Cause.REFORKED.value in finding.title and "persistent_workers=True" in finding.fix
+    assert any(e.label == "reaped children CPU" for e in finding.evidence)
+
+
+def test_never_asks_for_more_workers_than_the_cpus_run() -> None:
+    def make(k: int) -> Tick:
+        return Tick(
+            gpus=(gpu(0, util=sawtooth(k)),),
+            procs=trainer(worker_cpu=97.0, workers=2),
+            host=host(logical_cpus=2, effective_cpus=2.0, cpu_pct=100.0),
+        )
+
+    (finding,) = run(RULE, history(make, 30), context(cpus=2.0))
+    assert Cause.WORKERS_CPU.value in finding.title
+    assert "don't raise num_workers" in finding.fix
+
+
+def test_neighbours_holding_the_cpus_are_the_cause_and_the_blame() -> None:
+    def make(k: int) -> Tick:
+        procs = trainer(main_cpu=60.0, workers=1, worker_cpu=40.0, delay=0.4)
+        return Tick(
+            gpus=(gpu(0, util=sawtooth(k)),),
+            procs=procs,
+            host=host(logical_cpus=2, effective_cpus=2.0, cpu_pct=100.0),
+        )
+
+    (finding,) = run(RULE, history(make, 30), context(cpus=2.0))
+    assert Cause.CONTENTION.value in finding.title
+    assert finding.blame is Blame.NEIGHBOUR
+
+
+def test_title_does_not_call_a_steadily_busy_gpu_idle() -> None:
+    (finding,) = run(RULE, history(_case(20.0, trainer(main_cpu=99.0, workers=0)), 30))
+    assert "20 % busy on average" in finding.title and "near 0 %" not in finding.title

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gputop_doctor.core.findings import Severity
-from gputop_doctor.core.model import Pressure
+from gputop_doctor.core.model import JobPressure, Pressure, PressureScope
 from gputop_doctor.rules import io_bound, swap_pressure
 from tests.rules.synth import Case, Tick, gpu, history, host, run, sawtooth, trainer
 
@@ -13,13 +13,20 @@ CALM_IO = Pressure(0.5, 0.1)
 NO_PRESSURE = Pressure(0.0, 0.0)
 
 
-def _io(state: str = "S", psi: Pressure = CALM_IO, gpu_util: object = sawtooth) -> Case:
+def _io(
+    state: str = "S",
+    psi: Pressure = CALM_IO,
+    gpu_util: object = sawtooth,
+    cgroup: Pressure | None = None,
+) -> Case:
+    job = None if cgroup is None else JobPressure(PressureScope.CGROUP, io=cgroup)
+
     def make(k: int) -> Tick:
         util = gpu_util(k) if callable(gpu_util) else gpu_util
         return Tick(
             gpus=(gpu(0, util=util),),  # type: ignore[arg-type]
             procs=trainer(worker_state=state, worker_cpu=15.0),
-            host=host(psi_io=psi),
+            host=host(psi_io=psi, job_pressure=job),
         )
 
     return make
@@ -27,9 +34,11 @@ def _io(state: str = "S", psi: Pressure = CALM_IO, gpu_util: object = sawtooth) 
 
 IO = [
     ("workers-in-d", _io(state="D"), Severity.WARN),
-    ("psi-some", _io(psi=Pressure(15.0, 2.0)), Severity.WARN),
-    ("psi-full", _io(psi=Pressure(30.0, 9.0)), Severity.CRITICAL),
-    ("psi-under", _io(psi=Pressure(8.0, 1.0)), None),
+    ("cgroup-some", _io(cgroup=Pressure(15.0, 2.0)), Severity.WARN),
+    ("cgroup-full", _io(psi=Pressure(30.0, 9.0), cgroup=Pressure(30.0, 9.0)), Severity.CRITICAL),
+    ("cgroup-under", _io(cgroup=Pressure(8.0, 1.0)), None),
+    # Host-wide PSI io is anyone's I/O: without the job's own waiting it is not io-bound.
+    ("host-psi-only", _io(psi=Pressure(30.0, 9.0)), None),
     ("workers-sleeping", _io(), None),
     ("gpu-saturated-hides-io", _io(state="D", gpu_util=97.0), None),
 ]

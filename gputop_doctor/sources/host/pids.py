@@ -41,6 +41,7 @@ class Stat:
     state: str
     ppid: int
     cpu_ticks: int  # utime + stime, all threads, including ones that have exited
+    children_ticks: int  # cutime + cstime: children it has waited for (re-forked workers)
     num_threads: int
     start: int
     rss_pages: int
@@ -59,6 +60,7 @@ def parse_stat(data: bytes) -> Stat | None:
         state=rest[0].decode(),
         ppid=int(rest[1]),
         cpu_ticks=int(rest[11]) + int(rest[12]),
+        children_ticks=int(rest[13]) + int(rest[14]),
         num_threads=int(rest[17]),
         start=int(rest[19]),
         rss_pages=int(rest[21]),
@@ -217,6 +219,23 @@ def process_user(pid: int, proc_root: str = "/proc") -> str | None:
         return user_name(os.stat(f"{proc_root}/{pid}").st_uid)
     except OSError:
         return None
+
+
+def read_io_bytes(pid: int, proc_root: str = "/proc") -> tuple[int, int] | None:
+    """(read_bytes, write_bytes) of ``/proc/PID/io``: what really went to storage.
+
+    None without permission (another user's process) or once the process is gone."""
+    data = read_small(f"{proc_root}/{pid}/io")
+    if not data:
+        return None
+    found: dict[bytes, int] = {}
+    for line in data.split(b"\n"):
+        key, _, value = line.partition(b": ")
+        if key in (b"read_bytes", b"write_bytes") and value.strip().isdigit():
+            found[key] = int(value)
+    if len(found) != 2:
+        return None
+    return found[b"read_bytes"], found[b"write_bytes"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
+from gputop_doctor.core.model import MIB, HostSample, OutsideProcess, ProcSample, SystemInfo
 from gputop_doctor.core.ports import ProcessReading
+from gputop_doctor.sources.host.attribution import Attribution, outside_top
 from gputop_doctor.sources.host.cgroup import (
     CgroupCpu,
     CpuStat,
@@ -104,6 +105,9 @@ class ProcfsHostSource:
         self._top = TopProcesses(
             self._procs.table, top_count, top_cycle_s, read=self._procs.peek_stat
         )
+        self._attribution = Attribution(proc_root, cgroup_root, clock=clock)
+        self._tree_pids: set[int] = set()  # the attached tree as of the last process reading
+        self._tree_cpus = 0.0  # its CPUs busy (reaped children included) at that reading
         self._system: SystemInfo | None = None
         self._limit: _Limit | None = None
         self._cpu_stat: tuple[str, CpuStat | None] | None = None
@@ -153,10 +157,18 @@ class ProcfsHostSource:
         swap_in, swap_out = self._swap_rates(now, memory.swap_total_mib == 0)
         load = load_average()
         effective, throttled = self._limits(target_pid, now)
+        psi = (
+            read_pressure("cpu", self.proc_root, self._files),
+            read_pressure("io", self.proc_root, self._files),
+            read_pressure("memory", self.proc_root, self._files),
+        )
+        logical = len(cpu.per_cpu) if cpu is not None and cpu.per_cpu else os.cpu_count()
+        top, outside = self._top_and_outside(now, target_pid, cpu_pct, logical)
+        attribution = self._attribution
         return HostSample(
             cpu_pct=cpu_pct,
             per_cpu_pct=per_cpu,
-            logical_cpus=len(cpu.per_cpu) if cpu is not None and cpu.per_cpu else os.cpu_count(),
+            logical_cpus=logical,
             effective_cpus=effective,
             iowait_pct=iowait,
             load1=None if load is None else round(load[0], 2),
@@ -169,12 +181,40 @@ class ProcfsHostSource:
             swap_used_mib=memory.swap_used_mib,
             swap_in_mib_s=swap_in,
             swap_out_mib_s=swap_out,
-            psi_cpu=read_pressure("cpu", self.proc_root, self._files),
-            psi_io=read_pressure("io", self.proc_root, self._files),
-            psi_memory=read_pressure("memory", self.proc_root, self._files),
+            psi_cpu=psi[0],
+            psi_io=psi[1],
+            psi_memory=psi[2],
             cgroup_throttled_frac=throttled,
-            top_processes=self._top.get(now),
+            top_processes=top,
+            job_pressure=attribution.job_pressure(target_pid, psi),
+            outside_top=outside,
+            io_waiters=attribution.io_waiters(self._tree_pids, psi[1], iowait)
+            if target_pid is not None
+            else (),
+            swap_holders=attribution.swap_holders(swap_in),
         )
+
+    def _top_and_outside(
+        self, now: float, target_pid: int | None, cpu_pct: float | None, logical: int | None
+    ) -> tuple[tuple[tuple[int, str, float], ...], tuple[OutsideProcess, ...]]:
+        """The host ranking, and its processes outside the attached tree.
+
+        When CPU outside the tree is busy that the ranking does not name (a neighbour
+        started since its last round), the ranking is hurried so the neighbour is named."""
+        top = self._top.get(now)
+        if target_pid is None:
+            return top, ()
+        # The tree as of the last process reading; before the first one, the PID table's.
+        tree = self._tree_pids or {pid for pid, _ in self._procs.table.descendants(target_pid)}
+        tree.add(target_pid)
+        outside = outside_top(top, tree)
+        if cpu_pct is not None and logical:
+            busy = cpu_pct / 100.0 * logical - self._tree_cpus
+            named = sum(p.cpu_pct for p in outside) / 100.0
+            if busy - named >= 0.5:
+                top = self._top.get(now, hurry=True)
+                outside = outside_top(top, tree)
+        return top, outside
 
     def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
         now = self._clock()
@@ -195,6 +235,12 @@ class ProcfsHostSource:
             target = next((s for s in samples if s.pid == target_pid and s.in_tree), None)
             alive = target is not None and target.state != "Z"
         self._gone = target_pid if alive is False else None
+        tree_samples = [s for s in samples if s.in_tree]
+        self._tree_pids = {s.pid for s in tree_samples}
+        self._tree_cpus = sum(
+            (s.cpu_pct or 0.0) + (s.children_cpu_pct or 0.0) for s in tree_samples
+        )
+        self._tree_cpus /= 100.0
         return ProcessReading(tuple(samples), alive)
 
     def close(self) -> None:

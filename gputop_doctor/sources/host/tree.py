@@ -42,6 +42,7 @@ from gputop_doctor.sources.host.pids import (
     Threads,
     parse_stat,
     process_user,
+    read_io_bytes,
     read_threads,
     thread_delta,
 )
@@ -61,6 +62,8 @@ class _Known:
     at: float
     num_threads: int
     user: str | None
+    children_ticks: int = 0
+    io: tuple[int, int] | None = None  # (read_bytes, write_bytes) at ``at``
     threads: Threads | None = None  # the last per-thread pass
     threads_at: float = 0.0
     delta: ThreadDelta = _UNKNOWN
@@ -175,7 +178,7 @@ class ProcessTreeReader:
         passed: dict[int, Threads | None] = {}
         stale: list[tuple[float, _Seen]] = []
         for s in seen:
-            if not s.in_tree or s.stat.state == "Z":
+            if s.stat.state == "Z":
                 continue
             if s.prior is None or s.prior.threads is None:
                 passed[s.pid] = read_threads(s.pid, self.proc_root)
@@ -223,19 +226,29 @@ class ProcessTreeReader:
             now,
             stat.num_threads,
             prior.user if prior is not None else process_user(s.pid, self.proc_root),
+            stat.children_ticks,
         )
-        cpu_pct = None
+        cpu_pct = children_pct = None
+        read_mib_s = write_mib_s = None
+        if stat.state != "Z":
+            known.io = read_io_bytes(s.pid, self.proc_root)
         if prior is not None and now > prior.at:
+            span = now - prior.at
             ticks = stat.cpu_ticks - prior.cpu_ticks
-            cpu_pct = round(100.0 * ticks / CLK_TCK / (now - prior.at), 1)
+            cpu_pct = round(100.0 * ticks / CLK_TCK / span, 1)
+            reaped = max(0, stat.children_ticks - prior.children_ticks)
+            children_pct = round(100.0 * reaped / CLK_TCK / span, 1)
+            if known.io is not None and prior.io is not None:
+                read_mib_s = round(max(0, known.io[0] - prior.io[0]) / MIB / span, 3)
+                write_mib_s = round(max(0, known.io[1] - prior.io[1]) / MIB / span, 3)
         quiet = True
-        if s.in_tree and stat.state != "Z":
+        if stat.state != "Z":  # GPU processes outside the tree too: they compete for CPUs
             quiet = self._thread_figures(s, known, passed, now)
         cuda: bool | None = None if maps is None else maps.has_nvidia_device
-        names = () if known.threads is None or not s.in_tree else known.threads.names
+        names = () if known.threads is None else known.threads.names
         if any(name == CUDA_EVENT_THREAD for name, _ in names):
             cuda = True
-        delta = known.delta if s.in_tree else _UNKNOWN
+        delta = known.delta
         sample = ProcSample(
             pid=s.pid,
             ppid=stat.ppid,
@@ -250,7 +263,10 @@ class ProcessTreeReader:
             run_ns_per_s=delta.run_ns_per_s,
             wait_ns_per_s=delta.wait_ns_per_s,
             hungry_threads=delta.hungry,
-            threads_in_d=known.in_d if s.in_tree else None,
+            threads_in_d=known.in_d,
+            children_cpu_pct=children_pct,
+            read_mib_s=read_mib_s,
+            write_mib_s=write_mib_s,
             depth=s.depth,
             in_tree=s.in_tree,
             libraries=None if maps is None else maps.runtimes,
@@ -259,7 +275,7 @@ class ProcessTreeReader:
             has_cuda_context=cuda,
         )
         known.raw, known.stat = s.raw, stat
-        if quiet and cpu_pct == 0.0:
+        if quiet and cpu_pct == 0.0 and not children_pct and not read_mib_s and not write_mib_s:
             known.sample, known.maps, known.env = sample, maps, env
         self._known[s.pid] = known
         return sample

@@ -59,6 +59,7 @@ class FindingScreen(ModalScreen[None]):
             if self.others:
                 scopes = scopes_text((f, *self.others))
                 yield Static(f"also on {scopes} ({len(self.others)} more)", classes="dim")
+            yield Static(Text(f"blame: {f.blame.value}"), id="finding-blame", classes="dim")
             yield Static(Text(f"docs: {f.docs_path}"), id="finding-docs", classes="dim")
             yield Static("Evidence", classes="section")
             lines = [f"  {e}" for e in f.evidence] or ["  (no numbers recorded)"]

@@ -1,6 +1,7 @@
 """What the doctor sees, worst and newest first (the engine already sorts them).
 
-Each line is ``SEVERITY rule-id scope  title  since HH:MM:SS``. The time is a clock time, not
+Each line is ``SEVERITY rule-id scope blame: title  since HH:MM:SS`` (blame: who must act:
+job, neighbour, machine or unknown). The time is a clock time, not
 an age: an age would change the text every second and force a redraw of a list that is usually
 stable for minutes. Enter on a finding opens its evidence, its fix and its docs page.
 """
@@ -84,6 +85,7 @@ class FindingsList(OptionList):
         text.append(f"{SEVERITY_LABEL.get(sev, sev.name):<4} ", self._style(level))
         text.append(f"{finding.rule_id} ", self._style(level))
         text.append(f"[{scopes_text(group)}] ", self._style("dim"))
+        text.append(f"{finding.blame.value}: ", self._style("dim"))
         text.append(finding.title)
         if since:
             clock = time.strftime("%H:%M:%S", time.localtime(since))

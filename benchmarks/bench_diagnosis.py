@@ -1,0 +1,127 @@
+"""The labelled diagnosis suite as a table, and onset-to-finding latencies (prints; not a test).
+
+Runs every case of ``tests/cases/catalog.py`` (real processes plus the fake libnvidia-ml, at
+the suite's quick settings) and prints, per case, the findings expected and raised, the ones
+raised that were forbidden, and the starvation cause. Then the onset-to-finding latency, in
+seconds, of each case that starts its cause mid-run, and of the GPU-side findings at the
+default settings (1 s ticks, 3 s hold) on synthetic histories.
+
+    .venv/bin/python benchmarks/bench_diagnosis.py [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def _load_fake(root: Path) -> Path:
+    """Build and load the fake libnvidia-ml as the tests do; return its scenario file."""
+    import pynvml
+
+    from tests.fake_nvml.fixtures import build_fake, reset_pynvml
+    from tests.fake_nvml.scenario import Scenario
+
+    lib = build_fake(root / "lib")
+    scenario = root / "scenario.txt"
+    Scenario().write(scenario)
+    os.environ["FAKE_NVML_SCENARIO"] = str(scenario)
+    os.environ.pop("FAKE_NVML_CALLLOG", None)
+    cdll = ctypes.CDLL(str(lib))
+    cdll.fake_nvml_reset()
+    reset_pynvml()
+    pynvml.nvmlLib = cdll
+    return scenario
+
+
+def _cases(only: str | None) -> None:
+    from tests.cases.catalog import CASES
+    from tests.cases.runner import cpus, run_case
+
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = _load_fake(Path(tmp))
+        print(f"{'case':36} {'ok':4} {'expected':28} {'raised':54} {'forbidden raised'}")
+        latencies = []
+        started = time.perf_counter()
+        for case in CASES:
+            if only and only not in case.name:
+                continue
+            if case.needs_cpus is not None and cpus() != case.needs_cpus:
+                print(f"{case.name:36} skip (sized for {case.needs_cpus} CPUs)")
+                continue
+            result = run_case(case, scenario, Path(tmp))
+            raised = ", ".join(sorted(result.raised)) or "-"
+            if result.causes:
+                raised += f" [{'; '.join(sorted(result.causes))}]"
+            print(
+                f"{case.name:36} {'yes' if result.ok else 'NO':4} "
+                f"{', '.join(sorted(case.expected)) or '-':28} {raised:54} "
+                f"{', '.join(sorted(result.unwanted)) or '-'}"
+            )
+            if case.onset_tick is not None:
+                for rule in sorted(case.expected):
+                    latencies.append((case.name, rule, result.first_shown_s.get(rule)))
+        print(f"suite run time: {time.perf_counter() - started:.0f} s")
+    print("\nonset-to-finding, suite settings (0.25 s ticks, 0.5 s hold):")
+    for name, rule, seconds in latencies:
+        print(f"  {name:36} {rule:20} {'not shown' if seconds is None else f'{seconds:.2f} s'}")
+
+
+def _defaults() -> None:
+    """The same onsets at the default settings, on synthetic histories (1 s ticks)."""
+    from dataclasses import replace
+
+    from gputop_doctor.core.model import ProbeStats
+    from gputop_doctor.rules import gpu_starvation, power_cap, thermal_throttle
+    from tests.rules.synth import Tick, gpu, host, sawtooth, track, trainer
+
+    onset = 20
+
+    def thermal(k: int) -> Tick:
+        on = k >= onset
+        return Tick(gpus=(gpu(0, clock_event_bits=0x20 if on else 0, temp_c=88.0 if on else 60),))
+
+    def capped(k: int) -> Tick:
+        fields = {"clock_event_bits": 0x4, "sm_clock_mhz": 1400.0} if k >= onset else {}
+        return Tick(gpus=(gpu(0, **fields),))  # type: ignore[arg-type]
+
+    def starving(k: int) -> Tick:
+        util = sawtooth(k) if k >= onset else 96.0
+        return Tick(gpus=(gpu(0, util=util),), procs=trainer(worker_cpu=97.0), host=host())
+
+    def probed(k: int) -> Tick:
+        procs = trainer(worker_cpu=20.0)
+        probe = ProbeStats(100, float(k), k, data_wait_frac=0.6 if k >= onset else 0.02)
+        procs = (replace(procs[0], probe=probe), *procs[1:])
+        return Tick(gpus=(gpu(0, util=75.0),), procs=procs, host=host())
+
+    print("\nonset-to-finding, default settings (1 s ticks, 3 s hold), synthetic:")
+    for label, rule, case in (
+        ("thermal reason bits", thermal_throttle.RULE, thermal),
+        ("power-cap reason bit", power_cap.RULE, capped),
+        ("sawtooth starvation", gpu_starvation.RULE, starving),
+        ("probe-measured data wait 60 %", gpu_starvation.RULE, probed),
+    ):
+        shown = track(rule, case, onset + 30)
+        first = next((k for k, found in enumerate(shown) if found), None)
+        text = "not shown" if first is None else f"{first - onset:.0f} s"
+        print(f"  {label:36} {rule.rule_id:20} {text}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--only", help="run only the cases whose name contains this")
+    args = parser.parse_args()
+    _cases(args.only)
+    _defaults()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""Whose load is it: the attached job's, or its neighbours'?
+
+Host-wide signals (CPU busy, PSI, swap) cannot tell a job from the other tenants of a shared
+machine. This module adds what can:
+
+- the job's own pressure: cgroup v2 ``cpu.pressure``, ``io.pressure`` and ``memory.pressure``
+  of the cgroup named in ``/proc/PID/cgroup``, when the job has a cgroup of its own (not the
+  root); else the host's PSI, labelled as host-wide so rules don't over-read it;
+- the busiest processes outside the job tree, from the host-wide CPU ranking;
+- the outside processes waiting on storage (state ``D``), looked for only while the host shows
+  I/O pressure, by a scan of every ``/proc/PID/stat`` at most every ``scan_every_s``;
+- the processes with the most memory in swap (``VmSwap``), looked for only while the host swaps.
+
+Kernel threads (children of kthreadd, PID 2) are left out: a flush worker in ``D`` is the
+kernel doing someone's writes, not a party one can stop.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from gputop_doctor.core.model import JobPressure, OutsideProcess, Pressure, PressureScope
+from gputop_doctor.sources.host.cgroup import parse_proc_cgroup
+from gputop_doctor.sources.host.kept_files import read_file, read_small
+from gputop_doctor.sources.host.pids import list_pids, parse_stat
+from gputop_doctor.sources.host.system import parse_pressure
+
+KTHREADD = 2
+IO_SCAN_PSI_PCT = 5.0  # host PSI io some (or iowait %) at which D-state waiters are looked for
+SWAP_SCAN_MIB_S = 0.1  # swap-in rate at which swap holders are looked for
+TOP_OUTSIDE = 3
+
+
+def cgroup_v2_dir(pid: int, proc_root: str, cgroup_root: str) -> str | None:
+    """The job's own cgroup v2 directory, or None (no v2, root cgroup, or not visible)."""
+    data = read_file(f"{proc_root}/{pid}/cgroup")
+    if data is None:
+        return None
+    _, _, path = parse_proc_cgroup(data.decode("utf-8", "replace"))
+    if not path or path.strip("/") == "":
+        return None
+    for mount in (cgroup_root, os.path.join(cgroup_root, "unified")):
+        directory = os.path.join(mount, path.strip("/"))
+        if os.path.isfile(os.path.join(directory, "cpu.pressure")) or os.path.isfile(
+            os.path.join(directory, "io.pressure")
+        ):
+            return directory
+    return None
+
+
+def read_cgroup_pressure(directory: str) -> JobPressure:
+    def one(resource: str) -> Pressure | None:
+        data = read_file(os.path.join(directory, f"{resource}.pressure"))
+        return None if not data else parse_pressure(data)
+
+    return JobPressure(PressureScope.CGROUP, one("cpu"), one("io"), one("memory"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    at: float
+    in_d: frozenset[int]
+
+
+class Attribution:
+    """The job/neighbour split of one tick; owns the few counters it needs between ticks."""
+
+    def __init__(
+        self,
+        proc_root: str = "/proc",
+        cgroup_root: str = "/sys/fs/cgroup",
+        *,
+        scan_every_s: float = 1.0,
+        scans_kept: int = 10,
+        cgroup_ttl_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.proc_root = proc_root
+        self.cgroup_root = cgroup_root
+        self.scan_every_s = scan_every_s
+        self.cgroup_ttl_s = cgroup_ttl_s
+        self._clock = clock
+        self._cgroup: tuple[int, float, str | None] | None = None  # (pid, due, directory)
+        self._scans: deque[_Scan] = deque(maxlen=scans_kept)
+        self._names: dict[int, str] = {}
+        self._swap: tuple[float, tuple[OutsideProcess, ...]] | None = None
+
+    def job_pressure(
+        self, pid: int | None, host: tuple[Pressure | None, Pressure | None, Pressure | None]
+    ) -> JobPressure | None:
+        """The job's cgroup pressure, else the host's (None when nothing is attached)."""
+        if pid is None:
+            return None
+        now = self._clock()
+        if self._cgroup is None or self._cgroup[0] != pid or now >= self._cgroup[1]:
+            directory = cgroup_v2_dir(pid, self.proc_root, self.cgroup_root)
+            self._cgroup = (pid, now + self.cgroup_ttl_s, directory)
+        directory = self._cgroup[2]
+        if directory is not None:
+            pressure = read_cgroup_pressure(directory)
+            if pressure.cpu is not None or pressure.io is not None:
+                return pressure
+        return JobPressure(PressureScope.HOST, *host)
+
+    def io_waiters(
+        self, tree: set[int], psi_io: Pressure | None, iowait_pct: float | None
+    ) -> tuple[OutsideProcess, ...]:
+        """Outside processes found in D state, most often first (scans only under pressure)."""
+        pressed = max((psi_io.some_avg10 if psi_io else 0.0), iowait_pct or 0.0)
+        now = self._clock()
+        if pressed >= IO_SCAN_PSI_PCT and (
+            not self._scans or now - self._scans[-1].at >= self.scan_every_s
+        ):
+            self._scans.append(_Scan(now, frozenset(self._scan_d())))
+        elif pressed < IO_SCAN_PSI_PCT and self._scans and now - self._scans[-1].at > 30.0:
+            self._scans.clear()
+        if not self._scans:
+            return ()
+        counts: dict[int, int] = {}
+        for scan in self._scans:
+            for pid in scan.in_d:
+                counts[pid] = counts.get(pid, 0) + 1
+        ranked = sorted(
+            ((n, pid) for pid, n in counts.items() if pid not in tree), key=lambda x: (-x[0], x[1])
+        )
+        total = len(self._scans)
+        return tuple(
+            OutsideProcess(pid, self._names.get(pid, "?"), d_share=round(n / total, 2))
+            for n, pid in ranked[:TOP_OUTSIDE]
+        )
+
+    def _scan_d(self) -> set[int]:
+        in_d: set[int] = set()
+        for pid in list_pids(self.proc_root):
+            data = read_small(f"{self.proc_root}/{pid}/stat")
+            stat = None if data is None else parse_stat(data)
+            if stat is None or stat.state != "D" or pid == KTHREADD or stat.ppid == KTHREADD:
+                continue
+            in_d.add(pid)
+            self._names[pid] = stat.comm
+        return in_d
+
+    def swap_holders(self, swap_in_mib_s: float | None) -> tuple[OutsideProcess, ...]:
+        """Processes holding the most memory in swap, re-read every 5 s while swapping."""
+        now = self._clock()
+        if (swap_in_mib_s or 0.0) < SWAP_SCAN_MIB_S:
+            return () if self._swap is None or now - self._swap[0] > 30.0 else self._swap[1]
+        if self._swap is not None and now - self._swap[0] < 5.0:
+            return self._swap[1]
+        found: list[OutsideProcess] = []
+        for pid in list_pids(self.proc_root):
+            mib, name = _vm_swap(f"{self.proc_root}/{pid}/status")
+            if mib:
+                found.append(OutsideProcess(pid, name, swap_mib=mib))
+        found.sort(key=lambda p: -(p.swap_mib or 0.0))
+        self._swap = (now, tuple(found[:TOP_OUTSIDE]))
+        return self._swap[1]
+
+
+def outside_top(
+    top: Iterable[tuple[int, str, float]], tree: set[int]
+) -> tuple[OutsideProcess, ...]:
+    """The busiest processes of the host ranking that are not in the job tree."""
+    out = [OutsideProcess(pid, name, cpu_pct=cpu) for pid, name, cpu in top if pid not in tree]
+    return tuple(out[:TOP_OUTSIDE])
+
+
+def _vm_swap(path: str) -> tuple[float, str]:
+    data = read_file(path, limit=8192)
+    if not data:
+        return 0.0, "?"
+    name, swap = "?", 0.0
+    for line in data.split(b"\n"):
+        if line.startswith(b"Name:"):
+            name = line[5:].strip().decode("utf-8", "replace")
+        elif line.startswith(b"VmSwap:"):
+            parts = line.split()
+            if len(parts) >= 2 and parts[1].isdigit():
+                swap = int(parts[1]) / 1024.0
+    return round(swap, 1), name

@@ -1,0 +1,1 @@
+"""A labelled diagnosis suite: scripted scenarios with the findings they must and must not raise."""

@@ -1,0 +1,290 @@
+"""The labelled cases: real processes (the attached job, its neighbours) plus a fake NVML.
+
+Each case says which findings it must raise, which it must not, and, for ``gpu-starvation``,
+which causes are acceptable. The processes are small Python programs (no torch: the suite
+must stay quick on a 2-CPU machine); every one of them stops by itself after a minute.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from gputop_doctor.rules.starvation_causes import Cause
+from tests.fake_nvml.scenario import SW_POWER_CAP, SW_THERMAL, FakeGpu, FakeProcess, Scenario
+
+SAMPLES = 6
+
+# The attached job's prelude: stop with the parent test (or after a minute), name helpers.
+PRELUDE = textwrap.dedent(
+    """
+    import os, sys, time, threading
+    END = time.time() + 60
+    def spin(seconds=60.0):
+        stop = min(END, time.time() + seconds)
+        while time.time() < stop:
+            pass
+    def name(comm):
+        with open("/proc/self/comm", "w") as f:
+            f.write(comm)
+    def child(body):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                body()
+            finally:
+                os._exit(0)
+        return pid
+    """
+)
+
+
+def job(body: str) -> list[str]:
+    """argv of a job whose ``body`` prints ``ready [pids...]`` once set up."""
+    return [sys.executable, "-c", PRELUDE + textwrap.dedent(body)]
+
+
+SPINNER = [sys.executable, "-c", "import time\nend=time.time()+60\nwhile time.time()<end: pass"]
+DD = ["dd", "if=/dev/zero", "of={tmp}/dd.out", "bs=1M", "count=20000", "oflag=direct"]
+
+LIGHT_JOB = job(
+    """
+    print("ready", flush=True)
+    while time.time() < END:
+        spin(0.3)
+        time.sleep(0.3)
+    """
+)
+ONE_CORE_JOB = job('print("ready", flush=True)\nspin()\n')
+TWO_PROCESS_JOB = job(
+    """
+    kids = [child(spin) for _ in range(2)]
+    print("ready", *kids, flush=True)
+    spin()
+    """
+)
+SLEEPING_JOB = job('print("ready", flush=True)\ntime.sleep(60)\n')
+RANKS_JOB = job(
+    """
+    kids = []
+    for r in range(2):
+        os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(r)
+        os.environ["WORLD_SIZE"] = "2"
+        kids.append(child(lambda: os.execv(sys.executable, [sys.executable, "-c",
+            "import time; time.sleep(60)"])))
+    print("ready", *kids, flush=True)
+    time.sleep(60)
+    """
+)
+REFORKED_JOB = job(
+    """
+    def worker():
+        name("pt_data_worker")
+        spin(0.35)
+    print("ready", flush=True)
+    while time.time() < END:
+        kids = [child(worker) for _ in range(2)]
+        for k in kids:
+            os.waitpid(k, 0)
+        time.sleep(0.05)
+    """
+)
+STARVED_WORKERS_JOB = job(
+    """
+    def worker():
+        name("pt_data_worker")
+        spin()
+    kids = [child(worker) for _ in range(4)]
+    print("ready", flush=True)
+    while time.time() < END:
+        time.sleep(0.1)
+    """
+)
+POOL = (
+    "import os, time\nos.environ.setdefault('OPENBLAS_NUM_THREADS', '2')\nimport numpy as np\n"
+    "a = np.random.rand(512, 512)\nend = time.time() + 60\n"
+)
+POOL_JOB = job(
+    "os.environ['OPENBLAS_NUM_THREADS'] = '2'\nimport numpy as np\n"
+    "a = np.random.rand(512, 512)\nprint('ready', flush=True)\n"
+    "while time.time() < END:\n    a @ a\n"
+)
+OTHER_POOL = [sys.executable, "-c", POOL + "while time.time() < end:\n    a @ a\n"]
+
+
+def ring(tick: int, values: Callable[[int], int]) -> tuple[tuple[int, int], ...]:
+    base = 10_000_000 + tick * 1_000_000
+    return tuple((base + i * 166_000, values(tick * SAMPLES + i)) for i in range(SAMPLES))
+
+
+def busy(tick: int, pids: tuple[int, ...], **fields: object) -> FakeGpu:
+    gpu = FakeGpu(
+        util=97,
+        samples=ring(tick, lambda i: 95 + i % 4),
+        temp_c=66,
+        power_w=520.0,
+        mem_used_mib=40_000.0,
+        processes=tuple(FakeProcess(p, used_mib=39_000.0, sm_util=95) for p in pids),
+    )
+    return replace(gpu, **fields)  # type: ignore[arg-type]
+
+
+def sawtooth(tick: int, pids: tuple[int, ...]) -> FakeGpu:
+    return busy(tick, pids, util=33, samples=ring(tick, lambda i: 96 if i % 6 < 2 else 1))
+
+
+@dataclass(frozen=True)
+class Pids:
+    job: int | None
+    children: tuple[int, ...]
+    outside: tuple[int, ...]
+
+
+GpuScript = Callable[[int, Pids], Scenario]
+
+
+def on_job(shape: Callable[[int, tuple[int, ...]], FakeGpu]) -> GpuScript:
+    return lambda k, p: Scenario(gpus=(shape(k, (p.job,) if p.job else ()),))
+
+
+def no_gpu_job(k: int, p: Pids) -> Scenario:
+    return Scenario(gpus=(FakeGpu(util=0, samples=ring(k, lambda i: 0)),))
+
+
+def ranks(k: int, p: Pids) -> Scenario:
+    return Scenario(gpus=tuple(busy(k, (pid,)) for pid in p.children[:2]))
+
+
+def two_jobs(k: int, p: Pids) -> Scenario:
+    return Scenario(gpus=(busy(k, (p.job,) if p.job else ()), busy(k, p.outside[:1])))
+
+
+def from_tick(onset: int, before: GpuScript, after: GpuScript) -> GpuScript:
+    return lambda k, p: (after if k >= onset else before)(k, p)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    job: list[str] | None
+    gpus: GpuScript
+    expected: frozenset[str] = frozenset()
+    forbidden: frozenset[str] = frozenset()
+    causes: frozenset[Cause] = frozenset()  # acceptable gpu-starvation causes (any of)
+    outside: tuple[list[str], ...] = ()
+    onset_tick: int | None = None  # a GPU-side cause starts here (latency is measured)
+    ticks: int = 18  # at the suite's 0.25 s: 4.5 s
+    needs_cpus: int | None = None  # sized for this many CPUs (else skipped)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+HOST_RULES = frozenset({"cpu-saturation", "cpu-contention", "io-bound", "io-contention"})
+
+CASES: tuple[Case, ...] = (
+    Case(
+        "neighbours spinning",
+        LIGHT_JOB,
+        on_job(busy),
+        expected=frozenset({"cpu-contention"}),
+        forbidden=frozenset({"cpu-saturation", "io-bound", "gpu-starvation"}),
+        outside=(SPINNER, SPINNER),
+        needs_cpus=2,
+    ),
+    Case(
+        "disk writer outside the job",
+        LIGHT_JOB,
+        on_job(lambda k, p: busy(k, p, util=60, samples=ring(k, lambda i: 60))),
+        forbidden=frozenset({"io-bound", "cpu-saturation"}),
+        outside=(DD,),
+    ),
+    Case(
+        "job itself saturated",
+        TWO_PROCESS_JOB,
+        on_job(busy),
+        expected=frozenset({"cpu-saturation"}),
+        forbidden=frozenset({"io-bound", "gpu-starvation"}),
+        needs_cpus=2,
+    ),
+    Case(
+        "healthy job at 100 % GPU",
+        SLEEPING_JOB,
+        on_job(busy),
+        forbidden=HOST_RULES | {"gpu-starvation", "thermal-throttle", "power-cap"},
+    ),
+    Case(
+        "power cap without heat",
+        SLEEPING_JOB,
+        from_tick(
+            8,
+            on_job(busy),
+            on_job(lambda k, p: busy(k, p, clock_events=SW_POWER_CAP, sm_clock_mhz=1500)),
+        ),
+        expected=frozenset({"power-cap"}),
+        forbidden=frozenset({"thermal-throttle", "gpu-starvation"}),
+        onset_tick=8,
+    ),
+    Case(
+        "heat throttling",
+        SLEEPING_JOB,
+        from_tick(
+            8,
+            on_job(busy),
+            on_job(lambda k, p: busy(k, p, clock_events=SW_THERMAL, temp_c=88, sm_clock_mhz=1400)),
+        ),
+        expected=frozenset({"thermal-throttle"}),
+        forbidden=frozenset({"power-cap"}),
+        onset_tick=8,
+    ),
+    Case(
+        "one process per GPU with RANK set",
+        RANKS_JOB,
+        ranks,
+        forbidden=frozenset({"dataparallel", "gpu-starvation", "gpu-imbalance"}),
+    ),
+    Case(
+        "a job with no GPU",
+        ONE_CORE_JOB,
+        no_gpu_job,
+        forbidden=frozenset({"gpu-starvation", "io-bound", "cpu-saturation"}),
+        needs_cpus=2,
+    ),
+    Case(
+        "training loop without a DataLoader",
+        ONE_CORE_JOB,
+        on_job(sawtooth),
+        expected=frozenset({"gpu-starvation"}),
+        causes=frozenset({Cause.MAIN_CPU, Cause.CONTENTION}),
+        forbidden=frozenset({"io-bound"}),
+        ticks=22,
+    ),
+    Case(
+        "workers re-forked every pass",
+        REFORKED_JOB,
+        on_job(sawtooth),
+        expected=frozenset({"gpu-starvation"}),
+        causes=frozenset({Cause.REFORKED, Cause.WORKERS_CPU, Cause.CONTENTION}),
+        forbidden=frozenset({"io-bound"}),
+        ticks=22,
+    ),
+    Case(
+        "workers starved of CPU",
+        STARVED_WORKERS_JOB,
+        on_job(sawtooth),
+        expected=frozenset({"gpu-starvation"}),
+        causes=frozenset({Cause.WORKERS_STARVED, Cause.OVERSUBSCRIBED}),
+        forbidden=frozenset({"io-bound"}),
+        needs_cpus=2,
+        ticks=22,
+    ),
+    Case(
+        "two jobs oversubscribing one host",
+        POOL_JOB,
+        two_jobs,
+        expected=frozenset({"thread-oversubscription"}),
+        forbidden=frozenset({"io-bound"}),
+        outside=(OTHER_POOL,),
+        needs_cpus=2,
+    ),
+)

@@ -1,0 +1,124 @@
+"""Run one labelled case: start its processes, tick an engine over the fake NVML, report.
+
+Used by the suite (``tests/cases/test_cases.py``) and by ``benchmarks/bench_diagnosis.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gputop_doctor.config import Settings
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.rules import RULES
+from gputop_doctor.sources.host.source import ProcfsHostSource
+from gputop_doctor.sources.nvml.source import NvmlGpuSource
+from tests.cases.catalog import Case, Pids
+from tests.fake_nvml.scenario import Scenario
+
+
+def _suite_settings() -> Settings:
+    """Quick ticks, and the starvation pattern judged over 3 s instead of 6-8 s, so the whole
+    suite runs in about a minute; every threshold is otherwise the default."""
+    base = Settings(interval_s=0.25, hold_s=0.5, clear_s=5.0)
+    starvation = replace(base.rules.gpu_starvation, clear_window_s=3.0, clear_min_span_s=3.0)
+    return replace(base, rules=replace(base.rules, gpu_starvation=starvation))
+
+
+SETTINGS = _suite_settings()
+
+
+@dataclass(frozen=True)
+class Result:
+    case: Case
+    raised: frozenset[str]
+    causes: frozenset[str]  # gpu-starvation causes shown
+    first_shown_s: dict[str, float]  # rule id -> seconds after onset (or after the start)
+
+    @property
+    def missing(self) -> frozenset[str]:
+        return self.case.expected - self.raised
+
+    @property
+    def unwanted(self) -> frozenset[str]:
+        return self.case.forbidden & self.raised
+
+    @property
+    def cause_ok(self) -> bool:
+        return not self.case.causes or bool(self.causes & {c.value for c in self.case.causes})
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.unwanted and self.cause_ok
+
+
+@contextmanager
+def _started(argv: list[str], wait_ready: bool) -> Iterator[tuple[int, tuple[int, ...]]]:
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        kids: tuple[int, ...] = ()
+        if wait_ready:
+            assert proc.stdout is not None
+            ready, _, _ = select.select([proc.stdout], [], [], 30.0)
+            words = proc.stdout.readline().split() if ready else []
+            assert words[:1] == ["ready"], f"{argv[:2]} did not start"
+            kids = tuple(int(w) for w in words[1:])
+        yield proc.pid, kids
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run_case(case: Case, scenario_path: Path, tmp: Path) -> Result:
+    """Start the case's processes, tick ``case.ticks`` times in real time, collect what showed."""
+    with ExitStack() as stack:
+        job_pid: int | None = None
+        kids: tuple[int, ...] = ()
+        if case.job is not None:
+            job_pid, kids = stack.enter_context(_started(case.job, wait_ready=True))
+        outside = tuple(
+            stack.enter_context(_started([a.format(tmp=tmp) for a in argv], wait_ready=False))[0]
+            for argv in case.outside
+        )
+        pids = Pids(job_pid, kids, outside)
+        return _watch(case, pids, scenario_path)
+
+
+def _watch(case: Case, pids: Pids, scenario_path: Path) -> Result:
+    def write(k: int) -> None:
+        scenario: Scenario = case.gpus(k, pids)
+        scenario.write(scenario_path)
+
+    write(0)
+    engine = Engine(NvmlGpuSource(), ProcfsHostSource(), SETTINGS, RULES, target_pid=pids.job)
+    raised: set[str] = set()
+    causes: set[str] = set()
+    first: dict[str, float] = {}
+    onset = case.onset_tick or 0
+    try:
+        for k in range(case.ticks):
+            write(k)
+            frame = engine.tick()
+            for finding in frame.findings:
+                raised.add(finding.rule_id)
+                first.setdefault(finding.rule_id, (k - onset) * SETTINGS.interval_s)
+                if finding.rule_id == "gpu-starvation":
+                    causes.update(str(e.value) for e in finding.evidence if e.label == "cause")
+            time.sleep(SETTINGS.interval_s)
+    finally:
+        engine.close()
+    return Result(case, frozenset(raised), frozenset(causes), first)
+
+
+def cpus() -> int:
+    return len(os.sched_getaffinity(0))

@@ -1,0 +1,28 @@
+"""The labelled diagnosis suite: every case raises what it must and nothing it must not.
+
+Real processes and the fake NVML; nothing here asserts a duration (latencies are printed by
+``benchmarks/bench_diagnosis.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cases.catalog import CASES, Case
+from tests.fake_nvml.fixtures import FakeNvml
+
+pytestmark = pytest.mark.slow
+
+runner = pytest.importorskip("tests.cases.runner")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name.replace(" ", "-") for c in CASES])
+def test_case(case: Case, fake_nvml: FakeNvml, tmp_path: Path) -> None:
+    if case.needs_cpus is not None and runner.cpus() != case.needs_cpus:
+        pytest.skip(f"sized for {case.needs_cpus} CPUs")
+    result = runner.run_case(case, fake_nvml.scenario_path, tmp_path)
+    assert not result.missing, f"expected, not raised: {sorted(result.missing)}"
+    assert not result.unwanted, f"forbidden, raised: {sorted(result.unwanted)}"
+    assert result.cause_ok, f"starvation causes {sorted(result.causes)}"

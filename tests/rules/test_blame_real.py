@@ -1,0 +1,152 @@
+"""Blame on a shared host, with real processes: the job's load against its neighbours'.
+
+The job is a one-thread torch matmul loop the engine attaches to; the neighbours are started
+separately, outside its tree. Nothing here asserts a duration: the checks are on what the
+rules raised and whom they named.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.config import Settings
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.findings import Blame, Finding
+from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.model import GpuProcess, GpuSample
+from gputop_doctor.core.ports import GpuSource, GpuStatus
+from gputop_doctor.rules import RULES
+from tests.rules.workloads import NullGpuSource
+
+pytestmark = [pytest.mark.slow]
+
+host = pytest.importorskip("gputop_doctor.sources.host.source")
+
+SETTINGS = Settings(interval_s=0.5, hold_s=1.0, clear_s=5.0)
+CPUS = len(os.sched_getaffinity(0))
+
+# A training-like job: torch with one intra-op thread (or ``threads``), a matmul loop.
+TORCH_JOB = textwrap.dedent(
+    """
+    import sys, time, threading
+    import torch
+    threads = int(sys.argv[1])
+    torch.set_num_threads(1)
+    end = time.time() + 90
+    def loop():
+        a = torch.randn(256, 256)
+        while time.time() < end:
+            a @ a
+    for _ in range(threads - 1):
+        threading.Thread(target=loop, daemon=True).start()
+    print("ready", flush=True)
+    loop()
+    """
+)
+SPIN = "import time\nend = time.time() + 90\nwhile time.time() < end:\n    pass\n"
+
+
+@contextmanager
+def started(args: list[str], ready: bool = False) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        if ready:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready"
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def torch_job(threads: int = 1) -> list[str]:
+    return [sys.executable, "-c", TORCH_JOB, str(threads)]
+
+
+class OneGpu:
+    """A GPU with the job on it, starved half the time: io-bound could fire if it waited."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.reads = 0
+
+    def status(self) -> GpuStatus:
+        return GpuStatus("ok", driver_version="555.55")
+
+    def read_gpus(self) -> tuple[GpuSample, ...]:
+        self.reads += 1
+        util = 95.0 if self.reads % 2 else 5.0
+        proc = GpuProcess(pid=self.pid, gpu_index=0, used_mem_mib=2000.0)
+        return (GpuSample(index=0, util_pct=util, mem_used_mib=2000.0, processes=(proc,)),)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def watch(pid: int, ticks: int, gpu: GpuSource | None = None) -> list[Frame]:
+    source = gpu if gpu is not None else NullGpuSource()
+    engine = Engine(source, host.ProcfsHostSource(), SETTINGS, RULES, target_pid=pid)
+    out = []
+    try:
+        for _ in range(ticks):
+            out.append(engine.tick())
+            time.sleep(SETTINGS.interval_s)
+    finally:
+        engine.close()
+    return out
+
+
+def raised(frames: list[Frame], rule_id: str) -> list[Finding]:
+    return [f for frame in frames for f in frame.findings if f.rule_id == rule_id]
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(CPUS != 2, reason="the scenario is sized for 2 CPUs")
+def test_busy_neighbours_are_contention_not_saturation() -> None:
+    pytest.importorskip("torch")
+    spin = [sys.executable, "-c", SPIN]
+    with started(torch_job(), ready=True) as job, started(spin) as a, started(spin) as b:
+        frames = watch(job.pid, 24)
+    assert not raised(frames, "cpu-saturation")
+    found = raised(frames, "cpu-contention")
+    assert found, "two busy loops outside the job: contention expected"
+    assert all(f.blame is Blame.NEIGHBOUR for f in found)
+    # Neighbours are named, and only processes outside the job. (On a quiet host the two
+    # spinners are the busiest; on a box shared with other work, others may outrank them.)
+    outside = {p.pid for frame in frames for p in frame.snapshot.host.outside_top}
+    assert any(e.label.startswith("neighbour: ") for e in found[-1].evidence)
+    assert job.pid not in outside
+    print(found[-1].title, {a.pid, b.pid} & outside)
+
+
+@pytest.mark.torch
+def test_a_disk_writer_outside_is_not_io_bound(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "dd.out"
+    dd = ["dd", "if=/dev/zero", f"of={out}", "bs=1M", "count=4000", "oflag=direct"]
+    with started(torch_job(), ready=True) as job, started(dd):
+        frames = watch(job.pid, 24, OneGpu(job.pid))
+    assert not raised(frames, "io-bound")
+    for finding in raised(frames, "io-contention"):
+        assert finding.blame is Blame.NEIGHBOUR
+    print([f.title for f in raised(frames, "io-contention")][-1:])
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(CPUS != 2, reason="the scenario is sized for 2 CPUs")
+def test_a_job_spinning_two_threads_on_two_cpus_is_saturated() -> None:
+    pytest.importorskip("torch")
+    with started(torch_job(threads=2), ready=True) as job:
+        frames = watch(job.pid, 20)
+    found = raised(frames, "cpu-saturation")
+    assert found and found[-1].blame is Blame.JOB
+    print(found[-1].title)
