@@ -31,6 +31,16 @@ class ScopeKind(Enum):
     PID = "pid"
 
 
+class Blame(Enum):
+    """Whose problem a finding is: the job's code or settings, a neighbour sharing the machine,
+    the machine itself (ask the provider for another node), or not known."""
+
+    JOB = "job"
+    NEIGHBOUR = "neighbour"
+    MACHINE = "machine"
+    UNKNOWN = "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
     """What a finding is about: the host, one GPU (by index), or one process (by PID)."""
@@ -92,6 +102,7 @@ class Finding:
     evidence: tuple[Evidence, ...] = ()
     fix: str = ""
     since: float = 0.0  # unix time the condition was first seen (set by the tracker)
+    blame: Blame = Blame.UNKNOWN
 
     @property
     def key(self) -> tuple[str, Scope]:

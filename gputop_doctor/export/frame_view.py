@@ -31,6 +31,7 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         "fix": finding.fix,
         "since": finding.since,
         "docs": finding.docs_path,
+        "blame": finding.blame.value,
     }
 
 

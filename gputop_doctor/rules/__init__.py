@@ -11,16 +11,22 @@ from __future__ import annotations
 from gputop_doctor.core.rule import Rule
 from gputop_doctor.rules import (
     blas_openblas_on_intel,
+    comm_bound,
     cpu_saturation,
     dataloader_config,
     dataparallel,
+    ecc_errors,
     gpu_idle_memory,
     gpu_imbalance,
+    gpu_lost,
     gpu_memory_creep,
     gpu_starvation,
     gpu_unused,
+    gpu_xid,
     io_bound,
+    nvlink_errors,
     openblas_coretype,
+    pcie_link_degraded,
     power_cap,
     swap_pressure,
     thermal_throttle,
@@ -43,6 +49,12 @@ RULES: tuple[Rule, ...] = (
     io_bound.RULE,
     swap_pressure.RULE,
     dataloader_config.RULE,
+    gpu_xid.RULE,
+    gpu_lost.RULE,
+    ecc_errors.RULE,
+    pcie_link_degraded.RULE,
+    nvlink_errors.RULE,
+    comm_bound.RULE,
 )
 
 RULE_IDS: tuple[str, ...] = tuple(rule.rule_id for rule in RULES)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
+from gputop_doctor.core.health import XidEvent
 from gputop_doctor.core.model import MIB, GpuSample
 from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
@@ -33,6 +34,7 @@ from gputop_doctor.sources.nvml.fields import (
     throttle_counters,
 )
 from gputop_doctor.sources.nvml.gpm import GpmReader
+from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader, with_xids
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml.processes import GpuProcessReader
 
@@ -97,7 +99,7 @@ class DeviceReader:
         self._cache: dict[str, float | None] = {}
         self._fields = FieldBatch(
             self._field_values,
-            THROTTLE_FIELD_IDS + PCIE_FIELD_IDS,
+            THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS,
             lambda: caller.skipped(index, "nvmlDeviceGetFieldValues"),
         )
         self._pcie = PcieReader(
@@ -110,30 +112,38 @@ class DeviceReader:
         self.identity = Identity()
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
         self._procs = GpuProcessReader(nvml, caller, index, handle, clock)
+        self.health = HealthReader(nvml, caller, index, handle, clock)
         if self._usable and not self.lost:
             self._guard(self._read_identity)
+
+    @property
+    def handle(self) -> Any:
+        """The NVML handle (for calls about several GPUs: events, topology)."""
+        return self._handle
 
     @property
     def readable(self) -> bool:
         """Has a handle and is not lost: a GPU whose failure would say something about NVML."""
         return self._usable and not self.lost
 
-    def read(self, fuse: int = FAILING_FUSE) -> GpuSample:
+    def read(self, fuse: int = FAILING_FUSE, xids: tuple[XidEvent, ...] = ()) -> GpuSample:
         """This tick's sample; ``fuse`` driver errors in a row abandon it (see nvml_call).
 
+        ``xids`` are the Xid events the source drained for this GPU this tick; they are kept
+        even when the GPU is lost (an Xid 79 arrives with the GPU falling off the bus).
         Raises NvmlFailedError when NVML as a whole has gone.
         """
         self.failing = None
         if self.lost:
-            return self._lost_sample()
+            return self._lost_sample(xids)
         if not self._usable:
             return GpuSample(self.index)
         self._caller.begin(self.index, fuse)
         try:
-            return self._read()
+            return self._read(xids)
         except GpuLostError as err:
             self._mark_lost(err)
-            return self._lost_sample()
+            return self._lost_sample(xids)
         except GpuFailingError as err:
             self.failing = str(err)
             return self.unavailable_sample()
@@ -173,10 +183,15 @@ class DeviceReader:
         self.lost = True
         logger.warning("GPU %d is lost (%s); it needs a reset, the others go on", self.index, err)
 
-    def _lost_sample(self) -> GpuSample:
+    def _lost_sample(self, xids: tuple[XidEvent, ...] = ()) -> GpuSample:
         ident = self.identity
         return GpuSample(
-            self.index, name=ident.name, uuid=ident.uuid, pci_bus_id=ident.pci_bus_id, lost=True
+            self.index,
+            name=ident.name,
+            uuid=ident.uuid,
+            pci_bus_id=ident.pci_bus_id,
+            lost=True,
+            health=with_xids(None, xids),
         )
 
     def _read_identity(self) -> None:
@@ -192,7 +207,7 @@ class DeviceReader:
 
     # -- the tick --------------------------------------------------------------------------
 
-    def _read(self) -> GpuSample:
+    def _read(self, xids: tuple[XidEvent, ...]) -> GpuSample:
         ident = self.identity
         util = self._utilization()
         mem = self._memory()
@@ -230,6 +245,7 @@ class DeviceReader:
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
             processes=self._procs.read(),
+            health=self.health.read(fields, xids),
         )
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, not_found: Any = None) -> Any:

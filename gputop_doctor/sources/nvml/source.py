@@ -42,8 +42,10 @@ from gputop_doctor.sources.nvml.call import (
     GpuLostError,
     NvmlCaller,
     NvmlFailedError,
+    ReadAborted,
 )
 from gputop_doctor.sources.nvml.device import DeviceReader
+from gputop_doctor.sources.nvml.events import XidWatcher, read_topology
 from gputop_doctor.sources.nvml.pcie import SlowCallBudget
 
 logger = logging.getLogger(__name__)
@@ -89,6 +91,7 @@ class NvmlGpuSource:
         self._all_failing_ticks = 0
         self._failing_reported: set[int] = set()
         self._budget = SlowCallBudget()
+        self._xids: XidWatcher | None = None
         nvml, reason = load_pynvml()
         if nvml is None:
             self._status = GpuStatus(GpuState.UNAVAILABLE, reason or UNAVAILABLE)
@@ -106,6 +109,7 @@ class NvmlGpuSource:
         except NvmlFailedError as err:
             self._fail(str(err))
             return
+        self._watch_hardware()
         if not self._devices:
             self._status = GpuStatus(
                 GpuState.UNAVAILABLE,
@@ -124,11 +128,12 @@ class NvmlGpuSource:
         if self._failed:
             return self._unavailable()
         self._budget.new_tick()
+        xids = self._xids.poll() if self._xids is not None else {}
         samples = []
         fuse = FAILING_FUSE
         for device in self._devices:
             try:
-                samples.append(device.read(fuse))
+                samples.append(device.read(fuse, xids.get(device.index, ())))
             except NvmlFailedError as err:
                 self._fail(str(err))
                 return self._unavailable()
@@ -146,6 +151,9 @@ class NvmlGpuSource:
         devices, self._devices = self._devices, ()
         for device in devices if not self._failed else ():
             device.close()
+        if self._xids is not None and not self._failed:
+            self._xids.close()
+        self._xids = None
         if self._initialized:
             self._initialized = False
             try:
@@ -234,6 +242,20 @@ class NvmlGpuSource:
             nvml_version=call(SYSTEM, "nvmlSystemGetNVMLVersion", nvml.nvmlSystemGetNVMLVersion),
             cuda_driver_version=None if cuda is None else int(cuda),
         )
+
+    def _watch_hardware(self) -> None:
+        """Register for Xid events and read the topology, once, over every readable GPU."""
+        handles = [(d.index, d.handle) for d in self._devices if d.readable]
+        if not handles:
+            return
+        self._xids = XidWatcher(self._nvml, handles)
+        try:
+            topology = read_topology(self._nvml, self._caller, handles)
+        except ReadAborted as err:  # a GPU lost at start-up: no topology, the rest goes on
+            logger.warning("GPU topology not read: %s", err)
+            return
+        for device in self._devices:
+            device.health.topology = topology.get(device.index)
 
     def _enumerate(self) -> tuple[DeviceReader, ...]:
         nvml = self._nvml
