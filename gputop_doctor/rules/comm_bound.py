@@ -10,7 +10,7 @@ size, overlap) or the machine's (it has no better-connected GPUs) depends on the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gputop_doctor.config import CommBoundThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
@@ -66,7 +66,9 @@ def _socket_pairs(gpus: Sequence[GpuSample], job: list[int]) -> list[tuple[int, 
     return pairs
 
 
-def _heavy_pcie(cols: dict, spinning: list[int], t: CommBoundThresholds) -> bool:
+def _heavy_pcie(
+    cols: Mapping[int, tuple[GpuSample, ...]], spinning: list[int], t: CommBoundThresholds
+) -> bool:
     rates = []
     for index in spinning:
         for g in cols.get(index, ()):
@@ -89,7 +91,7 @@ def _finding(
     job: list[int],
     spinning: list[int],
     far: list[tuple[int, int]],
-    cols: dict,
+    cols: Mapping[int, tuple[GpuSample, ...]],
     t: CommBoundThresholds,
 ) -> Finding:
     names = ",".join(str(i) for i in spinning)

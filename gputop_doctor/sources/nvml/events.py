@@ -69,7 +69,8 @@ class XidWatcher:
         """Xid events pending now, by GPU index; {} at once when nothing is pending."""
         if self._set is None:
             return {}
-        nvml, out = self._nvml, {}
+        nvml = self._nvml
+        out: dict[int, list[XidEvent]] = {}
         now = self._wall()
         for _ in range(MAX_EVENTS_PER_TICK):
             try:
