@@ -41,14 +41,11 @@ TOPO_LEVELS: dict[int, TopoLink] = {
 
 @dataclass(frozen=True, slots=True)
 class NvLink:
-    """One NVLink of a GPU; error counters are cumulative since the driver loaded."""
+    """One NVLink of a GPU: whether it is up, and its NVLink version."""
 
     link: int
     active: bool | None = None
     version: int | None = None
-    crc_errors: int | None = None  # flit and data CRC errors
-    replay_errors: int | None = None
-    recovery_errors: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +91,10 @@ class GpuHealth:
     pcie_width_max: int | None = None
     pcie_replays: int | None = None  # cumulative PCIe replay counter
     nvlinks: tuple[NvLink, ...] = ()
+    # NVLink error counters over all links, cumulative since the driver loaded.
+    nvlink_crc_errors: int | None = None  # flit and data CRC errors
+    nvlink_replay_errors: int | None = None
+    nvlink_recovery_errors: int | None = None
     xids: tuple[XidEvent, ...] = ()  # Xid events read during this tick
     topology: Topology | None = None
 
@@ -104,13 +105,9 @@ class GpuHealth:
     @property
     def nvlink_errors(self) -> int | None:
         """CRC + replay + recovery errors over all links, None when no link reports any."""
-        counts = [
-            n
-            for link in self.nvlinks
-            for n in (link.crc_errors, link.replay_errors, link.recovery_errors)
-            if n is not None
-        ]
-        return sum(counts) if counts else None
+        counts = (self.nvlink_crc_errors, self.nvlink_replay_errors, self.nvlink_recovery_errors)
+        known = [n for n in counts if n is not None]
+        return sum(known) if known else None
 
     @property
     def pcie_degraded(self) -> bool:

@@ -28,6 +28,18 @@
  *   gpu.N.pcie_tx_bytes / pcie_rx_bytes   the cumulative PCIe byte counters served as field
  *                                    values 197/198 (NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES); the
  *                                    scenario writer advances them (Scenario.advanced)
+ *   gpu.N.topo L0 L1 ...             path to each peer GPU by index: `nv` (NVLink: P2P status
+ *                                    OK for the NVLINK index) or a nvmlGpuTopologyLevel_t value
+ *                                    (10 switch .. 50 across sockets); default 40 (same node)
+ *   event GPU TYPE DATA              a driver event (TYPE 8 = Xid critical error, DATA = the Xid);
+ *                                    delivered once each, in file order, by nvmlEventSetWait_v2
+ *   health counters (gpu.N.<field>): ecc_vol_corr/uncorr, ecc_agg_corr/uncorr, retired_sbe/dbe,
+ *                                    retired_pending, remap_corr (na: no remapper)/uncorr/
+ *                                    pending/failure, pcie_replay, nvlinks (count; 0/na: none),
+ *                                    nvlink_down (bitmask), nvlink_crc/replay/recovery (per
+ *                                    link), numa, cpu_first/cpu_count (affinity), events (na:
+ *                                    registration NOT_SUPPORTED); served by the dedicated calls
+ *                                    and as field values (3-6, 29-31, 38/45/52/59, 94, 142-145)
  *
  * Build variants hide symbols to exercise FunctionNotFound fallbacks:
  *   -DNO_V3 -DNO_V2 -DNO_EVENT_REASONS -DNO_MEMORY_V2 -DNO_TEMPERATURE_V -DNO_GPM
@@ -1591,7 +1603,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t h,
 /* ---- field values ----------------------------------------------------------------------- */
 
 static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
-    int f = -1;
+    int f = -1, links = 0, zero = 0, remap = 0; /* remap: no remapper when remap_corr is na */
     unsigned int type = 3; /* unsigned long long */
     switch (fv->fieldId) {
     case 74: f = F_THR_SW_POWER_CAP; break;
@@ -1608,6 +1620,21 @@ static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
     case 195: f = F_TEMP_MEM_MAX; type = 5; break;
     case 196: f = F_TEMP_GPU_MAX; type = 5; break;
     case 94: f = F_PCIE_REPLAY; type = 1; break;
+    case 3: f = F_ECC_VOL_CORR; break;
+    case 4: f = F_ECC_VOL_UNCORR; break;
+    case 5: f = F_ECC_AGG_CORR; break;
+    case 6: f = F_ECC_AGG_UNCORR; break;
+    case 29: f = F_RETIRED_SBE; break;
+    case 30: f = F_RETIRED_DBE; break;
+    case 31: f = F_RETIRED_PENDING; break;
+    case 142: f = F_REMAP_CORR; type = 1; break;
+    case 143: f = F_REMAP_UNCORR; type = 1; remap = 1; break;
+    case 144: f = F_REMAP_PENDING; type = 1; remap = 1; break;
+    case 145: f = F_REMAP_FAILURE; type = 1; remap = 1; break;
+    case 38: f = F_NVLINK_CRC; links = 1; break;
+    case 45: f = F_NVLINK_CRC; links = 1; zero = 1; break; /* data CRC: none */
+    case 52: f = F_NVLINK_REPLAY; links = 1; break;
+    case 59: f = F_NVLINK_RECOVERY; links = 1; break;
     case 197: f = F_PCIE_TX_BYTES; break;
     case 198: f = F_PCIE_RX_BYTES; break;
     default: break;
@@ -1619,11 +1646,17 @@ static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
         fv->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
         return;
     }
-    if (g->v[f] == NA) {
+    long long n = g->v[F_NVLINKS];
+    if (g->v[f] == NA || (links && (n == NA || n <= 0)) || (remap && g->v[F_REMAP_CORR] == NA)) {
         fv->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         return;
     }
     fv->valueType = type;
+    if (links) { /* totals over all links: the per-link count times the links */
+        fv->nvmlReturn = NVML_SUCCESS;
+        fv->value.ullVal = zero ? 0 : (unsigned long long)(g->v[f] * n);
+        return;
+    }
     fv->nvmlReturn = NVML_SUCCESS;
     if (type == 1) fv->value.uiVal = (unsigned int)g->v[f];
     else if (type == 5) fv->value.siVal = (int)g->v[f];

@@ -212,6 +212,38 @@ class FakeGpu:
         out.extend(f"{p}error {name} {code}" for name, code in self.errors)
         return out
 
+    def without_health(self) -> FakeGpu:
+        """A copy where every optional health call answers NOT_SUPPORTED (a consumer card)."""
+        return replace(
+            self,
+            ecc_vol_corr=None,
+            ecc_vol_uncorr=None,
+            ecc_agg_corr=None,
+            ecc_agg_uncorr=None,
+            retired_sbe=None,
+            retired_dbe=None,
+            retired_pending=None,
+            remap_corr=None,
+            pcie_gen=None,
+            pcie_width=None,
+            pcie_gen_max=None,
+            pcie_width_max=None,
+            pcie_replay=None,
+            nvlinks=None,
+            numa=None,
+            cpu_first=None,
+            events=None,
+            unsupported=(
+                *self.unsupported,
+                "nvmlDeviceGetP2PStatus",
+                "nvmlDeviceGetTopologyCommonAncestor",
+            ),
+        )
+
+    def with_nvlink_machine(self, gpus: int, links: int = 18) -> FakeGpu:
+        """A copy on an NVLink machine: ``links`` links, NVLink to each of ``gpus`` GPUs."""
+        return replace(self, nvlinks=links, topo=(TOPO_NVLINK,) * gpus)
+
     def advanced(self, seconds: float) -> FakeGpu:
         """A copy whose PCIe byte counters moved on by ``seconds`` at the throughput rates."""
         return replace(

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from gputop_doctor.core.health import XidEvent
 from gputop_doctor.core.model import MIB, GpuSample
 from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
@@ -34,7 +33,7 @@ from gputop_doctor.sources.nvml.fields import (
     throttle_counters,
 )
 from gputop_doctor.sources.nvml.gpm import GpmReader
-from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader, with_xids
+from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml.processes import GpuProcessReader
 
@@ -112,7 +111,7 @@ class DeviceReader:
         self.identity = Identity()
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
         self._procs = GpuProcessReader(nvml, caller, index, handle, clock)
-        self.health = HealthReader(nvml, caller, index, handle, clock)
+        self.health = HealthReader(nvml, caller, index, handle, clock, self._fields.unsupported)
         if self._usable and not self.lost:
             self._guard(self._read_identity)
 
@@ -126,24 +125,24 @@ class DeviceReader:
         """Has a handle and is not lost: a GPU whose failure would say something about NVML."""
         return self._usable and not self.lost
 
-    def read(self, fuse: int = FAILING_FUSE, xids: tuple[XidEvent, ...] = ()) -> GpuSample:
+    def read(self, fuse: int = FAILING_FUSE) -> GpuSample:
         """This tick's sample; ``fuse`` driver errors in a row abandon it (see nvml_call).
 
-        ``xids`` are the Xid events the source drained for this GPU this tick; they are kept
-        even when the GPU is lost (an Xid 79 arrives with the GPU falling off the bus).
-        Raises NvmlFailedError when NVML as a whole has gone.
+        The source adds the tick's Xid events afterwards (also to a lost GPU's sample: an Xid
+        79 arrives with the GPU falling off the bus). Raises NvmlFailedError when NVML as a
+        whole has gone.
         """
         self.failing = None
         if self.lost:
-            return self._lost_sample(xids)
+            return self._lost_sample()
         if not self._usable:
             return GpuSample(self.index)
         self._caller.begin(self.index, fuse)
         try:
-            return self._read(xids)
+            return self._read()
         except GpuLostError as err:
             self._mark_lost(err)
-            return self._lost_sample(xids)
+            return self._lost_sample()
         except GpuFailingError as err:
             self.failing = str(err)
             return self.unavailable_sample()
@@ -183,7 +182,7 @@ class DeviceReader:
         self.lost = True
         logger.warning("GPU %d is lost (%s); it needs a reset, the others go on", self.index, err)
 
-    def _lost_sample(self, xids: tuple[XidEvent, ...] = ()) -> GpuSample:
+    def _lost_sample(self) -> GpuSample:
         ident = self.identity
         return GpuSample(
             self.index,
@@ -191,7 +190,6 @@ class DeviceReader:
             uuid=ident.uuid,
             pci_bus_id=ident.pci_bus_id,
             lost=True,
-            health=with_xids(None, xids),
         )
 
     def _read_identity(self) -> None:
@@ -207,7 +205,7 @@ class DeviceReader:
 
     # -- the tick --------------------------------------------------------------------------
 
-    def _read(self, xids: tuple[XidEvent, ...]) -> GpuSample:
+    def _read(self) -> GpuSample:
         ident = self.identity
         util = self._utilization()
         mem = self._memory()
@@ -245,7 +243,7 @@ class DeviceReader:
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
             processes=self._procs.read(),
-            health=self.health.read(fields, xids),
+            health=self.health.read(fields),
         )
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, not_found: Any = None) -> Any:

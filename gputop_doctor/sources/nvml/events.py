@@ -31,6 +31,7 @@ XID_CRITICAL_ERROR = 0x8  # nvmlEventTypeXidCriticalError
 MAX_EVENTS_PER_TICK = 64  # a storm of events is drained over several ticks, not in one
 P2P_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
 P2P_OK = 0
+AFFINITY_WORDS = 16  # CPU mask words asked for at least: 1024 CPUs
 
 
 class XidWatcher:
@@ -137,7 +138,7 @@ def _path(nvml: Any, caller: NvmlCaller, index: int, handle: Any, other: Any) ->
 
 def _cpus(nvml: Any, caller: NvmlCaller, index: int, handle: Any) -> str | None:
     bits = 64
-    words = max(1, ((os.cpu_count() or 1) + bits - 1) // bits)
+    words = max(AFFINITY_WORDS, ((os.cpu_count() or 1) + bits - 1) // bits)
     mask = caller.call(
         index, "nvmlDeviceGetCpuAffinity", nvml.nvmlDeviceGetCpuAffinity, handle, words
     )

@@ -32,6 +32,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from gputop_doctor.core.model import GpuSample, GpuState
@@ -46,6 +47,7 @@ from gputop_doctor.sources.nvml.call import (
 )
 from gputop_doctor.sources.nvml.device import DeviceReader
 from gputop_doctor.sources.nvml.events import XidWatcher, read_topology
+from gputop_doctor.sources.nvml.health import with_xids
 from gputop_doctor.sources.nvml.pcie import SlowCallBudget
 
 logger = logging.getLogger(__name__)
@@ -128,19 +130,31 @@ class NvmlGpuSource:
         if self._failed:
             return self._unavailable()
         self._budget.new_tick()
-        xids = self._xids.poll() if self._xids is not None else {}
         samples = []
         fuse = FAILING_FUSE
         for device in self._devices:
             try:
-                samples.append(device.read(fuse, xids.get(device.index, ())))
+                samples.append(device.read(fuse))
             except NvmlFailedError as err:
                 self._fail(str(err))
                 return self._unavailable()
             if device.failing is not None:
                 fuse = 1  # one GPU answers only errors: the next one gets a single chance
         self._watch_failing()
-        return tuple(samples)
+        return self._with_xids(samples)
+
+    def _with_xids(self, samples: list[GpuSample]) -> tuple[GpuSample, ...]:
+        """The samples with the Xid events drained this tick. Not while a GPU answers only
+        errors: the driver may be failing as a whole, and the wait would be one more error."""
+        if self._xids is None or self._failed or any(d.failing for d in self._devices):
+            return tuple(samples)
+        xids = self._xids.poll()
+        if not xids:
+            return tuple(samples)
+        return tuple(
+            replace(s, health=with_xids(s.health, xids[s.index])) if s.index in xids else s
+            for s in samples
+        )
 
     def close(self) -> None:
         """Free GPM buffers and shut NVML down once; later reads return ``()``.
