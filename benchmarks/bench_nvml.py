@@ -81,6 +81,7 @@ def measure(lib: Path, scenario_path: Path, kind: str, ticks: int) -> None:
     source = NvmlGpuSource(clock=clock)
     costs: list[float] = []
     try:
+        calls_before = count(b"*", -1)
         for _ in range(ticks):
             started = time.perf_counter()
             gpus = source.read_gpus()
@@ -90,6 +91,7 @@ def measure(lib: Path, scenario_path: Path, kind: str, ticks: int) -> None:
             scenario.write(scenario_path)
         assert len(gpus) == GPUS, source.status()
         pcie = count(b"nvmlDeviceGetPcieThroughput", -1)
+        calls = (count(b"*", -1) - calls_before) / ticks
     finally:
         source.close()
     ms = sorted(c * 1000 for c in costs)
@@ -97,7 +99,8 @@ def measure(lib: Path, scenario_path: Path, kind: str, ticks: int) -> None:
     print(
         f"{kind:>10}: read_gpus() mean {statistics.fmean(ms):6.2f} ms, median "
         f"{statistics.median(ms):6.2f}, p95 {p95:6.2f}, max {ms[-1]:6.2f}, first "
-        f"{costs[0] * 1000:6.2f}; PcieThroughput calls {pcie} in {ticks} ticks; last tick "
+        f"{costs[0] * 1000:6.2f}; NVML calls/tick {calls:.1f}; PcieThroughput calls {pcie} in "
+        f"{ticks} ticks; last tick "
         f"rx/tx KiB/s of GPU 0 = {gpus[0].pcie_rx_kib_s}/{gpus[0].pcie_tx_kib_s}"
     )
 
