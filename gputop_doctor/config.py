@@ -260,6 +260,17 @@ class CommBoundThresholds:
 
 
 @dataclass(frozen=True, slots=True)
+class StragglerThresholds:
+    """``rank-straggler``: one rank idles while its peers spin waiting for it."""
+
+    window_s: float = 120.0
+    min_span_s: float = 20.0
+    idle_util_pct: float = 20.0  # the stalled GPU at or below this
+    busy_util_pct: float = 80.0  # every peer at or above this meanwhile
+    min_episodes: int = 2  # separate stalls in the window
+
+
+@dataclass(frozen=True, slots=True)
 class RuleThresholds:
     """Per-rule thresholds, one field per rule id (dashes become underscores).
 
@@ -297,6 +308,7 @@ class RuleThresholds:
     pcie_link_degraded: PcieLinkThresholds = field(default_factory=PcieLinkThresholds)
     nvlink_errors: NvLinkThresholds = field(default_factory=NvLinkThresholds)
     comm_bound: CommBoundThresholds = field(default_factory=CommBoundThresholds)
+    rank_straggler: StragglerThresholds = field(default_factory=StragglerThresholds)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from gputop_doctor.rules import (
     openblas_coretype,
     pcie_link_degraded,
     power_cap,
+    rank_straggler,
     swap_pressure,
     thermal_throttle,
     thread_oversubscription,
@@ -55,6 +56,7 @@ RULES: tuple[Rule, ...] = (
     pcie_link_degraded.RULE,
     nvlink_errors.RULE,
     comm_bound.RULE,
+    rank_straggler.RULE,
 )
 
 RULE_IDS: tuple[str, ...] = tuple(rule.rule_id for rule in RULES)
