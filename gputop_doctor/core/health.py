@@ -129,3 +129,17 @@ class GpuHealth:
             or self.remap_pending
             or self.retired_pending
         )
+
+    def marks(self, busy: bool) -> tuple[str, ...]:
+        """Short words for what is wrong now, for a GPU card: ``ecc``, ``pcie``, ``nvlink``,
+        ``xid``. The PCIe link counts only when ``busy`` (links downshift when idle)."""
+        out = []
+        if self.memory_faulty:
+            out.append("ecc")
+        if busy and self.pcie_degraded:
+            out.append("pcie")
+        if self.links_down:
+            out.append("nvlink")
+        if self.xids:
+            out.append("xid")
+        return tuple(out)
