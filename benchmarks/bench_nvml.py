@@ -8,6 +8,9 @@ call, blocks for its 20 ms sampling window (``Scenario.pcie_window_us``). Three 
 * ``counters``: the driver has the PCIe byte counters (field values 197/198), as from R4xx on;
 * ``fallback``: it lacks them, so the reader must fall back to ``nvmlDeviceGetPcieThroughput``;
 * ``no-window``: counters, and a PcieThroughput that does not block (pure Python/ctypes cost).
+* ``health``: ``no-window`` on an NVLink machine (18 links per GPU, NVLink to every peer) with
+  every hardware-health call answering (ECC, remapped rows, PCIe link, NVLink, Xid events);
+* ``unsupported``: ``no-window`` where every optional health call answers NOT_SUPPORTED.
 
 The reader's clock moves 1 s per tick, as at the default interval, and the scenario with it
 (so the fake re-reads its file once a tick, inside the timing). To measure another version
@@ -55,7 +58,11 @@ def machine(kind: str) -> Scenario:
         scenario = scenario.with_gpu(index, processes=(proc,))
     if kind == "fallback":
         scenario = scenario.with_all(pcie_rx_bytes=None, pcie_tx_bytes=None)
-    window = 0 if kind == "no-window" else WINDOW_US
+    if kind == "health":
+        scenario = scenario.with_all(nvlinks=18, topo=("nv",) * GPUS)
+    if kind == "unsupported":
+        scenario = Scenario(gpus=tuple(g.without_health() for g in scenario.gpus))
+    window = WINDOW_US if kind in ("counters", "fallback") else 0
     return Scenario(gpus=scenario.gpus, pcie_window_us=window)
 
 
@@ -74,6 +81,7 @@ def measure(lib: Path, scenario_path: Path, kind: str, ticks: int) -> None:
     source = NvmlGpuSource(clock=clock)
     costs: list[float] = []
     try:
+        calls_before = count(b"*", -1)
         for _ in range(ticks):
             started = time.perf_counter()
             gpus = source.read_gpus()
@@ -83,6 +91,7 @@ def measure(lib: Path, scenario_path: Path, kind: str, ticks: int) -> None:
             scenario.write(scenario_path)
         assert len(gpus) == GPUS, source.status()
         pcie = count(b"nvmlDeviceGetPcieThroughput", -1)
+        calls = (count(b"*", -1) - calls_before) / ticks
     finally:
         source.close()
     ms = sorted(c * 1000 for c in costs)
@@ -90,7 +99,8 @@ def measure(lib: Path, scenario_path: Path, kind: str, ticks: int) -> None:
     print(
         f"{kind:>10}: read_gpus() mean {statistics.fmean(ms):6.2f} ms, median "
         f"{statistics.median(ms):6.2f}, p95 {p95:6.2f}, max {ms[-1]:6.2f}, first "
-        f"{costs[0] * 1000:6.2f}; PcieThroughput calls {pcie} in {ticks} ticks; last tick "
+        f"{costs[0] * 1000:6.2f}; NVML calls/tick {calls:.1f}; PcieThroughput calls {pcie} in "
+        f"{ticks} ticks; last tick "
         f"rx/tx KiB/s of GPU 0 = {gpus[0].pcie_rx_kib_s}/{gpus[0].pcie_tx_kib_s}"
     )
 

@@ -66,7 +66,7 @@ def rss_mib() -> float:
     return float("nan")
 
 
-def use_fake_nvml(root_pid: int, workdir: Path) -> None:
+def use_fake_nvml(root_pid: int, workdir: Path, health: str = "nvlink") -> None:
     """Build the tests' fake libnvidia-ml and point NVML at it, one rank per GPU."""
     import psutil
 
@@ -88,6 +88,10 @@ def use_fake_nvml(root_pid: int, workdir: Path) -> None:
         )
         for pid in ranks
     )
+    if health == "nvlink":  # every health call answers: 18 NVLinks per GPU, NVLink to all
+        gpus = tuple(g.with_nvlink_machine(len(gpus)) for g in gpus)
+    else:  # every optional health call answers NOT_SUPPORTED
+        gpus = tuple(g.without_health() for g in gpus)
     scenario_path = workdir / "scenario.txt"
     Scenario(gpus=gpus).write(scenario_path)
     os.environ["FAKE_NVML_SCENARIO"] = str(scenario_path)
@@ -126,12 +130,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--ticks", type=int, default=60, help="back-to-back ticks for tick cost")
     parser.add_argument("--gpu-source", choices=("demo", "fake", "nvml"), default="demo")
+    parser.add_argument(
+        "--fake-health",
+        choices=("nvlink", "unsupported"),
+        default="nvlink",
+        help="fake GPUs with every health reading (NVLink machine) or none supported",
+    )
     args = parser.parse_args()
     tree = start_tree()
     tmp = tempfile.mkdtemp()
     try:
         if args.gpu_source == "fake":
-            use_fake_nvml(tree.pid, Path(tmp))
+            use_fake_nvml(tree.pid, Path(tmp), args.fake_health)
         started = time.perf_counter()
         engine = build_engine(tree.pid, os.path.join(tmp, "bench.csv"), args.gpu_source)
         first = engine.tick()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.findings import Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot, SystemInfo, TreeTotals
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 from gputop_doctor.export.reader import SessionFormatError, read_session
@@ -190,3 +192,30 @@ def test_appending_after_a_torn_row_cuts_it_first(tmp_path: Path) -> None:
     sink.close()
     session = read_session(str(path))
     assert [t.snapshot.tick for t in session.ticks] == [0, 1] and session.dropped_rows == 0
+
+
+def test_hardware_health_round_trips(tmp_path: Path) -> None:
+    health = GpuHealth(
+        ecc_volatile_corrected=7,
+        ecc_volatile_uncorrected=2,
+        retired_pending=True,
+        remapped_correctable=3,
+        remap_failure=False,
+        pcie_gen=3,
+        pcie_width=8,
+        pcie_gen_max=5,
+        pcie_width_max=16,
+        pcie_replays=12,
+        nvlinks=(NvLink(0, True, 4), NvLink(1, False, 4), NvLink(2, None, None)),
+        nvlink_crc_errors=5,
+        xids=(XidEvent(79, 1_700_000_000.25), XidEvent(48, 1_700_000_001.5)),
+        topology=Topology(1, "0-3,8", ((1, TopoLink.NVLINK), (2, TopoLink.SYSTEM))),
+    )
+    gpus = (replace(full_gpu(0), health=health), full_gpu(1), GpuSample(index=2, lost=True))
+    path = tmp_path / "s.csv"
+    sink = CsvSink(str(path))
+    sink.write(_frame(0, gpus))
+    sink.close()
+    [tick] = read_session(str(path)).ticks
+    assert tick.snapshot.gpus == gpus
+    assert tick.snapshot.gpus[0].health == health

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum, IntFlag
 
+from gputop_doctor.core.health import GpuHealth
+
 MIB = 1024 * 1024
 
 
@@ -131,6 +133,7 @@ class GpuSample:
     sm_active_pct: float | None = None
     tensor_active_pct: float | None = None
     processes: tuple[GpuProcess, ...] = ()
+    health: GpuHealth | None = None  # memory errors, links, Xid events, topology
 
     @property
     def clock_events(self) -> tuple[str, ...]:

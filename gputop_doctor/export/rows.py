@@ -18,6 +18,7 @@ from gputop_doctor.core.model import (
     TreeTotals,
 )
 from gputop_doctor.core.verdict import Verdict
+from gputop_doctor.export.health_cells import HEALTH_WIDTH, health_cells, health_from_row
 from gputop_doctor.export.schema import (
     GPU_FIELDS,
     HOST_FIELDS,
@@ -65,7 +66,7 @@ def _iso(ts: float) -> str:
 
 def _gpu_cells(gpu: GpuSample | None) -> list[str]:
     if gpu is None:
-        return [""] * (len(GPU_FIELDS) + 3 + len(THROTTLE_FIELDS))
+        return [""] * (len(GPU_FIELDS) + 3 + len(THROTTLE_FIELDS) + HEALTH_WIDTH)
     scalars = [encode(getattr(gpu, f.attr)) for f in GPU_FIELDS]
     extra = [
         LIST_SEP.join(gpu.clock_events) if gpu.clock_event_bits is not None else "",
@@ -74,7 +75,7 @@ def _gpu_cells(gpu: GpuSample | None) -> list[str]:
     ]
     throttle = gpu.throttle or ThrottleCounters()
     counters = [encode(getattr(throttle, f.attr)) for f in THROTTLE_FIELDS]
-    return [*scalars, *extra, *counters]
+    return [*scalars, *extra, *counters, *health_cells(gpu.health)]
 
 
 def _encode_gpu_process(proc: GpuProcess) -> str:
@@ -129,6 +130,7 @@ def gpu_from_row(row: dict[str, str]) -> GpuSample | None:
     values["throttle"] = (
         None if all(v is None for v in counters.values()) else ThrottleCounters(**counters)  # type: ignore[arg-type]
     )
+    values["health"] = health_from_row(row)
     return GpuSample(**values)  # type: ignore[arg-type]
 
 

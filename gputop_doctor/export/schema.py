@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Separators inside one cell. Neither appears in numbers or in finding ids.
 LIST_SEP = "|"
@@ -67,6 +67,28 @@ THROTTLE_FIELDS: tuple[Field, ...] = (
     Field("gpu_throttle_hw_power_brake_ns", "hw_power_brake_ns", int),
 )
 
+HEALTH_FIELDS: tuple[Field, ...] = (  # attributes of GpuHealth
+    Field("gpu_ecc_volatile_corrected", "ecc_volatile_corrected", int),
+    Field("gpu_ecc_volatile_uncorrected", "ecc_volatile_uncorrected", int),
+    Field("gpu_ecc_aggregate_corrected", "ecc_aggregate_corrected", int),
+    Field("gpu_ecc_aggregate_uncorrected", "ecc_aggregate_uncorrected", int),
+    Field("gpu_retired_pages", "retired_pages", int),
+    Field("gpu_retired_pending", "retired_pending", bool),
+    Field("gpu_remapped_correctable", "remapped_correctable", int),
+    Field("gpu_remapped_uncorrectable", "remapped_uncorrectable", int),
+    Field("gpu_remap_pending", "remap_pending", bool),
+    Field("gpu_remap_failure", "remap_failure", bool),
+    Field("gpu_pcie_gen", "pcie_gen", int),
+    Field("gpu_pcie_width", "pcie_width", int),
+    Field("gpu_pcie_gen_max", "pcie_gen_max", int),
+    Field("gpu_pcie_width_max", "pcie_width_max", int),
+    Field("gpu_pcie_replays", "pcie_replays", int),
+    Field("gpu_nvlink_crc_errors", "nvlink_crc_errors", int),
+    Field("gpu_nvlink_replay_errors", "nvlink_replay_errors", int),
+    Field("gpu_nvlink_recovery_errors", "nvlink_recovery_errors", int),
+)
+HEALTH_EXTRA_COLUMNS = ("gpu_nvlinks", "gpu_xids", "gpu_numa_node", "gpu_cpus", "gpu_peers")
+
 HOST_FIELDS: tuple[Field, ...] = (
     Field("host_cpu_pct", "cpu_pct", float),
     Field("host_logical_cpus", "logical_cpus", int),
@@ -114,6 +136,8 @@ COLUMNS: tuple[str, ...] = (
     *(f.column for f in GPU_FIELDS),
     *GPU_EXTRA_COLUMNS,
     *(f.column for f in THROTTLE_FIELDS),
+    *(f.column for f in HEALTH_FIELDS),
+    *HEALTH_EXTRA_COLUMNS,
     *(f.column for f in HOST_FIELDS),
     *(c for c, _, _ in PSI_COLUMNS),
     *TARGET_COLUMNS,

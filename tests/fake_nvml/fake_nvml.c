@@ -28,6 +28,18 @@
  *   gpu.N.pcie_tx_bytes / pcie_rx_bytes   the cumulative PCIe byte counters served as field
  *                                    values 197/198 (NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES); the
  *                                    scenario writer advances them (Scenario.advanced)
+ *   gpu.N.topo L0 L1 ...             path to each peer GPU by index: `nv` (NVLink: P2P status
+ *                                    OK for the NVLINK index) or a nvmlGpuTopologyLevel_t value
+ *                                    (10 switch .. 50 across sockets); default 40 (same node)
+ *   event GPU TYPE DATA              a driver event (TYPE 8 = Xid critical error, DATA = the Xid);
+ *                                    delivered once each, in file order, by nvmlEventSetWait_v2
+ *   health counters (gpu.N.<field>): ecc_vol_corr/uncorr, ecc_agg_corr/uncorr, retired_sbe/dbe,
+ *                                    retired_pending, remap_corr (na: no remapper)/uncorr/
+ *                                    pending/failure, pcie_replay, nvlinks (count; 0/na: none),
+ *                                    nvlink_down (bitmask), nvlink_crc/replay/recovery (per
+ *                                    link), numa, cpu_first/cpu_count (affinity), events (na:
+ *                                    registration NOT_SUPPORTED); served by the dedicated calls
+ *                                    and as field values (3-6, 29-31, 38/45/52/59, 94, 142-145)
  *
  * Build variants hide symbols to exercise FunctionNotFound fallbacks:
  *   -DNO_V3 -DNO_V2 -DNO_EVENT_REASONS -DNO_MEMORY_V2 -DNO_TEMPERATURE_V -DNO_GPM
@@ -254,7 +266,28 @@ _Static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "nvmlGpmMetricsGet_
     X(F_PERSISTENCE, "persistence", 1)                                                        \
     X(F_DISPLAY_ACTIVE, "display_active", 0)                                                  \
     X(F_COMPUTE_MODE, "compute_mode", 0)                                                      \
-    X(F_ECC_ERRORS, "ecc_errors", 0)                                                          \
+    X(F_ECC_VOL_CORR, "ecc_vol_corr", 0)                                                      \
+    X(F_ECC_VOL_UNCORR, "ecc_vol_uncorr", 0)                                                  \
+    X(F_ECC_AGG_CORR, "ecc_agg_corr", 0)                                                      \
+    X(F_ECC_AGG_UNCORR, "ecc_agg_uncorr", 0)                                                  \
+    X(F_RETIRED_SBE, "retired_sbe", 0)                                                        \
+    X(F_RETIRED_DBE, "retired_dbe", 0)                                                        \
+    X(F_RETIRED_PENDING, "retired_pending", 0)                                                \
+    X(F_REMAP_CORR, "remap_corr", 0)                                                          \
+    X(F_REMAP_UNCORR, "remap_uncorr", 0)                                                      \
+    X(F_REMAP_PENDING, "remap_pending", 0)                                                    \
+    X(F_REMAP_FAILURE, "remap_failure", 0)                                                    \
+    X(F_PCIE_REPLAY, "pcie_replay", 0)                                                        \
+    X(F_NVLINKS, "nvlinks", 0)                                                                \
+    X(F_NVLINK_VERSION, "nvlink_version", 4)                                                  \
+    X(F_NVLINK_DOWN, "nvlink_down", 0)                                                        \
+    X(F_NVLINK_CRC, "nvlink_crc", 0)                                                          \
+    X(F_NVLINK_REPLAY, "nvlink_replay", 0)                                                    \
+    X(F_NVLINK_RECOVERY, "nvlink_recovery", 0)                                                \
+    X(F_NUMA, "numa", 0)                                                                      \
+    X(F_CPU_FIRST, "cpu_first", 0)                                                            \
+    X(F_CPU_COUNT, "cpu_count", 8)                                                            \
+    X(F_EVENTS, "events", 1)                                                                  \
     X(F_ARCH, "arch", 9)                                                                      \
     X(F_CC_MAJOR, "cc_major", 9)                                                              \
     X(F_CC_MINOR, "cc_minor", 0)                                                              \
@@ -293,6 +326,14 @@ struct fake_gpu {
     struct fake_series util, mem;
     int nprocs;
     struct fake_proc procs[MAX_PROCS];
+    int topo[MAX_GPUS]; /* common-ancestor level per peer; TOPO_NVLINK: joined by NVLink */
+};
+
+#define TOPO_NVLINK (-1)
+#define MAX_EVENTS 64
+struct fake_event {
+    int gpu;
+    unsigned long long type, data;
 };
 
 struct fake_inject {
@@ -311,6 +352,8 @@ struct scenario {
     int ninject;
     struct fake_inject inject[MAX_INJECT];
     struct fake_gpu gpus[MAX_GPUS];
+    int nevents;
+    struct fake_event events[MAX_EVENTS];
 };
 
 static struct scenario buffers[2];
@@ -325,6 +368,13 @@ static struct {
 } scenario_key;
 static int init_refcount;
 static struct fake_handle handles[MAX_GPUS];
+struct fake_event_set {
+    unsigned long long mask[MAX_GPUS];
+    int used;
+};
+typedef struct fake_event_set *nvmlEventSet_t;
+static struct fake_event_set event_sets[4];
+static int events_delivered; /* scenario events already handed out (survives re-reads) */
 static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 
 static void set_defaults(struct scenario *s) {
@@ -339,6 +389,7 @@ static void set_defaults(struct scenario *s) {
         snprintf(g->uuid, sizeof(g->uuid), "GPU-fa4e0000-0000-4000-8000-%012x", i);
         snprintf(g->bus_id, sizeof(g->bus_id), "00000000:%02X:00.0", 0x18 + i);
         memcpy(g->v, field_defaults, sizeof(g->v));
+        for (int j = 0; j < MAX_GPUS; j++) g->topo[j] = 40; /* same NUMA node */
     }
 }
 
@@ -382,6 +433,23 @@ static void parse_proc(struct fake_gpu *g, char *rest) {
     g->nprocs++;
 }
 
+/* "nv 40 50 ...": per peer, NVLink or the common-ancestor level (nvmlGpuTopologyLevel_t). */
+static void parse_topo(struct fake_gpu *g, char *rest) {
+    char *save = NULL;
+    int peer = 0;
+    for (char *tok = strtok_r(rest, " \t", &save); tok && peer < MAX_GPUS;
+         tok = strtok_r(NULL, " \t", &save))
+        g->topo[peer++] = !strcmp(tok, "nv") ? TOPO_NVLINK : atoi(tok);
+}
+
+/* "event GPU TYPE DATA": the next event the driver delivers (in file order, each once). */
+static void parse_event(struct scenario *s, char *rest) {
+    if (s->nevents >= MAX_EVENTS) return;
+    struct fake_event *e = &s->events[s->nevents];
+    if (sscanf(rest, "%d %llu %llu", &e->gpu, &e->type, &e->data) != 3) return;
+    s->nevents++;
+}
+
 static void add_inject(struct scenario *s, int gpu, const char *rest, int unsupported) {
     if (s->ninject >= MAX_INJECT) return;
     struct fake_inject *in = &s->inject[s->ninject];
@@ -420,6 +488,8 @@ static void parse_gpu_line(struct scenario *s, const char *key, char *rest) {
         parse_series(&g->mem, rest);
     } else if (!strcmp(field, "proc")) {
         parse_proc(g, rest);
+    } else if (!strcmp(field, "topo")) {
+        parse_topo(g, rest);
     } else if (!strcmp(field, "unsupported")) {
         add_inject(s, (int)idx, rest, 1);
     } else if (!strcmp(field, "error")) {
@@ -466,6 +536,8 @@ static int parse_scenario(const char *path, struct scenario *s) {
         } else if (!strcmp(key, "gpu_count")) {
             int n = atoi(rest);
             s->gpu_count = n < 0 ? 0 : n > MAX_GPUS ? MAX_GPUS : n;
+        } else if (!strcmp(key, "event")) {
+            parse_event(s, rest);
         } else if (!strcmp(key, "unsupported")) {
             add_inject(s, -1, rest, 1);
         } else if (!strcmp(key, "error")) {
@@ -544,6 +616,8 @@ EXPORT void fake_nvml_reset(void) {
     memset(sym_counts, 0, sizeof(sym_counts));
     init_refcount = 0;
     scenario_key.valid = 0;
+    events_delivered = 0;
+    memset(event_sets, 0, sizeof(event_sets));
     if (calllog) fclose(calllog);
     calllog = NULL;
     calllog_checked = 0;
@@ -1148,6 +1222,239 @@ EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t h, unsigned int *
     return uint_field(g, F_PCIE_WIDTH_MAX, v);
 }
 
+EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_PCIE_REPLAY, v);
+}
+
+/* ---- ECC, retired pages, remapped rows ---------------------------------------------------- */
+
+static nvmlReturn_t retired_pages(struct fake_gpu *g, unsigned int cause, unsigned int *count,
+                                  unsigned long long *addresses, unsigned long long *times) {
+    CHECK_PTR(count);
+    if (cause > 1) return NVML_ERROR_INVALID_ARGUMENT;
+    FIELD_OR_NA(n, cause == 0 ? F_RETIRED_SBE : F_RETIRED_DBE);
+    if (!addresses) {
+        unsigned int want = (unsigned int)n;
+        *count = want;
+        return want ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    }
+    if (*count < (unsigned int)n) {
+        *count = (unsigned int)n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (long long i = 0; i < n; i++) {
+        addresses[i] = 0x1000ULL * (unsigned long long)(i + 1);
+        if (times) times[i] = 1700000000ULL + (unsigned long long)i;
+    }
+    *count = (unsigned int)n;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t h, unsigned int cause,
+                                              unsigned int *count,
+                                              unsigned long long *addresses) {
+    DEV_BEGIN(h, 1);
+    return retired_pages(g, cause, count, addresses, NULL);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t h, unsigned int cause,
+                                                 unsigned int *count,
+                                                 unsigned long long *addresses,
+                                                 unsigned long long *times) {
+    DEV_BEGIN(h, 1);
+    return retired_pages(g, cause, count, addresses, times);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t h, unsigned int *v) {
+    DEV_BEGIN(h, 1);
+    return uint_field(g, F_RETIRED_PENDING, v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t h, unsigned int *corr,
+                                              unsigned int *uncorr, unsigned int *pending,
+                                              unsigned int *failure) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(corr);
+    CHECK_PTR(uncorr);
+    CHECK_PTR(pending);
+    CHECK_PTR(failure);
+    FIELD_OR_NA(c, F_REMAP_CORR);
+    *corr = (unsigned int)c;
+    *uncorr = (unsigned int)g->v[F_REMAP_UNCORR];
+    *pending = (unsigned int)g->v[F_REMAP_PENDING];
+    *failure = (unsigned int)g->v[F_REMAP_FAILURE];
+    return NVML_SUCCESS;
+}
+
+/* ---- NVLink: links 0..nvlinks-1 exist; bit L of nvlink_down marks link L inactive ------- */
+
+static nvmlReturn_t nvlink_check(const struct fake_gpu *g, unsigned int link) {
+    long long n = g->v[F_NVLINKS];
+    if (n == NA || n <= 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (link >= (unsigned int)n) return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t h, unsigned int link,
+                                             unsigned int *active) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(active);
+    nvmlReturn_t code = nvlink_check(g, link);
+    if (code) return code;
+    *active = (g->v[F_NVLINK_DOWN] >> link) & 1 ? 0 : 1;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t h, unsigned int link,
+                                               unsigned int *version) {
+    DEV_BEGIN(h, 1);
+    nvmlReturn_t code = nvlink_check(g, link);
+    if (code) return code;
+    return uint_field(g, F_NVLINK_VERSION, version);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t h, unsigned int link,
+                                                    unsigned int counter,
+                                                    unsigned long long *value) {
+    DEV_BEGIN(h, 1);
+    nvmlReturn_t code = nvlink_check(g, link);
+    if (code) return code;
+    /* nvmlNvLinkErrorCounter_t: 0 replay, 1 recovery, 2 CRC flit, 3 CRC data */
+    if (counter == 0) return ull_field(g, F_NVLINK_REPLAY, value);
+    if (counter == 1) return ull_field(g, F_NVLINK_RECOVERY, value);
+    if (counter == 2) return ull_field(g, F_NVLINK_CRC, value);
+    if (counter == 3) {
+        CHECK_PTR(value);
+        *value = 0;
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- topology --------------------------------------------------------------------------- */
+
+static nvmlReturn_t peer_of(nvmlDevice_t h2, int *peer) {
+    int j = handle_index(h2);
+    if (j < 0 || j >= scn->gpu_count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (scn->gpus[j].lost) return NVML_ERROR_GPU_IS_LOST;
+    *peer = j;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t h1, nvmlDevice_t h2,
+                                                        unsigned int *level) {
+    DEV_BEGIN(h1, 1);
+    CHECK_PTR(level);
+    int j = -1;
+    nvmlReturn_t code = peer_of(h2, &j);
+    if (code) return code;
+    int t = g->topo[j];
+    *level = (unsigned int)(t == TOPO_NVLINK ? 40 : t);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t h1, nvmlDevice_t h2, unsigned int index,
+                                           unsigned int *status) {
+    DEV_BEGIN(h1, 1);
+    CHECK_PTR(status);
+    int j = -1;
+    nvmlReturn_t code = peer_of(h2, &j);
+    if (code) return code;
+    if (index == 2) *status = g->topo[j] == TOPO_NVLINK ? 0 : 2; /* NVLINK: OK or GPU_NOT_SUPPORTED */
+    else *status = 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t h, int *node) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(node);
+    FIELD_OR_NA(n, F_NUMA);
+    *node = (int)n;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t h, unsigned int words,
+                                             unsigned long *cpus) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(cpus);
+    FIELD_OR_NA(first, F_CPU_FIRST);
+    long long n = g->v[F_CPU_COUNT];
+    memset(cpus, 0, words * sizeof(*cpus));
+    for (long long c = first; c < first + n; c++) {
+        unsigned long long word = (unsigned long long)c / (8 * sizeof(*cpus));
+        if (word < words) cpus[word] |= 1UL << ((unsigned long long)c % (8 * sizeof(*cpus)));
+    }
+    return NVML_SUCCESS;
+}
+
+/* ---- events: one set, delivered in scenario order, each once ---------------------------- */
+
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+
+
+EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    SYS_BEGIN(1);
+    CHECK_PTR(set);
+    for (int i = 0; i < 4; i++) {
+        if (!event_sets[i].used) {
+            memset(&event_sets[i], 0, sizeof(event_sets[i]));
+            event_sets[i].used = 1;
+            *set = &event_sets[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_UNKNOWN;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    SYS_BEGIN(0);
+    CHECK_PTR(set);
+    set->used = 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t h, unsigned long long *types) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(types);
+    FIELD_OR_NA(on, F_EVENTS);
+    *types = on ? 0xFFFFULL : 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t h, unsigned long long types,
+                                             nvmlEventSet_t set) {
+    DEV_BEGIN(h, 1);
+    CHECK_PTR(set);
+    FIELD_OR_NA(on, F_EVENTS);
+    if (!on) return NVML_ERROR_NOT_SUPPORTED;
+    set->mask[gi] |= types;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
+                                        unsigned int timeout_ms) {
+    SYS_BEGIN(1);
+    CHECK_PTR(set);
+    CHECK_PTR(data);
+    (void)timeout_ms; /* the fake never blocks: no pending event answers TIMEOUT at once */
+    while (events_delivered < scn->nevents) {
+        const struct fake_event *e = &scn->events[events_delivered++];
+        if (e->gpu < 0 || e->gpu >= scn->gpu_count || !(set->mask[e->gpu] & e->type)) continue;
+        memset(data, 0, sizeof(*data));
+        data->device = &handles[e->gpu];
+        data->eventType = e->type;
+        data->eventData = e->data;
+        data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFu;
+        return NVML_SUCCESS;
+    }
+    return 10; /* NVML_ERROR_TIMEOUT */
+}
+
 /* ---- running processes (two-call contract, docs/nvml-notes.md)------------------------------- */
 
 static unsigned int count_procs(const struct fake_gpu *g, int kind) {
@@ -1296,7 +1603,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t h,
 /* ---- field values ----------------------------------------------------------------------- */
 
 static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
-    int f = -1;
+    int f = -1, links = 0, zero = 0, remap = 0; /* remap: no remapper when remap_corr is na */
     unsigned int type = 3; /* unsigned long long */
     switch (fv->fieldId) {
     case 74: f = F_THR_SW_POWER_CAP; break;
@@ -1312,6 +1619,22 @@ static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
     case 194: f = F_TEMP_SLOWDOWN; type = 5; break;
     case 195: f = F_TEMP_MEM_MAX; type = 5; break;
     case 196: f = F_TEMP_GPU_MAX; type = 5; break;
+    case 94: f = F_PCIE_REPLAY; type = 1; break;
+    case 3: f = F_ECC_VOL_CORR; break;
+    case 4: f = F_ECC_VOL_UNCORR; break;
+    case 5: f = F_ECC_AGG_CORR; break;
+    case 6: f = F_ECC_AGG_UNCORR; break;
+    case 29: f = F_RETIRED_SBE; break;
+    case 30: f = F_RETIRED_DBE; break;
+    case 31: f = F_RETIRED_PENDING; break;
+    case 142: f = F_REMAP_CORR; type = 1; break;
+    case 143: f = F_REMAP_UNCORR; type = 1; remap = 1; break;
+    case 144: f = F_REMAP_PENDING; type = 1; remap = 1; break;
+    case 145: f = F_REMAP_FAILURE; type = 1; remap = 1; break;
+    case 38: f = F_NVLINK_CRC; links = 1; break;
+    case 45: f = F_NVLINK_CRC; links = 1; zero = 1; break; /* data CRC: none */
+    case 52: f = F_NVLINK_REPLAY; links = 1; break;
+    case 59: f = F_NVLINK_RECOVERY; links = 1; break;
     case 197: f = F_PCIE_TX_BYTES; break;
     case 198: f = F_PCIE_RX_BYTES; break;
     default: break;
@@ -1323,11 +1646,17 @@ static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
         fv->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
         return;
     }
-    if (g->v[f] == NA) {
+    long long n = g->v[F_NVLINKS];
+    if (g->v[f] == NA || (links && (n == NA || n <= 0)) || (remap && g->v[F_REMAP_CORR] == NA)) {
         fv->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         return;
     }
     fv->valueType = type;
+    if (links) { /* totals over all links: the per-link count times the links */
+        fv->nvmlReturn = NVML_SUCCESS;
+        fv->value.ullVal = zero ? 0 : (unsigned long long)(g->v[f] * n);
+        return;
+    }
     fv->nvmlReturn = NVML_SUCCESS;
     if (type == 1) fv->value.uiVal = (unsigned int)g->v[f];
     else if (type == 5) fv->value.siVal = (int)g->v[f];
@@ -1443,9 +1772,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t h, unsigned int err
                                                 unsigned int counter_type,
                                                 unsigned long long *count) {
     DEV_BEGIN(h, 1);
-    (void)error_type;
-    (void)counter_type;
-    return ull_field(g, F_ECC_ERRORS, count);
+    if (error_type > 1 || counter_type > 1) return NVML_ERROR_INVALID_ARGUMENT;
+    static const int by_kind[2][2] = {{F_ECC_VOL_CORR, F_ECC_VOL_UNCORR},
+                                      {F_ECC_AGG_CORR, F_ECC_AGG_UNCORR}};
+    return ull_field(g, by_kind[counter_type][error_type], count);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int *major, int *minor) {

@@ -27,6 +27,14 @@ HW_SLOWDOWN = 0x8
 SW_THERMAL = 0x20
 HW_THERMAL = 0x40
 
+XID_CRITICAL_ERROR = 0x8  # nvmlEventTypeXidCriticalError
+
+# Topology levels (nvmlGpuTopologyLevel_t) for FakeGpu.topo.
+TOPO_SWITCH = "10"  # one PCIe switch
+TOPO_NODE = "40"  # host bridges of one NUMA node
+TOPO_SYSTEM = "50"  # across the CPU socket interconnect
+TOPO_NVLINK = "nv"
+
 NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NO_PERMISSION = 4
@@ -91,6 +99,34 @@ class FakeGpu:
     thr_sw_thermal_ns: int | None = 0
     thr_hw_thermal_ns: int | None = 0
     thr_hw_power_brake_ns: int | None = 0
+    # Hardware health: ECC counters, retired pages, remapped rows, PCIe link, NVLink, topology.
+    ecc_vol_corr: int | None = 0
+    ecc_vol_uncorr: int | None = 0
+    ecc_agg_corr: int | None = 0
+    ecc_agg_uncorr: int | None = 0
+    retired_sbe: int | None = 0
+    retired_dbe: int | None = 0
+    retired_pending: int | None = 0
+    remap_corr: int | None = 0  # None: remapped rows NOT_SUPPORTED (pre-Ampere)
+    remap_uncorr: int = 0
+    remap_pending: int = 0
+    remap_failure: int = 0
+    pcie_gen: int | None = 5
+    pcie_width: int | None = 16
+    pcie_gen_max: int | None = 5
+    pcie_width_max: int | None = 16
+    pcie_replay: int | None = 0  # field 94 and nvmlDeviceGetPcieReplayCounter
+    nvlinks: int | None = 0  # links the GPU has (0 or None: NVLink NOT_SUPPORTED)
+    nvlink_version: int | None = 4
+    nvlink_down: int = 0  # bit L set: link L inactive
+    nvlink_crc: int | None = 0  # per link, the same on every link
+    nvlink_replay: int | None = 0
+    nvlink_recovery: int | None = 0
+    numa: int | None = 0
+    cpu_first: int | None = 0  # CPU affinity: cpu_count CPUs from cpu_first
+    cpu_count: int = 8
+    events: bool | None = True  # None: event registration NOT_SUPPORTED
+    topo: tuple[str, ...] = ()  # per peer: "nv" (NVLink) or a topology level (10..50)
     gpm: bool = False
     gpm_sm_pct: int | None = 0
     gpm_tensor_pct: int | None = 0
@@ -136,6 +172,32 @@ class FakeGpu:
             "thr_sw_thermal_ns": self.thr_sw_thermal_ns,
             "thr_hw_thermal_ns": self.thr_hw_thermal_ns,
             "thr_hw_power_brake_ns": self.thr_hw_power_brake_ns,
+            "ecc_vol_corr": self.ecc_vol_corr,
+            "ecc_vol_uncorr": self.ecc_vol_uncorr,
+            "ecc_agg_corr": self.ecc_agg_corr,
+            "ecc_agg_uncorr": self.ecc_agg_uncorr,
+            "retired_sbe": self.retired_sbe,
+            "retired_dbe": self.retired_dbe,
+            "retired_pending": self.retired_pending,
+            "remap_corr": self.remap_corr,
+            "remap_uncorr": self.remap_uncorr,
+            "remap_pending": self.remap_pending,
+            "remap_failure": self.remap_failure,
+            "pcie_gen": self.pcie_gen,
+            "pcie_width": self.pcie_width,
+            "pcie_gen_max": self.pcie_gen_max,
+            "pcie_width_max": self.pcie_width_max,
+            "pcie_replay": self.pcie_replay,
+            "nvlinks": self.nvlinks,
+            "nvlink_version": self.nvlink_version,
+            "nvlink_down": self.nvlink_down,
+            "nvlink_crc": self.nvlink_crc,
+            "nvlink_replay": self.nvlink_replay,
+            "nvlink_recovery": self.nvlink_recovery,
+            "numa": self.numa,
+            "cpu_first": self.cpu_first,
+            "cpu_count": self.cpu_count,
+            "events": self.events,
             "gpm": self.gpm,
             "gpm_sm": self.gpm_sm_pct,
             "gpm_tensor": self.gpm_tensor_pct,
@@ -143,10 +205,44 @@ class FakeGpu:
         out.extend(f"{p}{key} {_number(value)}" for key, value in numbers.items())
         if self.samples:
             out.append(f"{p}samples " + " ".join(f"{ts}:{val}" for ts, val in self.samples))
+        if self.topo:
+            out.append(f"{p}topo " + " ".join(self.topo))
         out.extend(proc.line(index) for proc in self.processes)
         out.extend(f"{p}unsupported {name}" for name in self.unsupported)
         out.extend(f"{p}error {name} {code}" for name, code in self.errors)
         return out
+
+    def without_health(self) -> FakeGpu:
+        """A copy where every optional health call answers NOT_SUPPORTED (a consumer card)."""
+        return replace(
+            self,
+            ecc_vol_corr=None,
+            ecc_vol_uncorr=None,
+            ecc_agg_corr=None,
+            ecc_agg_uncorr=None,
+            retired_sbe=None,
+            retired_dbe=None,
+            retired_pending=None,
+            remap_corr=None,
+            pcie_gen=None,
+            pcie_width=None,
+            pcie_gen_max=None,
+            pcie_width_max=None,
+            pcie_replay=None,
+            nvlinks=None,
+            numa=None,
+            cpu_first=None,
+            events=None,
+            unsupported=(
+                *self.unsupported,
+                "nvmlDeviceGetP2PStatus",
+                "nvmlDeviceGetTopologyCommonAncestor",
+            ),
+        )
+
+    def with_nvlink_machine(self, gpus: int, links: int = 18) -> FakeGpu:
+        """A copy on an NVLink machine: ``links`` links, NVLink to each of ``gpus`` GPUs."""
+        return replace(self, nvlinks=links, topo=(TOPO_NVLINK,) * gpus)
 
     def advanced(self, seconds: float) -> FakeGpu:
         """A copy whose PCIe byte counters moved on by ``seconds`` at the throughput rates."""
@@ -172,6 +268,9 @@ class Scenario:
     cuda_version: int = 12040
     unsupported: tuple[str, ...] = ()  # on every GPU
     errors: tuple[tuple[str, int], ...] = ()  # on every GPU
+    # Driver events in delivery order, (gpu, event type, data); each is delivered once, so a
+    # test appends to this tuple to raise an event mid-run (see with_xid).
+    events: tuple[tuple[int, int, int], ...] = ()
 
     @classmethod
     def uniform(cls, count: int, **gpu: object) -> Scenario:
@@ -187,6 +286,10 @@ class Scenario:
     def with_all(self, **changes: object) -> Scenario:
         """A copy with every GPU changed the same way."""
         return replace(self, gpus=tuple(replace(g, **changes) for g in self.gpus))  # type: ignore[arg-type]
+
+    def with_xid(self, gpu: int, code: int) -> Scenario:
+        """A copy where the driver has one more Xid critical error event on ``gpu``."""
+        return replace(self, events=(*self.events, (gpu, XID_CRITICAL_ERROR, code)))
 
     def advanced(self, seconds: float) -> Scenario:
         """A copy ``seconds`` later: every GPU's PCIe byte counters moved on at its rates."""
@@ -205,6 +308,7 @@ class Scenario:
         ]
         out.extend(f"unsupported {name}" for name in self.unsupported)
         out.extend(f"error {name} {code}" for name, code in self.errors)
+        out.extend(f"event {gpu} {kind} {data}" for gpu, kind, data in self.events)
         for index, gpu in enumerate(self.gpus):
             out.extend(gpu.lines(index))
         return out

@@ -33,6 +33,7 @@ from gputop_doctor.sources.nvml.fields import (
     throttle_counters,
 )
 from gputop_doctor.sources.nvml.gpm import GpmReader
+from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml.processes import GpuProcessReader
 
@@ -97,7 +98,7 @@ class DeviceReader:
         self._cache: dict[str, float | None] = {}
         self._fields = FieldBatch(
             self._field_values,
-            THROTTLE_FIELD_IDS + PCIE_FIELD_IDS,
+            THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS,
             lambda: caller.skipped(index, "nvmlDeviceGetFieldValues"),
         )
         self._pcie = PcieReader(
@@ -110,8 +111,14 @@ class DeviceReader:
         self.identity = Identity()
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
         self._procs = GpuProcessReader(nvml, caller, index, handle, clock)
+        self.health = HealthReader(nvml, caller, index, handle, clock, self._fields.unsupported)
         if self._usable and not self.lost:
             self._guard(self._read_identity)
+
+    @property
+    def handle(self) -> Any:
+        """The NVML handle (for calls about several GPUs: events, topology)."""
+        return self._handle
 
     @property
     def readable(self) -> bool:
@@ -121,7 +128,9 @@ class DeviceReader:
     def read(self, fuse: int = FAILING_FUSE) -> GpuSample:
         """This tick's sample; ``fuse`` driver errors in a row abandon it (see nvml_call).
 
-        Raises NvmlFailedError when NVML as a whole has gone.
+        The source adds the tick's Xid events afterwards (also to a lost GPU's sample: an Xid
+        79 arrives with the GPU falling off the bus). Raises NvmlFailedError when NVML as a
+        whole has gone.
         """
         self.failing = None
         if self.lost:
@@ -176,7 +185,11 @@ class DeviceReader:
     def _lost_sample(self) -> GpuSample:
         ident = self.identity
         return GpuSample(
-            self.index, name=ident.name, uuid=ident.uuid, pci_bus_id=ident.pci_bus_id, lost=True
+            self.index,
+            name=ident.name,
+            uuid=ident.uuid,
+            pci_bus_id=ident.pci_bus_id,
+            lost=True,
         )
 
     def _read_identity(self) -> None:
@@ -230,6 +243,7 @@ class DeviceReader:
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
             processes=self._procs.read(),
+            health=self.health.read(fields),
         )
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, not_found: Any = None) -> Any:

@@ -12,7 +12,8 @@ episode was (the instantaneous reason bitmask only says what happens at the inst
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import struct
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from gputop_doctor.core.model import ThrottleCounters
@@ -43,6 +44,21 @@ _VALUE_ATTRS: dict[int, str] = {
 }
 
 Number = int | float
+
+# nvmlFieldValue_t as laid out by the C ABI (LP64, 40 bytes): fieldId, scopeId, timestamp,
+# latencyUsec, valueType, nvmlReturn, then the 8-byte value union. Reading the array's bytes
+# in one go costs a fraction of pynvml's per-attribute struct access (a custom
+# ``__getattribute__`` per field read), which matters once the batch holds two dozen fields.
+_RECORD = struct.Struct("=IIqqII8s")
+_UNION_FORMATS: dict[int, struct.Struct] = {
+    0: struct.Struct("=d"),
+    1: struct.Struct("=I"),
+    2: struct.Struct("=Q"),
+    3: struct.Struct("=Q"),
+    4: struct.Struct("=q"),
+    5: struct.Struct("=i"),
+    6: struct.Struct("=H"),
+}
 
 
 def raw_value(value_type: int, value: Any) -> Number | None:
@@ -84,12 +100,10 @@ class FieldBatch:
             return None
         out: dict[int, Number] = {}
         keep = []
-        for field_id, value in zip(self._ids, values, strict=True):
-            if value.nvmlReturn == 0:
-                number = raw_value(value.valueType, value.value)
-                if number is not None:
-                    out[field_id] = number
-            if value.nvmlReturn in FIELD_PERMANENT_ERRORS:
+        for field_id, (ret, number) in zip(self._ids, _answers(values), strict=True):
+            if ret == 0 and number is not None:
+                out[field_id] = number
+            if ret in FIELD_PERMANENT_ERRORS:
                 self._dropped.add(field_id)
             else:
                 keep.append(field_id)
@@ -99,6 +113,21 @@ class FieldBatch:
     def unsupported(self, field_id: int) -> bool:
         """True once the driver said it will never give ``field_id``."""
         return field_id in self._dropped or self._call_skipped()
+
+
+def _answers(values: Any) -> Iterator[tuple[int, Number | None]]:
+    """(nvmlReturn, value) of each entry of an ``nvmlFieldValue_t`` array, in order."""
+    try:
+        raw = bytes(values)
+    except TypeError:  # not a ctypes array (a stand-in in a test): read the attributes
+        raw = b""
+    if len(raw) != _RECORD.size * len(values):
+        for value in values:
+            yield value.nvmlReturn, raw_value(value.valueType, value.value)
+        return
+    for _, _, _, _, value_type, ret, union in _RECORD.iter_unpack(raw):
+        fmt = _UNION_FORMATS.get(value_type)
+        yield ret, None if fmt is None else fmt.unpack_from(union)[0]
 
 
 def throttle_counters(values: Mapping[int, Number] | None) -> ThrottleCounters | None:

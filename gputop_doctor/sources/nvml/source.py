@@ -32,6 +32,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from gputop_doctor.core.model import GpuSample, GpuState
@@ -42,8 +43,11 @@ from gputop_doctor.sources.nvml.call import (
     GpuLostError,
     NvmlCaller,
     NvmlFailedError,
+    ReadAborted,
 )
 from gputop_doctor.sources.nvml.device import DeviceReader
+from gputop_doctor.sources.nvml.events import XidWatcher, read_topology
+from gputop_doctor.sources.nvml.health import with_xids
 from gputop_doctor.sources.nvml.pcie import SlowCallBudget
 
 logger = logging.getLogger(__name__)
@@ -89,6 +93,7 @@ class NvmlGpuSource:
         self._all_failing_ticks = 0
         self._failing_reported: set[int] = set()
         self._budget = SlowCallBudget()
+        self._xids: XidWatcher | None = None
         nvml, reason = load_pynvml()
         if nvml is None:
             self._status = GpuStatus(GpuState.UNAVAILABLE, reason or UNAVAILABLE)
@@ -106,6 +111,7 @@ class NvmlGpuSource:
         except NvmlFailedError as err:
             self._fail(str(err))
             return
+        self._watch_hardware()
         if not self._devices:
             self._status = GpuStatus(
                 GpuState.UNAVAILABLE,
@@ -135,7 +141,20 @@ class NvmlGpuSource:
             if device.failing is not None:
                 fuse = 1  # one GPU answers only errors: the next one gets a single chance
         self._watch_failing()
-        return tuple(samples)
+        return self._with_xids(samples)
+
+    def _with_xids(self, samples: list[GpuSample]) -> tuple[GpuSample, ...]:
+        """The samples with the Xid events drained this tick. Not while a GPU answers only
+        errors: the driver may be failing as a whole, and the wait would be one more error."""
+        if self._xids is None or self._failed or any(d.failing for d in self._devices):
+            return tuple(samples)
+        xids = self._xids.poll()
+        if not xids:
+            return tuple(samples)
+        return tuple(
+            replace(s, health=with_xids(s.health, xids[s.index])) if s.index in xids else s
+            for s in samples
+        )
 
     def close(self) -> None:
         """Free GPM buffers and shut NVML down once; later reads return ``()``.
@@ -146,6 +165,9 @@ class NvmlGpuSource:
         devices, self._devices = self._devices, ()
         for device in devices if not self._failed else ():
             device.close()
+        if self._xids is not None and not self._failed:
+            self._xids.close()
+        self._xids = None
         if self._initialized:
             self._initialized = False
             try:
@@ -234,6 +256,20 @@ class NvmlGpuSource:
             nvml_version=call(SYSTEM, "nvmlSystemGetNVMLVersion", nvml.nvmlSystemGetNVMLVersion),
             cuda_driver_version=None if cuda is None else int(cuda),
         )
+
+    def _watch_hardware(self) -> None:
+        """Register for Xid events and read the topology, once, over every readable GPU."""
+        handles = [(d.index, d.handle) for d in self._devices if d.readable]
+        if not handles:
+            return
+        self._xids = XidWatcher(self._nvml, handles)
+        try:
+            topology = read_topology(self._nvml, self._caller, handles)
+        except ReadAborted as err:  # a GPU lost at start-up: no topology, the rest goes on
+            logger.warning("GPU topology not read: %s", err)
+            return
+        for device in self._devices:
+            device.health.topology = topology.get(device.index)
 
     def _enumerate(self) -> tuple[DeviceReader, ...]:
         nvml = self._nvml

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid
@@ -35,6 +36,7 @@ from gputop_doctor.ui.chart_axes import (
 from gputop_doctor.ui.messages import HistoryReady
 from gputop_doctor.ui.render import short_gpu_name
 from gputop_doctor.ui.widgets.gpu_chart import Chart, GpuChart, Marks, Series
+from gputop_doctor.ui.widgets.health_text import health_summary, topology_matrix
 
 POWER_EVENTS = ClockEvent.SW_POWER_CAP | ClockEvent.HW_POWER_BRAKE
 CHART_KEYS = ("util", "temp", "power", "sm")  # the grid's order, left to right, top down
@@ -157,6 +159,9 @@ class GpuDetailScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(f"GPU {self.index}", id="detail-title")
+        health = Static("", id="detail-health")
+        health.display = False  # shown once the GPU reports any link or counter
+        yield health
         with Grid(id="detail-grid"):
             for key in CHART_KEYS:
                 yield GpuChart(id=f"plot-{key}")
@@ -188,6 +193,7 @@ class GpuDetailScreen(Screen[None]):
 
     def show_frame(self, frame: Frame) -> None:
         snap = frame.snapshot
+        self._show_health(snap.gpus)
         if self._points and snap.tick <= self._points[-1][0]:
             return
         sample = self._note(snap)
@@ -214,6 +220,15 @@ class GpuDetailScreen(Screen[None]):
         return [p for _, p in self._points]
 
     # -- drawing ---------------------------------------------------------------------------
+
+    def _show_health(self, gpus: tuple[GpuSample, ...]) -> None:
+        """Links, memory-error counters and the topology matrix (plain text, no markup)."""
+        mine = next((g for g in gpus if g.index == self.index), None)
+        lines = health_summary(mine.health if mine else None) + topology_matrix(gpus)
+        widget = self.query_one("#detail-health", Static)
+        widget.display = bool(lines)
+        if lines:
+            widget.update(Text("\n".join(lines)))
 
     def _redraw(self) -> None:
         points = self.points

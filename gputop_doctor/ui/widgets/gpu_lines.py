@@ -14,6 +14,7 @@ from gputop_doctor.core.model import CLOCK_EVENT_NAMES, THERMAL_EVENTS, ClockEve
 from gputop_doctor.ui.render import ellipsize, fmt_mib, short_gpu_name, sparkline, squeeze
 
 CARD_LINES = 4
+BUSY_LINK_UTIL_PCT = 50.0  # a PCIe link below its best counts only this busy (idle downshift)
 MIN_CARD_WIDTH = 52
 COLUMN_GAP = " │ "
 _HOT_EVENTS = THERMAL_EVENTS | ClockEvent.HW_POWER_BRAKE
@@ -165,6 +166,9 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
     empty = GpuSeries(gpu.index)
     s = series or empty
     events, events_level = _events_text(gpu)
+    marks = health_mark(gpu)
+    if marks:  # the machine's faults outrank the clock reasons in the corner
+        events, events_level = f"{marks} {events}".rstrip(), "hot"
     title = ellipsize(title, max(8, width - len(events) - 2))
     gap = width - len(title) - len(events)
     line1 = fit_line([(title, title_style), (" " * max(1, gap), ""), (events, events_level)], width)
@@ -210,6 +214,15 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
     )
     line4 = fit_line([*fit_line(left, half), (" │ ", "dim"), *right], width)
     return [line1, line2, line3, line4]
+
+
+def health_mark(gpu: GpuSample) -> str:
+    """``!ecc,nvlink``-style mark of the GPU's hardware faults now, or ``""``."""
+    if gpu.health is None:
+        return ""
+    busy = gpu.util_pct is not None and gpu.util_pct >= BUSY_LINK_UTIL_PCT
+    marks = gpu.health.marks(busy)
+    return "!" + ",".join(marks) if marks else ""
 
 
 # One-line rows: the columns after the sparkline, each right-aligned in at least this many

@@ -1,0 +1,135 @@
+"""``comm-bound``: a multi-GPU job whose GPUs look busy but spend the time in communication.
+
+NCCL kernels count as utilization, so a rank waiting in an all-reduce shows 100 %. What gives
+it away: SM activity (GPM, Hopper and newer) far below utilization, or, without GPM, full
+utilization at a fraction of the power the card draws when it computes. That matters most when
+the ranks sit on GPUs joined only across the CPU socket (no NVLink, no shared PCIe switch): every
+collective crosses the socket interconnect. Whether the fix is the job's (placement, bucket
+size, overlap) or the machine's (it has no better-connected GPUs) depends on the topology.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gputop_doctor.config import CommBoundThresholds
+from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
+from gputop_doctor.core.health import TopoLink
+from gputop_doctor.core.history import History
+from gputop_doctor.core.model import GpuSample
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules import _stats
+from gputop_doctor.rules._view import RuleFn, enough_span, gpu_columns, job_gpus, live, window
+
+RULE_ID = "comm-bound"
+KIB_PER_MIB = 1024.0
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.comm_bound
+    win = window(history, t.window_s)
+    latest = win.latest
+    if latest is None or not enough_span(win, t.min_span_s):
+        return []
+    job = sorted(g.index for g in job_gpus(latest))
+    if len(job) < 2:
+        return []
+    cols = gpu_columns(win)
+    spinning = [i for i in job if _spinning(live(cols.get(i, ())), t)]
+    far = _socket_pairs(latest.gpus, job)
+    if len(spinning) < 2 or not (far or _heavy_pcie(cols, spinning, t)):
+        return []
+    return [_finding(latest.gpus, job, spinning, far, cols, t)]
+
+
+def _spinning(series: Sequence[GpuSample], t: CommBoundThresholds) -> bool:
+    """Busy by utilization, not computing by SM activity (or, without GPM, by power)."""
+    busy = [g for g in series if g.util_pct is not None and g.util_pct >= t.busy_util_pct]
+    if len(busy) < 2:
+        return False
+    sm = [g.sm_active_pct for g in busy if g.sm_active_pct is not None]
+    if sm:
+        return (_stats.mean(sm) or 0.0) < t.max_sm_active_pct
+    ratios = [g.power_w / g.power_limit_w for g in busy if g.power_w and g.power_limit_w]
+    return bool(ratios) and (_stats.mean(ratios) or 1.0) < t.max_power_fraction
+
+
+def _socket_pairs(gpus: Sequence[GpuSample], job: list[int]) -> list[tuple[int, int]]:
+    """Pairs of the job's GPUs whose only path crosses the CPU socket interconnect."""
+    topo = {g.index: g.health.topology for g in gpus if g.health and g.health.topology}
+    pairs = []
+    for pos, a in enumerate(job):
+        for b in job[pos + 1 :]:
+            link = topo[a].link_to(b) if a in topo else None
+            if link is not None and link.crosses_socket:
+                pairs.append((a, b))
+    return pairs
+
+
+def _heavy_pcie(
+    cols: Mapping[int, tuple[GpuSample, ...]], spinning: list[int], t: CommBoundThresholds
+) -> bool:
+    rates = []
+    for index in spinning:
+        for g in cols.get(index, ()):
+            if g.pcie_rx_kib_s is not None and g.pcie_tx_kib_s is not None:
+                rates.append((g.pcie_rx_kib_s + g.pcie_tx_kib_s) / KIB_PER_MIB)
+    return (_stats.mean(rates) or 0.0) >= t.pcie_heavy_mib_s
+
+
+def _better_pair_exists(gpus: Sequence[GpuSample]) -> bool:
+    """The machine has at least two GPUs joined by NVLink or below the socket."""
+    for g in gpus:
+        topo = g.health.topology if g.health else None
+        if topo and any(not link.crosses_socket for _, link in topo.peers):
+            return True
+    return False
+
+
+def _finding(
+    gpus: Sequence[GpuSample],
+    job: list[int],
+    spinning: list[int],
+    far: list[tuple[int, int]],
+    cols: Mapping[int, tuple[GpuSample, ...]],
+    t: CommBoundThresholds,
+) -> Finding:
+    names = ",".join(str(i) for i in spinning)
+    evidence = [Evidence("job GPUs", ",".join(str(i) for i in job))]
+    for index in spinning:
+        series = live(cols.get(index, ()))
+        util = _stats.mean([g.util_pct for g in series if g.util_pct is not None])
+        sm = _stats.mean([g.sm_active_pct for g in series if g.sm_active_pct is not None])
+        if util is not None:
+            evidence.append(Evidence(f"GPU {index} utilization", round(util, 1), "%"))
+        if sm is not None:
+            evidence.append(Evidence(f"GPU {index} SM active", round(sm, 1), "%"))
+    if far:
+        pairs = " ".join(f"{a}-{b}" for a, b in far)
+        evidence.append(
+            Evidence(f"joined only across the CPU socket ({TopoLink.SYSTEM.value})", pairs)
+        )
+    machine = bool(far) and not _better_pair_exists(gpus)
+    where = "across the CPU socket" if far else "over PCIe"
+    fix = (
+        f"The job's GPUs wait on each other {where}. Put the ranks on GPUs that share NVLink "
+        "or a PCIe switch (CUDA_VISIBLE_DEVICES; nvidia-smi topo -m shows the paths), raise "
+        "DDP's bucket_cap_mb, accumulate gradients over more steps (no_sync), and overlap "
+        "communication with the backward pass."
+    )
+    if machine:
+        fix += (
+            " This machine has no better-connected GPUs: ask the provider for a node with NVLink."
+        )
+    return Finding(
+        rule_id=RULE_ID,
+        severity=Severity.WARN,
+        scope=HOST,
+        title=f"GPUs {names} busy but not computing: the job waits on communication {where}",
+        evidence=tuple(evidence),
+        fix=fix,
+        blame=Blame.MACHINE if machine else Blame.JOB,
+    )
+
+
+RULE = RuleFn(RULE_ID, check)

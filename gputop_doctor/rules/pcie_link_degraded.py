@@ -1,0 +1,64 @@
+"""``pcie-link-degraded``: a busy GPU's PCIe link runs below the generation or width that both
+ends support (Gen3 instead of Gen5, x8 instead of x16), or its replay counter climbs.
+
+Links drop to a low generation when idle to save power and retrain under load, so only busy
+ticks count. A link stuck narrow or slow under load is a seating, riser or BIOS problem: host
+to device copies (and NCCL over PCIe) run at a fraction of their speed whatever the code does.
+A rising replay counter means packets are resent on a noisy link.
+"""
+
+from __future__ import annotations
+
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.history import History
+from gputop_doctor.core.model import GpuSample
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules._hardware import MACHINE_FIX, healths, rise
+from gputop_doctor.rules._view import RuleFn, gpu_columns, is_busy, window
+
+RULE_ID = "pcie-link-degraded"
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.pcie_link_degraded
+    win = window(history, t.window_s)
+    out = []
+    for index, series in gpu_columns(win).items():
+        busy = [g for g in series if not g.lost and g.health and is_busy(g, t.busy_util_pct)]
+        degraded = [g for g in busy if g.health and g.health.pcie_degraded]
+        low = len(busy) >= t.min_busy_ticks and len(degraded) >= t.degraded_fraction * len(busy)
+        replays = rise(healths(series), lambda h: h.pcie_replays)
+        if low or replays >= t.pcie_replay_rise:
+            out.append(_finding(index, degraded[-1] if low else series[-1], replays, low))
+    return out
+
+
+def _finding(index: int, gpu: GpuSample, replays: int, low: bool) -> Finding:
+    h = gpu.health
+    assert h is not None
+    now = f"Gen{h.pcie_gen or '?'} x{h.pcie_width or '?'}"
+    best = f"Gen{h.pcie_gen_max or '?'} x{h.pcie_width_max or '?'}"
+    evidence = [Evidence("link now", now), Evidence("link max", best)]
+    if replays:
+        evidence.append(Evidence("PCIe replays in the window", replays))
+    title = (
+        f"GPU {index} PCIe link at {now} under load (supports {best})"
+        if low
+        else f"GPU {index} PCIe link resends packets ({replays} replays)"
+    )
+    return Finding(
+        rule_id=RULE_ID,
+        severity=Severity.WARN,
+        scope=gpu_scope(index),
+        title=title,
+        evidence=tuple(evidence),
+        fix=(
+            "The machine: the link trained below its capability or is noisy (GPU not fully "
+            "seated, a riser or cable, a BIOS slot setting). Check with nvidia-smi -q -d PCIE "
+            "and lspci -vv (LnkSta vs LnkCap). " + MACHINE_FIX
+        ),
+        blame=Blame.MACHINE,
+    )
+
+
+RULE = RuleFn(RULE_ID, check)

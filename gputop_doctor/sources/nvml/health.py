@@ -1,0 +1,252 @@
+"""One GPU's hardware health: ECC, retired pages, remapped rows, PCIe link, NVLink.
+
+Cost is what decides the shape. The counters (ECC volatile and aggregate, retired pages and
+pending, remapped rows, NVLink CRC/replay/recovery totals over all links, PCIe replays) are
+field values, asked in the one batched ``nvmlDeviceGetFieldValues`` call the tick makes anyway:
+a few more array entries, no extra driver round trip. Only where the driver lacks a group of
+fields does the reader fall back to the dedicated calls (``nvmlDeviceGetTotalEccErrors``,
+``...GetRetiredPages``, ``...GetRemappedRows``, ``...GetNvLinkErrorCounter``), once a period.
+
+What has no field is read at most every :data:`HEALTH_PERIOD_S` of the reader's clock: the
+current PCIe generation and width (a link downshifts when idle, so the rule judges them only on
+busy ticks) and each NVLink's state. The first tick reads them at once, so a machine that
+arrives broken shows in the first snapshot; later reads are spread over the period by GPU index,
+so 8 GPUs do not all pay in the same tick. The NVLink count is found once (link states until the
+first link that does not exist), link versions and the maximum PCIe generation and width are
+read once. Every call is optional: NOT_SUPPORTED is remembered by the caller and never asked
+again, so a card without ECC or NVLink pays for each call once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gputop_doctor.core.health import GpuHealth, NvLink, Topology, XidEvent
+from gputop_doctor.sources.nvml.call import NvmlCaller
+from gputop_doctor.sources.nvml.fields import Number
+
+HEALTH_PERIOD_S = 5.0
+STAGGER_SLOTS = 5  # later periodic reads of GPU i are offset by (i % slots) / slots periods
+MAX_NVLINKS = 18  # NVML_NVLINK_MAX_LINKS on Hopper (pynvml allows up to 36)
+# NVML_FI_DEV_* field ids.
+ECC_FIELDS = (3, 4, 5, 6)  # SBE (corrected) / DBE (uncorrected), volatile then aggregate
+RETIRED_FIELDS = (29, 30, 31)  # retired SBE, retired DBE, retirement pending
+REMAP_FIELDS = (142, 143, 144, 145)  # remapped correctable, uncorrectable, pending, failure
+NVLINK_FIELDS = (38, 45, 52, 59)  # CRC flit, CRC data, replay, recovery: totals over links
+FIELD_PCIE_REPLAY = 94
+HEALTH_FIELD_IDS = (
+    *ECC_FIELDS,
+    *RETIRED_FIELDS,
+    *REMAP_FIELDS,
+    *NVLINK_FIELDS,
+    FIELD_PCIE_REPLAY,
+)
+# nvmlMemoryErrorType_t x nvmlEccCounterType_t, nvmlPageRetirementCause_t
+CORRECTED, UNCORRECTED = 0, 1
+VOLATILE, AGGREGATE = 0, 1
+RETIRED_SBE, RETIRED_DBE = 0, 1
+# nvmlNvLinkErrorCounter_t, in the order of NVLINK_FIELDS
+NVLINK_COUNTERS = (2, 3, 0, 1)
+
+Counters = tuple[int | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Slow:
+    """The part of the health read once a period."""
+
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    nvlinks: tuple[NvLink, ...] = ()
+    # Fallbacks, read only where the driver lacks the matching fields.
+    ecc: Counters | None = None
+    retired: Counters | None = None
+    remapped: Counters | None = None
+    nvlink_errors: Counters | None = None
+
+
+class HealthReader:
+    """Reads one GPU's health; the device reader calls :meth:`read` inside its tick."""
+
+    def __init__(
+        self,
+        nvml: Any,
+        caller: NvmlCaller,
+        index: int,
+        handle: Any,
+        clock: Callable[[], float],
+        field_unsupported: Callable[[int], bool],
+        period_s: float = HEALTH_PERIOD_S,
+    ) -> None:
+        self._nvml = nvml
+        self._caller = caller
+        self._index = index
+        self._handle = handle
+        self._clock = clock
+        self._unsupported = field_unsupported
+        self._period_s = period_s
+        self._due: float | None = None
+        self._slow = _Slow()
+        self._links: tuple[int, ...] | None = None  # found on the first read
+        self._versions: dict[int, int | None] = {}
+        self._max: tuple[int | None, int | None] | None = None
+        self.topology: Topology | None = None  # set once by the source, which sees all GPUs
+
+    def read(self, fields: Mapping[int, Number] | None) -> GpuHealth:
+        now = self._clock()
+        if self._due is None or now >= self._due:
+            stagger = 0.0 if self._due is not None else self._index % STAGGER_SLOTS
+            self._due = now + self._period_s * (1 + stagger / STAGGER_SLOTS)
+            self._slow = self._read_slow()
+        if self._max is None:
+            self._max = (
+                self._uint("nvmlDeviceGetMaxPcieLinkGeneration"),
+                self._uint("nvmlDeviceGetMaxPcieLinkWidth"),
+            )
+        slow, values = self._slow, fields or {}
+        ecc = _group(values, ECC_FIELDS) or slow.ecc or (None,) * 4
+        retired = _group(values, RETIRED_FIELDS) or slow.retired or (None,) * 3
+        remap = _group(values, REMAP_FIELDS) or slow.remapped or (None,) * 4
+        links = _group(values, NVLINK_FIELDS) or slow.nvlink_errors or (None,) * 4
+        return GpuHealth(
+            ecc_volatile_corrected=ecc[0],
+            ecc_volatile_uncorrected=ecc[1],
+            ecc_aggregate_corrected=ecc[2],
+            ecc_aggregate_uncorrected=ecc[3],
+            retired_pages=_sum(retired[0], retired[1]),
+            retired_pending=_flag(retired[2]),
+            remapped_correctable=remap[0],
+            remapped_uncorrectable=remap[1],
+            remap_pending=_flag(remap[2]),
+            remap_failure=_flag(remap[3]),
+            pcie_gen=slow.pcie_gen,
+            pcie_width=slow.pcie_width,
+            pcie_gen_max=self._max[0],
+            pcie_width_max=self._max[1],
+            pcie_replays=_int(values.get(FIELD_PCIE_REPLAY)),
+            nvlinks=slow.nvlinks,
+            nvlink_crc_errors=_sum(links[0], links[1]),
+            nvlink_replay_errors=links[2],
+            nvlink_recovery_errors=links[3],
+            topology=self.topology,
+        )
+
+    # -- the periodic part -------------------------------------------------------------------
+
+    def _read_slow(self) -> _Slow:
+        nvlinks = self._nvlinks()
+        return _Slow(
+            pcie_gen=self._uint("nvmlDeviceGetCurrPcieLinkGeneration"),
+            pcie_width=self._uint("nvmlDeviceGetCurrPcieLinkWidth"),
+            nvlinks=nvlinks,
+            ecc=self._ecc() if self._lacks(ECC_FIELDS) else None,
+            retired=self._retired() if self._lacks(RETIRED_FIELDS) else None,
+            remapped=self._remapped() if self._lacks(REMAP_FIELDS) else None,
+            nvlink_errors=(
+                self._link_errors(nvlinks) if nvlinks and self._lacks(NVLINK_FIELDS) else None
+            ),
+        )
+
+    def _lacks(self, field_ids: Sequence[int]) -> bool:
+        """The driver will never give these fields: the dedicated calls stand in."""
+        return any(self._unsupported(field_id) for field_id in field_ids)
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._caller.call(self._index, what, fn, self._handle, *args)
+
+    def _uint(self, what: str) -> int | None:
+        return _int(self._call(what, getattr(self._nvml, what)))
+
+    def _ecc(self) -> Counters:
+        out = []
+        for counter_type in (VOLATILE, AGGREGATE):
+            for error_type in (CORRECTED, UNCORRECTED):
+                what = f"nvmlDeviceGetTotalEccErrors({error_type},{counter_type})"
+                fn = self._nvml.nvmlDeviceGetTotalEccErrors
+                out.append(_int(self._call(what, fn, error_type, counter_type)))
+        return tuple(out)
+
+    def _retired(self) -> Counters:
+        counts: list[int | None] = []
+        for cause in (RETIRED_SBE, RETIRED_DBE):
+            what = f"nvmlDeviceGetRetiredPages({cause})"
+            pages = self._call(what, self._nvml.nvmlDeviceGetRetiredPages, cause)
+            counts.append(None if pages is None else len(pages))
+        counts.append(self._uint("nvmlDeviceGetRetiredPagesPendingStatus"))
+        return tuple(counts)
+
+    def _remapped(self) -> Counters | None:
+        rows = self._call("nvmlDeviceGetRemappedRows", self._nvml.nvmlDeviceGetRemappedRows)
+        return None if rows is None else tuple(int(n) for n in rows)
+
+    def _link_errors(self, nvlinks: tuple[NvLink, ...]) -> Counters:
+        out: list[int | None] = []
+        for counter in NVLINK_COUNTERS:
+            what = f"nvmlDeviceGetNvLinkErrorCounter(*,{counter})"
+            fn = self._nvml.nvmlDeviceGetNvLinkErrorCounter
+            counts = [_int(self._call(what, fn, link.link, counter)) for link in nvlinks]
+            out.append(_sum(*counts))
+        return tuple(out)
+
+    def _nvlinks(self) -> tuple[NvLink, ...]:
+        if self._links is None:
+            self._links = self._find_links()
+        out = []
+        for link in self._links:
+            what = f"nvmlDeviceGetNvLinkState({link})"
+            state = self._call(what, self._nvml.nvmlDeviceGetNvLinkState, link)
+            active = None if state is None else bool(state)
+            out.append(NvLink(link=link, active=active, version=self._version(link)))
+        return tuple(out)
+
+    def _find_links(self) -> tuple[int, ...]:
+        """Links the GPU has: states answer until the first link that does not exist.
+
+        Asked directly (not through the caller), because "no such link" is INVALID_ARGUMENT,
+        which the caller would log as a flaky field; link 0 answering NOT_SUPPORTED means no
+        NVLink at all, and nothing is asked about NVLink again.
+        """
+        nvml, links = self._nvml, []
+        for link in range(MAX_NVLINKS):
+            try:
+                nvml.nvmlDeviceGetNvLinkState(self._handle, link)
+            except nvml.NVMLError:
+                break
+            links.append(link)
+        return tuple(links)
+
+    def _version(self, link: int) -> int | None:
+        if link not in self._versions:
+            what = f"nvmlDeviceGetNvLinkVersion({link})"
+            value = self._call(what, self._nvml.nvmlDeviceGetNvLinkVersion, link)
+            self._versions[link] = _int(value)
+        return self._versions[link]
+
+
+def with_xids(health: GpuHealth | None, xids: tuple[XidEvent, ...]) -> GpuHealth | None:
+    """``health`` carrying this tick's Xid events (for samples read without a health pass)."""
+    if not xids:
+        return health
+    return replace(health or GpuHealth(), xids=xids)
+
+
+def _group(values: Mapping[int, Number], field_ids: Sequence[int]) -> Counters | None:
+    """The group's values when every one of them answered this tick, else None."""
+    if not all(field_id in values for field_id in field_ids):
+        return None
+    return tuple(int(values[field_id]) for field_id in field_ids)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _flag(value: int | None) -> bool | None:
+    return None if value is None else bool(value)
+
+
+def _sum(*values: int | None) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
