@@ -26,6 +26,22 @@ class _Parser(argparse.ArgumentParser):
         fail(message, status=2)
 
 
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _size(text: str) -> int:
+    """A byte count such as 500M or 2G (at least 64K, so a part holds many ticks)."""
+    number, unit = text[:-1], text[-1:].upper()
+    if unit.isdigit():
+        number, unit = text, ""
+    if unit not in _SIZE_UNITS or not number.isdigit() or len(number) > 15:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 500M)")
+    value = int(number) * _SIZE_UNITS[unit]
+    if value < 1 << 16:
+        raise argparse.ArgumentTypeError(f"size {text!r} is below 64K")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -172,6 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", type=_interval, default=argparse.SUPPRESS, help="seconds per tick"
     )
     record.add_argument("--duration", type=_positive_float, help="stop after this many seconds")
+    record.add_argument(
+        "--max-size",
+        type=_size,
+        metavar="SIZE",
+        help="start a new part when a file reaches SIZE (e.g. 500M): "
+        "session.csv, session.1.csv, session.2.csv...",
+    )
     record.add_argument("--quiet", action="store_true", help="print nothing but errors")
     _add_alert_options(record, sub=True)
 
