@@ -10,7 +10,6 @@ Command lines and environments are never written: they hold secrets. Process nam
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable
 from dataclasses import dataclass
 
