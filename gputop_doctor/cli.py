@@ -42,6 +42,13 @@ def _size(text: str) -> int:
     return value
 
 
+def _price(text: str) -> float:
+    value = _positive_float(text)
+    if value > 1e6:
+        raise argparse.ArgumentTypeError(f"price {text!r} is not plausible")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -217,9 +224,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_serve_parser(sub)
 
-    analyze = sub.add_parser("analyze", help="summarise a recorded session CSV")
-    analyze.add_argument("csv", metavar="CSV", help="a CSV written by record or the UI")
+    analyze = sub.add_parser(
+        "analyze", help="report on a recorded session (or compare two; or an nvidia-smi log)"
+    )
+    analyze.add_argument(
+        "csv",
+        metavar="SESSION",
+        nargs="+",
+        help="a session CSV (plain, .gz or rotated), an nvidia-smi --query-gpu or dmon log; "
+        "two to compare",
+    )
     analyze.add_argument("--json", action="store_true", help="print JSON instead of text")
+    analyze.add_argument("--html", metavar="PATH", help="write a self-contained HTML report")
+    analyze.add_argument(
+        "--price-per-gpu-hour", type=_price, metavar="PRICE", help="put money on GPU time"
+    )
+    analyze.add_argument("--no-charts", action="store_true", help="text without the charts")
+    analyze.add_argument(
+        "--series", action="store_true", help="with --json: include the chart series"
+    )
     _add_lab_commands(sub)
     return parser
 

@@ -86,9 +86,7 @@ class SessionReader:
                 self.dropped_rows += 1
                 continue
             if torn_line:
-                raise SessionFormatError(
-                    f"{path}: line {torn_line} has the wrong number of cells"
-                )
+                raise SessionFormatError(f"{path}: line {torn_line} has the wrong number of cells")
             row = dict(zip(COLUMNS, cells, strict=True))
             if row["schema_version"] != str(SCHEMA_VERSION):
                 raise SessionFormatError(
