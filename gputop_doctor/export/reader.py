@@ -100,8 +100,18 @@ class SessionReader:
             yield SessionRow(path, reader.line_num, row)
 
     def ticks(self) -> Iterator[RecordedTick]:
+        """Every complete tick; a bad row raises after the ticks before it were given."""
         batch: list[SessionRow] = []
-        for row in self.rows():
+        rows = self.rows()
+        while True:
+            try:
+                row = next(rows, None)
+            except SessionFormatError:
+                if batch:  # the tick before the bad row is complete: serve it first
+                    yield _tick(batch)
+                raise
+            if row is None:
+                break
             key = (row.cells["tick"], row.cells["time_unix_s"])
             if batch and key != (batch[0].cells["tick"], batch[0].cells["time_unix_s"]):
                 yield _tick(batch)
