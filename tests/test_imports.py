@@ -14,7 +14,8 @@ from gputop_doctor.report.imports import ImportError_, load_report
 
 CMD = [sys.executable, "-m", "gputop_doctor"]
 
-WITH_UNITS = """timestamp, index, name, utilization.gpu [%], temperature.gpu, power.draw [W], memory.used [MiB]
+WITH_UNITS = """timestamp, index, name, utilization.gpu [%], temperature.gpu, power.draw [W], \
+memory.used [MiB]
 2024/01/15 10:00:00.000, 0, NVIDIA A100-SXM4-80GB, 95 %, 70, 350.50 W, 40000 MiB
 2024/01/15 10:00:00.001, 1, NVIDIA A100-SXM4-80GB, 3 %, 40, 60.00 W, 500 MiB
 2024/01/15 10:00:01.000, 0, NVIDIA A100-SXM4-80GB, 97 %, 71, 355.00 W, 40000 MiB
@@ -25,7 +26,7 @@ WITH_UNITS = """timestamp, index, name, utilization.gpu [%], temperature.gpu, po
 
 # -lms, no units (--format=csv,nounits), no index column: GPUs numbered in listing order.
 LMS_NO_UNITS = "timestamp, utilization.gpu [%], power.draw [W]\n" + "".join(
-    f"2024/01/15 10:00:00.{ms:03d}, {u}, {p}\n{'2024/01/15 10:00:00.%03d' % ms}, 50, 200\n"
+    f"2024/01/15 10:00:00.{ms:03d}, {u}, {p}\n2024/01/15 10:00:00.{ms:03d}, 50, 200\n"
     for ms, u, p in ((0, 90, 300), (250, 91, 301), (500, 92, 302), (750, 93, 303))
 )
 

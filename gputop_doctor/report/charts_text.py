@@ -1,7 +1,8 @@
 """plotext charts of a report for the terminal: utilization, temperature and power per GPU.
 
 The x axis is time since the start of the session (seconds, minutes or hours). Where the worst
-finding held, its spans' starts are drawn as vertical lines, so a dip in the chart lines up with what was found then.
+finding held, its spans' starts are drawn as vertical lines, so a dip in the chart lines up
+with what was found then.
 Colour is off (``clear`` theme) unless ``color`` is asked for, so NO_COLOR and pipes stay plain.
 """
 
