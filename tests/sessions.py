@@ -7,30 +7,32 @@ row, verdict "data pipeline (CPU)") during ``starved`` ticks, every GPU busy oth
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime, timezone
 
 from gputop_doctor.core.findings import Finding, Severity, Verdict, gpu_scope
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.core.model import GpuSample, HostSample, Snapshot, SystemInfo, TreeTotals
+from gputop_doctor.core.model import GpuSample, Snapshot, SystemInfo, TreeTotals
 from gputop_doctor.export.csv_sink import CsvSink
+from gputop_doctor.export.rows import snapshot_rows
+from gputop_doctor.export.schema import COLUMNS
+from tests.helpers import full_gpu, full_host
 
 T0 = 1_700_000_000.0
 SYSTEM = SystemInfo(source="demo:test")
 
 
 def gpu(index: int, util: float, power: float = 400.0, temp: float = 60.0) -> GpuSample:
-    return GpuSample(
-        index=index,
-        name="NVIDIA H100 80GB HBM3",
+    """Every column filled, as NVML fills them on an H100, so rows are realistic in size."""
+    return replace(
+        full_gpu(index),
         util_pct=util,
-        mem_used_mib=40000.0,
-        mem_total_mib=81559.0,
+        util_samples=(util, util, util, util, util, util),
         temp_c=temp,
         power_w=power,
-        power_limit_w=700.0,
         sm_clock_mhz=1980.0,
-        sm_clock_max_mhz=1980.0,
         clock_event_bits=0,
     )
 
@@ -48,7 +50,7 @@ def frame(tick: int, gpus: int, starved: bool, steps: float | None = None) -> Fr
         tick=tick,
         interval_s=1.0,
         gpus=samples,
-        host=HostSample(cpu_pct=50.0, logical_cpus=32),
+        host=full_host(),
         processes=(),
         target_pid=4200,
         target_alive=True,
@@ -73,11 +75,22 @@ def write_session(
     return sink
 
 
-def fast_frames(ticks: int, gpus: int) -> list[Frame]:
-    """A small cycle of frames to repeat with shifted times (for multi-hour sessions)."""
-    return [frame(t, gpus, starved=(t % 600) < 60) for t in range(min(ticks, 600))]
-
-
-def shifted(base: Frame, tick: int) -> Frame:
-    snap = replace(base.snapshot, time=T0 + tick, tick=tick)
-    return replace(base, snapshot=snap)
+def write_long_session(path: str, ticks: int, gpus: int, stop_at_bytes: int | None = None) -> int:
+    """A long session, fast: the rows of a 600-tick cycle (GPU 0 starved one minute in ten)
+    rendered once by the real row writer, then repeated with each tick's time and number.
+    Returns the number of ticks written."""
+    cycle = [frame(t, gpus, starved=t < 60) for t in range(600)]
+    rendered = [snapshot_rows(f.snapshot, f.findings, SYSTEM.source, f.verdict) for f in cycle]
+    time_at, iso_at, tick_at = (COLUMNS.index(c) for c in ("time_unix_s", "time_iso", "tick"))
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(COLUMNS)
+        for tick in range(ticks):
+            now = T0 + tick
+            stamp = datetime.fromtimestamp(now, tz=timezone.utc).isoformat(timespec="milliseconds")
+            for row in rendered[tick % 600]:
+                row[time_at], row[iso_at], row[tick_at] = repr(now), stamp, str(tick)
+            writer.writerows(rendered[tick % 600])
+            if stop_at_bytes and tick % 1000 == 0 and handle.tell() >= stop_at_bytes:
+                return tick + 1
+    return ticks

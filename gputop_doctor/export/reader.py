@@ -17,7 +17,11 @@ from gputop_doctor.core.model import Snapshot
 from gputop_doctor.export.rows import snapshot_from_rows
 from gputop_doctor.export.schema import COLUMNS, LIST_SEP, SCHEMA_VERSION
 from gputop_doctor.export.stream import StreamError, session_parts, text_lines
-from gputop_doctor.export.validate import CellError, check_row
+from gputop_doctor.export.validate import CellError, check_cells
+
+COLUMN_AT: dict[str, int] = {name: i for i, name in enumerate(COLUMNS)}
+_TICK = COLUMN_AT["tick"]
+_TIME = COLUMN_AT["time_unix_s"]
 
 
 class SessionFormatError(Exception):
@@ -34,11 +38,17 @@ class RecordedTick:
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
-    """One validated CSV row and where it came from (for error messages)."""
+    """One validated CSV row (cells in ``COLUMNS`` order) and where it came from."""
 
     path: str
     line: int
-    cells: dict[str, str]
+    cells: list[str]
+
+    def get(self, column: str) -> str:
+        return self.cells[COLUMN_AT[column]]
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(zip(COLUMNS, self.cells, strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +88,7 @@ class SessionReader:
                 f"(schema {SCHEMA_VERSION} expected)"
             )
         torn_line = 0
+        version = str(SCHEMA_VERSION)
         for cells in reader:
             if not cells:
                 continue
@@ -87,17 +98,15 @@ class SessionReader:
                 continue
             if torn_line:
                 raise SessionFormatError(f"{path}: line {torn_line} has the wrong number of cells")
-            row = dict(zip(COLUMNS, cells, strict=True))
-            if row["schema_version"] != str(SCHEMA_VERSION):
+            if cells[0] != version:
                 raise SessionFormatError(
-                    f"{path}: line {reader.line_num}: unsupported schema_version "
-                    f"{row['schema_version'][:20]!r}"
+                    f"{path}: line {reader.line_num}: unsupported schema_version {cells[0][:20]!r}"
                 )
             try:
-                check_row(row)
+                check_cells(cells)
             except CellError as exc:
                 raise SessionFormatError(f"{path}: line {reader.line_num}, {exc}") from None
-            yield SessionRow(path, reader.line_num, row)
+            yield SessionRow(path, reader.line_num, cells)
 
     def ticks(self) -> Iterator[RecordedTick]:
         """Every complete tick; a bad row raises after the ticks before it were given."""
@@ -112,8 +121,8 @@ class SessionReader:
                 raise
             if row is None:
                 break
-            key = (row.cells["tick"], row.cells["time_unix_s"])
-            if batch and key != (batch[0].cells["tick"], batch[0].cells["time_unix_s"]):
+            key = (row.cells[_TICK], row.cells[_TIME])
+            if batch and key != (batch[0].cells[_TICK], batch[0].cells[_TIME]):
                 yield _tick(batch)
                 batch = []
             batch.append(row)
@@ -129,7 +138,7 @@ def read_session(path: str) -> Session:
 
 
 def _tick(batch: list[SessionRow]) -> RecordedTick:
-    rows = [r.cells for r in batch]
+    rows = [r.as_dict() for r in batch]
     try:
         snapshot = snapshot_from_rows(rows)
     except (ValueError, KeyError, TypeError, OverflowError) as exc:

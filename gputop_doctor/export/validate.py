@@ -8,9 +8,11 @@ it is refused with one line that names the column.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 
 from gputop_doctor.export.schema import (
+    COLUMNS,
     GPU_FIELDS,
     HOST_FIELDS,
     LIST_SEP,
@@ -52,6 +54,16 @@ for _column, _, _ in PSI_COLUMNS:
     _RANGES[_column] = Range(0.0, 100.0)
 
 CHECKED: tuple[tuple[str, Range], ...] = tuple(_RANGES.items())
+# (cell position, low, high, whole numbers only, column), for the precise (slow) check.
+_CHECKS = tuple((COLUMNS.index(c), r.low, r.high, r.integer, c) for c, r in CHECKED)
+# The fast path: every numeric cell at once, compared in C (see check_cells).
+_ALL = operator.itemgetter(*(position for position, *_ in _CHECKS))
+_INTS = operator.itemgetter(*(position for position, _, _, integer, _ in _CHECKS if integer))
+_LOWS = [min(low, 0.0) for _, low, *_ in _CHECKS]  # an empty cell reads as 0.0 here
+_HIGHS = [high for _, _, high, *_ in _CHECKS]
+_REQUIRED = tuple(COLUMNS.index(c) for c in ("time_unix_s", "tick", "interval_s"))
+_SAMPLES = COLUMNS.index("gpu_util_samples")
+_PROCS = COLUMNS.index("gpu_processes")
 
 
 def number(text: str, column: str, limits: Range = _DEFAULT) -> float:
@@ -69,18 +81,29 @@ def number(text: str, column: str, limits: Range = _DEFAULT) -> float:
     return value
 
 
-def check_row(row: dict[str, str]) -> None:
-    """Raise CellError for the first numeric cell of ``row`` that is not a sane number."""
-    for column, limits in CHECKED:
-        text = row[column]
-        if text:
-            number(text, column, limits)
-    samples = row["gpu_util_samples"]
-    if samples:
+def check_cells(cells: list[str]) -> None:
+    """Raise CellError for the first cell of a session row that is not a sane number.
+
+    ``cells`` is in ``COLUMNS`` order. The fast path converts and range-compares every numeric
+    cell with C-level loops; the comparisons also refuse NaN (every comparison with it is
+    false) and infinities. Only a row that fails it takes the slow path that words the error.
+    """
+    try:
+        values = [float(t) if t else 0.0 for t in _ALL(cells)]
+        fine = all(map(operator.le, _LOWS, values)) and all(map(operator.le, values, _HIGHS))
+    except ValueError:
+        fine = False
+    if not fine or (not "".join(_INTS(cells)).isdigit() and any(_INTS(cells))):
+        _check_each(cells)
+    for position in _REQUIRED:
+        if not cells[position]:
+            raise CellError(f"field {COLUMNS[position]}: empty")
+    if float(cells[_REQUIRED[2]]) < 1e-6:
+        raise CellError(f"field interval_s: {cells[_REQUIRED[2]][:40]!r} is out of range")
+    if samples := cells[_SAMPLES]:
         for text in samples.split(LIST_SEP):
             number(text, "gpu_util_samples", Range(0.0, 100.0))
-    procs = row["gpu_processes"]
-    if procs:
+    if procs := cells[_PROCS]:
         for item in procs.split(LIST_SEP):
             parts = item.split(PART_SEP)
             if len(parts) != 5:
@@ -89,3 +112,9 @@ def check_row(row: dict[str, str]) -> None:
             for text in parts[2:]:
                 if text:
                     number(text, "gpu_processes")
+
+
+def _check_each(cells: list[str]) -> None:
+    for position, low, high, integer, column in _CHECKS:
+        if text := cells[position]:
+            number(text, column, Range(low, high, integer))

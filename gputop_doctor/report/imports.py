@@ -8,6 +8,7 @@ data and no findings of their own: the GPU-side rules are re-run on them (see
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterator
 from itertools import chain
 
@@ -77,6 +78,8 @@ def load_report(path: str) -> Report:
             builder.add(tick)
     except StreamError as exc:
         raise ImportError_(str(exc)) from None
+    except csv.Error as exc:
+        raise ImportError_(f"{path} is not a valid CSV: {exc}") from None
     unknown: tuple[str, ...] = IMPORT_UNKNOWN
     if kind == "dmon":
         unknown = (*unknown, "the exact time of each sample unless dmon ran with -o DT")

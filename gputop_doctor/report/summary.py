@@ -27,8 +27,8 @@ IDLE_UTIL_PCT = 5.0
 LOW_UTIL_PCT = 70.0
 STARVED_IDS = frozenset({"gpu-starvation"})
 THROTTLE_IDS = frozenset({"thermal-throttle", "power-cap"})
-THERMAL_BITS = ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL
-SLOWDOWN_BITS = THERMAL_BITS | ClockEvent.SW_POWER_CAP | ClockEvent.HW_POWER_BRAKE
+THERMAL_BITS = int(ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL)  # plain ints: per-row speed
+SLOWDOWN_BITS = THERMAL_BITS | int(ClockEvent.SW_POWER_CAP | ClockEvent.HW_POWER_BRAKE)
 
 
 @dataclass(frozen=True, slots=True)
