@@ -119,7 +119,8 @@ def test_dev_zero_under_a_memory_limit() -> None:
         "import resource, sys\n"
         f"resource.setrlimit(resource.RLIMIT_AS, ({300 << 20}, {300 << 20}))\n"
         "from gputop_doctor.report.imports import load_report\n"
-        "try:\n    load_report('/dev/zero')\nexcept Exception as exc:\n    print(type(exc).__name__, exc)\n"
+        "try:\n    load_report('/dev/zero')\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60

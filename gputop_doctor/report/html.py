@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -68,7 +69,7 @@ def chart_data(report: Report) -> dict[str, Any]:
     }
 
 
-def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], cls: str) -> str:
+def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]], cls: str) -> str:
     top = "".join(f"<th>{h}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><thead><tr>{top}</tr></thead><tbody>{body}</tbody></table>'
