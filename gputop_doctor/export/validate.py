@@ -34,7 +34,7 @@ class Range:
     integer: bool = False
 
 
-BIG = 1e12
+BIG = 1e15  # any plain decimal of at most 15 integer digits is below it (see _PLAIN)
 _TEMP = Range(-100.0, 500.0)
 _DEFAULT = Range(0.0, BIG)
 
@@ -56,11 +56,35 @@ for _column, _, _ in PSI_COLUMNS:
 CHECKED: tuple[tuple[str, Range], ...] = tuple(_RANGES.items())
 # (cell position, low, high, whole numbers only, column), for the precise (slow) check.
 _CHECKS = tuple((COLUMNS.index(c), r.low, r.high, r.integer, c) for c, r in CHECKED)
-# The fast path: every numeric cell at once, compared in C (see check_cells).
-_ALL = operator.itemgetter(*(position for position, *_ in _CHECKS))
-_INTS = operator.itemgetter(*(position for position, _, _, integer, _ in _CHECKS if integer))
-_LOWS = [min(low, 0.0) for _, low, *_ in _CHECKS]  # an empty cell reads as 0.0 here
-_HIGHS = [high for _, _, high, *_ in _CHECKS]
+# The fast path (see check_cells). Columns whose range is just "not negative, below BIG" (or
+# "below BIG" for temperatures) are checked all at once with C-level string operations: only
+# digits and dots (and minus signs for temperatures), at most 15 characters per cell (so below
+# BIG), and float() must accept each. No NaN, inf or exponent can pass. The few columns with a
+# tighter range are compared one by one.
+_LOOSE = [c for c in _CHECKS if c[2] >= BIG and c[1] == 0]
+_LOOSE_SIGNED = [c for c in _CHECKS if c[1] < 0]
+_TIGHT = [c for c in _CHECKS if c not in _LOOSE and c not in _LOOSE_SIGNED]
+_GET_LOOSE = operator.itemgetter(*(c[0] for c in _LOOSE + _LOOSE_SIGNED))
+_GET_SIGNED = operator.itemgetter(*(c[0] for c in _LOOSE_SIGNED))
+_GET_INTS = operator.itemgetter(*(c[0] for c in _CHECKS if c[3]))
+_DROP_PLAIN = str.maketrans("", "", "0123456789.")
+_MAX_PLAIN = 15
+
+
+def _plain(texts: tuple[str, ...], signed: tuple[str, ...]) -> bool:
+    """Every text empty or a plain non-negative decimal below BIG (``signed`` may be < 0)."""
+    joined = "".join(texts)
+    if joined.translate(_DROP_PLAIN) != "-" * "".join(signed).count("-"):
+        return False
+    if max(map(len, texts)) > _MAX_PLAIN:
+        return False
+    try:
+        list(map(float, filter(None, texts)))
+    except ValueError:  # "1.2.3", ".", "-"
+        return False
+    return all(not t.startswith("-") or t[1:2].isdigit() for t in signed if t)
+
+
 _REQUIRED = tuple(COLUMNS.index(c) for c in ("time_unix_s", "tick", "interval_s"))
 _SAMPLES = COLUMNS.index("gpu_util_samples")
 _PROCS = COLUMNS.index("gpu_processes")
@@ -84,34 +108,56 @@ def number(text: str, column: str, limits: Range = _DEFAULT) -> float:
 def check_cells(cells: list[str]) -> None:
     """Raise CellError for the first cell of a session row that is not a sane number.
 
-    ``cells`` is in ``COLUMNS`` order. The fast path converts and range-compares every numeric
-    cell with C-level loops; the comparisons also refuse NaN (every comparison with it is
-    false) and infinities. Only a row that fails it takes the slow path that words the error.
+    ``cells`` is in ``COLUMNS`` order. The fast path (C-level string checks and a few
+    comparisons) accepts a normal row; a row it does not accept takes the slow path that
+    finds the cell and words the error (or accepts it: ``1e-05`` is fine, just not plain).
     """
-    try:
-        values = [float(t) if t else 0.0 for t in _ALL(cells)]
-        fine = all(map(operator.le, _LOWS, values)) and all(map(operator.le, values, _HIGHS))
-    except ValueError:
-        fine = False
-    if not fine or (not "".join(_INTS(cells)).isdigit() and any(_INTS(cells))):
+    fine = _plain(_GET_LOOSE(cells), _GET_SIGNED(cells)) and "." not in "".join(_GET_INTS(cells))
+    if fine:
+        for position, low, high, _, _ in _TIGHT:
+            text = cells[position]
+            if text:
+                try:
+                    value = float(text)
+                except ValueError:
+                    fine = False
+                    break
+                if not low <= value <= high:
+                    fine = False
+                    break
+    if not fine:
         _check_each(cells)
     for position in _REQUIRED:
         if not cells[position]:
             raise CellError(f"field {COLUMNS[position]}: empty")
-    if float(cells[_REQUIRED[2]]) < 1e-6:
-        raise CellError(f"field interval_s: {cells[_REQUIRED[2]][:40]!r} is out of range")
     if samples := cells[_SAMPLES]:
-        for text in samples.split(LIST_SEP):
-            number(text, "gpu_util_samples", Range(0.0, 100.0))
+        _check_samples(samples)
     if procs := cells[_PROCS]:
         for item in procs.split(LIST_SEP):
             parts = item.split(PART_SEP)
-            if len(parts) != 5:
-                raise CellError(f"field gpu_processes: malformed entry {item[:40]!r}")
-            number(parts[0], "gpu_processes", Range(0, 2**31, integer=True))
-            for text in parts[2:]:
-                if text:
-                    number(text, "gpu_processes")
+            if len(parts) != 5 or not _plain((parts[0], *parts[2:]), ()):
+                _check_process(item, parts)
+
+
+def _check_samples(samples: str) -> None:
+    try:
+        values = [float(v) for v in samples.split(LIST_SEP)]
+    except ValueError:
+        values = [math.nan]
+    # min/max are unreliable with NaN, but a NaN makes the sum unequal to itself.
+    total = math.fsum(values) if len(values) < 4096 else math.nan
+    if not (total == total and min(values) >= 0.0 and max(values) <= 100.0):
+        for text in samples.split(LIST_SEP):
+            number(text, "gpu_util_samples", Range(0.0, 100.0))
+
+
+def _check_process(item: str, parts: list[str]) -> None:
+    if len(parts) != 5:
+        raise CellError(f"field gpu_processes: malformed entry {item[:40]!r}")
+    number(parts[0], "gpu_processes", Range(0, 2**31, integer=True))
+    for text in parts[2:]:
+        if text:
+            number(text, "gpu_processes")
 
 
 def _check_each(cells: list[str]) -> None:

@@ -32,7 +32,9 @@ def _e(text: object, limit: int = 200) -> str:
 
 
 def _asset(name: str) -> str:
-    return files("gputop_doctor.report").joinpath("assets", name).read_text(encoding="utf-8")
+    return (
+        files("gputop_doctor.report").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    )
 
 
 def _aligned(series: tuple[GpuSeries, ...], metric: str) -> list[list[float | None]]:
