@@ -224,3 +224,40 @@ def test_hostile_gpu_name_is_made_visible(tmp_path: Path) -> None:
     result = run("analyze", str(path), "--no-charts")
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+
+
+def test_waste_ledger_counts_starved_idle_and_throttle_deficit() -> None:
+    from dataclasses import replace as dc_replace
+
+    from gputop_doctor.core.waste import Loss, WasteLedger, lost_time
+
+    assert lost_time(["gpu-starvation"], 90.0, 0, None, None, 2.0) == (Loss.STARVED, 2.0)
+    assert lost_time([], 1.0, 0, None, None, 2.0) == (Loss.IDLE, 2.0)
+    assert lost_time([], 90.0, 0x20, 990.0, 1980.0, 2.0) == (Loss.THROTTLED, 1.0)
+    assert lost_time([], 90.0, 0, 1980.0, 1980.0, 2.0) == (Loss.NONE, 0.0)
+    ledger = WasteLedger()
+    starved = frame(0, 2, starved=True)
+    for _ in range(1800):
+        ledger.add(starved.snapshot, starved.findings)
+    assert ledger.lost_gpu_hours == pytest.approx(0.5)  # GPU 0 only, 1800 s
+    lost_gpu = dc_replace(starved.snapshot, gpus=(dc_replace(starved.snapshot.gpus[0], lost=True),))
+    ledger.add(lost_gpu, starved.findings)
+    assert ledger.lost_gpu_hours == pytest.approx(0.5)
+
+
+def test_record_gzip_with_rotation_then_replay_and_analyze(tmp_path: Path) -> None:
+    path = tmp_path / "rec.csv.gz"
+    result = run(
+        "--demo", "starved", "record", "--csv", str(path), "--interval", "0.05",
+        "--duration", "2", "--max-size", "64K", "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    ticks = len(read_session(str(path)).ticks)
+    assert ticks >= 10
+    analyzed = json.loads(run("analyze", str(path), "--json").stdout)
+    assert analyzed["ticks"] == ticks and analyzed["source"] == "demo:starved"
+    one_line_error(run("record", "--csv", str(path), "--max-size", "1K"), "below 64K")
+    one_line_error(
+        run("--demo", "starved", "record", "--csv", str(path), "--duration", "1"),
+        "refusing to append to compressed CSV",
+    )

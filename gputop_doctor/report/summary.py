@@ -3,14 +3,7 @@
 Memory is bounded whatever the session length: per-GPU running sums, capped span and run lists
 and downsampled chart series (see :mod:`gputop_doctor.report.series`).
 
-How GPU time is charged, per GPU per tick (``dt`` seconds), first match wins:
-
-- **starved**: ``gpu-starvation`` was active on that GPU;
-- **idle**: utilization under ``IDLE_UTIL_PCT``;
-- **throttled**: a thermal or power clock-event reason was set, or ``thermal-throttle`` /
-  ``power-cap`` was active; it costs the clock deficit ``1 - clock/max clock`` of the tick
-  (the whole tick when clocks were not recorded).
-
+How GPU time is charged (starved, idle, throttled): see :mod:`gputop_doctor.core.waste`.
 Lost GPU time is the sum of the three. Energy is integrated power (``power x dt``).
 """
 
@@ -19,16 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gputop_doctor.core.model import ClockEvent
+from gputop_doctor.core.waste import THERMAL_BITS, Loss, lost_time
 from gputop_doctor.report.points import GpuPoint, TickPoint
 from gputop_doctor.report.series import Downsampler, Run, RunTracker, Span, SpanTracker
 
-IDLE_UTIL_PCT = 5.0
 LOW_UTIL_PCT = 70.0
-STARVED_IDS = frozenset({"gpu-starvation"})
-THROTTLE_IDS = frozenset({"thermal-throttle", "power-cap"})
-THERMAL_BITS = int(ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL)  # plain ints: per-row speed
-SLOWDOWN_BITS = THERMAL_BITS | int(ClockEvent.SW_POWER_CAP | ClockEvent.HW_POWER_BRAKE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,21 +171,6 @@ class _GpuAcc:
         )
 
 
-def charge(gpu: GpuPoint, dt: float) -> tuple[str, float]:
-    """Which kind of lost time this GPU-tick is, and how many seconds of it ("" if none)."""
-    ids = set(gpu.findings)
-    if ids & STARVED_IDS:
-        return "starved", dt
-    if gpu.util_pct is not None and gpu.util_pct < IDLE_UTIL_PCT:
-        return "idle", dt
-    if (gpu.clock_event_bits or 0) & SLOWDOWN_BITS or ids & THROTTLE_IDS:
-        clock, top = gpu.sm_clock_mhz, gpu.sm_clock_max_mhz
-        if clock is not None and top:
-            return "throttled", dt * max(0.0, 1.0 - clock / top)
-        return "throttled", dt
-    return "", 0.0
-
-
 class ReportBuilder:
     """Feed ticks in order with :meth:`add`; :meth:`build` gives the report."""
 
@@ -212,7 +185,7 @@ class ReportBuilder:
         self._findings: dict[str, SpanTracker] = {}
         self._finding_gpu_s: dict[str, float] = {}
         self._verdict = RunTracker()
-        self._lost = {"idle": 0.0, "starved": 0.0, "throttled": 0.0}
+        self._lost = {Loss.IDLE: 0.0, Loss.STARVED: 0.0, Loss.THROTTLED: 0.0}
         self._steps = _Mean()
         self._wait = _Mean()
 
@@ -235,8 +208,15 @@ class ReportBuilder:
                 continue
             for rule_id in gpu.findings:
                 self._finding_gpu_s[rule_id] = self._finding_gpu_s.get(rule_id, 0.0) + dt
-            kind, seconds = charge(gpu, dt)
-            if kind:
+            kind, seconds = lost_time(
+                gpu.findings,
+                gpu.util_pct,
+                gpu.clock_event_bits,
+                gpu.sm_clock_mhz,
+                gpu.sm_clock_max_mhz,
+                dt,
+            )
+            if kind is not Loss.NONE:
                 self._lost[kind] += seconds
 
     def build(self, unknown: Iterable[str] = (), dropped_rows: int = 0) -> Report:
@@ -283,7 +263,7 @@ class ReportBuilder:
         return tuple(out)
 
     def _cost(self, gpus: tuple[GpuStats, ...]) -> Cost:
-        hours = {k: round(v / 3600, 4) for k, v in self._lost.items()}
+        hours = {k.value: round(v / 3600, 4) for k, v in self._lost.items()}
         energies = [g.energy_wh for g in gpus if g.energy_wh is not None]
         return Cost(
             gpu_hours=round(sum(g.seconds for g in gpus) / 3600, 4),
