@@ -174,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--csv", metavar="PATH", help="record the session to this CSV")
     parser.add_argument("--interval", type=_interval, default=1.0, help="seconds per tick")
     parser.add_argument(
+        "--max-size",
+        type=_size,
+        metavar="SIZE",
+        help="with --csv: start a new part when a file reaches SIZE (e.g. 500M)",
+    )
+    parser.add_argument(
         "--replay", metavar="CSV", help="watch a recorded session instead of this machine"
     )
     parser.add_argument(

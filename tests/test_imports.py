@@ -103,8 +103,12 @@ def test_long_csv(tmp_path: Path) -> None:
 
 
 def test_gpu_rules_run_on_an_import(tmp_path: Path) -> None:
-    hot = "timestamp,index,temperature.gpu,utilization.gpu,clocks.sm,clocks.max.sm\n" + "".join(
-        f"{1700000000 + t},0,95,99,1000,1980\n" for t in range(120)
+    hot = (
+        "timestamp, index, temperature.gpu, utilization.gpu [%], clocks.sm [MHz], "
+        "clocks.max.sm [MHz], clocks_event_reasons.active\n"
+    ) + "".join(
+        f"{1700000000 + t}, 0, 95, 99 %, 990 MHz, 1980 MHz, 0x0000000000000020\n"
+        for t in range(120)
     )
     result = subprocess.run(
         [*CMD, "analyze", _write(tmp_path, "hot.csv", hot), "--json"],
@@ -116,6 +120,9 @@ def test_gpu_rules_run_on_an_import(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert data["kind"] == "nvidia-smi" and data["ticks"] == 120
     assert data["unknown"]  # says what a GPU-only log cannot tell
+    assert [f["rule_id"] for f in data["findings"]] == ["thermal-throttle"]
+    assert data["gpus"][0]["thermal_s"] == 120.0
+    assert data["cost"]["throttled_gpu_hours"] == round(60 / 3600, 4)  # half the clock lost
 
 
 @pytest.mark.parametrize(

@@ -32,12 +32,18 @@ def run_ui(args: argparse.Namespace) -> int:
     from gputop_doctor.ui.app import run_tui
 
     alerts = AlertDispatcher(hooks, say) if hooks else None
+    max_bytes: int | None = args.max_size
+
+    def make_sink(path: str) -> CsvSink:  # the UI's recorder, rotating if asked to
+        return CsvSink(path, max_bytes=max_bytes)
+
     return run_tui(
         run.engine,
         csv_path=args.csv,
         list_processes=run.list_processes,
         prime_s=run.prime_s,
         alerts=alerts,
+        make_sink=make_sink,
     )
 
 

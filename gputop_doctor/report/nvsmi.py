@@ -57,6 +57,9 @@ METRICS: dict[str, str] = {
     "sm_clock_mhz": "sm_clock_mhz",
     "clocks.max.sm": "sm_clock_max_mhz",
     "clocks.max.sm_clock": "sm_clock_max_mhz",
+    "clocks_event_reasons.active": "clock_event_bits",
+    "clocks_throttle_reasons.active": "clock_event_bits",
+    "clock_event_bits": "clock_event_bits",
 }
 TIME_COLUMNS = ("timestamp", "time", "time_unix_s", "time_iso")
 INDEX_COLUMNS = ("index", "gpu", "gpu_index", "idx")
@@ -117,13 +120,26 @@ def parse_time(text: str) -> float:
     return stamp.timestamp()
 
 
-def metric(text: str, attr: str) -> float | None:
+def metric(text: str, attr: str) -> float | int | None:
     cell = text.strip()
     if cell.lower() in _MISSING:
         return None
+    if attr == "clock_event_bits":
+        return _bits(cell)
     match = _VALUE_UNIT.match(cell)
     value = match.group(1) if match else cell
     return number(value, attr, _RANGES.get(attr, Range(0, 1e12)))
+
+
+def _bits(cell: str) -> int:
+    """A clock-event reason mask as nvidia-smi prints it (``0x0000000000000020``) or decimal."""
+    try:
+        value = int(cell, 16) if cell.lower().startswith("0x") else int(cell)
+    except ValueError:
+        raise CellError(f"field clock_event_bits: not a bit mask: {cell[:40]!r}") from None
+    if not 0 <= value < 2**64:
+        raise CellError(f"field clock_event_bits: {cell[:40]!r} is out of range")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +149,7 @@ class Sample:
 
 
 def row_sample(cells: list[str], layout: Layout, position: int) -> Sample:
-    values: dict[str, float | None] = {
+    values: dict[str, float | int | None] = {
         attr: metric(cells[i], attr) for i, attr in layout.metrics if i < len(cells)
     }
     index = position

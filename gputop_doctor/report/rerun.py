@@ -29,6 +29,7 @@ def _sample(gpu: GpuPoint) -> GpuSample:
         power_w=gpu.power_w,
         sm_clock_mhz=gpu.sm_clock_mhz,
         sm_clock_max_mhz=gpu.sm_clock_max_mhz,
+        clock_event_bits=gpu.clock_event_bits,
     )
 
 
