@@ -94,7 +94,10 @@ def layout_of(header: list[str], path: str) -> Layout:
     metrics = tuple((i, METRICS[k]) for i, k in enumerate(keys) if k in METRICS)
     if not metrics:
         shown = ", ".join(h.strip()[:30] for h in header[:6])
-        raise ImportError_(f"{path}: unknown columns ({shown}): no GPU metric this reader knows")
+        raise ImportError_(
+            f"{path} is not a gputop-doctor session CSV nor a GPU log this reader knows "
+            f"(unknown columns: {shown})"
+        )
     return Layout(find(TIME_COLUMNS), find(INDEX_COLUMNS), find(NAME_COLUMNS), metrics)
 
 
