@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.export.rows import snapshot_from_rows
@@ -36,9 +37,10 @@ class RecordedTick:
     bottleneck: str = ""  # the headline's bottleneck at this tick, "" when not judged
 
 
-@dataclass(frozen=True, slots=True)
-class SessionRow:
-    """One validated CSV row (cells in ``COLUMNS`` order) and where it came from."""
+class SessionRow(NamedTuple):
+    """One validated CSV row (cells in ``COLUMNS`` order) and where it came from.
+
+    A NamedTuple: one is built per row of a possibly day-long file, and a tuple is cheap."""
 
     path: str
     line: int

@@ -35,7 +35,7 @@ def _gpu(cells: list[str]) -> GpuPoint | None:
     bits = cells[_BITS]
     found = cells[_FINDINGS]
     return GpuPoint(
-        index=int(cells[_INDEX]),
+        gpu=int(cells[_INDEX]),
         name=cells[_NAME],
         lost=cells[_LOST] == "1",
         util_pct=_num(cells[_UTIL]),

@@ -165,7 +165,7 @@ def row_sample(cells: list[str], layout: Layout, position: int) -> Sample:
             stamp = f"{cells[layout.date].strip()} {stamp.strip()}"
         when = parse_time(stamp)
     name = cells[layout.name].strip() if layout.name is not None else ""
-    return Sample(when, GpuPoint(index=index, name=name, **values))  # type: ignore[arg-type]
+    return Sample(when, GpuPoint(gpu=index, name=name, **values))  # type: ignore[arg-type]
 
 
 def ticks_from_samples(samples: Iterator[Sample], default_dt: float = 1.0) -> Iterator[TickPoint]:
@@ -190,7 +190,7 @@ def _batches(
     batch_time: float | None = None
     clock = 0.0  # for logs without timestamps
     for sample in samples:
-        if any(g.index == sample.gpu.index for g in batch):
+        if any(g.gpu == sample.gpu.gpu for g in batch):
             when = batch_time if batch_time is not None else clock
             yield when, tuple(batch)
             clock = when + default_dt

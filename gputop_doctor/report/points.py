@@ -7,13 +7,14 @@ care where the numbers came from; what an input cannot know is simply ``None``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class GpuPoint:
-    """One GPU at one tick."""
+class GpuPoint(NamedTuple):
+    """One GPU at one tick. A NamedTuple, not a dataclass: a day of 8 GPUs makes 700,000 of
+    them, and a tuple is built several times faster than a frozen dataclass."""
 
-    index: int
+    gpu: int  # its index (``index`` is taken by tuple.index)
     name: str = ""
     lost: bool = False
     util_pct: float | None = None

@@ -21,7 +21,7 @@ from gputop_doctor.sources.replay import ReplayGpuSource, ReplayHostSource, Repl
 
 def _sample(gpu: GpuPoint) -> GpuSample:
     return GpuSample(
-        index=gpu.index,
+        index=gpu.gpu,
         name=gpu.name or None,
         util_pct=gpu.util_pct,
         mem_used_mib=gpu.mem_used_mib,
@@ -82,7 +82,7 @@ def with_gpu_rules(ticks: Iterator[TickPoint]) -> Iterator[TickPoint]:
     while not session.finished:
         frame = engine.tick()
         tick = waiting.popleft()
-        gpus = tuple(replace(g, findings=_on_gpu(frame.findings, g.index)) for g in tick.gpus)
+        gpus = tuple(g._replace(findings=_on_gpu(frame.findings, g.gpu)) for g in tick.gpus)
         yield replace(
             tick,
             gpus=gpus,

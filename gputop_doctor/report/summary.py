@@ -202,7 +202,7 @@ class ReportBuilder:
         self._steps.add(tick.steps_per_s, dt)
         self._wait.add(tick.data_wait_pct, dt)
         for gpu in tick.gpus:
-            acc = self._gpus.get(gpu.index) or self._gpus.setdefault(gpu.index, _GpuAcc(gpu.index))
+            acc = self._gpus.get(gpu.gpu) or self._gpus.setdefault(gpu.gpu, _GpuAcc(gpu.gpu))
             acc.add(gpu, tick.time, dt)
             if gpu.lost:
                 continue
