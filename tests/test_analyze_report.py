@@ -261,3 +261,35 @@ def test_record_gzip_with_rotation_then_replay_and_analyze(tmp_path: Path) -> No
         run("--demo", "starved", "record", "--csv", str(path), "--duration", "1"),
         "refusing to append to compressed CSV",
     )
+
+
+def test_replay_reads_a_rotated_compressed_session_lazily(tmp_path: Path) -> None:
+    import threading
+
+    from gputop_doctor.commands.common import open_replay_run
+
+    path = str(tmp_path / "run.csv.gz")
+    write_session(path, 3000, gpus=1, max_bytes=64 * 1024)
+    assert os.path.exists(tmp_path / "run.1.csv.gz")
+    import tracemalloc
+
+    tracemalloc.start()
+    replay = open_replay_run(path, speed=1e6)
+    _, opened_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert opened_peak < 2 << 20  # opening reads one tick ahead, not the 3000 (~8 MB parsed)
+    frames: list = []
+    replay.engine.run(threading.Event(), frames.append)
+    assert [f.snapshot.tick for f in frames] == list(range(3000))
+
+
+def test_negative_temperature_is_fine_but_a_stray_minus_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    write_session(str(path), 3, gpus=1)
+    _poke(path, 2, "gpu_temp_c", "-5.5")
+    assert read_session(str(path)).ticks[0].snapshot.gpus[0].temp_c == -5.5
+    _poke(path, 3, "gpu_power_w", "-5.5")
+    with pytest.raises(
+        SessionFormatError, match="line 3, field gpu_power_w: '-5.5' is out of range"
+    ):
+        read_session(str(path))
