@@ -290,6 +290,6 @@ def test_negative_temperature_is_fine_but_a_stray_minus_is_not(tmp_path: Path) -
     assert read_session(str(path)).ticks[0].snapshot.gpus[0].temp_c == -5.5
     _poke(path, 3, "gpu_power_w", "-5.5")
     with pytest.raises(
-        SessionFormatError, match="line 3, field gpu_power_w: '-5.5' is out of range"
+        SessionFormatError, match=r"line 3, field gpu_power_w: '-5\.5' is out of range"
     ):
         read_session(str(path))
