@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from gputop_doctor.core.findings import Finding, Severity, Verdict, gpu_scope
+from gputop_doctor.core.findings import Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import GpuSample, Snapshot, SystemInfo, TreeTotals
+from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.export.rows import snapshot_rows
 from gputop_doctor.export.schema import COLUMNS
@@ -42,9 +43,7 @@ def frame(tick: int, gpus: int, starved: bool, steps: float | None = None) -> Fr
     findings = (
         (Finding("gpu-starvation", Severity.WARN, gpu_scope(0), "starved"),) if starved else ()
     )
-    verdict = Verdict(
-        "small/simple", "data pipeline (CPU)" if starved else "GPU compute (healthy)", ""
-    )
+    verdict = Verdict(Case.SMALL_SIMPLE, Bottleneck.DATA if starved else Bottleneck.GPU, "")
     snapshot = Snapshot(
         time=T0 + tick,
         tick=tick,

@@ -44,9 +44,7 @@ def test_report_spans_verdict_and_cost(tmp_path: Path) -> None:
     assert [(s.start - report.start, s.seconds) for s in starved.spans] == [(10, 10), (40, 5)]
     assert starved.gpu_s == 15.0  # only GPU 0's row carried it
     values = [run.value for run in report.verdict]
-    assert values == ["GPU compute (healthy)", "data pipeline (CPU)"] * 2 + [
-        "GPU compute (healthy)"
-    ]
+    assert values == ["GPU", "data pipeline (CPU)"] * 2 + ["GPU"]
     assert report.verdict_totals["data pipeline (CPU)"] == 15.0
     assert report.cost.gpu_hours == round(120 / 3600, 4)
     assert report.cost.starved_gpu_hours == round(15 / 3600, 4)
@@ -183,7 +181,7 @@ def test_nan_in_replay_ends_the_replay_instead_of_crashing(tmp_path: Path) -> No
     frames: list = []
     run_.engine.run(threading.Event(), frames.append)
     assert len(frames) == 4
-    assert "line 6, field gpu_temp_c" in (frames[-1].note or run_.engine.gpu.status().status)
+    assert "line 6, field gpu_temp_c" in (run_.engine.gpu.status().reason or "")
 
 
 def test_dev_zero_and_a_huge_line_are_refused_quickly() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from gputop_doctor.core.findings import Finding
+from gputop_doctor.core.findings import Finding, ScopeKind
 from gputop_doctor.core.model import ClockEvent, Snapshot
 
 IDLE_UTIL_PCT = 5.0
@@ -67,7 +67,11 @@ class WasteLedger:
         for gpu in snapshot.gpus:
             if gpu.lost:
                 continue
-            ids = [f.rule_id for f in active if f.scope.kind != "gpu" or f.scope.index == gpu.index]
+            ids = [
+                f.rule_id
+                for f in active
+                if f.scope.kind is not ScopeKind.GPU or f.scope.index == gpu.index
+            ]
             _, seconds = lost_time(
                 ids, gpu.util_pct, gpu.clock_event_bits, gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, dt
             )

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
-from gputop_doctor.core.findings import Finding
+from gputop_doctor.core.findings import Finding, ScopeKind
 from gputop_doctor.core.model import GpuSample, HostSample, Snapshot
 from gputop_doctor.report.points import GpuPoint, TickPoint
 from gputop_doctor.sources.replay import ReplayGpuSource, ReplayHostSource, ReplaySession
@@ -48,7 +48,9 @@ def _snapshot(tick: TickPoint, number: int) -> Snapshot:
 
 
 def _on_gpu(findings: tuple[Finding, ...], index: int) -> tuple[str, ...]:
-    ids = (f.rule_id for f in findings if f.scope.kind != "gpu" or f.scope.index == index)
+    ids = (
+        f.rule_id for f in findings if f.scope.kind is not ScopeKind.GPU or f.scope.index == index
+    )
     return tuple(dict.fromkeys(ids))
 
 
@@ -87,6 +89,6 @@ def with_gpu_rules(ticks: Iterator[TickPoint]) -> Iterator[TickPoint]:
             tick,
             gpus=gpus,
             findings=tuple(dict.fromkeys(f.rule_id for f in frame.findings)),
-            bottleneck=frame.verdict.bottleneck if frame.verdict else "",
+            bottleneck=frame.verdict.bottleneck.value if frame.verdict else "",
         )
     engine.close()
