@@ -63,6 +63,10 @@ class CsvSink:
     def close(self) -> None:
         self._out.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._out.closed
+
 
 def check_path(path: str) -> None:
     """Raise CsvError if ``path`` cannot take a recording, without creating anything."""
@@ -94,6 +98,10 @@ class _PlainOut:
     def size(self) -> int:
         return self._file.tell()
 
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
     def close(self) -> None:
         if not self._file.closed:
             self._file.flush()
@@ -123,6 +131,10 @@ class _GzipOut:
 
     def size(self) -> int:
         return self._file.tell()
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
 
     def close(self) -> None:
         if not self._file.closed:
