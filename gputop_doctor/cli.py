@@ -26,6 +26,29 @@ class _Parser(argparse.ArgumentParser):
         fail(message, status=2)
 
 
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _size(text: str) -> int:
+    """A byte count such as 500M or 2G (at least 64K, so a part holds many ticks)."""
+    number, unit = text[:-1], text[-1:].upper()
+    if unit.isdigit():
+        number, unit = text, ""
+    if unit not in _SIZE_UNITS or not number.isdigit() or len(number) > 15:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 500M)")
+    value = int(number) * _SIZE_UNITS[unit]
+    if value < 1 << 16:
+        raise argparse.ArgumentTypeError(f"size {text!r} is below 64K")
+    return value
+
+
+def _price(text: str) -> float:
+    value = _positive_float(text)
+    if value > 1e6:
+        raise argparse.ArgumentTypeError(f"price {text!r} is not plausible")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -151,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--csv", metavar="PATH", help="record the session to this CSV")
     parser.add_argument("--interval", type=_interval, default=1.0, help="seconds per tick")
     parser.add_argument(
+        "--max-size",
+        type=_size,
+        metavar="SIZE",
+        help="with --csv: start a new part when a file reaches SIZE (e.g. 500M)",
+    )
+    parser.add_argument(
         "--replay", metavar="CSV", help="watch a recorded session instead of this machine"
     )
     parser.add_argument(
@@ -172,6 +201,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", type=_interval, default=argparse.SUPPRESS, help="seconds per tick"
     )
     record.add_argument("--duration", type=_positive_float, help="stop after this many seconds")
+    record.add_argument(
+        "--max-size",
+        type=_size,
+        metavar="SIZE",
+        help="start a new part when a file reaches SIZE (e.g. 500M): "
+        "session.csv, session.1.csv, session.2.csv...",
+    )
     record.add_argument("--quiet", action="store_true", help="print nothing but errors")
     _add_alert_options(record, sub=True)
 
@@ -194,9 +230,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_serve_parser(sub)
 
-    analyze = sub.add_parser("analyze", help="summarise a recorded session CSV")
-    analyze.add_argument("csv", metavar="CSV", help="a CSV written by record or the UI")
+    analyze = sub.add_parser(
+        "analyze", help="report on a recorded session (or compare two; or an nvidia-smi log)"
+    )
+    analyze.add_argument(
+        "csv",
+        metavar="SESSION",
+        nargs="+",
+        help="a session CSV (plain, .gz or rotated), an nvidia-smi --query-gpu or dmon log; "
+        "two to compare",
+    )
     analyze.add_argument("--json", action="store_true", help="print JSON instead of text")
+    analyze.add_argument("--html", metavar="PATH", help="write a self-contained HTML report")
+    analyze.add_argument(
+        "--price-per-gpu-hour", type=_price, metavar="PRICE", help="put money on GPU time"
+    )
+    analyze.add_argument("--no-charts", action="store_true", help="text without the charts")
+    analyze.add_argument(
+        "--series", action="store_true", help="with --json: include the chart series"
+    )
     _add_lab_commands(sub)
     return parser
 

@@ -127,7 +127,7 @@ def test_bad_value_and_missing_file_errors(tmp_path: Path) -> None:
     rows[1][COLUMNS.index("gpu_temp_c")] = "hot"
     with path.open("w", newline="") as handle:
         csv.writer(handle).writerows(rows)
-    with pytest.raises(SessionFormatError, match="bad value near line"):
+    with pytest.raises(SessionFormatError, match="line 2, field gpu_temp_c: not a number"):
         read_session(str(path))
 
 

@@ -51,6 +51,17 @@ LAYERS = (
         "sinks and readers see frames and snapshots, never a live source",
     ),
     Layer(
+        "gputop_doctor.report",
+        (
+            *HARDWARE,
+            "textual",
+            "textual_plotext",
+            "torch",
+            *(APP + p for p in ("ui", "commands", "sources.nvml", "sources.host")),
+        ),
+        "reports read recordings and logs; imported logs are replayed through sources.replay",
+    ),
+    Layer(
         "gputop_doctor.sources",
         (*DRAWING, APP + "export", APP + "rules", APP + "ui", APP + "commands"),
         "a source implements core.ports and fills the model; it knows no sink, rule or view",

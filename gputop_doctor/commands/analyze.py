@@ -1,117 +1,86 @@
-"""``gputop-doctor analyze``: summarise a recorded session CSV without the UI.
+"""``gputop-doctor analyze``: from a recording to a decision, without the UI.
 
-It answers the questions people ask of a finished run: how busy was each GPU, how hot, was it
-throttled, and which findings held for how long.
+One session: what went wrong, when, for how long, what it cost and what to change first, as
+text with charts, ``--json`` or a self-contained ``--html`` page. Two sessions: side by side,
+with a one-line conclusion. Inputs are read as a stream (memory does not grow with the file)
+and may be session CSVs (plain, gzip, rotated) or imported ``nvidia-smi`` logs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
-from dataclasses import asdict, dataclass
-from statistics import fmean
+import os
+import sys
+from dataclasses import asdict
 
 from gputop_doctor.commands.common import UsageError, say
-from gputop_doctor.core.model import ClockEvent, Snapshot
-from gputop_doctor.export.reader import Session, SessionFormatError, read_session
-
-# HW slowdown alone can be power or a clock change; only the rule can tell it is heat.
-THERMAL_ONLY = ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL
-
-
-@dataclass(frozen=True, slots=True)
-class GpuSummary:
-    index: int
-    name: str | None
-    ticks: int
-    util_mean_pct: float | None
-    util_low_share: float | None  # share of ticks with mean utilization below 70 %
-    temp_max_c: float | None
-    power_mean_w: float | None
-    mem_max_mib: float | None
-    thermal_ticks: int  # ticks with a thermal clock-event reason (sw or hw thermal)
-    lost: bool
+from gputop_doctor.export.reader import SessionFormatError
+from gputop_doctor.export.stream import StreamError
+from gputop_doctor.report.imports import ImportError_, load_report
+from gputop_doctor.report.summary import Report, priced
 
 
-@dataclass(frozen=True, slots=True)
-class SessionSummary:
-    path: str
-    ticks: int
-    duration_s: float
-    source: str
-    gpus: tuple[GpuSummary, ...]
-    finding_ticks: dict[str, int]
-    dropped_rows: int
-
-
-def _mean(values: list[float]) -> float | None:
-    return round(fmean(values), 1) if values else None
-
-
-def _gpu_summary(index: int, snaps: list[Snapshot]) -> GpuSummary:
-    samples = [g for s in snaps for g in s.gpus if g.index == index]
-    live = [g for g in samples if not g.lost]
-    utils = [g.util_pct for g in live if g.util_pct is not None]
-    temps = [g.temp_c for g in live if g.temp_c is not None]
-    mems = [g.mem_used_mib for g in live if g.mem_used_mib is not None]
-    return GpuSummary(
-        index=index,
-        name=samples[0].name if samples else None,
-        ticks=len(samples),
-        util_mean_pct=_mean(utils),
-        util_low_share=round(sum(u < 70 for u in utils) / len(utils), 3) if utils else None,
-        temp_max_c=max(temps) if temps else None,
-        power_mean_w=_mean([g.power_w for g in live if g.power_w is not None]),
-        mem_max_mib=max(mems) if mems else None,
-        thermal_ticks=sum(bool((g.clock_event_bits or 0) & THERMAL_ONLY) for g in live),
-        lost=any(g.lost for g in samples),
-    )
-
-
-def summarise(path: str, session: Session) -> SessionSummary:
-    snaps = [t.snapshot for t in session.ticks]
-    if not snaps:
+def _report(path: str, price: float | None) -> Report:
+    try:
+        report = load_report(path)
+    except (SessionFormatError, StreamError, ImportError_) as exc:
+        raise UsageError(str(exc), status=1) from None
+    if report.ticks == 0:
         raise UsageError(f"{path} holds no recorded ticks", status=1)
-    indices = sorted({g.index for s in snaps for g in s.gpus})
-    findings: Counter[str] = Counter(f for t in session.ticks for f in t.findings)
-    return SessionSummary(
-        path=path,
-        ticks=len(snaps),
-        duration_s=round(snaps[-1].time - snaps[0].time + snaps[-1].interval_s, 1),
-        source=session.ticks[0].source,
-        gpus=tuple(_gpu_summary(i, snaps) for i in indices),
-        finding_ticks=dict(findings.most_common()),
-        dropped_rows=session.dropped_rows,
-    )
+    if price is not None:
+        from dataclasses import replace
+
+        report = replace(report, cost=priced(report.cost, price))
+    return report
 
 
-def _text(summary: SessionSummary) -> str:
-    lines = [
-        f"{summary.path}: {summary.ticks} ticks over {summary.duration_s:g} s ({summary.source})"
-    ]
-    for gpu in summary.gpus:
-        lines.append(
-            f"  GPU {gpu.index} {gpu.name or ''}: util mean {gpu.util_mean_pct}%"
-            f", below 70% in {100 * (gpu.util_low_share or 0):.0f}% of ticks"
-            f", max {gpu.temp_max_c} °C, mean {gpu.power_mean_w} W"
-            f", thermal clock-event ticks {gpu.thermal_ticks}" + (", LOST" if gpu.lost else "")
-        )
-    if summary.finding_ticks:
-        lines.append("Findings (ticks active):")
-        lines += [f"  {rule}: {n}" for rule, n in summary.finding_ticks.items()]
-    else:
-        lines.append("Findings: none")
-    return "\n".join(lines)
+def to_json(value: object) -> str:
+    """Strict JSON: a non-finite number would be a bug upstream, and fails loudly here."""
+    return json.dumps(value, indent=2, allow_nan=False, ensure_ascii=True)
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    try:
-        session = read_session(args.csv)
-    except SessionFormatError as exc:
-        raise UsageError(str(exc), status=1) from None
-    summary = summarise(args.csv, session)
-    if summary.dropped_rows:
-        say(f"note: ignored {summary.dropped_rows} incomplete row(s) at the end (killed recording)")
-    print(json.dumps(asdict(summary), indent=2) if args.json else _text(summary))
+    paths: list[str] = args.csv
+    if len(paths) > 2:
+        raise UsageError("analyze takes one session, or two to compare")
+    reports = [_report(p, args.price_per_gpu_hour) for p in paths]
+    if len(reports) == 2:
+        from gputop_doctor.report.compare import compare, render_comparison
+
+        comparison = compare(reports[0], reports[1])
+        print(to_json(asdict(comparison)) if args.json else render_comparison(comparison))
+        return 0
+    report = reports[0]
+    if report.dropped_rows:
+        say(f"note: ignored {report.dropped_rows} incomplete row(s) at the end (killed recording)")
+    if args.html:
+        from gputop_doctor.report.html import write_html
+
+        try:
+            write_html(report, args.html)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.html}: {exc.strerror or exc}", status=1) from None
+    if args.json:
+        data = asdict(report)
+        if not args.series:
+            data.pop("series")
+        print(to_json(data))
+    elif not args.html:
+        from gputop_doctor.report.charts_text import render_charts
+        from gputop_doctor.report.text import render_text
+
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        width = max(60, min(140, _columns()))
+        charts = "" if args.no_charts else render_charts(report, width, color)
+        print(render_text(report, charts))
+    else:
+        say(f"wrote {args.html}")
     return 0
+
+
+def _columns() -> int:
+    try:
+        return os.get_terminal_size().columns
+    except OSError:
+        return 100

@@ -6,13 +6,14 @@ import argparse
 import dataclasses
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
-from gputop_doctor.core.ports import GpuSource, HostSource
+from gputop_doctor.core.model import Snapshot
+from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
 
 
 class UsageError(Exception):
@@ -152,19 +153,32 @@ class ReplayOpened:
 
 
 def open_replay(path: str) -> ReplayOpened:
-    """A session CSV as sources. Raises SessionFormatError or ValueError with one-line messages."""
-    from gputop_doctor.export.reader import read_session
+    """A session CSV as sources, read lazily (one tick ahead of the engine, whatever the file's
+    size). Raises SessionFormatError or ValueError with one-line messages; a bad row later in
+    the file ends the replay there, with the reason in the GPU status."""
+    from gputop_doctor.export.reader import SessionFormatError, SessionReader
     from gputop_doctor.sources.replay import ReplayGpuSource, ReplayHostSource, ReplaySession
 
-    ticks = read_session(path).ticks
-    snapshots = tuple(t.snapshot for t in ticks)
-    session = ReplaySession(path, snapshots, ticks[0].source if ticks else "")
+    ticks = SessionReader(path).ticks()
+    first = next(ticks, None)
+    if first is None:
+        raise ValueError(f"{path} holds no recorded ticks")
+
+    def snapshots() -> Iterator[Snapshot]:
+        yield first.snapshot
+        try:
+            for tick in ticks:
+                yield tick.snapshot
+        except SessionFormatError as exc:
+            raise SourceExhausted(str(exc)) from None
+
+    session = ReplaySession(path, snapshots(), first.source)
     return ReplayOpened(
         gpu=ReplayGpuSource(session),
         host=ReplayHostSource(session),
         clock=session.clock,
         interval_s=session.interval_s,
-        target_pid=session.snapshots[0].target_pid,
+        target_pid=first.snapshot.target_pid,
     )
 
 

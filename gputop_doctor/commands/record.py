@@ -38,7 +38,7 @@ def run_record(args: argparse.Namespace) -> int:
     # No simulated past in a recording: the CSV holds exactly the ticks sampled from now on.
     engine = build_engine(options_from(args, args.interval, backfill_s=0.0))
     try:
-        sink = CsvSink(args.csv)  # checked before any sampling starts
+        sink = CsvSink(args.csv, max_bytes=args.max_size)  # checked before any sampling starts
     except CsvError as exc:
         engine.close()
         raise UsageError(str(exc), status=1) from None

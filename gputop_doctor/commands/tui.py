@@ -6,7 +6,7 @@ import argparse
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher, BadHook, hooks_from
 from gputop_doctor.commands.common import UsageError, open_replay_run, open_run, options_from, say
-from gputop_doctor.export.csv_sink import CsvError, CsvSink
+from gputop_doctor.export.csv_sink import CsvError, CsvSink, check_path
 
 
 def run_ui(args: argparse.Namespace) -> int:
@@ -25,19 +25,25 @@ def run_ui(args: argparse.Namespace) -> int:
     if args.csv:
         # Checked here, before the screen takes over, so a bad path is a one-line error.
         try:
-            CsvSink(args.csv).close()
+            check_path(args.csv)
         except CsvError as exc:
             run.engine.close()
             raise UsageError(str(exc), status=1) from None
     from gputop_doctor.ui.app import run_tui
 
     alerts = AlertDispatcher(hooks, say) if hooks else None
+    max_bytes: int | None = args.max_size
+
+    def make_sink(path: str) -> CsvSink:  # the UI's recorder, rotating if asked to
+        return CsvSink(path, max_bytes=max_bytes)
+
     return run_tui(
         run.engine,
         csv_path=args.csv,
         list_processes=run.list_processes,
         prime_s=run.prime_s,
         alerts=alerts,
+        make_sink=make_sink,
     )
 
 

@@ -27,6 +27,7 @@ from gputop_doctor.core.model import (
 from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
 from gputop_doctor.core.rule import Rule, RuleContext
 from gputop_doctor.core.verdict import Verdict
+from gputop_doctor.core.waste import WasteLedger
 
 MAX_PRIMED_TICKS = 400  # ~2 s of work at most; enough for the demo's slow findings at 1 s
 
@@ -97,6 +98,7 @@ class Engine:
             settings.history_s, settings.interval_s, settings.process_history_s
         )
         self.tracker = FindingTracker(settings.hold_s, settings.clear_s)
+        self.waste = WasteLedger()
         self.sinks: list[Sink] = []
         self.target_exit_time: float | None = None
         self.lost_gpus: set[int] = set()
@@ -151,6 +153,7 @@ class Engine:
         ctx = self._context(snapshot)
         findings = self.tracker.update(now, self._diagnose(ctx))
         note = self._notice_changes(snapshot)  # before the frame: it may update self.system
+        self.waste.add(snapshot, findings)
         frame = Frame(
             snapshot=snapshot,
             findings=findings,
@@ -161,6 +164,7 @@ class Engine:
             note=note,
             verdict=self.judge(self.history, ctx) if self.judge else None,
             settings=self.settings,
+            gpu_hours_lost=self.waste.lost_gpu_hours,
         )
         for sink in self.sinks:
             sink.write(frame)

@@ -42,6 +42,7 @@ class Frame:
     # The settings in force, so a view highlights by the same thresholds the rules judge by
     # (a settings file changes both), and a remote host's frame brings its own.
     settings: Settings = field(default_factory=Settings)
+    gpu_hours_lost: float = 0.0  # this session so far: starved, idle, throttled (core.waste)
 
 
 class Sink(Protocol):

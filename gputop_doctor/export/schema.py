@@ -9,6 +9,7 @@ Command lines and environments are never written: they hold secrets. Process nam
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -166,13 +167,20 @@ def _parse_bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {text[:40]!r}")
+    return value
+
+
 def _parse_int(text: str) -> int:
-    return int(float(text)) if "." in text or "e" in text else int(text)
+    return int(_parse_float(text)) if "." in text or "e" in text else int(text)
 
 
 PARSERS: dict[type, Callable[[str], object]] = {
     int: _parse_int,
-    float: float,
+    float: _parse_float,
     str: str,
     bool: _parse_bool,
 }

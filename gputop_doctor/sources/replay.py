@@ -13,47 +13,64 @@ shared cursor one tick on; after the last tick the GPU source raises
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator
 
 from gputop_doctor.core.model import GpuSample, GpuState, HostSample, Snapshot, SystemInfo
 from gputop_doctor.core.ports import GpuStatus, ProcessReading, SourceExhausted
+from gputop_doctor.core.text import printable
 
 
 class ReplaySession:
-    """The cursor shared by the replay's GPU and host sources."""
+    """The cursor shared by the replay's GPU and host sources.
 
-    def __init__(self, path: str, snapshots: Sequence[Snapshot], source: str) -> None:
-        """``snapshots`` as read back from the recording (the export reader, by the caller:
-        a source does not import the export layer); ``source`` is what the recording watched."""
-        if not snapshots:
-            raise ValueError(f"{path} holds no recorded ticks")
+    It pulls snapshots from ``snapshots`` one tick ahead of the engine (to know the next tick's
+    time), never the whole recording: a day-long session replays in constant memory. The
+    iterator may raise :class:`SourceExhausted` itself (a bad row later in the file): the replay
+    then ends there with that message.
+    """
+
+    def __init__(self, path: str, snapshots: Iterator[Snapshot], source: str) -> None:
+        """``snapshots`` as read back from the recording (by the caller: a source does not
+        import the export layer); ``source`` is what the recording watched."""
         self.path = path
-        self.snapshots: Sequence[Snapshot] = snapshots
         self.source = source
-        self.position = -1  # index of the tick being served; -1 before the first read
+        self._snapshots = snapshots
+        first = next(snapshots, None)
+        if first is None:
+            raise ValueError(f"{path} holds no recorded ticks")
+        self.first: Snapshot = first
+        self._current: Snapshot = first
+        self._upcoming: Snapshot | None = first
+        self.served = 0  # ticks handed to the engine so far
+        self.end_reason = ""  # why the replay stopped before the file's end, if it did
 
     @property
     def interval_s(self) -> float:
-        return self.snapshots[0].interval_s
+        return self.first.interval_s
 
     @property
     def current(self) -> Snapshot:
-        return self.snapshots[max(self.position, 0)]
+        return self._current
 
     @property
     def finished(self) -> bool:
-        return self.position >= len(self.snapshots) - 1
+        return self._upcoming is None
 
     def clock(self) -> float:
         """The time of the tick the engine is about to read (the recording's clock)."""
-        upcoming = min(self.position + 1, len(self.snapshots) - 1)
-        return self.snapshots[upcoming].time
+        return (self._upcoming or self._current).time
 
     def advance(self) -> Snapshot:
-        if self.finished:
-            raise SourceExhausted(f"end of replay ({len(self.snapshots)} ticks)")
-        self.position += 1
-        return self.current
+        if self._upcoming is None:
+            raise SourceExhausted(f"end of replay ({self.served} ticks)")
+        self._current = self._upcoming
+        self.served += 1
+        try:
+            self._upcoming = next(self._snapshots, None)
+        except SourceExhausted as exc:
+            self._upcoming = None
+            self.end_reason = printable(str(exc), max_len=200)
+        return self._current
 
 
 class ReplayGpuSource:
@@ -61,8 +78,9 @@ class ReplayGpuSource:
         self._session = session
 
     def status(self) -> GpuStatus:
-        state = GpuState.REPLAY_ENDED if self._session.finished else GpuState.REPLAYING
-        return GpuStatus(state)
+        if not self._session.finished:
+            return GpuStatus(GpuState.REPLAYING)
+        return GpuStatus(GpuState.REPLAY_ENDED, reason=self._session.end_reason or None)
 
     def read_gpus(self) -> tuple[GpuSample, ...]:
         return self._session.advance().gpus
@@ -76,7 +94,7 @@ class ReplayHostSource:
         self._session = session
 
     def system(self) -> SystemInfo:
-        host = self._session.snapshots[0].host
+        host = self._session.first.host
         name = os.path.basename(self._session.path)
         return SystemInfo(
             hostname=f"replay of {name}",

@@ -284,6 +284,7 @@ def run_tui(
     list_processes: ListProcesses | None = None,
     prime_s: float = 0.0,
     alerts: AlertDispatcher | None = None,
+    make_sink: MakeSink = csv_sink,
 ) -> int:
     """Run the monitor until the user quits; returns the exit status.
 
@@ -298,6 +299,7 @@ def run_tui(
         stop_signals=True,
         prime_s=prime_s,
         alerts=alerts,
+        make_sink=make_sink,
     )
     try:
         result = app.run()

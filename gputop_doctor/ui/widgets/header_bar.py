@@ -59,6 +59,7 @@ class HeaderBar(Widget):
         self._key: tuple[object, ...] = ()
         self._text = Text()
         self._lines = 1
+        self._lost_gpu_h = 0.0  # rounded to what is shown, so the bar rebuilds rarely
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -73,6 +74,7 @@ class HeaderBar(Widget):
         self._target_alive = snap.target_alive
         self._recording = frame.recording
         self._interval_s = snap.interval_s
+        self._lost_gpu_h = round(frame.gpu_hours_lost, 2)
         self._update()
 
     def set_paused(self, paused: bool) -> None:
@@ -103,6 +105,7 @@ class HeaderBar(Widget):
             self._paused,
             self._problem,
             self._interval_s,
+            self._lost_gpu_h,
         )
         if key == self._key:
             return
@@ -140,6 +143,8 @@ class HeaderBar(Widget):
             parts.append((0, f"● REC {self._recording}", "header-bar--rec"))
         if self._paused:
             parts.append((0, "PAUSED", "header-bar--warn"))
+        if self._lost_gpu_h >= 0.01:
+            parts.append((2, f"{self._lost_gpu_h:.2f} GPU-h lost", "header-bar--warn"))
         width = (self.size.width or self.app.size.width) - 2
 
         def length(limit: int) -> int:

@@ -1,0 +1,132 @@
+"""Session files as a bounded stream of text lines: plain or gzip, one file or rotated parts.
+
+Readers never hold more than one line (capped at ``MAX_LINE_CHARS``) and one read chunk in
+memory, so ``analyze /dev/zero`` or a 10 GB file cost the same few megabytes as a small one.
+A gzip recording killed mid-write ends in a member without its trailer: everything the writer
+sync-flushed before that is still decompressed and read; the torn tail is simply the end.
+
+Rotated recordings (``record --max-size``) are ``session.csv``, ``session.1.csv``,
+``session.2.csv``... (``session.1.csv.gz`` for a compressed one): naming the first part reads
+them all, in order.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import zlib
+from collections.abc import Iterator
+
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK_BYTES = 1 << 16
+# A session row is a few kB; a line longer than this is not a session (or /dev/zero).
+MAX_LINE_CHARS = 1 << 20
+_PART = re.compile(r"^(?P<stem>.*?)(?P<suffix>\.csv(?:\.gz)?)$")
+
+
+class StreamError(Exception):
+    """The file cannot be read as text lines; the message is one line for the user."""
+
+
+def part_path(path: str, part: int) -> str:
+    """The name of rotated part ``part`` (0 is ``path`` itself): run.csv.gz -> run.1.csv.gz."""
+    if part == 0:
+        return path
+    match = _PART.match(path)
+    if match is None:
+        return f"{path}.{part}"
+    return f"{match['stem']}.{part}{match['suffix']}"
+
+
+def session_parts(path: str) -> list[str]:
+    """``path`` and the rotated parts that follow it on disk, in recording order."""
+    parts = [path]
+    while os.path.exists(candidate := part_path(path, len(parts))):
+        parts.append(candidate)
+    return parts
+
+
+def _chunks(path: str) -> Iterator[bytes]:
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed in finally)
+    except OSError as exc:
+        raise StreamError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        while chunk := handle.read(CHUNK_BYTES):
+            yield chunk
+    except OSError as exc:
+        raise StreamError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        handle.close()
+
+
+def _gunzip(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
+    """Every gzip member in turn; a truncated last member yields what was flushed of it."""
+    inflate = zlib.decompressobj(wbits=31)
+    for chunk in chunks:
+        data = chunk
+        while data:
+            try:
+                out = inflate.decompress(data, CHUNK_BYTES)
+            except zlib.error as exc:
+                raise StreamError(f"{path} is not a readable gzip file: {exc}") from None
+            if out:
+                yield out
+            if inflate.eof:  # next member (a recording appended to, or rotated in place)
+                data = inflate.unused_data
+                inflate = zlib.decompressobj(wbits=31)
+            else:
+                data = inflate.unconsumed_tail
+    # leftover buffered output after the input ended (truncated member or not)
+    tail = inflate.flush()
+    if tail:
+        yield tail
+
+
+def raw_bytes(path: str) -> Iterator[bytes]:
+    """The file's decompressed bytes, in chunks."""
+    chunks = _chunks(path)
+    first = next(chunks, b"")
+    if not first:
+        return
+
+    def again() -> Iterator[bytes]:
+        yield first
+        yield from chunks
+
+    if first.startswith(GZIP_MAGIC):
+        yield from _gunzip(again(), path)
+    else:
+        yield from again()
+
+
+def text_lines(path: str) -> Iterator[str]:
+    """The file's lines (with their ``\\n``), a leading UTF-8 BOM dropped, each bounded."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pending = ""
+    first = True
+    for chunk in raw_bytes(path):
+        try:
+            text = decoder.decode(chunk)
+        except UnicodeDecodeError:
+            raise StreamError(f"{path} is not a UTF-8 text file") from None
+        if first and text:
+            text = text.removeprefix("\ufeff")
+            first = False
+        if "\x00" in text:
+            raise StreamError(f"{path} is a binary file, not a CSV")
+        pending += text
+        start = 0
+        while (end := pending.find("\n", start)) >= 0:
+            yield pending[start : end + 1]
+            start = end + 1
+        pending = pending[start:]
+        if len(pending) > MAX_LINE_CHARS:
+            raise StreamError(f"{path} has a line longer than {MAX_LINE_CHARS} characters")
+    try:
+        pending += decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        pending += ""  # a multibyte character cut by a kill: part of the torn last row
+    if pending:
+        yield pending

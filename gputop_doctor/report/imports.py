@@ -1,0 +1,86 @@
+"""Any input ``analyze`` accepts -> a :class:`Report`, the format found from the first line.
+
+A session CSV has ``schema_version`` in its header; a dmon log starts with ``#``; anything else
+is tried as an nvidia-smi query log or a long-format CSV. Imported logs have no host or process
+data and no findings of their own: the GPU-side rules are re-run on them (see
+:mod:`gputop_doctor.report.rerun`) and the report lists what cannot be known.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from itertools import chain
+
+from gputop_doctor.export.reader import SessionReader
+from gputop_doctor.export.stream import StreamError, text_lines
+from gputop_doctor.report.from_session import session_ticks
+from gputop_doctor.report.nvsmi import (
+    ImportError_,
+    csv_samples,
+    dmon_samples,
+    ticks_from_samples,
+)
+from gputop_doctor.report.points import TickPoint
+from gputop_doctor.report.summary import Report, ReportBuilder
+
+__all__ = ["ImportError_", "load_report"]
+
+IMPORT_UNKNOWN = (
+    "host CPU, memory, I/O and swap (not in this log)",
+    "processes, threads, DataLoader workers and BLAS libraries (not in this log)",
+    "steps/s and data wait (the in-process probe did not run)",
+    "whether low utilization is starvation: only GPU-side rules ran",
+)
+
+
+def detect(path: str) -> tuple[str, Iterator[str]]:
+    """The input's kind and its lines (the first one put back)."""
+    lines = text_lines(path)
+    first = ""
+    for line in lines:
+        if line.strip():
+            first = line
+            break
+    if not first:
+        raise ImportError_(f"{path} is empty")
+    rest = chain([first], lines)
+    if "schema_version" in first:
+        return "session", rest
+    if first.lstrip().startswith("#"):
+        return "dmon", rest
+    if "," in first:
+        return ("nvidia-smi" if "[" in first or "." in first else "long-csv"), rest
+    raise ImportError_(f"{path}: not a session CSV, an nvidia-smi log or a dmon log")
+
+
+def import_ticks(path: str, kind: str, lines: Iterator[str]) -> Iterator[TickPoint]:
+    samples = dmon_samples(lines, path) if kind == "dmon" else csv_samples(lines, path)
+    return ticks_from_samples(samples)
+
+
+def load_report(path: str) -> Report:
+    """Raises SessionFormatError, StreamError or ImportError_ with a one-line message."""
+    try:
+        kind, lines = detect(path)
+    except StreamError as exc:
+        raise ImportError_(str(exc)) from None
+    builder = ReportBuilder(path, kind)
+    if kind == "session":
+        reader = SessionReader(path)
+        for tick in session_ticks(reader):
+            builder.add(tick)
+        return builder.build(dropped_rows=reader.dropped_rows)
+    from gputop_doctor.report.rerun import with_gpu_rules
+
+    try:
+        for tick in with_gpu_rules(import_ticks(path, kind, lines)):
+            builder.add(tick)
+    except StreamError as exc:
+        raise ImportError_(str(exc)) from None
+    except csv.Error as exc:
+        raise ImportError_(f"{path} is not a valid CSV: {exc}") from None
+    unknown: tuple[str, ...] = IMPORT_UNKNOWN
+    if kind == "dmon":
+        unknown = (*unknown, "the exact time of each sample unless dmon ran with -o DT")
+    return builder.build(unknown=unknown)

@@ -1,0 +1,41 @@
+"""What a report reads from any input (a session CSV or an imported nvidia-smi log): one tick.
+
+Both readers turn their rows into these, so the summary, the charts and the comparison do not
+care where the numbers came from; what an input cannot know is simply ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class GpuPoint(NamedTuple):
+    """One GPU at one tick. A NamedTuple, not a dataclass: a day of 8 GPUs makes 700,000 of
+    them, and a tuple is built several times faster than a frozen dataclass."""
+
+    gpu: int  # its index (``index`` is taken by tuple.index)
+    name: str = ""
+    lost: bool = False
+    util_pct: float | None = None
+    mem_used_mib: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    clock_event_bits: int | None = None
+    findings: tuple[str, ...] = ()  # finding ids active on this GPU's row (host ones included)
+
+
+@dataclass(frozen=True, slots=True)
+class TickPoint:
+    """Every GPU at one tick, plus what the host and the probe said."""
+
+    time: float  # unix s, start of the tick
+    dt: float  # seconds this tick stands for
+    gpus: tuple[GpuPoint, ...]
+    findings: tuple[str, ...] = ()  # every finding active at this tick
+    bottleneck: str = ""  # the verdict's bottleneck, "" when not judged
+    steps_per_s: float | None = None  # from the in-process probe, when it ran
+    data_wait_pct: float | None = None
+    source: str = ""

@@ -1,0 +1,94 @@
+"""Re-run the rules on imported GPU ticks, through the same engine and replay sources as
+``--replay``, so an nvidia-smi log gets the findings its numbers support and no others.
+
+Without host or process data, the host and process rules see nothing and stay quiet; rules
+that need a compute process on the GPU (starvation) cannot fire either, which the report says.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import replace
+
+from gputop_doctor.config import Settings
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.findings import Finding, ScopeKind
+from gputop_doctor.core.model import GpuSample, HostSample, Snapshot
+from gputop_doctor.report.points import GpuPoint, TickPoint
+from gputop_doctor.sources.replay import ReplayGpuSource, ReplayHostSource, ReplaySession
+
+
+def _sample(gpu: GpuPoint) -> GpuSample:
+    return GpuSample(
+        index=gpu.gpu,
+        name=gpu.name or None,
+        util_pct=gpu.util_pct,
+        mem_used_mib=gpu.mem_used_mib,
+        temp_c=gpu.temp_c,
+        power_w=gpu.power_w,
+        sm_clock_mhz=gpu.sm_clock_mhz,
+        sm_clock_max_mhz=gpu.sm_clock_max_mhz,
+        clock_event_bits=gpu.clock_event_bits,
+    )
+
+
+def _snapshot(tick: TickPoint, number: int) -> Snapshot:
+    return Snapshot(
+        time=tick.time,
+        tick=number,
+        interval_s=tick.dt,
+        gpus=tuple(_sample(g) for g in tick.gpus),
+        host=HostSample(),
+        processes=(),
+        target_pid=None,
+        target_alive=None,
+        tree=None,
+    )
+
+
+def _on_gpu(findings: tuple[Finding, ...], index: int) -> tuple[str, ...]:
+    ids = (
+        f.rule_id for f in findings if f.scope.kind is not ScopeKind.GPU or f.scope.index == index
+    )
+    return tuple(dict.fromkeys(ids))
+
+
+def with_gpu_rules(ticks: Iterator[TickPoint]) -> Iterator[TickPoint]:
+    """``ticks`` with the findings and verdict the rules give on them, still lazily."""
+    from gputop_doctor.rules import RULES
+    from gputop_doctor.rules.headline import verdict
+
+    waiting: deque[TickPoint] = deque()
+
+    def snapshots() -> Iterator[Snapshot]:
+        for number, tick in enumerate(ticks):
+            waiting.append(tick)
+            yield _snapshot(tick, number)
+
+    try:
+        session = ReplaySession("imported log", snapshots(), "import")
+    except ValueError:
+        return
+    settings = Settings(interval_s=session.interval_s)
+    engine = Engine(
+        ReplayGpuSource(session),
+        ReplayHostSource(session),
+        settings,
+        rules=RULES,
+        target_pid=None,
+        clock=session.clock,
+        label="import",
+        judge=verdict,
+    )
+    while not session.finished:
+        frame = engine.tick()
+        tick = waiting.popleft()
+        gpus = tuple(g._replace(findings=_on_gpu(frame.findings, g.gpu)) for g in tick.gpus)
+        yield replace(
+            tick,
+            gpus=gpus,
+            findings=tuple(dict.fromkeys(f.rule_id for f in frame.findings)),
+            bottleneck=frame.verdict.bottleneck.value if frame.verdict else "",
+        )
+    engine.close()

@@ -1,0 +1,288 @@
+"""One pass over a session's ticks -> a :class:`Report`: spans, verdict over time, stats, cost.
+
+Memory is bounded whatever the session length: per-GPU running sums, capped span and run lists
+and downsampled chart series (see :mod:`gputop_doctor.report.series`).
+
+How GPU time is charged (starved, idle, throttled): see :mod:`gputop_doctor.core.waste`.
+Lost GPU time is the sum of the three. Energy is integrated power (``power x dt``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gputop_doctor.core.waste import THERMAL_BITS, Loss, lost_time
+from gputop_doctor.report.points import GpuPoint, TickPoint
+from gputop_doctor.report.series import Downsampler, Run, RunTracker, Span, SpanTracker
+
+LOW_UTIL_PCT = 70.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStats:
+    index: int
+    name: str
+    seconds: float
+    util_mean_pct: float | None
+    util_low_share: float | None  # share of time under LOW_UTIL_PCT
+    temp_mean_c: float | None
+    temp_max_c: float | None
+    power_mean_w: float | None
+    power_max_w: float | None
+    mem_max_mib: float | None
+    thermal_s: float  # time with a thermal clock-event reason
+    energy_wh: float | None
+    lost: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FindingSpans:
+    rule_id: str
+    first: float
+    last: float
+    total_s: float
+    share: float  # of the session's duration
+    span_count: int
+    spans: tuple[Span, ...]  # the first MAX_SPANS of them
+    gpu_s: float  # GPU-seconds the finding was active on (host findings: every GPU)
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    gpu_hours: float
+    idle_gpu_hours: float
+    starved_gpu_hours: float
+    throttled_gpu_hours: float
+    lost_gpu_hours: float
+    energy_kwh: float | None
+    energy_from: str  # how energy was obtained
+    price_per_gpu_hour: float | None = None
+    total_price: float | None = None
+    lost_price: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSeries:
+    index: int
+    util: tuple[tuple[float, float], ...]
+    temp: tuple[tuple[float, float], ...]
+    power: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    path: str
+    kind: str  # "session", "nvidia-smi", "dmon", "long-csv"
+    source: str
+    ticks: int
+    start: float
+    duration_s: float
+    gpus: tuple[GpuStats, ...]
+    findings: tuple[FindingSpans, ...]  # ranked by the GPU time they cost
+    verdict: tuple[Run, ...]
+    verdict_totals: dict[str, float]
+    cost: Cost
+    steps_per_s_mean: float | None
+    data_wait_mean_pct: float | None
+    unknown: tuple[str, ...] = ()  # what this input cannot tell
+    dropped_rows: int = 0
+    series: tuple[GpuSeries, ...] = ()
+
+
+@dataclass(slots=True)
+class _Mean:
+    total: float = 0.0
+    weight: float = 0.0
+    peak: float | None = None
+
+    def add(self, value: float | None, weight: float) -> None:
+        if value is None:
+            return
+        self.total += value * weight
+        self.weight += weight
+        self.peak = value if self.peak is None else max(self.peak, value)
+
+    @property
+    def mean(self) -> float | None:
+        return round(self.total / self.weight, 2) if self.weight else None
+
+
+@dataclass(slots=True)
+class _GpuAcc:
+    index: int
+    name: str = ""
+    seconds: float = 0.0
+    util: _Mean = field(default_factory=_Mean)
+    low_s: float = 0.0
+    temp: _Mean = field(default_factory=_Mean)
+    power: _Mean = field(default_factory=_Mean)
+    mem: _Mean = field(default_factory=_Mean)
+    thermal_s: float = 0.0
+    lost: bool = False
+    util_chart: Downsampler = field(default_factory=Downsampler)
+    temp_chart: Downsampler = field(default_factory=Downsampler)
+    power_chart: Downsampler = field(default_factory=Downsampler)
+
+    def add(self, gpu: GpuPoint, time: float, dt: float) -> None:
+        self.name = self.name or gpu.name
+        self.lost = self.lost or gpu.lost
+        if gpu.lost:
+            return
+        self.seconds += dt
+        self.util.add(gpu.util_pct, dt)
+        self.temp.add(gpu.temp_c, dt)
+        self.power.add(gpu.power_w, dt)
+        self.mem.add(gpu.mem_used_mib, dt)
+        if gpu.util_pct is not None:
+            self.low_s += dt if gpu.util_pct < LOW_UTIL_PCT else 0.0
+            self.util_chart.add(time, gpu.util_pct)
+        if gpu.temp_c is not None:
+            self.temp_chart.add(time, gpu.temp_c)
+        if gpu.power_w is not None:
+            self.power_chart.add(time, gpu.power_w)
+        if (gpu.clock_event_bits or 0) & THERMAL_BITS:
+            self.thermal_s += dt
+
+    def stats(self) -> GpuStats:
+        util_s = self.util.weight
+        return GpuStats(
+            index=self.index,
+            name=self.name,
+            seconds=round(self.seconds, 3),
+            util_mean_pct=self.util.mean,
+            util_low_share=round(self.low_s / util_s, 4) if util_s else None,
+            temp_mean_c=self.temp.mean,
+            temp_max_c=self.temp.peak,
+            power_mean_w=self.power.mean,
+            power_max_w=self.power.peak,
+            mem_max_mib=self.mem.peak,
+            thermal_s=round(self.thermal_s, 3),
+            energy_wh=round(self.power.total / 3600, 3) if self.power.weight else None,
+            lost=self.lost,
+        )
+
+    def series(self) -> GpuSeries:
+        return GpuSeries(
+            self.index,
+            tuple(self.util_chart.finish()),
+            tuple(self.temp_chart.finish()),
+            tuple(self.power_chart.finish()),
+        )
+
+
+class ReportBuilder:
+    """Feed ticks in order with :meth:`add`; :meth:`build` gives the report."""
+
+    def __init__(self, path: str, kind: str = "session") -> None:
+        self.path = path
+        self.kind = kind
+        self.source = ""
+        self.ticks = 0
+        self.start: float | None = None
+        self.end = 0.0
+        self._gpus: dict[int, _GpuAcc] = {}
+        self._findings: dict[str, SpanTracker] = {}
+        self._finding_gpu_s: dict[str, float] = {}
+        self._verdict = RunTracker()
+        self._lost = {Loss.IDLE: 0.0, Loss.STARVED: 0.0, Loss.THROTTLED: 0.0}
+        self._steps = _Mean()
+        self._wait = _Mean()
+
+    def add(self, tick: TickPoint) -> None:
+        self.ticks += 1
+        self.source = self.source or tick.source
+        self.start = tick.time if self.start is None else self.start
+        self.end = max(self.end, tick.time + tick.dt)
+        dt = tick.dt
+        for rule_id in tick.findings:
+            self._findings.setdefault(rule_id, SpanTracker()).add(tick.time, dt)
+        if tick.bottleneck:
+            self._verdict.add(tick.bottleneck, tick.time, dt)
+        self._steps.add(tick.steps_per_s, dt)
+        self._wait.add(tick.data_wait_pct, dt)
+        for gpu in tick.gpus:
+            acc = self._gpus.get(gpu.gpu) or self._gpus.setdefault(gpu.gpu, _GpuAcc(gpu.gpu))
+            acc.add(gpu, tick.time, dt)
+            if gpu.lost:
+                continue
+            for rule_id in gpu.findings:
+                self._finding_gpu_s[rule_id] = self._finding_gpu_s.get(rule_id, 0.0) + dt
+            kind, seconds = lost_time(
+                gpu.findings,
+                gpu.util_pct,
+                gpu.clock_event_bits,
+                gpu.sm_clock_mhz,
+                gpu.sm_clock_max_mhz,
+                dt,
+            )
+            if kind is not Loss.NONE:
+                self._lost[kind] += seconds
+
+    def build(self, unknown: Iterable[str] = (), dropped_rows: int = 0) -> Report:
+        start = self.start or 0.0
+        duration = max(0.0, self.end - start)
+        accs = [self._gpus[i] for i in sorted(self._gpus)]
+        gpus = tuple(a.stats() for a in accs)
+        return Report(
+            path=self.path,
+            kind=self.kind,
+            source=self.source,
+            ticks=self.ticks,
+            start=start,
+            duration_s=round(duration, 3),
+            gpus=gpus,
+            findings=self._finding_spans(duration),
+            verdict=tuple(self._verdict.runs),
+            verdict_totals={k: round(v, 3) for k, v in self._verdict.totals.items()},
+            cost=self._cost(gpus),
+            steps_per_s_mean=self._steps.mean,
+            data_wait_mean_pct=self._wait.mean,
+            unknown=tuple(unknown),
+            dropped_rows=dropped_rows,
+            series=tuple(a.series() for a in accs),
+        )
+
+    def _finding_spans(self, duration: float) -> tuple[FindingSpans, ...]:
+        out = []
+        for rule_id, tracker in self._findings.items():
+            spans = tuple(tracker.finish())
+            out.append(
+                FindingSpans(
+                    rule_id=rule_id,
+                    first=tracker.first or 0.0,
+                    last=tracker.last or 0.0,
+                    total_s=round(tracker.total_s, 3),
+                    share=round(tracker.total_s / duration, 4) if duration else 0.0,
+                    span_count=tracker.count,
+                    spans=spans,
+                    gpu_s=round(self._finding_gpu_s.get(rule_id, 0.0), 3),
+                )
+            )
+        out.sort(key=lambda f: (-f.gpu_s, -f.total_s, f.rule_id))
+        return tuple(out)
+
+    def _cost(self, gpus: tuple[GpuStats, ...]) -> Cost:
+        hours = {k.value: round(v / 3600, 4) for k, v in self._lost.items()}
+        energies = [g.energy_wh for g in gpus if g.energy_wh is not None]
+        return Cost(
+            gpu_hours=round(sum(g.seconds for g in gpus) / 3600, 4),
+            idle_gpu_hours=hours["idle"],
+            starved_gpu_hours=hours["starved"],
+            throttled_gpu_hours=hours["throttled"],
+            lost_gpu_hours=round(sum(self._lost.values()) / 3600, 4),
+            energy_kwh=round(sum(energies) / 1000, 4) if energies else None,
+            energy_from="integrated power draw (power x time)",
+        )
+
+
+def priced(cost: Cost, price_per_gpu_hour: float) -> Cost:
+    """``cost`` with money on the total and the lost GPU time."""
+    from dataclasses import replace
+
+    return replace(
+        cost,
+        price_per_gpu_hour=price_per_gpu_hour,
+        total_price=round(cost.gpu_hours * price_per_gpu_hour, 2),
+        lost_price=round(cost.lost_gpu_hours * price_per_gpu_hour, 2),
+    )

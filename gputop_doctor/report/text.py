@@ -1,0 +1,161 @@
+"""A report as terminal text: verdict over time, findings with spans, GPUs, cost, charts.
+
+Every piece of text that came from the file (GPU names, finding ids, the source, the path) goes
+through :func:`printable`, so a crafted recording cannot drive the terminal.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+from gputop_doctor.core.text import printable
+from gputop_doctor.report.advice import advice, docs_page
+from gputop_doctor.report.series import Span
+from gputop_doctor.report.summary import Report
+
+STRIP_WIDTH = 60
+MAX_VERDICT_LINES = 12
+
+
+def duration(seconds: float) -> str:
+    """3725 -> '1h02m05s'; 42.5 -> '42.5s'."""
+    if not math.isfinite(seconds):
+        return "?"
+    if seconds < 60:
+        return f"{seconds:.3g}s"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def clock(unix: float) -> str:
+    return datetime.fromtimestamp(unix, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _num(value: float | None, unit: str = "", digits: int = 1) -> str:
+    return "?" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def strip(report: Report, spans: tuple[Span, ...]) -> str:
+    """A STRIP_WIDTH-wide timeline: '#' where any span covers that slice of the session."""
+    cells = [" "] * STRIP_WIDTH
+    if report.duration_s <= 0:
+        return "".join(cells)
+    scale = STRIP_WIDTH / report.duration_s
+    for span in spans:
+        first = int((span.start - report.start) * scale)
+        last = math.ceil((span.end - report.start) * scale)
+        for i in range(max(first, 0), min(max(last, first + 1), STRIP_WIDTH)):
+            cells[i] = "#"
+    return "".join(cells)
+
+
+def header_lines(report: Report) -> list[str]:
+    lines = [
+        f"{printable(report.path, 200)}: {report.ticks} ticks over "
+        f"{duration(report.duration_s)} ({printable(report.source or report.kind, 80)}), "
+        f"from {clock(report.start)} UTC"
+    ]
+    if report.dropped_rows:
+        lines.append(f"  note: {report.dropped_rows} incomplete row(s) at the end were ignored")
+    lines += [f"  cannot know: {printable(u, 200)}" for u in report.unknown]
+    return lines
+
+
+def verdict_lines(report: Report) -> list[str]:
+    if not report.verdict:
+        return ["Verdict over time: not judged in this input"]
+    lines = ["Verdict over time:"]
+    for run in report.verdict[:MAX_VERDICT_LINES]:
+        offset = run.start - report.start
+        lines.append(
+            f"  +{duration(offset):>10} for {duration(run.end - run.start):>10}: "
+            f"{printable(run.value, 80)}"
+        )
+    if len(report.verdict) > MAX_VERDICT_LINES:
+        lines.append(f"  ... {len(report.verdict) - MAX_VERDICT_LINES} more changes")
+    totals = sorted(report.verdict_totals.items(), key=lambda kv: -kv[1])
+    lines.append("  in all: " + "; ".join(f"{printable(k, 80)} {duration(v)}" for k, v in totals))
+    return lines
+
+
+def finding_lines(report: Report) -> list[str]:
+    if not report.findings:
+        return ["Findings: none"]
+    lines = [f"Findings, worst first (GPU time they cost)    |{'session':^{STRIP_WIDTH}}|"]
+    for f in report.findings:
+        name = printable(f.rule_id, 40)
+        lines.append(f"  {name:<28} {duration(f.gpu_s):>10} GPU  |{strip(report, f.spans)}|")
+        lines.append(
+            f"    active {duration(f.total_s)} ({100 * f.share:.1f}% of the session) in "
+            f"{f.span_count} span(s), first +{duration(f.first - report.start)}, "
+            f"last until +{duration(f.last - report.start)}"
+        )
+    return lines
+
+
+def gpu_lines(report: Report) -> list[str]:
+    lines = ["GPUs:"]
+    for g in report.gpus:
+        low = "?" if g.util_low_share is None else f"{100 * g.util_low_share:.0f}%"
+        lines.append(
+            f"  GPU {g.index} {printable(g.name, 40)}: util mean {_num(g.util_mean_pct, '%')}"
+            f" (under 70% for {low} of the time), temp mean {_num(g.temp_mean_c, ' °C')}"
+            f" max {_num(g.temp_max_c, ' °C')}, power mean {_num(g.power_mean_w, ' W')}"
+            f" max {_num(g.power_max_w, ' W')}, thermal slowdown {duration(g.thermal_s)}"
+            + (", LOST" if g.lost else "")
+        )
+    return lines
+
+
+def cost_lines(report: Report) -> list[str]:
+    c = report.cost
+    lines = [
+        f"Cost: {c.gpu_hours:.2f} GPU-hours, {c.lost_gpu_hours:.2f} lost "
+        f"(idle {c.idle_gpu_hours:.2f}, starved {c.starved_gpu_hours:.2f}, "
+        f"throttled {c.throttled_gpu_hours:.2f})",
+        f"  energy {_num(c.energy_kwh, ' kWh', 2)} ({c.energy_from})",
+    ]
+    if c.price_per_gpu_hour is not None:
+        lines.append(
+            f"  at {c.price_per_gpu_hour:g}/GPU-hour: {c.total_price:.2f} in all, "
+            f"{c.lost_price:.2f} lost"
+        )
+    return lines
+
+
+def recommendation_lines(report: Report) -> list[str]:
+    if not report.findings:
+        return []
+    lines = ["What to change first (ranked by GPU time lost):"]
+    for rank, f in enumerate(report.findings, start=1):
+        lines.append(
+            f"  {rank}. {printable(f.rule_id, 40)} ({duration(f.gpu_s)} GPU): "
+            f"{advice(f.rule_id)} ({docs_page(printable(f.rule_id, 40))})"
+        )
+    return lines
+
+
+def probe_lines(report: Report) -> list[str]:
+    if report.steps_per_s_mean is None and report.data_wait_mean_pct is None:
+        return []
+    return [
+        f"Probe: {_num(report.steps_per_s_mean, ' steps/s', 2)}, "
+        f"data wait {_num(report.data_wait_mean_pct, '%')}"
+    ]
+
+
+def render_text(report: Report, charts: str = "") -> str:
+    parts = [
+        header_lines(report),
+        verdict_lines(report),
+        finding_lines(report),
+        gpu_lines(report),
+        probe_lines(report),
+        cost_lines(report),
+        recommendation_lines(report),
+    ]
+    body = "\n".join("\n".join(p) for p in parts if p)
+    return body + ("\n" + charts if charts else "")
