@@ -120,6 +120,7 @@ _PASS = {
     "LD_LIBRARY_PATH",
     "FAKE_NVML_SCENARIO",
     "PYTHONWARNINGS",
+    "PYTHONPATH",
     "TERM",
     "COLORTERM",
     "PATH",
@@ -146,7 +147,9 @@ def main() -> int:
     if shutil.which("tmux") is None:
         print("tmux is required", file=sys.stderr)
         return 2
-    venv_bin = ROOT / ".venv" / "bin"
+    # The venv this script runs in (a git worktree may have none of its own); the TUI imports
+    # the package from ROOT through PYTHONPATH, so the checkout next to this script is measured.
+    venv_bin = Path(sys.executable).parent
     doctor = str(venv_bin / "gputop-doctor")
     nvitop = str(venv_bin / "nvitop") if (venv_bin / "nvitop").exists() else shutil.which("nvitop")
     if nvitop is None:
@@ -161,6 +164,7 @@ def main() -> int:
         scenario_path = tmp / "scenario.txt"
         scenario(ranks).write(scenario_path)
         env = fake_nvml_env(lib, scenario_path)
+        env["PYTHONPATH"] = str(ROOT)
         env.setdefault("TERM", "xterm-256color")
         env["TERM"] = "tmux-256color" if os.environ.get("TMUX") else env["TERM"]
         if args.demo:

@@ -161,7 +161,7 @@ async def test_wait_column_for_probed_rows_and_blas_gives_way_at_80_columns() ->
         header = _table_header(app)
         assert "WAIT%" in header and "BLAS" not in header
         assert len(header.rstrip()) <= 80
-        waits = {pid: table.get_cell(str(pid), "wait") for pid in table.pids}
+        waits = {pid: table.cell(pid, "wait") for pid in table.pids}
         assert waits[RANK0].plain == "20" and waits[machine.rank_pids[7]].plain == "41"
         assert waits[machine.launcher_pid].plain == "" and waits[5000].plain == ""
         warn = table.get_component_rich_style("process-table--warn", partial=True)

@@ -1,9 +1,9 @@
 """Process-table rows as plain data: the columns and their widths, each process's cells, row order.
 
 Nothing here touches the widget: these turn a ``Snapshot`` into (pid, cells) tuples in display
-order, so ``process_table.ProcessTable`` can diff them cell by cell, and tests can check the
+order, so ``process_table.ProcessTable`` can diff them row by row, and tests can check the
 text of a row without running an app. Split out of ``process_table`` so that module is only
-about updating and rendering the ``DataTable``.
+about updating, scrolling and drawing the table.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ COLUMNS: tuple[tuple[str, str, int, int, bool], ...] = (
 NARROW_SWAP = ("wait", "blas")
 MIN_NAME = 10
 NARROW_BELOW = 110  # terminal columns
-GAP = 1  # one blank column between columns (DataTable's cell_padding would cost two)
+GAP = 1  # one blank column between columns, on the side away from the column's text
 SCROLLBAR = 1
 
 _RIGHT = {c[0] for c in COLUMNS if c[4]}
@@ -172,8 +172,51 @@ def column_widths(width: int, probing: bool = False) -> dict[str, int]:
 
 
 def cell_text(key: str, text: str, style: str | Style) -> Text:
-    """A cell as Text, never a str: DataTable parses str cells as markup, and process
-    names such as ``[kworker/0:1]`` must not be."""
+    """A cell as Text, never markup: process names such as ``[kworker/0:1]`` are shown as
+    they are. Right-aligned columns are justified right, the others get the gap first."""
     if key in _RIGHT:
         return Text(text, style=style, justify="right", no_wrap=True, overflow="ellipsis")
     return Text(" " * GAP + text, style=style, no_wrap=True, overflow="ellipsis")
+
+
+KEYS = tuple(c[0] for c in COLUMNS)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One process as shown: its cell texts (to diff the next frame against), their styled
+    Text, whether it is the attached PID, and a version that changes whenever any of these
+    does (the table's strip cache is keyed on it)."""
+
+    cells: tuple[str, ...]
+    texts: tuple[Text, ...]
+    version: int
+    target: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Emphasis:
+    """What a row's look depends on besides its text: the data wait (% of step time) from
+    which WAIT% is a warning, in which style."""
+
+    wait_warn_pct: float
+    warn: Style
+
+
+def row_texts(
+    cells: tuple[str, ...], target: bool, emphasis: Emphasis, before: Row | None = None
+) -> tuple[Text, ...]:
+    """The cells as styled Text: the attached PID's pid and name bold, a data wait at or past
+    the warning threshold in the warning style. Cells whose text and emphasis are as in
+    ``before`` keep its Text (most frames change a number or two per row)."""
+    same = before is not None and before.target == target
+    out = []
+    for index, (key, text) in enumerate(zip(KEYS, cells, strict=True)):
+        if same and before is not None and before.cells[index] == text:
+            out.append(before.texts[index])
+            continue
+        style: str | Style = "bold" if target and key in ("pid", "name") else ""
+        if key == "wait" and text and float(text) >= emphasis.wait_warn_pct:
+            style = emphasis.warn
+        out.append(cell_text(key, text, style))
+    return tuple(out)

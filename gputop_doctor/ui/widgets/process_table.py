@@ -1,25 +1,30 @@
 """The GPU processes and the attached process tree, as a table keyed by PID.
 
-Rows are never cleared and refilled: each frame removes the rows of PIDs that are gone, adds
-rows for new PIDs, updates only the cells whose text changed, and reorders only when the order
-changed, all inside one ``batch_update``. The cursor is a row index in ``DataTable``, so after
-a reorder it is put back on the same PID; the scroll offset is left alone. That is what lets a
-user keep their eye on one DataLoader worker while the table refreshes every second.
+A Line-API ``ScrollView`` on Textual's public API only: line 0 is the column header, the
+lines below it are rows ``scroll_y`` onwards. Each frame diffs the new rows against the shown
+ones by PID: a row whose text changed gets a new version, rows that came or went change the
+order. Only the visible lines of changed rows are marked dirty (``refresh_line``); a new order
+repaints the window, but every line of a row whose PID, version and look are unchanged comes
+from an LRU cache of ``Strip`` objects, so a frame re-renders only the rows that changed.
+
+The cursor is a row index kept on its PID across frames, and on the same screen line when rows
+come or go above it, so a user can keep their eye on one DataLoader worker while the table
+refreshes every second.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import ClassVar
 
-from rich.cells import cell_len, set_cell_size
-from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.coordinate import Coordinate
-from textual.geometry import Region
-from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
-from typing_extensions import Self
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot
@@ -27,238 +32,176 @@ from gputop_doctor.ui.render import data_wait_warn_pct
 from gputop_doctor.ui.screens.process_detail import ProcessScreen, RequestHistory
 from gputop_doctor.ui.widgets import process_rows
 
-# row_cells and tree_rows are re-exported: tests import them from this module.
-from gputop_doctor.ui.widgets.process_rows import GAP, ordered_rows, row_cells, tree_rows  # noqa: F401
+# ordered_rows, row_cells and tree_rows are re-exported: tests import them from here.
+from gputop_doctor.ui.widgets.process_rows import (  # noqa: F401
+    GAP,
+    KEYS,
+    Emphasis,
+    Row,
+    ordered_rows,
+    row_cells,
+    row_texts,
+    tree_rows,
+)
+from gputop_doctor.ui.widgets.process_strips import Paint, RowLook, body_strip, header_strip
 
-_KEYS = tuple(c[0] for c in process_rows.COLUMNS)
+HEADER_LINES = 1
+STRIP_CACHE_SIZE = 1024  # a few screens of rows, each with and without the cursor
 
-CELL_CACHE_MAX = 8192
 
+class ProcessTable(ScrollView, can_focus=True):
+    """Processes keyed by PID, updated in place, re-rendering only the rows that changed."""
 
-class ProcessTable(DataTable[Text]):
-    """Processes keyed by PID, updated in place, re-rendering only the cells that changed.
+    ALLOW_SELECT = False
 
-    ``DataTable`` keys its cell and row render caches on a table-wide update counter, so a
-    single ``update_cell`` makes it re-render every visible cell through Rich on the next paint;
-    with CPU% changing each second that was ~85 % of the UI's CPU time. ``_render_cell`` and
-    ``_render_line_in_row`` below add caches keyed on per-cell and per-row versions that this
-    class bumps when it writes a cell, so a frame re-renders only the cells and rows that changed.
-    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Process detail", show=False),
+        Binding("up", "cursor_up", "Cursor up", show=False),
+        Binding("down", "cursor_down", "Cursor down", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("home,ctrl+home", "first", "First process", show=False),
+        Binding("end,ctrl+end", "last", "Last process", show=False),
+    ]
 
-    COMPONENT_CLASSES = {"process-table--warn"}  # noqa: RUF012 (Textual reads this attribute)
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "process-table--header",
+        "process-table--cursor",
+        "process-table--hover",
+        "process-table--warn",
+    }
 
     DEFAULT_CSS = """
     ProcessTable { height: 1fr; }
-    """
+    """  # colours, header, cursor and hover: app.tcss
 
-    _rows_only = False  # a class default: DataTable.__init__ already calls refresh()
+    class Selected(Message):
+        """Enter on a process, or a click on the cursor's row: the table opens its detail."""
+
+        def __init__(self, pid: int) -> None:
+            super().__init__()
+            self.pid = pid
 
     def __init__(self, request_history: RequestHistory | None = None, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", cell_padding=0, **kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)  # type: ignore[arg-type]
         self._request_history = request_history  # seeds the process screen's CPU sparkline
         self.sort_mode = "tree"
         self.probing = False  # some process publishes probe stats (a WAIT% value)
         self._warn: Style | None = None
         self._wait_warn_pct = float("inf")  # from the settings in force, with the first frame
-        self._cells: dict[int, tuple[str, ...]] = {}
+        self._emphasis: Emphasis | None = None  # last used to style cells
+        self._rows: dict[int, Row] = {}
         self._order: list[int] = []
+        self._index: dict[int, int] = {}
         self._target: int | None = None
         self._snapshot: Snapshot | None = None
-        self._widths: dict[str, int] = {}
-        self._versions: dict[tuple[str, str], int] = {}
+        self._spans: tuple[int, ...] = ()  # each column's width on screen (0: hidden)
+        self._labels = tuple(
+            process_rows.cell_text(k, label, "") for k, label, *_ in process_rows.COLUMNS
+        )
         self._version = 0
-        self._rendered: dict[tuple[object, ...], Any] = {}
-        self._row_versions: dict[str, int] = {}
-        self._rows_rendered: dict[tuple[object, ...], Any] = {}
-        self._layout_version = 0
+        self._cursor = 0
+        self._hover: int | None = None  # row under the mouse, while the mouse drives
+        self._paint: Paint | None = None
+        self._paint_look: tuple[object, ...] = ()
+        self._strips: LRUCache[tuple[object, ...], Strip] = LRUCache(STRIP_CACHE_SIZE)
+        self.lines_rendered = 0
+        """``render_line`` calls so far: tests count them to check what a frame repaints."""
+        self.rows_built = 0
+        """Strips built (cache misses) so far, header included."""
+
+    # -- layout ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        widths = process_rows.column_widths(self.app.size.width, self.probing)
-        for key, label, *_ in process_rows.COLUMNS:
-            header = process_rows.cell_text(key, label, "")
-            self.add_column(header, width=widths[key] + GAP if widths[key] else 0, key=key)
-        self._widths = widths
+        self._relayout()
         self._update_title()
 
     def on_resize(self) -> None:
         self._relayout()
 
     def _relayout(self) -> None:
+        """Column widths for the current width (narrow terminals swap WAIT% and BLAS)."""
         widths = process_rows.column_widths(self.size.width or self.app.size.width, self.probing)
-        if widths == self._widths or not self.columns:
-            return
-        self._widths = widths
-        for key, width in widths.items():
-            self.columns[ColumnKey(key)].width = width + GAP if width else 0
-        # DataTable has no public "column width changed" hook; these are what add_column does.
-        self._layout_version += 1
-        self._require_update_dimensions = True
-        self._clear_caches()
-        self.refresh(layout=True)
+        spans = tuple(widths[key] + GAP if widths[key] else 0 for key in KEYS)
+        if spans != self._spans:
+            self._spans = spans
+            self._resize_virtual()
+            self.refresh()
 
-    # -- rendering ---------------------------------------------------------------------------
+    def _resize_virtual(self) -> None:
+        self.virtual_size = Size(sum(self._spans), len(self._order) + HEADER_LINES)
 
-    def _bump(self, row: str, column: str) -> None:
-        self._version += 1
-        self._versions[(row, column)] = self._version
-        self._row_versions[row] = self._version
+    @property
+    def _body_height(self) -> int:
+        return max(1, self.scrollable_content_region.height - HEADER_LINES)
 
-    def _render_line_in_row(
-        self,
-        row_key: RowKey,
-        line_no: int,
-        base_style: Style,
-        cursor_location: Coordinate,
-        hover_location: Coordinate,
-    ) -> Any:
-        row = row_key.value
-        row_index = -1 if row is None else self._row_locations.get(row_key)
-        simple = not (self.fixed_columns or self.fixed_rows or self._labelled_row_exists)
-        if row_index is None or self.cursor_type != "row" or not simple:
-            return super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            )
-        cursor = cursor_location.row == row_index
-        hover = hover_location.row == row_index
-        key = (
-            row,
-            row_index,
-            line_no,
-            self._row_versions.get(row, 0) if row is not None else 0,
-            base_style,
-            cursor,
-            hover,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self._pseudo_class_state,
-            self.size.width,
-            self._layout_version,
-        )
-        lines = self._rows_rendered.get(key)
-        if lines is None:
-            if len(self._rows_rendered) > CELL_CACHE_MAX:
-                self._rows_rendered.clear()
-            if row is None:  # the header: rendered the generic way, but only once
-                lines = super()._render_line_in_row(
-                    row_key, line_no, base_style, cursor_location, hover_location
-                )
-            else:
-                lines = self._assemble_row(row_index, line_no, base_style, cursor, hover)
-            self._rows_rendered[key] = lines
-        return lines
-
-    def _assemble_row(
-        self, row_index: int, line_no: int, base_style: Style, cursor: bool, hover: bool
-    ) -> tuple[list[list[Segment]], list[list[Segment]]]:
-        """A body row from its (cached) cells, as ``DataTable._render_line_in_row`` builds it
-        for a table without fixed columns or row labels, minus its per-call style lookups."""
-        row_style = self._get_row_style(row_index, base_style)
-        widths = [column.get_render_width(self) for column in self.ordered_columns]
-        cells = [
-            self._render_cell(row_index, index, row_style, width, cursor, hover)[line_no]
-            for index, width in enumerate(widths)
-        ]
-        extend_style, _ = self._get_styles_to_render_cell(
-            False,
-            False,
-            False,
-            hover,
-            cursor,
-            self.show_cursor,
-            self._show_hover_cursor,
-            False,
-            False,
-        )
-        extend_style = row_style + extend_style
-        extend_style += Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
-        remaining = max(0, self.size.width - sum(widths))
-        cells.append([Segment(" " * remaining, extend_style)])
-        return [], cells
-
-    def _render_cell(
-        self,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool = False,
-        hover: bool = False,
-    ) -> Any:
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        if row_index < 0 or column_index < 0 or row_key is None or column_key is None:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row = row_key.value or ""
-        column = column_key.value or ""
-        key = (
-            row,
-            column,
-            row_index,  # baked into the segments' click metadata
-            self._versions.get((row, column), 0),
-            base_style,
-            width,
-            cursor,
-            hover,
-            self._show_hover_cursor,
-            self._pseudo_class_state,
-        )
-        lines = self._rendered.get(key)
-        if lines is None:
-            if len(self._rendered) > CELL_CACHE_MAX:
-                self._rendered.clear()
-            cell = self._data[row_key][column_key]
-            if self.cell_padding == 0 and self.rows[row_key].height == 1:
-                lines = self._render_text_cell(
-                    cell, row_index, column_index, base_style, width, cursor, hover
-                )
-            else:
-                lines = super()._render_cell(
-                    row_index, column_index, base_style, width, cursor, hover
-                )
-            self._rendered[key] = lines
-        return lines
-
-    def _render_text_cell(
-        self,
-        cell: Text,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool,
-        hover: bool,
-    ) -> list[list[Segment]]:
-        """One-line Text cell as one segment, styled as ``DataTable._render_cell`` styles it.
-
-        The generic path lays the cell out through Rich (Styled, Padding, wrapping) at about
-        ten times the cost; our cells are single-line, unwrapped, padded to the column width.
-        """
-        component_style, post_style = self._get_styles_to_render_cell(
-            False,
-            False,
-            False,
-            hover,
-            cursor,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self.cursor_foreground_priority == "css",
-            self.cursor_background_priority == "css",
-        )
-        pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index})
-        pre_style += component_style
-        plain = cell.plain
-        if cell_len(plain) > width:
-            plain = set_cell_size(plain, width - 1) + "…" if width > 0 else ""
-        pad = " " * max(0, width - cell_len(plain))
-        plain = pad + plain if cell.justify == "right" else plain + pad
-        own = cell.style if isinstance(cell.style, Style) else Style.parse(cell.style)
-        return [[Segment(plain, pre_style + own + post_style)]]
+    # -- rendering -------------------------------------------------------------------------
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._warn = None
-        self._rendered.clear()
-        self._rows_rendered.clear()
+        self._paint = None
+        self._strips.clear()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # Once per pass, not once per line; looked up again only when the widget's own
+        # style or its pseudo-classes (focus, hover) changed, or the CSS did.
+        look = (self.rich_style, self.get_pseudo_class_state())
+        if self._paint is None or look != self._paint_look:
+            self._paint, self._paint_look = self._current_paint(), look
+        return super().render_lines(crop)
+
+    def _current_paint(self) -> Paint:
+        style = self.get_component_rich_style
+        return Paint(
+            self.rich_style,
+            style("process-table--header"),
+            style("process-table--cursor"),
+            style("process-table--hover"),
+        )
+
+    def render_line(self, y: int) -> Strip:
+        self.lines_rendered += 1
+        paint = self._paint or self._current_paint()
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        layout = (self._spans, width, scroll_x, paint)
+        if y < HEADER_LINES:
+            key: tuple[object, ...] = ("header", *layout)
+            strip = self._strips.get(key)
+            if strip is None:
+                strip = header_strip(self._labels, self._spans, width, scroll_x, paint)
+                self._remember(key, strip)
+            return strip
+        index = y - HEADER_LINES + scroll_y
+        if index >= len(self._order):
+            return Strip.blank(width, paint.base)
+        pid = self._order[index]
+        row = self._rows[pid]
+        look = RowLook(cursor=index == self._cursor, hover=index == self._hover)
+        key = (pid, row.version, look, *layout)
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = body_strip(row.texts, self._spans, width, scroll_x, paint, look)
+            self._remember(key, strip)
+        return strip
+
+    def _remember(self, key: tuple[object, ...], strip: Strip) -> None:
+        self.rows_built += 1
+        self._strips.set(key, strip)
+
+    def _refresh_rows(self, *indices: int) -> None:
+        """Repaint these rows' lines if they are in the window (never the lines below it,
+        which would make the compositor repaint whatever lies there, e.g. the footer)."""
+        top, height = round(self.scroll_y), self._body_height
+        width = max(self.virtual_size.width, self.size.width)
+        lines = [
+            Region(0, HEADER_LINES + index - top, width, 1)
+            for index in indices
+            if 0 <= index - top < height and index < len(self._order)
+        ]
+        if lines:
+            self.refresh(*lines)
 
     # -- frames ----------------------------------------------------------------------------
 
@@ -279,123 +222,176 @@ class ProcessTable(DataTable[Text]):
     def _update_title(self) -> None:
         self.border_title = f"processes · sort: {self.sort_mode} (s)"
 
-    def _cell(self, key: str, text: str, pid: int) -> Text:
-        if key == "wait" and text and float(text) >= self._wait_warn_pct:
-            if self._warn is None:
-                self._warn = self.get_component_rich_style("process-table--warn", partial=True)
-            return process_rows.cell_text(key, text, self._warn)
-        style = "bold" if pid == self._target and key in ("pid", "name") else ""
-        return process_rows.cell_text(key, text, style)
+    def _row(self, pid: int, cells: tuple[str, ...], old: Row | None, restyle: bool) -> Row:
+        """The row to show for these cells: the old one if nothing about it changed."""
+        target = pid == self._target
+        if old is not None and old.cells == cells and old.target == target and not restyle:
+            return old
+        assert self._emphasis is not None
+        self._version += 1
+        texts = row_texts(cells, target, self._emphasis, None if restyle else old)
+        return Row(cells, texts, self._version, target)
+
+    def _current_emphasis(self) -> Emphasis:
+        if self._warn is None:
+            self._warn = self.get_component_rich_style("process-table--warn", partial=True)
+        return Emphasis(self._wait_warn_pct, self._warn)
 
     def _apply(self, snapshot: Snapshot) -> None:
-        if not self.columns:
-            return
+        if not self._spans:
+            return  # not mounted yet: the first frame after mount fills the table
         probing = any(p.probe is not None for p in snapshot.processes)
         if probing != self.probing:
             self.probing = probing
             self._relayout()
-        rows = ordered_rows(snapshot, self.sort_mode)
-        target_changed = snapshot.target_pid != self._target
         self._target = snapshot.target_pid
-        cursor_pid = self._cursor_pid()
-        on_screen = self.cursor_row - round(self.scroll_y)  # the cursor's line in the window
-        wanted = {pid for pid, _ in rows}
-        removed = [p for p in self._order if p not in wanted]
-        added = [pid for pid, _ in rows if pid not in self._cells]
-        order = [pid for pid, _ in rows]
-        kept = [p for p in self._order if p in wanted]
-        structural = bool(removed or added) or order != kept
-        changed: list[int] = []
-        with self.app.batch_update():
-            for pid in removed:
-                self.remove_row(str(pid))
-                del self._cells[pid]
-                for key in _KEYS:
-                    self._versions.pop((str(pid), key), None)
-                self._row_versions.pop(str(pid), None)
-            self._order = kept
-            # Cell edits alone repaint only their rows (see ``refresh``); the rest stay cached.
-            self._rows_only = not structural
-            try:
-                for pid, cells in rows:
-                    old = self._cells.get(pid)
-                    if old is None:
-                        texts = [self._cell(k, t, pid) for k, t in zip(_KEYS, cells, strict=True)]
-                        self.add_row(*texts, key=str(pid))
-                        for key in _KEYS:
-                            self._bump(str(pid), key)
-                        self._order.append(pid)
-                    elif old != cells or target_changed:
-                        for key, text, before in zip(_KEYS, cells, old, strict=True):
-                            if text != before or (target_changed and key in ("pid", "name")):
-                                self.update_cell(str(pid), key, self._cell(key, text, pid))
-                                self._bump(str(pid), key)
-                        changed.append(pid)
-                    self._cells[pid] = cells
-            finally:
-                self._rows_only = False
-            if order != self._order:
-                rank = {pid: i for i, pid in enumerate(order)}
-                self.sort("pid", key=lambda cell: rank[int(str(cell).strip())])
-                self._order = order
-            if not structural:
-                self._refresh_rows([self.get_row_index(str(pid)) for pid in changed])
-            if cursor_pid is not None and cursor_pid in self._cells:
-                row = self.get_row_index(str(cursor_pid))
-                if row != self.cursor_row:
-                    self.move_cursor(row=row, scroll=False)
-                    # Rows came or went above it: keep the cursor's PID on the same screen line.
-                    top = max(0, row - on_screen)
-                    self.call_after_refresh(self.scroll_to, y=top, animate=False, immediate=True)
+        cursor_pid = self.cursor_pid
+        on_screen = self._cursor - round(self.scroll_y)  # the cursor's line in the window
+        rows = ordered_rows(snapshot, self.sort_mode)
+        emphasis = self._current_emphasis()
+        restyle = emphasis != self._emphasis  # new threshold or theme: restyle every cell
+        self._emphasis = emphasis
+        shown = {pid: self._row(pid, cells, self._rows.get(pid), restyle) for pid, cells in rows}
+        changed = [pid for pid, row in shown.items() if self._rows.get(pid, row) is not row]
+        order = list(shown)
+        self._rows = shown
+        if order == self._order:
+            self._refresh_rows(*(self._index[pid] for pid in changed))
+            return
+        self._order = order
+        self._index = {pid: i for i, pid in enumerate(order)}
+        self._resize_virtual()
+        if cursor_pid in self._index:
+            self._cursor = self._index[cursor_pid]
+            # Rows came or went above it: keep the cursor's PID on the same screen line.
+            self.scroll_to(y=max(0, self._cursor - on_screen), animate=False, force=True)
+        else:
+            self._cursor = max(0, min(self._cursor, len(order) - 1))
+        self.refresh()  # the window shows other PIDs now; unchanged rows come from the cache
 
-    def _refresh_rows(self, indices: list[int]) -> None:
-        """Repaint the visible lines of these rows (all rows are one line high).
+    # -- the cursor ------------------------------------------------------------------------
 
-        ``DataTable.refresh_row`` marks rows below the visible window too, and the compositor
-        then repaints whatever lies under them (the footer), so the region is clipped here.
-        """
-        top = int(self.scroll_y) - (self.header_height if self.show_header else 0)
-        width, height = self.size
-        for index in indices:
-            y = index - top
-            if (self.header_height if self.show_header else 0) <= y < height:
-                super().refresh(Region(0, y, width, 1))
-
-    def refresh(
-        self,
-        *regions: Region,
-        repaint: bool = True,
-        layout: bool = False,
-        recompose: bool = False,
-    ) -> Self:
-        """While ``_apply`` edits cells in place, skip ``update_cell``'s whole-table repaint;
-        ``_apply`` then repaints just the rows it changed with ``refresh_row``."""
-        if self._rows_only and not regions and not layout and not recompose:
-            return self
-        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
-
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        """Enter on a row: everything known about that process, following the frames."""
-        event.stop()
-        if self._snapshot is not None and event.row_key.value is not None:
-            pid = int(event.row_key.value)
-            screen = ProcessScreen(
-                pid, self._snapshot, self._request_history, wait_warn_pct=self._wait_warn_pct
-            )
-            self.app.push_screen(screen)
-
-    def _cursor_pid(self) -> int | None:
-        if not self._order or not self.is_valid_row_index(self.cursor_row):
-            return None
-        row_key: RowKey = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        return int(row_key.value) if row_key.value is not None else None
+    @property
+    def cursor_row(self) -> int:
+        """The cursor's row index in display order."""
+        return self._cursor
 
     @property
     def cursor_pid(self) -> int | None:
         """The PID under the cursor, for tests and for commands that act on a process."""
-        return self._cursor_pid()
+        return self._order[self._cursor] if self._cursor < len(self._order) else None
+
+    @property
+    def hover_row(self) -> int | None:
+        """The row highlighted under the mouse (None once the keyboard drives)."""
+        return self._hover
 
     @property
     def pids(self) -> list[int]:
         """PIDs in display order."""
         return list(self._order)
+
+    def cell(self, pid: int, key: str) -> Text:
+        """The Text shown for a process in a column (``process_rows.COLUMNS`` keys)."""
+        return self._rows[pid].texts[KEYS.index(key)]
+
+    def move_cursor(self, *, row: int, scroll: bool = True) -> None:
+        """Put the cursor on a row (clamped to the table) and, unless told not to, scroll
+        just enough that it is in the window below the header."""
+        row = max(0, min(row, len(self._order) - 1))
+        if row != self._cursor:
+            old, self._cursor = self._cursor, row
+            self._refresh_rows(old, row)
+        if scroll:
+            self._scroll_to_cursor()
+
+    def _scroll_to_cursor(self) -> None:
+        top, height = round(self.scroll_y), self._body_height
+        if self._cursor < top:
+            self.scroll_to(y=self._cursor, animate=False, force=True)
+        elif self._cursor >= top + height:
+            self.scroll_to(y=self._cursor - height + 1, animate=False, force=True)
+
+    def _keyboard(self) -> None:
+        """The keyboard drives now: the mouse's hover highlight goes."""
+        self._set_hover(None)
+
+    def action_cursor_up(self) -> None:
+        self._keyboard()
+        self.move_cursor(row=self._cursor - 1)
+
+    def action_cursor_down(self) -> None:
+        self._keyboard()
+        self.move_cursor(row=self._cursor + 1)
+
+    def action_page_up(self) -> None:
+        """A window up: the rows scroll by a page and the cursor moves with them."""
+        self._keyboard()
+        page = self._body_height
+        self.scroll_to(y=self.scroll_y - page, animate=False, force=True)
+        self.move_cursor(row=self._cursor - page)
+
+    def action_page_down(self) -> None:
+        self._keyboard()
+        page = self._body_height
+        self.scroll_to(y=self.scroll_y + page, animate=False, force=True)
+        self.move_cursor(row=self._cursor + page)
+
+    def action_first(self) -> None:
+        self._keyboard()
+        self.move_cursor(row=0)
+
+    def action_last(self) -> None:
+        self._keyboard()
+        self.move_cursor(row=len(self._order) - 1)
+
+    def action_select_cursor(self) -> None:
+        self._keyboard()
+        self._select()
+
+    def _select(self) -> None:
+        pid = self.cursor_pid
+        if pid is not None:
+            self.post_message(self.Selected(pid))
+
+    def on_process_table_selected(self, event: Selected) -> None:
+        """Everything known about that process, following the frames."""
+        event.stop()
+        if self._snapshot is not None:
+            screen = ProcessScreen(
+                event.pid, self._snapshot, self._request_history, wait_warn_pct=self._wait_warn_pct
+            )
+            self.app.push_screen(screen)
+
+    # -- the mouse -------------------------------------------------------------------------
+
+    def _row_at(self, event: events.MouseEvent) -> int | None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y < HEADER_LINES:
+            return None
+        index = offset.y - HEADER_LINES + round(self.scroll_y)
+        return index if index < len(self._order) else None
+
+    def _set_hover(self, index: int | None) -> None:
+        if index != self._hover:
+            old, self._hover = self._hover, index
+            self._refresh_rows(*(i for i in (old, index) if i is not None))
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        self._set_hover(self._row_at(event))
+
+    def on_leave(self, event: events.Leave) -> None:
+        if event.node is self:
+            self._set_hover(None)
+
+    def on_click(self, event: events.Click) -> None:
+        """A click puts the cursor on a row; a click on the cursor's row opens it."""
+        index = self._row_at(event)
+        if index is None:
+            return
+        event.stop()
+        self._set_hover(index)
+        if index == self._cursor:
+            self._select()
+        else:
+            self.move_cursor(row=index)
