@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid
@@ -232,7 +233,8 @@ class GpuDetailScreen(Screen[None]):
                 title += f" · power cap: {capped_ticks} ticks (▽)"
         if self._lost:
             title += " · LOST: no new readings"
-        self.query_one("#detail-title", Static).update(title)
+        # A Text, never a str: the GPU name is outside text and a str is parsed as markup.
+        self.query_one("#detail-title", Static).update(Text(title))
         if not points:
             return
         now = points[-1].t

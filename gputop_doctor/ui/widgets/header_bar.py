@@ -14,6 +14,8 @@ from textual.widget import Widget
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import SystemInfo
+from gputop_doctor.core.text import printable
+from gputop_doctor.ui.render import NAME_MAX
 
 
 def _cpu_vendor(vendor: str | None) -> str:
@@ -69,9 +71,9 @@ class HeaderBar(Widget):
         self._logical = snap.host.logical_cpus or frame.system.logical_cpus
         self._target = snap.target_pid
         root = snap.process(snap.target_pid) if snap.target_pid is not None else None
-        self._target_name = root.name if root else None
+        self._target_name = printable(root.name, NAME_MAX) if root else None
         self._target_alive = snap.target_alive
-        self._recording = frame.recording
+        self._recording = printable(frame.recording) if frame.recording else None
         self._interval_s = snap.interval_s
         self._update()
 
@@ -81,7 +83,7 @@ class HeaderBar(Widget):
 
     def set_problem(self, problem: str | None) -> None:
         """A sampler failure: shown in place of the GPU status line."""
-        self._problem = problem
+        self._problem = printable(problem) if problem else None
         self._update()
 
     @property
@@ -119,7 +121,7 @@ class HeaderBar(Widget):
         dim = style("header-bar--dim")
         # (priority, text, style): 0 is always shown; higher numbers are dropped first.
         parts: list[tuple[int, str, str]] = [
-            (0, system.hostname or "?", ""),
+            (0, printable(system.hostname or "?", NAME_MAX), ""),
             (0, f"{_cpu_vendor(system.cpu_vendor)} {_cpus(self._effective, self._logical)}", ""),
         ]
         if system.driver_version:
@@ -159,7 +161,7 @@ class HeaderBar(Widget):
             text.append(part, style(part_style) if part_style else "")
         problem = self._problem
         if problem is None and system.gpu_problem:
-            problem = f"no GPU readings: {system.gpu_problem}"
+            problem = f"no GPU readings: {printable(system.gpu_problem)}"
         if problem:
             text.append("\n")
             text.append(problem, style("header-bar--warn"))
