@@ -102,6 +102,7 @@ class Engine:
         self.lost_gpus: set[int] = set()
         self._clock = clock
         self._tick = 0
+        self._source_note: str | None = None  # a warning from the last process reading
         self._requests: queue.SimpleQueue[Callable[[Engine], None]] = queue.SimpleQueue()
         self._series = _SeriesBuffer(settings.series_len)
         self._target_seen_alive = False
@@ -180,6 +181,7 @@ class Engine:
         gpu_pids = {proc.pid for gpu in gpus for proc in gpu.processes}
         host = self.host.read_host(self.target_pid)
         reading = self.host.read_processes(self.target_pid, sorted(gpu_pids))
+        self._source_note = reading.note
         return Snapshot(
             time=now,
             tick=self._tick,
@@ -207,7 +209,7 @@ class Engine:
         return candidates
 
     def _notice_changes(self, snapshot: Snapshot) -> str | None:
-        notes = []
+        notes = [self._source_note] if self._source_note else []
         status = self.gpu.status()
         if (status.state, status.reason) != (self.system.gpu_state, self.system.gpu_reason):
             # NVML can fail mid-session (driver reset); every view shows the new reason.
