@@ -21,7 +21,7 @@ def run_ui(args: argparse.Namespace) -> int:
             CsvSink(args.csv).close()
         except CsvError as exc:
             run.engine.close()
-            raise UsageError(str(exc), status=1) from None
+            raise UsageError(str(exc)) from None
     from gputop_doctor.ui.app import run_tui
 
     return run_tui(

@@ -423,7 +423,7 @@ async def test_quit_stops_the_sampler_and_closes_the_csv_after_its_last_row(
     assert sinks, "recording never started"
     sink = sinks[0]
     assert sink.ticks_written >= 3, "fewer than 3 rows recorded in 60 s"
-    assert sink._file.closed
+    assert sink.closed
     session = read_session(str(target))
     assert len(session.ticks) == sink.ticks_written and session.dropped_rows == 0
     assert target.read_text().endswith("\n")
@@ -451,7 +451,7 @@ async def test_ctrl_c_quits_from_any_screen_even_a_text_field(tmp_path: Path) ->
         assert isinstance(app.focused, Input)  # the filter field, which binds ctrl+c to copy
         await pilot.press("ctrl+c")
     assert app.return_code == 0
-    assert sinks and sinks[0].ticks_written == 4 and sinks[0]._file.closed
+    assert sinks and sinks[0].ticks_written == 4 and sinks[0].closed
     session = read_session(str(target))
     assert len(session.ticks) == 4 and session.dropped_rows == 0
     notes = [n.message for n in app._notifications]

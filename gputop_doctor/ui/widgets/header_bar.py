@@ -56,6 +56,7 @@ class HeaderBar(Widget):
         self._target_name: str | None = None
         self._target_alive: bool | None = None
         self._recording: str | None = None
+        self._rec_error = False  # the last recording stopped on its own (disk full, ...)
         self._paused = False
         self._problem: str | None = None
         self._key: tuple[object, ...] = ()
@@ -74,6 +75,7 @@ class HeaderBar(Widget):
         self._target_name = printable(root.name, NAME_MAX) if root else None
         self._target_alive = snap.target_alive
         self._recording = printable(frame.recording) if frame.recording else None
+        self._rec_error = frame.recording_error is not None
         self._interval_s = snap.interval_s
         self._update()
 
@@ -102,6 +104,7 @@ class HeaderBar(Widget):
             self._target_name,
             self._target_alive,
             self._recording,
+            self._rec_error,
             self._paused,
             self._problem,
             self._interval_s,
@@ -140,6 +143,8 @@ class HeaderBar(Widget):
             parts.append((0, label, "header-bar--pid"))
         if self._recording:
             parts.append((0, f"● REC {self._recording}", "header-bar--rec"))
+        elif self._rec_error:  # the recording stopped on its own: say so until a new one
+            parts.append((0, "✖ REC failed", "header-bar--warn"))
         if self._paused:
             parts.append((0, "PAUSED", "header-bar--warn"))
         width = (self.size.width or self.app.size.width) - 2
