@@ -22,7 +22,7 @@ from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.text import printable
 from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
-from gputop_doctor.ui.lifecycle import install_stop_signals
+from gputop_doctor.ui.lifecycle import install_stop_signals, start_exit_watchdog
 from gputop_doctor.ui.messages import FrameReady, RecordingFailed, RecordingStarted, SamplerStopped
 from gputop_doctor.ui.palette import palette_entries
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
@@ -66,6 +66,7 @@ class GpuTopApp(App[int]):
         sampler: bool = True,
         stop_signals: bool = False,
         prime_s: float = 0.0,
+        exit_watchdog: bool = False,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -82,6 +83,9 @@ class GpuTopApp(App[int]):
         self._sampler_done = threading.Event()
         self._sampler_started = False
         self._shut_down = False  # not _closed: that is MessagePump's own flag
+        # The real command only: once quitting starts, the process leaves within seconds.
+        self._exit_watchdog = exit_watchdog
+        self._watchdog: threading.Thread | None = None
 
     def compose(self) -> ComposeResult:
         self.header = HeaderBar(self.engine.system, self.engine.settings.interval_s, id="header")
@@ -213,7 +217,12 @@ class GpuTopApp(App[int]):
     def quit_now(self) -> None:
         """Quit (key or signal): the sampler stops at once, its last tick still written."""
         self._stop.set()
+        self._start_watchdog()
         self.exit(0)
+
+    def _start_watchdog(self) -> None:
+        if self._exit_watchdog and self._watchdog is None:
+            self._watchdog = start_exit_watchdog(self._sampler_done, lambda: self.return_code or 0)
 
     # -- shutdown --------------------------------------------------------------------------
 
@@ -227,8 +236,12 @@ class GpuTopApp(App[int]):
         self._shut_down = True
         self._undo_signals()
         self._stop.set()
+        self._start_watchdog()
         if not self._sampler_started:
-            self.engine.close()
+            try:
+                self.engine.close()
+            finally:
+                self._sampler_done.set()  # no sampler: the data is safe once the engine is closed
         elif not self._sampler_done.wait(timeout_s):
             self.log.error("sampler did not stop in time; the CSV may miss its last row")
 
@@ -252,6 +265,7 @@ def run_tui(
         list_processes=list_processes,
         stop_signals=True,
         prime_s=prime_s,
+        exit_watchdog=True,
     )
     try:
         result = app.run()
