@@ -50,3 +50,9 @@ def test_process_rows_and_detail_sections_are_printable() -> None:
         for text in sections(proc.pid, frame.snapshot).values():
             for line in text.split("\n"):
                 assert_no_raw_controls(line)
+
+
+def test_the_session_csv_has_no_command_line_or_environment_column() -> None:
+    from gputop_doctor.export.schema import COLUMNS
+
+    assert not [c for c in COLUMNS if "cmd" in c or "env" in c or "user" in c], COLUMNS
