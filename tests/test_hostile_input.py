@@ -6,6 +6,10 @@ tests/ui/test_e2e_hostile_tmux.py; probe files, outputs and settings have their 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from gputop_doctor.commands.snapshot_format import frame_to_json, frame_to_text
 from gputop_doctor.ui.screens.process_detail import sections
 from gputop_doctor.ui.widgets.process_rows import row_cells
@@ -56,3 +60,23 @@ def test_the_session_csv_has_no_command_line_or_environment_column() -> None:
     from gputop_doctor.export.schema import COLUMNS
 
     assert not [c for c in COLUMNS if "cmd" in c or "env" in c or "user" in c], COLUMNS
+
+
+def test_analyze_and_replay_of_a_csv_with_hostile_gpu_names(tmp_path: Path) -> None:
+    """A crafted session CSV: its GPU names reach analyze's text output made visible."""
+    from gputop_doctor.export.csv_sink import CsvSink
+
+    engine, clock, _ = demo_engine("starved", gpus=len(HOSTILE_NAMES), wrap_gpu=HostileGpu)
+    sink = CsvSink(str(tmp_path / "s.csv"))
+    engine.add_sink(sink)
+    tick(engine, clock, 3)
+    sink.close()
+    result = subprocess.run(
+        [sys.executable, "-m", "gputop_doctor", "analyze", str(tmp_path / "s.csv")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert_no_raw_controls(result.stdout)
+    assert "GPU 3 [/]:" in result.stdout and "^[]0;pwned^G" in result.stdout

@@ -187,3 +187,21 @@ def test_writer_creates_its_directory_0700_and_refuses_an_open_one(tmp_path: Pat
     open_dir = _dir(tmp_path / "open", mode=0o755)
     why = _files.prepare_dir(open_dir)
     assert why is not None and "0755" in why
+
+
+def test_a_refused_directory_is_one_note_in_the_frames(tmp_path: Path) -> None:
+    from gputop_doctor.config import Settings
+    from gputop_doctor.core.engine import Engine
+    from gputop_doctor.core.model import ProcSample
+    from gputop_doctor.sources.probe_reader import ProbedHostSource
+    from tests.helpers import StubGpuSource, StubHostSource
+
+    open_dir = _dir(tmp_path / "probe", mode=0o777)
+    _publish(open_dir, 10)
+    tree = (ProcSample(pid=10, name="python", num_threads=1),)
+    host = ProbedHostSource(StubHostSource(tree=tree), ProbeReader([open_dir]))
+    engine = Engine(StubGpuSource(), host, Settings(), target_pid=10, clock=time.time)
+    notes = [engine.tick().note for _ in range(3)]
+    assert notes[0] is not None and "refused: has mode 0777" in notes[0]
+    assert notes[1:] == [None, None]
+    assert engine.history.all().snapshots[-1].processes[0].probe is None

@@ -14,6 +14,7 @@ from statistics import fmean
 
 from gputop_doctor.commands.common import UsageError, say
 from gputop_doctor.core.model import ClockEvent, Snapshot
+from gputop_doctor.core.text import printable
 from gputop_doctor.export.reader import Session, SessionFormatError, read_session
 
 # HW slowdown alone can be power or a clock change; only the rule can tell it is heat.
@@ -102,7 +103,8 @@ def _text(summary: SessionSummary) -> str:
         lines += [f"  {rule}: {n}" for rule, n in summary.finding_ticks.items()]
     else:
         lines.append("Findings: none")
-    return "\n".join(lines)
+    # GPU names and the source come from the CSV, which anyone may have crafted.
+    return "\n".join(printable(line) for line in lines)
 
 
 def run_analyze(args: argparse.Namespace) -> int:
