@@ -62,7 +62,7 @@ MAX_DEMO_GPUS = 256
 def _pid(text: str) -> int:
     value = _positive_int(text)
     if value > PID_MAX:
-        raise argparse.ArgumentTypeError(f"not a PID (at most {PID_MAX}): {text}")
+        raise argparse.ArgumentTypeError(f"no process with PID {text} (PIDs end at {PID_MAX})")
     return value
 
 

@@ -224,7 +224,7 @@ def test_stale_files_of_dead_processes_are_cleaned(probe_dir: Path) -> None:
         check=True,
     )
     dead_pid = int(dead.stdout)
-    probe_dir.mkdir(parents=True)
+    probe_dir.mkdir(parents=True, mode=0o700)  # the probe refuses a directory others can read
     (probe_dir / f"{dead_pid}.json").write_text("{}")
     (probe_dir / "1.json").write_text("{}")  # init is alive: kept
     for i in watch(range(3)):

@@ -11,11 +11,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.ui.test_e2e_tmux import BIN, START_S, STOP_S, pytestmark, session, tmux, wait_for
 
+ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["pytestmark", "session"]  # the tmux session fixture and the skip marks, shared
 
 CHILD = """
@@ -54,7 +56,9 @@ def test_escapes_in_a_process_name_and_argv_do_not_reach_the_terminal(
         return tmux("display", "-p", "-t", session, "#{pane_title}").strip()
 
     tmux("select-pane", "-t", session, "-T", "before")
-    tmux("send-keys", "-t", session, f"{BIN} --pid {pid} --interval 0.5; echo EXIT=$?", "Enter")
+    # This tree's code even if the tmux server was started elsewhere (it keeps its own env).
+    command = f"PYTHONPATH={ROOT} {BIN} --pid {pid} --interval 0.5; echo EXIT=$?"
+    tmux("send-keys", "-t", session, command, "Enter")
     wait_for(lambda: f"PID {pid}" in screen(), START_S, "the header naming the PID", screen)
     wait_for(lambda: "^[]0;pwned^G" in screen(), START_S, "the name, made visible", screen)
     assert title() != "pwned"

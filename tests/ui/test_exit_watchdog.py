@@ -110,7 +110,9 @@ def test_killing_the_terminal_right_after_q_leaves_no_orphan(session: str, tmp_p
     def screen() -> str:
         return tmux("capture-pane", "-p", "-t", session)
 
-    command = f"{BIN} --demo healthy --interval 0.25 --csv {csv_path}"
+    # This tree's code even if the tmux server was started elsewhere (it keeps its own env).
+    root = Path(__file__).resolve().parents[2]
+    command = f"PYTHONPATH={root} {BIN} --demo healthy --interval 0.25 --csv {csv_path}"
     tmux("send-keys", "-t", session, command, "Enter")
     wait_for(lambda: "REC" in screen() and _ticks(csv_path) >= 4, START_S, "recording", screen)
     pid = _pid_of(session)
