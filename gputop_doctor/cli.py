@@ -78,6 +78,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
+PID_MAX = 4_194_304  # the kernel's largest PID (PID_MAX_LIMIT on 64-bit Linux)
+MAX_DEMO_GPUS = 256
+
+
+def _pid(text: str) -> int:
+    value = _positive_int(text)
+    if value > PID_MAX:
+        raise argparse.ArgumentTypeError(f"no process with PID {text} (PIDs end at {PID_MAX})")
+    return value
+
+
+def _gpu_count(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_DEMO_GPUS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_DEMO_GPUS} GPUs: {text}")
+    return value
+
+
 def _add_source_options(parser: argparse.ArgumentParser, demo_help: str, sub: bool = False) -> None:
     """Options valid before and after a subcommand.
 
@@ -90,7 +108,7 @@ def _add_source_options(parser: argparse.ArgumentParser, demo_help: str, sub: bo
 
     parser.add_argument(
         "--pid",
-        type=_positive_int,
+        type=_pid,
         default=default(None),
         help="attach to this PID and its descendants",
     )
@@ -99,7 +117,7 @@ def _add_source_options(parser: argparse.ArgumentParser, demo_help: str, sub: bo
     )
     parser.add_argument(
         "--gpus",
-        type=_positive_int,
+        type=_gpu_count,
         default=default(8),
         help="simulated GPUs with --demo (default 8)",
     )

@@ -245,7 +245,7 @@ def test_stale_files_of_dead_processes_are_cleaned(probe_dir: Path) -> None:
         check=True,
     )
     dead_pid = int(dead.stdout)
-    probe_dir.mkdir(parents=True)
+    probe_dir.mkdir(parents=True, mode=0o700)  # the probe refuses a directory others can read
     (probe_dir / f"{dead_pid}.json").write_text("{}")
     (probe_dir / "1.json").write_text("{}")  # init is alive: kept
     for i in watch(range(3)):
@@ -354,8 +354,8 @@ def test_parse_probe_drops_wrong_typed_fields_only() -> None:
 
 def test_reader_opens_only_files_of_wanted_pids(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
-    first.mkdir()
-    second.mkdir()
+    first.mkdir(mode=0o700)
+    second.mkdir(mode=0o700)
     now = time.time()
     (first / "4242.json").write_text(json.dumps(record(published_at=now)))
     (first / "77.json").write_text("{not json")
@@ -612,7 +612,7 @@ def test_root_reader_also_looks_where_the_pids_owner_publishes(
     reader = ProbeReader()
     reader.other_users = True  # as if run as root for another user's job
     owner_dir = tmp_path / f"user-{os.getuid()}"
-    owner_dir.mkdir()
+    owner_dir.mkdir(mode=0o700)
     monkeypatch.setattr(_files, "user_dirs", lambda uid: (tmp_path / f"user-{uid}",))
     (owner_dir / f"{PID}.json").write_text(json.dumps(record(pid=PID, published_at=time.time())))
     assert PID in reader.read([PID])

@@ -41,7 +41,7 @@ def run_record(args: argparse.Namespace) -> int:
         sink = CsvSink(args.csv, max_bytes=args.max_size)  # checked before any sampling starts
     except CsvError as exc:
         engine.close()
-        raise UsageError(str(exc), status=1) from None
+        raise UsageError(str(exc)) from None
     engine.add_sink(sink)
     quiet: bool = args.quiet
     if engine.system.gpu_problem:
@@ -51,28 +51,33 @@ def run_record(args: argparse.Namespace) -> int:
         say(f"recording {what} to {args.csv} every {args.interval:g} s (Ctrl-C to stop)")
 
     alerts = AlertDispatcher(hooks, say)
+    failure: list[str] = []
 
     def on_frame(frame: Frame) -> None:
         alerts.observe(frame)
-        if frame.note and not quiet:
+        if frame.recording_error is not None:  # disk full, I/O error: nothing left to do
+            failure.append(frame.recording_error)
+            stop.set()
+        elif frame.note and not quiet:
             say(f"{time.strftime('%H:%M:%S')} {frame.note}")
 
     try:
-        ticks = engine.run(stop, on_frame, duration_s=args.duration)
+        engine.run(stop, on_frame, duration_s=args.duration)
     finally:
         engine.close()
         alerts.close()
     if alerts.stats.failed or alerts.stats.dropped:
         say(f"alert hooks: {alerts.stats.failed} failed, {alerts.stats.dropped} dropped")
-    _report(engine.target_pid, engine.target_exit_time, sink, ticks, quiet)
+    _report(engine.target_pid, engine.target_exit_time, sink, quiet)
+    if failure:
+        say(f"gputop-doctor: error: {failure[0]}")
+        return 1
     return 0
 
 
-def _report(
-    pid: int | None, exit_time: float | None, sink: CsvSink, ticks: int, quiet: bool
-) -> None:
+def _report(pid: int | None, exit_time: float | None, sink: CsvSink, quiet: bool) -> None:
     if exit_time is not None:
         when = time.strftime("%H:%M:%S", time.localtime(exit_time))
         say(f"PID {pid} exited at {when}; recording went on without it")
     if not quiet:
-        say(f"wrote {ticks} ticks ({sink.rows_written} rows) to {sink.path}")
+        say(f"wrote {sink.ticks_written} ticks ({sink.rows_written} rows) to {sink.path}")

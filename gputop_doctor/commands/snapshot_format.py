@@ -13,8 +13,11 @@ from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, HostSample, ProbeStats, ProcSample, TreeTotals
+from gputop_doctor.core.text import printable
 from gputop_doctor.core.verdict import Bottleneck, Verdict
 from gputop_doctor.export.frame_view import finding_json
+
+_NAME_MAX = 256  # a name, path or command line shown on one line
 
 
 def _num(value: float | None, fmt: str = ".0f", unit: str = "") -> str:
@@ -69,11 +72,12 @@ def frame_to_json(frame: Frame, history: History) -> dict[str, Any]:
 
 def _gpu_line(gpu: GpuSample) -> str:
     if gpu.lost:
-        return f"GPU {gpu.index}  {gpu.name or ''}  LOST"
+        return f"GPU {gpu.index}  {printable(gpu.name or '', _NAME_MAX)}  LOST"
     reasons = ",".join(r for r in gpu.clock_events if r != "idle") or "-"
     procs = ", ".join(f"{p.pid} ({_num(p.used_mem_mib, '.0f', ' MiB')})" for p in gpu.processes)
     return (
-        f"GPU {gpu.index}  {gpu.name or '?'}  util {_num(gpu.util_pct, '.0f', '%')}"
+        f"GPU {gpu.index}  {printable(gpu.name or '?', _NAME_MAX)}"
+        f"  util {_num(gpu.util_pct, '.0f', '%')}"
         f" (min {_num(gpu.util_min_pct)} max {_num(gpu.util_max_pct)})"
         f"  mem {_num(gpu.mem_used_mib)}/{_num(gpu.mem_total_mib, '.0f', ' MiB')}"
         f"  {_num(gpu.temp_c, '.0f', '°C')}/{_num(gpu.temp_slowdown_c, '.0f', '°C')}"
@@ -86,7 +90,8 @@ def _gpu_line(gpu: GpuSample) -> str:
 def _host_lines(host: HostSample, frame: Frame) -> list[str]:
     sysinfo = frame.system
     lines = [
-        f"Host {sysinfo.hostname}  {sysinfo.cpu_vendor or '?'} {sysinfo.cpu_model or ''}".rstrip(),
+        printable(f"Host {sysinfo.hostname}  {sysinfo.cpu_vendor or '?'}", _NAME_MAX)
+        + printable(f" {sysinfo.cpu_model or ''}".rstrip(), _NAME_MAX),
         f"  CPU {_num(host.cpu_pct, '.0f', '%')} of {host.logical_cpus or '?'} logical"
         f" (effective {_num(host.effective_cpus, '.1f')})"
         f"  iowait {_num(host.iowait_pct, '.1f', '%')}"
@@ -113,7 +118,7 @@ def probe_summary(probe: ProbeStats) -> str:
         f"  step {_num(probe.step_time_ms, '.0f', ' ms')}"
         f"  {_num(probe.samples_per_s, '.0f')} samples/s"
     )
-    return f"{measured}  |  {probe.knobs}"
+    return f"{measured}  |  {printable(probe.knobs, _NAME_MAX)}"
 
 
 def _proc_line(proc: ProcSample) -> str:
@@ -121,13 +126,18 @@ def _proc_line(proc: ProcSample) -> str:
         blas = "?"  # hidden by permissions: unknown, not absent
     else:
         blas = ",".join(sorted({r.name for r in proc.libraries if r.kind == "blas"})) or "-"
+        blas = printable(blas, _NAME_MAX)
     indent = "  " * proc.depth
     return (
-        f"  {proc.pid:>7}  {indent}{proc.name:<18} {proc.state}"
+        f"  {proc.pid:>7}  {indent}{printable(proc.name, _NAME_MAX):<18} {proc.state}"
         f"  cpu {_num(proc.cpu_pct, '.0f', '%'):>5}"
         f"  rss {_num(proc.rss_mib, '.0f', ' MiB'):>9}  threads {proc.num_threads or '?':>3}"
         f"  delay {_num(proc.run_delay_ratio, '.2f')}  blas {blas}"
-        + (f"\n  {'':>7}  {indent}  threads: {proc.thread_summary}" if proc.thread_names else "")
+        + (
+            f"\n  {'':>7}  {indent}  threads: {printable(proc.thread_summary, _NAME_MAX)}"
+            if proc.thread_names
+            else ""
+        )
         + (f"\n  {'':>7}  {indent}  probe: {probe_summary(proc.probe)}" if proc.probe else "")
     )
 
@@ -147,7 +157,9 @@ def _finding_lines(finding: Finding) -> list[str]:
     ]
     lines.append(f"    blame: {finding.blame.value}")
     if finding.evidence:
-        lines.append("    evidence: " + "; ".join(str(e) for e in finding.evidence))
+        lines.append(
+            "    evidence: " + "; ".join(printable(str(e), _NAME_MAX) for e in finding.evidence)
+        )
     if finding.fix:
         lines.append(f"    fix: {finding.fix}")
     lines.append(f"    docs: {finding.docs_path}")
@@ -181,4 +193,6 @@ def frame_to_text(frame: Frame, history: History) -> str:
     out.append("Findings:" if frame.findings else "Findings: none")
     for finding in frame.findings:
         out += _finding_lines(finding)
-    return "\n".join(out)
+    # The catch-all: any outside text a line above still carries (a finding built from a
+    # process name, a GPU problem from the driver) is made printable line by line.
+    return "\n".join(printable(line) for part in out for line in part.split("\n"))

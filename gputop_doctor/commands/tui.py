@@ -28,7 +28,7 @@ def run_ui(args: argparse.Namespace) -> int:
             check_path(args.csv)
         except CsvError as exc:
             run.engine.close()
-            raise UsageError(str(exc), status=1) from None
+            raise UsageError(str(exc)) from None
     from gputop_doctor.ui.app import run_tui
 
     alerts = AlertDispatcher(hooks, say) if hooks else None

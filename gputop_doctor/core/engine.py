@@ -7,6 +7,7 @@ runs at the start of its next tick, and by receiving the immutable :class:`Frame
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -104,6 +105,8 @@ class Engine:
         self.lost_gpus: set[int] = set()
         self._clock = clock
         self._tick = 0
+        self._source_note: str | None = None  # a warning from the last process reading
+        self.recording_error: str | None = None  # why the last sink stopped on its own
         self._requests: queue.SimpleQueue[Callable[[Engine], None]] = queue.SimpleQueue()
         self._series = _SeriesBuffer(settings.series_len)
         self._target_seen_alive = False
@@ -132,6 +135,7 @@ class Engine:
 
     def add_sink(self, sink: Sink) -> None:
         self.sinks.append(sink)
+        self.recording_error = None
 
     def remove_sink(self, path: str) -> None:
         for sink in [s for s in self.sinks if s.path == path]:
@@ -161,15 +165,33 @@ class Engine:
             gpu_series=self._series.frozen(),
             cpu_series=tuple(self._series.cpu),
             recording=self.sinks[0].path if self.sinks else None,
+            recording_error=self.recording_error,
             note=note,
             verdict=self.judge(self.history, ctx) if self.judge else None,
             settings=self.settings,
             gpu_hours_lost=self.waste.lost_gpu_hours,
         )
-        for sink in self.sinks:
-            sink.write(frame)
+        for sink in list(self.sinks):
+            try:
+                sink.write(frame)
+            except OSError as exc:  # disk full, I/O error: stop recording, keep monitoring
+                frame = self._sink_failed(sink, exc, frame)
         self._tick += 1
         return replace(frame, tick_cost_s=time.perf_counter() - started)
+
+    def _sink_failed(self, sink: Sink, exc: OSError, frame: Frame) -> Frame:
+        """Drop a sink that cannot write; the frame says so (one note, an error mark)."""
+        self.sinks.remove(sink)
+        with contextlib.suppress(OSError):
+            sink.close()
+        self.recording_error = f"recording to {sink.path} stopped: {exc.strerror or exc}"
+        note = "; ".join(filter(None, (frame.note, self.recording_error)))
+        return replace(
+            frame,
+            recording=self.sinks[0].path if self.sinks else None,
+            recording_error=self.recording_error,
+            note=note,
+        )
 
     def _run_requests(self) -> None:
         while True:
@@ -184,6 +206,7 @@ class Engine:
         gpu_pids = {proc.pid for gpu in gpus for proc in gpu.processes}
         host = self.host.read_host(self.target_pid)
         reading = self.host.read_processes(self.target_pid, sorted(gpu_pids))
+        self._source_note = reading.note
         return Snapshot(
             time=now,
             tick=self._tick,
@@ -211,7 +234,7 @@ class Engine:
         return candidates
 
     def _notice_changes(self, snapshot: Snapshot) -> str | None:
-        notes = []
+        notes = [self._source_note] if self._source_note else []
         status = self.gpu.status()
         if (status.state, status.reason) != (self.system.gpu_state, self.system.gpu_reason):
             # NVML can fail mid-session (driver reset); every view shows the new reason.
@@ -303,7 +326,8 @@ class Engine:
 
     def close(self) -> None:
         for sink in self.sinks:
-            sink.close()
+            with contextlib.suppress(OSError):  # a full disk must not keep the rest open
+                sink.close()
         self.sinks.clear()
         self.gpu.close()
         self.host.close()

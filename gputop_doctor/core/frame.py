@@ -37,6 +37,8 @@ class Frame:
     cpu_series: tuple[float, ...] = ()
     tick_cost_s: float = 0.0
     recording: str | None = None  # CSV path while recording
+    # Why the last recording stopped on its own (disk full, I/O error); cleared by a new one.
+    recording_error: str | None = None
     note: str | None = None  # one-line event for the status bar (PID exited, GPU lost, ...)
     verdict: Verdict | None = None  # the headline: the job's case and its bottleneck
     # The settings in force, so a view highlights by the same thresholds the rules judge by

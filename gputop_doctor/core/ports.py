@@ -51,6 +51,7 @@ class ProcessReading:
     processes: tuple[ProcSample, ...]
     target_alive: bool | None  # None when nothing is attached
     tree: TreeTotals | None = None  # only for sources that know totals but not processes
+    note: str | None = None  # a one-time warning for the status line (a refused probe dir)
 
 
 class SourceExhausted(Exception):

@@ -1,9 +1,11 @@
 """The session CSV writer: every sampled row is on disk before the next tick starts.
 
-Each tick's rows are flushed together as soon as they are written, so a recording killed by
-SIGKILL, a dropped SSH link or a full disk still holds every complete tick up to that moment.
-Appending to an existing file is allowed only when its header is exactly ours, so two schema
-versions never mix.
+Each tick's rows go out in one ``write`` on an unbuffered descriptor, so a recording killed by
+SIGKILL or a dropped SSH link still holds every complete tick up to that moment. If the disk
+fills (or any write fails) mid-tick, the file is cut back to the end of the last whole tick and
+the error is raised: the caller stops recording, and the CSV holds only whole ticks. Appending
+to an existing file is allowed only when its header is exactly ours, so two schema versions
+never mix; a FIFO or a device is refused (it would block for ever or is no session file).
 
 A path ending in ``.gz`` is written as gzip, sync-flushed (``Z_SYNC_FLUSH``) once per tick: a
 killed recording decompresses up to its last complete tick. With ``max_bytes`` the recording
@@ -14,16 +16,20 @@ own header; readers given the first name read every part in order.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
+import stat
 import zlib
-from typing import IO
+from collections.abc import Iterable, Sequence
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.rows import snapshot_rows
 from gputop_doctor.export.schema import COLUMNS
 from gputop_doctor.export.stream import part_path
+
+_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class CsvError(Exception):
@@ -48,7 +54,7 @@ class CsvSink:
 
     def write(self, frame: Frame) -> None:
         rows = snapshot_rows(frame.snapshot, frame.findings, frame.system.source, frame.verdict)
-        # One flush per tick, not per row: all of its rows are on disk before the next tick.
+        # One write per tick, not per row: all of its rows are on disk before the next tick.
         self._out.write_tick(rows)
         self.rows_written += len(rows)
         self.ticks_written += 1
@@ -72,6 +78,7 @@ def check_path(path: str) -> None:
     """Raise CsvError if ``path`` cannot take a recording, without creating anything."""
     if os.path.isdir(path):
         raise CsvError(f"cannot write CSV {path}: it is a directory")
+    _check_regular(path)
     if os.path.exists(path) and os.path.getsize(path) > 0:
         if path.endswith(".gz"):
             raise CsvError(f"refusing to append to compressed CSV {path} (choose a new file)")
@@ -80,85 +87,134 @@ def check_path(path: str) -> None:
         raise CsvError(f"cannot write CSV {path}: its directory is missing or not writable")
 
 
-class _PlainOut:
+class _Descriptor:
+    """An unbuffered, append-only regular file whose every write is whole or cut back."""
+
     def __init__(self, path: str) -> None:
         try:
-            self._file: IO[str] = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+            # O_NONBLOCK: if the path was swapped for a FIFO since the check, opening it must
+            # not wait for a reader; fstat below refuses it. (No effect on a regular file.)
+            fd = os.open(path, _OPEN_FLAGS, 0o644)
         except OSError as exc:
             raise CsvError(f"cannot write CSV {path}: {exc.strerror or exc}") from None
-        _drop_torn_row(self._file)
-        self._writer = csv.writer(self._file, lineterminator="\n")
-        if self._file.tell() == 0:
-            self.write_tick([list(COLUMNS)])
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise CsvError(f"cannot write CSV {path}: not a regular file")
+        self.fd: int | None = fd
+        self.path = path
+        self.size = os.fstat(fd).st_size  # the end of the last whole write
+
+    def write_whole(self, data: bytes) -> None:
+        """All of ``data``, or none of it (the file is cut back) and the OSError raised."""
+        assert self.fd is not None, "write after close"
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:
+            with contextlib.suppress(OSError):  # cut the part that got through
+                os.ftruncate(self.fd, self.size)
+            raise
+        self.size += len(data)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)
+
+
+def _csv_bytes(rows: Iterable[Sequence[object]]) -> bytes:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue().encode("utf-8")
+
+
+def _write_header(out: _Descriptor, data: bytes) -> None:
+    try:
+        out.write_whole(data)
+    except OSError as exc:  # a full disk from the start
+        out.close()
+        raise CsvError(f"cannot write CSV {out.path}: {exc.strerror or exc}") from None
+
+
+class _PlainOut:
+    def __init__(self, path: str) -> None:
+        self._file = _Descriptor(path)
+        assert self._file.fd is not None
+        _drop_torn_row(self._file.fd, path)
+        self._file.size = os.fstat(self._file.fd).st_size
+        if self._file.size == 0:
+            _write_header(self._file, _csv_bytes([COLUMNS]))
 
     def write_tick(self, rows: list[list[str]]) -> None:
-        self._writer.writerows(rows)
-        self._file.flush()
+        self._file.write_whole(_csv_bytes(rows))
 
     def size(self) -> int:
-        return self._file.tell()
+        return self._file.size
 
     @property
     def closed(self) -> bool:
-        return self._file.closed
+        return self._file.fd is None
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            self._file.close()
+        self._file.close()
 
 
 class _GzipOut:
     """A gzip stream flushed to a decodable point after every tick."""
 
     def __init__(self, path: str) -> None:
-        try:
-            self._file = open(path, "wb")  # noqa: SIM115 (kept open)
-        except OSError as exc:
-            raise CsvError(f"cannot write CSV {path}: {exc.strerror or exc}") from None
+        self._file = _Descriptor(path)
         self._deflate = zlib.compressobj(6, zlib.DEFLATED, 31)
-        self._text = io.StringIO()
-        self._writer = csv.writer(self._text, lineterminator="\n")
-        self.write_tick([list(COLUMNS)])
+        _write_header(self._file, self._compressed([COLUMNS]))
+
+    def _compressed(self, rows: Iterable[Sequence[object]]) -> bytes:
+        return self._deflate.compress(_csv_bytes(rows)) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
 
     def write_tick(self, rows: list[list[str]]) -> None:
-        self._writer.writerows(rows)
-        data = self._text.getvalue().encode("utf-8")
-        self._text.seek(0)
-        self._text.truncate()
-        self._file.write(self._deflate.compress(data) + self._deflate.flush(zlib.Z_SYNC_FLUSH))
-        self._file.flush()
+        self._file.write_whole(self._compressed(rows))
 
     def size(self) -> int:
-        return self._file.tell()
+        return self._file.size
 
     @property
     def closed(self) -> bool:
-        return self._file.closed
+        return self._file.fd is None
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.write(self._deflate.flush(zlib.Z_FINISH))
+        if self._file.fd is not None:
+            with contextlib.suppress(OSError):  # a full disk: the sync-flushed ticks stay
+                self._file.write_whole(self._deflate.flush(zlib.Z_FINISH))
             self._file.close()
 
 
-def _drop_torn_row(handle: IO[str]) -> None:
+def _check_regular(path: str) -> None:
+    """A FIFO blocks for ever and a device (``/dev/full``, a tty) is no session file."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return  # a new file
+    except OSError as exc:
+        raise CsvError(f"cannot write CSV {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise CsvError(f"cannot write CSV {path}: not a regular file (a FIFO or a device?)")
+
+
+def _drop_torn_row(fd: int, path: str) -> None:
     """Cut a half-written last row (a recording killed mid-write) before appending to it.
 
     Otherwise the next row would be glued onto it and the file would no longer parse.
     """
-    size = handle.tell()
+    size = os.fstat(fd).st_size
     if size == 0:
         return
-    with open(handle.name, "rb") as raw:
+    with open(path, "rb") as raw:
         raw.seek(max(0, size - 65536))
         tail = raw.read()
     if tail.endswith(b"\n"):
         return
     cut = tail.rfind(b"\n")
-    keep = size - len(tail) + cut + 1 if cut >= 0 else 0
-    handle.truncate(keep)
-    handle.seek(keep)
+    os.ftruncate(fd, size - len(tail) + cut + 1 if cut >= 0 else 0)
 
 
 def _check_header(path: str) -> None:

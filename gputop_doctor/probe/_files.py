@@ -11,6 +11,9 @@ The directory, first match wins:
 3. ``/dev/shm/gputop-doctor-<uid>`` (in RAM; created mode 0700 and refused if another user
    owns it).
 
+Every directory is created 0700, and one open to other users is refused by both sides; the
+writer creates its temporary file with ``O_EXCL | O_NOFOLLOW``.
+
 The reader looks in all of them (plus ``/run/user/<uid>/gputop-doctor``), because a training job
 started by a scheduler or ``nohup`` often has no ``XDG_RUNTIME_DIR`` while the SSH session that
 runs the monitor does.
@@ -31,6 +34,8 @@ INTERVAL_ENV = "GPUTOP_DOCTOR_PROBE_INTERVAL"
 SCHEMA = 1
 SUFFIX = ".json"
 DIR_NAME = "gputop-doctor"
+# A new file only: never truncate or write through an existing name or a symlink.
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _uid() -> int:
@@ -103,6 +108,10 @@ def prepare_dir(path: Path, env: Mapping[str, str] | None = None) -> str | None:
         return f"{path} is not a directory"
     if shared and info.st_uid != _uid():
         return f"{path} belongs to another user"
+    if info.st_mode & 0o077:
+        # The monitor refuses a directory others can read or write (they could plant or
+        # read files in it), so publishing there would be for nothing.
+        return f"{path} is open to other users (mode {stat.S_IMODE(info.st_mode):04o}; use 0700)"
     if not os.access(path, os.W_OK | os.X_OK):
         return f"{path} is not writable"
     return None
@@ -112,7 +121,13 @@ def write_atomic(directory: Path, pid: int, data: Mapping[str, Any]) -> None:
     """Write ``data`` as ``<pid>.json`` so a reader never sees half a file. Raises OSError."""
     text = json.dumps(data, separators=(",", ":"))
     tmp = directory / f".{pid}{SUFFIX}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        fd = os.open(tmp, _CREATE_FLAGS, 0o600)
+    except FileExistsError:
+        # Left by a killed writer, or planted (a symlink to a victim's file): unlink removes
+        # the name, never what a symlink points to; then create afresh, exclusively.
+        os.unlink(tmp)
+        fd = os.open(tmp, _CREATE_FLAGS, 0o600)
     try:
         os.write(fd, text.encode())
     finally:

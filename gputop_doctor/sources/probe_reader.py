@@ -12,6 +12,16 @@ looks in the default directories of the users owning those PIDs (one ``stat`` of
 PIDs are never opened. A file older than ``max_age_s`` (its process was killed, or its loop is
 between epochs) and anything malformed are skipped silently: a probe can only add evidence,
 never break a tick.
+
+What it trusts: nothing in these directories is trusted just for being there, because other
+users can create files and directories on a shared machine (``/dev/shm`` is world-writable)
+and the monitor often runs as root. A directory is listed only if it is a real directory
+(not a symlink) owned by the uid it belongs to, with no access for group or others (0700);
+otherwise it is refused with one warning (in the frame's note). A file is opened with
+``O_NOFOLLOW | O_NONBLOCK`` relative to the directory it was listed in, and read only if it is
+a regular file of at most ``MAX_FILE_BYTES`` owned by the PID's owner or by the monitor's
+user: a FIFO, a device, a symlink (to ``/etc/shadow`` or ``/dev/tty``) or a file a user
+planted for another user's PID is skipped without blocking. Numbers are range-checked.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -27,11 +38,16 @@ from typing import Any
 
 from gputop_doctor.core.model import HostSample, ProbeStats, SystemInfo
 from gputop_doctor.core.ports import HostSource, ProcessReading
+from gputop_doctor.core.text import printable
 from gputop_doctor.probe import _files
 from gputop_doctor.sources.profile_reader import ProfileReader
 
 MAX_AGE_S = 10.0
 MAX_FILE_BYTES = 64 * 1024
+MAX_INT = 2**53  # steps, batch sizes, worker counts: anything larger is not a real figure
+MAX_RATE = 1e9  # steps/s, samples/s, ms per step
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 
 _INT_FIELDS = ("num_workers", "prefetch_factor", "batch_size", "torch_threads")
 _FLOAT_FIELDS = ("steps_per_s", "samples_per_s", "step_time_ms")
@@ -41,13 +57,26 @@ _BOOL_FIELDS = ("pin_memory", "persistent_workers", "cuda_available")
 def _as_int(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
-    return value
+    return value if 0 <= value <= MAX_INT else None
 
 
 def _as_float(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # a JSON integer too large for a float
+        return None
+    return number if math.isfinite(number) and 0.0 <= number <= MAX_RATE else None
+
+
+def _as_time(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
     return number if math.isfinite(number) and number >= 0.0 else None
 
 
@@ -66,7 +95,7 @@ def parse_probe(
     if not isinstance(data, Mapping):
         return None
     schema = _as_int(data.get("schema"))
-    published = _as_float(data.get("published_at"))
+    published = _as_time(data.get("published_at"))
     steps = _as_int(data.get("steps"))
     if schema is None or schema < 1 or _as_int(data.get("pid")) != pid:
         return None
@@ -100,6 +129,9 @@ class ProbeReader:
         # Only root can read another user's 0700 directory, so only root looks for them.
         self.other_users = dirs is None and hasattr(os, "getuid") and os.getuid() == 0
         self._owners: dict[int, int] = {}  # pid -> uid of its owner (-1: unknown)
+        self.uid = os.getuid() if hasattr(os, "getuid") else 0
+        self._refused: set[Path] = set()
+        self._pending: list[str] = []  # warnings for the next frame's note
         self._clock = clock  # wall time: the probe stamps its files with time.time()
 
     def read(self, pids: Iterable[int]) -> dict[int, ProbeStats]:
@@ -108,45 +140,97 @@ class ProbeReader:
         if not wanted:
             return found
         now = self._clock()
-        for directory in self._dirs_for(wanted):
-            try:
-                names = os.listdir(directory)
-            except OSError:
+        for directory, uid in self._dirs_for(wanted):
+            dir_fd = self._open_dir(directory, uid)
+            if dir_fd is None:
                 continue
-            for name in names:
-                pid = _files.pid_of(name)
-                if pid is None or pid not in wanted or pid in found:
-                    continue
-                stats = self._load(directory / name, pid, now)
-                if stats is not None:
-                    found[pid] = stats
+            try:
+                for name in os.listdir(dir_fd):
+                    pid = _files.pid_of(name)
+                    if pid is None or pid not in wanted or pid in found:
+                        continue
+                    stats = self._load(dir_fd, name, pid, now)
+                    if stats is not None:
+                        found[pid] = stats
+            except OSError:
+                pass
+            finally:
+                os.close(dir_fd)
         return found
 
-    def _dirs_for(self, pids: set[int]) -> tuple[Path, ...]:
-        """The directories to list; as root, also those of the users who own ``pids``.
+    def take_warnings(self) -> list[str]:
+        """Warnings not yet shown (each refused directory is reported once)."""
+        out, self._pending = self._pending, []
+        return out
+
+    def _open_dir(self, directory: Path, uid: int) -> int | None:
+        """A descriptor on ``directory`` if it is safe to read, else None (and one warning)."""
+        try:
+            fd = os.open(directory, _DIR_FLAGS)
+        except FileNotFoundError:
+            return None  # the usual case: no probe ever published there
+        except OSError as exc:
+            self._refuse(directory, f"cannot be opened ({exc.strerror or exc}; a symlink?)")
+            return None
+        info = os.fstat(fd)
+        why = None
+        if info.st_uid != uid:
+            why = f"belongs to uid {info.st_uid}, not {uid}"
+        elif info.st_mode & 0o077:
+            why = f"has mode {stat.S_IMODE(info.st_mode):04o}, not 0700"
+        if why is None:
+            return fd
+        os.close(fd)
+        self._refuse(directory, why)
+        return None
+
+    def _refuse(self, directory: Path, why: str) -> None:
+        if directory not in self._refused:
+            self._refused.add(directory)
+            self._pending.append(f"probe directory {printable(str(directory))} refused: {why}")
+
+    def _owner(self, pid: int) -> int:
+        owner = self._owners.get(pid)
+        if owner is None:
+            try:
+                owner = os.stat(f"{self.proc_root}/{pid}").st_uid
+            except OSError:
+                owner = -1
+            self._owners[pid] = owner
+        return owner
+
+    def _dirs_for(self, pids: set[int]) -> tuple[tuple[Path, int], ...]:
+        """The directories to list, each with the uid that must own it; as root, also those
+        of the users who own ``pids``.
 
         A monitor run with sudo has its own XDG_RUNTIME_DIR and uid, while the job's probe
         publishes under the job's user. The owner of each PID is looked up once.
         """
+        for pid in self._owners.keys() - pids:
+            del self._owners[pid]
+        mine = tuple((d, self.uid) for d in self.dirs)
         if not self.other_users:
-            return self.dirs
-        owners = self._owners
-        for pid in pids - owners.keys():
-            try:
-                owners[pid] = os.stat(f"{self.proc_root}/{pid}").st_uid
-            except OSError:
-                owners[pid] = -1
-        for pid in owners.keys() - pids:
-            del owners[pid]
-        extra = [d for uid in sorted(set(owners.values()) - {-1}) for d in _files.user_dirs(uid)]
-        return self.dirs + tuple(d for d in extra if d not in self.dirs)
+            return mine
+        owners = {self._owner(pid) for pid in pids} - {-1}
+        extra = [(d, uid) for uid in sorted(owners) for d in _files.user_dirs(uid)]
+        return mine + tuple(e for e in extra if e[0] not in self.dirs)
 
-    def _load(self, path: Path, pid: int, now: float) -> ProbeStats | None:
+    def _load(self, dir_fd: int, name: str, pid: int, now: float) -> ProbeStats | None:
         try:
-            with open(path, "rb") as fh:
-                raw = fh.read(MAX_FILE_BYTES + 1)
+            fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
+        except OSError:  # a symlink (ELOOP), gone, or not ours to read
+            return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+                return None  # a FIFO, a device, a directory: never read, never blocks
+            if info.st_uid not in (self.uid, self._owner(pid)):
+                return None  # a file planted by one user for another user's PID
+            raw = os.read(fd, MAX_FILE_BYTES + 1)
         except OSError:
             return None
+        finally:
+            os.close(fd)
         if len(raw) > MAX_FILE_BYTES:
             return None
         try:
@@ -179,6 +263,9 @@ class ProbedHostSource:
         if not reading.processes:
             return reading
         probes = self.reader.read(p.pid for p in reading.processes)
+        warnings = self.reader.take_warnings()
+        if warnings:
+            reading = replace(reading, note="; ".join(filter(None, (reading.note, *warnings))))
         if not probes:
             return reading
         for pid, summary in self.profiles.read(list(probes)).items():

@@ -29,7 +29,7 @@ from gputop_doctor.sources.profile_request import (
     send_request,
 )
 from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
-from gputop_doctor.ui.lifecycle import install_stop_signals
+from gputop_doctor.ui.lifecycle import install_stop_signals, start_exit_watchdog
 from gputop_doctor.ui.messages import FrameReady, RecordingFailed, RecordingStarted, SamplerStopped
 from gputop_doctor.ui.palette import palette_entries
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
@@ -76,6 +76,7 @@ class GpuTopApp(App[int]):
         stop_signals: bool = False,
         prime_s: float = 0.0,
         alerts: AlertDispatcher | None = None,
+        exit_watchdog: bool = False,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -95,6 +96,9 @@ class GpuTopApp(App[int]):
         self._alerts = alerts
         self._critical_shown: set[tuple[str, Scope]] = set()
         self.bells = 0  # terminal bells rung for new critical findings
+        # The real command only: once quitting starts, the process leaves within seconds.
+        self._exit_watchdog = exit_watchdog
+        self._watchdog: threading.Thread | None = None
 
     def compose(self) -> ComposeResult:
         self.header = HeaderBar(self.engine.system, self.engine.settings.interval_s, id="header")
@@ -257,7 +261,12 @@ class GpuTopApp(App[int]):
     def quit_now(self) -> None:
         """Quit (key or signal): the sampler stops at once, its last tick still written."""
         self._stop.set()
+        self._start_watchdog()
         self.exit(0)
+
+    def _start_watchdog(self) -> None:
+        if self._exit_watchdog and self._watchdog is None:
+            self._watchdog = start_exit_watchdog(self._sampler_done, lambda: self.return_code or 0)
 
     # -- shutdown --------------------------------------------------------------------------
 
@@ -271,8 +280,12 @@ class GpuTopApp(App[int]):
         self._shut_down = True
         self._undo_signals()
         self._stop.set()
+        self._start_watchdog()
         if not self._sampler_started:
-            self.engine.close()
+            try:
+                self.engine.close()
+            finally:
+                self._sampler_done.set()  # no sampler: the data is safe once the engine is closed
         elif not self._sampler_done.wait(timeout_s):
             self.log.error("sampler did not stop in time; the CSV may miss its last row")
 
@@ -300,6 +313,7 @@ def run_tui(
         prime_s=prime_s,
         alerts=alerts,
         make_sink=make_sink,
+        exit_watchdog=True,
     )
     try:
         result = app.run()

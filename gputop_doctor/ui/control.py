@@ -37,7 +37,7 @@ class EngineControl:
         self.pending_path: str | None = None  # asked for, not yet confirmed by a frame
 
     def seen(self, frame: Frame) -> None:
-        if frame.recording == self.pending_path:
+        if frame.recording == self.pending_path or frame.recording_error:
             self.pending_path = None
 
     def attach(self, pid: int | None) -> None:

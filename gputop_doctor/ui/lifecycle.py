@@ -3,12 +3,18 @@
 A dropped SSH link sends SIGHUP and ``kill`` sends SIGTERM; by default either ends the process
 at once, possibly in the middle of writing a CSV row. Handled in the event loop instead, they
 quit like ``q`` does: the sampler finishes its tick, closes the CSV, and the terminal is reset.
+Whatever the quit, a watchdog then bounds how long the process may take to leave.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
+import sys
+import threading
+import time
 from collections.abc import Callable
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -30,3 +36,39 @@ def install_stop_signals(quit_app: Callable[[], None]) -> Callable[[], None]:
             loop.remove_signal_handler(sig)
 
     return undo
+
+
+# Once quitting has started and the CSV is closed, the process has this long to leave on its
+# own before the watchdog ends it. Textual's shutdown can wait for ever on a terminal that
+# went away at the wrong moment (its writer thread's queue, a dead tty), which would leave an
+# orphan behind every SSH link dropped during a quit.
+EXIT_GRACE_S = 3.0
+# How long the watchdog waits for the sampler to write its last row and close the CSV. A
+# sampler stuck longer than this (a hung driver call) cannot save anything more anyway.
+DATA_WAIT_S = 10.0
+
+
+def start_exit_watchdog(
+    data_safe: threading.Event,
+    status: Callable[[], int],
+    grace_s: float = EXIT_GRACE_S,
+    data_wait_s: float = DATA_WAIT_S,
+) -> threading.Thread:
+    """A daemon thread that ends the process ``grace_s`` after the data is safe.
+
+    In a normal quit the process is gone long before (a daemon thread dies with it). The exit
+    is ``os._exit``: no further cleanup can block it, which is the point; the sinks are
+    closed first (``data_safe``), so nothing sampled is lost.
+    """
+
+    def watch() -> None:
+        data_safe.wait(data_wait_s)
+        time.sleep(grace_s)
+        with contextlib.suppress(Exception):
+            sys.stderr.write("gputop-doctor: the UI did not stop in time; exiting anyway\n")
+            sys.stderr.flush()
+        os._exit(status())
+
+    thread = threading.Thread(target=watch, name="exit-watchdog", daemon=True)
+    thread.start()
+    return thread

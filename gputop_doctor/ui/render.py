@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import ProbeStats, Snapshot
+from gputop_doctor.core.text import printable
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -86,6 +87,10 @@ def ellipsize(text: str, width: int) -> str:
     return text[: width - 1] + "…"
 
 
+GPU_NAME_MAX = 64  # a GPU name longer than this is not a real product name
+NAME_MAX = 256  # a process name, user, path or command line shown on one line
+
+
 def short_gpu_name(name: str | None) -> str:
     """Drop the vendor prefix that every card shares, to save columns."""
     if not name:
@@ -93,7 +98,7 @@ def short_gpu_name(name: str | None) -> str:
     for prefix in ("NVIDIA ", "Tesla ", "GeForce "):
         if name.startswith(prefix):
             name = name[len(prefix) :]
-    return name
+    return printable(name, GPU_NAME_MAX)
 
 
 # -- CPU -----------------------------------------------------------------------------------
@@ -166,4 +171,4 @@ def probe_measured(probe: ProbeStats) -> str:
 
 def probe_knobs(probe: ProbeStats) -> str:
     """The loader and torch settings the probe read (``?`` where it could not)."""
-    return probe.knobs
+    return printable(probe.knobs, NAME_MAX)

@@ -100,6 +100,7 @@ def demo_engine(
     wrap_gpu: Callable[[GpuSource], GpuSource] | None = None,
     attach: bool = True,
     probe_wait: float | None = None,
+    wrap_host: Callable[[HostSource], HostSource] | None = None,
 ) -> tuple[Engine, FakeClock, DemoMachine]:
     """An engine on the demo machine, attached to its launcher, with every rule.
 
@@ -113,6 +114,8 @@ def demo_engine(
     host: HostSource = machine.host_source()
     if probe_wait is not None:
         host = ProbedHost(host, machine.rank_pids, clock, probe_wait)
+    if wrap_host is not None:
+        host = wrap_host(host)
     engine = Engine(
         gpu_source,
         host,

@@ -16,6 +16,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gputop_doctor.core.findings import Finding, Severity
+from gputop_doctor.core.text import printable
+from gputop_doctor.ui.render import NAME_MAX
 from gputop_doctor.ui.scopes import scopes_text
 
 _LEVEL = {Severity.CRITICAL: "critical", Severity.WARN: "warn", Severity.INFO: "info"}
@@ -49,20 +51,27 @@ class FindingScreen(ModalScreen[None]):
         f = self.finding
         level = _LEVEL.get(f.severity, "info")
         with VerticalScroll(id="finding-box") as box:
-            box.border_title = f"{f.severity.label.upper()} {f.rule_id} [{f.scope}]"
+            box.border_title = Text(
+                f"{f.severity.label.upper()} {f.rule_id} [{printable(str(f.scope))}]"
+            )
             box.border_subtitle = "Esc to close"
-            yield Static(Text(f.title), id="finding-title", classes=f"-{level}")
+            yield Static(Text(printable(f.title)), id="finding-title", classes=f"-{level}")
             if f.since:
                 clock = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(f.since))
                 now = self.now if self.now is not None else time.time()
                 yield Static(f"holding since {clock} ({_ago(f.since, now)})", classes="dim")
             if self.others:
                 scopes = scopes_text((f, *self.others))
-                yield Static(f"also on {scopes} ({len(self.others)} more)", classes="dim")
+                yield Static(
+                    Text(f"also on {printable(scopes)} ({len(self.others)} more)"), classes="dim"
+                )
             yield Static(Text(f"blame: {f.blame.value}"), id="finding-blame", classes="dim")
             yield Static(Text(f"docs: {f.docs_path}"), id="finding-docs", classes="dim")
             yield Static("Evidence", classes="section")
-            lines = [f"  {e}" for e in f.evidence] or ["  (no numbers recorded)"]
+            lines = [f"  {printable(str(e), NAME_MAX)}" for e in f.evidence] or [
+                "  (no numbers recorded)"
+            ]
             yield Static(Text("\n".join(lines)), id="finding-evidence")
             yield Static("Fix", classes="section")
-            yield Static(Text(f.fix or "(no fix recorded)"), id="finding-fix")
+            fix = "\n".join(printable(line) for line in (f.fix or "(no fix recorded)").split("\n"))
+            yield Static(Text(fix), id="finding-fix")

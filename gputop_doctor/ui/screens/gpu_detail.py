@@ -247,7 +247,8 @@ class GpuDetailScreen(Screen[None]):
                 title += f" · power cap: {capped_ticks} ticks (▽)"
         if self._lost:
             title += " · LOST: no new readings"
-        self.query_one("#detail-title", Static).update(title)
+        # A Text, never a str: the GPU name is outside text and a str is parsed as markup.
+        self.query_one("#detail-title", Static).update(Text(title))
         if not points:
             return
         now = points[-1].t

@@ -25,8 +25,10 @@ from textual.widgets import Static
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import ProcSample, Snapshot, ThreadEnv
+from gputop_doctor.core.text import printable
 from gputop_doctor.ui.messages import HistoryReady
 from gputop_doctor.ui.render import (
+    NAME_MAX,
     data_wait_warn_pct,
     fmt_mib,
     fmt_num,
@@ -65,7 +67,8 @@ def _summary(pid: int, proc: ProcSample | None) -> str:
         return f"PID {pid}: not readable on the host (only what NVML reports is known)"
     state = f"{proc.state} ({STATES[proc.state]})" if proc.state in STATES else proc.state
     return (
-        f"ppid {proc.ppid if proc.ppid is not None else '?'} · user {proc.user or '?'} · "
+        f"ppid {proc.ppid if proc.ppid is not None else '?'} · "
+        f"user {printable(proc.user or '?', NAME_MAX)} · "
         f"state {state}\n"
         f"CPU {fmt_num(proc.cpu_pct, 0, ' %')} of one core · RSS {fmt_mib(proc.rss_mib)} · "
         f"{fmt_num(proc.num_threads)} threads"
@@ -79,7 +82,7 @@ def thread_names(names: tuple[tuple[str, int], ...]) -> str:
         stem = _NUMBERED.sub("*", name) if _NUMBERED.search(name) else name
         counts[stem] = counts.get(stem, 0) + count
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    return ", ".join(f"{count} x {name}" for name, count in ranked)
+    return ", ".join(f"{count} x {printable(name, NAME_MAX)}" for name, count in ranked)
 
 
 def _threads(proc: ProcSample) -> str:
@@ -110,7 +113,10 @@ def _libraries(proc: ProcSample) -> str:
     lines = []
     for lib in sorted(proc.libraries, key=lambda r: (r.kind, r.name, r.path)):
         where = f"static, linked into {lib.path.rsplit('/', 1)[-1]}" if lib.static else "shared"
-        lines.append(f"{lib.name} ({lib.kind}, {where})\n  {lib.path}")
+        lines.append(
+            f"{printable(lib.name, NAME_MAX)} ({lib.kind}, {printable(where, NAME_MAX)})\n"
+            f"  {printable(lib.path, NAME_MAX)}"
+        )
     return "\n".join(lines)
 
 
@@ -118,7 +124,7 @@ def _env(env: ThreadEnv | None) -> str:
     if env is None:
         return "unknown (cannot read its environment)"
     set_vars = [
-        f"{f.name.upper()}={getattr(env, f.name)}"
+        f"{f.name.upper()}={printable(str(getattr(env, f.name)), NAME_MAX)}"
         for f in fields(env)
         if getattr(env, f.name) is not None
     ]
@@ -143,6 +149,11 @@ def _probe(proc: ProcSample | None, now: float) -> str:
         return "not running in this process (see docs/probe.md)"
     age = max(0.0, now - probe.published_at)
     return f"{probe_measured(probe)}\n{probe_knobs(probe)}\npublished {age:.0f} s ago"
+
+
+def _lines_printable(text: str) -> str:
+    """Every line made printable: the catch-all for outside text inside a section."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def sections(pid: int, snapshot: Snapshot) -> dict[str, str]:
@@ -239,8 +250,9 @@ class ProcessScreen(ModalScreen[None]):
         snapshot = self.snapshot
         proc = snapshot.process(self.pid)
         box = self.query_one("#process-box", VerticalScroll)
-        name = proc.name if proc is not None else "?"
-        box.border_title = f"PID {self.pid} {name}{'  (exited)' if self.exited else ''}"
+        name = printable(proc.name, NAME_MAX) if proc is not None else "?"
+        # A Text title: a str border title is parsed as markup, and a name is outside text.
+        box.border_title = Text(f"PID {self.pid} {name}{'  (exited)' if self.exited else ''}")
         texts = sections(self.pid, snapshot)
         texts["cpu"] = self.cpu_line()
         for key in ("summary", "cpu", *SECTIONS[1:]):
@@ -250,7 +262,7 @@ class ProcessScreen(ModalScreen[None]):
             widget = self.query_one(f"#proc-{key}", Static)
             widget.display = text is not None
             if text is not None and self._shown.get(key) != text:
-                widget.update(Text(text))
+                widget.update(Text(_lines_printable(text)))
                 self._shown[key] = text
         wait = wait_pct(proc.probe if proc is not None else None)
         self.query_one("#proc-probe").set_class(

@@ -18,6 +18,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
+from gputop_doctor.core.text import printable
+from gputop_doctor.ui.render import NAME_MAX
+
 HostProcess = tuple[int, str, str]  # (pid, user, command line or name)
 ListProcesses = Callable[[], Sequence[HostProcess]]
 MAX_SHOWN = 200
@@ -73,7 +76,7 @@ class ProcessPicker(ModalScreen[int | None]):
     def _show_message(self, text: str) -> None:
         options = self.query_one(OptionList)
         options.clear_options()
-        options.add_option(Option(text, disabled=True))
+        options.add_option(Option(Text(printable(text)), disabled=True))
 
     def _refilter(self, needle: str) -> None:
         shown = [p for p in self._procs if matches(p, needle)]
@@ -83,7 +86,13 @@ class ProcessPicker(ModalScreen[int | None]):
             options.add_option(Option("no process matches", disabled=True))
             return
         options.add_options(
-            Option(Text(f"{pid:>7}  {user[:10]:<10}  {cmd}", no_wrap=True), id=str(pid))
+            Option(
+                Text(
+                    f"{pid:>7}  {printable(user, 10):<10}  {printable(cmd, NAME_MAX)}",
+                    no_wrap=True,
+                ),
+                id=str(pid),
+            )
             for pid, user, cmd in shown[:MAX_SHOWN]
         )
         options.highlighted = 0

@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 
 from gputop_doctor.core.findings import Finding, ScopeKind, Severity
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.text import printable
 from gputop_doctor.ui.scopes import scopes_text
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
 
@@ -84,9 +85,9 @@ class FindingsList(OptionList):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f"{SEVERITY_LABEL.get(sev, sev.name):<4} ", self._style(level))
         text.append(f"{finding.rule_id} ", self._style(level))
-        text.append(f"[{scopes_text(group)}] ", self._style("dim"))
+        text.append(f"[{printable(scopes_text(group))}] ", self._style("dim"))
         text.append(f"{finding.blame.value}: ", self._style("dim"))
-        text.append(finding.title)
+        text.append(printable(finding.title))
         if since:
             clock = time.strftime("%H:%M:%S", time.localtime(since))
             text.append(f"  since {clock}", self._style("dim"))

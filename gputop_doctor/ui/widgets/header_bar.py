@@ -14,6 +14,8 @@ from textual.widget import Widget
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import SystemInfo
+from gputop_doctor.core.text import printable
+from gputop_doctor.ui.render import NAME_MAX
 
 
 def _cpu_vendor(vendor: str | None) -> str:
@@ -54,6 +56,7 @@ class HeaderBar(Widget):
         self._target_name: str | None = None
         self._target_alive: bool | None = None
         self._recording: str | None = None
+        self._rec_error = False  # the last recording stopped on its own (disk full, ...)
         self._paused = False
         self._problem: str | None = None
         self._key: tuple[object, ...] = ()
@@ -70,9 +73,10 @@ class HeaderBar(Widget):
         self._logical = snap.host.logical_cpus or frame.system.logical_cpus
         self._target = snap.target_pid
         root = snap.process(snap.target_pid) if snap.target_pid is not None else None
-        self._target_name = root.name if root else None
+        self._target_name = printable(root.name, NAME_MAX) if root else None
         self._target_alive = snap.target_alive
-        self._recording = frame.recording
+        self._recording = printable(frame.recording) if frame.recording else None
+        self._rec_error = frame.recording_error is not None
         self._interval_s = snap.interval_s
         self._lost_gpu_h = round(frame.gpu_hours_lost, 2)
         self._update()
@@ -83,7 +87,7 @@ class HeaderBar(Widget):
 
     def set_problem(self, problem: str | None) -> None:
         """A sampler failure: shown in place of the GPU status line."""
-        self._problem = problem
+        self._problem = printable(problem) if problem else None
         self._update()
 
     @property
@@ -102,6 +106,7 @@ class HeaderBar(Widget):
             self._target_name,
             self._target_alive,
             self._recording,
+            self._rec_error,
             self._paused,
             self._problem,
             self._interval_s,
@@ -122,7 +127,7 @@ class HeaderBar(Widget):
         dim = style("header-bar--dim")
         # (priority, text, style): 0 is always shown; higher numbers are dropped first.
         parts: list[tuple[int, str, str]] = [
-            (0, system.hostname or "?", ""),
+            (0, printable(system.hostname or "?", NAME_MAX), ""),
             (0, f"{_cpu_vendor(system.cpu_vendor)} {_cpus(self._effective, self._logical)}", ""),
         ]
         if system.driver_version:
@@ -141,6 +146,8 @@ class HeaderBar(Widget):
             parts.append((0, label, "header-bar--pid"))
         if self._recording:
             parts.append((0, f"● REC {self._recording}", "header-bar--rec"))
+        elif self._rec_error:  # the recording stopped on its own: say so until a new one
+            parts.append((0, "✖ REC failed", "header-bar--warn"))
         if self._paused:
             parts.append((0, "PAUSED", "header-bar--warn"))
         if self._lost_gpu_h >= 0.01:
@@ -164,7 +171,7 @@ class HeaderBar(Widget):
             text.append(part, style(part_style) if part_style else "")
         problem = self._problem
         if problem is None and system.gpu_problem:
-            problem = f"no GPU readings: {system.gpu_problem}"
+            problem = f"no GPU readings: {printable(system.gpu_problem)}"
         if problem:
             text.append("\n")
             text.append(problem, style("header-bar--warn"))

@@ -15,7 +15,8 @@ from rich.style import Style
 from rich.text import Text
 
 from gputop_doctor.core.model import ProcSample, Snapshot
-from gputop_doctor.ui.render import fmt_mib, wait_pct
+from gputop_doctor.core.text import printable
+from gputop_doctor.ui.render import NAME_MAX, fmt_mib, wait_pct
 
 # key, label, width on wide terminals, width on narrow ones, right-aligned
 COLUMNS: tuple[tuple[str, str, int, int, bool], ...] = (
@@ -106,7 +107,7 @@ def _blas(proc: ProcSample) -> str:
     if proc.libraries is None:
         return "?"
     names = sorted({r.name for r in proc.libraries if r.kind == "blas"})
-    return ",".join(names) or "-"
+    return printable(",".join(names), NAME_MAX) or "-"
 
 
 def _wait(proc: ProcSample) -> str:
@@ -118,8 +119,8 @@ def row_cells(proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[str, .
     """The text of each column for one process (comparable, so unchanged cells are skipped)."""
     return (
         str(proc.pid),
-        proc.user or "?",
-        prefix + proc.name,
+        printable(proc.user or "?", NAME_MAX),
+        prefix + printable(proc.name, NAME_MAX),
         ",".join(str(i) for i in use.gpus) if use else "",
         fmt_mib(use.mem_mib) if use and use.mem_mib is not None else "",
         f"{use.sm_pct:.0f}" if use and use.sm_pct is not None else "",

@@ -18,6 +18,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.text import printable
 from gputop_doctor.core.verdict import Bottleneck, Verdict
 
 # The component class that styles each bottleneck; anything else (unknown) is dim.
@@ -85,13 +86,13 @@ class VerdictBar(Widget):
         level = LEVEL.get(verdict.bottleneck)
         if level is None:  # not classified yet: say why, quietly
             text.append("Verdict: ", self._style("label"))
-            text.append(verdict.text, self._style("dim"))
+            text.append(printable(verdict.text), self._style("dim"))
             return text
         text.append("Bottleneck: ", self._style("label"))
         text.append(verdict.bottleneck.value, self._style(level))
         text.append(f" · {verdict.case.value}", self._style(level))
         text.append(" — ", self._style("label"))
-        text.append(verdict.text)
+        text.append(printable(verdict.text))
         return text
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:

@@ -1,0 +1,149 @@
+"""Settings files and numbers from the command line a user (or an attacker) gets wrong.
+
+Every bad value is one line naming the file and the key, exit 2, never "unexpected ...".
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gputop_doctor.config import Settings
+from gputop_doctor.settings_file import SettingsError, apply, load_settings
+
+CMD = [sys.executable, "-m", "gputop_doctor"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=60)
+
+
+def _one_line(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert "unexpected" not in lines[0] and "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("hold_s = nan", "hold_s"),
+        ("hold_s = inf", "hold_s"),
+        ("history_s = -inf", "history_s"),
+        ("clear_s = -1", "clear_s"),
+        ("history_s = 0", "history_s"),
+        ("history_s = 1e300", "history_s"),
+        ("series_len = 99999999999999999999", "series_len"),
+        ("series_len = -3", "series_len"),
+        ("[rules.gpu_starvation]\nmean_util_pct = 170", "rules.gpu_starvation.mean_util_pct"),
+        ("[rules.gpu_starvation]\nidle_fraction = 2.5", "rules.gpu_starvation.idle_fraction"),
+        ("[rules.gpu_starvation]\nwindow_s = nan", "rules.gpu_starvation.window_s"),
+        ("[rules.cpu_saturation]\ntop_n = 10000000000", "rules.cpu_saturation.top_n"),
+        ('hold_s = "3"', "hold_s"),
+        ("hold_s = [1, 2]", "hold_s"),
+    ],
+)
+def test_bad_values_are_one_line_errors_naming_file_and_key(
+    tmp_path: Path, text: str, key: str
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text + "\n")
+    _one_line(_run("snapshot", "--demo", "healthy", "--config", str(path)), str(path), key)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"a = " + b"[" * 5000 + b"]" * 5000,  # deep nesting: RecursionError in the parser
+        b"x = { " * 2000 + b"}" * 2000,
+        b"hold_s = 3\xff\xfe",  # not UTF-8
+        b"\x00\x01\x1b]0;pwned\x07 = 1",
+    ],
+)
+def test_unparseable_files_are_one_line_errors(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(content)
+    _one_line(_run("snapshot", "--demo", "healthy", "--config", str(path)), str(path))
+
+
+def test_a_fifo_as_settings_file_is_refused_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    path = tmp_path / "c.toml"
+    os.mkfifo(path)
+    _one_line(_run("snapshot", "--demo", "healthy", "--config", str(path)), "regular file")
+
+
+@pytest.mark.parametrize("pid", ["99999999999999999999", "4194305", "-1", "1e3"])
+def test_an_impossible_pid_is_one_line(pid: str) -> None:
+    _one_line(_run("snapshot", "--pid", pid), "--pid")
+
+
+# -- fuzz: random documents of the right shape, with wrong values everywhere ----------------
+
+_DEFAULTS = Settings()
+_RULE_KEYS = {
+    name: [f for f in type(getattr(_DEFAULTS.rules, name)).__dataclass_fields__]
+    for name in type(_DEFAULTS.rules).__dataclass_fields__
+}
+_VALUES: st.SearchStrategy[Any] = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=10,
+)
+_TOP = st.sampled_from(["history_s", "process_history_s", "hold_s", "clear_s", "series_len"])
+_RULE = st.sampled_from(sorted(_RULE_KEYS)).flatmap(
+    lambda rule: st.tuples(st.just(rule), st.sampled_from(_RULE_KEYS[rule]))
+)
+_DOCS = st.one_of(
+    st.dictionaries(_TOP, _VALUES, max_size=4),
+    st.builds(lambda rk, v: {"rules": {rk[0]: {rk[1]: v}}}, _RULE, _VALUES),
+    st.dictionaries(st.text(max_size=10), _VALUES, max_size=3),
+)
+
+
+def _sane(value: object) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_DOCS)
+def test_fuzzed_settings_are_applied_in_range_or_refused_in_one_line(doc: dict[str, Any]) -> None:
+    try:
+        result = apply(_DEFAULTS, doc, "fuzz.toml")
+    except SettingsError as exc:
+        message = str(exc)
+        assert "\n" not in message and message.startswith("fuzz.toml")
+        return
+    for name in ("history_s", "process_history_s", "hold_s", "clear_s", "series_len"):
+        value = getattr(result, name)
+        assert _sane(value) and value >= 0
+    for rule in _RULE_KEYS:
+        table = getattr(result.rules, rule)
+        for key in _RULE_KEYS[rule]:
+            assert _sane(getattr(table, key))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_fuzzed_bytes_load_or_fail_in_one_line(tmp_path_factory: Any, content: bytes) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "c.toml"
+    path.write_bytes(content)
+    try:
+        load_settings(str(path), _DEFAULTS)
+    except SettingsError as exc:
+        assert "\n" not in str(exc)
