@@ -132,11 +132,13 @@ def attribute(job: JobView, t: StarvationThresholds) -> Cause:
     wait_pct = None if probe is None or probe.data_wait_frac is None else probe.data_wait_frac * 100
     if wait_pct is not None and wait_pct < PROBE_FED_PCT:
         return _not_the_pipeline(job, t)  # measured: batches are ready when the loop asks
-    if job.d_fraction >= t.worker_d_fraction or (job.io_pct or 0.0) >= t.psi_io_some_pct:
-        return Cause.IO
     measured = wait_pct is not None and wait_pct >= t.probe_wait_pct
     if measured and probe is not None and probe.num_workers == 0:
-        return Cause.NO_WORKERS  # measured wait, loading in the loop: the most direct fix
+        # Measured wait while loading in the loop: workers are the fix whether the loading
+        # waits on the CPU or on storage (they overlap either with the step).
+        return Cause.NO_WORKERS
+    if job.d_fraction >= t.worker_d_fraction or (job.io_pct or 0.0) >= t.psi_io_some_pct:
+        return Cause.IO
     if _contended(job, t):
         return Cause.CONTENTION
     if (job.delay_ratio or 0.0) >= t.delay_ratio and job.tree_hungry > job.cpus:
