@@ -29,7 +29,8 @@ from gputop_doctor.core.ports import GpuSource, GpuStatus
 from gputop_doctor.rules import RULES
 from tests.rules.workloads import NullGpuSource
 
-pytestmark = [pytest.mark.slow]
+# One at a time with the labelled cases that load the host: spinners and dd are neighbours.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cases-load-the-host")]
 
 host = pytest.importorskip("gputop_doctor.sources.host.source")
 
