@@ -373,6 +373,7 @@ def write_host(
     swap_pages: tuple[int, int],
     psi: bool = True,
     swap_kib: int = 2048000,
+    io_stall_us: int = 1,
 ) -> None:
     user, idle, iowait = cpu
     lines = [f"cpu  {user} 0 0 {idle} {iowait} 0 0 0 0 0"]
@@ -387,9 +388,9 @@ def write_host(
     )
     if psi:
         (root / "pressure").mkdir(exist_ok=True)
-        for name, some in (("cpu", 12.5), ("io", 3.0), ("memory", 0.0)):
+        for name, some, total in (("cpu", 12.5, 1), ("io", 3.0, io_stall_us), ("memory", 0.0, 1)):
             (root / "pressure" / name).write_text(
-                f"some avg10={some:.2f} avg60=0.00 avg300=0.00 total=1\n"
+                f"some avg10={some:.2f} avg60=0.00 avg300=0.00 total={total}\n"
                 "full avg10=1.00 avg60=0.00 avg300=0.00 total=1\n"
             )
 
@@ -398,7 +399,7 @@ def test_host_rates_from_deltas(fake: FakeProc) -> None:
     clock = Clock()
     write_host(fake.root, cpu=(1000, 9000, 0), swap_pages=(0, 0))
     source = ProcfsHostSource(proc_root=str(fake.root), cgroup_root="/nonexistent", clock=clock)
-    write_host(fake.root, cpu=(1300, 9500, 200), swap_pages=(512, 256))
+    write_host(fake.root, cpu=(1300, 9500, 200), swap_pages=(512, 256), io_stall_us=500_001)
     clock.now += 2.0
     host = source.read_host(None)
     assert host.cpu_pct == 30.0  # 300 busy of 1000 jiffies
@@ -409,7 +410,10 @@ def test_host_rates_from_deltas(fake: FakeProc) -> None:
     assert host.swap_out_mib_s == round(256 * PAGE_SIZE / MIB / 2, 3)
     assert host.mem_total_mib == 16000.0 and host.mem_used_mib == 12000.0
     assert host.swap_used_mib == 1000.0
-    assert host.psi_cpu == Pressure(12.5, 1.0) and host.psi_io == Pressure(3.0, 1.0)
+    assert host.psi_cpu == Pressure(12.5, 1.0, some_now=0.0, some_total_us=1)
+    # io: avg10 trails at 3 %, but 0.5 s of the last 2 s were stalled: 25 % now
+    assert host.psi_io == Pressure(3.0, 1.0, some_now=25.0, some_total_us=500_001)
+    assert host.psi_io.some_pct == 25.0
     assert host.cgroup_throttled_frac is None
 
 
@@ -437,7 +441,9 @@ def test_host_without_psi(fake: FakeProc) -> None:
 
 
 def test_parsers_tolerate_odd_input() -> None:
-    assert parse_pressure(b"some avg10=5.50 avg60=1 avg300=0 total=3\n") == Pressure(5.5, None)
+    assert parse_pressure(b"some avg10=5.50 avg60=1 avg300=0 total=3\n") == Pressure(
+        5.5, None, some_total_us=3
+    )
     assert parse_pressure(b"") is None
     assert parse_vmstat(b"nr_free_pages 1\n") is None
     assert parse_meminfo(b"MemTotal: 1024 kB\nMemFree: 512 kB\nCached: 0 kB\n").used_mib == 0.5

@@ -152,6 +152,15 @@ class Pressure:
 
     some_avg10: float
     full_avg10: float | None = None
+    # Percent of wall time some task stalled since the previous reading, from the ``total=``
+    # microsecond counter: avg10 is a 10 s decaying average that trails a stall by seconds.
+    some_now: float | None = None
+    some_total_us: int | None = None  # the raw counter, kept to make the next some_now
+
+    @property
+    def some_pct(self) -> float:
+        """The stall share since the last reading when known, else the 10 s average."""
+        return self.some_now if self.some_now is not None else self.some_avg10
 
 
 class PressureScope(Enum):
@@ -180,6 +189,7 @@ class OutsideProcess:
     name: str
     cpu_pct: float = 0.0  # percent of one core
     d_share: float = 0.0  # share of looks that found it in D state (waiting on storage)
+    io_mib_s: float | None = None  # storage bytes read + written (/proc/PID/io), when readable
     swap_mib: float | None = None  # VmSwap, when read
 
 

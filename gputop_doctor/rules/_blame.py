@@ -105,6 +105,26 @@ def outside_cpus(win: Window) -> float | None:
     return _stats.mean([v for v in (s.outside_cpus for s in win) if v is not None])
 
 
+def outside_ranked(win: Window, count: int = 3) -> tuple[OutsideProcess, ...]:
+    """The busiest outside processes over the window: each one's CPU % averaged over every
+    tick of the window (a tick that did not rank it counts as 0), so one tick's burst from a
+    short-lived process can't outrank a neighbour that spins all the time."""
+    ticks = 0
+    total: dict[int, float] = {}
+    names: dict[int, str] = {}
+    for snap in win:
+        ticks += 1
+        for proc in snap.host.outside_top:
+            total[proc.pid] = total.get(proc.pid, 0.0) + proc.cpu_pct
+            names[proc.pid] = proc.name
+    if not ticks:
+        return ()
+    ranked = sorted(total.items(), key=lambda item: (-item[1], item[0]))[:count]
+    return tuple(
+        OutsideProcess(pid, names[pid], cpu_pct=round(cpu / ticks, 1)) for pid, cpu in ranked
+    )
+
+
 def label(proc: OutsideProcess) -> str:
     return f"{printable(proc.name, 32)} ({proc.pid})"
 

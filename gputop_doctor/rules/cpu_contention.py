@@ -7,6 +7,9 @@ wrong then; the job is fine and its neighbours are in the way. The rule needs a 
 outside the job tree, the job's own threads queueing for a CPU (run-queue delay from schedstat,
 or its own cgroup's cpu pressure), and the job wanting no more CPUs than it may use (otherwise
 it is queueing behind itself: ``thread-oversubscription`` or ``cpu-saturation``).
+
+The neighbours named are the busiest over the whole window (mean CPU % per tick), not the
+latest tick's ranking, which a one-tick burst of some short-lived process can top.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if demand is not None and demand > cpus + 0.25:
         return []  # the job alone wants more than it may use: it queues behind itself
     job = _stats.mean([v for v in (_blame.job_cpus(s) for s in win) if v is not None]) or 0.0
-    who = latest.host.outside_top
+    who = _blame.outside_ranked(win)
     title = f"CPU contention: other processes use {outside:.1f} CPUs"
     if who:
         title += f" (busiest: {_blame.label(who[0])})"

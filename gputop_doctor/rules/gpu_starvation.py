@@ -10,7 +10,7 @@ process doing the loading itself (num_workers=0), or threads queueing for too fe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gputop_doctor.config import StarvationThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
@@ -18,6 +18,7 @@ from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules import _blame, _stats
+from gputop_doctor.rules._pid_stats import NO_STATS, PidStats, pid_stats
 from gputop_doctor.rules._view import (
     PIN_THREAD,
     RuleFn,
@@ -63,53 +64,6 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class _PidStats:
-    """One process over the cause window, summed in a single pass over its samples."""
-
-    cpu_pct: float  # mean CPU it got, percent of a core
-    demand_pct: float  # mean CPU it wanted: on a CPU plus queued for one
-    samples: int
-    in_d: int  # samples in uninterruptible sleep
-    run_ns: float
-    wait_ns: float
-
-
-def pid_stats(samples: Sequence[ProcSample]) -> _PidStats:
-    """Means and sums of one process's samples.
-
-    "Wanted" counts run-queue wait as demand: a worker that gets half a core because others
-    took the rest still wants a whole one, which its CPU percent alone would hide.
-    """
-    cpu = demand = run = wait = 0.0
-    n_cpu = n_demand = in_d = 0
-    for s in samples:
-        if s.cpu_pct is not None:
-            cpu += s.cpu_pct
-            n_cpu += 1
-        if s.run_ns_per_s is not None and s.wait_ns_per_s is not None:
-            run += s.run_ns_per_s
-            wait += s.wait_ns_per_s
-            demand += (s.run_ns_per_s + s.wait_ns_per_s) / 1e7
-            n_demand += 1
-        elif s.cpu_pct is not None:
-            demand += s.cpu_pct
-            n_demand += 1
-        if s.state == "D" or s.threads_in_d:
-            in_d += 1
-    return _PidStats(
-        cpu_pct=cpu / n_cpu if n_cpu else 0.0,
-        demand_pct=demand / n_demand if n_demand else 0.0,
-        samples=len(samples),
-        in_d=in_d,
-        run_ns=run,
-        wait_ns=wait,
-    )
-
-
-_NO_STATS = pid_stats(())
-
-
 class _Causes:
     """Process views for attribution, built on first use and shared by the GPUs of a tick."""
 
@@ -120,13 +74,14 @@ class _Causes:
         self._latest = latest
         self._cpus = cpus
         self._t = t
-        self._stats: dict[int, _PidStats] | None = None
+        self._stats: dict[int, PidStats] | None = None
         self._children: dict[int, list[int]] = {}
         self._by_pid: dict[int, ProcSample] = {}
         self._hungry = 0.0
         self._outside: float | None = None
         self._io: float | None = None
         self._seen_workers: dict[int, set[int]] = {}
+        self._workers_per_tick: list[dict[int, set[int]]] = []  # per tick: ppid -> workers
 
     def job(self, owners: Sequence[int]) -> JobView:
         if self._stats is None:
@@ -144,6 +99,12 @@ class _Causes:
                 for s in samples:
                     if is_worker(s) and s.ppid is not None:
                         self._seen_workers.setdefault(s.ppid, set()).add(pid)
+            for snap in win:
+                tick: dict[int, set[int]] = {}
+                for p in snap.processes:
+                    if is_worker(p) and p.ppid is not None:
+                        tick.setdefault(p.ppid, set()).add(p.pid)
+                self._workers_per_tick.append(tick)
         view = _job_view(
             self._latest,
             owners,
@@ -154,12 +115,27 @@ class _Causes:
             self._cpus,
         )
         seen = set().union(*(self._seen_workers.get(pid, set()) for pid in owners))
+        births, peak = self._births(owners)
         return replace(
             view,
             workers_seen=max(view.workers, len(seen)),
+            worker_births=births,
+            worker_peak=peak,
             outside_cpus=self._outside,
             io_pct=self._io,
         )
+
+    def _births(self, owners: Sequence[int]) -> tuple[int, int]:
+        """Workers of ``owners`` born during the window (not there at its first tick), and
+        the most alive at one tick: births of two or more generations mean re-forking."""
+        ticks = [
+            set().union(*(tick.get(pid, set()) for pid in owners))
+            for tick in self._workers_per_tick
+        ]
+        if not ticks:
+            return 0, 0
+        born = set().union(*ticks) - ticks[0]
+        return len(born), max(len(t) for t in ticks)
 
 
 def _check_gpu(
@@ -275,7 +251,7 @@ def _latest_gpu(snap: Snapshot, index: int) -> GpuSample | None:
 def _job_view(
     latest: Snapshot,
     owners: Sequence[int],
-    stats: Mapping[int, _PidStats],
+    stats: Mapping[int, PidStats],
     children: Mapping[int, Sequence[int]],
     everyone: Mapping[int, ProcSample],
     hungry: float,
@@ -283,13 +259,13 @@ def _job_view(
 ) -> JobView:
     job = descendants(latest.processes, owners, children)
     by_pid = {pid: everyone[pid] for pid in job if pid in everyone}
-    workers = [stats.get(pid, _NO_STATS) for pid, p in by_pid.items() if is_worker(p)]
+    workers = [stats.get(pid, NO_STATS) for pid, p in by_pid.items() if is_worker(p)]
     mains = [pid for pid in owners if pid in by_pid]
-    main_stats = [stats.get(pid, _NO_STATS) for pid in mains]
+    main_stats = [stats.get(pid, NO_STATS) for pid in mains]
     d_from = workers or main_stats
     d_samples = sum(w.samples for w in d_from)
-    run = sum(stats.get(pid, _NO_STATS).run_ns for pid in job)
-    wait = sum(stats.get(pid, _NO_STATS).wait_ns for pid in job)
+    run = sum(stats.get(pid, NO_STATS).run_ns for pid in job)
+    wait = sum(stats.get(pid, NO_STATS).wait_ns for pid in job)
     w_run = sum(w.run_ns for w in workers)
     w_wait = sum(w.wait_ns for w in workers)
     probes = [by_pid[pid].probe for pid in mains if by_pid[pid].probe is not None]
@@ -305,6 +281,8 @@ def _job_view(
         delay_ratio=wait / (run + wait) if run + wait > 0.0 else None,
         worker_delay=w_wait / (w_run + w_wait) if w_run + w_wait > 0.0 else None,
         reaped_cpu_pct=max(reaped, default=0.0),
+        worker_births=0,  # filled in from the whole window by _Causes
+        worker_peak=len(workers),
         tree_hungry=hungry,
         cpus=cpus,
         outside_cpus=None,
@@ -366,6 +344,8 @@ def _evidence(
         items.append(Evidence("reaped children CPU", round(job.reaped_cpu_pct, 1), "% of a core"))
     if job.workers_seen != job.workers:
         items.append(Evidence("DataLoader workers seen in the window", job.workers_seen))
+    if job.worker_births:
+        items.append(Evidence("DataLoader workers started in the window", job.worker_births))
     if job.outside_cpus is not None:
         items.append(Evidence("CPUs used outside the job", round(job.outside_cpus, 2)))
     if job.pin_thread is not None:

@@ -1,10 +1,11 @@
 """``io-contention``: storage is busy with other processes' I/O while the job runs.
 
-Host PSI io (the share of time some task on the host stalled on I/O) rises for anyone's reads
+Host PSI io (the share of time some task on the host stalled on I/O, taken from the kernel's
+stall counter between ticks, so a writer that just started counts at once) rises for anyone's reads
 and writes: a backup, a ``dd``, another job's checkpoint. Saying the job's input waits on
 storage then sends people to tune a loader that is fine. This rule takes the host-wide signal,
 checks that the job's own processes are *not* the ones waiting (that would be ``io-bound``), and
-names the outside processes the host source found in D state.
+names the outside processes the host source found moving storage bytes or in D state.
 
 One finding covers the neighbour's I/O whether or not the job feels it yet, with the severity
 saying which: *info* while the job's processes are never in D (it does no I/O of its own, or
@@ -31,7 +32,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s) or not _blame.attached(latest):
         return []
-    some = _stats.mean([s.host.psi_io.some_avg10 for s in win if s.host.psi_io is not None])
+    some = _stats.mean([s.host.psi_io.some_pct for s in win if s.host.psi_io is not None])
     if some is None or some < t.psi_io_some_pct:
         return []
     who = latest.host.io_waiters
@@ -69,14 +70,23 @@ def _evidence(
     if cgroup is not None:
         items.append(Evidence("job cgroup io some", round(cgroup, 1), "%"))
     for proc in who:
+        if proc.io_mib_s is not None:
+            items.append(Evidence(f"neighbour I/O: {_blame.label(proc)}", proc.io_mib_s, "MiB/s"))
         items.append(
             Evidence(f"neighbour in D: {_blame.label(proc)}", round(proc.d_share * 100), "%")
         )
     return tuple(items)
 
 
+def _activity(proc: OutsideProcess) -> str:
+    looks = f"in D {proc.d_share * 100:.0f} % of looks"
+    if proc.io_mib_s is None:
+        return looks
+    return f"{proc.io_mib_s:.0f} MiB/s read+written, {looks}"
+
+
 def _fix(who: tuple[OutsideProcess, ...], felt: bool) -> str:
-    named = _blame.named(who, lambda p: f"in D {p.d_share * 100:.0f} % of looks")
+    named = _blame.named(who, _activity)
     text = f"Other processes keep the storage busy ({named}). "
     if not felt:
         return text + (

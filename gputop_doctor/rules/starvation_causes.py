@@ -106,6 +106,8 @@ class JobView:
     delay_ratio: float | None
     worker_delay: float | None  # run-queue wait over runnable time of the workers
     reaped_cpu_pct: float  # CPU of children the training process reaped (short-lived workers)
+    worker_births: int  # workers that started during the window (not there at its start)
+    worker_peak: int  # the most workers alive at one tick of the window
     tree_hungry: float  # hungry threads of every watched process, mean over the window
     cpus: float
     outside_cpus: float | None  # CPUs busy outside the attached tree (None: no job attached)
@@ -147,7 +149,7 @@ def attribute(job: JobView, t: StarvationThresholds) -> Cause:
         return Cause.WORKERS_STARVED
     if job.workers and job.worker_demand_pct >= t.worker_busy_pct:
         return Cause.WORKERS_CPU
-    if job.reaped_cpu_pct >= REAPED_WORKER_PCT and probe_persistent(probe) is not True:
+    if reforked(job) and probe_persistent(probe) is not True:
         return Cause.REFORKED
     no_loader = probe is None or probe.num_workers is None
     if wait_pct is not None and wait_pct >= t.probe_wait_pct:
@@ -160,6 +162,14 @@ def attribute(job: JobView, t: StarvationThresholds) -> Cause:
     if job.main_demand_pct >= t.main_busy_pct:
         return Cause.MAIN_CPU
     return Cause.UNKNOWN
+
+
+def reforked(job: JobView) -> bool:
+    """Workers started afresh pass after pass: their CPU lands in the parent's reaped
+    children, or at least two generations of them were born within the window (a pool
+    started once is born once: no more births than the most alive at a time)."""
+    twice = job.worker_births >= 2 * max(1, job.worker_peak)
+    return job.reaped_cpu_pct >= REAPED_WORKER_PCT or twice
 
 
 def probe_persistent(probe: ProbeStats | None) -> bool | None:

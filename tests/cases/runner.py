@@ -24,11 +24,25 @@ from tests.fake_nvml.scenario import Scenario
 
 
 def _suite_settings() -> Settings:
-    """Quick ticks, and the starvation pattern judged over 3 s instead of 6-8 s, so the whole
-    suite runs in about a minute; every threshold is otherwise the default."""
+    """Quick ticks, and some rules judged after 3 s of history instead of 5-10 s, so the whole
+    suite runs in about a minute and a case's few seconds can show what it forbids; every
+    other threshold is the default.
+
+    The starvation pattern is judged over 3 s instead of 6-8 s; io-bound and io-contention
+    after 3 s instead of 10 s and 5 s: their PSI and D-state evidence is averaged over what
+    history there is, so a shorter span judges the same averages sooner. (At 10 s, the
+    disk-writer case could never have raised the io-bound it forbids.)"""
     base = Settings(interval_s=0.25, hold_s=0.5, clear_s=5.0)
-    starvation = replace(base.rules.gpu_starvation, clear_window_s=3.0, clear_min_span_s=3.0)
-    return replace(base, rules=replace(base.rules, gpu_starvation=starvation))
+    rules = base.rules
+    return replace(
+        base,
+        rules=replace(
+            rules,
+            gpu_starvation=replace(rules.gpu_starvation, clear_window_s=3.0, clear_min_span_s=3.0),
+            io_bound=replace(rules.io_bound, min_span_s=3.0),
+            io_contention=replace(rules.io_contention, min_span_s=3.0),
+        ),
+    )
 
 
 SETTINGS = _suite_settings()
@@ -91,7 +105,12 @@ def run_case(case: Case, scenario_path: Path, tmp: Path) -> Result:
             for argv in case.outside
         )
         pids = Pids(job_pid, kids, outside)
-        return _watch(case, pids, scenario_path)
+        try:
+            return _watch(case, pids, scenario_path)
+        finally:
+            stack.close()  # stop the writers before their files go
+            for written in tmp.glob("*.out"):
+                written.unlink()  # a dd's output: gigabytes, not left for pytest's kept tmp dirs
 
 
 def _watch(case: Case, pids: Pids, scenario_path: Path) -> Result:

@@ -18,7 +18,16 @@ pytestmark = pytest.mark.slow
 runner = pytest.importorskip("tests.cases.runner")
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name.replace(" ", "-") for c in CASES])
+# Cases that load the host run in one xdist group (``--dist loadgroup`` in pyproject.toml):
+# one case's spinners or dd must not be another case's neighbours. The GPU-only cases, whose
+# jobs sleep, are spread over the other workers.
+PARAMS = [
+    pytest.param(c, marks=[pytest.mark.xdist_group("cases-load-the-host")] if c.loads_host else [])
+    for c in CASES
+]
+
+
+@pytest.mark.parametrize("case", PARAMS, ids=[c.name.replace(" ", "-") for c in CASES])
 def test_case(case: Case, fake_nvml: FakeNvml, tmp_path: Path) -> None:
     if case.needs_cpus is not None and runner.cpus() != case.needs_cpus:
         pytest.skip(f"sized for {case.needs_cpus} CPUs")

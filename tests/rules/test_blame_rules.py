@@ -42,6 +42,17 @@ def test_neighbours_spinning_are_contention_and_never_saturation() -> None:
     assert "renice" in finding.fix and "taskset" in finding.fix
 
 
+def test_neighbours_are_ranked_over_the_window_not_by_the_last_tick() -> None:
+    """A burst topping the latest tick's ranking does not push the steady spinners out."""
+    burst = (OutsideProcess(900, "mypy", cpu_pct=190.0), *SPINNERS, OutsideProcess(901, "sh", 80.0))
+    steady, last = _shared(66.0, 0.33, 100.0), _shared(66.0, 0.33, 100.0, outside=burst)
+    hist = history(lambda k: last(k) if k == 11 else steady(k), 12)
+    (finding,) = run(cpu_contention.RULE, hist, context(cpus=2.0))
+    named = [e.label for e in finding.evidence if e.label.startswith("neighbour: ")]
+    assert named[:2] == ["neighbour: spin (300)", "neighbour: spin (301)"]
+    assert "sh (901)" not in finding.fix
+
+
 def test_a_job_that_does_not_wait_is_not_contended() -> None:
     hist = history(_shared(50.0, 0.01, 85.0), 12)
     assert run(cpu_contention.RULE, hist, context(cpus=2.0)) == []

@@ -156,6 +156,27 @@ def test_workers_reforked_every_pass_are_seen_by_their_reaped_cpu() -> None:
     assert any(e.label == "reaped children CPU" for e in finding.evidence)
 
 
+def test_workers_reforked_every_pass_are_seen_by_their_births() -> None:
+    """Two workers re-forked every 3 ticks, each pass too short for their CPU to show in the
+    parent's reaped children: the births of new worker PIDs tell it."""
+
+    def make(k: int) -> Tick:
+        main, *kids = trainer(main_cpu=30.0, workers=2, worker_cpu=15.0)
+        generation = k // 3
+        kids = [with_fields(w, pid=1000 + 2 * generation + i) for i, w in enumerate(kids)]
+        return Tick(gpus=(gpu(0, util=sawtooth(k)),), procs=(main, *kids), host=host())
+
+    (finding,) = run(RULE, history(make, 30))
+    assert Cause.REFORKED.value in finding.title and "persistent_workers=True" in finding.fix
+    assert any(e.label == "DataLoader workers started in the window" for e in finding.evidence)
+
+
+def test_workers_started_once_are_not_reforked() -> None:
+    procs = trainer(main_cpu=30.0, workers=2, worker_cpu=15.0)
+    findings = run(RULE, history(_case(sawtooth, procs), 30))
+    assert all(Cause.REFORKED.value not in f.title for f in findings)
+
+
 def test_never_asks_for_more_workers_than_the_cpus_run() -> None:
     def make(k: int) -> Tick:
         return Tick(

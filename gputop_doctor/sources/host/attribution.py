@@ -7,8 +7,13 @@ machine. This module adds what can:
   of the cgroup named in ``/proc/PID/cgroup``, when the job has a cgroup of its own (not the
   root); else the host's PSI, labelled as host-wide so rules don't over-read it;
 - the busiest processes outside the job tree, from the host-wide CPU ranking;
-- the outside processes waiting on storage (state ``D``), looked for only while the host shows
-  I/O pressure, by a scan of every ``/proc/PID/stat`` at most every ``scan_every_s``;
+- the outside processes busy with storage, looked for only while the host shows I/O pressure,
+  by a scan of every ``/proc/PID/stat`` and ``/proc/PID/io`` at most every ``scan_every_s``:
+  who was seen in state ``D``, and who read or wrote how many bytes since the previous scan.
+  The byte rate is the firmer evidence: on a fast disk a ``dd`` writing 1 GB/s spends well
+  under half its time in ``D``, so a few looks at its state can miss it, while its
+  ``write_bytes`` counter cannot. (``/proc/PID/io`` needs the same user or root; without it
+  only the ``D`` looks remain.)
 - the processes with the most memory in swap (``VmSwap``), looked for only while the host swaps.
 
 Kernel threads (children of kthreadd, PID 2) are left out: a flush worker in ``D`` is the
@@ -30,7 +35,8 @@ from gputop_doctor.sources.host.pids import list_pids, parse_stat
 from gputop_doctor.sources.host.system import parse_pressure
 
 KTHREADD = 2
-IO_SCAN_PSI_PCT = 5.0  # host PSI io some (or iowait %) at which D-state waiters are looked for
+IO_SCAN_PSI_PCT = 5.0  # host PSI io some (or iowait %) at which storage users are looked for
+IO_BUSY_MIB_S = 1.0  # an outside process moving this much storage data is named
 SWAP_SCAN_MIB_S = 0.1  # swap-in rate at which swap holders are looked for
 TOP_OUTSIDE = 3
 
@@ -64,6 +70,7 @@ def read_cgroup_pressure(directory: str) -> JobPressure:
 class _Scan:
     at: float
     in_d: frozenset[int]
+    io_bytes: dict[int, int]  # read_bytes + write_bytes of each process whose io was readable
 
 
 class Attribution:
@@ -110,12 +117,12 @@ class Attribution:
         self, tree: set[int], psi_io: Pressure | None, iowait_pct: float | None
     ) -> tuple[OutsideProcess, ...]:
         """Outside processes found in D state, most often first (scans only under pressure)."""
-        pressed = max((psi_io.some_avg10 if psi_io else 0.0), iowait_pct or 0.0)
+        pressed = max((psi_io.some_pct if psi_io else 0.0), iowait_pct or 0.0)
         now = self._clock()
         if pressed >= IO_SCAN_PSI_PCT and (
             not self._scans or now - self._scans[-1].at >= self.scan_every_s
         ):
-            self._scans.append(_Scan(now, frozenset(self._scan_d())))
+            self._scans.append(self._scan(now))
         elif pressed < IO_SCAN_PSI_PCT and self._scans and now - self._scans[-1].at > 30.0:
             self._scans.clear()
         if not self._scans:
@@ -124,25 +131,53 @@ class Attribution:
         for scan in self._scans:
             for pid in scan.in_d:
                 counts[pid] = counts.get(pid, 0) + 1
-        ranked = sorted(
-            ((n, pid) for pid, n in counts.items() if pid not in tree), key=lambda x: (-x[0], x[1])
-        )
+        rates = self._io_rates()
         total = len(self._scans)
-        return tuple(
-            OutsideProcess(pid, self._names.get(pid, "?"), d_share=round(n / total, 2))
-            for n, pid in ranked[:TOP_OUTSIDE]
-        )
+        found = [
+            OutsideProcess(
+                pid,
+                self._names.get(pid, "?"),
+                d_share=round(counts.get(pid, 0) / total, 2),
+                io_mib_s=rates.get(pid),
+            )
+            for pid in set(counts) | {p for p, r in rates.items() if r >= IO_BUSY_MIB_S}
+            if pid not in tree
+        ]
+        found.sort(key=lambda p: (-(p.io_mib_s or 0.0), -p.d_share, p.pid))
+        return tuple(found[:TOP_OUTSIDE])
 
-    def _scan_d(self) -> set[int]:
+    def _io_rates(self) -> dict[int, float]:
+        """MiB/s each process read plus wrote between the first and last scans kept."""
+        if len(self._scans) < 2:
+            return {}
+        first, last = self._scans[0], self._scans[-1]
+        span = last.at - first.at
+        if span <= 0:
+            return {}
+        return {
+            pid: round(max(0, now - first.io_bytes[pid]) / span / (1 << 20), 1)
+            for pid, now in last.io_bytes.items()
+            if pid in first.io_bytes
+        }
+
+    def _scan(self, now: float) -> _Scan:
         in_d: set[int] = set()
+        io_bytes: dict[int, int] = {}
         for pid in list_pids(self.proc_root):
             data = read_small(f"{self.proc_root}/{pid}/stat")
             stat = None if data is None else parse_stat(data)
-            if stat is None or stat.state != "D" or pid == KTHREADD or stat.ppid == KTHREADD:
+            if stat is None or pid == KTHREADD or stat.ppid == KTHREADD:
                 continue
-            in_d.add(pid)
-            self._names[pid] = stat.comm
-        return in_d
+            moved = _io_bytes(f"{self.proc_root}/{pid}/io")
+            if moved is not None:
+                io_bytes[pid] = moved
+            if stat.state == "D" or moved:
+                self._names[pid] = stat.comm
+            if stat.state == "D":
+                in_d.add(pid)
+        kept = io_bytes.keys() | in_d | {pid for scan in self._scans for pid in scan.in_d}
+        self._names = {pid: name for pid, name in self._names.items() if pid in kept}
+        return _Scan(now, frozenset(in_d), io_bytes)
 
     def swap_holders(self, swap_in_mib_s: float | None) -> tuple[OutsideProcess, ...]:
         """Processes holding the most memory in swap, re-read every 5 s while swapping."""
@@ -167,6 +202,19 @@ def outside_top(
     """The busiest processes of the host ranking that are not in the job tree."""
     out = [OutsideProcess(pid, name, cpu_pct=cpu) for pid, name, cpu in top if pid not in tree]
     return tuple(out[:TOP_OUTSIDE])
+
+
+def _io_bytes(path: str) -> int | None:
+    """``read_bytes + write_bytes`` of ``/proc/PID/io`` (bytes that reached storage)."""
+    data = read_small(path)
+    if not data:
+        return None
+    total = 0
+    for line in data.split(b"\n"):
+        key, _, value = line.partition(b": ")
+        if key in (b"read_bytes", b"write_bytes") and value.strip().isdigit():
+            total += int(value)
+    return total
 
 
 def _vm_swap(path: str) -> tuple[float, str]:

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 
 import psutil
 
-from gputop_doctor.core.model import MIB, HostSample, OutsideProcess, ProcSample, SystemInfo
+from gputop_doctor.core.model import (
+    MIB,
+    HostSample,
+    OutsideProcess,
+    Pressure,
+    ProcSample,
+    SystemInfo,
+)
 from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.sources.host.attribution import Attribution, outside_top
 from gputop_doctor.sources.host.cgroup import (
@@ -44,6 +51,7 @@ from gputop_doctor.sources.host.system import (
     read_memory,
     read_pressure,
     read_swap_paging,
+    with_rate,
 )
 from gputop_doctor.sources.host.top import TopProcesses
 from gputop_doctor.sources.host.tree import ProcessTreeReader
@@ -118,6 +126,10 @@ class ProcfsHostSource:
         self._cpu = read_cpu(proc_root, self._files)
         self._swap = read_swap_paging(proc_root, self._files)
         self._swap_at = clock()
+        self._psi: tuple[tuple[Pressure | None, ...], float] = (
+            tuple(read_pressure(r, proc_root, self._files) for r in ("cpu", "io", "memory")),
+            clock(),
+        )
         self._no_swap = False  # the last tick found no swap device
 
     # -- HostSource ---------------------------------------------------------------------
@@ -157,11 +169,7 @@ class ProcfsHostSource:
         swap_in, swap_out = self._swap_rates(now, memory.swap_total_mib == 0)
         load = load_average()
         effective, throttled = self._limits(target_pid, now)
-        psi = (
-            read_pressure("cpu", self.proc_root, self._files),
-            read_pressure("io", self.proc_root, self._files),
-            read_pressure("memory", self.proc_root, self._files),
-        )
+        psi = self._pressure(now)
         logical = len(cpu.per_cpu) if cpu is not None and cpu.per_cpu else os.cpu_count()
         top, outside = self._top_and_outside(now, target_pid, cpu_pct, logical)
         attribution = self._attribution
@@ -193,6 +201,15 @@ class ProcfsHostSource:
             else (),
             swap_holders=attribution.swap_holders(swap_in),
         )
+
+    def _pressure(self, now: float) -> tuple[Pressure | None, Pressure | None, Pressure | None]:
+        """Host PSI for cpu, io and memory, each with its stall share since the last tick."""
+        read = [read_pressure(r, self.proc_root, self._files) for r in ("cpu", "io", "memory")]
+        before, at = self._psi
+        span = now - at
+        cpu, io, memory = (with_rate(new, old, span) for new, old in zip(read, before, strict=True))
+        self._psi = ((read[0], read[1], read[2]), now)
+        return cpu, io, memory
 
     def _top_and_outside(
         self, now: float, target_pid: int | None, cpu_pct: float | None, logical: int | None

@@ -206,6 +206,7 @@ def parse_pressure(data: bytes) -> Pressure | None:
     """``some avg10=… \\n full avg10=…`` -> Pressure (percent of the last 10 s)."""
     some: float | None = None
     full: float | None = None
+    total: int | None = None
     for line in data.split(b"\n"):
         kind, _, rest = line.partition(b" ")
         for item in rest.split():
@@ -215,7 +216,22 @@ def parse_pressure(data: bytes) -> Pressure | None:
                     some = value
                 elif kind == b"full":
                     full = value
-    return None if some is None else Pressure(some_avg10=some, full_avg10=full)
+            elif item.startswith(b"total=") and kind == b"some" and item[6:].isdigit():
+                total = int(item[6:])
+    if some is None:
+        return None
+    return Pressure(some_avg10=some, full_avg10=full, some_total_us=total)
+
+
+def with_rate(now: Pressure | None, before: Pressure | None, span_s: float) -> Pressure | None:
+    """``now`` with ``some_now``: the stall share between the two readings ``span_s`` apart."""
+    if now is None or before is None or span_s <= 0:
+        return now
+    if now.some_total_us is None or before.some_total_us is None:
+        return now
+    stalled_s = max(0, now.some_total_us - before.some_total_us) / 1e6
+    share = round(min(100.0, 100.0 * stalled_s / span_s), 2)
+    return Pressure(now.some_avg10, now.full_avg10, share, now.some_total_us)
 
 
 def read_pressure(

@@ -1,0 +1,47 @@
+"""Who is busy with storage: the outside processes named while the host shows I/O pressure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gputop_doctor.core.model import Pressure
+from gputop_doctor.sources.host.attribution import Attribution
+from tests.test_host import Clock, FakeProc
+
+MIB = 1 << 20
+PRESSED = Pressure(1.0, some_now=30.0)  # avg10 still low, the last tick's stall share high
+
+
+def io_file(fake: FakeProc, pid: int, read: int, written: int) -> None:
+    (fake.root / str(pid) / "io").write_text(
+        f"rchar: 0\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: {read}\n"
+        f"write_bytes: {written}\ncancelled_write_bytes: 0\n"
+    )
+
+
+def test_a_writer_is_named_by_its_bytes_even_when_never_seen_in_d(tmp_path: Path) -> None:
+    fake, clock = FakeProc(tmp_path / "proc"), Clock()
+    fake.process(10, comm="python")  # the job
+    fake.process(20, comm="dd", state="R")  # a fast disk: dd is rarely caught in D
+    fake.process(30, comm="backup", state="D")
+    fake.process(40, comm="idle")
+    for pid in (10, 20, 30, 40):
+        io_file(fake, pid, 0, 0)
+    attribution = Attribution(str(fake.root), scan_every_s=1.0, clock=clock)
+    first = attribution.io_waiters({10}, PRESSED, None)  # one scan: no byte rates yet
+    assert [(p.pid, p.io_mib_s) for p in first] == [(30, None)]
+    io_file(fake, 10, 0, 900 * MIB)  # the job's own writes are not a neighbour's
+    io_file(fake, 20, 0, 400 * MIB)
+    io_file(fake, 30, 2 * MIB, 0)
+    clock.now += 2.0
+    found = attribution.io_waiters({10}, PRESSED, None)
+    assert [(p.pid, p.name) for p in found] == [(20, "dd"), (30, "backup")]
+    assert found[0].io_mib_s == 200.0 and found[0].d_share == 0.0
+    assert found[1].io_mib_s == 1.0 and found[1].d_share == 1.0
+
+
+def test_no_scan_without_pressure(tmp_path: Path) -> None:
+    fake, clock = FakeProc(tmp_path / "proc"), Clock()
+    fake.process(30, comm="backup", state="D")
+    attribution = Attribution(str(fake.root), clock=clock)
+    assert attribution.io_waiters(set(), Pressure(1.0, some_now=2.0), None) == ()
