@@ -18,14 +18,14 @@ A GPU whose NUMA node is unknown (single-node machines, drivers that do not say)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config import NumaThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import NumaNode, node_of_cpu, parse_cpu_list
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
+from gputop_doctor.core.model import GpuSample, ProcSample
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules._view import (
     RuleFn,
@@ -58,17 +58,18 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         return []
     columns = proc_columns(win)
     children = children_map(snap.processes)
+    by_pid = {p.pid: p for p in snap.processes}
     out = []
     for gpu in snap.gpus:
         near = _near_cpus(gpu, ctx.system.numa_nodes)
-        ranks = [pid for pid in gpu_pids(gpu) if snap.process(pid) is not None]
+        ranks = [pid for pid in gpu_pids(gpu) if pid in by_pid]
         if not near or not ranks:
             continue
         members = descendants(snap.processes, ranks, children)
         misplaced = [
             m
             for pid in sorted(members)
-            if (m := _judge(columns.get(pid, ()), near, snap, t)) is not None
+            if (m := _judge(columns.get(pid, ()), near, by_pid, t)) is not None
         ]
         if misplaced:
             out.append(_finding(gpu, near, misplaced, ranks, ctx.system.numa_nodes))
@@ -88,14 +89,17 @@ def _near_cpus(gpu: GpuSample, nodes: tuple[NumaNode, ...]) -> frozenset[int]:
 
 
 def _judge(
-    series: Sequence[ProcSample], near: frozenset[int], snap: Snapshot, t: NumaThresholds
+    series: Sequence[ProcSample],
+    near: frozenset[int],
+    by_pid: Mapping[int, ProcSample],
+    t: NumaThresholds,
 ) -> Misplaced | None:
     if not series:
         return None
     last = series[-1]
     allowed = parse_cpu_list(last.allowed_cpus)
     if allowed and not allowed & near:
-        return Misplaced(last, True, _narrowed(last, allowed, snap), 1.0)
+        return Misplaced(last, True, _narrowed(last, allowed, by_pid), 1.0)
     busy = [
         p.last_cpu for p in series if p.last_cpu is not None and (p.cpu_pct or 0.0) >= t.min_cpu_pct
     ]
@@ -105,17 +109,17 @@ def _judge(
     return Misplaced(last, False, True, far) if far >= t.far_fraction else None
 
 
-def _narrowed(proc: ProcSample, allowed: frozenset[int], snap: Snapshot) -> bool:
+def _narrowed(proc: ProcSample, allowed: frozenset[int], by_pid: Mapping[int, ProcSample]) -> bool:
     """Whether a process of the job has fewer CPUs than the one above it: the job pinned it.
     A set shared with every process above it was given to the whole job from outside."""
     seen: set[int] = set()
-    parent = snap.process(proc.ppid) if proc.ppid is not None else None
+    parent = by_pid.get(proc.ppid) if proc.ppid is not None else None
     while parent is not None and parent.pid not in seen:
         seen.add(parent.pid)
         above = parse_cpu_list(parent.allowed_cpus)
         if above and allowed < above:
             return True
-        parent = snap.process(parent.ppid) if parent.ppid is not None else None
+        parent = by_pid.get(parent.ppid) if parent.ppid is not None else None
     return False
 
 
