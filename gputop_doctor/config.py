@@ -339,6 +339,16 @@ class StragglerThresholds:
 
 
 @dataclass(frozen=True, slots=True)
+class NumaThresholds:
+    """``numa-mismatch``: a rank or its workers on CPUs of another NUMA node than its GPU."""
+
+    window_s: float = 30.0
+    min_ticks: int = 3  # busy ticks of a process needed before its placement is judged
+    far_fraction: float = 0.8  # of those ticks spent on a CPU away from the GPU
+    min_cpu_pct: float = 5.0  # a tick counts when the process used this much of a core
+
+
+@dataclass(frozen=True, slots=True)
 class RuleThresholds:
     """Per-rule thresholds, one field per rule id (dashes become underscores).
 
@@ -384,6 +394,7 @@ class RuleThresholds:
     nvlink_errors: NvLinkThresholds = field(default_factory=NvLinkThresholds)
     comm_bound: CommBoundThresholds = field(default_factory=CommBoundThresholds)
     rank_straggler: StragglerThresholds = field(default_factory=StragglerThresholds)
+    numa_mismatch: NumaThresholds = field(default_factory=NumaThresholds)
 
 
 @dataclass(frozen=True, slots=True)

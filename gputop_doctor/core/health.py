@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 
 
 class TopoLink(str, Enum):
@@ -54,6 +55,39 @@ class XidEvent:
 
     code: int
     time: float
+
+
+@lru_cache(maxsize=512)
+def parse_cpu_list(text: str | None) -> frozenset[int]:
+    """The CPUs of a Linux CPU list (``"0-3,8,10-11"``, as in /sys and /proc); empty when
+    ``text`` is missing or malformed (a wrong set would blame the wrong node)."""
+    cpus: set[int] = set()
+    for part in (text or "").replace("\n", "").split(","):
+        first, _, last = part.strip().partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            return frozenset()
+        cpus.update(range(int(first), int(last or first) + 1))
+    return frozenset(cpus)
+
+
+@dataclass(frozen=True, slots=True)
+class NumaNode:
+    """One NUMA node of the host and its CPUs (``/sys/devices/system/node/nodeN/cpulist``)."""
+
+    node: int
+    cpus: str  # CPU list as in /sys
+
+    @property
+    def cpu_set(self) -> frozenset[int]:
+        return parse_cpu_list(self.cpus)
+
+
+def node_of_cpu(nodes: tuple[NumaNode, ...], cpu: int) -> int | None:
+    """The NUMA node ``cpu`` belongs to, or None when the map does not list it."""
+    for node in nodes:
+        if cpu in node.cpu_set:
+            return node.node
+    return None
 
 
 @dataclass(frozen=True, slots=True)

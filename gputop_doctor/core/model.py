@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum, IntFlag
 
-from gputop_doctor.core.health import GpuHealth
+from gputop_doctor.core.health import GpuHealth, NumaNode
 
 MIB = 1024 * 1024
 
@@ -365,6 +365,8 @@ class ProcSample:
     has_libtorch: bool | None = None
     has_cuda_context: bool | None = None  # a CUDA context is visible (driver maps, EvtHandlr)
     probe: ProbeStats | None = None  # published by the in-process probe, when it runs
+    last_cpu: int | None = None  # the CPU it last ran on (/proc/PID/stat ``processor``)
+    allowed_cpus: str | None = None  # CPU list it may run on (Cpus_allowed_list); None: unread
 
     @property
     def thread_summary(self) -> str:
@@ -414,6 +416,7 @@ class SystemInfo:
     gpu_state: GpuState = GpuState.READING
     gpu_reason: str | None = None  # why there are no GPU readings (state UNAVAILABLE)
     source: str = "live"  # "live", "demo:<scenario>", "replay:<path>"
+    numa_nodes: tuple[NumaNode, ...] = ()  # empty: not read (no /sys, or not Linux)
 
     @property
     def gpu_problem(self) -> str | None:

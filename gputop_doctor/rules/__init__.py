@@ -29,6 +29,7 @@ from gputop_doctor.rules import (
     io_bound,
     io_contention,
     memory_growth,
+    numa_mismatch,
     nvlink_errors,
     op_dominates,
     openblas_coretype,
@@ -71,6 +72,7 @@ RULES: tuple[Rule, ...] = (
     nvlink_errors.RULE,
     comm_bound.RULE,
     rank_straggler.RULE,
+    numa_mismatch.RULE,
 )
 
 # The rules that judge the probe's on-demand profile window (``gputop-doctor profile``).

@@ -3,12 +3,14 @@ and the detail charts keep their marker row apart from the data, at any size dow
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
 
 from gputop_doctor.core.frame import GpuSeries
+from gputop_doctor.core.health import GpuHealth, NvLink
 from gputop_doctor.core.model import CLOCK_EVENT_NAMES, ClockEvent, GpuSample
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.chart_axes import percent_axis
@@ -23,6 +25,7 @@ from gputop_doctor.ui.widgets.gpu_lines import (
     compact_lines,
     event_codes,
     fit_codes,
+    fit_mark,
 )
 from tests.ui.engines import demo_engine, run_async, screen_text, tick
 
@@ -101,6 +104,27 @@ def test_long_reason_lists_are_codes_cut_whole_never_the_chart() -> None:
     assert text_of(lines[8]).rstrip().endswith("?")  # a bit nvml.h does not name
     wide = compact_lines(gpus(), series(), 200, selected=None)
     assert text_of(wide[4]).rstrip().endswith(" ".join(EVENT_CODES.values()) + " ?")
+
+
+def test_health_mark_leads_the_reasons_without_moving_the_columns() -> None:
+    faulty = GpuHealth(ecc_volatile_uncorrected=2, nvlinks=(NvLink(0, False, 4),))
+    marked = tuple(replace(g, health=faulty) if g.index in (2, 3, 4) else g for g in gpus())
+    plain = compact_lines(gpus(), series(), 80, selected=None)
+    lines = compact_lines(marked, series(), 80, selected=None)
+    assert all(len(text_of(line)) == 80 for line in lines)
+    for before, after in zip(plain, lines, strict=True):  # same columns up to the reasons
+        assert spans(before)[:12] == spans(after)[:12]
+    # 80 columns keep 8 cells for the reasons: the mark cut to whole words, then the codes
+    # that still fit whole.
+    assert text_of(lines[3]).rstrip().endswith("1270MHz !ecc… PC")
+    assert ("!ecc…", "hot") in lines[3]
+    assert text_of(lines[2]).rstrip().endswith("1180MHz !ecc…")  # "ST HT" does not fit
+    assert "!" not in text_of(plain[2])
+    assert fit_mark("!ecc,nvlink", 11) == "!ecc,nvlink" and fit_mark("!ecc,nvlink", 3) == "!…"
+    wide = compact_lines(marked, series(), 200, selected=None)
+    assert text_of(wide[2]).rstrip().endswith("!ecc,nvlink ST HT")  # the mark, then the codes
+    healthy = tuple(replace(g, health=GpuHealth()) for g in gpus())
+    assert compact_lines(healthy, series(), 80) == compact_lines(gpus(), series(), 80)
 
 
 def test_reason_codes() -> None:

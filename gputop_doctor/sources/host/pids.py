@@ -45,6 +45,7 @@ class Stat:
     num_threads: int
     start: int
     rss_pages: int
+    processor: int | None = None  # field 39: the CPU it last ran on (None: an old kernel)
 
 
 def parse_stat(data: bytes) -> Stat | None:
@@ -64,6 +65,7 @@ def parse_stat(data: bytes) -> Stat | None:
         num_threads=int(rest[17]),
         start=int(rest[19]),
         rss_pages=int(rest[21]),
+        processor=int(rest[36]) if len(rest) > 36 else None,
     )
 
 
@@ -219,6 +221,19 @@ def process_user(pid: int, proc_root: str = "/proc") -> str | None:
         return user_name(os.stat(f"{proc_root}/{pid}").st_uid)
     except OSError:
         return None
+
+
+def read_allowed_cpus(pid: int, proc_root: str = "/proc") -> str | None:
+    """``Cpus_allowed_list`` of ``/proc/PID/status`` (e.g. ``"0-3,8"``): where the scheduler
+    may run it, after sched_setaffinity (taskset, numactl) and the cgroup's cpuset."""
+    data = read_small(f"{proc_root}/{pid}/status")
+    if not data:
+        return None
+    for line in data.split(b"\n"):
+        if line.startswith(b"Cpus_allowed_list:"):
+            text = line.partition(b":")[2].strip().decode("ascii", "replace")
+            return text or None
+    return None
 
 
 def read_io_bytes(pid: int, proc_root: str = "/proc") -> tuple[int, int] | None:

@@ -49,6 +49,7 @@ from gputop_doctor.sources.host.system import (
     load_average,
     read_cpu,
     read_memory,
+    read_numa_nodes,
     read_pressure,
     read_swap_paging,
     with_rate,
@@ -84,7 +85,8 @@ class ProcfsHostSource:
     ranking takes; ``cgroup_ttl_s`` how often affinity and quota are re-read;
     ``maps_ttl_s`` how often a process's libraries are; ``thread_budget_s`` and
     ``maps_budget_s`` bound what one tick spends on per-thread reads and on maps
-    (``None``: no bound; see host_tree.py and procinfo.py).
+    (``None``: no bound; see host_tree.py and procinfo.py); ``node_root`` is the directory
+    of the NUMA node map (``node*/cpulist``).
     """
 
     def __init__(
@@ -99,8 +101,10 @@ class ProcfsHostSource:
         thread_budget_s: float | None = 0.002,
         maps_budget_s: float | None = 0.008,
         clock: Callable[[], float] = time.monotonic,
+        node_root: str | None = None,
     ) -> None:
         self.proc_root = proc_root
+        self.node_root = node_root  # None: $GPUTOP_DOCTOR_NODE_ROOT, else /sys/devices/system/node
         self.cgroup_root = cgroup_root
         self.cgroup_ttl_s = cgroup_ttl_s
         self._clock = clock
@@ -144,6 +148,7 @@ class ProcfsHostSource:
                 cpu_flags=cpu.flags,
                 logical_cpus=os.cpu_count(),
                 physical_cpus=psutil.cpu_count(logical=False),
+                numa_nodes=read_numa_nodes(self.node_root),
             )
         return self._system
 

@@ -15,8 +15,9 @@ from typing import NamedTuple
 
 import psutil
 
+from gputop_doctor.core.health import NumaNode, parse_cpu_list
 from gputop_doctor.core.model import MIB, Pressure
-from gputop_doctor.sources.host.kept_files import KeptFiles, read_file
+from gputop_doctor.sources.host.kept_files import KeptFiles, read_file, read_small
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -247,3 +248,28 @@ def load_average() -> tuple[float, float, float] | None:
         return os.getloadavg()
     except (OSError, AttributeError):
         return None
+
+
+NODE_ROOT = "/sys/devices/system/node"
+NODE_ROOT_ENV = "GPUTOP_DOCTOR_NODE_ROOT"  # another node map (tests: a fake two-socket host)
+
+
+def read_numa_nodes(node_root: str | None = None) -> tuple[NumaNode, ...]:
+    """The host's NUMA nodes and their CPUs from ``node*/cpulist``, by node number; empty
+    when there is no such directory (not Linux, or /sys not mounted). Read once: CPUs do not
+    change node while the machine runs."""
+    root = node_root or os.environ.get(NODE_ROOT_ENV) or NODE_ROOT
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return ()
+    nodes = []
+    for name in names:
+        number = name.removeprefix("node")
+        if not name.startswith("node") or not number.isdigit():
+            continue
+        data = read_small(f"{root}/{name}/cpulist")
+        text = data.decode("ascii", "replace").strip() if data else ""
+        if text and parse_cpu_list(text):
+            nodes.append(NumaNode(int(number), text))
+    return tuple(sorted(nodes, key=lambda n: n.node))

@@ -42,6 +42,7 @@ from gputop_doctor.sources.host.pids import (
     Threads,
     parse_stat,
     process_user,
+    read_allowed_cpus,
     read_io_bytes,
     read_threads,
     thread_delta,
@@ -51,6 +52,7 @@ from gputop_doctor.sources.host.procinfo import MapsInfo, ProcInfoCache
 _QUIET = ThreadDelta(0.0, 0.0, 0.0, 0)
 _UNKNOWN = ThreadDelta()
 STAT_SIZE = 4096  # one read of /proc/PID/stat gets the whole line
+ALLOWED_TTL_S = 30.0  # Cpus_allowed_list is re-read this often (pinning rarely changes)
 
 
 @dataclass(slots=True)
@@ -74,6 +76,8 @@ class _Known:
     sample: ProcSample | None = None
     maps: MapsInfo | None = None
     env: ThreadEnv | None = None
+    allowed: str | None = None  # Cpus_allowed_list, read at ``allowed_at``
+    allowed_at: float = 0.0
 
 
 @dataclass(slots=True)  # not frozen: built 64 times a tick, and frozen __init__ is slow
@@ -215,6 +219,7 @@ class ProcessTreeReader:
             and prior.sample.in_tree == s.in_tree
             and prior.maps is maps
             and prior.env is env
+            and now - prior.allowed_at < ALLOWED_TTL_S
         ):
             # Steady and unchanged: this tick's sample is the last one (see the module doc).
             # Only the time moves on, so that the next CPU % spans one tick.
@@ -232,6 +237,7 @@ class ProcessTreeReader:
         read_mib_s = write_mib_s = None
         if stat.state != "Z":
             known.io = read_io_bytes(s.pid, self.proc_root)
+            self._allowed(s, known, now)
         if prior is not None and now > prior.at:
             span = now - prior.at
             ticks = stat.cpu_ticks - prior.cpu_ticks
@@ -273,12 +279,26 @@ class ProcessTreeReader:
             env=env,
             has_libtorch=None if maps is None else maps.has_libtorch,
             has_cuda_context=cuda,
+            last_cpu=stat.processor,
+            allowed_cpus=known.allowed,
         )
         known.raw, known.stat = s.raw, stat
         if quiet and cpu_pct == 0.0 and not children_pct and not read_mib_s and not write_mib_s:
             known.sample, known.maps, known.env = sample, maps, env
         self._known[s.pid] = known
         return sample
+
+    def _allowed(self, s: _Seen, known: _Known, now: float) -> None:
+        """Carry the allowed CPUs over from the last tick, or re-read them when stale."""
+        prior = s.prior
+        if (
+            prior is not None
+            and prior.allowed is not None
+            and now - prior.allowed_at < ALLOWED_TTL_S
+        ):
+            known.allowed, known.allowed_at = prior.allowed, prior.allowed_at
+        else:
+            known.allowed, known.allowed_at = read_allowed_cpus(s.pid, self.proc_root), now
 
     def _thread_figures(
         self, s: _Seen, known: _Known, passed: dict[int, Threads | None], now: float

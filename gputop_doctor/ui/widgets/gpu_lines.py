@@ -310,11 +310,40 @@ def compact_line(
     ):
         pieces.append((label, "label" if label.strip() else ""))
         pieces.append((text.rjust(cell_width), level))
-    codes = event_codes(gpu.clock_event_bits)
-    if codes and columns.events:
-        pieces.append((" ", ""))
-        pieces.append((fit_codes(codes, columns.events), _events_level(gpu.clock_event_bits or 0)))
+    pieces.extend(_reason_pieces(gpu, columns.events))
     return fit_line(pieces, width)
+
+
+def fit_mark(mark: str, width: int) -> str:
+    """A ``!ecc,nvlink`` mark in ``width`` cells, whole words only, "…" when some are cut."""
+    if len(mark) <= width:
+        return mark
+    kept: list[str] = []
+    for word in mark.removeprefix("!").split(","):
+        if len("!" + ",".join([*kept, word]) + "…") > width:
+            break
+        kept.append(word)
+    return "!" + ",".join(kept) + "…" if kept else "!…"[:width]
+
+
+def _reason_pieces(gpu: GpuSample, room: int) -> list[Piece]:
+    """The last column: the hardware-fault mark first, as on the card (the machine's faults
+    outrank clock reasons), then the reason codes that still fit; at most ``room`` cells after
+    one space, so the columns before it stay where they are."""
+    codes = event_codes(gpu.clock_event_bits)
+    mark = health_mark(gpu)
+    if not (codes or mark) or not room:
+        return []
+    pieces: list[Piece] = [(" ", "")]
+    if mark:
+        shown = fit_mark(mark, room)
+        pieces.append((shown, "hot"))
+        room -= len(shown) + 1
+        if not codes or fit_codes(codes, room) in ("", "…"):
+            return pieces  # not one whole code fits beside the mark
+        pieces.append((" ", ""))
+    pieces.append((fit_codes(codes, room), _events_level(gpu.clock_event_bits or 0)))
+    return pieces
 
 
 def _num(value: float | None) -> str:

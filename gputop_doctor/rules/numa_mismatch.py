@@ -1,0 +1,201 @@
+"""``numa-mismatch``: a rank, or its DataLoader workers, runs on CPUs of another NUMA node than
+the GPU it feeds.
+
+On a two-socket machine every GPU hangs off one socket. A process on the other socket reaches
+the GPU (and the pinned host memory it copies from) across the inter-socket link, and its
+memory is allocated on the far node: host-to-device copies slow down and the CPU work that
+feeds the GPU stalls on remote memory. Two ways to get there:
+
+- *pinned away*: the CPUs it may run on (``Cpus_allowed_list``) hold none of the GPU's node.
+  When the whole job was started that way (the tree's top process has the same set) the
+  pinning came from outside the job, from the scheduler or the cgroup's cpuset: the machine's
+  (or the allocation's) problem. When the process narrowed its own set, the job pinned it;
+- *drifting*: it may run near its GPU but, on most of its busy ticks, the last CPU it ran on
+  (``/proc/PID/stat`` field 39) is on another node: nobody pinned it, which the job fixes.
+
+A GPU whose NUMA node is unknown (single-node machines, drivers that do not say) gives nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gputop_doctor.config import NumaThresholds
+from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
+from gputop_doctor.core.health import NumaNode, node_of_cpu, parse_cpu_list
+from gputop_doctor.core.history import History
+from gputop_doctor.core.model import GpuSample, ProcSample
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules._view import (
+    RuleFn,
+    children_map,
+    descendants,
+    gpu_pids,
+    pct,
+    proc_columns,
+    window,
+)
+
+RULE_ID = "numa-mismatch"
+
+
+@dataclass(frozen=True, slots=True)
+class Misplaced:
+    """One process of a GPU's rank running away from the GPU's node."""
+
+    proc: ProcSample
+    pinned: bool  # its allowed CPUs hold none of the GPU's node (else it drifts there)
+    by_job: bool  # the job narrowed its CPUs itself (else it inherited them from outside)
+    far_share: float  # share of its busy ticks on a CPU away from the GPU (1.0 when pinned)
+
+
+def check(history: History, ctx: RuleContext) -> list[Finding]:
+    t = ctx.settings.rules.numa_mismatch
+    win = window(history, t.window_s)
+    snap = win.latest
+    if snap is None:
+        return []
+    columns = proc_columns(win)
+    children = children_map(snap.processes)
+    by_pid = {p.pid: p for p in snap.processes}
+    out = []
+    for gpu in snap.gpus:
+        near = _near_cpus(gpu, ctx.system.numa_nodes)
+        ranks = [pid for pid in gpu_pids(gpu) if pid in by_pid]
+        if not near or not ranks:
+            continue
+        members = descendants(snap.processes, ranks, children)
+        misplaced = [
+            m
+            for pid in sorted(members)
+            if (m := _judge(columns.get(pid, ()), near, by_pid, t)) is not None
+        ]
+        if misplaced:
+            out.append(_finding(gpu, near, misplaced, ranks, ctx.system.numa_nodes))
+    return out
+
+
+def _near_cpus(gpu: GpuSample, nodes: tuple[NumaNode, ...]) -> frozenset[int]:
+    """The CPUs of the GPU's NUMA node: its affinity from the driver, else the host's node map;
+    empty when the GPU's node is unknown."""
+    topo = None if gpu.lost or gpu.health is None else gpu.health.topology
+    if topo is None or topo.numa_node is None:
+        return frozenset()
+    cpus = parse_cpu_list(topo.cpus)
+    if cpus:
+        return cpus
+    return next((n.cpu_set for n in nodes if n.node == topo.numa_node), frozenset())
+
+
+def _judge(
+    series: Sequence[ProcSample],
+    near: frozenset[int],
+    by_pid: Mapping[int, ProcSample],
+    t: NumaThresholds,
+) -> Misplaced | None:
+    if not series:
+        return None
+    last = series[-1]
+    allowed = parse_cpu_list(last.allowed_cpus)
+    if allowed and not allowed & near:
+        return Misplaced(last, True, _narrowed(last, allowed, by_pid), 1.0)
+    busy = [
+        p.last_cpu for p in series if p.last_cpu is not None and (p.cpu_pct or 0.0) >= t.min_cpu_pct
+    ]
+    if len(busy) < t.min_ticks:
+        return None
+    far = sum(cpu not in near for cpu in busy) / len(busy)
+    return Misplaced(last, False, True, far) if far >= t.far_fraction else None
+
+
+def _narrowed(proc: ProcSample, allowed: frozenset[int], by_pid: Mapping[int, ProcSample]) -> bool:
+    """Whether a process of the job has fewer CPUs than the one above it: the job pinned it.
+    A set shared with every process above it was given to the whole job from outside."""
+    seen: set[int] = set()
+    parent = by_pid.get(proc.ppid) if proc.ppid is not None else None
+    while parent is not None and parent.pid not in seen:
+        seen.add(parent.pid)
+        above = parse_cpu_list(parent.allowed_cpus)
+        if above and allowed < above:
+            return True
+        parent = by_pid.get(parent.ppid) if parent.ppid is not None else None
+    return False
+
+
+def _finding(
+    gpu: GpuSample,
+    near: frozenset[int],
+    misplaced: list[Misplaced],
+    ranks: list[int],
+    nodes: tuple[NumaNode, ...],
+) -> Finding:
+    topo = gpu.health.topology if gpu.health else None
+    node = topo.numa_node if topo else None
+    by_job = any(m.by_job for m in misplaced)
+    worst = max(misplaced, key=lambda m: (m.proc.pid in ranks, m.far_share))
+    where = _node_text(worst.proc, nodes)
+    who = _who(misplaced, ranks)
+    verb = "run" if len(misplaced) > 1 else "runs"
+    evidence = [
+        Evidence("GPU NUMA node", node if node is not None else "?"),
+        Evidence("GPU CPUs", _cpu_text(topo.cpus if topo and topo.cpus else near)),
+        Evidence(f"PID {worst.proc.pid} runs on", where),
+        Evidence(f"PID {worst.proc.pid} may run on", worst.proc.allowed_cpus or "?"),
+        Evidence("processes away from the GPU", len(misplaced)),
+    ]
+    if not worst.pinned:
+        evidence.append(Evidence("busy ticks away from the GPU", pct(100 * worst.far_share)))
+    return Finding(
+        rule_id=RULE_ID,
+        severity=Severity.WARN,
+        scope=gpu_scope(gpu.index),
+        title=f"GPU {gpu.index}'s {who} {verb} on {where}, the GPU is on NUMA node {node}",
+        evidence=tuple(evidence),
+        fix=_fix(gpu.index, node, by_job),
+        blame=Blame.JOB if by_job else Blame.MACHINE,
+    )
+
+
+def _who(misplaced: list[Misplaced], ranks: list[int]) -> str:
+    rank = [m for m in misplaced if m.proc.pid in ranks]
+    others = len(misplaced) - len(rank)
+    parts = [f"rank (PID {rank[0].proc.pid})"] if rank else []
+    if others:
+        parts.append(f"{others} worker{'s' if others != 1 else ''}")
+    return " and ".join(parts)
+
+
+def _node_text(proc: ProcSample, nodes: tuple[NumaNode, ...]) -> str:
+    cpus = sorted(parse_cpu_list(proc.allowed_cpus))
+    cpu = proc.last_cpu if proc.last_cpu is not None else (cpus[0] if cpus else None)
+    found = None if cpu is None else node_of_cpu(nodes, cpu)
+    if found is not None:
+        return f"NUMA node {found}"
+    return "CPUs of another node" if cpu is None else f"CPU {cpu} (another node)"
+
+
+def _cpu_text(cpus: str | frozenset[int]) -> str:
+    if isinstance(cpus, str):
+        return cpus
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+def _fix(index: int, node: int | None, by_job: bool) -> str:
+    bind = (
+        f"Start each rank on its GPU's node: numactl --cpunodebind={node} --membind={node} "
+        f"for the rank on GPU {index} (or taskset -c with that node's CPUs), and make sure "
+        "CUDA_VISIBLE_DEVICES / LOCAL_RANK map each rank to the GPU its CPUs are near "
+        "(nvidia-smi topo -m shows each GPU's CPU affinity and NUMA node)."
+    )
+    if by_job:
+        return "The job: its processes run away from their GPU. " + bind
+    return (
+        "The machine (or the allocation): the job was handed CPUs of another NUMA node than its "
+        "GPU, by the scheduler or the cgroup's cpuset. Ask for CPUs and GPUs of one socket "
+        "(Slurm: --gpu-bind=closest / --cpu-bind; Kubernetes: the topology manager's "
+        "single-numa-node policy). If the launch command pins the job itself, fix that: " + bind
+    )
+
+
+RULE = RuleFn(RULE_ID, check)
