@@ -108,6 +108,15 @@ def watch(pid: int, ticks: int, gpu: GpuSource | None = None) -> list[Frame]:
     return out
 
 
+def _mean_outside_cpu(frames: list[Frame]) -> dict[int, float]:
+    """Mean CPU % per outside process over the frames (0 on ticks it was not ranked)."""
+    totals: dict[int, float] = {}
+    for frame in frames:
+        for proc in frame.snapshot.host.outside_top:
+            totals[proc.pid] = totals.get(proc.pid, 0.0) + proc.cpu_pct
+    return {pid: total / len(frames) for pid, total in totals.items()}
+
+
 def raised(frames: list[Frame], rule_id: str) -> list[Finding]:
     return [f for frame in frames for f in frame.findings if f.rule_id == rule_id]
 
@@ -125,11 +134,14 @@ def test_busy_neighbours_are_contention_not_saturation() -> None:
     assert all(f.blame is Blame.NEIGHBOUR for f in found)
     last = found[-1]
     named = [e.label for e in last.evidence if e.label.startswith("neighbour: ")]
-    # The spinners run at nice -5, so on a box shared with other work they are the busiest
-    # outside processes by construction; the finding ranks neighbours by mean CPU over its
-    # window, so one tick's burst from some other process can't demote them.
+    # The finding names the busiest outside processes by mean CPU over its window. The
+    # spinners run at nice -5 so on a quiet box they are those; when the test runs beside
+    # others (pytest -n) a busier process may outrank them, and then naming it is right.
+    mean_cpu = _mean_outside_cpu(frames)
     for pid in (a.pid, b.pid):
-        assert any(label.endswith(f"({pid})") for label in named), named
+        busier = sum(1 for cpu in mean_cpu.values() if cpu > mean_cpu.get(pid, 0.0))
+        if busier < len(named) - 1:  # well inside the busiest (a slot for window edges)
+            assert any(label.endswith(f"({pid})") for label in named), (named, mean_cpu)
     assert job.pid not in {p.pid for frame in frames for p in frame.snapshot.host.outside_top}
     print(last.title, named)
 
