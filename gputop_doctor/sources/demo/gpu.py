@@ -110,13 +110,16 @@ def make_persona(index: int, rank_pid: int, creeping: bool, rng: random.Random) 
     )
 
 
+UPTIME_ENERGY_MJ = 20 * 3_600_000_000  # 20 kWh: the energy counter after days of uptime
+
+
 def make_counters(rng: random.Random) -> Counters:
     """Counters start where weeks of uptime left them, as they would on a real machine."""
     return Counters(
         sw_power_cap_ns=rng.randint(1, 40) * 60 * NS_PER_S,
         sw_thermal_ns=rng.randint(0, 20) * NS_PER_S,
         hw_thermal_ns=0,
-        energy_mj=rng.randint(5, 50) * 3_600_000_000,  # 5..50 kWh: days of uptime
+        energy_mj=UPTIME_ENERGY_MJ,  # not drawn from rng: the demo's other values stay put
     )
 
 
