@@ -115,6 +115,7 @@ def full_gpu(index: int) -> GpuSample:
         temp_max_operating_c=85.0,
         power_w=512.3,
         power_limit_w=700.0,
+        energy_j=123456789.125,
         sm_clock_mhz=1755.0,
         sm_clock_max_mhz=1980.0,
         mem_clock_mhz=2619.0,

@@ -25,10 +25,18 @@ T0 = 1_700_000_000.0
 SYSTEM = SystemInfo(source="demo:test")
 
 
-def gpu(index: int, util: float, power: float = 400.0, temp: float = 60.0) -> GpuSample:
-    """Every column filled, as NVML fills them on an H100, so rows are realistic in size."""
+def gpu(
+    index: int,
+    util: float,
+    power: float = 400.0,
+    temp: float = 60.0,
+    energy_j: float | None = None,
+) -> GpuSample:
+    """Every column filled, as NVML fills them on an H100, so rows are realistic in size (the
+    energy counter only when given: a counter that stands still would mean zero energy)."""
     return replace(
         full_gpu(index),
+        energy_j=energy_j,
         util_pct=util,
         util_samples=(util, util, util, util, util, util),
         temp_c=temp,
@@ -38,8 +46,18 @@ def gpu(index: int, util: float, power: float = 400.0, temp: float = 60.0) -> Gp
     )
 
 
-def frame(tick: int, gpus: int, starved: bool, steps: float | None = None) -> Frame:
-    samples = tuple(gpu(i, 10.0 if (starved and i == 0) else 95.0) for i in range(gpus))
+def frame(
+    tick: int,
+    gpus: int,
+    starved: bool,
+    steps: float | None = None,
+    energy_w: float | None = None,
+) -> Frame:
+    """One tick; ``energy_w``: the energy counter advances at this rate (power stays 400 W)."""
+    energy = None if energy_w is None else 1e6 + tick * energy_w
+    samples = tuple(
+        gpu(i, 10.0 if (starved and i == 0) else 95.0, energy_j=energy) for i in range(gpus)
+    )
     findings = (
         (Finding("gpu-starvation", Severity.WARN, gpu_scope(0), "starved"),) if starved else ()
     )
@@ -65,11 +83,12 @@ def write_session(
     starved: Callable[[int], bool] = lambda t: 10 <= t < 20,
     steps: float | None = None,
     max_bytes: int | None = None,
+    energy_w: float | None = None,
 ) -> CsvSink:
     """Write the session and return the (closed) sink."""
     sink = CsvSink(path, max_bytes=max_bytes)
     for tick in range(ticks):
-        sink.write(frame(tick, gpus, starved(tick), steps))
+        sink.write(frame(tick, gpus, starved(tick), steps, energy_w))
     sink.close()
     return sink
 

@@ -49,8 +49,24 @@ def test_report_spans_verdict_and_cost(tmp_path: Path) -> None:
     assert report.cost.gpu_hours == round(120 / 3600, 4)
     assert report.cost.starved_gpu_hours == round(15 / 3600, 4)
     assert report.cost.energy_kwh == round(400 * 120 / 3600 / 1000, 4)
+    assert report.cost.energy_from == "integrated power draw (power x time)"
     gpu0 = report.gpus[0]
     assert gpu0.util_mean_pct == round((45 * 95 + 15 * 10) / 60, 2)
+
+
+def test_energy_comes_from_the_counter_where_recorded(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.csv")
+    # The counter moves 450 J a second while the sampled power says 400 W: the spikes between
+    # ticks that one reading per tick misses. 59 steps between readings, then the last tick.
+    write_session(path, 60, gpus=2, energy_w=450.0)
+    report = load_report(path)
+    per_gpu_j = 59 * 450 + 400
+    assert [g.energy_wh for g in report.gpus] == [round(per_gpu_j / 3600, 3)] * 2
+    assert report.cost.energy_kwh == round(2 * round(per_gpu_j / 3600, 3) / 1000, 4)
+    assert report.cost.energy_from == "NVML energy counter"
+    result = run("analyze", path)
+    assert result.returncode == 0, result.stderr
+    assert "(NVML energy counter)" in result.stdout
 
 
 def test_text_output_has_every_section_and_charts(tmp_path: Path) -> None:

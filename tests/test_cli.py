@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -81,9 +82,14 @@ def test_record_demo_starved_writes_a_row_per_gpu_per_tick_pandas_reads(tmp_path
     assert sorted(frame["gpu_index"].unique()) == list(range(8))
     assert frame.groupby("tick").size().eq(8).all()
     assert f"wrote {ticks} ticks ({8 * ticks} rows)" in result.stderr
+    lost = re.search(r"; (\d+\.\d\d) GPU-hours lost \(idle, starved or throttled", result.stderr)
+    assert lost, result.stderr
     analyzed = run("analyze", str(path), "--json")
     assert analyzed.returncode == 0
-    assert json.loads(analyzed.stdout)["ticks"] == ticks
+    report = json.loads(analyzed.stdout)
+    assert report["ticks"] == ticks
+    assert abs(float(lost.group(1)) - report["cost"]["lost_gpu_hours"]) <= 0.01
+    assert report["cost"]["energy_from"] == "NVML energy counter"  # the demo simulates it
 
 
 def wait_for_ticks(path: Path, count: int, timeout: float = 60.0) -> int:

@@ -101,6 +101,33 @@ def test_killed_recording_drops_only_the_torn_last_row(tmp_path: Path) -> None:
     assert len(session.ticks) == 1 and session.dropped_rows == 1
 
 
+def test_previous_schema_is_read_without_the_energy_counter(tmp_path: Path) -> None:
+    new = tmp_path / "v3.csv"
+    sink = CsvSink(str(new))
+    frames = [_frame(0, (full_gpu(0), full_gpu(1))), _frame(1, (full_gpu(0),))]
+    for frame in frames:
+        sink.write(frame)
+    sink.close()
+    with new.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    energy_at = rows[0].index("gpu_energy_j")
+    old = tmp_path / "v2.csv"
+    with old.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        for i, row in enumerate(rows):
+            cells = row[:energy_at] + row[energy_at + 1 :]
+            writer.writerow(cells if i == 0 else ["2", *cells[1:]])
+    session = read_session(str(old))
+    expected = [recorded_view(f.snapshot) for f in frames]
+    assert [t.snapshot.gpus for t in session.ticks] == [
+        tuple(replace(g, energy_j=None) for g in s.gpus) for s in expected
+    ]
+    with old.open("a") as handle:
+        handle.write("3," + ",".join(rows[1][1:energy_at] + rows[1][energy_at + 1 :]) + "\n")
+    with pytest.raises(SessionFormatError, match="unsupported schema_version '3'"):
+        read_session(str(old))
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

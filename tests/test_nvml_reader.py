@@ -77,6 +77,7 @@ def test_every_field_is_read_and_converted(
                 temp_gpu_max_c=86,
                 power_w=512.345,
                 power_limit_w=650,
+                energy_mj=9_000_000_123,
                 sm_clock_mhz=1755,
                 sm_clock_max_mhz=1980,
                 mem_clock_mhz=2619,
@@ -96,6 +97,7 @@ def test_every_field_is_read_and_converted(
     source = open_source()
     (first,) = source.read_gpus()
     assert (first.pcie_rx_kib_s, first.pcie_tx_kib_s) == (None, None)  # no counter delta yet
+    assert first.energy_j == pytest.approx(9_000_000.123)
     clock.advance(2.0)
     fake_nvml.write(scenario.advanced(2.0))
     (gpu,) = source.read_gpus()
@@ -107,6 +109,7 @@ def test_every_field_is_read_and_converted(
     assert (gpu.temp_slowdown_c, gpu.temp_shutdown_c, gpu.temp_max_operating_c) == (88, 93, 86)
     assert gpu.power_w == pytest.approx(512.345)
     assert gpu.power_limit_w == 650.0
+    assert gpu.energy_j == pytest.approx(9_000_000.123 + 512.345 * 2.0)  # power x time
     assert (gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, gpu.mem_clock_mhz) == (1755, 1980, 2619)
     assert gpu.fan_pct == 45.0
     assert (gpu.pcie_rx_kib_s, gpu.pcie_tx_kib_s) == (123456.0, 654.0)  # from the counters
@@ -223,6 +226,19 @@ def test_slow_facts_are_read_once(
         assert fake_nvml.calls("nvmlDeviceGetMigMode", gpu) == 1
         assert fake_nvml.calls("nvmlDeviceGetPowerUsage", gpu) == 4
     assert fake_nvml.calls("nvmlInitWithFlags") == 1
+
+
+def test_missing_energy_counter_is_none_and_remembered(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+) -> None:
+    fake_nvml.write(Scenario(gpus=(FakeGpu(energy_mj=None),)))
+    source = open_source()
+    for _ in range(3):
+        (gpu,) = source.read_gpus()
+        assert gpu.energy_j is None
+        assert gpu.power_w == 70.0
+    assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption") == 1  # NOT_SUPPORTED: once
 
 
 def test_missing_threshold_is_none_and_remembered(

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from dataclasses import asdict
+from enum import Enum
 
 from gputop_doctor.commands.common import UsageError, say
 from gputop_doctor.export.reader import SessionFormatError
@@ -37,7 +38,14 @@ def _report(path: str, price: float | None) -> Report:
 
 def to_json(value: object) -> str:
     """Strict JSON: a non-finite number would be a bug upstream, and fails loudly here."""
-    return json.dumps(value, indent=2, allow_nan=False, ensure_ascii=True)
+    return json.dumps(value, indent=2, allow_nan=False, ensure_ascii=True, default=_enum_value)
+
+
+def _enum_value(value: object) -> object:
+    """Enums in a report (e.g. where an energy figure came from) as their stable text."""
+    if isinstance(value, Enum):
+        return value.value
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def run_analyze(args: argparse.Namespace) -> int:

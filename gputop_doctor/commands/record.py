@@ -52,9 +52,11 @@ def run_record(args: argparse.Namespace) -> int:
 
     alerts = AlertDispatcher(hooks, say)
     failure: list[str] = []
+    lost_gpu_hours = [0.0]  # the session's so far, as of the latest frame
 
     def on_frame(frame: Frame) -> None:
         alerts.observe(frame)
+        lost_gpu_hours[0] = frame.gpu_hours_lost
         if frame.recording_error is not None:  # disk full, I/O error: nothing left to do
             failure.append(frame.recording_error)
             stop.set()
@@ -68,16 +70,23 @@ def run_record(args: argparse.Namespace) -> int:
         alerts.close()
     if alerts.stats.failed or alerts.stats.dropped:
         say(f"alert hooks: {alerts.stats.failed} failed, {alerts.stats.dropped} dropped")
-    _report(engine.target_pid, engine.target_exit_time, sink, quiet)
+    _report(engine.target_pid, engine.target_exit_time, sink, quiet, lost_gpu_hours[0])
     if failure:
         say(f"gputop-doctor: error: {failure[0]}")
         return 1
     return 0
 
 
-def _report(pid: int | None, exit_time: float | None, sink: CsvSink, quiet: bool) -> None:
+def _report(
+    pid: int | None, exit_time: float | None, sink: CsvSink, quiet: bool, lost_gpu_hours: float
+) -> None:
+    """The closing lines; the last says what the session wasted (as the TUI's header does)."""
     if exit_time is not None:
         when = time.strftime("%H:%M:%S", time.localtime(exit_time))
         say(f"PID {pid} exited at {when}; recording went on without it")
     if not quiet:
-        say(f"wrote {sink.ticks_written} ticks ({sink.rows_written} rows) to {sink.path}")
+        say(
+            f"wrote {sink.ticks_written} ticks ({sink.rows_written} rows) to {sink.path}; "
+            f"{lost_gpu_hours:.2f} GPU-hours lost (idle, starved or throttled; "
+            "`analyze` breaks it down)"
+        )

@@ -120,6 +120,9 @@ class GpuSample:
     # Power (W).
     power_w: float | None = None
     power_limit_w: float | None = None
+    # Energy (J) the board used since the driver loaded: NVML's own counter, which sees every
+    # millisecond, where integrating ``power_w`` per tick sees one reading per tick.
+    energy_j: float | None = None
     # Clocks (MHz).
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None

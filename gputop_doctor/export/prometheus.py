@@ -28,6 +28,7 @@ from gputop_doctor.core.model import (
     Pressure,
     Snapshot,
 )
+from gputop_doctor.export.prometheus_health import XidCounts, health_metrics
 
 PREFIX = "gputop_doctor_"
 GPU_LABELS = ("gpu", "uuid", "name")
@@ -163,6 +164,15 @@ def gpu_metrics(gpus: tuple[GpuSample, ...]) -> Iterator[Metric]:
                     throttle.add_metric([*_gpu_labels(gpu), reason], ns / NS_PER_S)
     yield events
     yield throttle
+    energy = CounterMetricFamily(
+        PREFIX + "gpu_energy_joules",
+        "Energy the board used since the driver loaded (NVML's counter).",
+        labels=GPU_LABELS,
+    )
+    for gpu in live:
+        if gpu.energy_j is not None:
+            energy.add_metric(_gpu_labels(gpu), gpu.energy_j)
+    yield energy
 
 
 def _gauge(name: str, doc: str, value: float | None, unit_scale: float = 1.0) -> Metric:
@@ -311,6 +321,7 @@ class FrameCollector(Collector):
         self._frame: Frame | None = None
         self._ticks = 0
         self._job_cpu = JobCpuClock()
+        self._xids = XidCounts()
         self.hook_failures = 0  # set by the alert dispatcher's owner
 
     def update(self, frame: Frame) -> None:
@@ -318,10 +329,12 @@ class FrameCollector(Collector):
             self._frame = frame
             self._ticks += 1
             self._job_cpu.add(frame.snapshot)
+            self._xids.add(frame.snapshot.gpus)
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             frame, ticks, cpu_seconds = self._frame, self._ticks, self._job_cpu.seconds
+            xids = self._xids.copy()
         info = GaugeMetricFamily(
             PREFIX + "build_info",
             "The exporter's version and source.",
@@ -342,6 +355,7 @@ class FrameCollector(Collector):
         yield _gauge("last_tick_timestamp_seconds", "Unix time of the latest tick.", snap.time)
         yield _gauge("tick_duration_seconds", "Time the latest tick took.", frame.tick_cost_s)
         yield from gpu_metrics(snap.gpus)
+        yield from health_metrics(snap.gpus, xids)
         yield from host_metrics(snap.host)
         yield from job_metrics(snap, cpu_seconds)
         yield from finding_metrics(frame)

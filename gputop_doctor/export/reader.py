@@ -16,13 +16,21 @@ from typing import NamedTuple
 
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.export.rows import snapshot_from_rows
-from gputop_doctor.export.schema import COLUMNS, LIST_SEP, SCHEMA_VERSION
+from gputop_doctor.export.schema import (
+    ADDED_IN_3,
+    COLUMNS,
+    LIST_SEP,
+    PREVIOUS_COLUMNS,
+    PREVIOUS_SCHEMA_VERSION,
+    SCHEMA_VERSION,
+)
 from gputop_doctor.export.stream import StreamError, session_parts, text_lines
 from gputop_doctor.export.validate import CellError, check_cells
 
 COLUMN_AT: dict[str, int] = {name: i for i, name in enumerate(COLUMNS)}
 _TICK = COLUMN_AT["tick"]
 _TIME = COLUMN_AT["time_unix_s"]
+_ADDED_AT = COLUMN_AT[ADDED_IN_3]  # where a previous-version row gets its empty cell
 
 
 class SessionFormatError(Exception):
@@ -84,16 +92,20 @@ class SessionReader:
             raise SessionFormatError(
                 f"{path} is not a gputop-doctor session CSV (no schema_version)"
             )
-        if tuple(header) != COLUMNS:
+        previous = tuple(header) == PREVIOUS_COLUMNS
+        if tuple(header) != COLUMNS and not previous:
             raise SessionFormatError(
                 f"{path} uses a different session CSV layout than this version "
-                f"(schema {SCHEMA_VERSION} expected)"
+                f"(schema {SCHEMA_VERSION} or {PREVIOUS_SCHEMA_VERSION} expected)"
             )
         torn_line = 0
-        version = str(SCHEMA_VERSION)
+        version = str(PREVIOUS_SCHEMA_VERSION if previous else SCHEMA_VERSION)
+        width = len(PREVIOUS_COLUMNS if previous else COLUMNS)
         for cells in reader:
             if not cells:
                 continue
+            if previous and len(cells) == width:
+                cells.insert(_ADDED_AT, "")  # the energy counter was not recorded
             if len(cells) != len(COLUMNS):
                 torn_line = torn_line or reader.line_num
                 self.dropped_rows += 1

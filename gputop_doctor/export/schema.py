@@ -13,7 +13,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# Version 2 lacked only ``gpu_energy_j``; its files are read with that cell empty.
+PREVIOUS_SCHEMA_VERSION = 2
+ADDED_IN_3 = "gpu_energy_j"
 
 # Separators inside one cell. Neither appears in numbers or in finding ids.
 LIST_SEP = "|"
@@ -49,6 +52,7 @@ GPU_FIELDS: tuple[Field, ...] = (
     Field("gpu_temp_max_operating_c", "temp_max_operating_c", float),
     Field("gpu_power_w", "power_w", float),
     Field("gpu_power_limit_w", "power_limit_w", float),
+    Field("gpu_energy_j", "energy_j", float),
     Field("gpu_sm_clock_mhz", "sm_clock_mhz", float),
     Field("gpu_sm_clock_max_mhz", "sm_clock_max_mhz", float),
     Field("gpu_mem_clock_mhz", "mem_clock_mhz", float),
@@ -146,6 +150,7 @@ COLUMNS: tuple[str, ...] = (
     *VERDICT_COLUMNS,
     "findings",
 )
+PREVIOUS_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c != ADDED_IN_3)
 
 
 def encode(value: object) -> str:

@@ -3,18 +3,30 @@
 In a synchronous data-parallel job every step waits for the slowest rank, so one slow node
 (throttling, a noisy neighbour, a slow disk) sets the pace of all. Measured by the probe's
 steps per second when every node publishes it, else by mean GPU utilization.
+
+:func:`straggler_findings` judges one set of frames (``snapshot --hosts`` has only one).
+The live fleet view uses :class:`StragglerTracker`, which keeps each host's last few paces
+relative to its peers and applies hysteresis like the engine's findings: a node is flagged
+once the median of its last ``WINDOW_FRAMES`` ratios is under ``SLOWER_THAN`` (with at least
+``MIN_FRAMES`` of them), and cleared only once that median is back at or above ``CLEAR_AT``;
+one slow frame (a checkpoint, an evaluation pass) neither raises nor clears it.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from gputop_doctor.fleet.view import HostState, HostStatus, HostView, RemoteFinding
 
 RULE_ID = "straggler-node"
 SLOWER_THAN = 0.75  # a node under 75 % of its peers' median is a straggler
+CLEAR_AT = 0.85  # a flagged node is cleared once back to 85 % of its peers
 MIN_NODES = 2
+WINDOW_FRAMES = 5  # the host's last frames judged by the live view
+MIN_FRAMES = 3  # frames needed before a node is flagged
 
 
 def _gpu_util(view: HostView) -> float | None:
@@ -36,29 +48,97 @@ def _pace(views: Sequence[tuple[str, HostView]]) -> tuple[str, str, dict[str, fl
     return None
 
 
-def straggler_findings(hosts: Sequence[HostStatus]) -> tuple[RemoteFinding, ...]:
-    """A warning per node whose pace is under ``SLOWER_THAN`` x the median of the others."""
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """One node's pace at one frame, against the median of its peers."""
+
+    value: float
+    peers: float
+    unit: str
+    what: str
+
+    @property
+    def ratio(self) -> float:
+        return self.value / self.peers
+
+
+def paces(hosts: Sequence[HostStatus]) -> dict[str, Pace]:
+    """Each reachable node's pace against its peers' median; {} when there is no fleet."""
     views = [(h.label, h.view) for h in hosts if h.state is HostState.OK and h.view is not None]
     if len(views) < MIN_NODES:
-        return ()
+        return {}
     pace = _pace(views)
     if pace is None:
-        return ()
+        return {}
     unit, what, values = pace
-    out = []
+    out = {}
     for label, value in values.items():
         peers = statistics.median(v for other, v in values.items() if other != label)
-        if peers > 0 and value < SLOWER_THAN * peers:
-            out.append(
-                RemoteFinding(
-                    host=label,
-                    rule_id=RULE_ID,
-                    severity="warn",
-                    scope="node",
-                    title=f"{label} runs slower than its peers: {value:.1f} vs {peers:.1f} {unit}",
-                    evidence=f"{what}: {value:.1f} here, peers' median {peers:.1f} {unit}",
-                    fix="Look at this node's own findings (throttling, data pipeline, CPU); in a "
-                    "synchronous job every step waits for it.",
-                )
-            )
-    return tuple(out)
+        if peers > 0:
+            out[label] = Pace(value, peers, unit, what)
+    return out
+
+
+def straggler_findings(hosts: Sequence[HostStatus]) -> tuple[RemoteFinding, ...]:
+    """A warning per node whose pace is under ``SLOWER_THAN`` x the median of the others, on
+    these frames alone."""
+    return tuple(
+        _finding(label, pace) for label, pace in paces(hosts).items() if pace.ratio < SLOWER_THAN
+    )
+
+
+@dataclass(slots=True)
+class _HostTrack:
+    frame_time: float  # the host's own time of the last frame counted
+    ratios: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW_FRAMES))
+    shown: bool = False
+
+
+class StragglerTracker:
+    """``straggler-node`` over each host's last frames, with hysteresis (see the module)."""
+
+    def __init__(self) -> None:
+        self._tracks: dict[str, _HostTrack] = {}
+
+    def observe(self, hosts: Sequence[HostStatus]) -> tuple[RemoteFinding, ...]:
+        """Count each host's new frame (a frame seen before is not counted twice) and give
+        the findings shown now. A host that cannot be judged loses its history."""
+        now = paces(hosts)
+        times = {h.label: h.view.time for h in hosts if h.view is not None}
+        for label in list(self._tracks):
+            if label not in now:
+                del self._tracks[label]
+        out = []
+        for label, pace in now.items():
+            track = self._tracks.get(label)
+            if track is None:
+                track = self._tracks[label] = _HostTrack(frame_time=float("nan"))
+            if times[label] != track.frame_time:
+                track.frame_time = times[label]
+                track.ratios.append(pace.ratio)
+            typical = statistics.median(track.ratios)
+            if track.shown:
+                track.shown = typical < CLEAR_AT
+            else:
+                track.shown = len(track.ratios) >= MIN_FRAMES and typical < SLOWER_THAN
+            if track.shown:
+                out.append(_finding(label, pace, typical, len(track.ratios)))
+        return tuple(out)
+
+
+def _finding(
+    label: str, pace: Pace, typical: float | None = None, frames: int = 1
+) -> RemoteFinding:
+    """The finding, worded from the latest frame; ``typical`` is the windowed median ratio."""
+    value, peers, unit = pace.value, pace.peers, pace.unit
+    over = "" if typical is None else f"; {typical:.0%} of peers over its last {frames} frames"
+    return RemoteFinding(
+        host=label,
+        rule_id=RULE_ID,
+        severity="warn",
+        scope="node",
+        title=f"{label} runs slower than its peers: {value:.1f} vs {peers:.1f} {unit}",
+        evidence=f"{pace.what}: {value:.1f} here, peers' median {peers:.1f} {unit}{over}",
+        fix="Look at this node's own findings (throttling, data pipeline, CPU); in a "
+        "synchronous job every step waits for it.",
+    )

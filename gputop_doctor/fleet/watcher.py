@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from gputop_doctor.fleet.hosts import HostSpec, Transport
 from gputop_doctor.fleet.poller import HTTP_TIMEOUT_S, HostPoller
-from gputop_doctor.fleet.straggler import straggler_findings
+from gputop_doctor.fleet.straggler import StragglerTracker, straggler_findings
 from gputop_doctor.fleet.view import HostState, HostStatus, RemoteFinding
 
 SSH_FIRST_FRAME_S = 20.0
@@ -24,6 +24,7 @@ class FleetFrame:
 class FleetWatcher:
     def __init__(self, specs: Sequence[HostSpec], interval_s: float) -> None:
         self.pollers = [HostPoller(spec, interval_s) for spec in specs]
+        self._stragglers = StragglerTracker()
 
     def start(self) -> FleetWatcher:
         for poller in self.pollers:
@@ -31,6 +32,12 @@ class FleetWatcher:
         return self
 
     def frame(self) -> FleetFrame:
+        """Every host now; ``straggler-node`` judged over each host's last frames."""
+        hosts = tuple(p.status() for p in self.pollers)
+        return FleetFrame(hosts, self._stragglers.observe(hosts))
+
+    def single_frame(self) -> FleetFrame:
+        """Every host now, ``straggler-node`` judged on these frames alone (one look)."""
         hosts = tuple(p.status() for p in self.pollers)
         return FleetFrame(hosts, straggler_findings(hosts))
 
@@ -53,7 +60,7 @@ def fetch_fleet(specs: Sequence[HostSpec], interval_s: float = 1.0) -> FleetFram
         if all(p.status().state is not HostState.CONNECTING for p in ssh):
             break
         time.sleep(0.1)
-    frame = watcher.frame()
+    frame = watcher.single_frame()
     watcher.stop()
     return FleetFrame(
         tuple(

@@ -21,6 +21,7 @@ _POWER, _CLOCK, _CLOCK_MAX = (
     _AT["gpu_sm_clock_mhz"],
     _AT["gpu_sm_clock_max_mhz"],
 )
+_ENERGY = _AT["gpu_energy_j"]
 _BITS, _FINDINGS = _AT["gpu_clock_event_bits"], _AT["findings"]
 _TICK, _TIME, _INTERVAL = _AT["tick"], _AT["time_unix_s"], _AT["interval_s"]
 
@@ -42,6 +43,7 @@ def _gpu(cells: list[str]) -> GpuPoint | None:
         mem_used_mib=_num(cells[_MEM]),
         temp_c=_num(cells[_TEMP]),
         power_w=_num(cells[_POWER]),
+        energy_j=_num(cells[_ENERGY]),
         sm_clock_mhz=_num(cells[_CLOCK]),
         sm_clock_max_mhz=_num(cells[_CLOCK_MAX]),
         clock_event_bits=int(float(bits)) if bits else None,

@@ -128,7 +128,8 @@ def body(report: Report) -> str:
     parts.append(
         f"<p>{c.gpu_hours:.2f} GPU-hours, {c.lost_gpu_hours:.2f} lost (idle "
         f"{c.idle_gpu_hours:.2f}, starved {c.starved_gpu_hours:.2f}, throttled "
-        f"{c.throttled_gpu_hours:.2f}); energy {_num(c.energy_kwh, ' kWh')}{price}</p>"
+        f"{c.throttled_gpu_hours:.2f}); energy {_num(c.energy_kwh, ' kWh')} "
+        f"({html.escape(c.energy_from)}){price}</p>"
     )
     parts.append("<h2>GPUs</h2>")
     gpu_rows = [

@@ -21,6 +21,7 @@ class GpuPoint(NamedTuple):
     mem_used_mib: float | None = None
     temp_c: float | None = None
     power_w: float | None = None
+    energy_j: float | None = None  # NVML's cumulative energy counter, when recorded
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
     clock_event_bits: int | None = None

@@ -4,7 +4,8 @@ Memory is bounded whatever the session length: per-GPU running sums, capped span
 and downsampled chart series (see :mod:`gputop_doctor.report.series`).
 
 How GPU time is charged (starved, idle, throttled): see :mod:`gputop_doctor.core.waste`.
-Lost GPU time is the sum of the three. Energy is integrated power (``power x dt``).
+Lost GPU time is the sum of the three. Energy is NVML's energy counter where it was recorded,
+else integrated power (``power x dt``): see :mod:`gputop_doctor.report.energy`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gputop_doctor.core.waste import THERMAL_BITS, Loss, lost_time
+from gputop_doctor.report.energy import EnergyAcc, EnergySource, energy_from
 from gputop_doctor.report.points import GpuPoint, TickPoint
 from gputop_doctor.report.series import Downsampler, Run, RunTracker, Span, SpanTracker
 
@@ -34,6 +36,7 @@ class GpuStats:
     thermal_s: float  # time with a thermal clock-event reason
     energy_wh: float | None
     lost: bool
+    energy_source: EnergySource | None = None  # None: no energy figure
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,7 @@ class _GpuAcc:
     low_s: float = 0.0
     temp: _Mean = field(default_factory=_Mean)
     power: _Mean = field(default_factory=_Mean)
+    energy: EnergyAcc = field(default_factory=EnergyAcc)
     mem: _Mean = field(default_factory=_Mean)
     thermal_s: float = 0.0
     lost: bool = False
@@ -133,6 +137,7 @@ class _GpuAcc:
         self.util.add(gpu.util_pct, dt)
         self.temp.add(gpu.temp_c, dt)
         self.power.add(gpu.power_w, dt)
+        self.energy.add(gpu.power_w, gpu.energy_j, dt)
         self.mem.add(gpu.mem_used_mib, dt)
         if gpu.util_pct is not None:
             self.low_s += dt if gpu.util_pct < LOW_UTIL_PCT else 0.0
@@ -146,6 +151,7 @@ class _GpuAcc:
 
     def stats(self) -> GpuStats:
         util_s = self.util.weight
+        energy_wh, energy_source = self.energy.result()
         return GpuStats(
             index=self.index,
             name=self.name,
@@ -158,8 +164,9 @@ class _GpuAcc:
             power_max_w=self.power.peak,
             mem_max_mib=self.mem.peak,
             thermal_s=round(self.thermal_s, 3),
-            energy_wh=round(self.power.total / 3600, 3) if self.power.weight else None,
+            energy_wh=energy_wh,
             lost=self.lost,
+            energy_source=energy_source,
         )
 
     def series(self) -> GpuSeries:
@@ -272,7 +279,7 @@ class ReportBuilder:
             throttled_gpu_hours=hours["throttled"],
             lost_gpu_hours=round(sum(self._lost.values()) / 3600, 4),
             energy_kwh=round(sum(energies) / 1000, 4) if energies else None,
-            energy_from="integrated power draw (power x time)",
+            energy_from=energy_from([g.energy_source for g in gpus if g.energy_source]),
         )
 
 

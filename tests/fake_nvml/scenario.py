@@ -8,7 +8,8 @@ values over time. The fake re-reads the file when it changes. The format is line
 ``None`` on a numeric field means "the matching NVML call answers NOT_SUPPORTED".
 
 The PCIe byte counters (field values 197/198) are cumulative: :meth:`Scenario.advanced` moves
-them on by each GPU's ``pcie_*_kbs`` rate, as a driver's counters would over that many seconds.
+them on by each GPU's ``pcie_*_kbs`` rate, as a driver's counters would over that many seconds;
+the energy counter (``energy_mj``) moves on by ``power_w`` times the seconds.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class FakeGpu:
     temp_gpu_max_c: int | None = 87
     power_w: float | None = 70.0
     power_limit_w: float | None = 700.0
+    energy_mj: int | None = 0  # nvmlDeviceGetTotalEnergyConsumption; None: NOT_SUPPORTED
     sm_clock_mhz: int | None = 1980
     sm_clock_max_mhz: int | None = 1980
     mem_clock_mhz: int | None = 2619
@@ -155,6 +157,7 @@ class FakeGpu:
             "power_mw": _w_to_mw(self.power_w),
             "power_limit_mw": _w_to_mw(self.power_limit_w),
             "power_mgmt_limit_mw": _w_to_mw(self.power_limit_w),
+            "energy_mj": self.energy_mj,
             "clock_sm": self.sm_clock_mhz,
             "clock_graphics": self.sm_clock_mhz,
             "clock_sm_max": self.sm_clock_max_mhz,
@@ -245,9 +248,11 @@ class FakeGpu:
         return replace(self, nvlinks=links, topo=(TOPO_NVLINK,) * gpus)
 
     def advanced(self, seconds: float) -> FakeGpu:
-        """A copy whose PCIe byte counters moved on by ``seconds`` at the throughput rates."""
+        """A copy whose PCIe byte counters moved on by ``seconds`` at the throughput rates, and
+        whose energy counter by ``seconds`` at the power draw."""
         return replace(
             self,
+            energy_mj=_advance_energy(self.energy_mj, self.power_w, seconds),
             pcie_rx_bytes=_advance(self.pcie_rx_bytes, self.pcie_rx_kbs, seconds),
             pcie_tx_bytes=_advance(self.pcie_tx_bytes, self.pcie_tx_kbs, seconds),
         )
@@ -292,7 +297,7 @@ class Scenario:
         return replace(self, events=(*self.events, (gpu, XID_CRITICAL_ERROR, code)))
 
     def advanced(self, seconds: float) -> Scenario:
-        """A copy ``seconds`` later: every GPU's PCIe byte counters moved on at its rates."""
+        """A copy ``seconds`` later: every GPU's PCIe byte and energy counters moved on."""
         return replace(self, gpus=tuple(g.advanced(seconds) for g in self.gpus))
 
     def lines(self) -> list[str]:
@@ -335,6 +340,12 @@ def _advance(counter: int | None, kbs: int | None, seconds: float) -> int | None
     if counter is None:
         return None
     return counter + round((kbs or 0) * 1024 * seconds)
+
+
+def _advance_energy(counter: int | None, watts: float | None, seconds: float) -> int | None:
+    if counter is None:
+        return None
+    return counter + round((watts or 0.0) * seconds * 1000)
 
 
 def _mib_to_bytes(mib: float | None) -> int | None:

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_doctor.core.findings import Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.health import GpuHealth, NvLink, XidEvent
 from gputop_doctor.core.model import GpuSample, Snapshot, SystemInfo, TreeTotals
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.export.frame_view import VERSION, frame_view
@@ -111,6 +112,61 @@ def test_metrics_are_in_base_units_and_unknown_values_are_left_out() -> None:
         ]
         == 1
     )
+
+
+def _sick_frame(xids: tuple[XidEvent, ...]) -> Frame:
+    health = GpuHealth(
+        ecc_volatile_corrected=7,
+        ecc_volatile_uncorrected=2,
+        ecc_aggregate_corrected=70,
+        retired_pending=True,
+        remapped_correctable=3,
+        remap_pending=False,
+        pcie_gen=3,
+        pcie_width=8,
+        pcie_gen_max=5,
+        pcie_width_max=16,
+        pcie_replays=12,
+        nvlinks=(NvLink(0, True, 4), NvLink(1, False, 4), NvLink(2, None, None)),
+        nvlink_crc_errors=5,
+        xids=xids,
+    )
+    frame = _frame()
+    gpus = (replace(full_gpu(0), health=health), *frame.snapshot.gpus[1:])
+    return replace(frame, snapshot=replace(frame.snapshot, gpus=gpus))
+
+
+def test_energy_and_hardware_health_are_exported_in_base_units() -> None:
+    collector = FrameCollector()
+    collector.update(_sick_frame((XidEvent(79, 1.0), XidEvent(48, 1.5))))
+    collector.update(_sick_frame((XidEvent(48, 2.0),)))
+    got = _samples(collector)
+    gpu0 = (("gpu", "0"), ("name", "NVIDIA H100 80GB HBM3"), ("uuid", "GPU-00000000-aaaa"))
+
+    def value(name: str, **labels: str) -> float:
+        return got[("gputop_doctor_" + name, tuple(sorted((*gpu0, *labels.items()))))]
+
+    assert value("gpu_energy_joules_total") == 123456789.125
+    assert value("gpu_ecc_errors_total", type="uncorrected", scope="volatile") == 2
+    assert value("gpu_ecc_errors_total", type="corrected", scope="aggregate") == 70
+    assert value("gpu_pcie_replays_total") == 12
+    assert value("gpu_nvlink_errors_total", type="crc") == 5
+    assert (value("gpu_retired_pages_pending"), value("gpu_row_remap_pending")) == (1, 0)
+    assert value("gpu_remapped_rows", type="correctable") == 3
+    assert (value("gpu_pcie_link_generation"), value("gpu_pcie_link_generation_max")) == (3, 5)
+    assert (value("gpu_pcie_link_width_lanes"), value("gpu_pcie_link_width_max_lanes")) == (8, 16)
+    assert (value("gpu_nvlink_up", link="0"), value("gpu_nvlink_up", link="1")) == (1, 0)
+    assert value("gpu_xid_events_total", xid="48") == 2  # summed over ticks
+    assert value("gpu_xid_events_total", xid="79") == 1
+    names = {name for name, labels in got if ("gpu", "0") in labels}
+    # Unknown stays absent: no uncorrected aggregate count, no state for link 2, no NVLink
+    # replay counter, no retired-page count.
+    assert ("gputop_doctor_gpu_nvlink_up", tuple(sorted((*gpu0, ("link", "2"))))) not in got
+    assert "gputop_doctor_gpu_retired_pages" not in names
+    assert "gputop_doctor_gpu_row_remap_failed" not in names
+    healthy = FrameCollector()
+    healthy.update(_frame())  # no health reading at all: nothing exported, and no Xid series
+    assert not [k for k in _samples(healthy) if "ecc" in k[0] or "xid" in k[0]]
 
 
 def test_a_cleared_finding_stops_being_exported() -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from gputop_doctor.fleet.hosts import HostSpec, Transport, parse_hosts
 from gputop_doctor.fleet.render import host_lines
-from gputop_doctor.fleet.straggler import straggler_findings
-from gputop_doctor.fleet.view import BadView, HostState, HostStatus, parse_view
+from gputop_doctor.fleet.straggler import StragglerTracker, straggler_findings
+from gputop_doctor.fleet.view import BadView, HostState, HostStatus, RemoteFinding, parse_view
 from gputop_doctor.fleet.watcher import FleetWatcher
 from gputop_doctor.ui.fleet_app import FleetApp, HostCard
 from tests.fleet.servers import ROOT, cli_env, exporter, free_port
@@ -66,11 +66,43 @@ def test_remote_text_is_made_printable_and_bad_views_refused() -> None:
             parse_view("h:1", bad)
 
 
-def _status(label: str, steps: float | None, util: float = 90.0) -> HostStatus:
+def _status(
+    label: str, steps: float | None, util: float = 90.0, time: float = 1000.0
+) -> HostStatus:
     view = parse_view(
-        label, _view(tree={"steps_per_s": steps}, gpus=[{"index": 0, "util_pct": util}])
+        label,
+        _view(tree={"steps_per_s": steps}, gpus=[{"index": 0, "util_pct": util}], time=time),
     )
     return HostStatus(label, HostState.OK, view)
+
+
+def test_straggler_node_needs_a_window_to_show_and_to_clear() -> None:
+    tracker = StragglerTracker()
+    clock = [0.0]
+
+    def look(c_steps: float, new_frame: bool = True) -> list[str]:
+        clock[0] += 1.0 if new_frame else 0.0
+        t = clock[0]
+        hosts = [_status(h, 4.0, time=t) for h in "abd"] + [_status("c", c_steps, time=t)]
+        return [f.host for f in tracker.observe(hosts)]
+
+    assert look(2.0) == [] and look(2.0) == []  # two slow frames are not yet a straggler
+    assert look(2.0) == ["c"]
+    assert look(4.0) == ["c"]  # one good frame (median of 2, 2, 2, 4: still slow) holds it
+    assert look(3.2) == ["c"]  # 80 %: between the two thresholds, it stays
+    assert look(4.0) == ["c"]  # median of 2, 2, 4, 3.2, 4 = 3.2 / 4 = 80 %: still held
+    assert look(4.0) == []  # median of 2, 4, 3.2, 4, 4 = 4: back to its peers, cleared
+    assert look(1.0) == []  # one slow frame: no flicker back
+    for _ in range(5):  # the same frame read again and again is one frame, not five
+        assert look(1.0, new_frame=False) == []
+    down = HostStatus("c", HostState.UNREACHABLE, None, "refused")
+    assert tracker.observe([_status(h, 4.0, time=99.0) for h in "abd"] + [down]) == ()
+    found: tuple[RemoteFinding, ...] = ()
+    for t in (200.0, 201.0, 202.0):  # back, with its history gone: three frames again
+        assert found == ()
+        found = tracker.observe([_status("a", 4.0, time=t), _status("c", 1.0, time=t)])
+    assert [f.host for f in found] == ["c"]
+    assert "25% of peers over its last 3 frames" in found[0].evidence
 
 
 def test_straggler_node_is_the_one_clearly_slower_than_its_peers() -> None:

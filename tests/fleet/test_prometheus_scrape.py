@@ -5,16 +5,22 @@ Both binaries are installed by ``.ci/run``; a missing one is a failure, not a sk
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import shutil
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tests.fleet.servers import ROOT, exporter, free_port
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.fake_nvml.fixtures import fake_nvml_build, fake_nvml_env, fake_nvml_lib  # noqa: F401
+from tests.fake_nvml.scenario import Scenario
+from tests.fleet.servers import ROOT, SERVING, Exporter, cli_env, exporter, free_port
 
 
 def _query(port: int, promql: str) -> list[dict[str, object]]:
@@ -79,6 +85,7 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
                 want=1,
             )
             gpus = _wait_for(port, "gputop_doctor_gpu_temperature_celsius", want=8)
+            energy = _wait_for(port, "rate(gputop_doctor_gpu_energy_joules_total[5s]) > 0", want=8)
             up = _query(port, 'up{job="gputop"}')
             for title, expr in _dashboard_queries():
                 assert _query(port, expr) is not None, title  # valid PromQL on real series
@@ -92,6 +99,7 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
     assert sorted(int(m["gpu"]) for m in labels) == list(range(8))  # type: ignore[index]
     assert all(m["uuid"] and m["name"] for m in labels)  # type: ignore[index]
     assert up and up[0]["value"][1] == "1"  # type: ignore[index]
+    assert len(energy) == 8  # the demo's counter grows at its power draw: rate() works on it
 
 
 def test_promtool_accepts_the_exposition() -> None:
@@ -108,3 +116,83 @@ def test_promtool_accepts_the_exposition() -> None:
     done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert b"gputop_doctor_gpu_utilization_ratio{" in text
+
+
+def _sick_machine() -> Scenario:
+    """Two GPUs; GPU 0 has every hardware fault the exporter reports, and one Xid 79."""
+    scenario = Scenario.uniform(2, nvlinks=4, energy_mj=5_000_000_000)
+    return scenario.with_gpu(
+        0,
+        ecc_vol_corr=7,
+        ecc_vol_uncorr=2,
+        ecc_agg_corr=70,
+        ecc_agg_uncorr=3,
+        retired_pending=1,
+        remap_corr=4,
+        remap_pending=1,
+        pcie_gen=3,
+        pcie_width=8,
+        pcie_replay=12,
+        nvlink_down=0b10,
+        nvlink_crc=5,
+    ).with_xid(0, 79)
+
+
+def test_hardware_health_and_energy_pass_promtool_from_real_nvml_calls(
+    fake_nvml_lib: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "Debian's prometheus package (promtool) is required"
+    scenario_path = tmp_path / "scenario.txt"
+    _sick_machine().write(scenario_path)
+    env = fake_nvml_env(fake_nvml_lib, scenario_path, base=cli_env())
+    cmd = [sys.executable, "-m", "gputop_doctor", "serve", "--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen([*cmd, "--interval", "0.2"], stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    match = SERVING.search(proc.stderr.readline())
+    serve = Exporter(proc, int(match.group(1)) if match else 0)
+    try:
+        assert match, proc.stderr.read()
+        text = b""
+        deadline = time.monotonic() + 60
+        while b"gputop_doctor_gpu_xid_events_total{" not in text:
+            assert time.monotonic() < deadline, "the Xid never reached /metrics"
+            time.sleep(0.2)
+            with contextlib.suppress(OSError):
+                text = serve.get("/metrics")
+    finally:
+        serve.stop()
+    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = {
+        (
+            s.name,
+            s.labels.get("gpu"),
+            s.labels.get("type"),
+            s.labels.get("scope"),
+            s.labels.get("link"),
+            s.labels.get("xid"),
+        ): s.value
+        for family in text_string_to_metric_families(text.decode())
+        for s in family.samples
+    }
+
+    def value(name: str, gpu: str = "0", **labels: str) -> float:
+        key = ("gputop_doctor_" + name, gpu, labels.get("type"), labels.get("scope"))
+        return got[(*key, labels.get("link"), labels.get("xid"))]
+
+    assert value("gpu_energy_joules_total", "1") >= 5_000_000.0  # mJ since load -> J
+    assert value("gpu_ecc_errors_total", type="uncorrected", scope="volatile") == 2
+    assert value("gpu_ecc_errors_total", type="uncorrected", scope="aggregate") == 3
+    assert value("gpu_ecc_errors_total", "1", type="corrected", scope="volatile") == 0
+    assert value("gpu_retired_pages_pending") == 1
+    assert value("gpu_remapped_rows", type="correctable") == 4
+    assert value("gpu_row_remap_pending") == 1
+    assert (value("gpu_pcie_link_generation"), value("gpu_pcie_link_generation_max")) == (3, 5)
+    assert value("gpu_pcie_link_width_lanes") == 8
+    assert value("gpu_pcie_link_width_max_lanes") == 16
+    assert value("gpu_pcie_replays_total") == 12
+    assert [value("gpu_nvlink_up", link=str(n)) for n in range(4)] == [1, 0, 1, 1]
+    assert value("gpu_nvlink_errors_total", type="crc") == 5 * 4  # per link, over 4 links
+    assert value("gpu_xid_events_total", xid="79") == 1

@@ -76,13 +76,15 @@ class TickTime:
 
 @dataclass(slots=True)
 class Counters:
-    """Cumulative clock-event time since driver load (ns); the only mutable GPU state."""
+    """Cumulative clock-event time (ns) and energy (mJ) since driver load; the only mutable
+    GPU state."""
 
     sw_power_cap_ns: int
     sw_thermal_ns: int
     hw_thermal_ns: int
     sync_boost_ns: int = 0
     hw_power_brake_ns: int = 0
+    energy_mj: int = 0
 
     def frozen(self) -> ThrottleCounters:
         return ThrottleCounters(
@@ -108,12 +110,16 @@ def make_persona(index: int, rank_pid: int, creeping: bool, rng: random.Random) 
     )
 
 
+UPTIME_ENERGY_MJ = 20 * 3_600_000_000  # 20 kWh: the energy counter after days of uptime
+
+
 def make_counters(rng: random.Random) -> Counters:
     """Counters start where weeks of uptime left them, as they would on a real machine."""
     return Counters(
         sw_power_cap_ns=rng.randint(1, 40) * 60 * NS_PER_S,
         sw_thermal_ns=rng.randint(0, 20) * NS_PER_S,
         hw_thermal_ns=0,
+        energy_mj=UPTIME_ENERGY_MJ,  # not drawn from rng: the demo's other values stay put
     )
 
 
@@ -125,7 +131,7 @@ def simulate_gpu(
     rng: random.Random,
     board: Board = BOARD,
 ) -> GpuSample:
-    """One GPU's reading for one tick; advances its throttle counters."""
+    """One GPU's reading for one tick; advances its throttle and energy counters."""
     samples = _util_samples(scn, persona, when, rng)
     util = sum(samples) / len(samples)
     temp = _temperature(scn, persona, when.t_s, rng, board)
@@ -134,6 +140,7 @@ def simulate_gpu(
         bits |= ClockEvent.GPU_IDLE  # read at the instant the GPU waits for its next batch
     _advance_counters(counters, scn, temp, when.dt_s, rng, board)
     power = _power(scn, util, clock_frac, rng, board)
+    counters.energy_mj += round(power * when.dt_s * 1000)
     mem_used = _memory(persona, when.t_s, board)
     mem_util = round(util * 0.42, 1)
     pcie_rx = round(util / 100.0 * rng.uniform(1.3e6, 1.7e6))
@@ -157,6 +164,7 @@ def simulate_gpu(
         temp_max_operating_c=board.temp_max_operating_c,
         power_w=power,
         power_limit_w=board.power_limit_w,
+        energy_j=counters.energy_mj / 1000.0,
         sm_clock_mhz=float(round(clock_frac * board.sm_clock_max_mhz)),
         sm_clock_max_mhz=board.sm_clock_max_mhz,
         mem_clock_mhz=board.mem_clock_mhz,

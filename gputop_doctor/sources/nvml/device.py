@@ -232,6 +232,7 @@ class DeviceReader:
             temp_max_operating_c=self._threshold(THRESHOLD_GPU_MAX),
             power_w=self._watts("nvmlDeviceGetPowerUsage"),
             power_limit_w=self._watts("nvmlDeviceGetEnforcedPowerLimit"),
+            energy_j=self._joules(),
             sm_clock_mhz=self._clock(CLOCK_SM),
             sm_clock_max_mhz=self._max_sm_clock(),
             mem_clock_mhz=self._clock(CLOCK_MEM),
@@ -336,6 +337,11 @@ class DeviceReader:
     def _watts(self, what: str) -> float | None:
         milliwatts = self._number(what)
         return None if milliwatts is None else milliwatts / 1000.0
+
+    def _joules(self) -> float | None:
+        """The total energy counter (mJ since driver load, Volta and newer), in joules."""
+        millijoules = self._number("nvmlDeviceGetTotalEnergyConsumption")
+        return None if millijoules is None else millijoules / 1000.0
 
     def _clock(self, clock_type: int) -> float | None:
         what = f"nvmlDeviceGetClockInfo({clock_type})"

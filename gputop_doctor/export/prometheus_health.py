@@ -1,0 +1,141 @@
+"""Hardware-health readings as Prometheus metrics: memory errors, PCIe and NVLink links, Xids.
+
+These are what a fleet dashboard alerts on to pull a node ("is it the machine?"). Counters the
+driver keeps (ECC, PCIe replays, NVLink errors) are exported as counters (``_total``): they
+restart from 0 when the driver reloads, which ``rate()`` handles. Xid events arrive one tick at
+a time, so :class:`XidCounts` adds them up over the exporter's life, per GPU and Xid code.
+docs/metrics.md lists them with the nearest dcgm-exporter field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from gputop_doctor.core.health import GpuHealth
+from gputop_doctor.core.model import GpuSample
+
+PREFIX = "gputop_doctor_"
+GPU_LABELS = ("gpu", "uuid", "name")
+
+
+def gpu_labels(gpu: GpuSample) -> list[str]:
+    return [str(gpu.index), gpu.uuid or "", gpu.name or ""]
+
+
+@dataclass(frozen=True, slots=True)
+class HealthValue:
+    """One health reading: its metric (after the prefix), extra label values and attribute."""
+
+    name: str
+    labels: tuple[str, ...]
+    attr: str
+
+
+COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    # name (``_total`` is added by the client) -> (help, extra label names)
+    "gpu_ecc_errors": (
+        "ECC memory errors; scope volatile: since the driver loaded, aggregate: the GPU's life.",
+        ("type", "scope"),
+    ),
+    "gpu_pcie_replays": ("PCIe replays (link-level retransmissions).", ()),
+    "gpu_nvlink_errors": ("NVLink errors over all links of the GPU, by type.", ("type",)),
+}
+COUNTER_VALUES: tuple[HealthValue, ...] = (
+    HealthValue("gpu_ecc_errors", ("corrected", "volatile"), "ecc_volatile_corrected"),
+    HealthValue("gpu_ecc_errors", ("uncorrected", "volatile"), "ecc_volatile_uncorrected"),
+    HealthValue("gpu_ecc_errors", ("corrected", "aggregate"), "ecc_aggregate_corrected"),
+    HealthValue("gpu_ecc_errors", ("uncorrected", "aggregate"), "ecc_aggregate_uncorrected"),
+    HealthValue("gpu_pcie_replays", (), "pcie_replays"),
+    HealthValue("gpu_nvlink_errors", ("crc",), "nvlink_crc_errors"),
+    HealthValue("gpu_nvlink_errors", ("replay",), "nvlink_replay_errors"),
+    HealthValue("gpu_nvlink_errors", ("recovery",), "nvlink_recovery_errors"),
+)
+GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "gpu_retired_pages": ("Memory pages retired (before Ampere).", ()),
+    "gpu_retired_pages_pending": ("1 while a page retirement waits for a GPU reset.", ()),
+    "gpu_remapped_rows": ("Memory rows remapped (Ampere and newer), by cause.", ("type",)),
+    "gpu_row_remap_pending": ("1 while a row remap waits for a GPU reset.", ()),
+    "gpu_row_remap_failed": ("1 when a row remap failed: the GPU needs replacing.", ()),
+    "gpu_pcie_link_generation": ("PCIe link generation now (links downshift when idle).", ()),
+    "gpu_pcie_link_generation_max": ("Highest PCIe generation both ends support.", ()),
+    "gpu_pcie_link_width_lanes": ("PCIe link width now, in lanes.", ()),
+    "gpu_pcie_link_width_max_lanes": ("Widest PCIe link both ends support, in lanes.", ()),
+}
+GAUGE_VALUES: tuple[HealthValue, ...] = (
+    HealthValue("gpu_retired_pages", (), "retired_pages"),
+    HealthValue("gpu_retired_pages_pending", (), "retired_pending"),
+    HealthValue("gpu_remapped_rows", ("correctable",), "remapped_correctable"),
+    HealthValue("gpu_remapped_rows", ("uncorrectable",), "remapped_uncorrectable"),
+    HealthValue("gpu_row_remap_pending", (), "remap_pending"),
+    HealthValue("gpu_row_remap_failed", (), "remap_failure"),
+    HealthValue("gpu_pcie_link_generation", (), "pcie_gen"),
+    HealthValue("gpu_pcie_link_generation_max", (), "pcie_gen_max"),
+    HealthValue("gpu_pcie_link_width_lanes", (), "pcie_width"),
+    HealthValue("gpu_pcie_link_width_max_lanes", (), "pcie_width_max"),
+)
+
+
+XidKey = tuple[str, str, str, str]  # gpu, uuid, name, Xid code
+
+
+class XidCounts:
+    """Xid events seen since the exporter started, per GPU (its labels) and Xid code.
+
+    Not thread-safe on its own: the collector adds and reads under its lock."""
+
+    def __init__(self) -> None:
+        self._counts: dict[XidKey, int] = {}
+
+    def add(self, gpus: tuple[GpuSample, ...]) -> None:
+        for gpu in gpus:
+            for xid in gpu.health.xids if gpu.health is not None else ():
+                key = (str(gpu.index), gpu.uuid or "", gpu.name or "", str(xid.code))
+                self._counts[key] = self._counts.get(key, 0) + 1
+
+    def copy(self) -> dict[XidKey, int]:
+        return dict(self._counts)
+
+
+def health_metrics(gpus: tuple[GpuSample, ...], xids: dict[XidKey, int]) -> Iterator[Metric]:
+    """Every health family; a GPU without a reading is simply absent from it."""
+    readable = [(g, g.health) for g in gpus if not g.lost and g.health is not None]
+    yield from _families(readable, COUNTERS, COUNTER_VALUES, CounterMetricFamily)
+    yield from _families(readable, GAUGES, GAUGE_VALUES, GaugeMetricFamily)
+    up = GaugeMetricFamily(
+        PREFIX + "gpu_nvlink_up", "1 while the NVLink is active.", labels=(*GPU_LABELS, "link")
+    )
+    for gpu, health in readable:
+        for link in health.nvlinks:
+            if link.active is not None:
+                up.add_metric([*gpu_labels(gpu), str(link.link)], 1.0 if link.active else 0.0)
+    yield up
+    events = CounterMetricFamily(
+        PREFIX + "gpu_xid_events",
+        "Xid critical errors the driver reported since the exporter started, by Xid code.",
+        labels=(*GPU_LABELS, "xid"),
+    )
+    for key, count in sorted(xids.items()):
+        events.add_metric(list(key), float(count))
+    yield events
+
+
+def _families(
+    readable: list[tuple[GpuSample, GpuHealth]],
+    specs: dict[str, tuple[str, tuple[str, ...]]],
+    values: tuple[HealthValue, ...],
+    kind: type[CounterMetricFamily] | type[GaugeMetricFamily],
+) -> Iterator[Metric]:
+    families = {
+        name: kind(PREFIX + name, doc, labels=(*GPU_LABELS, *extra))
+        for name, (doc, extra) in specs.items()
+    }
+    for gpu, health in readable:
+        labels = gpu_labels(gpu)
+        for value in values:
+            reading = getattr(health, value.attr)
+            if reading is not None:
+                families[value.name].add_metric([*labels, *value.labels], float(reading))
+    yield from families.values()
