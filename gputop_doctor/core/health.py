@@ -129,6 +129,9 @@ class GpuHealth:
     nvlink_crc_errors: int | None = None  # flit and data CRC errors
     nvlink_replay_errors: int | None = None
     nvlink_recovery_errors: int | None = None
+    # NVLink data throughput summed over all links, MiB/s over the last tick (None: unknown).
+    nvlink_rx_mib_s: float | None = None
+    nvlink_tx_mib_s: float | None = None
     xids: tuple[XidEvent, ...] = ()  # Xid events read during this tick
     topology: Topology | None = None
 

@@ -40,6 +40,10 @@
  *                                    link), numa, cpu_first/cpu_count (affinity), events (na:
  *                                    registration NOT_SUPPORTED); served by the dedicated calls
  *                                    and as field values (3-6, 29-31, 38/45/52/59, 94, 142-145)
+ *   gpu.N.nvlink_tx_kib / nvlink_rx_kib   cumulative NVLink data counters of EACH link in KiB,
+ *                                    served as field values 138/139 with the link as scopeId
+ *                                    (a link the GPU lacks: INVALID_ARGUMENT); the scenario
+ *                                    writer advances them (Scenario.advanced)
  *
  * Build variants hide symbols to exercise FunctionNotFound fallbacks:
  *   -DNO_V3 -DNO_V2 -DNO_EVENT_REASONS -DNO_MEMORY_V2 -DNO_TEMPERATURE_V -DNO_GPM
@@ -284,6 +288,8 @@ _Static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "nvmlGpmMetricsGet_
     X(F_NVLINK_CRC, "nvlink_crc", 0)                                                          \
     X(F_NVLINK_REPLAY, "nvlink_replay", 0)                                                    \
     X(F_NVLINK_RECOVERY, "nvlink_recovery", 0)                                                \
+    X(F_NVLINK_TX_KIB, "nvlink_tx_kib", 0)                                                    \
+    X(F_NVLINK_RX_KIB, "nvlink_rx_kib", 0)                                                    \
     X(F_NUMA, "numa", 0)                                                                      \
     X(F_CPU_FIRST, "cpu_first", 0)                                                            \
     X(F_CPU_COUNT, "cpu_count", 8)                                                            \
@@ -1637,6 +1643,8 @@ static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
     case 59: f = F_NVLINK_RECOVERY; links = 1; break;
     case 197: f = F_PCIE_TX_BYTES; break;
     case 198: f = F_PCIE_RX_BYTES; break;
+    case 138: f = F_NVLINK_TX_KIB; links = 2; break;
+    case 139: f = F_NVLINK_RX_KIB; links = 2; break;
     default: break;
     }
     fv->timestamp = (long long)now_us();
@@ -1652,6 +1660,11 @@ static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
         return;
     }
     fv->valueType = type;
+    if (links == 2) { /* per link: scopeId names the link */
+        fv->nvmlReturn = fv->scopeId < (unsigned int)n ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+        fv->value.ullVal = (unsigned long long)g->v[f];
+        return;
+    }
     if (links) { /* totals over all links: the per-link count times the links */
         fv->nvmlReturn = NVML_SUCCESS;
         fv->value.ullVal = zero ? 0 : (unsigned long long)(g->v[f] * n);

@@ -9,6 +9,7 @@ values over time. The fake re-reads the file when it changes. The format is line
 
 The PCIe byte counters (field values 197/198) are cumulative: :meth:`Scenario.advanced` moves
 them on by each GPU's ``pcie_*_kbs`` rate, as a driver's counters would over that many seconds;
+the per-link NVLink data counters (138/139, KiB) by ``nvlink_*_kbs``;
 the energy counter (``energy_mj``) moves on by ``power_w`` times the seconds.
 """
 
@@ -124,6 +125,10 @@ class FakeGpu:
     nvlink_crc: int | None = 0  # per link, the same on every link
     nvlink_replay: int | None = 0
     nvlink_recovery: int | None = 0
+    nvlink_rx_kbs: int = 0  # NVLink data traffic of each link, KiB/s (advances the counters)
+    nvlink_tx_kbs: int = 0
+    nvlink_rx_kib: int | None = 0  # field 139 per link, cumulative KiB; None: NOT_SUPPORTED
+    nvlink_tx_kib: int | None = 0  # field 138
     numa: int | None = 0
     cpu_first: int | None = 0  # CPU affinity: cpu_count CPUs from cpu_first
     cpu_count: int = 8
@@ -197,6 +202,8 @@ class FakeGpu:
             "nvlink_crc": self.nvlink_crc,
             "nvlink_replay": self.nvlink_replay,
             "nvlink_recovery": self.nvlink_recovery,
+            "nvlink_rx_kib": self.nvlink_rx_kib,
+            "nvlink_tx_kib": self.nvlink_tx_kib,
             "numa": self.numa,
             "cpu_first": self.cpu_first,
             "cpu_count": self.cpu_count,
@@ -255,6 +262,8 @@ class FakeGpu:
             energy_mj=_advance_energy(self.energy_mj, self.power_w, seconds),
             pcie_rx_bytes=_advance(self.pcie_rx_bytes, self.pcie_rx_kbs, seconds),
             pcie_tx_bytes=_advance(self.pcie_tx_bytes, self.pcie_tx_kbs, seconds),
+            nvlink_rx_kib=_advance_kib(self.nvlink_rx_kib, self.nvlink_rx_kbs, seconds),
+            nvlink_tx_kib=_advance_kib(self.nvlink_tx_kib, self.nvlink_tx_kbs, seconds),
         )
 
 
@@ -340,6 +349,10 @@ def _advance(counter: int | None, kbs: int | None, seconds: float) -> int | None
     if counter is None:
         return None
     return counter + round((kbs or 0) * 1024 * seconds)
+
+
+def _advance_kib(counter: int | None, kbs: int, seconds: float) -> int | None:
+    return None if counter is None else counter + round(kbs * seconds)
 
 
 def _advance_energy(counter: int | None, watts: float | None, seconds: float) -> int | None:

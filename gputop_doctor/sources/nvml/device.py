@@ -29,11 +29,13 @@ from gputop_doctor.sources.nvml.call import (
 from gputop_doctor.sources.nvml.fields import (
     THROTTLE_FIELD_IDS,
     FieldBatch,
+    FieldKey,
     sample_value,
     throttle_counters,
 )
 from gputop_doctor.sources.nvml.gpm import GpmReader
 from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader
+from gputop_doctor.sources.nvml.nvlink import NvLinkTrafficReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml.processes import GpuProcessReader
 
@@ -112,6 +114,7 @@ class DeviceReader:
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
         self._procs = GpuProcessReader(nvml, caller, index, handle, clock)
         self.health = HealthReader(nvml, caller, index, handle, clock, self._fields.unsupported)
+        self._nvlink = NvLinkTrafficReader(self._fields, clock)
         if self._usable and not self.lost:
             self._guard(self._read_identity)
 
@@ -244,7 +247,7 @@ class DeviceReader:
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
             processes=self._procs.read(),
-            health=self.health.read(fields),
+            health=self._nvlink.added_to(self.health.read(fields), self.health.links, fields),
         )
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, not_found: Any = None) -> Any:
@@ -359,7 +362,7 @@ class DeviceReader:
 
     # -- clock events and throttle counters ------------------------------------------------
 
-    def _field_values(self, field_ids: list[int]) -> Any:
+    def _field_values(self, field_ids: list[FieldKey]) -> Any:
         return self._call(
             "nvmlDeviceGetFieldValues", self._nvml.nvmlDeviceGetFieldValues, field_ids
         )

@@ -44,6 +44,9 @@ _VALUE_ATTRS: dict[int, str] = {
 }
 
 Number = int | float
+# A field id, or (field id, scope id) for a scoped field such as one NVLink's counter: pynvml's
+# ``nvmlDeviceGetFieldValues`` takes either form and sets ``scopeId`` from the pair.
+FieldKey = int | tuple[int, int]
 
 # nvmlFieldValue_t as laid out by the C ABI (LP64, 40 bytes): fieldId, scopeId, timestamp,
 # latencyUsec, valueType, nvmlReturn, then the 8-byte value union. Reading the array's bytes
@@ -82,23 +85,28 @@ class FieldBatch:
 
     def __init__(
         self,
-        get: Callable[[list[int]], Any],
-        field_ids: Iterable[int],
+        get: Callable[[list[FieldKey]], Any],
+        field_ids: Iterable[FieldKey],
         call_skipped: Callable[[], bool],
     ) -> None:
         self._get = get
         self._call_skipped = call_skipped
-        self._ids: tuple[int, ...] = tuple(dict.fromkeys(field_ids))
-        self._dropped: set[int] = set()
+        self._ids: tuple[FieldKey, ...] = tuple(dict.fromkeys(field_ids))
+        self._dropped: set[FieldKey] = set()
 
-    def read(self) -> dict[int, Number] | None:
+    def add(self, keys: Iterable[FieldKey]) -> None:
+        """Ask for ``keys`` too from the next read on (fields found to exist after the start)."""
+        new = [key for key in keys if key not in self._dropped]
+        self._ids = tuple(dict.fromkeys((*self._ids, *new)))
+
+    def read(self) -> dict[FieldKey, Number] | None:
         """This tick's values by field id (those that answered); None when the call failed."""
         if not self._ids:
             return {}
         values = self._get(list(self._ids))
         if values is None:
             return None
-        out: dict[int, Number] = {}
+        out: dict[FieldKey, Number] = {}
         keep = []
         for field_id, (ret, number) in zip(self._ids, _answers(values), strict=True):
             if ret == 0 and number is not None:
@@ -110,7 +118,7 @@ class FieldBatch:
         self._ids = tuple(keep)
         return out
 
-    def unsupported(self, field_id: int) -> bool:
+    def unsupported(self, field_id: FieldKey) -> bool:
         """True once the driver said it will never give ``field_id``."""
         return field_id in self._dropped or self._call_skipped()
 
@@ -130,7 +138,7 @@ def _answers(values: Any) -> Iterator[tuple[int, Number | None]]:
         yield ret, None if fmt is None else fmt.unpack_from(union)[0]
 
 
-def throttle_counters(values: Mapping[int, Number] | None) -> ThrottleCounters | None:
+def throttle_counters(values: Mapping[FieldKey, Number] | None) -> ThrottleCounters | None:
     """The throttle counters among this tick's field values, or None if there are none."""
     if not values:
         return None

@@ -25,7 +25,7 @@ from typing import Any
 
 from gputop_doctor.core.health import GpuHealth, NvLink, Topology, XidEvent
 from gputop_doctor.sources.nvml.call import NvmlCaller
-from gputop_doctor.sources.nvml.fields import Number
+from gputop_doctor.sources.nvml.fields import FieldKey, Number
 
 HEALTH_PERIOD_S = 5.0
 STAGGER_SLOTS = 5  # later periodic reads of GPU i are offset by (i % slots) / slots periods
@@ -77,7 +77,7 @@ class HealthReader:
         index: int,
         handle: Any,
         clock: Callable[[], float],
-        field_unsupported: Callable[[int], bool],
+        field_unsupported: Callable[[FieldKey], bool],
         period_s: float = HEALTH_PERIOD_S,
     ) -> None:
         self._nvml = nvml
@@ -94,7 +94,12 @@ class HealthReader:
         self._max: tuple[int | None, int | None] | None = None
         self.topology: Topology | None = None  # set once by the source, which sees all GPUs
 
-    def read(self, fields: Mapping[int, Number] | None) -> GpuHealth:
+    @property
+    def links(self) -> tuple[int, ...]:
+        """The GPU's NVLinks, once found (empty before the first read and without NVLink)."""
+        return self._links or ()
+
+    def read(self, fields: Mapping[FieldKey, Number] | None) -> GpuHealth:
         now = self._clock()
         if self._due is None or now >= self._due:
             stagger = 0.0 if self._due is not None else self._index % STAGGER_SLOTS
@@ -232,7 +237,7 @@ def with_xids(health: GpuHealth | None, xids: tuple[XidEvent, ...]) -> GpuHealth
     return replace(health or GpuHealth(), xids=xids)
 
 
-def _group(values: Mapping[int, Number], field_ids: Sequence[int]) -> Counters | None:
+def _group(values: Mapping[FieldKey, Number], field_ids: Sequence[int]) -> Counters | None:
     """The group's values when every one of them answered this tick, else None."""
     if not all(field_id in values for field_id in field_ids):
         return None

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from gputop_doctor.sources.nvml.fields import FieldBatch, Number
+from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number
 
 PCIE_TX = 0  # nvmlPcieUtilCounter_t
 PCIE_RX = 1
@@ -95,7 +95,7 @@ class PcieReader:
         self._turn = 0
         self._last: dict[int, float | None] = {PCIE_RX: None, PCIE_TX: None}
 
-    def read(self, values: Mapping[int, Number] | None) -> tuple[float | None, float | None]:
+    def read(self, values: Mapping[FieldKey, Number] | None) -> tuple[float | None, float | None]:
         """(rx, tx) KiB/s, given this tick's field values (None when that call failed)."""
         now = self._clock()
         out: dict[int, float | None] = {}

@@ -1,0 +1,72 @@
+"""NVLink data throughput of one GPU in MiB/s, summed over its links.
+
+The driver keeps cumulative per-link counters of the data each link sent and received, in KiB
+(``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`` / ``_RX``, field ids 138/139, the link given as the
+field's ``scopeId``). Like the PCIe byte counters, they cost no driver call of their own: the
+keys join the batched ``nvmlDeviceGetFieldValues`` call of the tick, and only once the GPU is
+known to have NVLinks (a GPU without any adds nothing to the batch). Two readings give the
+mean rate over the interval. The links are found by the health reader on its first pass, so
+the counters are first asked on the tick after it and the first rate comes one tick later.
+
+A field the driver will never give (NOT_SUPPORTED, NO_PERMISSION) is dropped from the batch
+and never asked again; a tick where any remaining link's counter is missing gives no value,
+so a sum over fewer links never looks like a drop in traffic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from gputop_doctor.core.health import GpuHealth
+from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number
+from gputop_doctor.sources.nvml.pcie import CounterRate
+
+FIELD_NVLINK_TX_KIB = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+FIELD_NVLINK_RX_KIB = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+
+
+class NvLinkTrafficReader:
+    """Receive and transmit MiB/s over all of one GPU's NVLinks, from the batched counters."""
+
+    def __init__(self, fields: FieldBatch, clock: Callable[[], float]) -> None:
+        self._fields = fields
+        self._clock = clock
+        self._links: tuple[int, ...] | None = None  # None until the links are known
+        # CounterRate gives "per 1024 per second": KiB counters come out in MiB/s.
+        self._rates = {FIELD_NVLINK_RX_KIB: CounterRate(), FIELD_NVLINK_TX_KIB: CounterRate()}
+
+    def watch(self, links: Sequence[int]) -> None:
+        """Add the links' counters to the batch, once, when the GPU's links become known."""
+        if self._links is not None or not links:
+            return
+        self._links = tuple(links)
+        self._fields.add((field_id, link) for field_id in self._rates for link in self._links)
+
+    def added_to(
+        self, health: GpuHealth, links: Sequence[int], values: Mapping[FieldKey, Number] | None
+    ) -> GpuHealth:
+        """``health`` with this tick's throughput; ``links`` as the health reader found them."""
+        self.watch(links)
+        rx, tx = self.read(values)
+        if rx is None and tx is None:
+            return health
+        return replace(health, nvlink_rx_mib_s=rx, nvlink_tx_mib_s=tx)
+
+    def read(self, values: Mapping[FieldKey, Number] | None) -> tuple[float | None, float | None]:
+        """(rx, tx) MiB/s summed over the links, given this tick's field values."""
+        if self._links is None:
+            return None, None
+        now = self._clock()
+        rx = self._rates[FIELD_NVLINK_RX_KIB].update(now, self._total(FIELD_NVLINK_RX_KIB, values))
+        tx = self._rates[FIELD_NVLINK_TX_KIB].update(now, self._total(FIELD_NVLINK_TX_KIB, values))
+        return rx, tx
+
+    def _total(self, field_id: int, values: Mapping[FieldKey, Number] | None) -> Number | None:
+        """The counter summed over the links the driver still gives; None if one is missing."""
+        assert self._links is not None
+        keys = [(field_id, link) for link in self._links]
+        kept = [key for key in keys if not self._fields.unsupported(key)]
+        if values is None or not kept or any(key not in values for key in kept):
+            return None
+        return sum(values[key] for key in kept)
