@@ -325,6 +325,7 @@ class CommBoundThresholds:
     max_sm_active_pct: float = 40.0  # GPM SM activity below this while busy: not computing
     max_power_fraction: float = 0.5  # no GPM: power under this share of the limit while busy
     pcie_heavy_mib_s: float = 1024.0  # rx + tx PCIe traffic of a GPU that is busy talking
+    nvlink_heavy_mib_s: float = 10240.0  # rx + tx NVLink data traffic over all links, likewise
 
 
 @dataclass(frozen=True, slots=True)

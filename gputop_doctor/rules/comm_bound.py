@@ -4,8 +4,10 @@ NCCL kernels count as utilization, so a rank waiting in an all-reduce shows 100 
 it away: SM activity (GPM, Hopper and newer) far below utilization, or, without GPM, full
 utilization at a fraction of the power the card draws when it computes. That matters most when
 the ranks sit on GPUs joined only across the CPU socket (no NVLink, no shared PCIe switch): every
-collective crosses the socket interconnect. Whether the fix is the job's (placement, bucket
-size, overlap) or the machine's (it has no better-connected GPUs) depends on the topology.
+collective crosses the socket interconnect. Heavy PCIe or NVLink traffic on the spinning GPUs
+says the same from the other side: they are busy moving data, not computing. Whether the fix is
+the job's (placement, bucket size, overlap) or the machine's (it has no better-connected GPUs)
+depends on the topology.
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ from gputop_doctor.rules._view import RuleFn, enough_span, gpu_columns, job_gpus
 
 RULE_ID = "comm-bound"
 KIB_PER_MIB = 1024.0
+_PLACEMENT = (
+    "Put the ranks on GPUs that share NVLink or a PCIe switch (CUDA_VISIBLE_DEVICES; "
+    "nvidia-smi topo -m shows the paths), "
+)
+# Already on NVLink: placement cannot help, moving less data less often can.
+_LESS_TRAFFIC = (
+    "Raise DDP's bucket_cap_mb, accumulate gradients over more steps (no_sync), and overlap "
+    "communication with the backward pass."
+)
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
@@ -37,9 +48,12 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     cols = gpu_columns(win)
     spinning = [i for i in job if _spinning(live(cols.get(i, ())), t)]
     far = _socket_pairs(latest.gpus, job)
-    if len(spinning) < 2 or not (far or _heavy_pcie(cols, spinning, t)):
+    if len(spinning) < 2:
         return []
-    return [_finding(latest.gpus, job, spinning, far, cols, t)]
+    pcie, nvlink = _heavy_pcie(cols, spinning, t), _heavy_nvlink(cols, spinning, t)
+    if not (far or pcie or nvlink is not None):
+        return []
+    return [_finding(latest.gpus, job, spinning, far, cols, nvlink)]
 
 
 def _spinning(series: Sequence[GpuSample], t: CommBoundThresholds) -> bool:
@@ -77,6 +91,20 @@ def _heavy_pcie(
     return (_stats.mean(rates) or 0.0) >= t.pcie_heavy_mib_s
 
 
+def _heavy_nvlink(
+    cols: Mapping[int, tuple[GpuSample, ...]], spinning: list[int], t: CommBoundThresholds
+) -> float | None:
+    """The spinning GPUs' mean rx + tx NVLink data traffic (MiB/s) when heavy, else None."""
+    rates = []
+    for index in spinning:
+        for g in cols.get(index, ()):
+            health = g.health
+            if health and health.nvlink_rx_mib_s is not None and health.nvlink_tx_mib_s is not None:
+                rates.append(health.nvlink_rx_mib_s + health.nvlink_tx_mib_s)
+    mean = _stats.mean(rates)
+    return mean if mean is not None and mean >= t.nvlink_heavy_mib_s else None
+
+
 def _better_pair_exists(gpus: Sequence[GpuSample]) -> bool:
     """The machine has at least two GPUs joined by NVLink or below the socket."""
     for g in gpus:
@@ -92,7 +120,7 @@ def _finding(
     spinning: list[int],
     far: list[tuple[int, int]],
     cols: Mapping[int, tuple[GpuSample, ...]],
-    t: CommBoundThresholds,
+    nvlink_mib_s: float | None,
 ) -> Finding:
     names = ",".join(str(i) for i in spinning)
     evidence = [Evidence("job GPUs", ",".join(str(i) for i in job))]
@@ -109,13 +137,14 @@ def _finding(
         evidence.append(
             Evidence(f"joined only across the CPU socket ({TopoLink.SYSTEM.value})", pairs)
         )
+    if nvlink_mib_s is not None:
+        evidence.append(Evidence("NVLink traffic (rx + tx, mean)", round(nvlink_mib_s), "MiB/s"))
     machine = bool(far) and not _better_pair_exists(gpus)
-    where = "across the CPU socket" if far else "over PCIe"
-    fix = (
-        f"The job's GPUs wait on each other {where}. Put the ranks on GPUs that share NVLink "
-        "or a PCIe switch (CUDA_VISIBLE_DEVICES; nvidia-smi topo -m shows the paths), raise "
-        "DDP's bucket_cap_mb, accumulate gradients over more steps (no_sync), and overlap "
-        "communication with the backward pass."
+    where = _where(far, nvlink_mib_s)
+    fix = f"The job's GPUs wait on each other {where}. " + (
+        _LESS_TRAFFIC
+        if nvlink_mib_s is not None and not far
+        else _PLACEMENT + _LESS_TRAFFIC[0].lower() + _LESS_TRAFFIC[1:]
     )
     if machine:
         fix += (
@@ -130,6 +159,13 @@ def _finding(
         fix=fix,
         blame=Blame.MACHINE if machine else Blame.JOB,
     )
+
+
+def _where(far: list[tuple[int, int]], nvlink_mib_s: float | None) -> str:
+    """Where the job's traffic waits: the socket, else NVLink when it is heavy, else PCIe."""
+    if far:
+        return "across the CPU socket"
+    return "over NVLink" if nvlink_mib_s is not None else "over PCIe"
 
 
 RULE = RuleFn(RULE_ID, check)

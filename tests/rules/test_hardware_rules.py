@@ -3,8 +3,12 @@ and stays quiet on the healthy twin."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from gputop_doctor.config import CommBoundThresholds
 from gputop_doctor.core.findings import Blame, Severity
 from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
+from gputop_doctor.core.history import History
 from gputop_doctor.rules import (
     comm_bound,
     ecc_errors,
@@ -151,3 +155,38 @@ def test_rank_straggler_names_the_rank_that_stalls() -> None:
     assert labels["longest stall (s)"] == 3.0 and labels["peers waiting"] == 2
     steady = history(lambda k: Tick(gpus=(gpu(0), gpu(1), gpu(2))), 60, target=None)
     assert run(rank_straggler.RULE, steady) == []
+
+
+def test_comm_bound_on_nvlink_traffic_alone() -> None:
+    """GPUs joined by NVLink, light PCIe, spinning: heavy NVLink traffic alone makes it fire."""
+
+    def case(nvlink_mib_s: float) -> History:
+        def tick(k: int) -> Tick:
+            health = healthy(
+                topology=_topo(0, TopoLink.NVLINK),
+                nvlink_rx_mib_s=nvlink_mib_s / 2,
+                nvlink_tx_mib_s=nvlink_mib_s / 2,
+            )
+            gpus = tuple(
+                gpu(
+                    i,
+                    util=100.0,
+                    power_w=150.0,
+                    pcie_rx_kib_s=512.0,
+                    pcie_tx_kib_s=512.0,
+                    health=replace(health, topology=_topo(i, TopoLink.NVLINK)),
+                )
+                for i in (0, 1)
+            )
+            return Tick(gpus=gpus)
+
+        return history(tick, 10, target=None)
+
+    limit = CommBoundThresholds().nvlink_heavy_mib_s
+    [finding] = run(comm_bound.RULE, case(limit * 4))
+    assert finding.blame is Blame.JOB and "over NVLink" in finding.title
+    assert ("NVLink traffic (rx + tx, mean)", round(limit * 4), "MiB/s") in [
+        (e.label, e.value, e.unit) for e in finding.evidence
+    ]
+    assert "Put the ranks" not in finding.fix  # already on NVLink: placement cannot help
+    assert run(comm_bound.RULE, case(limit / 2)) == []  # same spinning, light traffic: silent
