@@ -61,3 +61,9 @@ def test_detail_summary_and_matrix() -> None:
     assert matrix[1].split() == ["GPU0", "X", "NV", "SYS"]
     assert matrix[3].split() == ["GPU2", "SYS", "SYS", "X"]
     assert topology_matrix([full_gpu(0)]) == []
+
+
+def test_nvlink_line_shows_traffic_when_the_driver_reports_it() -> None:
+    assert "/s" not in health_summary(HEALTHY)[0]  # no counters: nothing made up
+    busy = replace(HEALTHY, nvlink_rx_mib_s=8192.0, nvlink_tx_mib_s=512.0)
+    assert "NVLink v4 2/2 up, rx 8.0G/s tx 512M/s, errors 0" in health_summary(busy)[0]

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.model import GpuSample
+from gputop_doctor.ui.render import fmt_mib
 
 
 def _n(value: int | None) -> str:
@@ -30,6 +31,9 @@ def health_summary(health: GpuHealth | None) -> list[str]:
         nvlink = f"NVLink{'' if version is None else f' v{version}'} {up}/{len(h.nvlinks)} up"
         if h.links_down:
             nvlink += f" (down: {','.join(str(n) for n in h.links_down)})"
+        if h.nvlink_rx_mib_s is not None or h.nvlink_tx_mib_s is not None:
+            rx, tx = fmt_mib(h.nvlink_rx_mib_s), fmt_mib(h.nvlink_tx_mib_s)
+            nvlink += f", rx {rx}/s tx {tx}/s"
         nvlink += f", errors {_n(h.nvlink_errors)}"
     else:
         nvlink = "no NVLink"
