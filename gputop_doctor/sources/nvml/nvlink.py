@@ -55,17 +55,21 @@ class NvLinkTrafficReader:
 
     def read(self, values: Mapping[FieldKey, Number] | None) -> tuple[float | None, float | None]:
         """(rx, tx) MiB/s summed over the links, given this tick's field values."""
-        if self._links is None:
+        links = self._links
+        if links is None:
             return None, None
         now = self._clock()
-        rx = self._rates[FIELD_NVLINK_RX_KIB].update(now, self._total(FIELD_NVLINK_RX_KIB, values))
-        tx = self._rates[FIELD_NVLINK_TX_KIB].update(now, self._total(FIELD_NVLINK_TX_KIB, values))
+        rx, tx = (
+            self._rates[field_id].update(now, self._total(field_id, links, values))
+            for field_id in (FIELD_NVLINK_RX_KIB, FIELD_NVLINK_TX_KIB)
+        )
         return rx, tx
 
-    def _total(self, field_id: int, values: Mapping[FieldKey, Number] | None) -> Number | None:
+    def _total(
+        self, field_id: int, links: tuple[int, ...], values: Mapping[FieldKey, Number] | None
+    ) -> Number | None:
         """The counter summed over the links the driver still gives; None if one is missing."""
-        assert self._links is not None
-        keys = [(field_id, link) for link in self._links]
+        keys = [(field_id, link) for link in links]
         kept = [key for key in keys if not self._fields.unsupported(key)]
         if values is None or not kept or any(key not in values for key in kept):
             return None
