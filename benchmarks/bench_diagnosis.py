@@ -78,7 +78,7 @@ def _defaults() -> None:
     """The same onsets at the default settings, on synthetic histories (1 s ticks)."""
     from dataclasses import replace
 
-    from gputop_doctor.core.model import ProbeStats
+    from gputop_doctor.core.probe_stats import ProbeStats
     from gputop_doctor.rules import gpu_starvation, power_cap, thermal_throttle
     from tests.rules.synth import Tick, gpu, host, sawtooth, track, trainer
 

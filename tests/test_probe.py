@@ -450,7 +450,7 @@ def test_snapshot_text_and_json_show_the_probe(tmp_path: Path) -> None:
 def _probe_case(
     wait: float = 0.6, on_gpu: bool = True, device: str | None = None, **knobs: object
 ) -> Callable[[int], object]:
-    from gputop_doctor.core.model import ProbeStats
+    from gputop_doctor.core.probe_stats import ProbeStats
     from tests.rules.synth import Tick, gpu, trainer
 
     fields: dict[str, object] = dict(
@@ -540,7 +540,7 @@ def test_dataloader_config_needs_a_few_readings_and_a_gpu_from_the_model() -> No
 def _starvation_case(
     util: float | None, wait: float, workers: int, main_cpu: float = 10.0, probe_workers: object = 0
 ) -> Callable[[int], object]:
-    from gputop_doctor.core.model import ProbeStats
+    from gputop_doctor.core.probe_stats import ProbeStats
     from tests.rules.synth import Tick, gpu, sawtooth, trainer
 
     def make(k: int) -> Tick:

@@ -15,7 +15,8 @@ from typing import Any
 
 from gputop_doctor.commands.common import UsageError, load_settings, say
 from gputop_doctor.core.findings import Finding
-from gputop_doctor.core.model import ProfileSummary, SystemInfo
+from gputop_doctor.core.model import SystemInfo
+from gputop_doctor.core.probe_stats import ProfileSummary
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.text import printable
 from gputop_doctor.rules import PROFILE_RULES

@@ -12,7 +12,8 @@ from typing import Any
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, HostSample, ProbeStats, ProcSample, TreeTotals
+from gputop_doctor.core.model import GpuSample, HostSample, ProcSample, TreeTotals
+from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.text import printable
 from gputop_doctor.core.verdict import Bottleneck, Verdict
 from gputop_doctor.export.frame_view import finding_json

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from gputop_doctor.core.findings import Evidence, Finding
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import ProfileSummary
+from gputop_doctor.core.probe_stats import ProfileSummary
 from gputop_doctor.core.rule import RuleContext
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import ProbeStats, ProcSample
+from gputop_doctor.core.model import ProcSample
+from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._view import RuleFn, gpu_columns, gpu_pids, proc_columns, window

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gputop_doctor.config import StarvationThresholds
-from gputop_doctor.core.model import ProbeStats
+from gputop_doctor.core.probe_stats import ProbeStats
 
 
 class Cause(Enum):

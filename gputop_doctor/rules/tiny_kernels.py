@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import ProfileSummary
+from gputop_doctor.core.probe_stats import ProfileSummary
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules._profiled import check_all, trace_evidence
 from gputop_doctor.rules._view import RuleFn

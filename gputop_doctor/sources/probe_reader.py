@@ -36,8 +36,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gputop_doctor.core.model import HostSample, ProbeStats, SystemInfo
+from gputop_doctor.core.model import HostSample, SystemInfo
 from gputop_doctor.core.ports import HostSource, ProcessReading
+from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.text import printable
 from gputop_doctor.probe import _files
 from gputop_doctor.sources.profile_reader import ProfileReader

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gputop_doctor.core.model import ProfiledOp, ProfileSummary
+from gputop_doctor.core.probe_stats import ProfiledOp, ProfileSummary
 from gputop_doctor.core.text import printable
 from gputop_doctor.probe import _channel
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gputop_doctor.core.model import ProfileSummary
+from gputop_doctor.core.probe_stats import ProfileSummary
 from gputop_doctor.probe import _channel, _files
 from gputop_doctor.sources.probe_reader import ProbeReader
 from gputop_doctor.sources.profile_reader import load_answer, parse_profile

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.core.model import ProbeStats, Snapshot
+from gputop_doctor.core.model import Snapshot
+from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.text import printable
 
 BLOCKS = "▁▂▃▄▅▆▇█"

@@ -12,7 +12,8 @@ import pytest
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
-from gputop_doctor.core.model import ProcSample, ProfiledOp, ProfileSummary, SystemInfo
+from gputop_doctor.core.model import ProcSample, SystemInfo
+from gputop_doctor.core.probe_stats import ProfiledOp, ProfileSummary
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.probe import _channel
 from gputop_doctor.rules import PROFILE_RULES, RULES

@@ -15,8 +15,9 @@ from typing import Any
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.core.model import GpuSample, HostSample, ProbeStats, SystemInfo
+from gputop_doctor.core.model import GpuSample, HostSample, SystemInfo
 from gputop_doctor.core.ports import GpuSource, GpuStatus, HostSource, ProcessReading
+from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.rules import RULES
 from gputop_doctor.rules.headline import verdict
 from gputop_doctor.sources.demo.machine import DemoMachine

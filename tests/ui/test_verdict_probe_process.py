@@ -14,7 +14,6 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,
-    ProbeStats,
     ProcSample,
     Runtime,
     Snapshot,
@@ -22,6 +21,7 @@ from gputop_doctor.core.model import (
     ThreadEnv,
     TreeTotals,
 )
+from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.verdict import Bottleneck, Verdict
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
