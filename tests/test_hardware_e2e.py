@@ -13,13 +13,13 @@ import pytest
 
 from gputop_doctor.export.reader import read_session
 from tests.fake_nvml.fixtures import fake_nvml_build, fake_nvml_env, fake_nvml_lib  # noqa: F401
+from tests.fake_nvml.recording import record_with_change
 from tests.fake_nvml.scenario import (
     TOPO_NVLINK,
     TOPO_SYSTEM,
     FakeProcess,
     Scenario,
 )
-from tests.test_nvml_e2e import wait_for_ticks
 
 pytestmark = pytest.mark.slow
 
@@ -149,22 +149,12 @@ def test_record_an_xid_79_mid_run(
     fake_nvml_lib: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    scenario_path = tmp_path / "scenario.txt"
     scenario = Scenario.uniform(4, util=70)
-    scenario.write(scenario_path)
-    csv_path = tmp_path / "session.csv"
-    env = fake_nvml_env(fake_nvml_lib, scenario_path)
-    args = ["record", "--csv", str(csv_path), "--interval", "0.2", "--duration", "7"]
-    proc = subprocess.Popen(
-        [*CMD, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    run = record_with_change(
+        fake_nvml_lib, tmp_path, scenario, lambda s: s.with_xid(2, 79).with_gpu(2, lost=True), 7
     )
-    try:
-        before = wait_for_ticks(csv_path, 3)
-        scenario.with_xid(2, 79).with_gpu(2, lost=True).write(scenario_path)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, stderr
+    csv_path, before, stderr = run.csv_path, run.ticks_before, run.stderr
+    assert run.returncode == 0, stderr
     ticks = read_session(str(csv_path)).ticks
     assert not any(HARDWARE_RULES & set(t.findings) for t in ticks[:before])
     assert {"gpu-xid", "gpu-lost"} <= set(ticks[-1].findings)

@@ -7,15 +7,15 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from gputop_doctor.export.reader import SessionFormatError, read_session
+from gputop_doctor.export.reader import read_session
 from tests.fake_nvml.fixtures import fake_nvml_build, fake_nvml_env, fake_nvml_lib  # noqa: F401
+from tests.fake_nvml.recording import record_with_change, wait_for_ticks
 from tests.fake_nvml.scenario import (
     HW_THERMAL,
     NVML_ERROR_UNKNOWN,
@@ -83,41 +83,16 @@ def test_snapshot_lists_eight_gpus_with_reasons_and_processes(
     assert str(sleeper.pid) in text.stdout
 
 
-def wait_for_ticks(path: Path, ticks: int, deadline_s: float = 60.0) -> int:
-    """Poll the growing CSV until it holds ``ticks`` ticks (a generous deadline, not a timing)."""
-    end = time.monotonic() + deadline_s
-    seen = 0
-    while time.monotonic() < end:
-        try:
-            seen = len(read_session(str(path)).ticks)
-        except SessionFormatError:
-            seen = 0
-        if seen >= ticks:
-            return seen
-        time.sleep(0.05)
-    raise AssertionError(f"only {seen} ticks in {path}")
-
-
 def test_record_goes_on_when_gpu_3_is_lost(
     fake_nvml_lib: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    scenario_path = tmp_path / "scenario.txt"
     scenario = Scenario.uniform(8, util=70)
-    scenario.write(scenario_path)
-    csv_path = tmp_path / "session.csv"
-    env = fake_nvml_env(fake_nvml_lib, scenario_path)
-    args = ["record", "--csv", str(csv_path), "--interval", "0.2", "--duration", "4"]
-    proc = subprocess.Popen(
-        [*CMD, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    run = record_with_change(
+        fake_nvml_lib, tmp_path, scenario, lambda s: s.with_gpu(3, lost=True), duration_s=4
     )
-    try:
-        before = wait_for_ticks(csv_path, 3)
-        scenario.with_gpu(3, lost=True).write(scenario_path)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, stderr
+    csv_path, before, stderr = run.csv_path, run.ticks_before, run.stderr
+    assert run.returncode == 0, stderr
     assert "GPU 3 is lost" in stderr
 
     ticks = read_session(str(csv_path)).ticks
