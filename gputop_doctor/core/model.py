@@ -314,6 +314,10 @@ class GpuState(Enum):
     def has_readings(self) -> bool:
         return self is not GpuState.UNAVAILABLE
 
+    def text(self, reason: str | None) -> str:
+        """One line: the state (``ok``, ``demo``...), or why there are no readings."""
+        return self.value if self.has_readings else reason or "no GPU readings"
+
 
 @dataclass(frozen=True, slots=True)
 class SystemInfo:
@@ -336,14 +340,12 @@ class SystemInfo:
     @property
     def gpu_problem(self) -> str | None:
         """Why there are no GPU readings, or None when the GPU source delivers them."""
-        if self.gpu_state.has_readings:
-            return None
-        return self.gpu_reason or "no GPU readings"
+        return None if self.gpu_state.has_readings else self.gpu_state.text(self.gpu_reason)
 
     @property
     def gpu_status(self) -> str:
         """One line for views and exports: the state, or the reason there are no readings."""
-        return self.gpu_problem or self.gpu_state.value
+        return self.gpu_state.text(self.gpu_reason)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,7 @@ class GpuStatus:
     @property
     def text(self) -> str:
         """One line: the reason there are no readings, else the state (``ok``, ``demo``...)."""
-        if self.state.has_readings:
-            return self.state.value
-        return self.reason or "no GPU readings"
+        return self.state.text(self.reason)
 
 
 class GpuSource(Protocol):
