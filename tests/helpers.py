@@ -18,12 +18,12 @@ from gputop_doctor.core.model import (
     GpuSample,
     GpuState,
     HostSample,
-    Pressure,
     ProcSample,
     SystemInfo,
     ThrottleCounters,
 )
 from gputop_doctor.core.ports import GpuStatus, ProcessReading
+from gputop_doctor.core.pressure import Pressure
 
 
 def gpu(index: int = 0, **fields: object) -> GpuSample:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gputop_doctor.core.model import Pressure
+from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.sources.host.attribution import Attribution
 from tests.test_host import Clock, FakeProc
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.core.model import Pressure, ProcSample
+from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.ports import ProcessReading
+from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.sources.host.cgroup import (
     CpuStat,
     cgroup_cpu,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum, IntFlag
 
 from gputop_doctor.core.health import GpuHealth, NumaNode
+from gputop_doctor.core.pressure import JobPressure, OutsideProcess, Pressure
 from gputop_doctor.core.probe_stats import ProbeStats
 
 MIB = 1024 * 1024
@@ -148,53 +149,6 @@ class GpuSample:
         if self.mem_used_mib is None or not self.mem_total_mib:
             return None
         return self.mem_used_mib / self.mem_total_mib
-
-
-@dataclass(frozen=True, slots=True)
-class Pressure:
-    """Linux PSI averages (percent of wall time over 10 s) for one resource."""
-
-    some_avg10: float
-    full_avg10: float | None = None
-    # Percent of wall time some task stalled since the previous reading, from the ``total=``
-    # microsecond counter: avg10 is a 10 s decaying average that trails a stall by seconds.
-    some_now: float | None = None
-    some_total_us: int | None = None  # the raw counter, kept to make the next some_now
-
-    @property
-    def some_pct(self) -> float:
-        """The stall share since the last reading when known, else the 10 s average."""
-        return self.some_now if self.some_now is not None else self.some_avg10
-
-
-class PressureScope(Enum):
-    """Whose stalls a pressure reading counts: the job's own cgroup, or the whole host."""
-
-    CGROUP = "cgroup"
-    HOST = "host"
-
-
-@dataclass(frozen=True, slots=True)
-class JobPressure:
-    """PSI of the attached job: its cgroup v2 ``*.pressure`` files when it has its own
-    cgroup, else the host's ``/proc/pressure`` (then it cannot tell the job from others)."""
-
-    scope: PressureScope
-    cpu: Pressure | None = None
-    io: Pressure | None = None
-    memory: Pressure | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class OutsideProcess:
-    """A process outside the attached job that competes with it: its CPU, or its I/O waits."""
-
-    pid: int
-    name: str
-    cpu_pct: float = 0.0  # percent of one core
-    d_share: float = 0.0  # share of looks that found it in D state (waiting on storage)
-    io_mib_s: float | None = None  # storage bytes read + written (/proc/PID/io), when readable
-    swap_mib: float | None = None  # VmSwap, when read
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,14 +20,8 @@ from prometheus_client.registry import Collector
 
 from gputop_doctor import __version__
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.core.model import (
-    CLOCK_EVENT_NAMES,
-    MIB,
-    GpuSample,
-    HostSample,
-    Pressure,
-    Snapshot,
-)
+from gputop_doctor.core.model import CLOCK_EVENT_NAMES, MIB, GpuSample, HostSample, Snapshot
+from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.export.prometheus_health import XidCounts, health_metrics
 
 PREFIX = "gputop_doctor_"

@@ -12,11 +12,11 @@ from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,
     HostSample,
-    Pressure,
     Snapshot,
     ThrottleCounters,
     TreeTotals,
 )
+from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.core.verdict import Verdict
 from gputop_doctor.export.health_cells import HEALTH_WIDTH, health_cells, health_from_row
 from gputop_doctor.export.schema import (

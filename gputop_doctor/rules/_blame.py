@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from gputop_doctor.core.history import Window
-from gputop_doctor.core.model import OutsideProcess, Pressure, PressureScope, Snapshot
+from gputop_doctor.core.model import Snapshot
+from gputop_doctor.core.pressure import OutsideProcess, Pressure, PressureScope
 from gputop_doctor.core.text import printable
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._view import delay_ratio

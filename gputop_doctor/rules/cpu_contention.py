@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import OutsideProcess
+from gputop_doctor.core.pressure import OutsideProcess
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._view import RuleFn, effective_cpus, enough_span, window

@@ -17,7 +17,6 @@ from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,
     HostSample,
-    Pressure,
     ProcSample,
     Runtime,
     Snapshot,
@@ -25,6 +24,7 @@ from gputop_doctor.core.model import (
     ThreadEnv,
     tree_totals,
 )
+from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.core.rule import Rule, RuleContext
 
 T0 = 1_700_000_000.0

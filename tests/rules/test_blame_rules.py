@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gputop_doctor.core.findings import Blame, Finding, Severity
-from gputop_doctor.core.model import OutsideProcess, Pressure
+from gputop_doctor.core.pressure import OutsideProcess, Pressure
 from gputop_doctor.rules import (
     cpu_contention,
     cpu_saturation,

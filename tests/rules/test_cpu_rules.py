@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from gputop_doctor.core.findings import Severity
-from gputop_doctor.core.model import JobPressure, Pressure, PressureScope, ProcSample
+from gputop_doctor.core.model import ProcSample
+from gputop_doctor.core.pressure import JobPressure, Pressure, PressureScope
 from gputop_doctor.rules import cpu_saturation, thread_oversubscription
 from gputop_doctor.rules.thread_oversubscription import recommended_threads
 from tests.rules.synth import Case, Tick, context, history, host, proc, run, trainer

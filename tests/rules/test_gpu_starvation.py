@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gputop_doctor.core.findings import Blame, Severity
-from gputop_doctor.core.model import JobPressure, Pressure, PressureScope, ProcSample
+from gputop_doctor.core.model import ProcSample
+from gputop_doctor.core.pressure import JobPressure, Pressure, PressureScope
 from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.rules import gpu_starvation
 from gputop_doctor.rules.gpu_starvation import Cause

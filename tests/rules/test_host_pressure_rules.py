@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gputop_doctor.core.findings import Severity
-from gputop_doctor.core.model import JobPressure, Pressure, PressureScope
+from gputop_doctor.core.pressure import JobPressure, Pressure, PressureScope
 from gputop_doctor.rules import io_bound, swap_pressure
 from tests.rules.synth import Case, Tick, gpu, history, host, run, sawtooth, trainer
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from gputop_doctor.core.model import GpuState, HostSample, Pressure, ProcSample, SystemInfo
+from gputop_doctor.core.model import GpuState, HostSample, ProcSample, SystemInfo
+from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.sources.demo.scenarios import Scenario
 
 NS_PER_S = 1_000_000_000

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gputop_doctor.core.model import JobPressure, OutsideProcess, Pressure, PressureScope
+from gputop_doctor.core.pressure import JobPressure, OutsideProcess, Pressure, PressureScope
 from gputop_doctor.sources.host.cgroup import parse_proc_cgroup
 from gputop_doctor.sources.host.kept_files import read_file, read_small
 from gputop_doctor.sources.host.pids import list_pids, parse_stat

@@ -21,15 +21,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from gputop_doctor.core.model import (
-    MIB,
-    HostSample,
-    OutsideProcess,
-    Pressure,
-    ProcSample,
-    SystemInfo,
-)
+from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
 from gputop_doctor.core.ports import ProcessReading
+from gputop_doctor.core.pressure import OutsideProcess, Pressure
 from gputop_doctor.sources.host.attribution import Attribution, outside_top
 from gputop_doctor.sources.host.cgroup import (
     CgroupCpu,

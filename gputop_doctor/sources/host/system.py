@@ -16,7 +16,8 @@ from typing import NamedTuple
 import psutil
 
 from gputop_doctor.core.health import NumaNode, parse_cpu_list
-from gputop_doctor.core.model import MIB, Pressure
+from gputop_doctor.core.model import MIB
+from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.sources.host.kept_files import KeptFiles, read_file, read_small
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

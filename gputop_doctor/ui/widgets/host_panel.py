@@ -19,7 +19,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.core.model import HostSample, Pressure, TreeTotals
+from gputop_doctor.core.model import HostSample, TreeTotals
+from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.ui.render import (
     cpu_busy_fraction,
     data_wait_warn_pct,
