@@ -8,8 +8,7 @@ stops, so quitting closes the CSV from the thread that wrote it, after its last 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import ClassVar
 
 from textual import work
@@ -20,23 +19,18 @@ from textual.widgets import Footer
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.core.engine import Engine
-from gputop_doctor.core.findings import Scope, Severity
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.text import printable
-from gputop_doctor.sources.profile_request import (
-    DEFAULT_STEPS,
-    ProfileRequestError,
-    send_request,
-)
+from gputop_doctor.ui import app_actions
+from gputop_doctor.ui.alert_bell import CriticalBell
 from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
-from gputop_doctor.ui.lifecycle import install_stop_signals, start_exit_watchdog
+from gputop_doctor.ui.lifecycle import RunLifecycle
 from gputop_doctor.ui.messages import FrameReady, RecordingFailed, RecordingStarted, SamplerStopped
 from gputop_doctor.ui.palette import palette_entries
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
 from gputop_doctor.ui.screens.help import HelpScreen
 from gputop_doctor.ui.screens.process_detail import ProcessScreen
-from gputop_doctor.ui.screens.process_picker import ListProcesses, ProcessPicker
-from gputop_doctor.ui.screens.record_prompt import RecordPrompt, default_csv_path
+from gputop_doctor.ui.screens.process_picker import ListProcesses
 from gputop_doctor.ui.widgets.findings_list import FindingsList
 from gputop_doctor.ui.widgets.gpu_panels import GpuPanels
 from gputop_doctor.ui.widgets.header_bar import HeaderBar
@@ -84,21 +78,16 @@ class GpuTopApp(App[int]):
         self.frame: Frame | None = None
         self.paused = False
         self._csv_path = csv_path
-        self._list_processes = list_processes
+        self.list_processes = list_processes
         self._sampler = sampler
         self._stop_signals = stop_signals
         self._prime_s = prime_s  # simulated past the sampler fills in first (demo)
-        self._undo_signals: Callable[[], None] = lambda: None
-        self._stop = threading.Event()
-        self._sampler_done = threading.Event()
-        self._sampler_started = False
-        self._shut_down = False  # not _closed: that is MessagePump's own flag
         self._alerts = alerts
-        self._critical_shown: set[tuple[str, Scope]] = set()
-        self.bells = 0  # terminal bells rung for new critical findings
-        # The real command only: once quitting starts, the process leaves within seconds.
-        self._exit_watchdog = exit_watchdog
-        self._watchdog: threading.Thread | None = None
+        self._bell = CriticalBell(self.bell)
+        # exit_watchdog, the real command only: once quitting starts, the process leaves soon.
+        self.lifecycle = RunLifecycle(
+            exit_watchdog=exit_watchdog, status=lambda: self.return_code or 0
+        )
 
     def compose(self) -> ComposeResult:
         self.header = HeaderBar(self.engine.system, self.engine.settings.interval_s, id="header")
@@ -113,9 +102,9 @@ class GpuTopApp(App[int]):
         if self._csv_path:
             self.control.start_recording(self._csv_path)
         if self._stop_signals:
-            self._undo_signals = install_stop_signals(self.quit_now)
+            self.lifecycle.install_signals(self.quit_now)
         if self._sampler:
-            self._sampler_started = True
+            self.lifecycle.sampler_started = True
             self._run_sampler()
 
     # -- the sampler and frame dispatch ----------------------------------------------------
@@ -124,14 +113,14 @@ class GpuTopApp(App[int]):
     def _run_sampler(self) -> None:
         """The producer thread: ticks until quit, then closes what it owns."""
         try:
-            self.engine.run(self._stop, self._post_frame, prime_s=self._prime_s)
+            self.engine.run(self.lifecycle.stop, self._post_frame, prime_s=self._prime_s)
         except Exception as exc:  # show why sampling stopped instead of a dead screen
             self.post_message(SamplerStopped(repr(exc)))
         finally:
             try:
                 self.engine.close()
             finally:
-                self._sampler_done.set()
+                self.lifecycle.sampler_done.set()
 
     def _post_frame(self, frame: Frame) -> None:  # sampler thread: post_message never blocks
         if self._alerts is not None:
@@ -143,17 +132,9 @@ class GpuTopApp(App[int]):
         if frame.note:
             self.notify(printable(frame.note), severity="warning", timeout=6, markup=False)
         self.control.seen(frame)
-        self._ring_for_new_critical(frame)
+        self._bell.observe(frame)
         if not self.paused:
             self.show_frame(frame)
-
-    def _ring_for_new_critical(self, frame: Frame) -> None:
-        """The bell for a critical finding that was not shown in the previous frame."""
-        critical = {f.key for f in frame.findings if f.severity is Severity.CRITICAL}
-        if critical - self._critical_shown:
-            self.bells += 1
-            self.bell()
-        self._critical_shown = critical
 
     def show_frame(self, frame: Frame) -> None:
         for view in self._views:
@@ -165,17 +146,17 @@ class GpuTopApp(App[int]):
         self.notify(printable(f"recording to {message.path}"), markup=False)
 
     def on_recording_failed(self, message: RecordingFailed) -> None:
-        self.control.pending_path = None
-        self.notify(printable(f"cannot record: {message.reason}"), severity="error", markup=False)
+        app_actions.report_recording_failed(self, message.reason)
 
     def on_sampler_stopped(self, message: SamplerStopped) -> None:
-        self.control.pending_path = None
-        text = printable(f"sampler stopped: {message.reason}")
-        self.header.set_problem(text)
-        self.notify(text, severity="error", markup=False)
+        app_actions.report_sampler_stopped(self, message.reason)
 
     def on_gpu_panels_selected(self, message: GpuPanels.Selected) -> None:
         self.action_gpu_detail(message.index)
+
+    @property
+    def bells(self) -> int:  # terminal bells rung for new critical findings
+        return self._bell.rung
 
     @property
     def recording_path(self) -> str | None:
@@ -189,84 +170,39 @@ class GpuTopApp(App[int]):
         yield from super().get_system_commands(screen)
         yield from palette_entries(self)
 
-    # -- actions ---------------------------------------------------------------------------
+    # -- actions: Textual binds keys to these; what each does lives in app_actions ---------
 
     def action_attach(self) -> None:
-        self.push_screen(ProcessPicker(self._list_processes), self.attach)
-
-    def attach(self, pid: int | None) -> None:
-        """The picker's answer; None means it was cancelled."""
-        if pid is not None:
-            self.control.attach(pid)
-            self.notify(f"attaching to PID {pid}")
+        app_actions.pick_process_to_attach(self)
 
     def action_detach(self) -> None:
-        self.control.attach(None)
-        self.notify("detached")
+        app_actions.detach(self)
 
     def action_record(self) -> None:
-        """Stop if recording, else ask for a path (a timestamped default is filled in)."""
-        path = self.recording_path
-        if path:
-            self.control.stop_recording(path)
-            self.notify(printable(f"recording stopped: {path}"), markup=False)
-        else:
-            self.push_screen(RecordPrompt(default_csv_path()), self.control.start_recording)
+        app_actions.toggle_recording(self)
 
     def action_pause(self) -> None:
-        self.paused = not self.paused
-        self.header.set_paused(self.paused)
-        if not self.paused and self.frame is not None:
-            self.show_frame(self.frame)
+        app_actions.toggle_pause(self)
 
     def action_sort(self) -> None:
         self.table.cycle_sort()
 
     def action_profile(self) -> None:
-        """Ask the probe in the selected process to profile its next steps. The summary comes
-        back through the probe reader; its findings appear in the findings list."""
-        pid = self.table.cursor_pid
-        if pid is None:
-            self.notify("select a process first", severity="warning")
-            return
-        try:
-            sent = send_request(pid, DEFAULT_STEPS)
-        except ProfileRequestError as exc:
-            self.notify(printable(str(exc)), severity="warning", markup=False)
-            return
-        self.notify(
-            printable(
-                f"PID {pid}: profiling its next {sent.request.steps} steps; the findings appear "
-                f"here, the trace in {sent.directory}"
-            ),
-            markup=False,
-        )
+        app_actions.profile_selected_process(self)
 
     def action_help(self) -> None:
-        bindings = [b for b in self.BINDINGS if isinstance(b, Binding)]
-        self.push_screen(HelpScreen(bindings))
+        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
 
     def action_gpu_detail(self, index: int) -> None:
-        if index not in self.gpu_indices:
-            self.notify(f"no GPU {index}", severity="warning")
-            return
-        if isinstance(self.screen, GpuDetailScreen):
-            self.pop_screen()
-        history = self.engine.history.capacity  # fixed at start: safe to read from here
-        self.push_screen(GpuDetailScreen(index, self.control.send_history, history))
+        app_actions.open_gpu_detail(self, index)
 
     async def action_quit(self) -> None:
         self.quit_now()
 
     def quit_now(self) -> None:
         """Quit (key or signal): the sampler stops at once, its last tick still written."""
-        self._stop.set()
-        self._start_watchdog()
+        self.lifecycle.begin_quit()
         self.exit(0)
-
-    def _start_watchdog(self) -> None:
-        if self._exit_watchdog and self._watchdog is None:
-            self._watchdog = start_exit_watchdog(self._sampler_done, lambda: self.return_code or 0)
 
     # -- shutdown --------------------------------------------------------------------------
 
@@ -275,18 +211,7 @@ class GpuTopApp(App[int]):
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop the sampler and wait until it has written its last row and closed the engine."""
-        if self._shut_down:
-            return
-        self._shut_down = True
-        self._undo_signals()
-        self._stop.set()
-        self._start_watchdog()
-        if not self._sampler_started:
-            try:
-                self.engine.close()
-            finally:
-                self._sampler_done.set()  # no sampler: the data is safe once the engine is closed
-        elif not self._sampler_done.wait(timeout_s):
+        if not self.lifecycle.shutdown(self.engine.close, timeout_s):
             self.log.error("sampler did not stop in time; the CSV may miss its last row")
 
 

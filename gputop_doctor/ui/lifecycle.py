@@ -72,3 +72,46 @@ def start_exit_watchdog(
     thread = threading.Thread(target=watch, name="exit-watchdog", daemon=True)
     thread.start()
     return thread
+
+
+class RunLifecycle:
+    """The stop and done events of one app run, its signal handlers and its exit watchdog.
+
+    ``stop`` tells the sampler to finish; ``sampler_done`` is set once it has closed the
+    engine (the CSV is safe). The watchdog, when wanted, starts at the first quit request.
+    """
+
+    def __init__(self, *, exit_watchdog: bool, status: Callable[[], int]) -> None:
+        self.stop = threading.Event()
+        self.sampler_done = threading.Event()
+        self.sampler_started = False
+        self._want_watchdog = exit_watchdog
+        self._status = status
+        self._watchdog: threading.Thread | None = None
+        self._undo_signals: Callable[[], None] = lambda: None
+        self._shut_down = False
+
+    def install_signals(self, quit_app: Callable[[], None]) -> None:
+        self._undo_signals = install_stop_signals(quit_app)
+
+    def begin_quit(self) -> None:
+        """Tell the sampler to stop and, in the real command, start the watchdog."""
+        self.stop.set()
+        if self._want_watchdog and self._watchdog is None:
+            self._watchdog = start_exit_watchdog(self.sampler_done, self._status)
+
+    def shutdown(self, close_engine: Callable[[], None], timeout_s: float) -> bool:
+        """Stop the sampler and wait for it to close the engine (or close it here if no
+        sampler ran). False when the sampler did not stop within ``timeout_s``."""
+        if self._shut_down:
+            return True
+        self._shut_down = True
+        self._undo_signals()
+        self.begin_quit()
+        if not self.sampler_started:
+            try:
+                close_engine()
+            finally:
+                self.sampler_done.set()  # no sampler: the data is safe once the engine is closed
+            return True
+        return self.sampler_done.wait(timeout_s)
