@@ -1,0 +1,1284 @@
+#!/usr/bin/env python3
+"""Proof on a real NVIDIA GPU: every reading and finding of gputop-doctor, checked in one run.
+
+    python3 scripts/gpu_check.py OUTDIR [--dry-run] [--only STEP,...] [--budget S]
+
+Writes OUTDIR/gpu_check.json and OUTDIR/gpu_check.md: every reading compared with nvidia-smi
+within a stated tolerance, every training case's expected and raised findings, and the costs.
+Steps, in order (each independent; a failure is recorded and the next step runs):
+
+  readings   snapshot --json against nvidia-smi under three loads (idle, bf16 GEMM, copy);
+             GPM, buffered utilization samples and the energy counter
+  gpu-bound  a GPU-bound bf16 loop, recorded: no gpu-starvation, verdict GPU
+  starved    a DataLoader with num_workers=0 and a CPU-heavy Dataset, under the probe:
+             gpu-starvation naming num_workers=0, data wait measured
+  fed        the same with enough workers: gpu-starvation gone
+  creep      a loop that keeps a metric as a tensor (no .item()): gpu-memory-creep
+  profile    a loop with one .item() per step, profiled on demand: host-sync, tiny-kernels
+  costs      NVML calls and time per tick, record/serve CPU %, the TUI's first frame,
+             detection latency of starvation
+  sweep      the DataLoader sweep on a CPU-heavy Dataset
+  lab        fp32 / bf16 / bf16 + torch.compile on a small model
+
+``--dry-run`` runs the same code paths without CUDA: the fake NVML library of the test suite
+(built with gcc) stands in for the driver and a canned nvidia-smi for the real one, and the
+workloads run on the CPU, briefly; findings that need a GPU are then not judged. See
+docs/gpu-check.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = Path(__file__).resolve().with_name("gpu_check")
+WORKLOAD = PARTS / "workload.py"
+NVML_PROBE = PARTS / "nvml_probe.py"
+LAB_TARGET = PARTS / "lab_target.py"
+HOOK = PARTS / "append_event.py"
+
+STEPS = ("readings", "gpu-bound", "starved", "fed", "creep", "profile", "costs", "sweep", "lab")
+# Each step's own time limit (seconds) on a GPU; the whole run also stops at --budget.
+STEP_BUDGET_S = {
+    "readings": 90,
+    "gpu-bound": 50,
+    "starved": 50,
+    "fed": 55,
+    "creep": 50,
+    "profile": 60,
+    "costs": 40,
+    "sweep": 80,
+    "lab": 150,
+}
+MIN_STEP_S = 15  # a step with less time left than this is skipped, not started
+CASE_RECORD_S = 30.0  # each training case is recorded this long (dry run: DRY_RECORD_S)
+DRY_RECORD_S = 3.0
+
+# Tolerances: readings are taken by two programs at slightly different moments.
+TOL = {
+    "util": (25.0, 0.0),  # points: utilization moves between two reads
+    "mem": (64.0, 0.02),  # MiB, or 2 %
+    "mem_total": (64.0, 0.02),
+    "temp": (3.0, 0.0),  # °C
+    "power": (15.0, 0.10),  # W, or 10 %
+    "power_limit": (5.0, 0.02),
+    "clock": (0.0, 0.15),  # 15 %
+    "clock_max": (0.0, 0.02),
+    "fan": (5.0, 0.0),
+    "exact": (0.0, 0.0),
+}
+TOL_TEXT = {
+    "util": "±25 points",
+    "mem": "±64 MiB or 2 %",
+    "mem_total": "±64 MiB or 2 %",
+    "temp": "±3 °C",
+    "power": "±15 W or 10 %",
+    "power_limit": "±5 W or 2 %",
+    "clock": "±15 %",
+    "clock_max": "±2 %",
+    "fan": "±5 points",
+    "exact": "equal",
+}
+# Clock-event bits that flip with the load from one moment to the next: idle, sw-power-cap.
+VOLATILE_BITS = 0x1 | 0x4
+
+# (label, nvidia-smi field or alternatives, product path in snapshot --json gpus[0], tolerance)
+READINGS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
+    ("utilization %", ("utilization.gpu",), "util_pct", "util"),
+    ("memory busy %", ("utilization.memory",), "mem_util_pct", "util"),
+    ("memory used MiB", ("memory.used",), "mem_used_mib", "mem"),
+    ("memory total MiB", ("memory.total",), "mem_total_mib", "mem_total"),
+    ("memory reserved MiB", ("memory.reserved",), "mem_reserved_mib", "mem"),
+    ("temperature °C", ("temperature.gpu",), "temp_c", "temp"),
+    ("power draw W", ("power.draw", "power.draw.instant"), "power_w", "power"),
+    ("power limit W", ("enforced.power.limit", "power.limit"), "power_limit_w", "power_limit"),
+    ("SM clock MHz", ("clocks.sm",), "sm_clock_mhz", "clock"),
+    ("SM max clock MHz", ("clocks.max.sm",), "sm_clock_max_mhz", "clock_max"),
+    ("memory clock MHz", ("clocks.mem",), "mem_clock_mhz", "clock"),
+    ("memory max clock MHz", ("clocks.max.mem",), "mem_clock_max_mhz", "clock_max"),
+    ("fan %", ("fan.speed",), "fan_pct", "fan"),
+    (
+        "clock-event reasons",
+        ("clocks_event_reasons.active", "clocks_throttle_reasons.active"),
+        "clock_event_bits",
+        "bits",
+    ),
+    ("PCIe generation", ("pcie.link.gen.current",), "health.pcie_gen", "exact"),
+    ("PCIe generation max", ("pcie.link.gen.max",), "health.pcie_gen_max", "exact"),
+    ("PCIe width", ("pcie.link.width.current",), "health.pcie_width", "exact"),
+    ("PCIe width max", ("pcie.link.width.max",), "health.pcie_width_max", "exact"),
+    ("ECC mode", ("ecc.mode.current",), "health.ecc_volatile_corrected", "ecc"),
+)
+ABSENT = object()  # a key the product's JSON does not have at all
+
+
+def one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    return text[:300]
+
+
+def check(what: str, expected: str, got: Any, ok: bool | None, note: str = "") -> dict:
+    """One comparison: ok True/False, or None for a figure that is reported, not judged."""
+    return {"what": what, "expected": expected, "got": got, "ok": ok, "note": note}
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of a process (all its threads), from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def parse_nvsmi_value(text: str) -> Any:
+    text = text.strip()
+    if not text or text.startswith("[") or text in ("N/A", "Not Supported"):
+        return None
+    if text.lower().startswith("0x"):
+        try:
+            return int(text, 16)
+        except ValueError:
+            return text
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def dig(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return ABSENT
+        data = data[part]
+    return data
+
+
+class NvidiaSmi:
+    """``nvidia-smi --query-gpu`` for GPU 0, tolerant of fields an older driver lacks."""
+
+    def __init__(self, run: Callable[..., tuple[int, str, str, float]]) -> None:
+        self._run = run
+        self.fields: list[str] | None = None  # the queryable ones, found on first use
+        self.unsupported: list[str] = []
+
+    def _query(self, fields: list[str]) -> tuple[int, str]:
+        rc, out, err, _ = self._run(
+            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
+             "-i", "0"],
+            timeout=20,
+        )
+        return rc, out if rc == 0 else err
+
+    def _discover(self) -> None:
+        wanted = [f for _, alts, _, _ in READINGS for f in alts]
+        rc, _ = self._query(wanted)
+        if rc == 0:
+            self.fields = wanted
+            return
+        self.fields = []
+        for field in wanted:  # one bad name fails the whole query: find which
+            if self._query([field])[0] == 0:
+                self.fields.append(field)
+            else:
+                self.unsupported.append(field)
+
+    def sample(self) -> dict[str, Any]:
+        if self.fields is None:
+            self._discover()
+        assert self.fields is not None
+        if not self.fields:
+            return {}
+        rc, out = self._query(self.fields)
+        if rc != 0:
+            raise RuntimeError(f"nvidia-smi failed: {out.strip()[:200]}")
+        cells = out.strip().splitlines()[0].split(",")
+        return {f: parse_nvsmi_value(c) for f, c in zip(self.fields, cells)}
+
+    def apps(self) -> list[dict[str, Any]]:
+        rc, out, err, _ = self._run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            timeout=20,
+        )
+        if rc != 0:
+            raise RuntimeError(f"nvidia-smi --query-compute-apps failed: {err.strip()[:200]}")
+        apps = []
+        for line in out.strip().splitlines():
+            parts = [parse_nvsmi_value(p) for p in line.split(",")]
+            if len(parts) >= 2 and isinstance(parts[0], float):
+                apps.append({"pid": int(parts[0]), "used_mib": parts[1]})
+        return apps
+
+
+class CannedSmi:
+    """The dry run's nvidia-smi: the fake NVML scenario, as nvidia-smi would print it."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.h = harness
+        self.unsupported: list[str] = ["clocks_throttle_reasons.active"]  # as a new driver
+
+    def sample(self) -> dict[str, Any]:
+        g = self.h.fake_gpu()
+        return {
+            "utilization.gpu": g.util,
+            "utilization.memory": g.mem_util,
+            "memory.used": g.mem_used_mib,
+            "memory.total": g.mem_total_mib,
+            "memory.reserved": g.mem_reserved_mib,
+            "temperature.gpu": g.temp_c,
+            "power.draw": g.power_w,
+            "enforced.power.limit": g.power_limit_w,
+            "clocks.sm": g.sm_clock_mhz,
+            "clocks.max.sm": g.sm_clock_max_mhz,
+            "clocks.mem": g.mem_clock_mhz,
+            "clocks.max.mem": g.mem_clock_max_mhz,
+            "fan.speed": g.fan_pct,
+            "clocks_event_reasons.active": g.clock_events,
+            "pcie.link.gen.current": g.pcie_gen,
+            "pcie.link.gen.max": g.pcie_gen_max,
+            "pcie.link.width.current": g.pcie_width,
+            "pcie.link.width.max": g.pcie_width_max,
+            "ecc.mode.current": "Enabled" if g.ecc_vol_corr is not None else "Disabled",
+        }
+
+    def apps(self) -> list[dict[str, Any]]:
+        return [{"pid": p.pid, "used_mib": p.used_mib} for p in self.h.fake_gpu().processes]
+
+
+class Harness:
+    def __init__(self, out: Path, dry: bool, only: set[str], budget_s: float) -> None:
+        self.t0 = time.monotonic()
+        self.out = out
+        self.dry = dry
+        self.only = only
+        self.budget_s = budget_s
+        self.work = Path(tempfile.mkdtemp(prefix="gpu_check."))
+        self.device = "cpu" if dry else "cuda"
+        self.record_s = DRY_RECORD_S if dry else CASE_RECORD_S
+        self.procs: list[subprocess.Popen] = []
+        self.costs: dict[str, Any] = {}
+        self.cuda_problem: str | None = None
+        self.gpu_name: str | None = None
+        self.fake: Any = None  # dry run: (scenario module, scenario path, current scenario)
+        self.results: dict[str, Any] = {
+            "schema": "gputop-doctor.gpu-check/1",
+            "dry_run": dry,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "budget_s": budget_s,
+            "environment": {},
+            "steps": {},
+        }
+        self.env = self._child_env()
+        self.smi: Any = None
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if str(ROOT) not in paths:
+            paths.append(str(ROOT))
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONWARNINGS"] = "ignore"
+        probe_dir = self.work / "probe"
+        probe_dir.mkdir(mode=0o700, exist_ok=True)
+        env["GPUTOP_DOCTOR_PROBE_DIR"] = str(probe_dir)
+        env.pop("GPUTOP_DOCTOR_CONFIG", None)
+        env.setdefault("TERM", "xterm-256color")
+        if self.dry:
+            env["GPU_CHECK_SMALL"] = "1"
+        return env
+
+    def doctor(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "gputop_doctor", *args]
+
+    def run(self, cmd: list[str], timeout: float) -> tuple[int, str, str, float]:
+        started = time.monotonic()
+        timeout = max(1.0, min(timeout, self.left() + 5))
+        try:
+            done = subprocess.run(
+                cmd, env=self.env, capture_output=True, text=True, timeout=timeout,
+                cwd=self.work, errors="replace",
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
+            return 124, out or "", f"timed out after {timeout:.0f} s", time.monotonic() - started
+        except OSError as exc:
+            return 127, "", one_line(exc), time.monotonic() - started
+        return done.returncode, done.stdout, done.stderr, time.monotonic() - started
+
+    def spawn(self, cmd: list[str], name: str) -> subprocess.Popen:
+        log = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.work,
+            start_new_session=True,
+        )
+        log.close()
+        self.procs.append(proc)
+        return proc
+
+    def log_tail(self, name: str, chars: int = 400) -> str:
+        try:
+            return (self.work / f"{name}.log").read_text(errors="replace")[-chars:].strip()
+        except OSError:
+            return ""
+
+    def stop(self, proc: subprocess.Popen, grace: float = 5.0) -> None:
+        """SIGTERM to the process group this harness started, then SIGKILL."""
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except OSError:
+                pass
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+        if proc in self.procs:
+            self.procs.remove(proc)
+
+    def stop_all(self) -> None:
+        for proc in list(self.procs):
+            self.stop(proc, grace=3.0)
+
+    def left(self) -> float:
+        return self.budget_s - (time.monotonic() - self.t0)
+
+    # -- workloads -----------------------------------------------------------------------------
+
+    def workload(self, mode: str, seconds: float, name: str, workers: int = 0) -> tuple[
+        subprocess.Popen, Path
+    ]:
+        status = self.work / f"{name}.status.json"
+        cmd = [sys.executable, str(WORKLOAD), mode, "--device", self.device, "--seconds",
+               str(seconds), "--status", str(status), "--workers", str(workers)]
+        return self.spawn(cmd, name), status
+
+    def wait_started(self, proc: subprocess.Popen, status: Path, timeout: float) -> dict:
+        """Wait for the workload's first timed step; raise with its error otherwise."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            state = read_json(status) or {}
+            if state.get("error"):
+                raise RuntimeError(f"workload failed: {state['error']}")
+            if state.get("first_step"):
+                return state
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"workload exited ({proc.returncode}): {self.log_tail(status.stem[:-7])}"
+                )
+            time.sleep(0.2)
+        raise RuntimeError(f"workload did not start stepping within {timeout:.0f} s")
+
+    # -- the dry run's fake NVML -------------------------------------------------------------
+
+    def setup_fake(self) -> str | None:
+        """Build the test suite's fake libnvidia-ml and point every child at it."""
+        if shutil.which("gcc") is None:
+            return "gcc not found: the fake NVML cannot be built"
+        try:
+            sys.path.insert(0, str(ROOT))
+            from tests.fake_nvml import scenario as sc
+            from tests.fake_nvml.fixtures import build_fake, fake_nvml_env
+        except Exception as exc:  # noqa: BLE001
+            return f"the test suite's fake NVML is not importable: {one_line(exc)}"
+        lib = build_fake(self.work / "fake")
+        path = self.work / "fake" / "scenario.txt"
+        self.fake = [sc, path, None]
+        self.set_fake_load("idle")
+        self.env.update(fake_nvml_env(lib, path, base=self.env))
+        return None
+
+    def fake_gpu(self) -> Any:
+        return self.fake[2].gpus[0]
+
+    def set_fake_load(self, load: str) -> None:
+        sc, path, old = self.fake
+        now_us = int(time.time() * 1e6)
+        levels = {"idle": (0, 0, 0, 0, 75.0, 0.0), "gemm": (100, 40, 92, 85, 620.0, 30000.0),
+                  "copy": (100, 95, 70, 0, 450.0, 4200.0)}
+        util, mem_util, sm, tensor, power, used = levels[load]
+        ring = tuple((now_us - (5 - i) * 166_000, util) for i in range(6))
+        procs = () if load == "idle" else (sc.FakeProcess(os.getpid(), used_mib=used - 512),)
+        energy = 0 if old is None else old.gpus[0].energy_mj + int(power * 10_000)
+        gpu = sc.FakeGpu(util=util, mem_util=mem_util, samples=ring, mem_used_mib=used,
+                         power_w=power, gpm=True, gpm_sm_pct=sm, gpm_tensor_pct=tensor,
+                         energy_mj=energy, processes=procs, clock_events=1 if util == 0 else 0)
+        self.fake[2] = sc.Scenario(gpus=(gpu,))
+        self.fake[2].write(path)
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def run_step(self, name: str, fn: Callable[[float], dict]) -> None:
+        steps = self.results["steps"]
+        if self.only and name not in self.only:
+            steps[name] = {"status": "skipped", "reason": "not selected (--only)"}
+            return
+        budget = min(STEP_BUDGET_S[name], self.left() - 5)
+        if budget < (3 if self.dry else MIN_STEP_S):
+            steps[name] = {"status": "skipped", "reason": f"no time left ({self.left():.0f} s)"}
+            self.write()
+            return
+        print(f"gpu_check: {name} (up to {budget:.0f} s)", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        self.step_end = started + budget
+        try:
+            data = fn(budget)
+            if data.get("skipped"):
+                result = {"status": "skipped", "reason": data["skipped"], **data}
+            else:
+                checks = data.get("checks", [])
+                failed = [c for c in checks if c.get("ok") is False]
+                result = {"status": "fail" if failed else "ok", **data}
+        except Exception as exc:  # noqa: BLE001 - every step is independent
+            result = {"status": "error", "error": "error: " + one_line(exc)}
+            if os.environ.get("GPU_CHECK_DEBUG"):
+                traceback.print_exc()
+        finally:
+            self.stop_all()
+        result["seconds"] = round(time.monotonic() - started, 1)
+        steps[name] = result
+        print(f"gpu_check: {name}: {result['status']} in {result['seconds']} s",
+              file=sys.stderr, flush=True)
+        self.write()
+
+    def step_left(self) -> float:
+        return self.step_end - time.monotonic()
+
+    def needs_cuda(self) -> str | None:
+        if self.dry:
+            return None
+        return self.cuda_problem
+
+    # environment ------------------------------------------------------------------------------
+
+    def environment(self) -> None:
+        env: dict[str, Any] = {
+            "python": sys.version.split()[0],
+            "executable": sys.executable,
+            "uid": os.getuid(),
+            "cpus": os.cpu_count(),
+            "affinity": len(os.sched_getaffinity(0)),
+            "nvidia_smi": shutil.which("nvidia-smi"),
+            "tmux": shutil.which("tmux"),
+        }
+        self.results["environment"] = env
+        if self.dry:
+            problem = self.setup_fake()
+            env["fake_nvml"] = problem or "built"
+            self.smi = None if problem else CannedSmi(self)
+            self.gpu_name = None if problem else self.fake_gpu().name
+        else:
+            self.smi = NvidiaSmi(self.run) if env["nvidia_smi"] else None
+            if self.smi is not None:
+                rc, out, err, _ = self.run(
+                    ["nvidia-smi", "--query-gpu=name,driver_version,vbios_version,pci.bus_id",
+                     "--format=csv,noheader"], timeout=20)
+                env["gpus"] = out.strip().splitlines() if rc == 0 else f"error: {err.strip()}"
+                if rc == 0 and out.strip():
+                    self.gpu_name = out.split(",")[0].strip()
+        code = ("import json,torch;c=torch.cuda.is_available();print(json.dumps({'torch':"
+                "torch.__version__,'cuda':torch.version.cuda,'available':c,'device':"
+                "torch.cuda.get_device_name(0) if c else None,'compile':hasattr(torch,'compile')}))")
+        rc, out, err, _ = self.run([sys.executable, "-c", code], timeout=90)
+        try:
+            env["torch"] = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            env["torch"] = f"error: {(err or out).strip()[-300:]}"
+        torch_info = env["torch"]
+        if not isinstance(torch_info, dict):
+            self.cuda_problem = f"torch not usable: {str(torch_info)[:200]}"
+        elif not torch_info.get("available"):
+            self.cuda_problem = "torch.cuda.is_available() is False"
+        rc, out, err, _ = self.run(self.doctor("--version"), timeout=60)
+        env["gputop_doctor"] = out.strip() if rc == 0 else f"error: {err.strip()[-200:]}"
+        self.write()
+
+    # 1. readings ----------------------------------------------------------------------------
+
+    def step_readings(self, budget: float) -> dict:
+        if self.smi is None:
+            why = self.results["environment"].get("fake_nvml") if self.dry else "no nvidia-smi"
+            return {"skipped": f"nothing to compare with: {why}"}
+        problem = self.needs_cuda()
+        loads = ["idle"] + ([] if problem else ["gemm", "copy"])
+        checks: list[dict] = []
+        per_load: dict[str, Any] = {}
+        for load in loads:
+            if self.step_left() < 12:
+                checks.append(check(f"{load}: readings", "time to read", "no time left", False))
+                break
+            proc = None
+            try:
+                if self.dry:
+                    self.set_fake_load(load)
+                elif load != "idle":
+                    proc, status = self.workload(load, 60, f"load-{load}")
+                    self.wait_started(proc, status, timeout=min(60, self.step_left() - 10))
+                    time.sleep(1.5)  # clocks and power settle
+                per_load[load] = self.read_under_load(load, checks)
+            except Exception as exc:  # noqa: BLE001 - the next load still runs
+                checks.append(check(f"{load}: readings", "read", "error: " + one_line(exc), False))
+            finally:
+                if proc is not None:
+                    self.stop(proc)
+        if problem:
+            checks.append(check("gemm, copy loads", "run", f"skipped: {problem}", None))
+        self.energy_checks(per_load, checks)
+        unsupported = getattr(self.smi, "unsupported", [])
+        return {"checks": checks, "loads": per_load, "nvidia_smi_unsupported_fields": unsupported}
+
+    def read_under_load(self, load: str, checks: list[dict]) -> dict:
+        window = "1" if self.dry else "2"
+        out_path = self.work / f"snapshot-{load}.json"
+        with open(out_path, "wb") as out:
+            proc = subprocess.Popen(
+                self.doctor("snapshot", "--json", "--window", window), env=self.env,
+                stdout=out, stderr=subprocess.PIPE, cwd=self.work, start_new_session=True,
+            )
+        self.procs.append(proc)
+        samples: list[dict] = []
+        began = time.time()
+        try:
+            while proc.poll() is None and time.monotonic() < self.step_end:
+                samples.append(self.smi.sample())
+                time.sleep(0.5)
+            proc.wait(timeout=max(1.0, self.step_left()))
+        finally:
+            self.stop(proc)
+        samples.append(self.smi.sample())
+        apps = self.smi.apps()
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        if proc.returncode != 0:
+            raise RuntimeError(f"snapshot exited {proc.returncode}: {err.strip()[-300:]}")
+        snap = json.loads(out_path.read_text())
+        gpus = snap.get("gpus") or []
+        if not gpus:
+            raise RuntimeError(f"snapshot has no GPUs: {snap.get('system', {}).get('gpu_status')}")
+        gpu = gpus[0]
+        for label, alts, path, tol in READINGS:
+            checks.append(self.compare(load, label, alts, samples, dig(gpu, path), tol))
+        checks.append(self.compare_processes(load, gpu, apps))
+        checks += self.plausible(load, gpu)
+        return {
+            "time": began,
+            "nvidia_smi_samples": len(samples),
+            "product": {k: gpu.get(k) for k in (
+                "util_pct", "util_min_pct", "util_max_pct", "util_samples", "mem_util_pct",
+                "sm_active_pct", "tensor_active_pct", "energy_j", "power_w", "clock_events")},
+            "reference_gpm": self.gpm_reference(),
+        }
+
+    def compare(self, load: str, label: str, alts: tuple[str, ...], samples: list[dict],
+                product: Any, tol: str) -> dict:
+        field = next((f for f in alts if any(f in s for s in samples)), alts[0])
+        values = [s.get(field) for s in samples if field in s]
+        known = [v for v in values if v is not None]
+        what = f"{load}: {label}"
+        if not values:
+            return check(what, f"nvidia-smi {alts[0]}", product if product is not ABSENT else
+                         "not reported", None, "nvidia-smi cannot query this field here")
+        if product is ABSENT:
+            return check(what, f"{field} = {fmt_range(known)}", "not reported", None,
+                         "the product does not read this")
+        if tol == "ecc":
+            smi = {str(v).lower() for v in known}
+            enabled = "enabled" in smi
+            return check(what, f"{field} = {'/'.join(sorted(smi)) or 'n/a'}",
+                         "counters read" if product is not None else "no counters",
+                         (product is not None) == enabled if known else None,
+                         "ECC counters are read only where ECC is on")
+        if not known:
+            return check(what, f"{field} = n/a", product, None if product is not None else True,
+                         "nvidia-smi has no value; the product " +
+                         ("has one" if product is not None else "none either"))
+        if product is None:
+            return check(what, f"{field} = {fmt_range(known)}", "not reported (null)", False)
+        if tol == "bits":
+            masks = {int(v) for v in known if isinstance(v, (int, float))}
+            ok = int(product) in masks or (int(product) & ~VOLATILE_BITS) in {
+                m & ~VOLATILE_BITS for m in masks}
+            return check(what, f"{field} in {sorted(hex(m) for m in masks)} "
+                         "(idle, sw-power-cap may flip)", hex(int(product)), ok)
+        nums = [float(v) for v in known if isinstance(v, (int, float))]
+        if not nums:
+            return check(what, f"{field} = {known[0]}", product, None, "not a number")
+        absolute, relative = TOL[tol]
+        slack = max(absolute, relative * max(abs(x) for x in nums))
+        lo, hi = min(nums) - slack, max(nums) + slack
+        ok = lo <= float(product) <= hi
+        note = ""
+        if not ok and label.startswith("PCIe generation") and load == "idle":
+            note = "an idle link may step down between reads"
+        return check(what, f"{field} {fmt_range(nums)} {TOL_TEXT[tol]}", round(float(product), 2),
+                     ok, note)
+
+    def compare_processes(self, load: str, gpu: dict, apps: list[dict]) -> dict:
+        procs = gpu.get("processes")
+        what = f"{load}: processes (pid: MiB)"
+        smi = {a["pid"]: a["used_mib"] for a in apps}
+        if procs is None:
+            return check(what, f"nvidia-smi {smi}", "not reported", None)
+        mine = {p.get("pid"): p.get("used_mem_mib") for p in procs}
+        ok = set(smi) <= set(mine) or not smi
+        notes = []
+        for pid, used in smi.items():
+            other = mine.get(pid)
+            if used is not None and other is not None and abs(used - other) > max(64, 0.02 * used):
+                ok = False
+                notes.append(f"PID {pid}: {other} vs {used} MiB")
+        if len(smi) == 0 and len(mine) == 0 and load != "idle":
+            notes.append("no process listed by either (PID namespace?)")
+        return check(what, f"nvidia-smi {smi or 'none'} (±64 MiB or 2 %)", mine or "none", ok,
+                     "; ".join(notes))
+
+    def plausible(self, load: str, gpu: dict) -> list[dict]:
+        out = []
+        sm, tensor = gpu.get("sm_active_pct"), gpu.get("tensor_active_pct")
+        util, mem_util = gpu.get("util_pct"), gpu.get("mem_util_pct")
+        samples = gpu.get("util_samples") or []
+        if load == "idle":
+            out.append(judge(f"{load}: utilization low", "≤ 10 %", util, lambda v: v <= 10))
+            out.append(judge(f"{load}: GPM SM activity low", "≤ 10 %", sm, lambda v: v <= 10))
+            out.append(judge(f"{load}: GPM tensor activity low", "≤ 5 %", tensor,
+                             lambda v: v <= 5))
+        elif load == "gemm":
+            out.append(judge(f"{load}: utilization high", "≥ 80 %", util, lambda v: v >= 80))
+            out.append(judge(f"{load}: GPM SM activity high", "≥ 50 %", sm, lambda v: v >= 50))
+            out.append(judge(f"{load}: GPM tensor activity high", "≥ 20 %", tensor,
+                             lambda v: v >= 20))
+            out.append(check(f"{load}: buffered utilization samples (GetSamples)", "≥ 1 sample",
+                             f"{len(samples)} samples, min {gpu.get('util_min_pct')} max "
+                             f"{gpu.get('util_max_pct')}", len(samples) >= 1))
+        elif load == "copy":
+            out.append(judge(f"{load}: utilization high", "≥ 50 %", util, lambda v: v >= 50))
+            out.append(judge(f"{load}: memory busy (DRAM) high", "≥ 40 %", mem_util,
+                             lambda v: v >= 40))
+            out.append(judge(f"{load}: GPM tensor activity low", "≤ 10 %", tensor,
+                             lambda v: v <= 10))
+            out.append(check(f"{load}: GPM DRAM bandwidth", "reported", "not reported", None,
+                             "the product reads GPM SM and tensor activity only; memory busy % "
+                             "stands in for it"))
+        return out
+
+    def gpm_reference(self) -> dict:
+        if self.dry:
+            return {"skipped": "dry run"}
+        rc, out, err, _ = self.run([sys.executable, str(NVML_PROBE), "gpm", "--gap", "1"], 20)
+        try:
+            return json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return {"error": (err or out).strip()[-200:]}
+
+    def energy_checks(self, per_load: dict, checks: list[dict]) -> None:
+        points = [(load, d["time"], (d["product"] or {}).get("energy_j"))
+                  for load, d in per_load.items()]
+        known = [(load, t, e) for load, t, e in points if e is not None]
+        if len(points) < 2:
+            return
+        if len(known) < len(points):
+            checks.append(check("energy counter advancing", "a reading per load",
+                                "not reported", False))
+            return
+        rising = all(b[2] > a[2] for a, b in zip(known, known[1:]))
+        got = ", ".join(f"{load} {e:.0f} J" for load, _, e in known)
+        checks.append(check("energy counter advancing", "rises from load to load", got, rising))
+        for a, b in zip(known, known[1:]):
+            dt = b[1] - a[1]
+            if dt > 0:
+                checks.append(check(f"mean power {a[0]} -> {b[0]} (energy/time)", "W",
+                                    round((b[2] - a[2]) / dt, 1), None))
+
+    # 2. training cases ------------------------------------------------------------------------
+
+    def case(self, name: str, mode: str, *, workers: int = 0, config: str | None = None,
+             serve: bool = False) -> dict:
+        problem = self.needs_cuda()
+        if problem:
+            return {"skipped": problem}
+        record_s = self.record_s
+        seconds = record_s + (15 if not self.dry else 8)
+        proc, status = self.workload(mode, seconds, f"{name}-workload", workers)
+        csv_path = self.work / f"{name}.csv"
+        events = self.work / f"{name}.events.jsonl"
+        args = ["record", "--pid", str(proc.pid), "--csv", str(csv_path), "--duration",
+                str(record_s), "--interval", "1", "--quiet", "--on-finding",
+                f"{sys.executable} {HOOK} {events}"]
+        if config:
+            cfg = self.work / f"{name}.toml"
+            cfg.write_text(config)
+            args += ["--config", str(cfg)]
+        rec = self.spawn(self.doctor(*args), f"{name}-record")
+        srv = None
+        if serve:
+            port = free_port()
+            srv = self.spawn(self.doctor("serve", "--pid", str(proc.pid), "--listen",
+                                         f"127.0.0.1:{port}", "--interval", "1", "--duration",
+                                         str(record_s + 2)), f"{name}-serve")
+        started = time.monotonic()
+        warm = min(3.0, record_s / 3)
+        time.sleep(warm)
+        watched = {"record": rec, **({"serve": srv} if srv is not None else {})}
+        cpu0 = {k: cpu_seconds(p.pid) for k, p in watched.items()}
+        t0 = time.monotonic()
+        # Read the CPU again just before record's --duration ends (it started ~1 s late).
+        until = started + record_s - 0.5
+        while time.monotonic() < until and rec.poll() is None:
+            time.sleep(0.2)
+        t1 = time.monotonic()
+        cpu1 = {k: cpu_seconds(p.pid) for k, p in watched.items()}
+        for key, before in cpu0.items():
+            after = cpu1.get(key)
+            if before is not None and after is not None and t1 - t0 > 1:
+                self.costs.setdefault(f"{key}_cpu_pct", []).append(
+                    round(100 * (after - before) / (t1 - t0), 2))
+        try:
+            rec.wait(timeout=max(5.0, min(30.0, self.step_left() - 8)))
+        except subprocess.TimeoutExpired:
+            self.stop(rec)
+        state = read_json(status) or {}
+        data: dict[str, Any] = {"workload": state, "record_exit": rec.returncode}
+        if srv is not None:
+            data["serve_metrics"] = fetch_metrics(port)
+            self.stop(srv)
+        self.stop(proc)
+        if rec.returncode not in (0, None):
+            raise RuntimeError(f"record exited {rec.returncode}: {self.log_tail(name + '-record')}")
+        rows = read_csv(csv_path)
+        data["ticks"] = len({r.get("tick") for r in rows})
+        rc, out, err, _ = self.run(self.doctor("analyze", str(csv_path), "--json"), timeout=60)
+        if rc != 0:
+            raise RuntimeError(f"analyze exited {rc}: {err.strip()[-300:]}")
+        report = json.loads(out)
+        data["analyze"] = {
+            "findings": {f["rule_id"]: round(f["total_s"], 1) for f in report.get("findings", [])},
+            "verdict_totals": report.get("verdict_totals"),
+            "data_wait_mean_pct": report.get("data_wait_mean_pct"),
+            "steps_per_s_mean": report.get("steps_per_s_mean"),
+            "gpus": [{k: g.get(k) for k in ("util_mean_pct", "mem_max_mib", "power_mean_w",
+                                            "energy_wh")} for g in report.get("gpus", [])],
+        }
+        data["events"] = [e for e in read_jsonl(events)]
+        data["_rows"] = rows
+        data["_events_text"] = json.dumps(data["events"])
+        return data
+
+    def finish_case(self, data: dict, checks: list[dict]) -> dict:
+        data.pop("_rows", None)
+        data.pop("_events_text", None)
+        events = data.get("events", [])
+        data["events"] = [
+            {"event": e.get("event"), "id": (e.get("finding") or {}).get("id"),
+             "title": (e.get("finding") or {}).get("title"), "time": e.get("time")}
+            for e in events
+        ]
+        if self.dry:
+            for c in checks:
+                if c["ok"] is not None and not c.get("judged_in_dry_run"):
+                    c["note"] = (c["note"] + "; " if c["note"] else "") + (
+                        f"dry run (CPU, no GPU): not judged, would be {'pass' if c['ok'] else 'fail'}")
+                    c["ok"] = None
+        data["checks"] = checks
+        return data
+
+    def step_gpu_bound(self, budget: float) -> dict:
+        data = self.case("gpu-bound", "train-gpu", serve=True)
+        if "skipped" in data:
+            return data
+        found = data["analyze"]["findings"]
+        totals = {k: v for k, v in (data["analyze"]["verdict_totals"] or {}).items()
+                  if k != "unknown"}
+        top = max(totals, key=totals.get) if totals else None
+        checks = [
+            check("gpu-starvation absent", "not raised", sorted(found) or "none",
+                  "gpu-starvation" not in found),
+            check("verdict", "GPU (most of the classified time)", totals or "none",
+                  top == "GPU"),
+            self.record_cost(data),
+        ]
+        if data.get("serve_metrics") is not None:
+            checks.append(check("serve answers /metrics", "HTTP 200 with gputop_ metrics",
+                                data["serve_metrics"], data["serve_metrics"] == "ok"))
+        return self.finish_case(data, checks)
+
+    def record_cost(self, data: dict) -> dict:
+        return check("record ran", "exit 0 with ticks", f"{data['ticks']} ticks",
+                     data["ticks"] >= 2, "")
+
+    def step_starved(self, budget: float) -> dict:
+        data = self.case("starved", "train-loader", workers=0)
+        if "skipped" in data:
+            return data
+        found = data["analyze"]["findings"]
+        rows = data["_rows"]
+        starve_events = [e for e in data["events"] if (e.get("finding") or {}).get("id")
+                         == "gpu-starvation"]
+        mentions = "num_workers=0" in json.dumps(starve_events)
+        wait_max = max((num(r.get("tree_data_wait_pct")) or 0.0 for r in rows), default=0.0)
+        first = (data["workload"] or {}).get("first_step")
+        latency = first_time(rows, "gpu-starvation")
+        if first and latency:
+            self.costs["starvation_detection_s"] = round(latency - first, 1)
+        checks = [
+            check("gpu-starvation raised", "raised", sorted(found) or "none",
+                  "gpu-starvation" in found),
+            check("gpu-starvation names num_workers=0", "in its title, evidence or fix",
+                  "yes" if mentions else ("no gpu-starvation event" if not starve_events
+                                          else "not mentioned"), mentions),
+            check("probe: data wait measured", "≥ 30 % (tree_data_wait_pct)",
+                  f"max {wait_max:.0f} %, mean {data['analyze']['data_wait_mean_pct']}",
+                  wait_max >= 30),
+            self.record_cost(data),
+        ]
+        return self.finish_case(data, checks)
+
+    def step_fed(self, budget: float) -> dict:
+        cpus = len(os.sched_getaffinity(0))
+        workers = max(1, min(12, cpus - 2))
+        data = self.case("fed", "train-loader", workers=workers)
+        if "skipped" in data:
+            return data
+        rows = data["_rows"]
+        times = sorted({num(r.get("time_unix_s")) for r in rows} - {None})
+        half = times[len(times) // 2] if times else 0
+        late = {f for r in rows if (num(r.get("time_unix_s")) or 0) >= half
+                for f in (r.get("findings") or "").split("|") if f}
+        early = {f for r in rows for f in (r.get("findings") or "").split("|") if f}
+        waits = [num(r.get("tree_data_wait_pct")) for r in rows
+                 if (num(r.get("time_unix_s")) or 0) >= half]
+        waits = [w for w in waits if w is not None]
+        data["workers"] = workers
+        checks = [
+            check(f"gpu-starvation gone with num_workers={workers}",
+                  "not raised in the second half", sorted(late) or "none",
+                  "gpu-starvation" not in late),
+            check("gpu-starvation over the whole run", "reported", sorted(early) or "none", None,
+                  "the workers' start-up may starve the first seconds"),
+            check("probe: data wait, second half", "< 30 %",
+                  f"max {max(waits):.0f} %" if waits else "not measured",
+                  bool(waits) and max(waits) < 30),
+            self.record_cost(data),
+        ]
+        return self.finish_case(data, checks)
+
+    def step_creep(self, budget: float) -> dict:
+        config = ("[rules.gpu_memory_creep]\nsample_every_s = 2\nfast_min_span_s = 14\n"
+                  "warmup_s = 0\nmin_span_s = 14\n")
+        data = self.case("creep", "train-creep", config=config)
+        if "skipped" in data:
+            return data
+        found = data["analyze"]["findings"]
+        mem = [g.get("mem_max_mib") for g in data["analyze"]["gpus"]]
+        checks = [
+            check("gpu-memory-creep raised", "raised (windows shortened by --config for a "
+                  f"{self.record_s:.0f} s run)", sorted(found) or "none",
+                  "gpu-memory-creep" in found),
+            check("GPU memory at the end", "MiB", mem, None),
+            self.record_cost(data),
+        ]
+        return self.finish_case(data, checks)
+
+    def step_profile(self, budget: float) -> dict:
+        problem = self.needs_cuda()
+        if problem:
+            return {"skipped": problem}
+        proc, status = self.workload("train-sync", budget, "profile-workload")
+        state = self.wait_started(proc, status, timeout=min(60, self.step_left() - 20))
+        time.sleep(2.0)  # the probe publishes its first stats file
+        rc, out, err, secs = self.run(
+            self.doctor("profile", "--pid", str(proc.pid), "--steps", "5", "--json", "--timeout",
+                        str(int(max(10, min(45, self.step_left() - 5))))),
+            timeout=max(15, self.step_left() - 3))
+        self.stop(proc)
+        if rc != 0:
+            raise RuntimeError(f"profile exited {rc}: {err.strip()[-300:]}")
+        answer = json.loads(out)
+        summary = answer.get("summary") or {}
+        ids = sorted({f.get("rule_id") for f in answer.get("findings", [])})
+        data = {
+            "workload": state,
+            "profile_s": round(secs, 1),
+            "summary": {k: summary.get(k) for k in (
+                "device", "steps", "step_ms_median", "ops_per_step", "op_median_us",
+                "syncs_per_step", "data_wait_frac", "memory_kind", "trace") if k in summary},
+            "findings": ids,
+        }
+        checks = [
+            check("host-sync raised", "raised", ids or "none", "host-sync" in ids),
+            check("tiny-kernels raised", "raised", ids or "none", "tiny-kernels" in ids),
+        ]
+        for c in checks:
+            c["judged_in_dry_run"] = True  # the profiler finds both on a CPU too
+        if not self.dry:
+            checks.append(check("profiled on CUDA", "device cuda", summary.get("device"),
+                                "cuda" in str(summary.get("device", "")).lower()))
+        return self.finish_case(data, checks)
+
+    # 3. costs -------------------------------------------------------------------------------
+
+    def step_costs(self, budget: float) -> dict:
+        checks: list[dict] = []
+        ticks = "8" if self.dry else "20"
+        rc, out, err, _ = self.run([sys.executable, str(NVML_PROBE), "cost", "--ticks", ticks],
+                                   timeout=min(40, self.step_left() - 15))
+        try:
+            nvml = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            nvml = {"error": (err or out).strip()[-300:]}
+        self.costs["nvml"] = nvml
+        if "error" in nvml:
+            checks.append(check("NVML read per tick", "measured", "error: " + nvml["error"], False))
+        else:
+            checks.append(check("NVML time per tick (median, 1 GPU)", "< 20 ms",
+                                f"{nvml['tick_ms_median']} ms (p95 {nvml['tick_ms_p95']}, "
+                                f"first {nvml['first_tick_ms']})", nvml["tick_ms_median"] < 20))
+            checks.append(check("NVML calls per tick", "counted",
+                                f"{nvml['calls_per_tick_median']} (first tick "
+                                f"{nvml['calls_first_tick']})", None))
+        for key, label in (("record_cpu_pct", "record"), ("serve_cpu_pct", "serve")):
+            values = self.costs.get(key)
+            if values:
+                checks.append(check(f"{label} CPU at 1 s (% of one core)", "< 1 % (design budget)",
+                                    values, max(values) < 1.0,
+                                    "from /proc/PID/stat utime+stime during the cases"))
+            else:
+                checks.append(check(f"{label} CPU at 1 s", "measured", "not measured (its case "
+                                    "did not run)", None))
+        first = self.tui_first_frame(min(25.0, self.step_left() - 2))
+        self.costs["tui_first_frame"] = first
+        ok = None if first.get("first_frame_s") is None else first["first_frame_s"] < 1.0
+        checks.append(check("TUI first frame (pty, 120x40)", "< 1 s after start (design budget)",
+                            first, ok, "from exec to the first screen with a GPU or host reading"))
+        latency = self.costs.get("starvation_detection_s")
+        checks.append(check("starvation detected after it starts", "≤ 12 s + 3 s hold",
+                            "not measured" if latency is None else f"{latency} s",
+                            None if latency is None or self.dry else latency <= 15))
+        return {"checks": checks, "costs": self.costs}
+
+    def tui_first_frame(self, timeout: float) -> dict:
+        import pty
+        import struct
+        import termios
+        import fcntl
+
+        markers = [w for w in re.split(r"\s+", self.gpu_name or "") if re.search(r"\d", w)][:1]
+        markers += ["CPU "]
+        cmd = self.doctor(*(["--demo", "healthy", "--gpus", "1"] if self.dry and not self.fake
+                            else []), "--interval", "1")
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        env = dict(self.env, TERM="xterm-256color", COLUMNS="120", LINES="40")
+        env.pop("NO_COLOR", None)
+        started = time.monotonic()
+        proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env,
+                                cwd=self.work, start_new_session=True, close_fds=True)
+        os.close(slave)
+        self.procs.append(proc)
+        seen = b""
+        first_byte = found = None
+        try:
+            while time.monotonic() - started < timeout and proc.poll() is None:
+                ready, _, _ = select.select([master], [], [], 0.1)
+                if not ready:
+                    continue
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if first_byte is None:
+                    first_byte = time.monotonic() - started
+                seen += chunk
+                plain = re.sub(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b.", b"",
+                               seen).decode(errors="replace")
+                hit = next((m for m in markers if m in plain), None)
+                if hit:
+                    found = (time.monotonic() - started, hit)
+                    break
+            try:
+                os.write(master, b"q")
+                proc.wait(3)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        finally:
+            self.stop(proc, grace=2.0)
+            os.close(master)
+        if found is None:
+            return {"first_frame_s": None, "first_output_s": first_byte,
+                    "note": f"no marker {markers} seen in {timeout:.0f} s; exit {proc.returncode}"}
+        return {"first_frame_s": round(found[0], 2), "marker": found[1],
+                "first_output_s": None if first_byte is None else round(first_byte, 2)}
+
+    # lab and sweep ----------------------------------------------------------------------------
+
+    def step_sweep(self, budget: float) -> dict:
+        problem = self.needs_cuda()
+        if problem:
+            return {"skipped": problem}
+        args = ["--batch-size", "16", "--max-workers", "1" if self.dry else "4",
+                "--batches", "3" if self.dry else "6", "--warmup", "1" if self.dry else "2",
+                "--passes", "1", "--json"]
+        rc, out, err, secs = self.run(self.doctor("sweep", f"{LAB_TARGET}:dataset", *args),
+                                      timeout=self.step_left() - 2)
+        if rc != 0:
+            raise RuntimeError(f"sweep exited {rc}: {err.strip()[-300:]}")
+        rep = json.loads(out)
+        results = rep.get("results") or []
+        speedup = rep.get("speedup_over_0_workers")
+        data = {"settings": len(results), "best_line": rep.get("best_line"), "speedup": speedup,
+                "cuda": rep.get("cuda"), "warnings": rep.get("warnings"), "sweep_s": round(secs)}
+        checks = [
+            check("settings measured", "≥ 2", len(results), len(results) >= 2),
+            check("best DataLoader line", "printed", rep.get("best_line"),
+                  bool(rep.get("best_line"))),
+            check("workers beat num_workers=0", "> 1.5x on a CPU-heavy Dataset", speedup,
+                  isinstance(speedup, (int, float)) and speedup > 1.5),
+            check("pin_memory tried", "with CUDA", rep.get("cuda"), bool(rep.get("cuda"))),
+        ]
+        return self.finish_case(data, checks)
+
+    def step_lab(self, budget: float) -> dict:
+        problem = self.needs_cuda()
+        if problem:
+            return {"skipped": problem}
+        args = ["--steps", "5" if self.dry else "20", "--warmup", "1" if self.dry else "3",
+                "--json"]
+        if self.dry:
+            args += ["--compile-backend", "eager"]
+        rc, out, err, secs = self.run(self.doctor("lab", f"{LAB_TARGET}:setup", *args),
+                                      timeout=self.step_left() - 2)
+        if rc != 0:
+            raise RuntimeError(f"lab exited {rc}: {err.strip()[-300:]}")
+        rep = json.loads(out)
+        runs = {r.get("name") or r.get("label") or str(i): r
+                for i, r in enumerate(rep.get("runs") or [])}
+        data = {"device": rep.get("device"), "runs": rep.get("runs"), "jumps": rep.get("jumps"),
+                "reading": rep.get("reading"), "lab_s": round(secs)}
+        checks = [
+            check("three runs", "fp32, bf16, bf16 + compile", list(runs), len(runs) == 3),
+            check("on the GPU", "cuda", rep.get("device"), "cuda" in str(rep.get("device"))),
+            check("jumps in words", "a reading", rep.get("reading"), bool(rep.get("reading"))),
+        ]
+        for key, run in runs.items():
+            err_text = run.get("error") or run.get("failed")
+            checks.append(check(f"{key}: samples/s", "measured",
+                                run.get("samples_per_s") if not err_text else f"error: {err_text}",
+                                run.get("samples_per_s") is not None or "compile" in key,
+                                "torch.compile may be unavailable: the reason is kept"
+                                if "compile" in key else ""))
+        return self.finish_case(data, checks)
+
+    # output ---------------------------------------------------------------------------------
+
+    def write(self) -> None:
+        self.results["elapsed_s"] = round(time.monotonic() - self.t0, 1)
+        self.out.mkdir(parents=True, exist_ok=True)
+        tmp = self.out / "gpu_check.json.tmp"
+        tmp.write_text(json.dumps(self.results, indent=2, default=str))
+        os.replace(tmp, self.out / "gpu_check.json")
+        (self.out / "gpu_check.md").write_text(render_md(self.results))
+
+
+def judge(what: str, expected: str, value: Any, test: Callable[[float], bool]) -> dict:
+    if value is None:
+        return check(what, expected, "not reported", False)
+    return check(what, expected, value, bool(test(float(value))))
+
+
+def fmt_range(values: list[Any]) -> str:
+    nums = [v for v in values if isinstance(v, (int, float))]
+    if not nums:
+        return "/".join(sorted({str(v) for v in values})) or "n/a"
+    lo, hi = min(nums), max(nums)
+    return f"{lo:g}" if lo == hi else f"{lo:g}..{hi:g}"
+
+
+def num(text: Any) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    out = []
+    try:
+        for line in path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def read_csv(path: Path) -> list[dict]:
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def first_time(rows: list[dict], rule_id: str) -> float | None:
+    times = [num(r.get("time_unix_s")) for r in rows
+             if rule_id in (r.get("findings") or "").split("|")]
+    times = [t for t in times if t is not None]
+    return min(times) if times else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def fetch_metrics(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as resp:
+            body = resp.read().decode(errors="replace")
+        return "ok" if resp.status == 200 and "gputop_" in body else f"HTTP {resp.status}"
+    except Exception as exc:  # noqa: BLE001
+        return "error: " + one_line(exc)
+
+
+def cell(value: Any) -> str:
+    if isinstance(value, float):
+        value = round(value, 2)
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def render_md(results: dict) -> str:
+    steps = results.get("steps", {})
+    mode = "dry run (no CUDA: fake NVML, canned nvidia-smi, CPU workloads)" if results.get(
+        "dry_run") else "GPU"
+    lines = [
+        "# gputop-doctor GPU check",
+        "",
+        f"{mode}; started {results.get('started')}; {results.get('elapsed_s')} s.",
+        "",
+        "| step | status | seconds | checks passed | note |",
+        "|---|---|---|---|---|",
+    ]
+    for name in STEPS:
+        s = steps.get(name)
+        if s is None:
+            lines.append(f"| {name} | not run | | | |")
+            continue
+        checks = s.get("checks", [])
+        judged = [c for c in checks if c.get("ok") is not None]
+        passed = sum(1 for c in judged if c["ok"])
+        note = s.get("reason") or s.get("error") or ""
+        lines.append(f"| {name} | {s['status']} | {s.get('seconds', '')} | "
+                     f"{passed}/{len(judged)} | {cell(note)} |")
+    env = results.get("environment", {})
+    lines += ["", "## Environment", ""]
+    lines += [f"- {k}: {cell(v)}" for k, v in env.items()]
+    for name in STEPS:
+        s = steps.get(name)
+        if s is None:
+            continue
+        lines += ["", f"## {name}: {s['status']}", ""]
+        if s.get("reason"):
+            lines.append(f"Skipped: {s['reason']}")
+        if s.get("error"):
+            lines.append(s["error"])
+        checks = s.get("checks", [])
+        if checks:
+            lines += ["| check | expected | got | result | note |", "|---|---|---|---|---|"]
+            for c in checks:
+                result = {True: "pass", False: "**FAIL**", None: "info"}[c.get("ok")]
+                lines.append(f"| {cell(c['what'])} | {cell(c['expected'])} | {cell(c['got'])} | "
+                             f"{result} | {cell(c.get('note', ''))} |")
+        extra = {k: v for k, v in s.items()
+                 if k not in ("status", "checks", "reason", "error", "seconds", "loads")}
+        if extra:
+            lines += ["", "<details><summary>details</summary>", "", "```json",
+                      json.dumps(extra, indent=1, default=str)[:4000], "```", "</details>"]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("outdir", type=Path)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="no CUDA: fake NVML, canned nvidia-smi, CPU workloads")
+    parser.add_argument("--only", default="", help=f"comma-separated steps of {','.join(STEPS)}")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds for the whole run (default 430; dry run 240)")
+    args = parser.parse_args(argv)
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    unknown = only - set(STEPS)
+    if unknown:
+        parser.error(f"unknown steps: {', '.join(sorted(unknown))}")
+    budget = args.budget or (240.0 if args.dry_run else 430.0)
+    h = Harness(args.outdir, args.dry_run, only, budget)
+
+    def on_term(signum: int, _frame: Any) -> None:
+        h.stop_all()
+        h.results["interrupted"] = f"signal {signum}"
+        h.write()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        h.environment()
+        h.run_step("readings", h.step_readings)
+        h.run_step("gpu-bound", h.step_gpu_bound)
+        h.run_step("starved", h.step_starved)
+        h.run_step("fed", h.step_fed)
+        h.run_step("creep", h.step_creep)
+        h.run_step("profile", h.step_profile)
+        h.run_step("costs", h.step_costs)
+        h.run_step("sweep", h.step_sweep)
+        h.run_step("lab", h.step_lab)
+    except KeyboardInterrupt:
+        h.results["interrupted"] = "Ctrl-C"
+    finally:
+        h.stop_all()
+        h.write()
+        shutil.rmtree(h.work, ignore_errors=True)
+    statuses = {s["status"] for s in h.results["steps"].values()}
+    summary = ", ".join(f"{k}: {v['status']}" for k, v in h.results["steps"].items())
+    print(f"gpu_check: wrote {args.outdir / 'gpu_check.md'} ({summary})")
+    return 1 if statuses & {"error", "fail"} else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
