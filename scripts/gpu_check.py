@@ -278,6 +278,7 @@ class Harness:
         self.cuda_problem: str | None = None
         self.gpu_name: str | None = None
         self.fake: Any = None  # dry run: (scenario module, scenario path, current scenario)
+        self.fake_written_at: float | None = None
         self.results: dict[str, Any] = {
             "schema": "gputop-doctor.gpu-check/1",
             "dry_run": dry,
@@ -426,7 +427,13 @@ class Harness:
         util, mem_util, sm, tensor, power, used = levels[load]
         ring = tuple((now_us - (5 - i) * 166_000, util) for i in range(6))
         procs = () if load == "idle" else (sc.FakeProcess(os.getpid(), used_mib=used - 512),)
-        energy = 0 if old is None else old.gpus[0].energy_mj + int(power * 10_000)
+        # The energy counter moves on by this load's power since the last write, as a
+        # driver's would; the ring gets fresh samples on every write.
+        last = self.fake_written_at if old is not None else None
+        now = time.monotonic()
+        energy = 0 if old is None else old.gpus[0].energy_mj + int(
+            power * 1000 * (now - (last or now)))
+        self.fake_written_at = now
         gpu = sc.FakeGpu(util=util, mem_util=mem_util, samples=ring, mem_used_mib=used,
                          power_w=power, gpm=True, gpm_sm_pct=sm, gpm_tensor_pct=tensor,
                          energy_mj=energy, processes=procs, clock_events=1 if util == 0 else 0)
@@ -567,6 +574,8 @@ class Harness:
         began = time.time()
         try:
             while proc.poll() is None and time.monotonic() < self.step_end:
+                if self.dry:
+                    self.set_fake_load(load)  # a driver keeps buffering samples
                 samples.append(self.smi.sample())
                 time.sleep(0.5)
             proc.wait(timeout=max(1.0, self.step_left()))
@@ -979,6 +988,13 @@ class Harness:
         checks.append(check("starvation detected after it starts", "≤ 12 s + 3 s hold",
                             "not measured" if latency is None else f"{latency} s",
                             None if latency is None or self.dry else latency <= 15))
+        if self.dry:
+            for c in checks[2:]:
+                if c["ok"] is not None:
+                    c["note"] = (c["note"] + "; " if c["note"] else "") + (
+                        "dry run: a few seconds of a loaded CI machine, start-up included: not "
+                        f"judged, would be {'pass' if c['ok'] else 'fail'}")
+                    c["ok"] = None
         return {"checks": checks, "costs": self.costs}
 
     def tui_first_frame(self, timeout: float) -> dict:

@@ -1,0 +1,85 @@
+"""The GPU check's dry run: every step of scripts/gpu_check.py runs without CUDA and reports.
+
+The dry run uses the fake NVML (built with gcc, as the NVML tests do), a canned nvidia-smi
+answer made from the same scenario, and runs the workloads on the CPU for a few seconds. Its
+readings are judged for real (the fake and the canned answer must agree through the product's
+whole reading path); findings that need a GPU are recorded but not judged.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "gpu_check.py"
+STEPS = ("readings", "gpu-bound", "starved", "fed", "creep", "profile", "costs", "sweep", "lab")
+
+pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc builds the fake NVML"),
+    pytest.mark.timeout(400),
+]
+
+
+def test_dry_run_writes_a_summary_with_every_step(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(out), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=380,
+        cwd=ROOT,
+    )
+    report = json.loads((out / "gpu_check.json").read_text())
+    md = (out / "gpu_check.md").read_text()
+    steps = report["steps"]
+    assert report["dry_run"] is True
+    assert set(steps) == set(STEPS), done.stderr[-2000:]
+    for name, step in steps.items():
+        assert step["status"] in ("ok", "fail", "skipped"), (name, step)
+        if step["status"] == "skipped":
+            assert step["reason"], name
+        assert f"## {name}: {step['status']}" in md
+    errors = {n: s.get("error") for n, s in steps.items() if s["status"] == "error"}
+    assert not errors, errors
+    # The readings go through the product's whole NVML path and must match the canned answer.
+    readings = steps["readings"]
+    assert readings["status"] == "ok", [c for c in readings["checks"] if c["ok"] is False]
+    whats = {c["what"] for c in readings["checks"]}
+    for load in ("idle", "gemm", "copy"):
+        assert f"{load}: memory used MiB" in whats
+        assert f"{load}: PCIe generation" in whats
+    assert "energy counter advancing" in whats
+    # The profiler finds host-sync and tiny-kernels on a CPU as well: judged in the dry run.
+    assert steps["profile"]["status"] == "ok", steps["profile"]
+    # Costs were measured, not only named.
+    costs = steps["costs"]["costs"]
+    assert costs["nvml"].get("calls_per_tick_median", 0) > 0, costs
+    assert costs.get("record_cpu_pct"), costs
+    assert "| check | expected | got | result | note |" in md
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_only_and_unknown_steps(tmp_path: Path) -> None:
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path), "--dry-run", "--only", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "unknown steps" in bad.stderr
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path), "--dry-run", "--only", "costs"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert report["steps"]["readings"] == {"status": "skipped", "reason": "not selected (--only)"}
+    assert report["steps"]["costs"]["status"] == "ok", done.stderr[-2000:]
