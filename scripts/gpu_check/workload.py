@@ -4,7 +4,8 @@
 
 MODE:
   gemm          bf16 matrix products back to back (SM and tensor cores busy)
-  copy          device-to-device copies of a large buffer (memory-bound)
+  copy          device-to-device copies of a large buffer by an elementwise kernel
+                (memory-bound)
   train-gpu     a GPU-bound bf16 training loop, data made on the device
   train-loader  a small model fed by a DataLoader whose Dataset burns CPU per item, under the
                 in-process probe (--workers N: DataLoader num_workers)
@@ -91,16 +92,19 @@ def run_gemm(args: argparse.Namespace, end: float) -> None:
 def run_copy(args: argparse.Namespace, end: float) -> None:
     import torch
 
-    n = (1 << 30) if args.device == "cuda" else (1 << 22)  # bytes per buffer
-    src = torch.empty(n, dtype=torch.uint8, device=args.device)
+    # An elementwise kernel (x * 1 into another buffer) rather than copy_: it reads and writes
+    # every byte on the SMs whatever the driver does with a plain memcpy, so utilization counts
+    # it, and it is bound by DRAM bandwidth alone.
+    n = (1 << 29) if args.device == "cuda" else (1 << 20)  # bf16 elements per buffer (1 GiB)
+    src = torch.ones(n, dtype=torch.bfloat16, device=args.device)
     dst = torch.empty_like(src)
-    dst.copy_(src)
+    torch.mul(src, 1.0, out=dst)
     sync(args.device)
     steps = 0
     status(args.status, first_step=time.time())
     while time.time() < end:
         for _ in range(20):
-            dst.copy_(src)
+            torch.mul(src, 1.0, out=dst)
         sync(args.device)
         steps += 20
         if steps % 400 == 0:
