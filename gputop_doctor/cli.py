@@ -78,6 +78,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
+    return value
+
+
 PID_MAX = 4_194_304  # the kernel's largest PID (PID_MAX_LIMIT on 64-bit Linux)
 MAX_DEMO_GPUS = 256
 
@@ -278,14 +288,14 @@ def _add_lab_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     sweep.add_argument("--batch-size", type=_positive_int, default=32, help="default 32")
     sweep.add_argument("--max-workers", type=_positive_int, help="cap num_workers below the CPUs")
     sweep.add_argument("--batches", type=_positive_int, default=20, help="batches per pass")
-    sweep.add_argument("--warmup", type=int, default=3, help="batches not counted (default 3)")
+    sweep.add_argument("--warmup", type=_count, default=3, help="batches not counted (default 3)")
     sweep.add_argument("--passes", type=_positive_int, default=2, help="passes (epochs) each")
     sweep.add_argument("--json", action="store_true", help="print JSON instead of the table")
     sweep.add_argument("--csv", metavar="PATH", help="also write the table as CSV")
     lab = sub.add_parser("lab", help="fp32, bf16 and bf16 + compile on the same data")
     lab.add_argument("target", metavar="FILE.py:FUNC", help="FUNC returns (model_fn, loader)")
     lab.add_argument("--steps", type=_positive_int, default=30, help="timed steps (default 30)")
-    lab.add_argument("--warmup", type=int, default=5, help="untimed steps first (default 5)")
+    lab.add_argument("--warmup", type=_count, default=5, help="untimed steps first (default 5)")
     lab.add_argument("--seed", type=int, default=0, help="torch.manual_seed for every run")
     lab.add_argument(
         "--compile-backend",
@@ -294,9 +304,7 @@ def _add_lab_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     lab.add_argument("--json", action="store_true", help="print JSON instead of the table")
     profile = sub.add_parser("profile", help="profile a probed job's next steps (torch.profiler)")
-    profile.add_argument(
-        "--pid", type=_positive_int, required=True, help="a process running the probe"
-    )
+    profile.add_argument("--pid", type=_pid, required=True, help="a process running the probe")
     profile.add_argument(
         "--steps", type=_positive_int, default=5, help="steps to profile (default 5, at most 50)"
     )

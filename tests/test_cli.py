@@ -42,6 +42,10 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], fragment: st
         (["record", "--demo", "healthy", "--csv", "/nonexistent-dir/x.csv"], "cannot write CSV"),
         (["analyze", "/nonexistent-dir/x.csv"], "cannot read"),
         (["bogus-command"], "invalid choice"),
+        (["sweep", "x.py:f", "--warmup", "-1"], "must be 0 or more: -1"),
+        (["lab", "x.py:f", "--warmup", "-3"], "must be 0 or more: -3"),
+        (["profile", "--pid", "999999999"], "PIDs end at"),
+        (["profile", "--pid", "0"], "must be greater than 0"),
     ],
 )
 def test_bad_input_is_one_line_and_non_zero(args: list[str], fragment: str, tmp_path: Path) -> None:
