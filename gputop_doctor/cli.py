@@ -1,7 +1,8 @@
 """Command line: the TUI by default, plus headless ``record``, ``snapshot`` and ``analyze``.
 
 Bad input must end in one line on stderr and a non-zero exit, never a traceback, so argparse's
-two-line usage errors are replaced, and every known failure is raised as :class:`UsageError`.
+two-line usage errors are replaced, and every known failure is a
+:class:`~gputop_doctor.core.errors.DoctorError`, turned into its line and exit status here, once.
 The UI is imported only when the TUI is started: ``record`` and ``analyze`` never load Textual.
 """
 
@@ -14,7 +15,8 @@ import sys
 from collections.abc import Sequence
 
 from gputop_doctor import __version__
-from gputop_doctor.commands.common import UsageError, fail
+from gputop_doctor.commands.common import fail
+from gputop_doctor.core.errors import DoctorError
 
 MIN_INTERVAL_S = 0.05  # NVML's own sample period is 1/6 s or more; faster only costs CPU
 
@@ -319,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except UsageError as exc:
+    except DoctorError as exc:
         fail(str(exc), status=exc.status)
     except KeyboardInterrupt:
         return 130

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import IO, Any, Protocol
 
 from gputop_doctor.config import Settings
+from gputop_doctor.core.errors import UsageError
 
 # tomllib is tomli adopted into the standard library in 3.11: the same API, so 3.10 reads the
 # same files with the same results. Checked both ways by mypy (also run with 3.10 in .ci/run).
@@ -37,7 +38,7 @@ SHARES = frozenset({"delay_ratio", "critical_delay_ratio", "max_clock_ratio", "p
 POSITIVE = frozenset({"history_s", "process_history_s", "series_len"})  # 0 would keep nothing
 
 
-class SettingsError(Exception):
+class SettingsError(UsageError):
     """A settings file we cannot use; the message is one line for the user."""
 
 

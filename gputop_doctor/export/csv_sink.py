@@ -24,6 +24,7 @@ import stat
 import zlib
 from collections.abc import Iterable, Sequence
 
+from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.rows import snapshot_rows
 from gputop_doctor.export.schema import COLUMNS
@@ -32,7 +33,7 @@ from gputop_doctor.export.stream import part_path
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-class CsvError(Exception):
+class CsvError(UsageError):
     """A CSV path we cannot use; the message is one line for the user."""
 
 

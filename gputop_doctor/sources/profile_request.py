@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputop_doctor.core.errors import DoctorError
 from gputop_doctor.core.probe_stats import ProfileSummary
 from gputop_doctor.probe import _channel, _files
 from gputop_doctor.sources.probe_reader import ProbeReader
@@ -21,7 +22,7 @@ from gputop_doctor.sources.profile_reader import load_answer, parse_profile
 DEFAULT_STEPS = _channel.DEFAULT_STEPS
 
 
-class ProfileRequestError(Exception):
+class ProfileRequestError(DoctorError):
     """Why a profile can't be asked for or wasn't delivered (one line)."""
 
 
