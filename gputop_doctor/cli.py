@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from collections.abc import Sequence
 
 from gputop_doctor import __version__
 from gputop_doctor.commands.common import fail
+from gputop_doctor.config import environment
+from gputop_doctor.config.network import DEFAULT_LISTEN
 from gputop_doctor.core.errors import DoctorError
 
 MIN_INTERVAL_S = 0.05  # NVML's own sample period is 1/6 s or more; faster only costs CPU
@@ -138,7 +139,7 @@ def _add_source_options(parser: argparse.ArgumentParser, demo_help: str, sub: bo
         "--config",
         metavar="TOML",
         default=default(None),
-        help="settings and rule thresholds (default: $GPUTOP_DOCTOR_CONFIG, else "
+        help=f"settings and rule thresholds (default: ${environment.CONFIG}, else "
         "~/.config/gputop-doctor/config.toml if it exists)",
     )
 
@@ -165,8 +166,8 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--listen",
         metavar="HOST:PORT",
-        default="127.0.0.1:9400",
-        help="address for /metrics and /api/v1/frame (default 127.0.0.1:9400; another address "
+        default=DEFAULT_LISTEN,
+        help=f"address for /metrics and /api/v1/frame (default {DEFAULT_LISTEN}; another address "
         "only when typed)",
     )
     serve.add_argument(
@@ -330,10 +331,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except Exception as exc:
-        if os.environ.get("GPUTOP_DOCTOR_DEBUG"):
+        if environment.debug():
             raise
         fail(
-            f"unexpected {type(exc).__name__}: {exc} (set GPUTOP_DOCTOR_DEBUG=1 for a traceback)",
+            f"unexpected {type(exc).__name__}: {exc} (set {environment.DEBUG}=1 for a traceback)",
             status=1,
         )
     return 1

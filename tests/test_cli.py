@@ -277,6 +277,7 @@ def test_an_error_quoting_outside_text_reaches_the_terminal_as_one_harmless_line
 
 def test_every_user_facing_error_is_a_doctor_error() -> None:
     from gputop_doctor.commands.serve_http import Listen
+    from gputop_doctor.config.file import SettingsError
     from gputop_doctor.core.errors import DoctorError, UsageError
     from gputop_doctor.export.csv_sink import CsvError
     from gputop_doctor.export.reader import SessionFormatError
@@ -284,7 +285,6 @@ def test_every_user_facing_error_is_a_doctor_error() -> None:
     from gputop_doctor.fleet.hosts import HostsError, parse_hosts
     from gputop_doctor.lab.machine import LabError
     from gputop_doctor.report.nvsmi import LogFormatError
-    from gputop_doctor.settings_file import SettingsError
     from gputop_doctor.sources.demo.scenarios import DemoError
     from gputop_doctor.sources.profile_request import ProfileRequestError
 

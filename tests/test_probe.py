@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.config import Settings
+from gputop_doctor.config import Settings, environment
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.probe import _files, _watch, watch
@@ -33,7 +33,7 @@ def probe_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     """A probe directory and a fresh publisher, shut down (its file removed) after the test."""
     directory = tmp_path / "probe"
     monkeypatch.setenv(_files.PROBE_DIR_ENV, str(directory))
-    monkeypatch.setenv(_files.INTERVAL_ENV, "0.05")
+    monkeypatch.setenv(environment.PROBE_INTERVAL, "0.05")
     monkeypatch.setattr(_watch, "_PUBLISHER", None)
     yield directory
     if _watch._PUBLISHER is not None:

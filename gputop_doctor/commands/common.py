@@ -93,8 +93,8 @@ def options_from(
 
 def load_settings(config: str | None, **overrides: Any) -> Settings:
     """Defaults, then the settings file (rule thresholds...), then the command line."""
-    from gputop_doctor.settings_file import default_path
-    from gputop_doctor.settings_file import load_settings as load_file
+    from gputop_doctor.config.file import default_path
+    from gputop_doctor.config.file import load_settings as load_file
 
     settings = Settings()
     path = config or default_path()

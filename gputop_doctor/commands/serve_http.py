@@ -21,7 +21,6 @@ from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
 
-DEFAULT_LISTEN = "127.0.0.1:9400"
 FRAME_PATH = "/api/v1/frame"
 GZIP_LEVEL = 6
 

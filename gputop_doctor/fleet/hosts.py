@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from gputop_doctor.config.network import DEFAULT_PORT
 from gputop_doctor.core.errors import UsageError
 
-DEFAULT_PORT = 9400
 _HOSTNAME = re.compile(r"^[A-Za-z0-9._-]+$|^\[[0-9A-Fa-f:.]+\]$")
 _USER = re.compile(r"^[A-Za-z0-9._-]+$")
 

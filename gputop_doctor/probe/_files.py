@@ -2,7 +2,7 @@
 
 Shared by the probe (the writer, inside the training process) and the monitor's reader
 (``gputop_doctor.sources.probe_reader``), so both agree on directories, names and the format.
-Nothing here imports torch or anything outside the standard library.
+Nothing here imports torch; of the package it reads only ``config.environment``.
 
 The directory, first match wins:
 
@@ -29,8 +29,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-PROBE_DIR_ENV = "GPUTOP_DOCTOR_PROBE_DIR"
-INTERVAL_ENV = "GPUTOP_DOCTOR_PROBE_INTERVAL"
+from gputop_doctor.config import environment
+
+PROBE_DIR_ENV = environment.PROBE_DIR  # the probe's public name for it
 SCHEMA = 1
 SUFFIX = ".json"
 DIR_NAME = "gputop-doctor"
@@ -49,7 +50,7 @@ def shm_dir(uid: int | None = None) -> Path:
 def runtime_dir(env: Mapping[str, str] | None = None) -> Path:
     """The directory this process publishes to."""
     env = os.environ if env is None else env
-    explicit = env.get(PROBE_DIR_ENV)
+    explicit = environment.probe_dir(env)
     if explicit:
         return Path(explicit)
     xdg = env.get("XDG_RUNTIME_DIR")
@@ -62,7 +63,7 @@ def candidate_dirs(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     """Every directory a probe of this user may publish to, most specific first."""
     env = os.environ if env is None else env
     out: list[Path] = []
-    explicit = env.get(PROBE_DIR_ENV)
+    explicit = environment.probe_dir(env)
     if explicit:
         out.append(Path(explicit))
     xdg = env.get("XDG_RUNTIME_DIR")

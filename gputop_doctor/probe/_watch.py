@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from gputop_doctor.config import environment
 from gputop_doctor.probe import _files, _profile
 from gputop_doctor.probe._knobs import first_len, loader_knobs, model_device, torch_facts
 
@@ -43,7 +44,7 @@ _Point = tuple[float, int, int, float, float]
 
 def publish_interval() -> float:
     """Seconds between writes: ``$GPUTOP_DOCTOR_PROBE_INTERVAL`` (0.05 to 60), else 1."""
-    text = os.environ.get(_files.INTERVAL_ENV)
+    text = environment.probe_interval()
     if not text:
         return DEFAULT_INTERVAL_S
     try:
