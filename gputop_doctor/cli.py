@@ -349,6 +349,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gputop_doctor.commands.record import run_record
 
         return run_record(args)
+    if args.command == "snapshot" and getattr(args, "hosts", None):
+        from gputop_doctor.commands.fleet_snapshot import run_fleet_snapshot
+
+        return run_fleet_snapshot(args)
     if args.command == "snapshot":
         from gputop_doctor.commands.snapshot import run_snapshot
 

@@ -78,15 +78,24 @@ DEMO_BACKFILL_S = 330.0
 
 
 def options_from(
-    args: argparse.Namespace, interval_s: float, backfill_s: float = DEMO_BACKFILL_S
+    args: argparse.Namespace,
+    interval_s: float,
+    backfill_s: float = DEMO_BACKFILL_S,
+    *,
+    hold_s: float | None = None,
+    unbudgeted: bool = False,
 ) -> EngineOptions:
+    """Every command's engine options from its parsed arguments (the TUI, record, serve and
+    snapshot differ only in the interval, the demo's past, the hold and the budget)."""
     return EngineOptions(
         demo=args.demo,
         gpus=args.gpus,
         seed=args.seed,
         interval_s=interval_s,
         pid=args.pid,
+        hold_s=hold_s,
         backfill_s=backfill_s if args.demo else 0.0,
+        unbudgeted=unbudgeted,
         config=getattr(args, "config", None),
     )
 
@@ -117,8 +126,6 @@ def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time)
 
 def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> Run:
     """The engine and what the UI needs besides it, from validated options."""
-    from gputop_doctor.rules import RULES
-    from gputop_doctor.rules.headline import verdict
     from gputop_doctor.sources.factory import SourceChoice, open_sources, pid_exists
 
     if options.pid is not None and options.demo is None and not pid_exists(options.pid):
@@ -136,16 +143,7 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
         overrides["hold_s"] = options.hold_s
     settings = load_settings(options.config, **overrides)
     target = options.pid if options.pid is not None else sources.default_target
-    engine = Engine(
-        sources.gpu,
-        sources.host,
-        settings,
-        rules=RULES,
-        target_pid=target,
-        clock=clock,
-        label=sources.label,
-        judge=verdict,
-    )
+    engine = _engine(sources.gpu, sources.host, settings, target, clock, sources.label)
     return Run(engine=engine, list_processes=sources.list_processes, prime_s=options.backfill_s)
 
 
@@ -190,19 +188,33 @@ def open_replay(path: str) -> ReplayOpened:
 
 def open_replay_run(path: str, speed: float, config: str | None = None) -> Run:
     """An engine over a recorded session: the recording's clock, every rule re-run on it."""
+    replay = open_replay(path)
+    settings = load_settings(config, interval_s=replay.interval_s, pace_s=replay.interval_s / speed)
+    engine = _engine(
+        replay.gpu, replay.host, settings, replay.target_pid, replay.clock, f"replay:{path}"
+    )
+    return Run(engine=engine, list_processes=list)
+
+
+def _engine(
+    gpu: GpuSource,
+    host: HostSource,
+    settings: Settings,
+    target_pid: int | None,
+    clock: Callable[[], float],
+    label: str,
+) -> Engine:
+    """The one place a command builds an Engine: every rule, and the headline as its judge."""
     from gputop_doctor.rules import RULES
     from gputop_doctor.rules.headline import verdict
 
-    replay = open_replay(path)
-    settings = load_settings(config, interval_s=replay.interval_s, pace_s=replay.interval_s / speed)
-    engine = Engine(
-        replay.gpu,
-        replay.host,
+    return Engine(
+        gpu,
+        host,
         settings,
         rules=RULES,
-        target_pid=replay.target_pid,
-        clock=replay.clock,
-        label=f"replay:{path}",
+        target_pid=target_pid,
+        clock=clock,
+        label=label,
         judge=verdict,
     )
-    return Run(engine=engine, list_processes=list)

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 
+from gputop_doctor.commands.snapshot import exit_status
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.findings import Severity
 from gputop_doctor.fleet.hosts import parse_hosts
@@ -62,8 +63,6 @@ def run_fleet_snapshot(args: argparse.Namespace) -> int:
         print(json.dumps(fleet_json(frame), indent=2))
     else:
         print(fleet_text(frame))
-    from gputop_doctor.commands.snapshot import exit_status
-
     status = exit_status(
         (SEVERITIES.get(f.severity, Severity.INFO) for f in _all_findings(frame)), args.fail_on
     )
