@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from gputop_doctor.config import environment
-from gputop_doctor.probe import _files, _profile
+from gputop_doctor.probe import _profile, protocol
 from gputop_doctor.probe._knobs import first_len, loader_knobs, model_device, torch_facts
 
 T = TypeVar("T")
@@ -147,8 +147,8 @@ class _Publisher:
     # -- training thread ---------------------------------------------------------------------
 
     def start_pass(self, meter: _Meter, now: float) -> None:
-        directory = _files.runtime_dir()
-        reason = _files.prepare_dir(directory)
+        directory = protocol.runtime_dir()
+        reason = protocol.prepare_dir(directory)
         with self.lock:
             if not meter.history:  # one window for the life of the process, across passes
                 meter.history = deque([(now, *meter.state[:4])])
@@ -187,7 +187,7 @@ class _Publisher:
 
     def _remove(self) -> None:
         if self.published is not None and os.getpid() == self.pid:
-            _files.remove(self.published, self.pid)
+            protocol.remove(self.published, self.pid)
         self.published = None
 
     def _warn(self, key: str, reason: str, stacklevel: int) -> None:
@@ -196,7 +196,7 @@ class _Publisher:
         self.warned.add(key)
         warnings.warn(
             f"gputop-doctor probe: not publishing step stats ({reason}); training goes on. "
-            f"Set {_files.PROBE_DIR_ENV} to a writable directory to publish.",
+            f"Set {protocol.PROBE_DIR_ENV} to a writable directory to publish.",
             RuntimeWarning,
             stacklevel=stacklevel,
         )
@@ -222,15 +222,15 @@ class _Publisher:
             record = self._record(meter, now)
             if directory not in self.cleaned:
                 self.cleaned.add(directory)
-                _files.remove_dead(directory)
+                protocol.remove_dead(directory)
             try:
-                _files.write_atomic(directory, self.pid, record)
+                protocol.write_atomic(directory, self.pid, record)
             except OSError as exc:
                 # The directory may have been removed under us: recreate it once, else give up
                 # until the next pass checks again.
-                if _files.prepare_dir(directory) is None:
+                if protocol.prepare_dir(directory) is None:
                     try:
-                        _files.write_atomic(directory, self.pid, record)
+                        protocol.write_atomic(directory, self.pid, record)
                     except OSError:
                         pass
                     else:
@@ -240,7 +240,7 @@ class _Publisher:
                 self._warn(str(directory), f"cannot write in {directory}: {exc}", stacklevel=2)
                 return
             self.published = directory
-            # A profile request goes to the loop that is stepping (see ``_channel``).
+            # A profile request goes to the loop that is stepping (see ``protocol``).
             session = _profile.poll(directory, self.pid, meter.model, meter.hook is not None)
             if session is not None:
                 meter.hook = session
@@ -253,7 +253,7 @@ class _Publisher:
         while len(history) >= 2 and history[1][0] <= cutoff:
             history.popleft()
         record: dict[str, Any] = {
-            "schema": _files.SCHEMA,
+            "schema": protocol.SCHEMA,
             "pid": self.pid,
             "published_at": time.time(),
             "started_at": meter.started_at,
