@@ -115,13 +115,14 @@ class ProfileSession:
         self.profiled = 0
         self.started_at = 0.0
 
-    def step(self, state: Sequence[Any]) -> bool:
-        """Called after each step with the meter's state; False once the window is over.
+    def step(self, wait: float, total: float) -> bool:
+        """Called after each step with the loop's data wait and step time so far (seconds);
+        False once the window is over.
 
         N steps measured plainly (step time, data wait, memory), then N steps profiled."""
         try:
             if self.prof is None:
-                self.points.append((time.perf_counter(), state[2], state[3], self._memory()))
+                self.points.append((time.perf_counter(), wait, total, self._memory()))
                 if len(self.points) > self.request.steps:
                     self._start()
                 return True

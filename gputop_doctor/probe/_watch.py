@@ -25,7 +25,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from gputop_doctor.config import environment
 from gputop_doctor.probe import _profile, protocol
@@ -36,8 +36,21 @@ T = TypeVar("T")
 WINDOW_S = 5.0  # rates and the data-wait share are over the last few seconds, across passes
 DEFAULT_INTERVAL_S = 1.0
 
-# (steps, samples, wait_s, total_s, step_start, blocked_since or None, pass active)
-State = tuple[int, int, float, float, float, "float | None", bool]
+
+class MeterState(NamedTuple):
+    """One watched loop's totals, replaced whole at each change and never mutated, so the
+    publisher thread reads a consistent state without a lock. A NamedTuple, not a dataclass:
+    it is built twice per training step, and costs a fraction of a frozen dataclass there."""
+
+    steps: int = 0
+    samples: int = 0
+    wait: float = 0.0  # seconds spent waiting for batches
+    total: float = 0.0  # seconds of whole steps (waits included)
+    step_start: float = 0.0  # perf_counter() when the step in progress started
+    blocked: float | None = None  # when the wait in progress started; None: not waiting
+    active: bool = False  # inside a pass
+
+
 # (perf time, steps, samples, wait_s, total_s): one point of the publisher's window.
 _Point = tuple[float, int, int, float, float]
 
@@ -73,7 +86,7 @@ class _Meter:
 
     def __init__(self, facts: dict[str, Any]) -> None:
         self.facts = facts
-        self.state: State = (0, 0, 0.0, 0.0, 0.0, None, False)
+        self.state = MeterState()
         self.samples_known = True
         self.passes = 0
         self.started_at = time.time()
@@ -151,7 +164,8 @@ class _Publisher:
         reason = protocol.prepare_dir(directory)
         with self.lock:
             if not meter.history:  # one window for the life of the process, across passes
-                meter.history = deque([(now, *meter.state[:4])])
+                state = meter.state
+                meter.history = deque([(now, state.steps, state.samples, state.wait, state.total)])
             if reason is not None:
                 self.directory = None
                 self._warn(str(directory), reason, stacklevel=4)
@@ -218,7 +232,7 @@ class _Publisher:
             directory = self.directory
             if self.closed or not self.meters or directory is None:
                 return
-            meter = max(self.meters, key=lambda m: m.state[4])
+            meter = max(self.meters, key=lambda m: m.state.step_start)
             record = self._record(meter, now)
             if directory not in self.cleaned:
                 self.cleaned.add(directory)
@@ -340,8 +354,9 @@ class Watched(Generic[T]):
         meter.facts.update(torch_facts())
         if self._model is not None:
             meter.facts["model_device"] = model_device(self._model)
-        steps, samples, wait, total = meter.state[:4]
-        meter.state = (steps, samples, wait, total, start, start, True)
+        was = meter.state
+        steps, samples, wait, total = was.steps, was.samples, was.wait, was.total
+        meter.state = MeterState(steps, samples, wait, total, start, start, True)
         pub = publisher()
         pub.start_pass(meter, start)
         step_start = blocked = start
@@ -354,7 +369,7 @@ class Watched(Generic[T]):
                     now = clock()
                     wait += now - blocked
                     total += now - step_start
-                    meter.state = (steps, samples, wait, total, now, None, False)
+                    meter.state = MeterState(steps, samples, wait, total, now, None, False)
                     return
                 now = clock()
                 wait += now - blocked
@@ -369,21 +384,21 @@ class Watched(Generic[T]):
                         count = None
                     else:
                         samples += size
-                meter.state = (steps, samples, wait, total, now, None, True)
+                meter.state = MeterState(steps, samples, wait, total, now, None, True)
                 step_start = now
                 yield batch
-                if meter.hook is not None and not meter.hook.step(meter.state):
+                if meter.hook is not None and not meter.hook.step(wait, total):
                     meter.hook = None
                 blocked = clock()
-                meter.state = (steps, samples, wait, total, step_start, blocked, True)
+                meter.state = MeterState(steps, samples, wait, total, step_start, blocked, True)
         finally:
             state = meter.state
-            if state[6]:  # left mid-pass: break, an exception, or the loop was closed
+            if state.active:  # left mid-pass: break, an exception, or the loop was closed
                 now = clock()
-                if state[5] is not None:
-                    wait += now - state[5]
+                if state.blocked is not None:
+                    wait += now - state.blocked
                 total += now - step_start
-                meter.state = (steps, samples, wait, total, now, None, False)
+                meter.state = MeterState(steps, samples, wait, total, now, None, False)
             if meter.hook is not None:  # the pass ended inside a profile window
                 meter.hook.finish()
                 meter.hook = None
