@@ -16,7 +16,13 @@ from typing import Any
 from gputop_doctor.core.errors import DoctorError
 from gputop_doctor.core.text import printable
 from gputop_doctor.lab.machine import LabError
-from gputop_doctor.lab.sweep import LoaderSetting, SweepReport, SweepResult, sweep_loader
+from gputop_doctor.lab.sweep import (
+    LoaderSetting,
+    SweepOptions,
+    SweepReport,
+    SweepResult,
+    sweep_loader,
+)
 from gputop_doctor.lab.user_code import call_user, load_function, parse_target
 
 VARIED = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
@@ -25,16 +31,14 @@ VARIED = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
 def run_sweep(args: argparse.Namespace) -> int:
     func = load_function(args.target)  # LabError: a one-line DoctorError
     dataset, batch_size, extra = _inputs(call_user(func, parse_target(args.target)[1]), args)
-    report = sweep_loader(
-        dataset,
-        batch_size,
-        max_workers=args.max_workers,
+    options = SweepOptions(
         batches=args.batches,
         warmup=args.warmup,
         passes=args.passes,
+        max_workers=args.max_workers,
         loader_kwargs=extra,
-        progress=_progress,
     )
+    report = sweep_loader(dataset, batch_size, options, progress=_progress)
     _clear_progress()
     if args.csv:
         _write_csv(args.csv, report)
