@@ -82,6 +82,7 @@ def _positive_int(text: str) -> int:
 
 
 def _count(text: str) -> int:
+    """A whole number that may be 0 (warm-up steps or batches)."""
     try:
         value = int(text)
     except ValueError:
