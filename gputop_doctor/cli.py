@@ -1,7 +1,8 @@
 """Command line: the TUI by default, plus headless ``record``, ``snapshot`` and ``analyze``.
 
 Bad input must end in one line on stderr and a non-zero exit, never a traceback, so argparse's
-two-line usage errors are replaced, and every known failure is raised as :class:`UsageError`.
+two-line usage errors are replaced, and every known failure is a
+:class:`~gputop_doctor.core.errors.DoctorError`, turned into its line and exit status here, once.
 The UI is imported only when the TUI is started: ``record`` and ``analyze`` never load Textual.
 """
 
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from collections.abc import Sequence
 
 from gputop_doctor import __version__
-from gputop_doctor.commands.common import UsageError, fail
+from gputop_doctor.commands.common import fail
+from gputop_doctor.config import environment
+from gputop_doctor.config.network import DEFAULT_LISTEN
+from gputop_doctor.core.errors import DoctorError
 
 MIN_INTERVAL_S = 0.05  # NVML's own sample period is 1/6 s or more; faster only costs CPU
 
@@ -78,6 +81,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    """A whole number that may be 0 (warm-up steps or batches)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
+    return value
+
+
 PID_MAX = 4_194_304  # the kernel's largest PID (PID_MAX_LIMIT on 64-bit Linux)
 MAX_DEMO_GPUS = 256
 
@@ -126,7 +140,7 @@ def _add_source_options(parser: argparse.ArgumentParser, demo_help: str, sub: bo
         "--config",
         metavar="TOML",
         default=default(None),
-        help="settings and rule thresholds (default: $GPUTOP_DOCTOR_CONFIG, else "
+        help=f"settings and rule thresholds (default: ${environment.CONFIG}, else "
         "~/.config/gputop-doctor/config.toml if it exists)",
     )
 
@@ -153,8 +167,8 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--listen",
         metavar="HOST:PORT",
-        default="127.0.0.1:9400",
-        help="address for /metrics and /api/v1/frame (default 127.0.0.1:9400; another address "
+        default=DEFAULT_LISTEN,
+        help=f"address for /metrics and /api/v1/frame (default {DEFAULT_LISTEN}; another address "
         "only when typed)",
     )
     serve.add_argument(
@@ -278,14 +292,14 @@ def _add_lab_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     sweep.add_argument("--batch-size", type=_positive_int, default=32, help="default 32")
     sweep.add_argument("--max-workers", type=_positive_int, help="cap num_workers below the CPUs")
     sweep.add_argument("--batches", type=_positive_int, default=20, help="batches per pass")
-    sweep.add_argument("--warmup", type=int, default=3, help="batches not counted (default 3)")
+    sweep.add_argument("--warmup", type=_count, default=3, help="batches not counted (default 3)")
     sweep.add_argument("--passes", type=_positive_int, default=2, help="passes (epochs) each")
     sweep.add_argument("--json", action="store_true", help="print JSON instead of the table")
     sweep.add_argument("--csv", metavar="PATH", help="also write the table as CSV")
     lab = sub.add_parser("lab", help="fp32, bf16 and bf16 + compile on the same data")
     lab.add_argument("target", metavar="FILE.py:FUNC", help="FUNC returns (model_fn, loader)")
     lab.add_argument("--steps", type=_positive_int, default=30, help="timed steps (default 30)")
-    lab.add_argument("--warmup", type=int, default=5, help="untimed steps first (default 5)")
+    lab.add_argument("--warmup", type=_count, default=5, help="untimed steps first (default 5)")
     lab.add_argument("--seed", type=int, default=0, help="torch.manual_seed for every run")
     lab.add_argument(
         "--compile-backend",
@@ -294,9 +308,7 @@ def _add_lab_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     lab.add_argument("--json", action="store_true", help="print JSON instead of the table")
     profile = sub.add_parser("profile", help="profile a probed job's next steps (torch.profiler)")
-    profile.add_argument(
-        "--pid", type=_positive_int, required=True, help="a process running the probe"
-    )
+    profile.add_argument("--pid", type=_pid, required=True, help="a process running the probe")
     profile.add_argument(
         "--steps", type=_positive_int, default=5, help="steps to profile (default 5, at most 50)"
     )
@@ -311,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except UsageError as exc:
+    except DoctorError as exc:
         fail(str(exc), status=exc.status)
     except KeyboardInterrupt:
         return 130
@@ -320,10 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except Exception as exc:
-        if os.environ.get("GPUTOP_DOCTOR_DEBUG"):
+        if environment.debug():
             raise
         fail(
-            f"unexpected {type(exc).__name__}: {exc} (set GPUTOP_DOCTOR_DEBUG=1 for a traceback)",
+            f"unexpected {type(exc).__name__}: {exc} (set {environment.DEBUG}=1 for a traceback)",
             status=1,
         )
     return 1
@@ -338,6 +350,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gputop_doctor.commands.record import run_record
 
         return run_record(args)
+    if args.command == "snapshot" and getattr(args, "hosts", None):
+        from gputop_doctor.commands.fleet_snapshot import run_fleet_snapshot
+
+        return run_fleet_snapshot(args)
     if args.command == "snapshot":
         from gputop_doctor.commands.snapshot import run_snapshot
 

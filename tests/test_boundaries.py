@@ -18,7 +18,7 @@ HEADLESS = [
     "gputop_doctor.core.verdict",
     "gputop_doctor.core.text",
     "gputop_doctor.config",
-    "gputop_doctor.settings_file",
+    "gputop_doctor.config.file",
     "gputop_doctor.sources.replay",
     "gputop_doctor.rules",
     "gputop_doctor.export.csv_sink",

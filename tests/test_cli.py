@@ -42,6 +42,10 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], fragment: st
         (["record", "--demo", "healthy", "--csv", "/nonexistent-dir/x.csv"], "cannot write CSV"),
         (["analyze", "/nonexistent-dir/x.csv"], "cannot read"),
         (["bogus-command"], "invalid choice"),
+        (["sweep", "x.py:f", "--warmup", "-1"], "must be 0 or more: -1"),
+        (["lab", "x.py:f", "--warmup", "-3"], "must be 0 or more: -3"),
+        (["profile", "--pid", "999999999"], "PIDs end at"),
+        (["profile", "--pid", "0"], "must be greater than 0"),
     ],
 )
 def test_bad_input_is_one_line_and_non_zero(args: list[str], fragment: str, tmp_path: Path) -> None:
@@ -258,3 +262,36 @@ def test_record_demo_thermal_shows_thermal_throttle_in_the_csv(tmp_path: Path) -
     rows = list(csv.DictReader(path.open()))
     assert any("thermal-throttle" in r["findings"].split("|") for r in rows)
     assert not any("power-cap" in r["findings"] for r in rows)
+
+
+def test_an_error_quoting_outside_text_reaches_the_terminal_as_one_harmless_line(
+    tmp_path: Path,
+) -> None:
+    """A file name is chosen by someone else: an escape sequence or a newline in it is shown
+    (``^[``, ``^J``), never obeyed, and the error stays one line."""
+    hostile = str(tmp_path / "x\x1b]0;owned\x07\nline2.csv")
+    result = run("analyze", hostile)
+    assert_one_line_error(result, "^[]0;owned^G^Jline2.csv")
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+
+
+def test_every_user_facing_error_is_a_doctor_error() -> None:
+    from gputop_doctor.commands.serve_http import Listen
+    from gputop_doctor.config.file import SettingsError
+    from gputop_doctor.core.errors import DoctorError, UsageError
+    from gputop_doctor.export.csv_sink import CsvError
+    from gputop_doctor.export.reader import SessionFormatError
+    from gputop_doctor.export.stream import StreamError
+    from gputop_doctor.fleet.hosts import HostsError, parse_hosts
+    from gputop_doctor.lab.machine import LabError
+    from gputop_doctor.report.nvsmi import LogFormatError
+    from gputop_doctor.sources.demo.scenarios import DemoError
+    from gputop_doctor.sources.profile_request import ProfileRequestError
+
+    for usage in (CsvError, SettingsError, DemoError, HostsError):
+        assert issubclass(usage, UsageError) and usage("x").status == 2
+    for failure in (SessionFormatError, StreamError, LogFormatError, LabError, ProfileRequestError):
+        assert issubclass(failure, DoctorError) and failure("x").status == 1
+    for bad in (lambda: parse_hosts(""), lambda: Listen.parse("nope")):
+        with pytest.raises(UsageError):
+            bad()

@@ -22,6 +22,7 @@ from gputop_doctor.core.model import (
 )
 from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.sources.demo.machine import SCENARIOS, DemoMachine
+from gputop_doctor.sources.demo.scenarios import DemoError
 
 
 @dataclass(frozen=True)
@@ -79,17 +80,17 @@ def test_scenarios_are_the_six_named_ones_with_descriptions() -> None:
     assert all(desc and "\n" not in desc for desc in SCENARIOS.values())
 
 
-def test_unknown_scenario_is_a_value_error_that_lists_the_choices() -> None:
-    with pytest.raises(ValueError, match=r"unknown demo scenario 'melting'.*healthy.*memory-creep"):
+def test_unknown_scenario_is_a_demo_error_that_lists_the_choices() -> None:
+    with pytest.raises(DemoError, match=r"unknown demo scenario 'melting'.*healthy.*memory-creep"):
         DemoMachine("melting")
 
 
-def test_bad_arguments_are_value_errors() -> None:
-    with pytest.raises(ValueError, match="gpus must be between 1 and"):
+def test_bad_arguments_are_demo_errors() -> None:
+    with pytest.raises(DemoError, match="gpus must be between 1 and"):
         DemoMachine("healthy", gpus=0)
-    with pytest.raises(ValueError, match="interval_s must be positive"):
+    with pytest.raises(DemoError, match="interval_s must be positive"):
         DemoMachine("healthy", interval_s=0.0)
-    with pytest.raises(ValueError, match="workers_per_rank must be between 0 and"):
+    with pytest.raises(DemoError, match="workers_per_rank must be between 0 and"):
         DemoMachine("healthy", workers_per_rank=-1)
 
 

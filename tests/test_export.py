@@ -221,6 +221,24 @@ def test_appending_after_a_torn_row_cuts_it_first(tmp_path: Path) -> None:
     assert [t.snapshot.tick for t in session.ticks] == [0, 1] and session.dropped_rows == 0
 
 
+def test_a_torn_row_longer_than_the_tail_window_keeps_the_rows_before_it(
+    tmp_path: Path,
+) -> None:
+    """A torn last row of more than 64 KiB (no newline in the file's tail) once cut the whole
+    recording back to nothing."""
+    path = tmp_path / "s.csv"
+    sink = CsvSink(str(path))
+    sink.write(_frame(0, (full_gpu(0),)))
+    sink.close()
+    with path.open("a") as handle:
+        handle.write("1,1700000000.5," + "x" * 200_000)  # killed mid-row, a huge cell
+    sink = CsvSink(str(path))
+    sink.write(_frame(1, (full_gpu(0),)))
+    sink.close()
+    session = read_session(str(path))
+    assert [t.snapshot.tick for t in session.ticks] == [0, 1] and session.dropped_rows == 0
+
+
 def test_hardware_health_round_trips(tmp_path: Path) -> None:
     health = GpuHealth(
         ecc_volatile_corrected=7,

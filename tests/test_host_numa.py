@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from gputop_doctor.config.environment import NODE_ROOT as NODE_ROOT_ENV
 from gputop_doctor.core.health import NumaNode
 from gputop_doctor.sources.host.pids import parse_stat, read_allowed_cpus, read_stat
 from gputop_doctor.sources.host.source import ProcfsHostSource
-from gputop_doctor.sources.host.system import NODE_ROOT_ENV, read_numa_nodes
+from gputop_doctor.sources.host.system import read_numa_nodes
 from gputop_doctor.sources.host.tree import ALLOWED_TTL_S
 from tests.test_host import FakeProc, by_pid, fake, reader  # noqa: F401
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.export.reader import read_session
-from gputop_doctor.probe import _files
+from gputop_doctor.probe import protocol
 from gputop_doctor.sources.probe_reader import MAX_FILE_BYTES, ProbeReader, parse_probe
 from tests.test_probe import record
 
@@ -34,7 +34,7 @@ def _dir(path: Path, uid: int | None = None, mode: int = 0o700) -> Path:
 
 
 def _publish(directory: Path, pid: int, uid: int | None = None) -> Path:
-    path = directory / _files.file_name(pid)
+    path = directory / protocol.file_name(pid)
     path.write_text(json.dumps(record(pid=pid, published_at=time.time())))
     if uid is not None:
         os.chown(path, uid, uid)
@@ -55,10 +55,10 @@ def test_a_fifo_probe_file_costs_record_nothing(
 ) -> None:
     """A FIFO named PID.json (and a symlink to one) used to hang ``record`` with 0 rows."""
     probe_dir = _dir(tmp_path / "probe")
-    os.mkfifo(probe_dir / _files.file_name(sleeper.pid))
-    os.symlink(probe_dir / _files.file_name(sleeper.pid), probe_dir / f"{os.getpid()}.json")
+    os.mkfifo(probe_dir / protocol.file_name(sleeper.pid))
+    os.symlink(probe_dir / protocol.file_name(sleeper.pid), probe_dir / f"{os.getpid()}.json")
     csv_path = tmp_path / "out.csv"
-    env = {**os.environ, _files.PROBE_DIR_ENV: str(probe_dir), "LD_LIBRARY_PATH": str(tmp_path)}
+    env = {**os.environ, protocol.PROBE_DIR_ENV: str(probe_dir), "LD_LIBRARY_PATH": str(tmp_path)}
     args = ["record", "--pid", str(sleeper.pid), "--duration", "3", "--interval", "0.5"]
     result = subprocess.run(
         [sys.executable, "-m", "gputop_doctor", *args, "--csv", str(csv_path)],
@@ -100,7 +100,7 @@ def test_a_file_of_another_uid_claiming_a_pid_it_does_not_own_is_refused(
     _publish(probe_dir, sleeper.pid, uid=OTHER_UID)
     assert ProbeReader([probe_dir]).read([sleeper.pid]) == {}
     # The same record owned by the PID's owner (root, here) is read.
-    os.chown(probe_dir / _files.file_name(sleeper.pid), 0, 0)
+    os.chown(probe_dir / protocol.file_name(sleeper.pid), 0, 0)
     assert sleeper.pid in ProbeReader([probe_dir]).read([sleeper.pid])
 
 
@@ -136,7 +136,7 @@ def test_root_reads_a_users_own_directory_only_if_that_user_owns_it(
     """Another user creating ``/dev/shm/gputop-doctor-<victim>`` first used to feed it data."""
     squatted = _dir(tmp_path / "user-0", uid=OTHER_UID)
     _publish(squatted, sleeper.pid, uid=OTHER_UID)
-    monkeypatch.setattr(_files, "user_dirs", lambda uid: (tmp_path / f"user-{uid}",))
+    monkeypatch.setattr(protocol, "user_dirs", lambda uid: (tmp_path / f"user-{uid}",))
     reader = ProbeReader([])
     reader.other_users = True
     assert reader.read([sleeper.pid]) == {}
@@ -174,7 +174,7 @@ def test_writer_does_not_follow_a_planted_symlink_at_its_temp_name(tmp_path: Pat
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     os.symlink(victim, directory / ".501.json.tmp")
-    _files.write_atomic(directory, 501, {"schema": 1, "pid": 501})
+    protocol.write_atomic(directory, 501, {"schema": 1, "pid": 501})
     assert victim.read_text() == "precious"
     assert json.loads((directory / "501.json").read_text())["pid"] == 501
     assert not (directory / ".501.json.tmp").exists()
@@ -182,10 +182,10 @@ def test_writer_does_not_follow_a_planted_symlink_at_its_temp_name(tmp_path: Pat
 
 def test_writer_creates_its_directory_0700_and_refuses_an_open_one(tmp_path: Path) -> None:
     fresh = tmp_path / "a" / "gputop-doctor"
-    assert _files.prepare_dir(fresh) is None
+    assert protocol.prepare_dir(fresh) is None
     assert fresh.stat().st_mode & 0o777 == 0o700
     open_dir = _dir(tmp_path / "open", mode=0o755)
-    why = _files.prepare_dir(open_dir)
+    why = protocol.prepare_dir(open_dir)
     assert why is not None and "0755" in why
 
 

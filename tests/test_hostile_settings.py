@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gputop_doctor.config import Settings
-from gputop_doctor.settings_file import SettingsError, apply, load_settings
+from gputop_doctor.config.file import SettingsError, apply, load_settings
 
 CMD = [sys.executable, "-m", "gputop_doctor"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.report.imports import ImportError_, load_report
+from gputop_doctor.report.imports import LogFormatError, load_report
 
 CMD = [sys.executable, "-m", "gputop_doctor"]
 
@@ -141,7 +141,7 @@ def test_gpu_rules_run_on_an_import(tmp_path: Path) -> None:
 def test_bad_input_is_one_line(tmp_path: Path, content: bytes, fragment: str) -> None:
     path = tmp_path / "bad.log"
     path.write_bytes(content)
-    with pytest.raises((ImportError_, Exception)):
+    with pytest.raises((LogFormatError, Exception)):
         load_report(str(path))
     result = subprocess.run(
         [*CMD, "analyze", str(path)], capture_output=True, text=True, timeout=60

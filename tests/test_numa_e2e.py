@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.sources.host.system import NODE_ROOT_ENV
+from gputop_doctor.config.environment import NODE_ROOT as NODE_ROOT_ENV
 from tests.fake_nvml.fixtures import fake_nvml_build, fake_nvml_env, fake_nvml_lib  # noqa: F401
 from tests.fake_nvml.scenario import FakeProcess, Scenario
 

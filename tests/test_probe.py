@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.config import Settings
+from gputop_doctor.config import Settings, environment
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.model import ProcSample
-from gputop_doctor.probe import _files, _watch, watch
+from gputop_doctor.probe import _watch, protocol, watch
 from gputop_doctor.sources.probe_reader import (
     ProbedHostSource,
     ProbeReader,
@@ -32,8 +32,8 @@ PID = os.getpid()
 def probe_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A probe directory and a fresh publisher, shut down (its file removed) after the test."""
     directory = tmp_path / "probe"
-    monkeypatch.setenv(_files.PROBE_DIR_ENV, str(directory))
-    monkeypatch.setenv(_files.INTERVAL_ENV, "0.05")
+    monkeypatch.setenv(protocol.PROBE_DIR_ENV, str(directory))
+    monkeypatch.setenv(environment.PROBE_INTERVAL, "0.05")
     monkeypatch.setattr(_watch, "_PUBLISHER", None)
     yield directory
     if _watch._PUBLISHER is not None:
@@ -213,7 +213,7 @@ def test_unwritable_directory_warns_once_and_training_goes_on(
 ) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    monkeypatch.setenv(_files.PROBE_DIR_ENV, str(blocker / "probe"))  # works even as root
+    monkeypatch.setenv(protocol.PROBE_DIR_ENV, str(blocker / "probe"))  # works even as root
     watched = watch(range(5))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -229,12 +229,12 @@ def test_unwritable_directory_warns_once_and_training_goes_on(
 
 def test_runtime_dir_order(monkeypatch: pytest.MonkeyPatch) -> None:
     env = {"XDG_RUNTIME_DIR": "/run/user/1234"}
-    assert _files.runtime_dir(env) == Path("/run/user/1234/gputop-doctor")
-    assert _files.runtime_dir({**env, _files.PROBE_DIR_ENV: "/x"}) == Path("/x")
-    assert _files.runtime_dir({}) == Path(f"/dev/shm/gputop-doctor-{os.getuid()}")
-    dirs = _files.candidate_dirs({**env, _files.PROBE_DIR_ENV: "/x"})
+    assert protocol.runtime_dir(env) == Path("/run/user/1234/gputop-doctor")
+    assert protocol.runtime_dir({**env, protocol.PROBE_DIR_ENV: "/x"}) == Path("/x")
+    assert protocol.runtime_dir({}) == Path(f"/dev/shm/gputop-doctor-{os.getuid()}")
+    dirs = protocol.candidate_dirs({**env, protocol.PROBE_DIR_ENV: "/x"})
     assert dirs[:2] == (Path("/x"), Path("/run/user/1234/gputop-doctor"))
-    assert dirs[-1] == _files.shm_dir()
+    assert dirs[-1] == protocol.shm_dir()
 
 
 def test_stale_files_of_dead_processes_are_cleaned(probe_dir: Path) -> None:
@@ -613,7 +613,7 @@ def test_root_reader_also_looks_where_the_pids_owner_publishes(
     reader.other_users = True  # as if run as root for another user's job
     owner_dir = tmp_path / f"user-{os.getuid()}"
     owner_dir.mkdir(mode=0o700)
-    monkeypatch.setattr(_files, "user_dirs", lambda uid: (tmp_path / f"user-{uid}",))
+    monkeypatch.setattr(protocol, "user_dirs", lambda uid: (tmp_path / f"user-{uid}",))
     (owner_dir / f"{PID}.json").write_text(json.dumps(record(pid=PID, published_at=time.time())))
     assert PID in reader.read([PID])
     assert reader.read([]) == {}

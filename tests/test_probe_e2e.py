@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.config import Settings
+from gputop_doctor.config import Settings, environment
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.probe import _files
+from gputop_doctor.probe import protocol
 from gputop_doctor.rules import RULES
 from gputop_doctor.sources.host.source import ProcfsHostSource
 from gputop_doctor.sources.probe_reader import ProbedHostSource, ProbeReader
@@ -100,8 +100,8 @@ def training(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, Path
     control = tmp_path / "control"
     control.mkdir()
     env = dict(os.environ)
-    env[_files.PROBE_DIR_ENV] = str(probe_dir)
-    env[_files.INTERVAL_ENV] = "0.05"
+    env[protocol.PROBE_DIR_ENV] = str(probe_dir)
+    env[environment.PROBE_INTERVAL] = "0.05"
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen(
         [sys.executable, "-c", TRAIN, str(control)],

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from gputop_doctor.config import environment
 from gputop_doctor.core.model import Runtime, ThreadEnv
-from gputop_doctor.sources.host import procinfo
 from gputop_doctor.sources.host.procinfo import (
     ProcInfoCache,
     exports_symbol,
@@ -255,9 +255,9 @@ def test_parse_cpuinfo_x86_and_arm() -> None:
 def test_vendor_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "cpuinfo"
     path.write_text(X86_CPUINFO.replace("GenuineIntel", "AuthenticAMD"))
-    monkeypatch.delenv(procinfo.VENDOR_OVERRIDE_ENV, raising=False)
+    monkeypatch.delenv(environment.CPU_VENDOR, raising=False)
     assert read_cpuinfo(str(path)).vendor == "AuthenticAMD"
-    monkeypatch.setenv(procinfo.VENDOR_OVERRIDE_ENV, "GenuineIntel")
+    monkeypatch.setenv(environment.CPU_VENDOR, "GenuineIntel")
     played = read_cpuinfo(str(path))
     assert played.vendor == "GenuineIntel"
     assert "avx512f" in played.flags  # only the vendor is overridden

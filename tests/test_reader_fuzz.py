@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gputop_doctor.export.reader import SessionFormatError, read_session
 from gputop_doctor.export.schema import COLUMNS
-from gputop_doctor.report.imports import ImportError_, load_report
+from gputop_doctor.report.imports import LogFormatError, load_report
 from tests.sessions import write_session
 
 _BASE: list[str] = []
@@ -60,7 +60,7 @@ def test_a_mutated_cell_reads_or_fails_in_one_line(
     for read in (read_session, load_report):
         try:
             read(str(path))
-        except (SessionFormatError, ImportError_) as exc:
+        except (SessionFormatError, LogFormatError) as exc:
             _assert_one_line(str(exc))
 
 
@@ -71,7 +71,7 @@ def test_random_bytes_are_one_line_errors(tmp_path: Path, data: bytes) -> None:
     path.write_bytes(data)
     try:
         load_report(str(path))
-    except (SessionFormatError, ImportError_) as exc:
+    except (SessionFormatError, LogFormatError) as exc:
         _assert_one_line(str(exc))
 
 
@@ -94,7 +94,7 @@ def test_random_logs_are_one_line_errors(
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     try:
         load_report(str(path))
-    except (SessionFormatError, ImportError_) as exc:
+    except (SessionFormatError, LogFormatError) as exc:
         _assert_one_line(str(exc))
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.config import Settings
-from gputop_doctor.settings_file import SettingsError, apply, load_settings
+from gputop_doctor.config.file import SettingsError, apply, load_settings
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "rules"
 
@@ -54,7 +54,7 @@ class NoTomllib(importlib.abc.MetaPathFinder):
 sys.modules.pop("tomllib", None)
 sys.meta_path.insert(0, NoTomllib())
 sys.version_info = (3, 10, 14, "final", 0)
-from gputop_doctor import settings_file
+from gputop_doctor.config import file as settings_file
 
 settings = settings_file.load_settings(sys.argv[1], gputop_doctor.config.Settings())
 print(json.dumps([settings_file.toml_module.__name__, dataclasses.asdict(settings)]))

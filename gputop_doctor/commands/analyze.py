@@ -15,20 +15,17 @@ import sys
 from dataclasses import asdict
 from enum import Enum
 
-from gputop_doctor.commands.common import UsageError, say
+from gputop_doctor.commands.common import say
+from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.export.reader import SessionFormatError
-from gputop_doctor.export.stream import StreamError
-from gputop_doctor.report.imports import ImportError_, load_report
+from gputop_doctor.report.imports import load_report
 from gputop_doctor.report.summary import Report, priced
 
 
 def _report(path: str, price: float | None) -> Report:
-    try:
-        report = load_report(path)
-    except (SessionFormatError, StreamError, ImportError_) as exc:
-        raise UsageError(str(exc), status=1) from None
+    report = load_report(path)  # SessionFormatError, StreamError, LogFormatError: one line
     if report.ticks == 0:
-        raise UsageError(f"{path} holds no recorded ticks", status=1)
+        raise SessionFormatError(f"{path} holds no recorded ticks")
     if price is not None:
         from dataclasses import replace
 
@@ -68,7 +65,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         try:
             write_html(report, args.html)
         except OSError as exc:
-            raise UsageError(f"cannot write {args.html}: {exc.strerror or exc}", status=1) from None
+            raise DoctorError(f"cannot write {args.html}: {exc.strerror or exc}") from None
     if args.json:
         data = asdict(report)
         if not args.series:

@@ -1,4 +1,4 @@
-"""What every command shares: one-line errors, and turning options into a ready Engine."""
+"""What every command shares: printing one-line errors, and turning options into a ready Engine."""
 
 from __future__ import annotations
 
@@ -8,24 +8,26 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
+from gputop_doctor.core.text import printable
 
-
-class UsageError(Exception):
-    """Bad input from the user. Its message is printed as one line; ``status`` is the exit."""
-
-    def __init__(self, message: str, status: int = 2) -> None:
-        super().__init__(message)
-        self.status = status
+if TYPE_CHECKING:
+    from gputop_doctor.alerts.hooks import Hook
 
 
 def fail(message: str, status: int = 2) -> NoReturn:
-    sys.stderr.write(f"gputop-doctor: error: {message}\n")
+    """Print ``message`` as one line on stderr and exit with ``status``.
+
+    The message may quote outside text (a file name, a remote host's reply, what was typed),
+    so it goes through :func:`printable`: a newline or an escape sequence is shown, not obeyed.
+    """
+    sys.stderr.write(f"gputop-doctor: error: {printable(message)}\n")
     raise SystemExit(status)
 
 
@@ -36,6 +38,16 @@ def say(message: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+def alert_hooks(args: argparse.Namespace) -> list[Hook]:
+    """The ``--on-finding`` / ``--webhook`` hooks; a bad one fails before any sampling."""
+    from gputop_doctor.alerts.dispatch import BadHook, hooks_from
+
+    try:
+        return hooks_from(args.on_finding, args.webhook)
+    except BadHook as exc:  # alerts' own ValueError, said as the usage error it is
+        raise UsageError(str(exc)) from None
 
 
 def print_scenarios() -> int:
@@ -66,31 +78,37 @@ DEMO_BACKFILL_S = 330.0
 
 
 def options_from(
-    args: argparse.Namespace, interval_s: float, backfill_s: float = DEMO_BACKFILL_S
+    args: argparse.Namespace,
+    interval_s: float,
+    backfill_s: float = DEMO_BACKFILL_S,
+    *,
+    hold_s: float | None = None,
+    unbudgeted: bool = False,
 ) -> EngineOptions:
+    """Every command's engine options from its parsed arguments (the TUI, record, serve and
+    snapshot differ only in the interval, the demo's past, the hold and the budget)."""
     return EngineOptions(
         demo=args.demo,
         gpus=args.gpus,
         seed=args.seed,
         interval_s=interval_s,
         pid=args.pid,
+        hold_s=hold_s,
         backfill_s=backfill_s if args.demo else 0.0,
+        unbudgeted=unbudgeted,
         config=getattr(args, "config", None),
     )
 
 
 def load_settings(config: str | None, **overrides: Any) -> Settings:
     """Defaults, then the settings file (rule thresholds...), then the command line."""
-    from gputop_doctor.settings_file import SettingsError, default_path
-    from gputop_doctor.settings_file import load_settings as load_file
+    from gputop_doctor.config.file import default_path
+    from gputop_doctor.config.file import load_settings as load_file
 
     settings = Settings()
     path = config or default_path()
     if path:
-        try:
-            settings = load_file(path, settings)
-        except SettingsError as exc:
-            raise UsageError(str(exc)) from None
+        settings = load_file(path, settings)  # SettingsError: a one-line UsageError
     return dataclasses.replace(settings, **overrides)
 
 
@@ -108,8 +126,6 @@ def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time)
 
 def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> Run:
     """The engine and what the UI needs besides it, from validated options."""
-    from gputop_doctor.rules import RULES
-    from gputop_doctor.rules.headline import verdict
     from gputop_doctor.sources.factory import SourceChoice, open_sources, pid_exists
 
     if options.pid is not None and options.demo is None and not pid_exists(options.pid):
@@ -121,25 +137,13 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
         interval_s=options.interval_s,
         unbudgeted=options.unbudgeted,
     )
-    try:
-        sources = open_sources(choice)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    sources = open_sources(choice)  # DemoError: a one-line UsageError
     overrides: dict[str, Any] = {"interval_s": options.interval_s}
     if options.hold_s is not None:
         overrides["hold_s"] = options.hold_s
     settings = load_settings(options.config, **overrides)
     target = options.pid if options.pid is not None else sources.default_target
-    engine = Engine(
-        sources.gpu,
-        sources.host,
-        settings,
-        rules=RULES,
-        target_pid=target,
-        clock=clock,
-        label=sources.label,
-        judge=verdict,
-    )
+    engine = _engine(sources.gpu, sources.host, settings, target, clock, sources.label)
     return Run(engine=engine, list_processes=sources.list_processes, prime_s=options.backfill_s)
 
 
@@ -154,15 +158,15 @@ class ReplayOpened:
 
 def open_replay(path: str) -> ReplayOpened:
     """A session CSV as sources, read lazily (one tick ahead of the engine, whatever the file's
-    size). Raises SessionFormatError or ValueError with one-line messages; a bad row later in
-    the file ends the replay there, with the reason in the GPU status."""
+    size). Raises SessionFormatError (one line) if it holds no readable tick; a bad row later
+    in the file ends the replay there, with the reason in the GPU status."""
     from gputop_doctor.export.reader import SessionFormatError, SessionReader
     from gputop_doctor.sources.replay import ReplayGpuSource, ReplayHostSource, ReplaySession
 
     ticks = SessionReader(path).ticks()
     first = next(ticks, None)
     if first is None:
-        raise ValueError(f"{path} holds no recorded ticks")
+        raise SessionFormatError(f"{path} holds no recorded ticks")
 
     def snapshots() -> Iterator[Snapshot]:
         yield first.snapshot
@@ -184,23 +188,33 @@ def open_replay(path: str) -> ReplayOpened:
 
 def open_replay_run(path: str, speed: float, config: str | None = None) -> Run:
     """An engine over a recorded session: the recording's clock, every rule re-run on it."""
-    from gputop_doctor.export.reader import SessionFormatError
+    replay = open_replay(path)
+    settings = load_settings(config, interval_s=replay.interval_s, pace_s=replay.interval_s / speed)
+    engine = _engine(
+        replay.gpu, replay.host, settings, replay.target_pid, replay.clock, f"replay:{path}"
+    )
+    return Run(engine=engine, list_processes=list)
+
+
+def _engine(
+    gpu: GpuSource,
+    host: HostSource,
+    settings: Settings,
+    target_pid: int | None,
+    clock: Callable[[], float],
+    label: str,
+) -> Engine:
+    """The one place a command builds an Engine: every rule, and the headline as its judge."""
     from gputop_doctor.rules import RULES
     from gputop_doctor.rules.headline import verdict
 
-    try:
-        replay = open_replay(path)
-    except (SessionFormatError, ValueError) as exc:
-        raise UsageError(str(exc), status=1) from None
-    settings = load_settings(config, interval_s=replay.interval_s, pace_s=replay.interval_s / speed)
-    engine = Engine(
-        replay.gpu,
-        replay.host,
+    return Engine(
+        gpu,
+        host,
         settings,
         rules=RULES,
-        target_pid=replay.target_pid,
-        clock=replay.clock,
-        label=f"replay:{path}",
+        target_pid=target_pid,
+        clock=clock,
+        label=label,
         judge=verdict,
     )
-    return Run(engine=engine, list_processes=list)

@@ -6,7 +6,8 @@ import argparse
 import dataclasses
 import json
 
-from gputop_doctor.commands.common import UsageError
+from gputop_doctor.commands.snapshot import exit_status
+from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.findings import Severity
 from gputop_doctor.fleet.hosts import parse_hosts
 from gputop_doctor.fleet.render import finding_line, host_lines, sorted_findings
@@ -56,17 +57,12 @@ def fleet_json(frame: FleetFrame) -> dict[str, object]:
 def run_fleet_snapshot(args: argparse.Namespace) -> int:
     if args.demo is not None or args.pid is not None:
         raise UsageError("snapshot --hosts reads exporters; it takes no --demo or --pid")
-    try:
-        specs = parse_hosts(args.hosts)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    specs = parse_hosts(args.hosts)
     frame = fetch_fleet(specs)
     if args.json:
         print(json.dumps(fleet_json(frame), indent=2))
     else:
         print(fleet_text(frame))
-    from gputop_doctor.commands.snapshot import exit_status
-
     status = exit_status(
         (SEVERITIES.get(f.severity, Severity.INFO) for f in _all_findings(frame)), args.fail_on
     )

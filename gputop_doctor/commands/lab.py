@@ -13,28 +13,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
-from gputop_doctor.commands.common import UsageError
 from gputop_doctor.lab.machine import LabError
-from gputop_doctor.lab.three_run import LabReport, three_run
+from gputop_doctor.lab.three_run import LabOptions, LabReport, three_run
 from gputop_doctor.lab.user_code import call_user, load_function, parse_target
 
 
 def run_lab(args: argparse.Namespace) -> int:
-    try:
-        func = load_function(args.target)
-        model_fn, loader, loss_fn = _inputs(call_user(func, parse_target(args.target)[1]))
-        report = three_run(
-            model_fn,
-            loader,
-            steps=args.steps,
-            warmup=args.warmup,
-            seed=args.seed,
-            loss_fn=loss_fn,
-            compile_backend=args.compile_backend,
-            progress=lambda name: _say(f"lab: running {name} ..."),
-        )
-    except LabError as exc:
-        raise UsageError(str(exc), status=1) from None
+    func = load_function(args.target)  # LabError: a one-line DoctorError
+    model_fn, loader, loss_fn = _inputs(call_user(func, parse_target(args.target)[1]))
+    options = LabOptions(
+        steps=args.steps,
+        warmup=args.warmup,
+        seed=args.seed,
+        loss_fn=loss_fn,
+        compile_backend=args.compile_backend,
+    )
+    report = three_run(
+        model_fn, loader, options, progress=lambda name: _say(f"lab: running {name} ...")
+    )
     if args.json:
         print(json.dumps(report_json(report), indent=2, allow_nan=False))
     else:

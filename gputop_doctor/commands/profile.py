@@ -13,7 +13,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from gputop_doctor.commands.common import UsageError, load_settings, say
+from gputop_doctor.commands.common import load_settings, say
+from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.model import SystemInfo
 from gputop_doctor.core.probe_stats import ProfileSummary
@@ -35,11 +36,8 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.pid is None:
         raise UsageError("profile needs --pid PID (a process whose loader runs under watch())")
     settings = load_settings(getattr(args, "config", None))
-    try:
-        sent = send_request(args.pid, args.steps)
-        summary = _wait(sent, args.timeout)
-    except ProfileRequestError as exc:
-        raise UsageError(str(exc), status=1) from None
+    sent = send_request(args.pid, args.steps)  # ProfileRequestError: a one-line DoctorError
+    summary = _wait(sent, args.timeout)
     ctx = RuleContext(system=SystemInfo(), settings=settings, target_pid=args.pid)
     findings = profile_findings(summary, ctx)
     if args.json:

@@ -12,8 +12,8 @@ import threading
 import time
 from types import FrameType
 
-from gputop_doctor.alerts.dispatch import AlertDispatcher, BadHook, hooks_from
-from gputop_doctor.commands.common import UsageError, build_engine, options_from, say
+from gputop_doctor.alerts.dispatch import AlertDispatcher
+from gputop_doctor.commands.common import alert_hooks, build_engine, options_from, say
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 
@@ -29,19 +29,16 @@ def install_stop_handlers(stop: threading.Event) -> None:
 
 
 def run_record(args: argparse.Namespace) -> int:
-    try:
-        hooks = hooks_from(args.on_finding, args.webhook)  # a bad hook fails before sampling
-    except BadHook as exc:
-        raise UsageError(str(exc)) from None
+    hooks = alert_hooks(args)  # a bad hook fails before sampling
     stop = threading.Event()
     install_stop_handlers(stop)
     # No simulated past in a recording: the CSV holds exactly the ticks sampled from now on.
     engine = build_engine(options_from(args, args.interval, backfill_s=0.0))
     try:
         sink = CsvSink(args.csv, max_bytes=args.max_size)  # checked before any sampling starts
-    except CsvError as exc:
+    except CsvError:
         engine.close()
-        raise UsageError(str(exc)) from None
+        raise
     engine.add_sink(sink)
     quiet: bool = args.quiet
     if engine.system.gpu_problem:

@@ -17,16 +17,17 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, write_to_textfile
 
-from gputop_doctor.alerts.dispatch import AlertDispatcher, BadHook, hooks_from
+from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.commands.common import (
     DEMO_BACKFILL_S,
-    UsageError,
+    alert_hooks,
     open_run,
     options_from,
     say,
 )
 from gputop_doctor.commands.record import install_stop_handlers
 from gputop_doctor.commands.serve_http import FrameBox, Listen, start_server, tls_context
+from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
 from gputop_doctor.export.prometheus import FrameCollector
@@ -45,10 +46,7 @@ def _textfile_path(directory: str | None) -> str | None:
 def _listen(args: argparse.Namespace) -> Listen | None:
     if args.stdout_json:
         return None
-    try:
-        listen = Listen.parse(args.listen)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    listen = Listen.parse(args.listen)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
     if not listen.loopback and args.tls_cert is None:
@@ -73,16 +71,10 @@ def _stdout_writer(stop: threading.Event) -> Callable[[Frame], None]:
 def run_serve(args: argparse.Namespace) -> int:
     listen = _listen(args)
     textfile = _textfile_path(args.textfile)
-    try:
-        hooks = hooks_from(args.on_finding, args.webhook)
-    except BadHook as exc:
-        raise UsageError(str(exc)) from None
+    hooks = alert_hooks(args)
     tls = None
     if listen is not None and args.tls_cert is not None:
-        try:
-            tls = tls_context(args.tls_cert, args.tls_key)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        tls = tls_context(args.tls_cert, args.tls_key)
     stop = threading.Event()
     install_stop_handlers(stop)
     backfill = DEMO_BACKFILL_S if args.backfill is None else args.backfill
@@ -96,9 +88,9 @@ def run_serve(args: argparse.Namespace) -> int:
     if listen is not None:
         try:
             server = start_server(listen, box, tls)
-        except ValueError as exc:
+        except DoctorError:
             engine.close()
-            raise UsageError(str(exc), status=1) from None
+            raise
         scheme = "https" if tls else "http"
         port = server.server_address[1]
         say(f"serving {scheme}://{listen.url_host}:{port}/metrics every {args.interval:g} s")

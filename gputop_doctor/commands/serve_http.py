@@ -17,10 +17,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
 
-DEFAULT_LISTEN = "127.0.0.1:9400"
 FRAME_PATH = "/api/v1/frame"
 GZIP_LEVEL = 6
 
@@ -45,10 +45,10 @@ class Listen:
 
     @classmethod
     def parse(cls, text: str) -> Listen:
-        """``HOST:PORT`` or ``[V6]:PORT``; raises ValueError with a one-line message."""
+        """``HOST:PORT`` or ``[V6]:PORT``; raises UsageError with a one-line message."""
         host, sep, port_text = text.rpartition(":")
         if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-            raise ValueError(f"--listen wants HOST:PORT, got {text!r}")
+            raise UsageError(f"--listen wants HOST:PORT, got {text!r}")
         return cls(host.strip("[]"), int(port_text))
 
 
@@ -149,21 +149,21 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def tls_context(cert: str, key: str) -> ssl.SSLContext:
-    """A server TLS context; raises ValueError with a one-line message."""
+    """A server TLS context; raises UsageError with a one-line message."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:
-        raise ValueError(f"cannot load --tls-cert {cert} / --tls-key {key}: {exc}") from None
+        raise UsageError(f"cannot load --tls-cert {cert} / --tls-key {key}: {exc}") from None
     return context
 
 
 def start_server(listen: Listen, box: FrameBox, tls: ssl.SSLContext | None) -> ThreadingHTTPServer:
-    """Bind (errors are one-line ValueErrors) and serve on a daemon thread."""
+    """Bind (a failure is a one-line DoctorError, exit 1) and serve on a daemon thread."""
     try:
         server = _Server(listen, box)
     except OSError as exc:
-        raise ValueError(
+        raise DoctorError(
             f"cannot listen on {listen.url_host}:{listen.port}: {exc.strerror}"
         ) from None
     if tls is not None:

@@ -12,7 +12,7 @@ import json
 import threading
 from collections.abc import Iterable
 
-from gputop_doctor.commands.common import EngineOptions, build_engine, open_run
+from gputop_doctor.commands.common import build_engine, open_run, options_from
 from gputop_doctor.commands.snapshot_format import frame_to_json, frame_to_text
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.findings import Severity
@@ -20,6 +20,7 @@ from gputop_doctor.core.frame import Frame
 
 LIVE_WINDOW_S = 2.0
 DEMO_WINDOW_S = 330.0
+DEMO_INTERVAL_S = 1.0
 
 
 # Exit statuses of --fail-on: distinct from 1 (failure) and 2 (bad usage).
@@ -40,10 +41,7 @@ def exit_status(severities: Iterable[Severity], fail_on: str | None) -> int:
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
-    if getattr(args, "hosts", None):
-        from gputop_doctor.commands.fleet_snapshot import run_fleet_snapshot
-
-        return run_fleet_snapshot(args)
+    """This machine (``snapshot --hosts`` is ``fleet_snapshot``, chosen by the CLI)."""
     frame, engine = _demo_frame(args) if args.demo else _live_frame(args)
     try:
         if args.json:
@@ -58,17 +56,8 @@ def run_snapshot(args: argparse.Namespace) -> int:
 def _live_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
     window: float = args.window or LIVE_WINDOW_S
     interval = min(1.0, window / 2)
-    options = EngineOptions(
-        demo=None,
-        gpus=args.gpus,
-        seed=args.seed,
-        interval_s=interval,
-        pid=args.pid,
-        hold_s=0.0,
-        unbudgeted=True,
-        config=args.config,
-    )
-    engine = build_engine(options)
+    # Every thread and library read at once (unbudgeted), and findings shown without holding.
+    engine = build_engine(options_from(args, interval, hold_s=0.0, unbudgeted=True))
     frames: list[Frame] = []
     engine.run(threading.Event(), frames.append, duration_s=window + interval)
     return frames[-1], engine
@@ -77,17 +66,8 @@ def _live_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
 def _demo_frame(args: argparse.Namespace) -> tuple[Frame, Engine]:
     """Simulated time costs nothing: the window is primed instantly, then one tick is shown."""
     window: float = args.window or DEMO_WINDOW_S
-    options = EngineOptions(
-        demo=args.demo,
-        gpus=args.gpus,
-        seed=args.seed,
-        interval_s=1.0,
-        pid=args.pid,
-        backfill_s=window,
-        config=args.config,
-    )
-    run = open_run(options)
+    run = open_run(options_from(args, DEMO_INTERVAL_S, backfill_s=window))
     engine = run.engine
     frames: list[Frame] = []
-    engine.run(threading.Event(), frames.append, duration_s=options.interval_s, prime_s=run.prime_s)
+    engine.run(threading.Event(), frames.append, duration_s=DEMO_INTERVAL_S, prime_s=run.prime_s)
     return frames[-1], engine

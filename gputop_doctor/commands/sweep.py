@@ -13,31 +13,32 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from gputop_doctor.commands.common import UsageError
+from gputop_doctor.core.errors import DoctorError
 from gputop_doctor.core.text import printable
 from gputop_doctor.lab.machine import LabError
-from gputop_doctor.lab.sweep import LoaderSetting, SweepReport, SweepResult, sweep_loader
+from gputop_doctor.lab.sweep import (
+    LoaderSetting,
+    SweepOptions,
+    SweepReport,
+    SweepResult,
+    sweep_loader,
+)
 from gputop_doctor.lab.user_code import call_user, load_function, parse_target
 
 VARIED = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    try:
-        func = load_function(args.target)
-        dataset, batch_size, extra = _inputs(call_user(func, parse_target(args.target)[1]), args)
-        report = sweep_loader(
-            dataset,
-            batch_size,
-            max_workers=args.max_workers,
-            batches=args.batches,
-            warmup=args.warmup,
-            passes=args.passes,
-            loader_kwargs=extra,
-            progress=_progress,
-        )
-    except LabError as exc:
-        raise UsageError(str(exc), status=1) from None
+    func = load_function(args.target)  # LabError: a one-line DoctorError
+    dataset, batch_size, extra = _inputs(call_user(func, parse_target(args.target)[1]), args)
+    options = SweepOptions(
+        batches=args.batches,
+        warmup=args.warmup,
+        passes=args.passes,
+        max_workers=args.max_workers,
+        loader_kwargs=extra,
+    )
+    report = sweep_loader(dataset, batch_size, options, progress=_progress)
     _clear_progress()
     if args.csv:
         _write_csv(args.csv, report)
@@ -155,4 +156,4 @@ def _write_csv(path: str, report: SweepReport) -> None:
             writer.writeheader()
             writer.writerows(rows)  # numbers and booleans only: nothing a sheet runs
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}", status=1) from None
+        raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None

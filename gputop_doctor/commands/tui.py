@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from gputop_doctor.alerts.dispatch import AlertDispatcher, BadHook, hooks_from
-from gputop_doctor.commands.common import UsageError, open_replay_run, open_run, options_from, say
+from gputop_doctor.alerts.dispatch import AlertDispatcher
+from gputop_doctor.commands.common import (
+    alert_hooks,
+    open_replay_run,
+    open_run,
+    options_from,
+    say,
+)
+from gputop_doctor.core.errors import UsageError
 from gputop_doctor.export.csv_sink import CsvError, CsvSink, check_path
 
 
@@ -14,10 +21,7 @@ def run_ui(args: argparse.Namespace) -> int:
         raise UsageError("--replay shows a recording; it takes no --demo, --pid or --csv")
     if args.hosts:
         return _run_fleet(args)
-    try:
-        hooks = hooks_from(args.on_finding, args.webhook)
-    except BadHook as exc:
-        raise UsageError(str(exc)) from None
+    hooks = alert_hooks(args)
     if args.replay:
         run = open_replay_run(args.replay, args.speed, args.config)
     else:
@@ -26,9 +30,9 @@ def run_ui(args: argparse.Namespace) -> int:
         # Checked here, before the screen takes over, so a bad path is a one-line error.
         try:
             check_path(args.csv)
-        except CsvError as exc:
+        except CsvError:
             run.engine.close()
-            raise UsageError(str(exc)) from None
+            raise
     from gputop_doctor.ui.app import run_tui
 
     alerts = AlertDispatcher(hooks, say) if hooks else None
@@ -54,10 +58,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
         raise UsageError("with --hosts, give --on-finding/--webhook to each node's serve")
     from gputop_doctor.fleet.hosts import parse_hosts
 
-    try:
-        specs = parse_hosts(args.hosts)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    specs = parse_hosts(args.hosts)
     from gputop_doctor.ui.fleet_app import run_fleet_tui
 
     return run_fleet_tui(specs, args.interval)

@@ -24,6 +24,7 @@ import stat
 import zlib
 from collections.abc import Iterable, Sequence
 
+from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.rows import snapshot_rows
 from gputop_doctor.export.schema import COLUMNS
@@ -32,7 +33,7 @@ from gputop_doctor.export.stream import part_path
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-class CsvError(Exception):
+class CsvError(UsageError):
     """A CSV path we cannot use; the message is one line for the user."""
 
 
@@ -209,12 +210,27 @@ def _drop_torn_row(fd: int, path: str) -> None:
     if size == 0:
         return
     with open(path, "rb") as raw:
-        raw.seek(max(0, size - 65536))
-        tail = raw.read()
-    if tail.endswith(b"\n"):
-        return
-    cut = tail.rfind(b"\n")
-    os.ftruncate(fd, size - len(tail) + cut + 1 if cut >= 0 else 0)
+        raw.seek(size - 1)
+        if raw.read(1) == b"\n":
+            return
+        os.ftruncate(fd, _last_line_end(raw, size))
+
+
+_TAIL_CHUNK = 1 << 16
+
+
+def _last_line_end(raw: io.BufferedReader, size: int) -> int:
+    """The offset just after the file's last newline (0 if it holds none), read backwards in
+    chunks: a torn row longer than one chunk must not cost the rows before it."""
+    end = size
+    while end > 0:
+        start = max(0, end - _TAIL_CHUNK)
+        raw.seek(start)
+        cut = raw.read(end - start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        end = start
+    return 0
 
 
 def _check_header(path: str) -> None:

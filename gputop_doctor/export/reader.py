@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from gputop_doctor.core.errors import DoctorError
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.export.rows import snapshot_from_rows
 from gputop_doctor.export.schema import (
@@ -33,7 +34,7 @@ _TIME = COLUMN_AT["time_unix_s"]
 _ADDED_AT = COLUMN_AT[ADDED_IN_3]  # where a previous-version row gets its empty cell
 
 
-class SessionFormatError(Exception):
+class SessionFormatError(DoctorError):
     """The file is not a readable session CSV; the message is one line for the user."""
 
 

@@ -18,6 +18,8 @@ import re
 import zlib
 from collections.abc import Iterator
 
+from gputop_doctor.core.errors import DoctorError
+
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 1 << 16
 # A session row is a few kB; a line longer than this is not a session (or /dev/zero).
@@ -25,7 +27,7 @@ MAX_LINE_CHARS = 1 << 20
 _PART = re.compile(r"^(?P<stem>.*?)(?P<suffix>\.csv(?:\.gz)?)$")
 
 
-class StreamError(Exception):
+class StreamError(DoctorError):
     """The file cannot be read as text lines; the message is one line for the user."""
 
 

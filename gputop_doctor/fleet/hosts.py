@@ -6,7 +6,9 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-DEFAULT_PORT = 9400
+from gputop_doctor.config.network import DEFAULT_PORT
+from gputop_doctor.core.errors import UsageError
+
 _HOSTNAME = re.compile(r"^[A-Za-z0-9._-]+$|^\[[0-9A-Fa-f:.]+\]$")
 _USER = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -32,9 +34,13 @@ class HostSpec:
         return f"{self.host}:{self.port}"
 
 
+class HostsError(UsageError):
+    """A ``--hosts`` list we cannot use; the message is one line."""
+
+
 def _port(text: str, spec: str) -> int:
     if not text.isdigit() or not 0 < int(text) < 65536:
-        raise ValueError(f"--hosts: bad port in {spec!r}")
+        raise HostsError(f"--hosts: bad port in {spec!r}")
     return int(text)
 
 
@@ -47,30 +53,30 @@ def _split_host_port(text: str, spec: str) -> tuple[str, str]:
 
 
 def parse_host(spec: str) -> HostSpec:
-    """One entry; raises ValueError with a one-line message."""
+    """One entry; raises HostsError with a one-line message."""
     text = spec.strip()
     if text.startswith("ssh://"):
         rest = text.removeprefix("ssh://")
         user, at, hostport = rest.rpartition("@")
         if at and not _USER.match(user):
-            raise ValueError(f"--hosts: bad user in {spec!r}")
+            raise HostsError(f"--hosts: bad user in {spec!r}")
         host, port = _split_host_port(hostport, spec)
         if not _HOSTNAME.match(host):
-            raise ValueError(f"--hosts: bad host in {spec!r}")
+            raise HostsError(f"--hosts: bad host in {spec!r}")
         return HostSpec(Transport.SSH, host, _port(port, spec) if port else None, user or None)
     if "://" in text:
-        raise ValueError(f"--hosts: use HOST:PORT or ssh://user@host, got {spec!r}")
+        raise HostsError(f"--hosts: use HOST:PORT or ssh://user@host, got {spec!r}")
     host, port = _split_host_port(text, spec)
     if not host or not _HOSTNAME.match(host):
-        raise ValueError(f"--hosts: bad host in {spec!r}")
+        raise HostsError(f"--hosts: bad host in {spec!r}")
     return HostSpec(Transport.HTTP, host, _port(port, spec) if port else DEFAULT_PORT)
 
 
 def parse_hosts(text: str) -> tuple[HostSpec, ...]:
     specs = tuple(parse_host(part) for part in text.split(",") if part.strip())
     if not specs:
-        raise ValueError("--hosts: no hosts given")
+        raise HostsError("--hosts: no hosts given")
     labels = [s.label for s in specs]
     if len(set(labels)) != len(labels):
-        raise ValueError("--hosts: a host is listed twice")
+        raise HostsError("--hosts: a host is listed twice")
     return specs

@@ -8,13 +8,21 @@ calls them, on the GPU when CUDA is there, else on the CPU (and say so).
 
 from __future__ import annotations
 
-from gputop_doctor.lab.sweep import LoaderSetting, SweepReport, SweepResult, sweep_loader
-from gputop_doctor.lab.three_run import LabReport, LabRun, three_run
+from gputop_doctor.lab.sweep import (
+    LoaderSetting,
+    SweepOptions,
+    SweepReport,
+    SweepResult,
+    sweep_loader,
+)
+from gputop_doctor.lab.three_run import LabOptions, LabReport, LabRun, three_run
 
 __all__ = [
+    "LabOptions",
     "LabReport",
     "LabRun",
     "LoaderSetting",
+    "SweepOptions",
     "SweepReport",
     "SweepResult",
     "sweep_loader",

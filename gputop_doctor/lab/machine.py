@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from gputop_doctor.core.errors import DoctorError
 from gputop_doctor.sources.host.cgroup import affinity_count, cgroup_cpu, effective_cpus
 
 TORCH_MISSING = (
@@ -18,7 +19,7 @@ TORCH_MISSING = (
 )
 
 
-class LabError(Exception):
+class LabError(DoctorError):
     """A problem with the user's code or inputs, said in one line."""
 
 

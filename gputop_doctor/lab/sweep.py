@@ -164,35 +164,44 @@ def default_grid(machine: Machine, max_workers: int | None = None) -> tuple[Load
     return tuple(grid)
 
 
-def sweep_loader(
-    dataset: Any,
-    batch_size: int,
-    *,
-    grid: Sequence[LoaderSetting] | None = None,
-    max_workers: int | None = None,
-    batches: int = 20,
-    warmup: int = 3,
-    passes: int = 2,
-    loader_kwargs: Mapping[str, Any] | None = None,
-    progress: Progress | None = None,
-    machine: Machine | None = None,
-) -> SweepReport:
-    """Measure ``dataset`` under each loader setting; Ctrl-C ends early with what was measured.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepOptions:
+    """What a sweep measures under each setting, and what every DataLoader gets besides.
 
     ``batches`` per pass are read (fewer if the dataset is shorter), the first ``warmup`` of the
     first pass are not counted as steady state. ``loader_kwargs`` (shuffle, collate_fn, ...) are
     passed to every DataLoader unchanged and repeated in the line to paste.
     """
+
+    batches: int = 20
+    warmup: int = 3
+    passes: int = 2
+    max_workers: int | None = None  # caps the default grid's num_workers below the CPUs
+    grid: Sequence[LoaderSetting] | None = None  # None: default_grid(machine, max_workers)
+    loader_kwargs: Mapping[str, Any] | None = None
+
+
+def sweep_loader(
+    dataset: Any,
+    batch_size: int,
+    options: SweepOptions | None = None,
+    *,
+    progress: Progress | None = None,
+    machine: Machine | None = None,
+) -> SweepReport:
+    """Measure ``dataset`` under each loader setting; Ctrl-C ends early with what was measured."""
     torch = require_torch()
-    _check(batch_size, batches, warmup, passes)
-    extra = dict(loader_kwargs or {})
+    options = options or SweepOptions()
+    _check(batch_size, options)
+    extra = dict(options.loader_kwargs or {})
     varied = {"num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size"}
     if varied & extra.keys():
         raise LabError(
             f"loader_kwargs may not set what the sweep varies: {sorted(varied & extra.keys())}"
         )
     machine = machine or this_machine()
-    settings = tuple(grid) if grid is not None else default_grid(machine, max_workers)
+    grid = options.grid
+    settings = tuple(grid) if grid is not None else default_grid(machine, options.max_workers)
     results: list[SweepResult] = []
     interrupted = False
     try:
@@ -202,7 +211,7 @@ def sweep_loader(
             loader = torch.utils.data.DataLoader(
                 dataset, batch_size=batch_size, **extra, **setting.kwargs()
             )
-            results.append(measure(loader, setting, batches, warmup, passes, machine.cuda))
+            results.append(measure(loader, setting, options, machine.cuda))
     except KeyboardInterrupt:
         interrupted = True
     results.sort(key=lambda r: -r.samples_per_s)
@@ -215,7 +224,8 @@ def sweep_loader(
     )
 
 
-def _check(batch_size: int, batches: int, warmup: int, passes: int) -> None:
+def _check(batch_size: int, options: SweepOptions) -> None:
+    batches, warmup, passes = options.batches, options.warmup, options.passes
     if batch_size < 1:
         raise LabError(f"batch_size must be at least 1, not {batch_size}")
     if passes < 1:
@@ -250,14 +260,10 @@ def _to_device(batch: Any) -> None:
 
 
 def measure(
-    loader: Iterable[Any],
-    setting: LoaderSetting,
-    batches: int,
-    warmup: int,
-    passes: int,
-    cuda: bool,
+    loader: Iterable[Any], setting: LoaderSetting, options: SweepOptions, cuda: bool
 ) -> SweepResult:
-    """Time ``passes`` passes of up to ``batches`` batches each over ``loader``."""
+    """Time ``options.passes`` passes of up to ``options.batches`` batches over ``loader``."""
+    batches, warmup, passes = options.batches, options.warmup, options.passes
     startup = 0.0
     restarts: list[float] = []
     warm = 0.0

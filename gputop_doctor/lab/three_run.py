@@ -118,27 +118,39 @@ def default_loss(output: Any, target: Any) -> Any:
     return torch.nn.functional.mse_loss(output.float(), target.float())
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LabOptions:
+    """How each of the three runs trains.
+
+    ``compile_backend`` goes to ``torch.compile`` (``inductor``, torch's default, generates
+    fused kernels; ``eager`` only traces, which is cheap and how the tests exercise the path).
+    ``loss_fn(output, targets)`` defaults to cross-entropy for integer targets and mean squared
+    error otherwise.
+    """
+
+    steps: int = 30  # timed steps
+    warmup: int = 5  # untimed steps first
+    seed: int = 0  # torch.manual_seed before each run
+    loss_fn: Callable[[Any, Any], Any] | None = None
+    lr: float = 1e-4
+    compile_backend: str = "inductor"
+
+
 def three_run(
     model_fn: Callable[[], Any],
     loader: Iterable[Any],
+    options: LabOptions | None = None,
     *,
-    steps: int = 30,
-    warmup: int = 5,
-    seed: int = 0,
-    loss_fn: Callable[[Any, Any], Any] | None = None,
-    lr: float = 1e-4,
-    compile_backend: str = "inductor",
     progress: Callable[[str], None] | None = None,
     machine: Machine | None = None,
 ) -> LabReport:
     """Train ``model_fn()`` for ``warmup + steps`` steps on ``loader`` in each configuration.
 
-    ``compile_backend`` goes to ``torch.compile`` (``inductor``, torch's default, generates
-    fused kernels; ``eager`` only traces, which is cheap and how the tests exercise the path).
-    Batches are ``(inputs, targets)``; ``loss_fn(output, targets)`` defaults to cross-entropy
-    for integer targets and mean squared error otherwise. Ctrl-C ends early with what ran.
+    Batches are ``(inputs, targets)``. Ctrl-C ends early with what ran.
     """
     torch = require_torch()
+    options = options or LabOptions()
+    steps, warmup = options.steps, options.warmup
     if steps < 1 or warmup < 0:
         raise LabError(f"need steps >= 1 and warmup >= 0 (steps={steps}, warmup={warmup})")
     machine = machine or this_machine()
@@ -152,14 +164,10 @@ def three_run(
             runs.append(
                 _run_one(
                     torch,
-                    _Config(name, bf16, compile_backend if compiled else None),
+                    _Config(name, bf16, options.compile_backend if compiled else None),
                     model_fn,
                     loader,
-                    steps,
-                    warmup,
-                    seed,
-                    loss_fn or default_loss,
-                    lr,
+                    options,
                     device,
                 )
             )
@@ -192,15 +200,13 @@ def _run_one(
     config: _Config,
     model_fn: Callable[[], Any],
     loader: Iterable[Any],
-    steps: int,
-    warmup: int,
-    seed: int,
-    loss_fn: Callable[[Any, Any], Any],
-    lr: float,
+    options: LabOptions,
     device: str,
 ) -> LabRun:
     name, bf16 = config.name, config.bf16
-    torch.manual_seed(seed)
+    steps, warmup, lr = options.steps, options.warmup, options.lr
+    loss_fn = options.loss_fn or default_loss
+    torch.manual_seed(options.seed)
     try:
         model = model_fn().to(device).train()
     except Exception as exc:

@@ -17,7 +17,7 @@ script has already loaded it, so a plain iterable of batches works without torch
 
 from __future__ import annotations
 
-from gputop_doctor.probe._files import PROBE_DIR_ENV, runtime_dir
 from gputop_doctor.probe._watch import Watched, watch
+from gputop_doctor.probe.protocol import PROBE_DIR_ENV, runtime_dir
 
 __all__ = ["PROBE_DIR_ENV", "Watched", "runtime_dir", "watch"]

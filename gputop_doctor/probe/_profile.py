@@ -1,6 +1,6 @@
 """Profiling on demand: wrap the next N steps of a watched loop in ``torch.profiler``.
 
-The publisher thread takes a request (see ``_channel``) and hangs a :class:`ProfileSession` on
+The publisher thread takes a request (see ``protocol``) and hangs a :class:`ProfileSession` on
 the loop's meter; the training thread, at its next step boundaries, starts the profiler, marks
 each step, stops after N steps, writes the Chrome trace and a summary next to the stats file,
 and unhooks itself. While nothing is requested the training thread pays one attribute test per
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gputop_doctor.probe import _channel
+from gputop_doctor.probe import protocol
 
 TOP_OPS = 10
 MAX_SHAPES = 6  # input shapes kept per op
@@ -52,9 +52,9 @@ def profiler_module() -> Any | None:
         return None
 
 
-def _answer(request: _channel.ProfileRequest, status: str, **fields: Any) -> dict[str, Any]:
+def _answer(request: protocol.ProfileRequest, status: str, **fields: Any) -> dict[str, Any]:
     return {
-        "schema": _channel.CHANNEL_SCHEMA,
+        "schema": protocol.CHANNEL_SCHEMA,
         "pid": request.pid,
         "nonce": request.nonce,
         "status": status,
@@ -63,13 +63,13 @@ def _answer(request: _channel.ProfileRequest, status: str, **fields: Any) -> dic
     }
 
 
-def _write(directory: Path, request: _channel.ProfileRequest, data: Mapping[str, Any]) -> None:
+def _write(directory: Path, request: protocol.ProfileRequest, data: Mapping[str, Any]) -> None:
     with contextlib.suppress(OSError, ValueError):
-        _channel.write_answer(directory, request.pid, data)
+        protocol.write_answer(directory, request.pid, data)
 
 
 def accept(
-    directory: Path, request: _channel.ProfileRequest, model: object, busy: bool
+    directory: Path, request: protocol.ProfileRequest, model: object, busy: bool
 ) -> ProfileSession | None:
     """Answer ``request`` at once (busy, unavailable) or return the session to hook."""
     if busy:
@@ -85,7 +85,7 @@ def accept(
 
 def poll(directory: Path, pid: int, model: object, busy: bool) -> ProfileSession | None:
     """Take a pending request for ``pid`` (publisher thread): a session to hook, or None."""
-    request = _channel.take_request(directory, pid)
+    request = protocol.take_request(directory, pid)
     return None if request is None else accept(directory, request, model, busy)
 
 
@@ -101,7 +101,7 @@ def _rss_mib() -> float | None:
 class ProfileSession:
     """One profiling window, driven by the training thread at step boundaries."""
 
-    def __init__(self, directory: Path, request: _channel.ProfileRequest, model: object) -> None:
+    def __init__(self, directory: Path, request: protocol.ProfileRequest, model: object) -> None:
         self.directory = directory
         self.request = request
         self.model = model
@@ -115,13 +115,14 @@ class ProfileSession:
         self.profiled = 0
         self.started_at = 0.0
 
-    def step(self, state: Sequence[Any]) -> bool:
-        """Called after each step with the meter's state; False once the window is over.
+    def step(self, wait: float, total: float) -> bool:
+        """Called after each step with the loop's data wait and step time so far (seconds);
+        False once the window is over.
 
         N steps measured plainly (step time, data wait, memory), then N steps profiled."""
         try:
             if self.prof is None:
-                self.points.append((time.perf_counter(), state[2], state[3], self._memory()))
+                self.points.append((time.perf_counter(), wait, total, self._memory()))
                 if len(self.points) > self.request.steps:
                     self._start()
                 return True
@@ -161,7 +162,7 @@ class ProfileSession:
             return
         try:
             self.prof.stop()
-            trace = _channel.trace_path(self.directory, self.request.pid)
+            trace = protocol.trace_path(self.directory, self.request.pid)
             tmp = self.directory / f".{trace.name}.tmp"
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)

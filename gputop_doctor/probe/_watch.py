@@ -25,9 +25,10 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
-from gputop_doctor.probe import _files, _profile
+from gputop_doctor.config import environment
+from gputop_doctor.probe import _profile, protocol
 from gputop_doctor.probe._knobs import first_len, loader_knobs, model_device, torch_facts
 
 T = TypeVar("T")
@@ -35,15 +36,28 @@ T = TypeVar("T")
 WINDOW_S = 5.0  # rates and the data-wait share are over the last few seconds, across passes
 DEFAULT_INTERVAL_S = 1.0
 
-# (steps, samples, wait_s, total_s, step_start, blocked_since or None, pass active)
-State = tuple[int, int, float, float, float, "float | None", bool]
+
+class MeterState(NamedTuple):
+    """One watched loop's totals, replaced whole at each change and never mutated, so the
+    publisher thread reads a consistent state without a lock. A NamedTuple, not a dataclass:
+    it is built twice per training step, and costs a fraction of a frozen dataclass there."""
+
+    steps: int = 0
+    samples: int = 0
+    wait: float = 0.0  # seconds spent waiting for batches
+    total: float = 0.0  # seconds of whole steps (waits included)
+    step_start: float = 0.0  # perf_counter() when the step in progress started
+    blocked: float | None = None  # when the wait in progress started; None: not waiting
+    active: bool = False  # inside a pass
+
+
 # (perf time, steps, samples, wait_s, total_s): one point of the publisher's window.
 _Point = tuple[float, int, int, float, float]
 
 
 def publish_interval() -> float:
     """Seconds between writes: ``$GPUTOP_DOCTOR_PROBE_INTERVAL`` (0.05 to 60), else 1."""
-    text = os.environ.get(_files.INTERVAL_ENV)
+    text = environment.probe_interval()
     if not text:
         return DEFAULT_INTERVAL_S
     try:
@@ -72,7 +86,7 @@ class _Meter:
 
     def __init__(self, facts: dict[str, Any]) -> None:
         self.facts = facts
-        self.state: State = (0, 0, 0.0, 0.0, 0.0, None, False)
+        self.state = MeterState()
         self.samples_known = True
         self.passes = 0
         self.started_at = time.time()
@@ -146,11 +160,12 @@ class _Publisher:
     # -- training thread ---------------------------------------------------------------------
 
     def start_pass(self, meter: _Meter, now: float) -> None:
-        directory = _files.runtime_dir()
-        reason = _files.prepare_dir(directory)
+        directory = protocol.runtime_dir()
+        reason = protocol.prepare_dir(directory)
         with self.lock:
             if not meter.history:  # one window for the life of the process, across passes
-                meter.history = deque([(now, *meter.state[:4])])
+                state = meter.state
+                meter.history = deque([(now, state.steps, state.samples, state.wait, state.total)])
             if reason is not None:
                 self.directory = None
                 self._warn(str(directory), reason, stacklevel=4)
@@ -186,7 +201,7 @@ class _Publisher:
 
     def _remove(self) -> None:
         if self.published is not None and os.getpid() == self.pid:
-            _files.remove(self.published, self.pid)
+            protocol.remove(self.published, self.pid)
         self.published = None
 
     def _warn(self, key: str, reason: str, stacklevel: int) -> None:
@@ -195,7 +210,7 @@ class _Publisher:
         self.warned.add(key)
         warnings.warn(
             f"gputop-doctor probe: not publishing step stats ({reason}); training goes on. "
-            f"Set {_files.PROBE_DIR_ENV} to a writable directory to publish.",
+            f"Set {protocol.PROBE_DIR_ENV} to a writable directory to publish.",
             RuntimeWarning,
             stacklevel=stacklevel,
         )
@@ -217,19 +232,19 @@ class _Publisher:
             directory = self.directory
             if self.closed or not self.meters or directory is None:
                 return
-            meter = max(self.meters, key=lambda m: m.state[4])
+            meter = max(self.meters, key=lambda m: m.state.step_start)
             record = self._record(meter, now)
             if directory not in self.cleaned:
                 self.cleaned.add(directory)
-                _files.remove_dead(directory)
+                protocol.remove_dead(directory)
             try:
-                _files.write_atomic(directory, self.pid, record)
+                protocol.write_atomic(directory, self.pid, record)
             except OSError as exc:
                 # The directory may have been removed under us: recreate it once, else give up
                 # until the next pass checks again.
-                if _files.prepare_dir(directory) is None:
+                if protocol.prepare_dir(directory) is None:
                     try:
-                        _files.write_atomic(directory, self.pid, record)
+                        protocol.write_atomic(directory, self.pid, record)
                     except OSError:
                         pass
                     else:
@@ -239,7 +254,7 @@ class _Publisher:
                 self._warn(str(directory), f"cannot write in {directory}: {exc}", stacklevel=2)
                 return
             self.published = directory
-            # A profile request goes to the loop that is stepping (see ``_channel``).
+            # A profile request goes to the loop that is stepping (see ``protocol``).
             session = _profile.poll(directory, self.pid, meter.model, meter.hook is not None)
             if session is not None:
                 meter.hook = session
@@ -252,7 +267,7 @@ class _Publisher:
         while len(history) >= 2 and history[1][0] <= cutoff:
             history.popleft()
         record: dict[str, Any] = {
-            "schema": _files.SCHEMA,
+            "schema": protocol.SCHEMA,
             "pid": self.pid,
             "published_at": time.time(),
             "started_at": meter.started_at,
@@ -339,8 +354,9 @@ class Watched(Generic[T]):
         meter.facts.update(torch_facts())
         if self._model is not None:
             meter.facts["model_device"] = model_device(self._model)
-        steps, samples, wait, total = meter.state[:4]
-        meter.state = (steps, samples, wait, total, start, start, True)
+        was = meter.state
+        steps, samples, wait, total = was.steps, was.samples, was.wait, was.total
+        meter.state = MeterState(steps, samples, wait, total, start, start, True)
         pub = publisher()
         pub.start_pass(meter, start)
         step_start = blocked = start
@@ -353,7 +369,7 @@ class Watched(Generic[T]):
                     now = clock()
                     wait += now - blocked
                     total += now - step_start
-                    meter.state = (steps, samples, wait, total, now, None, False)
+                    meter.state = MeterState(steps, samples, wait, total, now, None, False)
                     return
                 now = clock()
                 wait += now - blocked
@@ -368,21 +384,21 @@ class Watched(Generic[T]):
                         count = None
                     else:
                         samples += size
-                meter.state = (steps, samples, wait, total, now, None, True)
+                meter.state = MeterState(steps, samples, wait, total, now, None, True)
                 step_start = now
                 yield batch
-                if meter.hook is not None and not meter.hook.step(meter.state):
+                if meter.hook is not None and not meter.hook.step(wait, total):
                     meter.hook = None
                 blocked = clock()
-                meter.state = (steps, samples, wait, total, step_start, blocked, True)
+                meter.state = MeterState(steps, samples, wait, total, step_start, blocked, True)
         finally:
             state = meter.state
-            if state[6]:  # left mid-pass: break, an exception, or the loop was closed
+            if state.active:  # left mid-pass: break, an exception, or the loop was closed
                 now = clock()
-                if state[5] is not None:
-                    wait += now - state[5]
+                if state.blocked is not None:
+                    wait += now - state.blocked
                 total += now - step_start
-                meter.state = (steps, samples, wait, total, now, None, False)
+                meter.state = MeterState(steps, samples, wait, total, now, None, False)
             if meter.hook is not None:  # the pass ended inside a profile window
                 meter.hook.finish()
                 meter.hook = None

@@ -16,7 +16,7 @@ from gputop_doctor.export.reader import SessionReader
 from gputop_doctor.export.stream import StreamError, text_lines
 from gputop_doctor.report.from_session import session_ticks
 from gputop_doctor.report.nvsmi import (
-    ImportError_,
+    LogFormatError,
     csv_samples,
     dmon_samples,
     ticks_from_samples,
@@ -24,7 +24,7 @@ from gputop_doctor.report.nvsmi import (
 from gputop_doctor.report.points import TickPoint
 from gputop_doctor.report.summary import Report, ReportBuilder
 
-__all__ = ["ImportError_", "load_report"]
+__all__ = ["LogFormatError", "load_report"]
 
 IMPORT_UNKNOWN = (
     "host CPU, memory, I/O and swap (not in this log)",
@@ -43,7 +43,7 @@ def detect(path: str) -> tuple[str, Iterator[str]]:
             first = line
             break
     if not first:
-        raise ImportError_(f"{path} is empty")
+        raise LogFormatError(f"{path} is empty")
     rest = chain([first], lines)
     if "schema_version" in first:
         return "session", rest
@@ -51,7 +51,7 @@ def detect(path: str) -> tuple[str, Iterator[str]]:
         return "dmon", rest
     if "," in first:
         return ("nvidia-smi" if "[" in first or "." in first else "long-csv"), rest
-    raise ImportError_(f"{path}: not a session CSV, an nvidia-smi log or a dmon log")
+    raise LogFormatError(f"{path}: not a session CSV, an nvidia-smi log or a dmon log")
 
 
 def import_ticks(path: str, kind: str, lines: Iterator[str]) -> Iterator[TickPoint]:
@@ -60,11 +60,11 @@ def import_ticks(path: str, kind: str, lines: Iterator[str]) -> Iterator[TickPoi
 
 
 def load_report(path: str) -> Report:
-    """Raises SessionFormatError, StreamError or ImportError_ with a one-line message."""
+    """Raises SessionFormatError, StreamError or LogFormatError with a one-line message."""
     try:
         kind, lines = detect(path)
     except StreamError as exc:
-        raise ImportError_(str(exc)) from None
+        raise LogFormatError(str(exc)) from None
     builder = ReportBuilder(path, kind)
     if kind == "session":
         reader = SessionReader(path)
@@ -77,9 +77,9 @@ def load_report(path: str) -> Report:
         for tick in with_gpu_rules(import_ticks(path, kind, lines)):
             builder.add(tick)
     except StreamError as exc:
-        raise ImportError_(str(exc)) from None
+        raise LogFormatError(str(exc)) from None
     except csv.Error as exc:
-        raise ImportError_(f"{path} is not a valid CSV: {exc}") from None
+        raise LogFormatError(f"{path} is not a valid CSV: {exc}") from None
     unknown: tuple[str, ...] = IMPORT_UNKNOWN
     if kind == "dmon":
         unknown = (*unknown, "the exact time of each sample unless dmon ran with -o DT")

@@ -21,12 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from gputop_doctor.core.errors import DoctorError
 from gputop_doctor.export.validate import CellError, Range, number
 from gputop_doctor.report.points import GpuPoint, TickPoint
 
 
-class ImportError_(Exception):
-    """An input that cannot be imported; the message is one line for the user."""
+class LogFormatError(DoctorError):
+    """The file is not a log we can import (nvidia-smi --query-gpu or dmon); one line."""
 
 
 # Column name (lowercased, units stripped) -> GpuPoint attribute.
@@ -94,7 +95,7 @@ def layout_of(header: list[str], path: str) -> Layout:
     metrics = tuple((i, METRICS[k]) for i, k in enumerate(keys) if k in METRICS)
     if not metrics:
         shown = ", ".join(h.strip()[:30] for h in header[:6])
-        raise ImportError_(
+        raise LogFormatError(
             f"{path} is not a gputop-doctor session CSV nor a GPU log this reader knows "
             f"(unknown columns: {shown})"
         )
@@ -214,13 +215,13 @@ def csv_samples(lines: Iterator[str], path: str) -> Iterator[Sample]:
             position = position if cells[layout.time] == stamp else 0
             stamp = cells[layout.time]
         if len(cells) != len(header):
-            raise ImportError_(
+            raise LogFormatError(
                 f"{path}: line {reader.line_num} has {len(cells)} cells, the header {len(header)}"
             )
         try:
             sample = row_sample(cells, layout, position)
         except CellError as exc:
-            raise ImportError_(f"{path}: line {reader.line_num}, {exc}") from None
+            raise LogFormatError(f"{path}: line {reader.line_num}, {exc}") from None
         position += 1 if layout.time is not None else 0
         yield sample
 
@@ -237,11 +238,11 @@ def dmon_samples(lines: Iterator[str], path: str) -> Iterator[Sample]:
                 layout = _dmon_layout(line.lstrip("#").split(), path)
             continue
         if layout is None:
-            raise ImportError_(f"{path}: line {line_no}: data before the dmon header")
+            raise LogFormatError(f"{path}: line {line_no}: data before the dmon header")
         try:
             yield row_sample(words, layout, 0)
         except CellError as exc:
-            raise ImportError_(f"{path}: line {line_no}, {exc}") from None
+            raise LogFormatError(f"{path}: line {line_no}, {exc}") from None
 
 
 def _dmon_layout(names: list[str], path: str) -> Layout:

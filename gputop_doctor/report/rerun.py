@@ -16,7 +16,12 @@ from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.findings import Finding, ScopeKind
 from gputop_doctor.core.model import GpuSample, HostSample, Snapshot
 from gputop_doctor.report.points import GpuPoint, TickPoint
-from gputop_doctor.sources.replay import ReplayGpuSource, ReplayHostSource, ReplaySession
+from gputop_doctor.sources.replay import (
+    EmptyRecording,
+    ReplayGpuSource,
+    ReplayHostSource,
+    ReplaySession,
+)
 
 
 def _sample(gpu: GpuPoint) -> GpuSample:
@@ -68,7 +73,7 @@ def with_gpu_rules(ticks: Iterator[TickPoint]) -> Iterator[TickPoint]:
 
     try:
         session = ReplaySession("imported log", snapshots(), "import")
-    except ValueError:
+    except EmptyRecording:
         return
     settings = Settings(interval_s=session.interval_s)
     engine = Engine(

@@ -41,7 +41,7 @@ class OpenedSources:
 
 
 def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None) -> OpenedSources:
-    """Raises ValueError with a one-line message for an unknown demo scenario."""
+    """Raises DemoError (a one-line UsageError) for an unknown scenario or a bad demo size."""
     if choice.demo is not None:
         from gputop_doctor.sources.demo.machine import DemoMachine
 

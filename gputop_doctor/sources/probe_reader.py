@@ -1,7 +1,7 @@
 """What in-process probes published, attached to the processes the monitor reads.
 
 A training script that wraps its loader in ``gputop_doctor.probe.watch`` writes
-``<runtime dir>/<pid>.json`` about once a second (see gputop_doctor/probe/_files.py for the
+``<runtime dir>/<pid>.json`` about once a second (see gputop_doctor/probe/protocol.py for the
 directories). This module reads those files for the PIDs of the attached tree (and the GPU
 processes) and hands them to the engine as :class:`ProbeStats` on each :class:`ProcSample`.
 
@@ -40,7 +40,7 @@ from gputop_doctor.core.model import HostSample, SystemInfo
 from gputop_doctor.core.ports import HostSource, ProcessReading
 from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.text import printable
-from gputop_doctor.probe import _files
+from gputop_doctor.probe import protocol
 from gputop_doctor.sources.profile_reader import ProfileReader
 
 MAX_AGE_S = 10.0
@@ -124,7 +124,7 @@ class ProbeReader:
         clock: Callable[[], float] = time.time,
         proc_root: str = "/proc",
     ) -> None:
-        self.dirs = tuple(_files.candidate_dirs() if dirs is None else dirs)
+        self.dirs = tuple(protocol.candidate_dirs() if dirs is None else dirs)
         self.max_age_s = max_age_s
         self.proc_root = proc_root
         # Only root can read another user's 0700 directory, so only root looks for them.
@@ -147,7 +147,7 @@ class ProbeReader:
                 continue
             try:
                 for name in os.listdir(dir_fd):
-                    pid = _files.pid_of(name)
+                    pid = protocol.pid_of(name)
                     if pid is None or pid not in wanted or pid in found:
                         continue
                     stats = self._load(dir_fd, name, pid, now)
@@ -213,7 +213,7 @@ class ProbeReader:
         if not self.other_users:
             return mine
         owners = {self._owner(pid) for pid in pids} - {-1}
-        extra = [(d, uid) for uid in sorted(owners) for d in _files.user_dirs(uid)]
+        extra = [(d, uid) for uid in sorted(owners) for d in protocol.user_dirs(uid)]
         return mine + tuple(e for e in extra if e[0] not in self.dirs)
 
     def _load(self, dir_fd: int, name: str, pid: int, now: float) -> ProbeStats | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gputop_doctor.core.probe_stats import ProfiledOp, ProfileSummary
 from gputop_doctor.core.text import printable
-from gputop_doctor.probe import _channel
+from gputop_doctor.probe import protocol
 
 MAX_PROFILE_BYTES = 64 * 1024
 MAX_NUMBER = 1e12
@@ -116,7 +116,7 @@ def _nonneg(value: object) -> float | None:
 
 def load_answer(path: Path, owners: frozenset[int]) -> object:
     """The JSON in a probe's answer file, or None (missing, unsafe, too big, not JSON)."""
-    raw = _channel.read_small(path, MAX_PROFILE_BYTES, owners)
+    raw = protocol.read_small(path, MAX_PROFILE_BYTES, owners)
     if raw is None:
         return None
     try:
@@ -147,7 +147,7 @@ class ProfileReader:
 
     def _one(self, pid: int) -> ProfileSummary | None:
         for directory in self.dirs:
-            path = _channel.profile_path(directory, pid)
+            path = protocol.profile_path(directory, pid)
             try:
                 info = os.lstat(path)
             except OSError:

@@ -1,7 +1,7 @@
 """Asking a probed process to profile its next steps, from the monitor's side.
 
 Finds the directory where the PID's probe publishes (a fresh ``<pid>.json`` that names it), and
-creates ``<pid>.request.json`` there (see ``gputop_doctor/probe/_channel.py`` for the channel
+creates ``<pid>.request.json`` there (see ``gputop_doctor/probe/protocol.py`` for the channel
 and who can use it). Used by ``gputop-doctor profile`` and by the UI's ``P`` key; every failure
 is a :class:`ProfileRequestError` whose text is one line for the user.
 """
@@ -13,21 +13,22 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputop_doctor.core.errors import DoctorError
 from gputop_doctor.core.probe_stats import ProfileSummary
-from gputop_doctor.probe import _channel, _files
+from gputop_doctor.probe import protocol
 from gputop_doctor.sources.probe_reader import ProbeReader
 from gputop_doctor.sources.profile_reader import load_answer, parse_profile
 
-DEFAULT_STEPS = _channel.DEFAULT_STEPS
+DEFAULT_STEPS = protocol.DEFAULT_STEPS
 
 
-class ProfileRequestError(Exception):
+class ProfileRequestError(DoctorError):
     """Why a profile can't be asked for or wasn't delivered (one line)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SentRequest:
-    request: _channel.ProfileRequest
+    request: protocol.ProfileRequest
     directory: Path
 
 
@@ -39,9 +40,9 @@ def probe_dir(pid: int, proc_root: str = "/proc") -> Path:
         raise ProfileRequestError(f"no process with PID {pid}") from None
     except OSError as exc:
         raise ProfileRequestError(f"cannot see PID {pid}: {exc.strerror or exc}") from None
-    dirs = list(_files.candidate_dirs())
+    dirs = list(protocol.candidate_dirs())
     if hasattr(os, "getuid") and os.getuid() == 0:
-        dirs += [d for d in _files.user_dirs(owner) if d not in dirs]
+        dirs += [d for d in protocol.user_dirs(owner) if d not in dirs]
     for directory in dirs:
         if ProbeReader(dirs=[directory], proc_root=proc_root).read([pid]):
             return directory
@@ -54,13 +55,13 @@ def probe_dir(pid: int, proc_root: str = "/proc") -> Path:
 def send_request(pid: int, steps: int = DEFAULT_STEPS) -> SentRequest:
     """Ask the probe of ``pid`` to profile its next ``steps`` steps."""
     directory = probe_dir(pid)
-    request = _channel.new_request(pid, steps)
+    request = protocol.new_request(pid, steps)
     try:
-        _channel.write_request(directory, request)
+        protocol.write_request(directory, request)
     except FileExistsError:
         raise ProfileRequestError(
             f"a profile request for PID {pid} is already pending "
-            f"({_channel.request_path(directory, pid)})"
+            f"({protocol.request_path(directory, pid)})"
         ) from None
     except OSError as exc:
         raise ProfileRequestError(
@@ -84,7 +85,7 @@ def read_answer(sent: SentRequest) -> Answer | None:
     owners = frozenset({os.getuid() if hasattr(os, "getuid") else 0})
     with contextlib.suppress(OSError):
         owners |= {os.stat(f"/proc/{pid}").st_uid}
-    data = load_answer(_channel.profile_path(sent.directory, pid), owners)
+    data = load_answer(protocol.profile_path(sent.directory, pid), owners)
     if not isinstance(data, dict) or data.get("nonce") != sent.request.nonce:
         return None
     status = data.get("status")
@@ -101,7 +102,7 @@ def read_answer(sent: SentRequest) -> Answer | None:
 def withdraw(sent: SentRequest) -> bool:
     """Remove the request if the probe has not taken it yet; True if it was still there."""
     try:
-        os.unlink(_channel.request_path(sent.directory, sent.request.pid))
+        os.unlink(protocol.request_path(sent.directory, sent.request.pid))
     except OSError:
         return False
     return True

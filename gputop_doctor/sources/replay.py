@@ -15,9 +15,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
+from gputop_doctor.core.errors import DoctorError
 from gputop_doctor.core.model import GpuSample, GpuState, HostSample, Snapshot, SystemInfo
 from gputop_doctor.core.ports import GpuStatus, ProcessReading, SourceExhausted
 from gputop_doctor.core.text import printable
+
+
+class EmptyRecording(DoctorError):
+    """A recording with no tick to replay."""
 
 
 class ReplaySession:
@@ -37,7 +42,7 @@ class ReplaySession:
         self._snapshots = snapshots
         first = next(snapshots, None)
         if first is None:
-            raise ValueError(f"{path} holds no recorded ticks")
+            raise EmptyRecording(f"{path} holds no recorded ticks")
         self.first: Snapshot = first
         self._current: Snapshot = first
         self._upcoming: Snapshot | None = first

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from gputop_doctor.fleet.hosts import HostSpec, Transport, parse_hosts
+from gputop_doctor.fleet.hosts import HostsError, HostSpec, Transport, parse_hosts
 from gputop_doctor.fleet.render import host_lines
 from gputop_doctor.fleet.straggler import StragglerTracker, straggler_findings
 from gputop_doctor.fleet.view import BadView, HostState, HostStatus, RemoteFinding, parse_view
@@ -30,7 +30,7 @@ def test_host_lists_parse_and_bad_ones_are_one_line_errors() -> None:
         HostSpec(Transport.HTTP, "[::1]", 9500),
     )
     for bad in ("", "a:0", "a:x", "http://a:1", "ssh://b@d@", "a:1,a:1", "ssh://u;rm@h"):
-        with pytest.raises(ValueError, match="--hosts"):
+        with pytest.raises(HostsError, match="--hosts"):
             parse_hosts(bad)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.lab import LoaderSetting, sweep_loader
+from gputop_doctor.lab import LoaderSetting, SweepOptions, sweep_loader
 from gputop_doctor.lab.machine import LabError, Machine
 from gputop_doctor.lab.sweep import SweepReport, SweepResult, default_grid
 from tests.lab.user_code import BusyDataset
@@ -46,9 +46,8 @@ def test_workers_beat_loading_in_the_main_process_on_cpu_heavy_items() -> None:
         LoaderSetting(num_workers=0),
         LoaderSetting(num_workers=2, persistent_workers=True, prefetch_factor=2),
     ]
-    report = sweep_loader(
-        BusyDataset(48), 4, grid=grid, batches=8, warmup=1, passes=1, machine=TWO_CPUS
-    )
+    options = SweepOptions(grid=grid, batches=8, warmup=1, passes=1)
+    report = sweep_loader(BusyDataset(48), 4, options, machine=TWO_CPUS)
     assert report.best is not None and report.baseline is not None
     assert report.best.setting.num_workers == 2
     assert report.speedup is not None and report.speedup > 1.2
@@ -96,25 +95,18 @@ def test_ctrl_c_keeps_what_was_measured() -> None:
             raise KeyboardInterrupt
 
     grid = [LoaderSetting(num_workers=0), LoaderSetting(num_workers=1, prefetch_factor=2)]
-    report = sweep_loader(
-        list(range(40)),
-        4,
-        grid=grid,
-        batches=4,
-        warmup=1,
-        passes=1,
-        progress=progress,
-        machine=TWO_CPUS,
-    )
+    options = SweepOptions(grid=grid, batches=4, warmup=1, passes=1)
+    report = sweep_loader(list(range(40)), 4, options, progress=progress, machine=TWO_CPUS)
     assert report.interrupted and seen == [1, 2]
     assert [r.setting.num_workers for r in report.results] == [0]
 
 
 def test_bad_sweep_arguments_are_one_line_errors() -> None:
     with pytest.raises(LabError, match="warmup"):
-        sweep_loader(list(range(8)), 2, batches=2, warmup=1, machine=TWO_CPUS)
+        sweep_loader(list(range(8)), 2, SweepOptions(batches=2, warmup=1), machine=TWO_CPUS)
     with pytest.raises(LabError, match="may not set"):
-        sweep_loader(list(range(8)), 2, loader_kwargs={"num_workers": 3}, machine=TWO_CPUS)
+        options = SweepOptions(loader_kwargs={"num_workers": 3})
+        sweep_loader(list(range(8)), 2, options, machine=TWO_CPUS)
 
 
 @pytest.mark.slow

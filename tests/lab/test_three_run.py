@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.lab import LabReport, LabRun, three_run
+from gputop_doctor.lab import LabOptions, LabReport, LabRun, three_run
 from gputop_doctor.lab.machine import Machine
 from tests.lab.user_code import setup
 
@@ -20,7 +20,8 @@ CPU = Machine(effective_cpus=2, torch_threads=1, cuda=False)
 @pytest.mark.slow
 def test_three_configurations_run_with_numbers_on_the_cpu() -> None:
     model_fn, loader = setup()
-    report = three_run(model_fn, loader, steps=4, warmup=1, compile_backend="eager", machine=CPU)
+    options = LabOptions(steps=4, warmup=1, compile_backend="eager")
+    report = three_run(model_fn, loader, options, machine=CPU)
     assert [r.name for r in report.runs] == ["fp32", "bf16", "bf16 + compile"]
     for run in report.runs:
         assert run.error is None and run.samples_per_s and run.samples_per_s > 0

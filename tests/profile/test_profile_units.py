@@ -15,7 +15,7 @@ from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.model import ProcSample, SystemInfo
 from gputop_doctor.core.probe_stats import ProfiledOp, ProfileSummary
 from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.probe import _channel
+from gputop_doctor.probe import protocol
 from gputop_doctor.rules import PROFILE_RULES, RULES
 from gputop_doctor.sources.probe_reader import ProbedHostSource, ProbeReader
 from gputop_doctor.sources.profile_reader import ProfileReader, parse_profile
@@ -27,16 +27,16 @@ CTX = RuleContext(system=SystemInfo(), settings=Settings())
 
 def _request(directory: Path, **fields: object) -> Path:
     data = {"schema": 1, "pid": PID, "steps": 3, "nonce": "abc123", **fields}
-    path = _channel.request_path(directory, PID)
+    path = protocol.request_path(directory, PID)
     path.write_text(json.dumps(data))
     return path
 
 
 def test_a_valid_request_is_taken_once_and_deleted(tmp_path: Path) -> None:
     path = _request(tmp_path)
-    assert _channel.take_request(tmp_path, PID) == _channel.ProfileRequest(PID, 3, "abc123")
+    assert protocol.take_request(tmp_path, PID) == protocol.ProfileRequest(PID, 3, "abc123")
     assert not path.exists()
-    assert _channel.take_request(tmp_path, PID) is None
+    assert protocol.take_request(tmp_path, PID) is None
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,7 @@ def test_a_valid_request_is_taken_once_and_deleted(tmp_path: Path) -> None:
     [
         {"pid": PID + 1},
         {"steps": 0},
-        {"steps": _channel.MAX_STEPS + 1},
+        {"steps": protocol.MAX_STEPS + 1},
         {"steps": True},
         {"nonce": "../x"},
         {"nonce": ""},
@@ -53,28 +53,28 @@ def test_a_valid_request_is_taken_once_and_deleted(tmp_path: Path) -> None:
 )
 def test_malformed_requests_are_dropped(tmp_path: Path, fields: dict[str, object]) -> None:
     _request(tmp_path, **fields)
-    assert _channel.take_request(tmp_path, PID) is None
+    assert protocol.take_request(tmp_path, PID) is None
 
 
 def test_symlink_fifo_and_oversized_requests_are_never_read(tmp_path: Path) -> None:
     target = tmp_path / "elsewhere.json"
     target.write_text(json.dumps({"pid": PID, "steps": 3, "nonce": "abc"}))
-    os.symlink(target, _channel.request_path(tmp_path, PID))
-    assert _channel.take_request(tmp_path, PID) is None
+    os.symlink(target, protocol.request_path(tmp_path, PID))
+    assert protocol.take_request(tmp_path, PID) is None
     assert target.exists()  # not followed, not deleted
-    os.unlink(_channel.request_path(tmp_path, PID))
-    os.mkfifo(_channel.request_path(tmp_path, PID))
-    assert _channel.take_request(tmp_path, PID) is None  # and did not block
-    os.unlink(_channel.request_path(tmp_path, PID))
-    _request(tmp_path, pad="x" * _channel.MAX_REQUEST_BYTES)
-    assert _channel.take_request(tmp_path, PID) is None
+    os.unlink(protocol.request_path(tmp_path, PID))
+    os.mkfifo(protocol.request_path(tmp_path, PID))
+    assert protocol.take_request(tmp_path, PID) is None  # and did not block
+    os.unlink(protocol.request_path(tmp_path, PID))
+    _request(tmp_path, pad="x" * protocol.MAX_REQUEST_BYTES)
+    assert protocol.take_request(tmp_path, PID) is None
 
 
 def test_a_pending_request_is_not_overwritten(tmp_path: Path) -> None:
-    _channel.write_request(tmp_path, _channel.new_request(PID, 5))
+    protocol.write_request(tmp_path, protocol.new_request(PID, 5))
     with pytest.raises(FileExistsError):
-        _channel.write_request(tmp_path, _channel.new_request(PID, 5))
-    assert _channel.new_request(PID, 10_000).steps == _channel.MAX_STEPS
+        protocol.write_request(tmp_path, protocol.new_request(PID, 5))
+    assert protocol.new_request(PID, 10_000).steps == protocol.MAX_STEPS
 
 
 def _done(**fields: object) -> dict[str, object]:
@@ -123,7 +123,7 @@ def test_summary_numbers_are_validated() -> None:
 
 
 def test_reader_finds_the_summary_and_refuses_a_symlink(tmp_path: Path) -> None:
-    path = _channel.profile_path(tmp_path, PID)
+    path = protocol.profile_path(tmp_path, PID)
     path.write_text(json.dumps(_done()))
     reader = ProfileReader([tmp_path])
     found = reader.read([PID])
@@ -176,7 +176,7 @@ def test_the_engine_turns_a_published_profile_into_findings(tmp_path: Path) -> N
     stats = {"schema": 1, "pid": 10, "published_at": now, "steps": 50, "steps_per_s": 5.0}
     (tmp_path / "10.json").write_text(json.dumps(stats))
     summary = _done(pid=10, written_at=now)
-    _channel.profile_path(tmp_path, 10).write_text(json.dumps(summary))
+    protocol.profile_path(tmp_path, 10).write_text(json.dumps(summary))
     tree = (ProcSample(pid=10, name="python", cpu_pct=90.0, num_threads=4),)
     host = ProbedHostSource(StubHostSource(tree=tree), ProbeReader([tmp_path]))
     clock = [now]

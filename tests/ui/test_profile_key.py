@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gputop_doctor.probe import _channel
+from gputop_doctor.probe import protocol
 from gputop_doctor.sources import profile_request
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
@@ -62,6 +62,6 @@ async def test_p_writes_the_request_where_the_probe_publishes(
         assert pid is not None
         await pilot.press("P")
         await pilot.pause()
-    request = _channel.take_request(tmp_path, pid)
-    assert request is not None and request.steps == _channel.DEFAULT_STEPS
+    request = protocol.take_request(tmp_path, pid)
+    assert request is not None and request.steps == protocol.DEFAULT_STEPS
     assert said and said[0][1] == "information" and "profiling its next" in said[0][0]

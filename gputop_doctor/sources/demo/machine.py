@@ -37,7 +37,7 @@ from gputop_doctor.sources.demo.processes import (
     simulate_processes,
     worker_pid,
 )
-from gputop_doctor.sources.demo.scenarios import SCENARIOS, get_scenario
+from gputop_doctor.sources.demo.scenarios import SCENARIOS, DemoError, get_scenario
 
 __all__ = ["SCENARIOS", "DemoGpuSource", "DemoHostSource", "DemoMachine"]
 
@@ -79,7 +79,7 @@ class DemoMachine:
         _check_range("gpus", gpus, 1, MAX_GPUS)
         _check_range("workers_per_rank", workers_per_rank, 0, MAX_WORKERS_PER_RANK)
         if not interval_s > 0:
-            raise ValueError(f"interval_s must be positive, got {interval_s}")
+            raise DemoError(f"interval_s must be positive, got {interval_s}")
         self.gpus = gpus
         self.seed = seed
         self.interval_s = float(interval_s)
@@ -229,4 +229,4 @@ class DemoHostSource:
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+        raise DemoError(f"{name} must be between {low} and {high}, got {value}")

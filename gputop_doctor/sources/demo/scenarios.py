@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gputop_doctor.core.errors import UsageError
+
 Span = tuple[float, float]  # (low, high), drawn uniformly each tick
 UtilShape = Literal["steady", "sawtooth", "contended"]
 
@@ -97,10 +99,14 @@ SCENARIO_LIST: tuple[Scenario, ...] = (
 SCENARIOS: dict[str, str] = {s.name: s.description for s in SCENARIO_LIST}
 
 
+class DemoError(UsageError):
+    """A demo machine that cannot be built as asked (unknown scenario, too many GPUs)."""
+
+
 def get_scenario(name: str) -> Scenario:
-    """The scenario called ``name``; a ValueError that lists the choices otherwise."""
+    """The scenario called ``name``; a DemoError that lists the choices otherwise."""
     for scenario in SCENARIO_LIST:
         if scenario.name == name:
             return scenario
     choices = ", ".join(SCENARIOS)
-    raise ValueError(f"unknown demo scenario {name!r}; choose one of: {choices}")
+    raise DemoError(f"unknown demo scenario {name!r}; choose one of: {choices}")

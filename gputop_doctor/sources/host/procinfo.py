@@ -22,12 +22,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
+from gputop_doctor.config import environment
 from gputop_doctor.core.model import Runtime, ThreadEnv
 
 # Re-exported: the host sources and tests import these from procinfo.
 from gputop_doctor.sources.host.kept_files import read_file
-
-VENDOR_OVERRIDE_ENV = "GPUTOP_DOCTOR_CPU_VENDOR"
 
 # Basename prefixes (lower case) -> (kind, name); first match wins, so longer prefixes first.
 # The prefixes threadpoolctl's controllers match (docs/signals.md).
@@ -250,7 +249,7 @@ def read_cpuinfo(path: str = "/proc/cpuinfo") -> CpuInfo:
     """The host CPU, with ``GPUTOP_DOCTOR_CPU_VENDOR`` overriding the vendor (tests, what-ifs)."""
     data = read_file(path)
     info = parse_cpuinfo(data.decode("utf-8", "replace")) if data else CpuInfo()
-    override = os.environ.get(VENDOR_OVERRIDE_ENV)
+    override = environment.cpu_vendor()
     if override:
         return CpuInfo(override, info.model, info.flags)
     return info

@@ -98,7 +98,9 @@ class ProcfsHostSource:
         node_root: str | None = None,
     ) -> None:
         self.proc_root = proc_root
-        self.node_root = node_root  # None: $GPUTOP_DOCTOR_NODE_ROOT, else /sys/devices/system/node
+        self.node_root = (
+            node_root  # None: config.environment.node_root(), else /sys/devices/system/node
+        )
         self.cgroup_root = cgroup_root
         self.cgroup_ttl_s = cgroup_ttl_s
         self._clock = clock

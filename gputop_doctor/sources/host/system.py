@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import psutil
 
+from gputop_doctor.config import environment
 from gputop_doctor.core.health import NumaNode, parse_cpu_list
 from gputop_doctor.core.model import MIB
 from gputop_doctor.core.pressure import Pressure
@@ -252,14 +253,13 @@ def load_average() -> tuple[float, float, float] | None:
 
 
 NODE_ROOT = "/sys/devices/system/node"
-NODE_ROOT_ENV = "GPUTOP_DOCTOR_NODE_ROOT"  # another node map (tests: a fake two-socket host)
 
 
 def read_numa_nodes(node_root: str | None = None) -> tuple[NumaNode, ...]:
     """The host's NUMA nodes and their CPUs from ``node*/cpulist``, by node number; empty
     when there is no such directory (not Linux, or /sys not mounted). Read once: CPUs do not
     change node while the machine runs."""
-    root = node_root or os.environ.get(NODE_ROOT_ENV) or NODE_ROOT
+    root = node_root or environment.node_root() or NODE_ROOT
     try:
         names = os.listdir(root)
     except OSError:

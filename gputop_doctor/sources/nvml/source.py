@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from gputop_doctor.config import environment
 from gputop_doctor.core.model import GpuSample, GpuState
 from gputop_doctor.core.ports import GpuStatus
 from gputop_doctor.sources.nvml.call import (
@@ -52,7 +52,6 @@ from gputop_doctor.sources.nvml.pcie import SlowCallBudget
 
 logger = logging.getLogger(__name__)
 
-LIB_ENV = "GPUTOP_DOCTOR_NVML_LIB"
 UNAVAILABLE = "NVML unavailable"
 FIX_BINDINGS = "pip uninstall pynvml nvidia-ml-py3 && pip install --force-reinstall nvidia-ml-py"
 FAILED = "NVML failed mid-session"
@@ -224,12 +223,12 @@ class NvmlGpuSource:
     def _init(self) -> str | None:
         """Initialise NVML; a one-line reason when it can't be."""
         nvml = self._nvml
-        library = os.environ.get(LIB_ENV)
+        library = environment.nvml_lib()
         if library and nvml.nvmlLib is None:
             try:
                 nvml.nvmlLib = ctypes.CDLL(library)
             except OSError as err:
-                return f"{UNAVAILABLE}: cannot load {LIB_ENV}={library} ({err})"
+                return f"{UNAVAILABLE}: cannot load {environment.NVML_LIB}={library} ({err})"
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as err:

@@ -16,7 +16,8 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any, Protocol
 
-from gputop_doctor.config import Settings
+from gputop_doctor.config import Settings, environment
+from gputop_doctor.core.errors import UsageError
 
 # tomllib is tomli adopted into the standard library in 3.11: the same API, so 3.10 reads the
 # same files with the same results. Checked both ways by mypy (also run with 3.10 in .ci/run).
@@ -37,7 +38,7 @@ SHARES = frozenset({"delay_ratio", "critical_delay_ratio", "max_clock_ratio", "p
 POSITIVE = frozenset({"history_s", "process_history_s", "series_len"})  # 0 would keep nothing
 
 
-class SettingsError(Exception):
+class SettingsError(UsageError):
     """A settings file we cannot use; the message is one line for the user."""
 
 
@@ -52,7 +53,7 @@ class TomlReader(Protocol):
 
 def default_path() -> str | None:
     """``$GPUTOP_DOCTOR_CONFIG``, else ``$XDG_CONFIG_HOME/gputop-doctor/config.toml`` if present."""
-    explicit = os.environ.get("GPUTOP_DOCTOR_CONFIG")
+    explicit = environment.config_file()
     if explicit:
         return explicit
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")

@@ -1,0 +1,56 @@
+"""Every ``GPUTOP_DOCTOR_*`` environment variable the product reads: its name and one accessor.
+
+An empty value counts as unset everywhere. Each accessor reads the environment when called
+(tests and the probe's host process may change it), and returns the raw text: what a value
+means (a path, a number in a range) is checked where it is used. Plain ``os`` only, so the
+probe, which runs inside the user's training process, can read through it too.
+
+``GPUTOP_DOCTOR_SSH_COMMAND`` and ``GPUTOP_DOCTOR_REMOTE_COMMAND`` (how ``--hosts`` reaches an
+``ssh://`` host) are read by ``fleet/poller.py`` beside the code that runs them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+CONFIG = "GPUTOP_DOCTOR_CONFIG"  # the settings file when --config is not given
+DEBUG = "GPUTOP_DOCTOR_DEBUG"  # a traceback instead of a one-line error on a bug
+PROBE_DIR = "GPUTOP_DOCTOR_PROBE_DIR"  # where the probe publishes and the monitor looks
+PROBE_INTERVAL = "GPUTOP_DOCTOR_PROBE_INTERVAL"  # seconds between the probe's writes
+NVML_LIB = "GPUTOP_DOCTOR_NVML_LIB"  # libnvidia-ml.so.1 when not on the loader's path
+CPU_VENDOR = "GPUTOP_DOCTOR_CPU_VENDOR"  # overrides the detected CPU vendor (tests, what-ifs)
+NODE_ROOT = "GPUTOP_DOCTOR_NODE_ROOT"  # another NUMA node map (tests: a fake two-socket host)
+
+
+def _get(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    value = (os.environ if env is None else env).get(name)
+    return value or None
+
+
+def config_file() -> str | None:
+    return _get(CONFIG)
+
+
+def debug() -> bool:
+    return _get(DEBUG) is not None
+
+
+def probe_dir(env: Mapping[str, str] | None = None) -> str | None:
+    return _get(PROBE_DIR, env)
+
+
+def probe_interval() -> str | None:
+    return _get(PROBE_INTERVAL)
+
+
+def nvml_lib() -> str | None:
+    return _get(NVML_LIB)
+
+
+def cpu_vendor() -> str | None:
+    return _get(CPU_VENDOR)
+
+
+def node_root() -> str | None:
+    return _get(NODE_ROOT)
