@@ -242,6 +242,13 @@ class HeadlineThresholds:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuTimeLostThresholds:
+    """The GPU time lost (header and report): which ticks of a GPU count as idle."""
+
+    idle_util_pct: float = 5.0  # a GPU-tick below this utilization is lost as idle
+
+
+@dataclass(frozen=True, slots=True)
 class DataLoaderConfigThresholds:
     """``dataloader-config``: DataLoader knobs at slow settings (from the in-process probe)."""
 
@@ -281,6 +288,7 @@ class RuleThresholds:
     io_bound: IoBoundThresholds = field(default_factory=IoBoundThresholds)
     swap_pressure: SwapThresholds = field(default_factory=SwapThresholds)
     headline: HeadlineThresholds = field(default_factory=HeadlineThresholds)
+    gpu_time_lost: GpuTimeLostThresholds = field(default_factory=GpuTimeLostThresholds)
     dataloader_config: DataLoaderConfigThresholds = field(
         default_factory=DataLoaderConfigThresholds
     )

@@ -26,7 +26,7 @@ from gputop_doctor.core.model import (
     tree_totals,
 )
 from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
-from gputop_doctor.core.rule import Rule, RuleContext
+from gputop_doctor.core.rule import Rule, RuleContext, loss_rules
 from gputop_doctor.core.verdict import Verdict
 from gputop_doctor.core.waste import WasteLedger
 
@@ -99,7 +99,7 @@ class Engine:
             settings.history_s, settings.interval_s, settings.process_history_s
         )
         self.tracker = FindingTracker(settings.hold_s, settings.clear_s)
-        self.waste = WasteLedger()
+        self.waste = WasteLedger(loss_rules(rules, settings))
         self.sinks: list[Sink] = []
         self.target_exit_time: float | None = None
         self.lost_gpus: set[int] = set()

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeVar
 
-from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext
@@ -24,24 +23,6 @@ T = TypeVar("T")
 
 DATA_WORKER = "pt_data_worker"
 PIN_THREAD = "pt_data_pin"
-
-
-class RuleFn:
-    """Adapts a pure ``check(history, ctx)`` function to the :class:`Rule` protocol."""
-
-    __slots__ = ("_check", "rule_id")
-
-    def __init__(
-        self, rule_id: str, check: Callable[[History, RuleContext], Iterable[Finding]]
-    ) -> None:
-        self.rule_id = rule_id
-        self._check = check
-
-    def __call__(self, history: History, ctx: RuleContext) -> Iterable[Finding]:
-        return self._check(history, ctx)
-
-    def __repr__(self) -> str:
-        return f"RuleFn({self.rule_id!r})"
 
 
 @dataclass(frozen=True, slots=True)

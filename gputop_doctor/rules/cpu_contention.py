@@ -14,12 +14,13 @@ latest tick's ranking, which a one-tick burst of some short-lived process can to
 
 from __future__ import annotations
 
+from gputop_doctor.config import CpuContentionThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History
 from gputop_doctor.core.pressure import OutsideProcess
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import RuleFn, effective_cpus, enough_span, window
+from gputop_doctor.rules._view import effective_cpus, enough_span, window
 
 RULE_ID = "cpu-contention"
 
@@ -98,4 +99,12 @@ def _fix(who: tuple[OutsideProcess, ...]) -> str:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=CpuContentionThresholds,
+    advice=(
+        "other processes take the job's CPUs: stop or renice them, or pin the job "
+        "to CPUs of its own (taskset, a cgroup cpuset)"
+    ),
+)

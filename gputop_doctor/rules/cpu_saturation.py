@@ -19,9 +19,9 @@ from gputop_doctor.config import CpuSaturationThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import RuleFn, delay_ratio, effective_cpus, enough_span, window
+from gputop_doctor.rules._view import delay_ratio, effective_cpus, enough_span, window
 
 RULE_ID = "cpu-saturation"
 
@@ -155,4 +155,9 @@ def _fix(cpus: float, harm: _Harm, t: CpuSaturationThresholds) -> str:
     return fix
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=CpuSaturationThresholds,
+    advice="the CPU is full: fewer threads per rank, more cores, or lighter preprocessing",
+)

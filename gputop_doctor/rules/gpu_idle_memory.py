@@ -15,8 +15,8 @@ from gputop_doctor.config import IdleMemoryThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, Snapshot
-from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import RuleFn, gpu_pids, window
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.rules._view import gpu_pids, window
 
 RULE_ID = "gpu-idle-memory"
 
@@ -131,4 +131,9 @@ def _finding(
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=IdleMemoryThresholds,
+    advice="free the GPUs that hold memory but do no work",
+)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from gputop_doctor.config import ImbalanceThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._view import (
-    RuleFn,
     enough_span,
     gpu_columns,
     gpu_pids,
@@ -80,4 +79,9 @@ def _finding(
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=ImbalanceThresholds,
+    advice="balance work across ranks (uneven batches, a slow rank or GPU)",
+)

@@ -16,12 +16,12 @@ from gputop_doctor.config import StarvationThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._pid_stats import NO_STATS, PidStats, pid_stats
 from gputop_doctor.rules._view import (
     PIN_THREAD,
-    RuleFn,
     children_map,
     descendants,
     effective_cpus,
@@ -380,4 +380,13 @@ def _fix(cause: Cause, job: JobView) -> str:
     return fix
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=StarvationThresholds,
+    advice=(
+        "feed the GPU faster: more DataLoader workers, pin_memory, prefetch, "
+        "faster decoding or pre-processed data"
+    ),
+    gpu_time=Loss.STARVED,
+)

@@ -9,12 +9,12 @@ GPU, and neither do the helpers of a process that does, so those are left out.
 
 from __future__ import annotations
 
+from gputop_doctor.config import GpuUnusedThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._view import (
-    RuleFn,
     ancestors,
     enough_span,
     gpu_columns,
@@ -93,4 +93,9 @@ def _finding(proc: ProcSample, cpu: float, gpus: int) -> Finding:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=GpuUnusedThresholds,
+    advice="put work on the idle GPUs or release them",
+)

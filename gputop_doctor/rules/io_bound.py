@@ -16,10 +16,9 @@ from gputop_doctor.config import IoBoundThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample, Snapshot
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._view import (
-    RuleFn,
     descendants,
     enough_span,
     gpu_columns,
@@ -137,4 +136,9 @@ def _evidence(
     return tuple(items)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=IoBoundThresholds,
+    advice="read data faster: local SSD copy, more readers, bigger files",
+)

@@ -9,12 +9,12 @@ parameters or gradients at the end of the window are named in the evidence.
 
 from __future__ import annotations
 
+from gputop_doctor.config.profile import MemoryGrowthThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._profiled import check_all, trace_evidence
-from gputop_doctor.rules._view import RuleFn
 
 RULE_ID = "memory-growth"
 
@@ -51,4 +51,12 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     return check_all(history, ctx, ctx.settings.rules.memory_growth.max_age_s, judge)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=MemoryGrowthThresholds,
+    advice=(
+        "find what the step keeps alive: loss.item() instead of the loss tensor, "
+        "per-batch caches, retain_graph=True"
+    ),
+)

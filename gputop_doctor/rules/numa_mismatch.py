@@ -26,9 +26,8 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_
 from gputop_doctor.core.health import NumaNode, node_of_cpu, parse_cpu_list
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, ProcSample
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._view import (
-    RuleFn,
     children_map,
     descendants,
     gpu_pids,
@@ -198,4 +197,9 @@ def _fix(index: int, node: int | None, by_job: bool) -> str:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=NumaThresholds,
+    advice="pin each rank and its workers to CPUs of its GPU's NUMA node (numactl, taskset)",
+)

@@ -18,10 +18,9 @@ from gputop_doctor.config import OversubscriptionThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._view import (
-    RuleFn,
     delay_ratio,
     effective_cpus,
     enough_span,
@@ -162,4 +161,9 @@ def _fix(pools: Sequence[_Pool], cpus: float, physical: int | None) -> str:
     return " ".join(parts)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=OversubscriptionThresholds,
+    advice="set OMP_NUM_THREADS / torch.set_num_threads to cores per rank",
+)

@@ -8,12 +8,12 @@ into a few kernels; CUDA graphs remove the launches.
 
 from __future__ import annotations
 
+from gputop_doctor.config.profile import TinyKernelsThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._profiled import check_all, trace_evidence
-from gputop_doctor.rules._view import RuleFn
 
 RULE_ID = "tiny-kernels"
 
@@ -53,4 +53,12 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     return check_all(history, ctx, ctx.settings.rules.tiny_kernels.max_age_s, judge)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=TinyKernelsThresholds,
+    advice=(
+        "fuse the short ops: torch.compile (mode='reduce-overhead' for CUDA "
+        "graphs), batched tensor ops instead of Python loops"
+    ),
+)
