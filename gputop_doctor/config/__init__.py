@@ -50,6 +50,9 @@ class StarvationThresholds:
     clear_window_s: float = 8.0  # a clear pattern in the last seconds is judged at once ...
     clear_min_span_s: float = 6.0  # ... once this much history covers it
     probe_min_span_s: float = 1.0  # the probe's wait on two readings in a row: judged this early
+    probe_fed_pct: float = 10.0  # the probe measuring less data wait than this: pipeline keeps up
+    reaped_worker_pct: float = 30.0  # reaped children's CPU (% of a core): re-forked workers
+    contention_outside_cpus: float = 0.5  # CPUs busy outside the job that can contend for it
 
 
 @dataclass(frozen=True, slots=True)

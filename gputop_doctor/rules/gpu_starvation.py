@@ -38,7 +38,6 @@ from gputop_doctor.rules._view import (
 from gputop_doctor.rules.dataloader_config import knob_fix, slow_knobs
 from gputop_doctor.rules.starvation_causes import (
     FIXES,
-    PROBE_FED_PCT,
     Cause,
     JobView,
     attribute,
@@ -186,7 +185,7 @@ def _check_gpu(
         scope=gpu_scope(index),
         title=_title(index, avg, idle, cause),
         evidence=_evidence(avg, idle, len(samples), cause, job, latest, ctx),
-        fix=_fix(cause, job),
+        fix=_fix(cause, job, t),
         hold_s=0.0 if twice else None,
     )
 
@@ -362,13 +361,13 @@ def _evidence(
     return tuple(items)
 
 
-def _fix(cause: Cause, job: JobView) -> str:
+def _fix(cause: Cause, job: JobView, t: StarvationThresholds) -> str:
     """The cause's fix, plus what the probe or the thread names show about the DataLoader
     (not when the probe measured the loop not waiting for data: its settings are fine)."""
     fix = FIXES[cause] + room_for_workers(cause, job)
     probe = job.probe
     wait = None if probe is None else probe.data_wait_frac
-    fed = wait is not None and wait * 100 < PROBE_FED_PCT
+    fed = wait is not None and wait * 100 < t.probe_fed_pct
     knobs = slow_knobs(probe) if probe is not None and not fed else []
     if knobs:
         fix += f" The in-process probe sees {', '.join(knobs)}: {knob_fix(knobs)}"
