@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from gputop_doctor.config import OpenBlasOnIntelThresholds
+from gputop_doctor.config.thresholds import OpenBlasOnIntelThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample, Runtime

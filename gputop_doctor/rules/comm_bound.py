@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gputop_doctor.config.hardware import CommBoundThresholds
+from gputop_doctor.config.thresholds import CommBoundThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.health import TopoLink
 from gputop_doctor.core.history import History

@@ -14,7 +14,7 @@ latest tick's ranking, which a one-tick burst of some short-lived process can to
 
 from __future__ import annotations
 
-from gputop_doctor.config import CpuContentionThresholds
+from gputop_doctor.config.thresholds import CpuContentionThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History
 from gputop_doctor.core.pressure import OutsideProcess

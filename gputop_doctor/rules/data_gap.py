@@ -7,7 +7,7 @@ loads, decodes and collates. The same cause as ``gpu-starvation`` seen from insi
 
 from __future__ import annotations
 
-from gputop_doctor.config.profile import DataGapThresholds
+from gputop_doctor.config.thresholds import DataGapThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary

@@ -17,7 +17,7 @@ what limits the job right now.
 
 from __future__ import annotations
 
-from gputop_doctor.config import DataLoaderConfigThresholds
+from gputop_doctor.config.thresholds import DataLoaderConfigThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gputop_doctor.config import DataParallelThresholds
+from gputop_doctor.config.thresholds import DataParallelThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot

@@ -8,7 +8,7 @@ out of spare rows. All of them are the machine's, not the code's.
 
 from __future__ import annotations
 
-from gputop_doctor.config.hardware import EccThresholds
+from gputop_doctor.config.thresholds import EccThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.history import History

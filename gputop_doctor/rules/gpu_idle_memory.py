@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gputop_doctor.config import IdleMemoryThresholds
+from gputop_doctor.config.thresholds import IdleMemoryThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, Snapshot

@@ -8,7 +8,7 @@ otherwise the whole job is slow and that is ``gpu-starvation``.
 
 from __future__ import annotations
 
-from gputop_doctor.config import ImbalanceThresholds
+from gputop_doctor.config.thresholds import ImbalanceThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext, RuleSpec

@@ -4,7 +4,7 @@ machine means the provider."""
 
 from __future__ import annotations
 
-from gputop_doctor.config.hardware import GpuLostThresholds
+from gputop_doctor.config.thresholds import GpuLostThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext, RuleSpec

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from gputop_doctor.config import MemoryCreepThresholds
+from gputop_doctor.config.thresholds import MemoryCreepThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import Snapshot

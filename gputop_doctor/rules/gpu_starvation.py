@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from gputop_doctor.config import StarvationThresholds
+from gputop_doctor.config.thresholds import StarvationThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot

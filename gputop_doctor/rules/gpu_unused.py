@@ -9,7 +9,7 @@ GPU, and neither do the helpers of a process that does, so those are left out.
 
 from __future__ import annotations
 
-from gputop_doctor.config import GpuUnusedThresholds
+from gputop_doctor.config.thresholds import GpuUnusedThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from gputop_doctor.config.hardware import XidThresholds
+from gputop_doctor.config.thresholds import XidThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import XidEvent
 from gputop_doctor.core.history import History

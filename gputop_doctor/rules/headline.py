@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputop_doctor.config import HeadlineThresholds
+from gputop_doctor.config.thresholds import HeadlineThresholds
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict

@@ -9,7 +9,7 @@ finding is information only.
 
 from __future__ import annotations
 
-from gputop_doctor.config.profile import HostSyncThresholds
+from gputop_doctor.config.thresholds import HostSyncThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary

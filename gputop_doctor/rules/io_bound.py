@@ -12,7 +12,7 @@ Host-wide PSI io alone mixes in every neighbour's writes (a backup, a ``dd``): t
 
 from __future__ import annotations
 
-from gputop_doctor.config import IoBoundThresholds
+from gputop_doctor.config.thresholds import IoBoundThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample, Snapshot

@@ -15,7 +15,7 @@ is a separate finding (``cpu-contention``): the fixes differ.
 
 from __future__ import annotations
 
-from gputop_doctor.config import IoContentionThresholds
+from gputop_doctor.config.thresholds import IoContentionThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History
 from gputop_doctor.core.pressure import OutsideProcess

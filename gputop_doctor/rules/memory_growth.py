@@ -9,7 +9,7 @@ parameters or gradients at the end of the window are named in the evidence.
 
 from __future__ import annotations
 
-from gputop_doctor.config.profile import MemoryGrowthThresholds
+from gputop_doctor.config.thresholds import MemoryGrowthThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary

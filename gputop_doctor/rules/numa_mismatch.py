@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gputop_doctor.config.hardware import NumaThresholds
+from gputop_doctor.config.thresholds import NumaThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import NumaNode, node_of_cpu, parse_cpu_list
 from gputop_doctor.core.history import History

@@ -5,7 +5,7 @@ PCIe or fewer links; rising errors mean retransmissions and, later, a failing li
 
 from __future__ import annotations
 
-from gputop_doctor.config.hardware import NvLinkThresholds
+from gputop_doctor.config.thresholds import NvLinkThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.history import History

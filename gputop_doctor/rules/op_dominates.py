@@ -10,7 +10,7 @@ warning when they are not.
 
 from __future__ import annotations
 
-from gputop_doctor.config.profile import OpDominatesThresholds
+from gputop_doctor.config.thresholds import OpDominatesThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gputop_doctor.config import OpenBlasCoretypeThresholds
+from gputop_doctor.config.thresholds import OpenBlasCoretypeThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample

@@ -9,7 +9,7 @@ A rising replay counter means packets are resent on a noisy link.
 
 from __future__ import annotations
 
-from gputop_doctor.config.hardware import PcieLinkThresholds
+from gputop_doctor.config.thresholds import PcieLinkThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gputop_doctor.config.hardware import StragglerThresholds
+from gputop_doctor.config.thresholds import StragglerThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.rule import RuleContext, RuleSpec

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from gputop_doctor.config import StarvationThresholds
+from gputop_doctor.config.thresholds import StarvationThresholds
 from gputop_doctor.core.probe_stats import ProbeStats
 
 

@@ -12,7 +12,7 @@ most, a neighbour when outside processes do.
 
 from __future__ import annotations
 
-from gputop_doctor.config import SwapThresholds
+from gputop_doctor.config.thresholds import SwapThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from gputop_doctor.config import ThermalThresholds
+from gputop_doctor.config.thresholds import ThermalThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot, decode_clock_events

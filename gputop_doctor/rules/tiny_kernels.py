@@ -8,7 +8,7 @@ into a few kernels; CUDA graphs remove the launches.
 
 from __future__ import annotations
 
-from gputop_doctor.config.profile import TinyKernelsThresholds
+from gputop_doctor.config.thresholds import TinyKernelsThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary

@@ -60,6 +60,13 @@ def test_every_rule_declares_its_spec_once(rule: RuleSpec) -> None:
     assert rule.rule_id in repr(rule)
 
 
+def test_rule_thresholds_are_in_registry_order() -> None:
+    """config/thresholds.py reads in the order the engine runs the rules."""
+    keys = [f.name for f in dataclasses.fields(RuleThresholds)]
+    registered = [k for k in keys if k.replace("_", "-") in RULE_IDS]
+    assert registered == [r.replace("-", "_") for r in RULE_IDS]
+
+
 @pytest.mark.parametrize("rule_id", sorted(RULE_IDS))
 def test_every_rule_has_thresholds_and_a_docs_page(rule_id: str) -> None:
     """Every registered rule, ours or added later: thresholds in settings, keys in its page."""
