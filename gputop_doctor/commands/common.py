@@ -109,7 +109,7 @@ def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time)
 def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> Run:
     """The engine and what the UI needs besides it, from validated options."""
     from gputop_doctor.rules import RULES
-    from gputop_doctor.rules.headline import verdict
+    from gputop_doctor.rules.headline import classify
     from gputop_doctor.sources.factory import SourceChoice, open_sources, pid_exists
 
     if options.pid is not None and options.demo is None and not pid_exists(options.pid):
@@ -138,7 +138,7 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
         target_pid=target,
         clock=clock,
         label=sources.label,
-        judge=verdict,
+        headline=classify,
     )
     return Run(engine=engine, list_processes=sources.list_processes, prime_s=options.backfill_s)
 
@@ -186,7 +186,7 @@ def open_replay_run(path: str, speed: float, config: str | None = None) -> Run:
     """An engine over a recorded session: the recording's clock, every rule re-run on it."""
     from gputop_doctor.export.reader import SessionFormatError
     from gputop_doctor.rules import RULES
-    from gputop_doctor.rules.headline import verdict
+    from gputop_doctor.rules.headline import classify
 
     try:
         replay = open_replay(path)
@@ -201,6 +201,6 @@ def open_replay_run(path: str, speed: float, config: str | None = None) -> Run:
         target_pid=replay.target_pid,
         clock=replay.clock,
         label=f"replay:{path}",
-        judge=verdict,
+        headline=classify,
     )
     return Run(engine=engine, list_processes=list)

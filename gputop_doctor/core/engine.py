@@ -87,13 +87,13 @@ class Engine:
         target_pid: int | None = None,
         clock: Callable[[], float] = time.time,
         label: str = "live",
-        judge: Callable[[History, RuleContext], Verdict] | None = None,
+        headline: Callable[[History, RuleContext], Verdict] | None = None,
     ) -> None:
         self.gpu = gpu
         self.host = host
         self.settings = settings
         self.rules = rules
-        self.judge = judge
+        self.headline = headline
         self.target_pid = target_pid
         self.history = History.for_span(
             settings.history_s, settings.interval_s, settings.process_history_s
@@ -167,7 +167,7 @@ class Engine:
             recording=self.sinks[0].path if self.sinks else None,
             recording_error=self.recording_error,
             note=note,
-            verdict=self.judge(self.history, ctx) if self.judge else None,
+            verdict=self.headline(self.history, ctx) if self.headline else None,
             settings=self.settings,
             gpu_hours_lost=self.waste.lost_gpu_hours,
         )

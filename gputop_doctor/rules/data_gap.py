@@ -17,7 +17,7 @@ from gputop_doctor.rules._profiled import check_all, trace_evidence
 RULE_ID = "data-gap"
 
 
-def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
+def check_profile(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     t = ctx.settings.rules.data_gap
     share = summary.data_wait_share
     if share is None or 100.0 * share < t.wait_pct:
@@ -42,7 +42,7 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    return check_all(history, ctx, ctx.settings.rules.data_gap.max_age_s, judge)
+    return check_all(history, ctx, ctx.settings.rules.data_gap.max_age_s, check_profile)
 
 
 RULE = RuleSpec(

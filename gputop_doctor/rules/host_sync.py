@@ -19,7 +19,7 @@ from gputop_doctor.rules._profiled import check_all, trace_evidence
 RULE_ID = "host-sync"
 
 
-def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
+def check_profile(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     t = ctx.settings.rules.host_sync
     per_step = summary.syncs_per_step
     if per_step is None or per_step < t.syncs_per_step:
@@ -44,7 +44,7 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    return check_all(history, ctx, ctx.settings.rules.host_sync.max_age_s, judge)
+    return check_all(history, ctx, ctx.settings.rules.host_sync.max_age_s, check_profile)
 
 
 RULE = RuleSpec(

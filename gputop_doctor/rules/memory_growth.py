@@ -19,7 +19,7 @@ from gputop_doctor.rules._profiled import check_all, trace_evidence
 RULE_ID = "memory-growth"
 
 
-def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
+def check_profile(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     t = ctx.settings.rules.memory_growth
     growth, grown = summary.memory_growth_mib_per_step, summary.memory_steps_grown
     if growth is None or grown is None or growth < t.mib_per_step:
@@ -48,7 +48,7 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    return check_all(history, ctx, ctx.settings.rules.memory_growth.max_age_s, judge)
+    return check_all(history, ctx, ctx.settings.rules.memory_growth.max_age_s, check_profile)
 
 
 RULE = RuleSpec(

@@ -27,7 +27,7 @@ def is_matmul(name: str) -> bool:
     return any(word in op for word in _MATMUL_WORDS)
 
 
-def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
+def check_profile(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     t = ctx.settings.rules.op_dominates
     if not summary.top_ops:
         return None
@@ -66,7 +66,7 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    return check_all(history, ctx, ctx.settings.rules.op_dominates.max_age_s, judge)
+    return check_all(history, ctx, ctx.settings.rules.op_dominates.max_age_s, check_profile)
 
 
 RULE = RuleSpec(

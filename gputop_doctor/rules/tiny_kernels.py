@@ -18,7 +18,7 @@ from gputop_doctor.rules._profiled import check_all, trace_evidence
 RULE_ID = "tiny-kernels"
 
 
-def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
+def check_profile(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     t = ctx.settings.rules.tiny_kernels
     per_step, median = summary.ops_per_step, summary.op_median_us
     if per_step is None or median is None:
@@ -50,7 +50,7 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    return check_all(history, ctx, ctx.settings.rules.tiny_kernels.max_age_s, judge)
+    return check_all(history, ctx, ctx.settings.rules.tiny_kernels.max_age_s, check_profile)
 
 
 RULE = RuleSpec(
