@@ -223,7 +223,7 @@ class Engine:
         return RuleContext(
             system=self.system,
             settings=self.settings,
-            effective_cpus=snapshot.host.effective_cpus,
+            cpu_limit=snapshot.host.effective_cpus,
             target_pid=self.target_pid,
         )
 

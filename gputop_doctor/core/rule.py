@@ -26,7 +26,7 @@ class RuleContext:
 
     system: SystemInfo
     settings: Settings
-    effective_cpus: float | None = None
+    cpu_limit: float | None = None  # min(affinity, cgroup quota) of the target, this tick
     target_pid: int | None = None
 
     @property

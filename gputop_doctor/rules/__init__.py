@@ -4,7 +4,7 @@ Each module exposes ``RULE_ID``, a pure ``check(history, ctx) -> list[Finding]``
 its :class:`~gputop_doctor.core.rule.RuleSpec`: the id, the check, the thresholds class, the
 after-run advice and what a finding of it costs the GPU. The order below is the order the
 engine runs them in (and of the thresholds in ``config.thresholds``); it does not affect what is
-shown (the tracker sorts by severity), only which rule warms the shared caches in ``_view``.
+shown (the tracker sorts by severity), only which rule warms the shared caches in ``_window``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample, Runtime
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._view import is_worker, mean_cpu, plural, proc_columns, window
+from gputop_doctor.core.text import plural
+from gputop_doctor.rules._tree import is_worker, mean_cpu
+from gputop_doctor.rules._window import proc_columns, window
 
 RULE_ID = "blas-openblas-on-intel"
 INTEL = "GenuineIntel"

@@ -21,7 +21,8 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import enough_span, gpu_columns, job_gpus, live, window
+from gputop_doctor.rules._gpu import job_gpus, live
+from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "comm-bound"
 KIB_PER_MIB = 1024.0

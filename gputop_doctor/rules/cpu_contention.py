@@ -20,7 +20,8 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.pressure import OutsideProcess
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import effective_cpus, enough_span, window
+from gputop_doctor.rules._tree import cpu_budget
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "cpu-contention"
 
@@ -38,7 +39,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     pressure = _blame.cgroup_cpu_pct(win)
     if (delay or 0.0) < t.delay_ratio and (pressure or 0.0) < t.cgroup_cpu_some_pct:
         return []
-    cpus = effective_cpus(ctx, latest)
+    cpus = cpu_budget(ctx, latest)
     demand = _blame.job_demand_cpus(win)
     if demand is not None and demand > cpus + 0.25:
         return []  # the job alone wants more than it may use: it queues behind itself

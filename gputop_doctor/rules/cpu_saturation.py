@@ -21,7 +21,8 @@ from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import delay_ratio, effective_cpus, enough_span, window
+from gputop_doctor.rules._tree import cpu_budget, delay_ratio
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "cpu-saturation"
 
@@ -46,7 +47,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
-    cpus = effective_cpus(ctx, latest)
+    cpus = cpu_budget(ctx, latest)
     job = _blame.attached(latest)
     busy = [b for b in (busy_fraction(s, cpus, job) for s in win) if b is not None]
     if len(busy) < 2:

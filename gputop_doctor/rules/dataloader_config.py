@@ -24,7 +24,8 @@ from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import gpu_columns, gpu_pids, proc_columns, window
+from gputop_doctor.rules._gpu import gpu_pids
+from gputop_doctor.rules._window import gpu_columns, proc_columns, window
 
 RULE_ID = "dataloader-config"
 

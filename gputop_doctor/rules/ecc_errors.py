@@ -14,7 +14,7 @@ from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._hardware import MACHINE_FIX, healths, rise
-from gputop_doctor.rules._view import gpu_columns, window
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "ecc-errors"
 

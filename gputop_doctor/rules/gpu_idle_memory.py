@@ -16,7 +16,8 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._view import gpu_pids, window
+from gputop_doctor.rules._gpu import gpu_pids
+from gputop_doctor.rules._window import window
 
 RULE_ID = "gpu-idle-memory"
 

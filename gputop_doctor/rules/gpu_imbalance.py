@@ -13,15 +13,8 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import (
-    enough_span,
-    gpu_columns,
-    gpu_pids,
-    job_gpus,
-    live,
-    tick_utils,
-    window,
-)
+from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, tick_utils
+from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "gpu-imbalance"
 

@@ -8,7 +8,7 @@ from gputop_doctor.config.thresholds import GpuLostThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._view import gpu_columns, window
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "gpu-lost"
 

@@ -24,7 +24,7 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import memoised
+from gputop_doctor.rules._window import memoised
 
 RULE_ID = "gpu-memory-creep"
 

@@ -19,22 +19,17 @@ from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules import _blame, _stats
+from gputop_doctor.rules._gpu import gpu_pids, live, util_values
 from gputop_doctor.rules._pid_stats import NO_STATS, PidStats, pid_stats
-from gputop_doctor.rules._view import (
+from gputop_doctor.rules._tree import (
     PIN_THREAD,
     children_map,
+    cpu_budget,
     descendants,
-    effective_cpus,
-    enough_span,
-    gpu_columns,
-    gpu_pids,
     has_thread,
     is_worker,
-    live,
-    proc_columns,
-    util_values,
-    window,
 )
+from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
 from gputop_doctor.rules.dataloader_config import knob_fix, slow_knobs
 from gputop_doctor.rules.starvation_causes import (
     FIXES,
@@ -54,7 +49,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if latest is None or not enough_span(win, min(t.probe_min_span_s, t.clear_min_span_s)):
         return []
     out = []
-    causes = _Causes(history, latest, effective_cpus(ctx, latest), t)
+    causes = _Causes(history, latest, cpu_budget(ctx, latest), t)
     previous = win.snapshots[-2]
     for index, series in gpu_columns(win).items():
         finding = _check_gpu(index, live(series), (previous, latest), win.span_s, causes, ctx, t)
@@ -377,7 +372,7 @@ def _evidence(
         Evidence("utilization samples", n),
         Evidence("DataLoader workers", job.workers),
         Evidence("main process CPU", round(job.main_cpu_pct, 1), "% of a core"),
-        Evidence("effective CPUs", effective_cpus(ctx, latest)),
+        Evidence("effective CPUs", cpu_budget(ctx, latest)),
     ]
     if job.workers:
         items.append(Evidence("worker CPU (mean)", round(job.worker_cpu_pct, 1), "% of a core"))

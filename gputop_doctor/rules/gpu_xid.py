@@ -16,7 +16,7 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_
 from gputop_doctor.core.health import XidEvent
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._view import window
+from gputop_doctor.rules._window import window
 
 RULE_ID = "gpu-xid"
 

@@ -24,15 +24,9 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import (
-    effective_cpus,
-    enough_span,
-    gpu_columns,
-    job_gpus,
-    live,
-    util_values,
-    window,
-)
+from gputop_doctor.rules._gpu import job_gpus, live, util_values
+from gputop_doctor.rules._tree import cpu_budget
+from gputop_doctor.rules._window import enough_span, gpu_columns, window
 from gputop_doctor.rules.cpu_saturation import busy_fraction
 
 
@@ -53,7 +47,7 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
     samples = [v for g in gpus for v in util_values(live(cols.get(g.index, ())))]
     if not samples:
         return _unknown("No GPU utilization readings")
-    cpus = effective_cpus(ctx, latest)
+    cpus = cpu_budget(ctx, latest)
     job = latest.target_pid is not None and latest.tree is not None
     cpu = _stats.mean([b for b in (busy_fraction(s, cpus, job) for s in win) if b is not None])
     return decide(

@@ -18,18 +18,9 @@ from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import (
-    descendants,
-    enough_span,
-    gpu_columns,
-    gpu_pids,
-    is_worker,
-    job_gpus,
-    live,
-    proc_columns,
-    util_values,
-    window,
-)
+from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, util_values
+from gputop_doctor.rules._tree import descendants, is_worker
+from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
 
 RULE_ID = "io-bound"
 

@@ -21,7 +21,7 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.pressure import OutsideProcess
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import enough_span, window
+from gputop_doctor.rules._window import enough_span, window
 from gputop_doctor.rules.io_bound import job_d_fraction
 
 RULE_ID = "io-contention"

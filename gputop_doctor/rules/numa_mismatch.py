@@ -27,14 +27,10 @@ from gputop_doctor.core.health import NumaNode, node_of_cpu, parse_cpu_list
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, ProcSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._view import (
-    children_map,
-    descendants,
-    gpu_pids,
-    pct,
-    proc_columns,
-    window,
-)
+from gputop_doctor.core.text import pct
+from gputop_doctor.rules._gpu import gpu_pids
+from gputop_doctor.rules._tree import children_map, descendants
+from gputop_doctor.rules._window import proc_columns, window
 
 RULE_ID = "numa-mismatch"
 

@@ -14,8 +14,9 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.rules._gpu import is_busy
 from gputop_doctor.rules._hardware import MACHINE_FIX, healths, rise
-from gputop_doctor.rules._view import gpu_columns, is_busy, window
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "pcie-link-degraded"
 

@@ -19,7 +19,8 @@ from gputop_doctor.core.model import ClockEvent, GpuSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import enough_span, gpu_columns, is_busy, window
+from gputop_doctor.rules._gpu import is_busy
+from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "power-cap"
 POWER_CAP_BIT = int(ClockEvent.SW_POWER_CAP)

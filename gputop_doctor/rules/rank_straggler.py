@@ -15,7 +15,8 @@ from gputop_doctor.config.thresholds import StragglerThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._view import enough_span, job_gpus, window
+from gputop_doctor.rules._gpu import job_gpus
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "rank-straggler"
 

@@ -19,7 +19,7 @@ from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.pressure import OutsideProcess
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import enough_span, window
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "swap-pressure"
 

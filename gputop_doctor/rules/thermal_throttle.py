@@ -24,7 +24,8 @@ from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot, decode_clock_events
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.waste import Loss
-from gputop_doctor.rules._view import gpu_columns, is_busy, window
+from gputop_doctor.rules._gpu import is_busy
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "thermal-throttle"
 
