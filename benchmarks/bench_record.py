@@ -103,7 +103,7 @@ def build_engine(root_pid: int, csv_path: str, gpu_source: str):  # type: ignore
     from gputop_doctor.core.engine import Engine
     from gputop_doctor.export.csv_sink import CsvSink
     from gputop_doctor.rules import RULES
-    from gputop_doctor.rules.headline import verdict
+    from gputop_doctor.rules.headline import classify
     from gputop_doctor.sources.demo.machine import DemoMachine
     from gputop_doctor.sources.host.source import ProcfsHostSource
 
@@ -119,7 +119,7 @@ def build_engine(root_pid: int, csv_path: str, gpu_source: str):  # type: ignore
         Settings(interval_s=1.0),
         RULES,
         target_pid=root_pid,
-        judge=verdict,
+        headline=classify,
     )
     engine.add_sink(CsvSink(csv_path))
     return engine

@@ -19,7 +19,7 @@ from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.report.html import write_html
 from gputop_doctor.report.imports import load_report
 from gputop_doctor.rules import RULES
-from gputop_doctor.rules.headline import verdict
+from gputop_doctor.rules.headline import classify
 from gputop_doctor.sources.demo.machine import DemoMachine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ def record_demo(path: str, scenario: str = "starved", gpus: int = 4) -> None:
         rules=RULES,
         target_pid=machine.launcher_pid,
         clock=lambda: next(clock),
-        judge=verdict,
+        headline=classify,
     )
     engine.add_sink(CsvSink(path))
     for _ in range(TICKS):

@@ -30,7 +30,7 @@ from gputop_doctor.core.engine import Engine  # noqa: E402
 from gputop_doctor.core.frame import Frame  # noqa: E402
 from gputop_doctor.core.ports import HostSource  # noqa: E402
 from gputop_doctor.rules import RULES  # noqa: E402
-from gputop_doctor.rules.headline import verdict  # noqa: E402
+from gputop_doctor.rules.headline import classify  # noqa: E402
 from gputop_doctor.sources.demo.machine import SCENARIOS, DemoMachine  # noqa: E402
 from gputop_doctor.ui.app import GpuTopApp  # noqa: E402
 from gputop_doctor.ui.messages import FrameReady  # noqa: E402
@@ -61,7 +61,7 @@ def demo_engine(scenario: str, probe: bool = False) -> tuple[Engine, Frame]:
         host,
         Settings(interval_s=1.0),
         rules=RULES,
-        judge=verdict,
+        headline=classify,
         target_pid=machine.launcher_pid,
         clock=lambda: now[0],
         label=f"demo:{scenario}",

@@ -243,13 +243,20 @@ def test_hostile_gpu_name_is_made_visible(tmp_path: Path) -> None:
 def test_waste_ledger_counts_starved_idle_and_throttle_deficit() -> None:
     from dataclasses import replace as dc_replace
 
-    from gputop_doctor.core.waste import Loss, WasteLedger, lost_time
+    from gputop_doctor.config import Settings
+    from gputop_doctor.core.rule import loss_rules
+    from gputop_doctor.core.waste import Loss, WasteLedger
+    from gputop_doctor.rules import RULES
 
+    rules = loss_rules(RULES, Settings())
+    lost_time = rules.lost_time
+    assert rules.starved_ids == {"gpu-starvation"}
+    assert rules.throttled_ids == {"thermal-throttle", "power-cap"}
     assert lost_time(["gpu-starvation"], 90.0, 0, None, None, 2.0) == (Loss.STARVED, 2.0)
     assert lost_time([], 1.0, 0, None, None, 2.0) == (Loss.IDLE, 2.0)
     assert lost_time([], 90.0, 0x20, 990.0, 1980.0, 2.0) == (Loss.THROTTLED, 1.0)
     assert lost_time([], 90.0, 0, 1980.0, 1980.0, 2.0) == (Loss.NONE, 0.0)
-    ledger = WasteLedger()
+    ledger = WasteLedger(rules)
     starved = frame(0, 2, starved=True)
     for _ in range(1800):
         ledger.add(starved.snapshot, starved.findings)

@@ -206,7 +206,7 @@ def _engine(
 ) -> Engine:
     """The one place a command builds an Engine: every rule, and the headline as its judge."""
     from gputop_doctor.rules import RULES
-    from gputop_doctor.rules.headline import verdict
+    from gputop_doctor.rules.headline import classify
 
     return Engine(
         gpu,
@@ -216,5 +216,5 @@ def _engine(
         target_pid=target_pid,
         clock=clock,
         label=label,
-        judge=verdict,
+        headline=classify,
     )

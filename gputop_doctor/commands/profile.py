@@ -74,7 +74,7 @@ def _wait(sent: SentRequest, timeout_s: float) -> ProfileSummary:
 
 
 def profile_findings(summary: ProfileSummary, ctx: RuleContext) -> list[Finding]:
-    found = (module.judge(summary, ctx) for module in PROFILE_RULES)
+    found = (module.check_profile(summary, ctx) for module in PROFILE_RULES)
     return [f for f in found if f is not None]
 
 

@@ -26,7 +26,7 @@ from gputop_doctor.core.model import (
     tree_totals,
 )
 from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
-from gputop_doctor.core.rule import Rule, RuleContext
+from gputop_doctor.core.rule import Rule, RuleContext, loss_rules
 from gputop_doctor.core.verdict import Verdict
 from gputop_doctor.core.waste import WasteLedger
 
@@ -87,19 +87,19 @@ class Engine:
         target_pid: int | None = None,
         clock: Callable[[], float] = time.time,
         label: str = "live",
-        judge: Callable[[History, RuleContext], Verdict] | None = None,
+        headline: Callable[[History, RuleContext], Verdict] | None = None,
     ) -> None:
         self.gpu = gpu
         self.host = host
         self.settings = settings
         self.rules = rules
-        self.judge = judge
+        self.headline = headline
         self.target_pid = target_pid
         self.history = History.for_span(
             settings.history_s, settings.interval_s, settings.process_history_s
         )
         self.tracker = FindingTracker(settings.hold_s, settings.clear_s)
-        self.waste = WasteLedger()
+        self.waste = WasteLedger(loss_rules(rules, settings))
         self.sinks: list[Sink] = []
         self.target_exit_time: float | None = None
         self.lost_gpus: set[int] = set()
@@ -167,7 +167,7 @@ class Engine:
             recording=self.sinks[0].path if self.sinks else None,
             recording_error=self.recording_error,
             note=note,
-            verdict=self.judge(self.history, ctx) if self.judge else None,
+            verdict=self.headline(self.history, ctx) if self.headline else None,
             settings=self.settings,
             gpu_hours_lost=self.waste.lost_gpu_hours,
         )
@@ -223,7 +223,7 @@ class Engine:
         return RuleContext(
             system=self.system,
             settings=self.settings,
-            effective_cpus=snapshot.host.effective_cpus,
+            cpu_limit=snapshot.host.effective_cpus,
             target_pid=self.target_pid,
         )
 

@@ -60,3 +60,15 @@ def printable(text: str, max_len: int | None = None) -> str:
 def printable_bytes(data: bytes, max_len: int | None = None) -> str:
     """Bytes from a file or /proc, decoded leniently (undecodable bytes shown as \\xNN)."""
     return printable(data.decode("utf-8", errors="backslashreplace"), max_len)
+
+
+def pct(value: float) -> str:
+    """``42 %``: a percentage as the findings write it."""
+    return f"{value:.0f} %"
+
+
+def plural(n: int, word: str) -> str:
+    """``1 process``, ``3 processes``, ``2 workers``."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}es" if word.endswith(("s", "sh", "ch", "x")) else f"{n} {word}s"

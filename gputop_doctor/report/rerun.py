@@ -62,7 +62,7 @@ def _on_gpu(findings: tuple[Finding, ...], index: int) -> tuple[str, ...]:
 def with_gpu_rules(ticks: Iterator[TickPoint]) -> Iterator[TickPoint]:
     """``ticks`` with the findings and verdict the rules give on them, still lazily."""
     from gputop_doctor.rules import RULES
-    from gputop_doctor.rules.headline import verdict
+    from gputop_doctor.rules.headline import classify
 
     waiting: deque[TickPoint] = deque()
 
@@ -84,7 +84,7 @@ def with_gpu_rules(ticks: Iterator[TickPoint]) -> Iterator[TickPoint]:
         target_pid=None,
         clock=session.clock,
         label="import",
-        judge=verdict,
+        headline=classify,
     )
     while not session.finished:
         frame = engine.tick()

@@ -3,7 +3,8 @@
 Memory is bounded whatever the session length: per-GPU running sums, capped span and run lists
 and downsampled chart series (see :mod:`gputop_doctor.report.series`).
 
-How GPU time is charged (starved, idle, throttled): see :mod:`gputop_doctor.core.waste`.
+How GPU time is charged (starved, idle, throttled): see :mod:`gputop_doctor.core.waste`; which
+rules lose GPU time is what their specs in the registry declare.
 Lost GPU time is the sum of the three. Energy is NVML's energy counter where it was recorded,
 else integrated power (``power x dt``): see :mod:`gputop_doctor.report.energy`.
 """
@@ -13,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gputop_doctor.core.waste import THERMAL_BITS, Loss, lost_time
+from gputop_doctor.config import Settings
+from gputop_doctor.core.rule import loss_rules
+from gputop_doctor.core.waste import THERMAL_BITS, Loss, LossRules
 from gputop_doctor.report.energy import EnergyAcc, EnergySource, energy_from
 from gputop_doctor.report.points import GpuPoint, TickPoint
 from gputop_doctor.report.series import Downsampler, Run, RunTracker, Span, SpanTracker
@@ -181,9 +184,10 @@ class _GpuAcc:
 class ReportBuilder:
     """Feed ticks in order with :meth:`add`; :meth:`build` gives the report."""
 
-    def __init__(self, path: str, kind: str = "session") -> None:
+    def __init__(self, path: str, kind: str = "session", losses: LossRules | None = None) -> None:
         self.path = path
         self.kind = kind
+        self._losses = losses or _registry_losses()
         self.source = ""
         self.ticks = 0
         self.start: float | None = None
@@ -215,7 +219,7 @@ class ReportBuilder:
                 continue
             for rule_id in gpu.findings:
                 self._finding_gpu_s[rule_id] = self._finding_gpu_s.get(rule_id, 0.0) + dt
-            kind, seconds = lost_time(
+            kind, seconds = self._losses.lost_time(
                 gpu.findings,
                 gpu.util_pct,
                 gpu.clock_event_bits,
@@ -293,3 +297,10 @@ def priced(cost: Cost, price_per_gpu_hour: float) -> Cost:
         total_price=round(cost.gpu_hours * price_per_gpu_hour, 2),
         lost_price=round(cost.lost_gpu_hours * price_per_gpu_hour, 2),
     )
+
+
+def _registry_losses() -> LossRules:
+    """The registered rules' lost-time declarations under the default settings."""
+    from gputop_doctor.rules import RULES
+
+    return loss_rules(RULES, Settings())

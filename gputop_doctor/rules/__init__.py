@@ -1,14 +1,15 @@
 """The rule registry: one module per finding, each a pure function of the history.
 
 Each module exposes ``RULE_ID``, a pure ``check(history, ctx) -> list[Finding]`` and ``RULE``,
-the same function wrapped for the :class:`~gputop_doctor.core.rule.Rule` protocol. The order
-below is the order the engine runs them in; it does not affect what is shown (the tracker sorts
-by severity), only which rule warms the shared caches in ``_view``.
+its :class:`~gputop_doctor.core.rule.RuleSpec`: the id, the check, the thresholds class, the
+after-run advice and what a finding of it costs the GPU. The order below is the order the
+engine runs them in (and of the thresholds in ``config.thresholds``); it does not affect what is
+shown (the tracker sorts by severity), only which rule warms the shared caches in ``_window``.
 """
 
 from __future__ import annotations
 
-from gputop_doctor.core.rule import Rule
+from gputop_doctor.core.rule import RuleSpec
 from gputop_doctor.rules import (
     blas_openblas_on_intel,
     comm_bound,
@@ -42,7 +43,7 @@ from gputop_doctor.rules import (
     tiny_kernels,
 )
 
-RULES: tuple[Rule, ...] = (
+RULES: tuple[RuleSpec, ...] = (
     gpu_starvation.RULE,
     cpu_saturation.RULE,
     cpu_contention.RULE,
@@ -79,3 +80,4 @@ RULES: tuple[Rule, ...] = (
 PROFILE_RULES = (op_dominates, tiny_kernels, host_sync, data_gap, memory_growth)
 
 RULE_IDS: tuple[str, ...] = tuple(rule.rule_id for rule in RULES)
+SPECS: dict[str, RuleSpec] = {rule.rule_id: rule for rule in RULES}

@@ -15,7 +15,7 @@ from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.pressure import OutsideProcess, Pressure, PressureScope
 from gputop_doctor.core.text import printable
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import delay_ratio
+from gputop_doctor.rules._tree import delay_ratio
 
 HOST_NOTE = (
     "No job is attached, so this is about the whole host: attach to the training process "

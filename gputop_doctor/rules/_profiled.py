@@ -36,9 +36,12 @@ def trace_evidence(summary: ProfileSummary) -> tuple[Evidence, ...]:
     )
 
 
-Judge = Callable[[ProfileSummary, RuleContext], "Finding | None"]
+ProfileCheck = Callable[[ProfileSummary, RuleContext], "Finding | None"]
 
 
-def check_all(history: History, ctx: RuleContext, max_age_s: float, judge: Judge) -> list[Finding]:
-    found = (judge(s, ctx) for s in latest_profiles(history, max_age_s))
+def check_all(
+    history: History, ctx: RuleContext, max_age_s: float, check_profile: ProfileCheck
+) -> list[Finding]:
+    """A profile rule's ``check``: its ``check_profile`` on each recent profile."""
+    found = (check_profile(s, ctx) for s in latest_profiles(history, max_age_s))
     return [f for f in found if f is not None]

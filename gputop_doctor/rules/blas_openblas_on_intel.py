@@ -21,12 +21,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from gputop_doctor.config import OpenBlasOnIntelThresholds
+from gputop_doctor.config.thresholds import OpenBlasOnIntelThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample, Runtime
-from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import RuleFn, is_worker, mean_cpu, plural, proc_columns, window
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.text import plural
+from gputop_doctor.rules._tree import is_worker, mean_cpu
+from gputop_doctor.rules._window import proc_columns, window
 
 RULE_ID = "blas-openblas-on-intel"
 INTEL = "GenuineIntel"
@@ -115,4 +117,9 @@ def _finding(
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=OpenBlasOnIntelThresholds,
+    advice="use an MKL build of NumPy/PyTorch on Intel CPUs",
+)

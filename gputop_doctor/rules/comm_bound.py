@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gputop_doctor.config.hardware import CommBoundThresholds
+from gputop_doctor.config.thresholds import CommBoundThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.health import TopoLink
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import RuleFn, enough_span, gpu_columns, job_gpus, live, window
+from gputop_doctor.rules._gpu import job_gpus, live
+from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "comm-bound"
 KIB_PER_MIB = 1024.0
@@ -168,4 +169,12 @@ def _where(far: list[tuple[int, int]], nvlink_mib_s: float | None) -> str:
     return "over NVLink" if nvlink_mib_s is not None else "over PCIe"
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=CommBoundThresholds,
+    advice=(
+        "the GPUs wait on each other: less traffic per step (larger buckets, "
+        "gradient accumulation) or GPUs on NVLink"
+    ),
+)

@@ -14,12 +14,14 @@ latest tick's ranking, which a one-tick burst of some short-lived process can to
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import CpuContentionThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History
 from gputop_doctor.core.pressure import OutsideProcess
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import RuleFn, effective_cpus, enough_span, window
+from gputop_doctor.rules._tree import cpu_budget
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "cpu-contention"
 
@@ -37,7 +39,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     pressure = _blame.cgroup_cpu_pct(win)
     if (delay or 0.0) < t.delay_ratio and (pressure or 0.0) < t.cgroup_cpu_some_pct:
         return []
-    cpus = effective_cpus(ctx, latest)
+    cpus = cpu_budget(ctx, latest)
     demand = _blame.job_demand_cpus(win)
     if demand is not None and demand > cpus + 0.25:
         return []  # the job alone wants more than it may use: it queues behind itself
@@ -98,4 +100,12 @@ def _fix(who: tuple[OutsideProcess, ...]) -> str:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=CpuContentionThresholds,
+    advice=(
+        "other processes take the job's CPUs: stop or renice them, or pin the job "
+        "to CPUs of its own (taskset, a cgroup cpuset)"
+    ),
+)

@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gputop_doctor.config import CpuSaturationThresholds
+from gputop_doctor.config.thresholds import CpuSaturationThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import RuleFn, delay_ratio, effective_cpus, enough_span, window
+from gputop_doctor.rules._tree import cpu_budget, delay_ratio
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "cpu-saturation"
 
@@ -46,7 +47,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
-    cpus = effective_cpus(ctx, latest)
+    cpus = cpu_budget(ctx, latest)
     job = _blame.attached(latest)
     busy = [b for b in (busy_fraction(s, cpus, job) for s in win) if b is not None]
     if len(busy) < 2:
@@ -155,4 +156,9 @@ def _fix(cpus: float, harm: _Harm, t: CpuSaturationThresholds) -> str:
     return fix
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=CpuSaturationThresholds,
+    advice="the CPU is full: fewer threads per rank, more cores, or lighter preprocessing",
+)

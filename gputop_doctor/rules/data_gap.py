@@ -7,17 +7,17 @@ loads, decodes and collates. The same cause as ``gpu-starvation`` seen from insi
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import DataGapThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._profiled import check_all, trace_evidence
-from gputop_doctor.rules._view import RuleFn
 
 RULE_ID = "data-gap"
 
 
-def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
+def check_profile(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     t = ctx.settings.rules.data_gap
     share = summary.data_wait_share
     if share is None or 100.0 * share < t.wait_pct:
@@ -42,7 +42,15 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    return check_all(history, ctx, ctx.settings.rules.data_gap.max_age_s, judge)
+    return check_all(history, ctx, ctx.settings.rules.data_gap.max_age_s, check_profile)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=DataGapThresholds,
+    advice=(
+        "feed the loop faster: gputop-doctor sweep for num_workers, pin_memory "
+        "and persistent_workers; decode once, not in __getitem__"
+    ),
+)

@@ -17,13 +17,15 @@ what limits the job right now.
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import DataLoaderConfigThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.probe_stats import ProbeStats
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import RuleFn, gpu_columns, gpu_pids, proc_columns, window
+from gputop_doctor.rules._gpu import gpu_pids
+from gputop_doctor.rules._window import gpu_columns, proc_columns, window
 
 RULE_ID = "dataloader-config"
 
@@ -129,4 +131,9 @@ def _evidence(
     return tuple(items)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=DataLoaderConfigThresholds,
+    advice="tune DataLoader num_workers, pin_memory and persistent_workers",
+)

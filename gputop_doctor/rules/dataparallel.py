@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gputop_doctor.config import DataParallelThresholds
+from gputop_doctor.config.thresholds import DataParallelThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import RuleFn, enough_span, window
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "dataparallel"
 
@@ -104,4 +104,9 @@ def _finding(
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=DataParallelThresholds,
+    advice="use DistributedDataParallel instead of DataParallel",
+)

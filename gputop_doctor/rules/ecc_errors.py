@@ -8,12 +8,13 @@ out of spare rows. All of them are the machine's, not the code's.
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import EccThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.history import History
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._hardware import MACHINE_FIX, healths, rise
-from gputop_doctor.rules._view import RuleFn, gpu_columns, window
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "ecc-errors"
 
@@ -74,4 +75,11 @@ def _finding(index: int, h: GpuHealth, corrected_rise: int) -> Finding:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=EccThresholds,
+    advice=(
+        "the GPU's memory is failing: reset it for pending remaps, ask the provider to replace it"
+    ),
+)

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gputop_doctor.config import IdleMemoryThresholds
+from gputop_doctor.config.thresholds import IdleMemoryThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, Snapshot
-from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import RuleFn, gpu_pids, window
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.rules._gpu import gpu_pids
+from gputop_doctor.rules._window import window
 
 RULE_ID = "gpu-idle-memory"
 
@@ -131,4 +132,9 @@ def _finding(
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=IdleMemoryThresholds,
+    advice="free the GPUs that hold memory but do no work",
+)

@@ -8,21 +8,13 @@ otherwise the whole job is slow and that is ``gpu-starvation``.
 
 from __future__ import annotations
 
-from gputop_doctor.config import ImbalanceThresholds
+from gputop_doctor.config.thresholds import ImbalanceThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import (
-    RuleFn,
-    enough_span,
-    gpu_columns,
-    gpu_pids,
-    job_gpus,
-    live,
-    tick_utils,
-    window,
-)
+from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, tick_utils
+from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "gpu-imbalance"
 
@@ -80,4 +72,9 @@ def _finding(
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=ImbalanceThresholds,
+    advice="balance work across ranks (uneven batches, a slow rank or GPU)",
+)

@@ -4,10 +4,11 @@ machine means the provider."""
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import GpuLostThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
-from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import RuleFn, gpu_columns, window
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "gpu-lost"
 
@@ -46,4 +47,9 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     return out
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=GpuLostThresholds,
+    advice="the GPU needs a reset and often a replacement: ask the provider for another node",
+)

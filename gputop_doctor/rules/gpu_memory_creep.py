@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from gputop_doctor.config import MemoryCreepThresholds
+from gputop_doctor.config.thresholds import MemoryCreepThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import RuleFn, memoised
+from gputop_doctor.rules._window import memoised
 
 RULE_ID = "gpu-memory-creep"
 
@@ -243,4 +243,9 @@ def _finding(creep: Creep, t: MemoryCreepThresholds) -> Finding:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=MemoryCreepThresholds,
+    advice="find what keeps growing: tensors kept across steps, caches, leaks",
+)

@@ -10,35 +10,29 @@ process doing the loading itself (num_workers=0), or threads queueing for too fe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from gputop_doctor.config import StarvationThresholds
+from gputop_doctor.config.thresholds import StarvationThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules import _blame, _stats
+from gputop_doctor.rules._gpu import gpu_pids, live, util_values
 from gputop_doctor.rules._pid_stats import NO_STATS, PidStats, pid_stats
-from gputop_doctor.rules._view import (
+from gputop_doctor.rules._tree import (
     PIN_THREAD,
-    RuleFn,
     children_map,
+    cpu_budget,
     descendants,
-    effective_cpus,
-    enough_span,
-    gpu_columns,
-    gpu_pids,
     has_thread,
     is_worker,
-    live,
-    proc_columns,
-    util_values,
-    window,
 )
+from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
 from gputop_doctor.rules.dataloader_config import knob_fix, slow_knobs
 from gputop_doctor.rules.starvation_causes import (
     FIXES,
-    PROBE_FED_PCT,
     Cause,
     JobView,
     attribute,
@@ -55,7 +49,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if latest is None or not enough_span(win, min(t.probe_min_span_s, t.clear_min_span_s)):
         return []
     out = []
-    causes = _Causes(history, latest, effective_cpus(ctx, latest), t)
+    causes = _Causes(history, latest, cpu_budget(ctx, latest), t)
     previous = win.snapshots[-2]
     for index, series in gpu_columns(win).items():
         finding = _check_gpu(index, live(series), (previous, latest), win.span_s, causes, ctx, t)
@@ -148,35 +142,28 @@ def _check_gpu(
     t: StarvationThresholds,
 ) -> Finding | None:
     """Starved over the window; or, sooner, a clear pattern over the last ``clear_window_s``,
-    or the probe's measured wait on the last two readings (then shown without a hold)."""
+    or the probe's measured wait on the last two readings (then shown without a hold).
+
+    Each gate below is one question; the first that says no ends the check."""
     latest = last_two[1]
     if not series or series[-1] is not _latest_gpu(latest, index):
         return None  # the GPU is gone or lost now
     owners = gpu_pids(series[-1])
     if not owners:
         return None
-    proven = _probe_proves(latest, owners, t)  # the loop measured its own data wait
-    twice = proven and _probe_proves(last_two[0], owners, t)
-    if _clearly_fed(series, t) and not proven:
+    proof = _Proof.of(last_two, owners, t)
+    if _clearly_fed(series, t) and not proof.now:
         return None
     samples = util_values(series)
     if len(samples) < 3:
         return None
-    avg, idle = _util_figures(samples, t)
-    recent = _recent(series, latest.interval_s, t)
-    clear = recent is not None and (
-        recent[0] < t.critical_mean_util_pct or recent[1] >= 2 * t.idle_fraction
-    )
-    if span_s < t.min_span_s and not twice and not (clear and span_s >= t.clear_min_span_s):
-        return None  # too early to judge, unless the evidence is direct
-    fed = avg >= t.mean_util_pct and idle < t.idle_fraction
-    if fed and clear and recent is not None:
-        avg, idle, fed = recent[0], recent[1], False  # the last seconds tell the story
-    if fed and not (proven and avg < t.probe_max_util_pct):
+    figures = _starved_figures(samples, series, latest.interval_s, span_s, proof, t)
+    if figures is None:
         return None
     job = causes.job(owners)
-    if max(samples) < t.active_util_pct and job.main_cpu_pct < t.active_cpu_pct and not proven:
+    if _nobody_uses(samples, job, proof, t):
         return None  # nothing is trying to use this GPU: gpu-idle-memory's business
+    avg, idle = figures
     cause = attribute(job, t)
     severity = Severity.CRITICAL if avg < t.critical_mean_util_pct else Severity.WARN
     return Finding(
@@ -186,8 +173,69 @@ def _check_gpu(
         scope=gpu_scope(index),
         title=_title(index, avg, idle, cause),
         evidence=_evidence(avg, idle, len(samples), cause, job, latest, ctx),
-        fix=_fix(cause, job),
-        hold_s=0.0 if twice else None,
+        fix=_fix(cause, job, t),
+        hold_s=0.0 if proof.twice else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Proof:
+    """What the owners' in-process probe measured: the loop waiting for data."""
+
+    now: bool  # on the latest reading: starvation is proven, not inferred
+    twice: bool  # on the last two readings: judged at once and shown without a hold
+
+    @classmethod
+    def of(
+        cls, last_two: tuple[Snapshot, Snapshot], owners: Sequence[int], t: StarvationThresholds
+    ) -> _Proof:
+        now = _probe_proves(last_two[1], owners, t)
+        return cls(now, now and _probe_proves(last_two[0], owners, t))
+
+
+def _starved_figures(
+    samples: Sequence[float],
+    series: Sequence[GpuSample],
+    interval_s: float,
+    span_s: float,
+    proof: _Proof,
+    t: StarvationThresholds,
+) -> tuple[float, float] | None:
+    """The mean utilization and idle share that show starvation, or None when nothing does
+    (yet): the whole window's, or the last seconds' when only they show a clear pattern."""
+    avg, idle = _util_figures(samples, t)
+    recent = _recent(series, interval_s, t)
+    clear = _clear_pattern(recent, t)
+    if not _judgeable(span_s, proof, clear, t):
+        return None  # too early to judge, unless the evidence is direct
+    fed = avg >= t.mean_util_pct and idle < t.idle_fraction
+    if fed and clear and recent is not None:
+        return recent  # the last seconds tell the story
+    if fed and not (proof.now and avg < t.probe_max_util_pct):
+        return None
+    return avg, idle
+
+
+def _clear_pattern(recent: tuple[float, float] | None, t: StarvationThresholds) -> bool:
+    """The last seconds alone show starvation: a mean under the critical line, or twice the
+    idle share."""
+    return recent is not None and (
+        recent[0] < t.critical_mean_util_pct or recent[1] >= 2 * t.idle_fraction
+    )
+
+
+def _judgeable(span_s: float, proof: _Proof, clear: bool, t: StarvationThresholds) -> bool:
+    """Enough history to judge: the full span, or less with the probe's proof twice or a
+    clear pattern over ``clear_min_span_s``."""
+    return span_s >= t.min_span_s or proof.twice or (clear and span_s >= t.clear_min_span_s)
+
+
+def _nobody_uses(
+    samples: Sequence[float], job: JobView, proof: _Proof, t: StarvationThresholds
+) -> bool:
+    """Neither the GPU nor its training process did real work, and the probe proves nothing."""
+    return (
+        max(samples) < t.active_util_pct and job.main_cpu_pct < t.active_cpu_pct and not proof.now
     )
 
 
@@ -324,7 +372,7 @@ def _evidence(
         Evidence("utilization samples", n),
         Evidence("DataLoader workers", job.workers),
         Evidence("main process CPU", round(job.main_cpu_pct, 1), "% of a core"),
-        Evidence("effective CPUs", effective_cpus(ctx, latest)),
+        Evidence("effective CPUs", cpu_budget(ctx, latest)),
     ]
     if job.workers:
         items.append(Evidence("worker CPU (mean)", round(job.worker_cpu_pct, 1), "% of a core"))
@@ -362,13 +410,13 @@ def _evidence(
     return tuple(items)
 
 
-def _fix(cause: Cause, job: JobView) -> str:
+def _fix(cause: Cause, job: JobView, t: StarvationThresholds) -> str:
     """The cause's fix, plus what the probe or the thread names show about the DataLoader
     (not when the probe measured the loop not waiting for data: its settings are fine)."""
     fix = FIXES[cause] + room_for_workers(cause, job)
     probe = job.probe
     wait = None if probe is None else probe.data_wait_frac
-    fed = wait is not None and wait * 100 < PROBE_FED_PCT
+    fed = wait is not None and wait * 100 < t.probe_fed_pct
     knobs = slow_knobs(probe) if probe is not None and not fed else []
     if knobs:
         fix += f" The in-process probe sees {', '.join(knobs)}: {knob_fix(knobs)}"
@@ -380,4 +428,13 @@ def _fix(cause: Cause, job: JobView) -> str:
     return fix
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=StarvationThresholds,
+    advice=(
+        "feed the GPU faster: more DataLoader workers, pin_memory, prefetch, "
+        "faster decoding or pre-processed data"
+    ),
+    gpu_time=Loss.STARVED,
+)

@@ -9,21 +9,14 @@ GPU, and neither do the helpers of a process that does, so those are left out.
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import GpuUnusedThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample
-from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import (
-    RuleFn,
-    ancestors,
-    enough_span,
-    gpu_columns,
-    gpu_pids,
-    is_worker,
-    mean_cpu,
-    proc_columns,
-    window,
-)
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.rules._gpu import gpu_pids
+from gputop_doctor.rules._tree import ancestors, is_worker, mean_cpu
+from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
 
 RULE_ID = "gpu-unused"
 
@@ -93,4 +86,9 @@ def _finding(proc: ProcSample, cpu: float, gpus: int) -> Finding:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=GpuUnusedThresholds,
+    advice="put work on the idle GPUs or release them",
+)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from gputop_doctor.config.thresholds import XidThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import XidEvent
 from gputop_doctor.core.history import History
-from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import RuleFn, window
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.rules._window import window
 
 RULE_ID = "gpu-xid"
 
@@ -108,4 +109,12 @@ def _clock(unix: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(unix))
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=XidThresholds,
+    advice=(
+        "read the Xid's meaning in the rule's page; a hardware Xid needs the "
+        "provider (another node or a serviced GPU)"
+    ),
+)

@@ -19,50 +19,19 @@ the CPU is calm: the GPU waits for batches, and more workers would use the idle 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from gputop_doctor.config import HeadlineThresholds
+from gputop_doctor.config.thresholds import HeadlineThresholds
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import (
-    effective_cpus,
-    enough_span,
-    gpu_columns,
-    job_gpus,
-    live,
-    util_values,
-    window,
-)
+from gputop_doctor.rules._gpu import job_gpus, live, util_values
+from gputop_doctor.rules._tree import cpu_budget
+from gputop_doctor.rules._window import enough_span, gpu_columns, window
 from gputop_doctor.rules.cpu_saturation import busy_fraction
 
 
-@dataclass(frozen=True, slots=True)
-class Headline:
-    """The one-line verdict shown above the findings, with the numbers it rests on."""
-
-    case: Case
-    bottleneck: Bottleneck
-    text: str
-    gpu_util_pct: float | None = None
-    gpu_idle_fraction: float | None = None
-    gpu_util_cv: float | None = None
-    cpu_busy_fraction: float | None = None
-    gpus: int = 0
-
-    @property
-    def model(self) -> str | None:
-        """``"small"`` or ``"large"``, None when not classified."""
-        return None if self.case is Case.UNKNOWN else self.case.value.split()[0]
-
-    @property
-    def data(self) -> str | None:
-        """``"simple"`` or ``"complex"``, None when not classified."""
-        return None if self.case is Case.UNKNOWN else self.case.value.split()[-2]
-
-
-def classify(history: History, ctx: RuleContext) -> Headline:
+def classify(history: History, ctx: RuleContext) -> Verdict:
+    """The headline's entry point: the engine calls it once per tick for every view."""
     t = ctx.settings.rules.headline
     win = window(history, t.window_s)
     latest = win.latest
@@ -78,7 +47,7 @@ def classify(history: History, ctx: RuleContext) -> Headline:
     samples = [v for g in gpus for v in util_values(live(cols.get(g.index, ())))]
     if not samples:
         return _unknown("No GPU utilization readings")
-    cpus = effective_cpus(ctx, latest)
+    cpus = cpu_budget(ctx, latest)
     job = latest.target_pid is not None and latest.tree is not None
     cpu = _stats.mean([b for b in (busy_fraction(s, cpus, job) for s in win) if b is not None])
     return decide(
@@ -98,7 +67,7 @@ def decide(
     cpu: float | None,
     gpus: int,
     t: HeadlineThresholds,
-) -> Headline:
+) -> Verdict:
     """The four-case table applied to the window's numbers."""
     sawtooth = idle >= t.idle_fraction or (cv or 0.0) >= t.sawtooth_cv
     cpu_busy = (cpu or 0.0) >= t.cpu_busy_fraction
@@ -128,7 +97,7 @@ def decide(
         text = (
             f"Light work: {gpu_text} but steady, {cpu_text}; little to gain beyond a larger batch"
         )
-    return Headline(
+    return Verdict(
         case=case,
         bottleneck=bottleneck,
         text=text,
@@ -140,11 +109,5 @@ def decide(
     )
 
 
-def verdict(history: History, ctx: RuleContext) -> Verdict:
-    """The headline in the engine's terms, computed once per tick for every view."""
-    headline = classify(history, ctx)
-    return Verdict(headline.case, headline.bottleneck, headline.text)
-
-
-def _unknown(text: str) -> Headline:
-    return Headline(Case.UNKNOWN, Bottleneck.UNKNOWN, text)
+def _unknown(text: str) -> Verdict:
+    return Verdict(Case.UNKNOWN, Bottleneck.UNKNOWN, text)

@@ -9,17 +9,17 @@ finding is information only.
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import HostSyncThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._profiled import check_all, trace_evidence
-from gputop_doctor.rules._view import RuleFn
 
 RULE_ID = "host-sync"
 
 
-def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
+def check_profile(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     t = ctx.settings.rules.host_sync
     per_step = summary.syncs_per_step
     if per_step is None or per_step < t.syncs_per_step:
@@ -44,7 +44,12 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    return check_all(history, ctx, ctx.settings.rules.host_sync.max_age_s, judge)
+    return check_all(history, ctx, ctx.settings.rules.host_sync.max_age_s, check_profile)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=HostSyncThresholds,
+    advice="keep values on the device: call .item() / .cpu() every N steps, not every step",
+)

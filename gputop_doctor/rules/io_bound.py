@@ -12,25 +12,15 @@ Host-wide PSI io alone mixes in every neighbour's writes (a backup, a ``dd``): t
 
 from __future__ import annotations
 
-from gputop_doctor.config import IoBoundThresholds
+from gputop_doctor.config.thresholds import IoBoundThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample, Snapshot
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import (
-    RuleFn,
-    descendants,
-    enough_span,
-    gpu_columns,
-    gpu_pids,
-    is_worker,
-    job_gpus,
-    live,
-    proc_columns,
-    util_values,
-    window,
-)
+from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, util_values
+from gputop_doctor.rules._tree import descendants, is_worker
+from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
 
 RULE_ID = "io-bound"
 
@@ -137,4 +127,9 @@ def _evidence(
     return tuple(items)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=IoBoundThresholds,
+    advice="read data faster: local SSD copy, more readers, bigger files",
+)

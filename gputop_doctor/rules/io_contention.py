@@ -15,12 +15,13 @@ is a separate finding (``cpu-contention``): the fixes differ.
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import IoContentionThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History
 from gputop_doctor.core.pressure import OutsideProcess
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import RuleFn, enough_span, window
+from gputop_doctor.rules._window import enough_span, window
 from gputop_doctor.rules.io_bound import job_d_fraction
 
 RULE_ID = "io-contention"
@@ -101,4 +102,12 @@ def _fix(who: tuple[OutsideProcess, ...], felt: bool) -> str:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=IoContentionThresholds,
+    advice=(
+        "other processes keep the storage busy: move their I/O elsewhere or the "
+        "dataset to local NVMe or RAM"
+    ),
+)

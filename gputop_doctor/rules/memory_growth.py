@@ -9,17 +9,17 @@ parameters or gradients at the end of the window are named in the evidence.
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import MemoryGrowthThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._profiled import check_all, trace_evidence
-from gputop_doctor.rules._view import RuleFn
 
 RULE_ID = "memory-growth"
 
 
-def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
+def check_profile(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     t = ctx.settings.rules.memory_growth
     growth, grown = summary.memory_growth_mib_per_step, summary.memory_steps_grown
     if growth is None or grown is None or growth < t.mib_per_step:
@@ -48,7 +48,15 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    return check_all(history, ctx, ctx.settings.rules.memory_growth.max_age_s, judge)
+    return check_all(history, ctx, ctx.settings.rules.memory_growth.max_age_s, check_profile)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=MemoryGrowthThresholds,
+    advice=(
+        "find what the step keeps alive: loss.item() instead of the loss tensor, "
+        "per-batch caches, retain_graph=True"
+    ),
+)

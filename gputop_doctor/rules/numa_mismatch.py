@@ -21,21 +21,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gputop_doctor.config.hardware import NumaThresholds
+from gputop_doctor.config.thresholds import NumaThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import NumaNode, node_of_cpu, parse_cpu_list
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, ProcSample
-from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import (
-    RuleFn,
-    children_map,
-    descendants,
-    gpu_pids,
-    pct,
-    proc_columns,
-    window,
-)
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.text import pct
+from gputop_doctor.rules._gpu import gpu_pids
+from gputop_doctor.rules._tree import children_map, descendants
+from gputop_doctor.rules._window import proc_columns, window
 
 RULE_ID = "numa-mismatch"
 
@@ -198,4 +193,9 @@ def _fix(index: int, node: int | None, by_job: bool) -> str:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=NumaThresholds,
+    advice="pin each rank and its workers to CPUs of its GPU's NUMA node (numactl, taskset)",
+)

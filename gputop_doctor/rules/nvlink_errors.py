@@ -5,12 +5,13 @@ PCIe or fewer links; rising errors mean retransmissions and, later, a failing li
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import NvLinkThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.history import History
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._hardware import MACHINE_FIX, healths, rise
-from gputop_doctor.rules._view import RuleFn, gpu_columns, window
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "nvlink-errors"
 
@@ -57,4 +58,12 @@ def _finding(index: int, h: GpuHealth, errors: int) -> Finding:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=NvLinkThresholds,
+    advice=(
+        "an NVLink is down or its errors rise: ask the provider to reseat or "
+        "replace the GPU or NVSwitch tray"
+    ),
+)

@@ -10,12 +10,12 @@ warning when they are not.
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import OpDominatesThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._profiled import check_all, trace_evidence
-from gputop_doctor.rules._view import RuleFn
 
 RULE_ID = "op-dominates"
 # Ops that tensor cores run (the multiple-of-8 question only matters for these).
@@ -27,7 +27,7 @@ def is_matmul(name: str) -> bool:
     return any(word in op for word in _MATMUL_WORDS)
 
 
-def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
+def check_profile(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     t = ctx.settings.rules.op_dominates
     if not summary.top_ops:
         return None
@@ -66,7 +66,15 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    return check_all(history, ctx, ctx.settings.rules.op_dominates.max_age_s, judge)
+    return check_all(history, ctx, ctx.settings.rules.op_dominates.max_age_s, check_profile)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=OpDominatesThresholds,
+    advice=(
+        "make the dominant op cheaper or call it less: bf16/fp16 autocast, "
+        "dimensions padded to multiples of 8"
+    ),
+)

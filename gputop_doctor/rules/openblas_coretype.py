@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from gputop_doctor.config.thresholds import OpenBlasCoretypeThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample
-from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import RuleFn, plural
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.text import plural
 
 RULE_ID = "openblas-coretype"
 
@@ -95,4 +96,9 @@ def _forced_level(proc: ProcSample) -> int | None:
     return CORETYPE_ISA.get(proc.env.openblas_coretype.strip().upper())
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=OpenBlasCoretypeThresholds,
+    advice="set OPENBLAS_CORETYPE to the CPU's real core type",
+)

@@ -9,12 +9,14 @@ A rising replay counter means packets are resent on a noisy link.
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import PcieLinkThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.rules._gpu import is_busy
 from gputop_doctor.rules._hardware import MACHINE_FIX, healths, rise
-from gputop_doctor.rules._view import RuleFn, gpu_columns, is_busy, window
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "pcie-link-degraded"
 
@@ -61,4 +63,12 @@ def _finding(index: int, gpu: GpuSample, replays: int, low: bool) -> Finding:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=PcieLinkThresholds,
+    advice=(
+        "the PCIe link runs below its capability or is noisy: ask the provider "
+        "to reseat the GPU or check the slot"
+    ),
+)

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gputop_doctor.config import PowerCapThresholds
+from gputop_doctor.config.thresholds import PowerCapThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ClockEvent, GpuSample
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import RuleFn, enough_span, gpu_columns, is_busy, window
+from gputop_doctor.rules._gpu import is_busy
+from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "power-cap"
 POWER_CAP_BIT = int(ClockEvent.SW_POWER_CAP)
@@ -113,4 +115,10 @@ def _finding(index: int, capped: Sequence[GpuSample], share: float) -> Finding:
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=PowerCapThresholds,
+    advice="raise the power limit (nvidia-smi -pl) if the board allows it",
+    gpu_time=Loss.THROTTLED,
+)

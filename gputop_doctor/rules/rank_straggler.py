@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gputop_doctor.config.hardware import StragglerThresholds
+from gputop_doctor.config.thresholds import StragglerThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
-from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import RuleFn, enough_span, job_gpus, window
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.rules._gpu import job_gpus
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "rank-straggler"
 
@@ -100,4 +101,12 @@ def _finding(
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=StragglerThresholds,
+    advice=(
+        "work done by one rank alone (checkpoints, evaluation, logging): do it "
+        "less often, on every rank, or asynchronously"
+    ),
+)

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from gputop_doctor.config import StarvationThresholds
+from gputop_doctor.config.thresholds import StarvationThresholds
 from gputop_doctor.core.probe_stats import ProbeStats
 
 
@@ -116,10 +116,6 @@ class JobView:
     probe: ProbeStats | None  # the training process's in-process probe, when it runs
 
 
-REAPED_WORKER_PCT = 30.0  # reaped children's CPU, % of a core, that means re-forked workers
-PROBE_FED_PCT = 10.0  # the probe measuring less data wait than this: the pipeline keeps up
-
-
 def attribute(job: JobView, t: StarvationThresholds) -> Cause:
     """The cause the strongest evidence supports.
 
@@ -132,7 +128,7 @@ def attribute(job: JobView, t: StarvationThresholds) -> Cause:
     """
     probe = job.probe
     wait_pct = None if probe is None or probe.data_wait_frac is None else probe.data_wait_frac * 100
-    if wait_pct is not None and wait_pct < PROBE_FED_PCT:
+    if wait_pct is not None and wait_pct < t.probe_fed_pct:
         return _not_the_pipeline(job, t)  # measured: batches are ready when the loop asks
     measured = wait_pct is not None and wait_pct >= t.probe_wait_pct
     if measured and probe is not None and probe.num_workers == 0:
@@ -149,7 +145,7 @@ def attribute(job: JobView, t: StarvationThresholds) -> Cause:
         return Cause.WORKERS_STARVED
     if job.workers and job.worker_demand_pct >= t.worker_busy_pct:
         return Cause.WORKERS_CPU
-    if reforked(job) and probe_persistent(probe) is not True:
+    if reforked(job, t) and probe_persistent(probe) is not True:
         return Cause.REFORKED
     no_loader = probe is None or probe.num_workers is None
     if wait_pct is not None and wait_pct >= t.probe_wait_pct:
@@ -164,12 +160,12 @@ def attribute(job: JobView, t: StarvationThresholds) -> Cause:
     return Cause.UNKNOWN
 
 
-def reforked(job: JobView) -> bool:
+def reforked(job: JobView, t: StarvationThresholds) -> bool:
     """Workers started afresh pass after pass: their CPU lands in the parent's reaped
     children, or at least two generations of them were born within the window (a pool
     started once is born once: no more births than the most alive at a time)."""
     twice = job.worker_births >= 2 * max(1, job.worker_peak)
-    return job.reaped_cpu_pct >= REAPED_WORKER_PCT or twice
+    return job.reaped_cpu_pct >= t.reaped_worker_pct or twice
 
 
 def probe_persistent(probe: ProbeStats | None) -> bool | None:
@@ -181,7 +177,7 @@ def _contended(job: JobView, t: StarvationThresholds) -> bool:
     use (a job wanting more queues behind itself: oversubscription)."""
     return (
         job.outside_cpus is not None
-        and job.outside_cpus >= 0.5
+        and job.outside_cpus >= t.contention_outside_cpus
         and (job.delay_ratio or 0.0) >= t.delay_ratio
         and job.tree_hungry <= job.cpus
     )

@@ -12,13 +12,14 @@ most, a neighbour when outside processes do.
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import SwapThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.pressure import OutsideProcess
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._view import RuleFn, enough_span, window
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "swap-pressure"
 
@@ -121,4 +122,9 @@ def _evidence(
     return tuple(items)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=SwapThresholds,
+    advice="use less host memory or add RAM; swapping stalls every step",
+)

@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from gputop_doctor.config import ThermalThresholds
+from gputop_doctor.config.thresholds import ThermalThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot, decode_clock_events
-from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules._view import RuleFn, gpu_columns, is_busy, window
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.waste import Loss
+from gputop_doctor.rules._gpu import is_busy
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "thermal-throttle"
 
@@ -202,4 +204,10 @@ def _finding(index: int, samples: Sequence[GpuSample], tally: _Tally) -> Finding
     )
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=ThermalThresholds,
+    advice="improve cooling or airflow; check fans and the inlet temperature",
+    gpu_time=Loss.THROTTLED,
+)

@@ -14,22 +14,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gputop_doctor.config import OversubscriptionThresholds
+from gputop_doctor.config.thresholds import OversubscriptionThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.text import plural
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._view import (
-    RuleFn,
-    delay_ratio,
-    effective_cpus,
-    enough_span,
-    is_worker,
-    plural,
-    proc_columns,
-    window,
-)
+from gputop_doctor.rules._tree import cpu_budget, delay_ratio, is_worker
+from gputop_doctor.rules._window import enough_span, proc_columns, window
 
 RULE_ID = "thread-oversubscription"
 
@@ -51,7 +44,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
-    cpus = effective_cpus(ctx, latest)
+    cpus = cpu_budget(ctx, latest)
     hungry = _stats.mean(_hungry_per_tick(win))
     if hungry is None or hungry <= t.hungry_per_cpu * cpus:
         return []
@@ -162,4 +155,9 @@ def _fix(pools: Sequence[_Pool], cpus: float, physical: int | None) -> str:
     return " ".join(parts)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=OversubscriptionThresholds,
+    advice="set OMP_NUM_THREADS / torch.set_num_threads to cores per rank",
+)

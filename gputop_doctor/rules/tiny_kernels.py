@@ -8,17 +8,17 @@ into a few kernels; CUDA graphs remove the launches.
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import TinyKernelsThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary
-from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._profiled import check_all, trace_evidence
-from gputop_doctor.rules._view import RuleFn
 
 RULE_ID = "tiny-kernels"
 
 
-def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
+def check_profile(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
     t = ctx.settings.rules.tiny_kernels
     per_step, median = summary.ops_per_step, summary.op_median_us
     if per_step is None or median is None:
@@ -50,7 +50,15 @@ def judge(summary: ProfileSummary, ctx: RuleContext) -> Finding | None:
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    return check_all(history, ctx, ctx.settings.rules.tiny_kernels.max_age_s, judge)
+    return check_all(history, ctx, ctx.settings.rules.tiny_kernels.max_age_s, check_profile)
 
 
-RULE = RuleFn(RULE_ID, check)
+RULE = RuleSpec(
+    rule_id=RULE_ID,
+    check=check,
+    thresholds=TinyKernelsThresholds,
+    advice=(
+        "fuse the short ops: torch.compile (mode='reduce-overhead' for CUDA "
+        "graphs), batched tensor ops instead of Python loops"
+    ),
+)

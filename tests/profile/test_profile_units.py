@@ -142,7 +142,7 @@ def _summary(**changes: object) -> ProfileSummary:
 
 
 def _ids(summary: ProfileSummary) -> set[str]:
-    return {f.rule_id for m in PROFILE_RULES if (f := m.judge(summary, CTX)) is not None}
+    return {f.rule_id for m in PROFILE_RULES if (f := m.check_profile(summary, CTX)) is not None}
 
 
 def test_each_rule_fires_on_its_signature_only() -> None:
@@ -160,13 +160,13 @@ def test_each_rule_fires_on_its_signature_only() -> None:
 def test_op_dominates_judges_alignment_only_for_matmuls() -> None:
     op = ProfiledOp("aten::linear", ((64, 1024), (2048, 1024)), 30.0, 5, 0.8)
     aligned = _summary(top_ops=(op,))
-    finding = PROFILE_RULES[0].judge(aligned, CTX)
+    finding = PROFILE_RULES[0].check_profile(aligned, CTX)
     assert finding is not None and finding.severity.label == "info"
-    odd = PROFILE_RULES[0].judge(_summary(), CTX)
+    odd = PROFILE_RULES[0].check_profile(_summary(), CTX)
     assert odd is not None and odd.severity.label == "warn"
     assert any(e.value == "/run/x/1.trace.json" for e in odd.evidence)
     add = ProfiledOp("aten::add", ((4, 7),), 30.0, 5, 0.8)
-    not_mm = PROFILE_RULES[0].judge(_summary(top_ops=(add,)), CTX)
+    not_mm = PROFILE_RULES[0].check_profile(_summary(top_ops=(add,)), CTX)
     assert not_mm is not None and not_mm.severity.label == "info"
 
 

@@ -52,7 +52,7 @@ def bench(scenario: str) -> None:
         ctx = RuleContext(
             system=engine.system,
             settings=settings,
-            effective_cpus=frame.snapshot.host.effective_cpus,
+            cpu_limit=frame.snapshot.host.effective_cpus,
             target_pid=engine.target_pid,
         )
         started = time.thread_time()

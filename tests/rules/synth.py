@@ -83,7 +83,7 @@ def context(
         logical_cpus=int(cpus) if cpus else None,
         physical_cpus=physical,
     )
-    return RuleContext(system=system, settings=settings or Settings(), effective_cpus=cpus)
+    return RuleContext(system=system, settings=settings or Settings(), cpu_limit=cpus)
 
 
 def run(rule: Rule, hist: History, ctx: RuleContext | None = None) -> list[Finding]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gputop_doctor.config.hardware import CommBoundThresholds
+from gputop_doctor.config.thresholds import CommBoundThresholds
 from gputop_doctor.core.findings import Blame, Severity
 from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
 from gputop_doctor.core.history import History

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.config import RuleThresholds, Settings
+from gputop_doctor.core.rule import RuleSpec
 from gputop_doctor.core.verdict import Bottleneck, Case
+from gputop_doctor.report.advice import advice
 from gputop_doctor.rules import RULE_IDS, RULES, cpu_saturation, gpu_starvation
 from gputop_doctor.rules.headline import classify, decide
 from tests.rules.synth import (
@@ -47,6 +49,22 @@ def test_registry_has_every_rule_once() -> None:
     assert set(RULE_IDS) >= EXPECTED_IDS
     for rule_id in RULE_IDS:
         assert rule_id == rule_id.lower() and " " not in rule_id and "_" not in rule_id
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.rule_id)
+def test_every_rule_declares_its_spec_once(rule: RuleSpec) -> None:
+    """The spec's thresholds class is the one under the rule's settings key; it has advice."""
+    thresholds = getattr(Settings().rules, rule.rule_id.replace("-", "_"))
+    assert type(thresholds) is rule.thresholds
+    assert rule.advice and advice(rule.rule_id) == rule.advice
+    assert rule.rule_id in repr(rule)
+
+
+def test_rule_thresholds_are_in_registry_order() -> None:
+    """config/thresholds.py reads in the order the engine runs the rules."""
+    keys = [f.name for f in dataclasses.fields(RuleThresholds)]
+    registered = [k for k in keys if k.replace("_", "-") in RULE_IDS]
+    assert registered == [r.replace("-", "_") for r in RULE_IDS]
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_IDS))

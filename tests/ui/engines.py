@@ -19,7 +19,7 @@ from gputop_doctor.core.model import GpuSample, HostSample, SystemInfo
 from gputop_doctor.core.ports import GpuSource, GpuStatus, HostSource, ProcessReading
 from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.rules import RULES
-from gputop_doctor.rules.headline import verdict
+from gputop_doctor.rules.headline import classify
 from gputop_doctor.sources.demo.machine import DemoMachine
 
 T0 = 1_750_000_000.0  # a fixed "now" so times shown on screen never change between runs
@@ -122,7 +122,7 @@ def demo_engine(
         host,
         Settings(interval_s=1.0),
         rules=RULES,
-        judge=verdict,
+        headline=classify,
         target_pid=machine.launcher_pid if attach else None,
         clock=clock,
         label=f"demo:{scenario}",

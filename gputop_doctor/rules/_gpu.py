@@ -1,0 +1,55 @@
+"""What a rule reads from GPU samples: utilization, busy or idle, and the job's GPUs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot
+
+
+def util_values(samples: Iterable[GpuSample]) -> list[float]:
+    """Utilization readings: the driver's buffered sub-second samples, else the point value."""
+    out: list[float] = []
+    for gpu in samples:
+        if gpu.util_samples:
+            out.extend(gpu.util_samples)
+        elif gpu.util_pct is not None:
+            out.append(gpu.util_pct)
+    return out
+
+
+def tick_utils(samples: Iterable[GpuSample]) -> list[float]:
+    """One utilization per tick (the mean of its buffered samples): enough for long means."""
+    return [g.util_pct for g in samples if g.util_pct is not None]
+
+
+def live(samples: Iterable[GpuSample]) -> list[GpuSample]:
+    return [g for g in samples if not g.lost]
+
+
+_IDLE_BIT = int(ClockEvent.GPU_IDLE)
+
+
+def is_busy(gpu: GpuSample, busy_util_pct: float) -> bool:
+    """A sample of a GPU at work: not flagged idle by the driver and not at ~0 % use."""
+    bits = gpu.clock_event_bits
+    if bits is not None and bits & _IDLE_BIT:
+        return False
+    return gpu.util_pct is None or gpu.util_pct >= busy_util_pct
+
+
+def gpu_pids(gpu: GpuSample) -> tuple[int, ...]:
+    return tuple(p.pid for p in gpu.processes if p.kind != "graphics")
+
+
+def job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:
+    """GPUs the job uses: those holding a process of the attached tree, else any in use.
+
+    With a target attached that holds no GPU, the answer is empty on purpose: another user's
+    GPUs say nothing about this job.
+    """
+    gpus = tuple(g for g in snap.gpus if not g.lost)
+    tree = {p.pid for p in snap.processes if p.in_tree}
+    if snap.target_pid is not None and tree:
+        return tuple(g for g in gpus if tree.intersection(gpu_pids(g)))
+    return tuple(g for g in gpus if gpu_pids(g))

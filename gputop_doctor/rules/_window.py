@@ -1,0 +1,97 @@
+"""The window's shared, cached views of the history that several rules need each tick.
+
+Every rule is a pure function of the history, but fourteen rules each regrouping the same
+30 s of snapshots by GPU and by PID would blow the per-tick budget (8 GPUs, a 64-process
+tree). So the regrouped views are memoised: the cache entry for a window is valid exactly while
+the window starts and ends at the same snapshot objects, which the cache keeps alive, so an
+``id`` can never be reused under it. Results are tuples and read-only mappings, so sharing them
+between rules cannot leak state from one rule into another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TypeVar
+
+from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    first: Snapshot
+    last: Snapshot
+    count: int
+    value: object
+
+
+# Bounded: keys include window lengths, which vary while the history fills, and every entry
+# pins its snapshots (and their per-process samples) in memory. Oldest entries go first.
+_MEMO_MAX = 48
+
+
+def memoised(
+    key: tuple[object, ...],
+    snaps: Sequence[Snapshot],
+    build: Callable[[], T],
+    memo: dict[object, object] | None,
+) -> T:
+    """``build()``, reused while ``snaps`` is the same run of snapshot objects under ``key``.
+
+    ``memo`` is the history's own scratch dict (``Window.memo``); without one, no reuse.
+    """
+    if not snaps or memo is None:
+        return build()
+    entry = memo.pop(key, None)
+    if (
+        isinstance(entry, _Entry)
+        and entry.first is snaps[0]
+        and entry.last is snaps[-1]
+        and entry.count == len(snaps)
+    ):
+        memo[key] = entry  # re-inserted last: dicts keep insertion order, so this is LRU
+        return entry.value  # type: ignore[return-value]
+    value = build()
+    memo[key] = _Entry(snaps[0], snaps[-1], len(snaps), value)
+    while len(memo) > _MEMO_MAX:
+        del memo[next(iter(memo))]
+    return value
+
+
+def window(history: History, seconds: float) -> Window:
+    return history.window(seconds)
+
+
+def enough_span(win: Window, min_span_s: float) -> bool:
+    """Whether the window covers enough time to judge (one tick's blip never does)."""
+    return len(win) >= 2 and win.span_s >= min_span_s
+
+
+def gpu_columns(win: Window) -> Mapping[int, tuple[GpuSample, ...]]:
+    """The window's GPU samples grouped by GPU index, oldest first, in one pass."""
+
+    def build() -> Mapping[int, tuple[GpuSample, ...]]:
+        cols: dict[int, list[GpuSample]] = {}
+        for snap in win.snapshots:
+            for gpu in snap.gpus:
+                cols.setdefault(gpu.index, []).append(gpu)
+        return MappingProxyType({i: tuple(c) for i, c in sorted(cols.items())})
+
+    return memoised(("gpu", len(win)), win.snapshots, build, win.memo)
+
+
+def proc_columns(win: Window) -> Mapping[int, tuple[ProcSample, ...]]:
+    """The window's process samples grouped by PID, oldest first, in one pass."""
+
+    def build() -> Mapping[int, tuple[ProcSample, ...]]:
+        cols: dict[int, list[ProcSample]] = {}
+        for snap in win.snapshots:
+            for proc in snap.processes:
+                cols.setdefault(proc.pid, []).append(proc)
+        return MappingProxyType({pid: tuple(c) for pid, c in cols.items()})
+
+    return memoised(("proc", len(win)), win.snapshots, build, win.memo)
