@@ -8,29 +8,29 @@ import pytest
 
 from gputop_doctor.core import coerce
 
-HOSTILE: tuple[object, ...] = (
-    None,
-    True,
-    False,
-    "5",
-    "NaN",
-    b"5",
-    [5],
-    [[1, [2]]],
-    {"a": 1},
-    (),
-    float("nan"),
-    float("inf"),
-    float("-inf"),
-    10**400,
-    -(10**400),
-    1e308,
-    -1e308,
-    object(),
-)
+HOSTILE: dict[str, object] = {
+    "none": None,
+    "true": True,
+    "false": False,
+    "numeric-string": "5",
+    "nan-string": "NaN",
+    "bytes": b"5",
+    "list": [5],
+    "nested-lists": [[1, [2]]],
+    "object": {"a": 1},
+    "tuple": (),
+    "nan": float("nan"),
+    "inf": float("inf"),
+    "-inf": float("-inf"),
+    "10**400": 10**400,
+    "-10**400": -(10**400),
+    "1e308": 1e308,
+    "-1e308": -1e308,
+    "instance": object(),
+}
 
 
-@pytest.mark.parametrize("value", HOSTILE, ids=repr)
+@pytest.mark.parametrize("value", list(HOSTILE.values()), ids=list(HOSTILE))
 def test_no_helper_raises_on_hostile_values(value: object) -> None:
     coerce.number(value)
     coerce.number(value, 0.0, 1e9)
