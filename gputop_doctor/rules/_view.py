@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeVar
 
+from gputop_doctor.core import measures
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, ProcSample, Snapshot
@@ -221,19 +222,6 @@ def mean_cpu(samples: Sequence[ProcSample]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def delay_ratio(processes: Iterable[ProcSample]) -> float | None:
-    """Run-queue wait over runnable time, summed over processes; None without schedstat."""
-    run = wait = 0.0
-    for proc in processes:
-        if proc.run_ns_per_s is None or proc.wait_ns_per_s is None:
-            continue
-        run += proc.run_ns_per_s
-        wait += proc.wait_ns_per_s
-    if run + wait <= 0.0:
-        return None
-    return wait / (run + wait)
-
-
 def pct(value: float) -> str:
     return f"{value:.0f} %"
 
@@ -252,7 +240,7 @@ def job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:
     GPUs say nothing about this job.
     """
     gpus = tuple(g for g in snap.gpus if not g.lost)
-    tree = {p.pid for p in snap.processes if p.in_tree}
+    tree = measures.tree_pids(snap.processes)
     if snap.target_pid is not None and tree:
         return tuple(g for g in gpus if tree.intersection(gpu_pids(g)))
     return tuple(g for g in gpus if gpu_pids(g))

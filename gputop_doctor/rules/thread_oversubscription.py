@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config import OversubscriptionThresholds
+from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample
@@ -22,7 +23,6 @@ from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._view import (
     RuleFn,
-    delay_ratio,
     effective_cpus,
     enough_span,
     is_worker,
@@ -93,7 +93,7 @@ def _hungry_per_tick(win: Window) -> list[float]:
 
 def _window_delay(win: Window) -> float | None:
     """Wait over runnable time across every process and tick of the window."""
-    return delay_ratio(p for snap in win for p in snap.processes)
+    return measures.delay_ratio(p for snap in win for p in snap.processes)
 
 
 def _pools(
