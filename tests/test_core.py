@@ -21,7 +21,8 @@ from gputop_doctor.core.findings import (
     gpu_scope,
 )
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import ProcSample, Snapshot, decode_clock_events, tree_totals
+from gputop_doctor.core.measures import tree_totals
+from gputop_doctor.core.model import ProcSample, Snapshot, decode_clock_events
 from gputop_doctor.core.rule import RuleContext
 from tests.helpers import StubGpuSource, StubHostSource, gpu
 

@@ -19,12 +19,8 @@ from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding, FindingTracker
 from gputop_doctor.core.frame import Frame, GpuSeries, Sink
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import (
-    GpuSample,
-    GpuState,
-    Snapshot,
-    tree_totals,
-)
+from gputop_doctor.core.measures import tree_totals
+from gputop_doctor.core.model import GpuSample, GpuState, Snapshot
 from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
 from gputop_doctor.core.rule import Rule, RuleContext, loss_rules
 from gputop_doctor.core.verdict import Verdict

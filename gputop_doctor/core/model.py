@@ -328,29 +328,8 @@ class Snapshot:
         busy = host.cpu_pct / 100.0 * host.logical_cpus
         return round(max(0.0, busy - self.tree.cpu_pct / 100.0), 2)
 
-    def tree_processes(self) -> tuple[ProcSample, ...]:
-        return tuple(p for p in self.processes if p.in_tree)
-
     def process(self, pid: int) -> ProcSample | None:
         for proc in self.processes:
             if proc.pid == pid:
                 return proc
         return None
-
-
-def tree_totals(processes: tuple[ProcSample, ...]) -> TreeTotals | None:
-    """Sum the attached tree's processes; None when nothing is attached or left."""
-    tree = [p for p in processes if p.in_tree]
-    if not tree:
-        return None
-    probes = [p.probe for p in tree if p.probe is not None]
-    rates = [p.steps_per_s for p in probes if p.steps_per_s is not None]
-    waits = [p.data_wait_frac for p in probes if p.data_wait_frac is not None]
-    return TreeTotals(
-        processes=len(tree),
-        threads=sum(p.num_threads or 0 for p in tree),
-        cpu_pct=round(sum((p.cpu_pct or 0.0) + (p.children_cpu_pct or 0.0) for p in tree), 1),
-        rss_mib=round(sum(p.rss_mib or 0.0 for p in tree), 1),
-        steps_per_s=round(sum(rates), 3) if rates else None,
-        data_wait_pct=round(100.0 * max(waits), 1) if waits else None,
-    )

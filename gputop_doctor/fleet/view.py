@@ -6,17 +6,18 @@ numbers are checked to be numbers, so the UI can show a :class:`HostView` withou
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from gputop_doctor.core import coerce
 from gputop_doctor.core.text import printable
 
 VIEW_VERSION = 1
 NAME_LEN = 40
 TITLE_LEN = 160
 FIX_LEN = 600
+MAX_GPU_INDEX = 2**31 - 1
 
 
 class HostState(Enum):
@@ -81,31 +82,25 @@ class HostStatus:
     received_at: float | None = None  # monotonic time of the last good frame
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def _text(value: Any, max_len: int = NAME_LEN) -> str:
-    return printable(str(value), max_len) if value is not None else ""
+    return coerce.shown(value, max_len)
 
 
 def _gpu(data: Any) -> RemoteGpu:
     if not isinstance(data, dict):
         raise BadView("a GPU entry is not an object")
-    index = data.get("index")
-    if not isinstance(index, int):
+    index = coerce.integer(data.get("index"), 0, MAX_GPU_INDEX)
+    if index is None:
         raise BadView("a GPU has no index")
     return RemoteGpu(
         index=index,
         name=_text(data.get("name")),
         lost=data.get("lost") is True,
-        util_pct=_num(data.get("util_pct")),
-        mem_used_mib=_num(data.get("mem_used_mib")),
-        mem_total_mib=_num(data.get("mem_total_mib")),
-        temp_c=_num(data.get("temp_c")),
-        power_w=_num(data.get("power_w")),
+        util_pct=coerce.number(data.get("util_pct")),
+        mem_used_mib=coerce.number(data.get("mem_used_mib")),
+        mem_total_mib=coerce.number(data.get("mem_total_mib")),
+        temp_c=coerce.number(data.get("temp_c")),
+        power_w=coerce.number(data.get("power_w")),
     )
 
 
@@ -133,7 +128,7 @@ def parse_view(label: str, data: Any) -> HostView:
     """A decoded ``/api/v1/frame`` object; raises :class:`BadView` (one line) if it is not one."""
     if not isinstance(data, dict):
         raise BadView("not a JSON object")
-    if data.get("version") != VIEW_VERSION:
+    if coerce.integer(data.get("version")) != VIEW_VERSION:
         raise BadView(f"unsupported frame view version {_text(data.get('version'), 10)!r}")
     verdict = data.get("verdict") if isinstance(data.get("verdict"), dict) else None
     tree = data.get("tree") if isinstance(data.get("tree"), dict) else None
@@ -144,11 +139,11 @@ def parse_view(label: str, data: Any) -> HostView:
     return HostView(
         hostname=_text(data.get("hostname")),
         source=_text(data.get("source")),
-        time=_num(data.get("time")) or 0.0,
+        time=coerce.number(data.get("time")) or 0.0,
         verdict=None if verdict is None else _text(verdict.get("text"), TITLE_LEN),
         bottleneck=None if verdict is None else _text(verdict.get("bottleneck")),
         gpus=tuple(_gpu(g) for g in gpus),
         findings=tuple(_finding(label, f) for f in findings),
-        steps_per_s=None if tree is None else _num(tree.get("steps_per_s")),
+        steps_per_s=None if tree is None else coerce.number(tree.get("steps_per_s")),
         gpu_problem=None if data.get("gpu_problem") is None else _text(data["gpu_problem"]),
     )

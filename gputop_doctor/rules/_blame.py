@@ -1,21 +1,21 @@
 """Telling the attached job's load from its neighbours', for the host-wide rules.
 
 CPU busy, PSI and swap are host-wide: on a shared machine they mix the job with everyone else.
-These helpers give the rules the job's own share (its tree's CPU and run-queue delay, its
-cgroup's pressure) and the names of the outside processes, so a finding can say whose doing
-it is.
+These helpers give the rules the job's own share over a window (its tree's run-queue delay
+and CPU demand, from ``core.measures``; its cgroup's pressure) and the names of the outside
+processes, so a finding can say whose doing it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from gputop_doctor.core import measures
 from gputop_doctor.core.history import Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.pressure import OutsideProcess, Pressure, PressureScope
 from gputop_doctor.core.text import printable
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._tree import delay_ratio
 
 HOST_NOTE = (
     "No job is attached, so this is about the whole host: attach to the training process "
@@ -28,52 +28,16 @@ def attached(snap: Snapshot) -> bool:
     return snap.target_pid is not None and snap.tree is not None
 
 
-def tree_pids(snap: Snapshot) -> set[int]:
-    return {p.pid for p in snap.processes if p.in_tree}
-
-
-def job_cpus(snap: Snapshot) -> float | None:
-    """CPUs the job tree used this tick (reaped children included); None before rates."""
-    tree = [p for p in snap.processes if p.in_tree]
-    if not tree or all(p.cpu_pct is None for p in tree):
-        return None
-    return sum((p.cpu_pct or 0.0) + (p.children_cpu_pct or 0.0) for p in tree) / 100.0
-
-
-def job_want_cpus(snap: Snapshot) -> float | None:
-    """CPUs the job wanted this tick: what it used (reaped children included) or, when its
-    threads also queued, what they were on a CPU plus queued for one, whichever is more.
-
-    A job whose threads are runnable on every CPU fills its CPUs even when neighbours take
-    some of them: it is saturated *and* contended, and both findings say so."""
-    used = job_cpus(snap)
-    if used is None:
-        return None
-    demand = 0.0
-    for p in snap.processes:
-        if p.in_tree and p.run_ns_per_s is not None and p.wait_ns_per_s is not None:
-            demand += (p.run_ns_per_s + p.wait_ns_per_s) / 1e9
-    return max(used, demand)
-
-
 def job_delay(win: Window) -> float | None:
     """Run-queue wait over runnable time of the job tree over the window."""
-    return delay_ratio(p for snap in win for p in snap.processes if p.in_tree)
+    return measures.delay_ratio(p for snap in win for p in measures.in_tree(snap.processes))
 
 
 def job_demand_cpus(win: Window) -> float | None:
     """CPUs the job wanted (on a CPU plus queued for one), mean per tick; None without
     schedstat."""
-    per_tick = []
-    for snap in win:
-        total, seen = 0.0, False
-        for p in snap.processes:
-            if p.in_tree and p.run_ns_per_s is not None and p.wait_ns_per_s is not None:
-                total += (p.run_ns_per_s + p.wait_ns_per_s) / 1e9
-                seen = True
-        if seen:
-            per_tick.append(total)
-    return _stats.mean(per_tick)
+    per_tick = (measures.demand_cpus(measures.in_tree(snap.processes)) for snap in win)
+    return _stats.mean([d for d in per_tick if d is not None])
 
 
 def cgroup_cpu_pct(win: Window) -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from gputop_doctor.core import measures
 from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot
 
 
@@ -49,7 +50,7 @@ def job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:
     GPUs say nothing about this job.
     """
     gpus = tuple(g for g in snap.gpus if not g.lost)
-    tree = {p.pid for p in snap.processes if p.in_tree}
+    tree = measures.tree_pids(snap.processes)
     if snap.target_pid is not None and tree:
         return tuple(g for g in gpus if tree.intersection(gpu_pids(g)))
     return tuple(g for g in gpus if gpu_pids(g))

@@ -68,19 +68,6 @@ def mean_cpu(samples: Sequence[ProcSample]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def delay_ratio(processes: Iterable[ProcSample]) -> float | None:
-    """Run-queue wait over runnable time, summed over processes; None without schedstat."""
-    run = wait = 0.0
-    for proc in processes:
-        if proc.run_ns_per_s is None or proc.wait_ns_per_s is None:
-            continue
-        run += proc.run_ns_per_s
-        wait += proc.wait_ns_per_s
-    if run + wait <= 0.0:
-        return None
-    return wait / (run + wait)
-
-
 def cpu_budget(ctx: RuleContext, snap: Snapshot | None) -> float:
     """The CPUs the job may use, always a number: the context's limit, else the host's
     reading of it, else the machine's logical CPUs, else 1."""

@@ -15,6 +15,7 @@ latest tick's ranking, which a one-tick burst of some short-lived process can to
 from __future__ import annotations
 
 from gputop_doctor.config.thresholds import CpuContentionThresholds
+from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History
 from gputop_doctor.core.pressure import OutsideProcess
@@ -43,7 +44,8 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     demand = _blame.job_demand_cpus(win)
     if demand is not None and demand > cpus + 0.25:
         return []  # the job alone wants more than it may use: it queues behind itself
-    job = _stats.mean([v for v in (_blame.job_cpus(s) for s in win) if v is not None]) or 0.0
+    used = (measures.tree_cpus(s.processes) for s in win)
+    job = _stats.mean([v for v in used if v is not None]) or 0.0
     who = _blame.outside_ranked(win)
     title = f"CPU contention: other processes use {outside:.1f} CPUs"
     if who:

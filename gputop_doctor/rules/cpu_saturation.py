@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config.thresholds import CpuSaturationThresholds
+from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._tree import cpu_budget, delay_ratio
+from gputop_doctor.rules._tree import cpu_budget
 from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "cpu-saturation"
@@ -86,9 +87,8 @@ def busy_fraction(snap: Snapshot, cpus: float, job: bool) -> float | None:
 
     Other processes' load is never read as the job's: that is ``cpu-contention``.
     """
-    if job:
-        used = _blame.job_want_cpus(snap)  # None on a first tick without rates
-        return None if used is None else min(1.0, used / cpus)  # wanting more is still full
+    if job:  # the share the host panel shows, too
+        return measures.job_cpu_share(snap, cpus)  # None on a first tick without rates
     host = snap.host
     return None if host.cpu_pct is None else host.cpu_pct / 100.0
 
@@ -100,7 +100,7 @@ def _harm(win: Window, job: bool) -> _Harm:
     if job:
         return _Harm(_blame.job_delay(win), _blame.cgroup_cpu_pct(win), _stats.mean(throttled))
     psi = [s.host.psi_cpu.some_avg10 for s in win if s.host.psi_cpu is not None]
-    delays = [d for d in (delay_ratio(s.processes) for s in win) if d is not None]
+    delays = [d for d in (measures.delay_ratio(s.processes) for s in win) if d is not None]
     return _Harm(
         delay_ratio=_stats.mean(delays),
         psi_cpu_pct=_stats.mean(psi),

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gputop_doctor.config.thresholds import StarvationThresholds
+from gputop_doctor.core import measures
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
@@ -326,8 +327,8 @@ def _job_view(
         main_cpu_pct=max((m.cpu_pct for m in main_stats), default=0.0),
         main_demand_pct=max((m.demand_pct for m in main_stats), default=0.0),
         d_fraction=sum(w.in_d for w in d_from) / d_samples if d_samples else 0.0,
-        delay_ratio=wait / (run + wait) if run + wait > 0.0 else None,
-        worker_delay=w_wait / (w_run + w_wait) if w_run + w_wait > 0.0 else None,
+        delay_ratio=measures.wait_share(run, wait),
+        worker_delay=measures.wait_share(w_run, w_wait),
         reaped_cpu_pct=max(reaped, default=0.0),
         worker_births=0,  # filled in from the whole window by _Causes
         worker_peak=len(workers),

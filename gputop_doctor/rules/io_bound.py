@@ -13,6 +13,7 @@ Host-wide PSI io alone mixes in every neighbour's writes (a backup, a ``dd``): t
 from __future__ import annotations
 
 from gputop_doctor.config.thresholds import IoBoundThresholds
+from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample, Snapshot
@@ -81,7 +82,7 @@ def _job_pids(latest: Snapshot) -> tuple[list[int], str]:
     """The workers of the job if there are any, else all its processes. The job is the
     attached tree, or without one the GPU processes and their children."""
     if _blame.attached(latest):
-        tree = [p for p in latest.processes if p.in_tree]
+        tree = measures.in_tree(latest.processes)
     else:
         owners = [pid for g in job_gpus(latest) for pid in gpu_pids(g)]
         job = descendants(latest.processes, owners)

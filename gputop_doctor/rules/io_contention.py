@@ -16,6 +16,7 @@ is a separate finding (``cpu-contention``): the fixes differ.
 from __future__ import annotations
 
 from gputop_doctor.config.thresholds import IoContentionThresholds
+from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History
 from gputop_doctor.core.pressure import OutsideProcess
@@ -40,7 +41,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if not who:
         return []  # nobody outside the job seen waiting: it may be the job's own I/O
     bound = ctx.settings.rules.io_bound
-    tree = sorted(_blame.tree_pids(latest))
+    tree = sorted(measures.tree_pids(latest.processes))
     d_fraction, _ = job_d_fraction(history, tree, bound.d_window_s)
     if d_fraction >= bound.d_fraction:
         return []  # the job's own processes wait: io-bound's business, not a neighbour's

@@ -13,6 +13,7 @@ most, a neighbour when outside processes do.
 from __future__ import annotations
 
 from gputop_doctor.config.thresholds import SwapThresholds
+from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
@@ -80,7 +81,7 @@ def _whose(latest: Snapshot) -> tuple[Blame, tuple[OutsideProcess, ...]]:
     holders = latest.host.swap_holders
     if not _blame.attached(latest) or not holders:
         return Blame.UNKNOWN, holders
-    tree = _blame.tree_pids(latest)
+    tree = measures.tree_pids(latest.processes)
     job = sum(p.swap_mib or 0.0 for p in holders if p.pid in tree)
     others = sum(p.swap_mib or 0.0 for p in holders if p.pid not in tree)
     return (Blame.JOB if job >= others else Blame.NEIGHBOUR), holders

@@ -27,7 +27,6 @@ planted for another user's PID is skipped without blocking. Numbers are range-ch
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
 import time
@@ -36,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gputop_doctor.core import coerce
 from gputop_doctor.core.model import HostSample, SystemInfo
 from gputop_doctor.core.ports import HostSource, ProcessReading
 from gputop_doctor.core.probe_stats import ProbeStats
@@ -45,7 +45,6 @@ from gputop_doctor.sources.profile_reader import ProfileReader
 
 MAX_AGE_S = 10.0
 MAX_FILE_BYTES = 64 * 1024
-MAX_INT = 2**53  # steps, batch sizes, worker counts: anything larger is not a real figure
 MAX_RATE = 1e9  # steps/s, samples/s, ms per step
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
@@ -53,36 +52,6 @@ _DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 _INT_FIELDS = ("num_workers", "prefetch_factor", "batch_size", "torch_threads")
 _FLOAT_FIELDS = ("steps_per_s", "samples_per_s", "step_time_ms")
 _BOOL_FIELDS = ("pin_memory", "persistent_workers", "cuda_available")
-
-
-def _as_int(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if 0 <= value <= MAX_INT else None
-
-
-def _as_float(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # a JSON integer too large for a float
-        return None
-    return number if math.isfinite(number) and 0.0 <= number <= MAX_RATE else None
-
-
-def _as_time(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) and number >= 0.0 else None
-
-
-def _as_bool(value: object) -> bool | None:
-    return value if isinstance(value, bool) else None
 
 
 def parse_probe(
@@ -95,20 +64,19 @@ def parse_probe(
     """
     if not isinstance(data, Mapping):
         return None
-    schema = _as_int(data.get("schema"))
-    published = _as_time(data.get("published_at"))
-    steps = _as_int(data.get("steps"))
-    if schema is None or schema < 1 or _as_int(data.get("pid")) != pid:
+    schema = coerce.integer(data.get("schema"), lo=1)
+    published = coerce.number(data.get("published_at"), lo=0.0)
+    steps = coerce.integer(data.get("steps"))
+    if schema is None or coerce.integer(data.get("pid")) != pid:
         return None
-    if published is None or steps is None or steps < 0:
+    if published is None or steps is None:
         return None
     if abs(now - published) > max_age_s:
         return None
-    fields: dict[str, Any] = {name: _as_int(data.get(name)) for name in _INT_FIELDS}
-    fields.update({name: _as_float(data.get(name)) for name in _FLOAT_FIELDS})
-    fields.update({name: _as_bool(data.get(name)) for name in _BOOL_FIELDS})
-    wait = _as_float(data.get("data_wait_frac"))
-    fields["data_wait_frac"] = wait if wait is not None and wait <= 1.0 else None
+    fields: dict[str, Any] = {name: coerce.integer(data.get(name)) for name in _INT_FIELDS}
+    fields.update({name: coerce.number(data.get(name), 0.0, MAX_RATE) for name in _FLOAT_FIELDS})
+    fields.update({name: coerce.flag(data.get(name)) for name in _BOOL_FIELDS})
+    fields["data_wait_frac"] = coerce.fraction(data.get("data_wait_frac"))
     device = data.get("model_device")
     fields["model_device"] = device[:64] if isinstance(device, str) else None
     return ProbeStats(pid=pid, published_at=published, steps=steps, **fields)

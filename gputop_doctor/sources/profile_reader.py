@@ -9,38 +9,30 @@ changes. Numbers are range-checked and strings bounded; anything malformed is dr
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gputop_doctor.core import coerce
 from gputop_doctor.core.probe_stats import ProfiledOp, ProfileSummary
-from gputop_doctor.core.text import printable
 from gputop_doctor.probe import protocol
 
 MAX_PROFILE_BYTES = 64 * 1024
 MAX_NUMBER = 1e12
+MAX_COUNT = 10**12
 _MAX_OPS = 20
 
 
 def _num(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) and abs(number) <= MAX_NUMBER else None
+    return coerce.number(value, -MAX_NUMBER, MAX_NUMBER)
 
 
 def _count(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if 0 <= value <= MAX_NUMBER else None
+    return coerce.integer(value, 0, MAX_COUNT)
 
 
-def _text(value: object, limit: int) -> str:
-    return printable(value, max_len=limit) if isinstance(value, str) else "?"
+def _nonneg(value: object) -> float | None:
+    return coerce.number(value, 0.0, MAX_NUMBER)
 
 
 def _shapes(value: object) -> tuple[tuple[int, ...], ...]:
@@ -56,62 +48,56 @@ def _shapes(value: object) -> tuple[tuple[int, ...], ...]:
 def _op(value: object) -> ProfiledOp | None:
     if not isinstance(value, Mapping):
         return None
-    time_ms, count, share = (
-        _num(value.get("time_ms")),
-        _count(value.get("count")),
-        value.get("share"),
-    )
-    share_n = _num(share)
-    if time_ms is None or count is None or share_n is None or not 0.0 <= share_n <= 1.0:
+    time_ms = _num(value.get("time_ms"))
+    count = _count(value.get("count"))
+    share = coerce.fraction(value.get("share"))
+    if time_ms is None or count is None or share is None:
         return None
     return ProfiledOp(
-        _text(value.get("name"), 120), _shapes(value.get("shapes")), time_ms, count, share_n
+        coerce.text(value.get("name"), 120, "?"),
+        _shapes(value.get("shapes")),
+        time_ms,
+        count,
+        share,
     )
 
 
 def parse_profile(data: object, pid: int) -> ProfileSummary | None:
     """A finished profile's summary; None while it runs, when it failed, or if malformed."""
-    if not isinstance(data, Mapping) or data.get("pid") != pid or data.get("status") != "done":
+    if not isinstance(data, Mapping) or data.get("status") != "done":
         return None
-    written, steps = _num(data.get("written_at")), _count(data.get("steps"))
-    if written is None or steps is None or steps < 1:
+    if coerce.integer(data.get("pid")) != pid:
+        return None
+    written, steps = _num(data.get("written_at")), coerce.integer(data.get("steps"), 1, MAX_COUNT)
+    if written is None or steps is None:
         return None
     raw_ops = data.get("top_ops")
     ops = [_op(o) for o in raw_ops[:_MAX_OPS]] if isinstance(raw_ops, list) else []
     syncs = data.get("sync_counts")
-    sync_counts = tuple(
-        (_text(k, 40), c)
-        for k, c in (syncs.items() if isinstance(syncs, Mapping) else ())
-        if isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= MAX_NUMBER
-    )[:8]
-    wait = _num(data.get("data_wait_share"))
-    nan = data.get("nan_seen")
+    pairs = syncs.items() if isinstance(syncs, Mapping) else ()
+    counted = ((coerce.text(k, 40, "?"), _count(c)) for k, c in pairs)
+    sync_counts = tuple((k, c) for k, c in counted if c is not None)[:8]
     return ProfileSummary(
         pid=pid,
         finished_at=written,
         steps=steps,
         device="cuda" if data.get("device") == "cuda" else "cpu",
         unit="kernels" if data.get("unit") == "kernels" else "ops",
-        trace=_text(data.get("trace"), 512),
+        trace=coerce.text(data.get("trace"), 512, "?"),
         top_ops=tuple(o for o in ops if o is not None),
         ops_per_step=_nonneg(data.get("ops_per_step")),
         op_median_us=_nonneg(data.get("op_median_us")),
         syncs_per_step=_nonneg(data.get("syncs_per_step")),
         sync_counts=sync_counts,
         step_ms_median=_nonneg(data.get("step_ms_median")),
-        data_wait_share=wait if wait is not None and 0.0 <= wait <= 1.0 else None,
+        data_wait_share=coerce.fraction(data.get("data_wait_share")),
         data_wait_max_ms=_nonneg(data.get("data_wait_max_ms")),
-        memory_kind=_text(data.get("memory_kind"), 40),
+        memory_kind=coerce.text(data.get("memory_kind"), 40, "?"),
         memory_growth_mib_per_step=_num(data.get("memory_growth_mib_per_step")),
         memory_steps_grown=_count(data.get("memory_steps_grown")),
         memory_end_mib=_nonneg(data.get("memory_end_mib")),
-        nan_seen=nan if isinstance(nan, bool) else None,
+        nan_seen=coerce.flag(data.get("nan_seen")),
     )
-
-
-def _nonneg(value: object) -> float | None:
-    number = _num(value)
-    return number if number is not None and number >= 0.0 else None
 
 
 def load_answer(path: Path, owners: frozenset[int]) -> object:

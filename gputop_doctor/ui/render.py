@@ -115,19 +115,6 @@ def data_wait_warn_pct(frame: Frame) -> float:
     return frame.settings.rules.gpu_starvation.probe_wait_pct
 
 
-def job_cpu_share(snap: Snapshot) -> float | None:
-    """The attached tree's CPU as a share of the CPUs it may use (affinity and quota).
-
-    The cpu-saturation rule's own measure, restated here because the UI may not import rules.
-    None when nothing is attached, or on a first tick before any process has a CPU rate.
-    """
-    tree = snap.tree
-    if tree is None or not any(p.in_tree and p.cpu_pct is not None for p in snap.processes):
-        return None
-    cpus = snap.host.effective_cpus or snap.host.logical_cpus or 1.0
-    return tree.cpu_pct / 100.0 / cpus
-
-
 def host_counts_for_job(snap: Snapshot) -> bool:
     """Whether host-wide load is the job's business: it may use every CPU, or none is attached.
 

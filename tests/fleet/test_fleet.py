@@ -66,6 +66,17 @@ def test_remote_text_is_made_printable_and_bad_views_refused() -> None:
             parse_view("h:1", bad)
 
 
+def test_hostile_numbers_in_a_remote_view_are_unknown_not_a_crash() -> None:
+    gpus = [{"index": 0, "util_pct": 10**400, "temp_c": True, "power_w": float("nan")}]
+    view = parse_view("h:1", _view(gpus=gpus, time=10**400, tree={"steps_per_s": 1e308}))
+    gpu = view.gpus[0]
+    assert (gpu.util_pct, gpu.temp_c, gpu.power_w) == (None, None, None)
+    assert view.time == 0.0 and view.steps_per_s == 1e308
+    for bad in ({"version": True}, _view(gpus=[{"index": True}]), _view(gpus=[{"index": -1}])):
+        with pytest.raises(BadView):
+            parse_view("h:1", bad)
+
+
 def _status(
     label: str, steps: float | None, util: float = 90.0, time: float = 1000.0
 ) -> HostStatus:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding, FindingTracker
 from gputop_doctor.core.history import History
+from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,
@@ -22,7 +23,6 @@ from gputop_doctor.core.model import (
     Snapshot,
     SystemInfo,
     ThreadEnv,
-    tree_totals,
 )
 from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.core.rule import Rule, RuleContext

@@ -1,8 +1,10 @@
 """The host panel's CPU figures: host-wide %, and the job's share of the CPUs it may use.
 
 Only the job's share turns hot while a tree is attached under a smaller quota: other tenants'
-load on a big host must not make an idle job look saturated (the cpu-saturation rule's own
-measure). With nothing attached, or when the job may use every CPU, the host figure counts.
+load on a big host must not make an idle job look saturated. The share is the cpu-saturation
+rule's own measure (``core.measures.job_cpu_share``: CPUs wanted, not only used), so the panel
+never shows the job under the threshold while the rule calls it saturated. With nothing
+attached, or when the job may use every CPU, the host figure counts.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import pytest
 from rich.style import Style
 
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.core.model import TreeTotals
+from gputop_doctor.core.measures import job_cpu_share
+from gputop_doctor.core.model import ProcSample, TreeTotals
+from gputop_doctor.rules.cpu_saturation import busy_fraction
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
-from gputop_doctor.ui.render import host_counts_for_job, job_cpu_share
+from gputop_doctor.ui.render import host_counts_for_job
 from gputop_doctor.ui.widgets.host_panel import HostPanel
 from tests.ui.engines import demo_engine, run_async, tick
 
@@ -31,8 +35,12 @@ def _frame(
     logical: int = 128,
     effective: float | None = 8.0,
     tree_pct: float | None,
+    queued_pct: float = 0.0,
 ) -> Frame:
-    """``base`` on a big shared host: ``tree_pct`` None means nothing attached."""
+    """``base`` on a big shared host: ``tree_pct`` None means nothing attached.
+
+    The attached tree becomes one process using ``tree_pct`` % of a core, its threads queued
+    for a CPU ``queued_pct`` % of a core on top (the run queue: wanted, not used)."""
     snap = base.snapshot
     host = dataclasses.replace(
         snap.host, cpu_pct=host_pct, logical_cpus=logical, effective_cpus=effective
@@ -41,8 +49,16 @@ def _frame(
         procs = tuple(p for p in snap.processes if not p.in_tree)
         snap = dataclasses.replace(snap, host=host, tree=None, target_pid=None, processes=procs)
     else:
-        tree = TreeTotals(processes=3, threads=40, cpu_pct=tree_pct, rss_mib=4096.0)
-        snap = dataclasses.replace(snap, host=host, tree=tree)
+        job = ProcSample(
+            pid=snap.target_pid or 1,
+            name="python",
+            cpu_pct=tree_pct,
+            run_ns_per_s=tree_pct / 100.0 * 1e9,
+            wait_ns_per_s=queued_pct / 100.0 * 1e9,
+        )
+        procs = (job, *(p for p in snap.processes if not p.in_tree))
+        tree = TreeTotals(processes=1, threads=40, cpu_pct=tree_pct, rss_mib=4096.0)
+        snap = dataclasses.replace(snap, host=host, tree=tree, processes=procs)
     return dataclasses.replace(base, snapshot=snap)
 
 
@@ -130,3 +146,23 @@ async def test_compact_line_shows_both_figures() -> None:
         line = _cpu_line(panel)
         assert "\n" not in panel._text.plain and " 95% job 95% io " in line, line
         assert len(line) <= 78
+
+
+@run_async
+async def test_the_panel_shows_the_share_the_rule_judges_cpus_wanted_not_used() -> None:
+    """The job uses 4 of its 8 CPUs while its threads queue for 4 more: it wants all 8. The
+    cpu-saturation rule calls that saturated, so the panel must not show 50 % in plain."""
+    engine, clock, _ = demo_engine("healthy")
+    app = GpuTopApp(engine, sampler=False)
+    async with app.run_test(size=WIDE) as pilot:
+        base = tick(engine, clock, 2)
+        frame = _frame(base, host_pct=10.0, tree_pct=400.0, queued_pct=400.0)
+        snap = frame.snapshot
+        assert job_cpu_share(snap) == pytest.approx(1.0)
+        assert busy_fraction(snap, 8.0, True) == job_cpu_share(snap)  # one measure
+        assert job_cpu_share(snap) >= frame.settings.rules.cpu_saturation.busy_fraction
+        app.post_message(FrameReady(frame))
+        await pilot.pause()
+        panel = app.query_one(HostPanel)
+        assert "job 100% of 8" in _cpu_line(panel), _cpu_line(panel)
+        assert _styled(panel)["100%"] == panel.get_component_rich_style("host-panel--hot")

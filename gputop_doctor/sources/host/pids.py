@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
+from gputop_doctor.core import measures
 from gputop_doctor.sources.host.kept_files import KeptFiles, read_small
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -310,10 +311,9 @@ def thread_delta(
         wait_total += d_wait
         if d_run + d_wait >= HUNGRY_SHARE * tick_ns:
             hungry += 1
-    busy = run_total + wait_total
     return ThreadDelta(
         run_ns_per_s=round(run_total / span_s),
         wait_ns_per_s=round(wait_total / span_s),
-        delay_ratio=round(wait_total / busy, 4) if busy else 0.0,
+        delay_ratio=round(measures.wait_share(run_total, wait_total) or 0.0, 4),
         hungry=hungry,
     )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from gputop_doctor.core import measures
 from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
 from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.core.pressure import OutsideProcess, Pressure
@@ -249,16 +250,13 @@ class ProcfsHostSource:
         extras = list(extra_pids)
         samples = self._procs.read(tree, extras, now)
         samples += _unseen(extras, samples)
+        tree_samples = measures.in_tree(samples)
         if target_pid is not None:
-            target = next((s for s in samples if s.pid == target_pid and s.in_tree), None)
+            target = next((s for s in tree_samples if s.pid == target_pid), None)
             alive = target is not None and target.state != "Z"
         self._gone = target_pid if alive is False else None
-        tree_samples = [s for s in samples if s.in_tree]
         self._tree_pids = {s.pid for s in tree_samples}
-        self._tree_cpus = sum(
-            (s.cpu_pct or 0.0) + (s.children_cpu_pct or 0.0) for s in tree_samples
-        )
-        self._tree_cpus /= 100.0
+        self._tree_cpus = measures.cpu_pct(tree_samples) / 100.0
         return ProcessReading(tuple(samples), alive)
 
     def close(self) -> None:

@@ -3,10 +3,11 @@ pressure stall information and the attached tree's totals.
 
 It draws its lines as strips (Line API) rather than through ``render``: the generic text path
 lays the lines out again on every repaint, which cost more than everything else this panel does.
-CPU shows the host-wide figure and, with a PID attached, the job's: its tree's CPU as a share of
-its *effective* CPUs (affinity and cgroup quota). A container that may use 8 of 128 cores is
-saturated at 6 % host CPU, and an idle one on a host busy with other tenants is not; the job's
-share is what it feels, so that is what turns hot (the cpu-saturation rule's own measure).
+CPU shows the host-wide figure and, with a PID attached, the job's: the CPUs its tree wants
+(used, or on a CPU plus queued) as a share of its *effective* CPUs (affinity and cgroup quota).
+A container that may use 8 of 128 cores is saturated at 6 % host CPU, and an idle one on a host
+busy with other tenants is not; the job's share is what it feels, so that is what turns hot. It
+is ``core.measures.job_cpu_share``, the very measure the cpu-saturation rule judges.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.measures import job_cpu_share
 from gputop_doctor.core.model import HostSample, TreeTotals
 from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.ui.render import (
@@ -28,7 +30,6 @@ from gputop_doctor.ui.render import (
     fmt_num,
     fmt_rate,
     host_counts_for_job,
-    job_cpu_share,
     sparkline,
 )
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 
+from gputop_doctor.core import measures
 from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.text import printable
 from gputop_doctor.ui.render import NAME_MAX, fmt_mib, wait_pct
@@ -79,7 +80,7 @@ def tree_rows(processes: Iterable[ProcSample]) -> list[tuple[ProcSample, str]]:
     only the attached PID). Children are ordered by PID so the order is stable tick to tick.
     """
     procs = list(processes)
-    tree = {p.pid: p for p in procs if p.in_tree}
+    tree = {p.pid: p for p in measures.in_tree(procs)}
     children: dict[int, list[ProcSample]] = {}
     roots: list[ProcSample] = []
     for proc in tree.values():
