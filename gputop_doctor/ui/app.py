@@ -1,14 +1,18 @@
-"""The Textual app: layout, keys, the one sampler worker, and handing frames to the widgets.
+"""The Textual app: layout, keys and what they do, the one sampler worker, and frame dispatch.
 
 The engine runs in one thread worker and owns all mutable state (sources, history, CSV sinks).
 The UI gets immutable frames through ``FrameReady`` (newer replace unhandled older ones) and
 talks back only through ``engine.submit``. The sampler thread closes the engine itself when it
 stops, so quitting closes the CSV from the thread that wrote it, after its last row.
+
+Widgets only post messages (``GpuPanels.Selected``, ``ProcessTable.Selected``,
+``FindingsList.Selected``); the app opens the screens. Each key's ``action_*`` method is
+also a command palette entry (``get_system_commands``, beside the actions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import ClassVar
 
 from textual import work
@@ -21,16 +25,18 @@ from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.text import printable
-from gputop_doctor.ui import app_actions
+from gputop_doctor.sources.profile_request import DEFAULT_STEPS, ProfileRequestError, send_request
 from gputop_doctor.ui.alert_bell import CriticalBell
 from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
+from gputop_doctor.ui.frame_view import FrameView
 from gputop_doctor.ui.lifecycle import RunLifecycle
 from gputop_doctor.ui.messages import FrameReady, RecordingFailed, RecordingStarted, SamplerStopped
-from gputop_doctor.ui.palette import palette_entries
+from gputop_doctor.ui.screens.finding_detail import FindingScreen
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
 from gputop_doctor.ui.screens.help import HelpScreen
 from gputop_doctor.ui.screens.process_detail import ProcessScreen
-from gputop_doctor.ui.screens.process_picker import ListProcesses
+from gputop_doctor.ui.screens.process_picker import ListProcesses, ProcessPicker
+from gputop_doctor.ui.screens.record_prompt import RecordPrompt, default_csv_path
 from gputop_doctor.ui.widgets.findings_list import FindingsList
 from gputop_doctor.ui.widgets.gpu_panels import GpuPanels
 from gputop_doctor.ui.widgets.header_bar import HeaderBar
@@ -91,10 +97,17 @@ class GpuTopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         self.header = HeaderBar(self.engine.system, self.engine.settings.interval_s, id="header")
-        self.table = ProcessTable(self.control.send_history, id="processes")
-        views = (self.header, GpuPanels(id="gpus"), HostPanel(id="host"), VerdictBar(id="verdict"))
-        self._views = (*views, FindingsList(id="findings"), self.table)
-        yield from self._views
+        self.table = ProcessTable(id="processes")
+        widgets = (
+            self.header,
+            GpuPanels(id="gpus"),
+            HostPanel(id="host"),
+            VerdictBar(id="verdict"),
+            FindingsList(id="findings"),
+            self.table,
+        )
+        self._views: tuple[FrameView, ...] = widgets
+        yield from widgets
         yield Footer()
 
     def on_mount(self) -> None:
@@ -139,20 +152,22 @@ class GpuTopApp(App[int]):
     def show_frame(self, frame: Frame) -> None:
         for view in self._views:
             view.show_frame(frame)
-        if isinstance(self.screen, (GpuDetailScreen, ProcessScreen)):
+        if isinstance(self.screen, FrameView):  # a detail screen follows the frames too
             self.screen.show_frame(frame)
 
     def on_recording_started(self, message: RecordingStarted) -> None:
         self.notify(printable(f"recording to {message.path}"), markup=False)
 
     def on_recording_failed(self, message: RecordingFailed) -> None:
-        app_actions.report_recording_failed(self, message.reason)
+        self.control.pending_path = None
+        self.notify(printable(f"cannot record: {message.reason}"), severity="error", markup=False)
 
     def on_sampler_stopped(self, message: SamplerStopped) -> None:
-        app_actions.report_sampler_stopped(self, message.reason)
-
-    def on_gpu_panels_selected(self, message: GpuPanels.Selected) -> None:
-        self.action_gpu_detail(message.index)
+        """Why sampling ended, in the header (it stays) and as a notification."""
+        self.control.pending_path = None
+        text = printable(f"sampler stopped: {message.reason}")
+        self.header.set_problem(text)
+        self.notify(text, severity="error", markup=False)
 
     @property
     def bells(self) -> int:  # terminal bells rung for new critical findings
@@ -166,35 +181,120 @@ class GpuTopApp(App[int]):
     def gpu_indices(self) -> list[int]:
         return [g.index for g in self.frame.snapshot.gpus] if self.frame else []
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield from palette_entries(self)
+    # -- what the widgets ask for: the screens they open -----------------------------------
 
-    # -- actions: Textual binds keys to these; what each does lives in app_actions ---------
+    def on_gpu_panels_selected(self, message: GpuPanels.Selected) -> None:
+        self.action_gpu_detail(message.index)
+
+    def on_process_table_selected(self, message: ProcessTable.Selected) -> None:
+        """Everything known about that process, following the frames."""
+        screen = ProcessScreen(
+            message.pid,
+            message.snapshot,
+            self.control.send_history,  # seeds the screen's CPU sparkline
+            wait_warn_pct=message.wait_warn_pct,
+        )
+        self.push_screen(screen)
+
+    def on_findings_list_selected(self, message: FindingsList.Selected) -> None:
+        """A finding's evidence, its fix and its docs page (the others of its group listed)."""
+        first, *others = message.findings
+        self.push_screen(FindingScreen(first, tuple(others), message.now))
+
+    # -- keys: Textual binds BINDINGS to these, and the command palette lists them ---------
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every key's action by name (ctrl+p): for those who do not remember the keys, and
+        for terminals where tmux swallows one."""
+        yield from super().get_system_commands(screen)
+        recording = self.recording_path
+        record = (
+            ("Stop recording", f"Close {recording}")
+            if recording
+            else ("Record to CSV", "Write every tick to a session CSV")
+        )
+        entries: list[tuple[str, str, Callable[[], object]]] = [
+            ("Attach to a process", "Pick a PID to follow", self.action_attach),
+            ("Detach", "Stop following the attached process tree", self.action_detach),
+            (*record, self.action_record),
+            ("Pause / resume", "Freeze the display; sampling goes on", self.action_pause),
+            ("Sort processes", "Cycle the process table's sort key", self.action_sort),
+            ("Help", "Keys and how to read the screen", self.action_help),
+        ]
+        for title, help_text, callback in entries:
+            yield SystemCommand(title, help_text, callback)
+        for index in self.gpu_indices:
+            yield SystemCommand(
+                f"GPU {index} detail",
+                f"Charts of GPU {index} over the session",
+                lambda i=index: self.action_gpu_detail(i),
+            )
 
     def action_attach(self) -> None:
-        app_actions.pick_process_to_attach(self)
+        """Open the picker; a chosen PID is attached, a cancel does nothing."""
+
+        def attach(pid: int | None) -> None:
+            if pid is not None:
+                self.control.attach(pid)
+                self.notify(f"attaching to PID {pid}")
+
+        self.push_screen(ProcessPicker(self.list_processes), attach)
 
     def action_detach(self) -> None:
-        app_actions.detach(self)
+        self.control.attach(None)
+        self.notify("detached")
 
     def action_record(self) -> None:
-        app_actions.toggle_recording(self)
+        """Stop if recording, else ask for a path (a timestamped default is filled in)."""
+        path = self.recording_path
+        if path:
+            self.control.stop_recording(path)
+            self.notify(printable(f"recording stopped: {path}"), markup=False)
+        else:
+            self.push_screen(RecordPrompt(default_csv_path()), self.control.start_recording)
 
     def action_pause(self) -> None:
-        app_actions.toggle_pause(self)
+        """Freeze the display (sampling goes on); resuming shows the newest frame at once."""
+        self.paused = not self.paused
+        self.header.set_paused(self.paused)
+        if not self.paused and self.frame is not None:
+            self.show_frame(self.frame)
 
     def action_sort(self) -> None:
         self.table.cycle_sort()
 
     def action_profile(self) -> None:
-        app_actions.profile_selected_process(self)
+        """Ask the probe in the selected process to profile its next steps. The summary comes
+        back through the probe reader; its findings appear in the findings list."""
+        pid = self.table.cursor_pid
+        if pid is None:
+            self.notify("select a process first", severity="warning")
+            return
+        try:
+            sent = send_request(pid, DEFAULT_STEPS)
+        except ProfileRequestError as exc:
+            self.notify(printable(str(exc)), severity="warning", markup=False)
+            return
+        self.notify(
+            printable(
+                f"PID {pid}: profiling its next {sent.request.steps} steps; the findings appear "
+                f"here, the trace in {sent.directory}"
+            ),
+            markup=False,
+        )
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
 
     def action_gpu_detail(self, index: int) -> None:
-        app_actions.open_gpu_detail(self, index)
+        """Show one GPU's charts, replacing another GPU's detail screen if one is open."""
+        if index not in self.gpu_indices:
+            self.notify(f"no GPU {index}", severity="warning")
+            return
+        if isinstance(self.screen, GpuDetailScreen):
+            self.pop_screen()
+        history = self.engine.history.capacity  # fixed at start: safe to read from the UI thread
+        self.push_screen(GpuDetailScreen(index, self.control.send_history, history))
 
     async def action_quit(self) -> None:
         self.quit_now()

@@ -3,7 +3,8 @@
 Each line is ``SEVERITY rule-id scope blame: title  since HH:MM:SS`` (blame: who must act:
 job, neighbour, machine or unknown). The time is a clock time, not
 an age: an age would change the text every second and force a redraw of a list that is usually
-stable for minutes. Enter on a finding opens its evidence, its fix and its docs page.
+stable for minutes. Enter on a finding posts ``Selected``; the app opens its evidence, its fix
+and its docs page.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 
 from rich.style import Style
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -19,7 +21,6 @@ from gputop_doctor.core.findings import Finding, ScopeKind, Severity
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.text import printable
 from gputop_doctor.ui.scopes import scopes_text
-from gputop_doctor.ui.screens.finding_detail import FindingScreen
 
 SEVERITY_LABEL = {Severity.CRITICAL: "CRIT", Severity.WARN: "WARN", Severity.INFO: "INFO"}
 _EMPTY_ID = "-none-"
@@ -56,6 +57,14 @@ class FindingsList(OptionList):
     DEFAULT_CSS = """
     FindingsList { height: auto; }
     """
+
+    class Selected(Message):
+        """Enter on a line: its finding, the others grouped with it, and the frame's time."""
+
+        def __init__(self, findings: tuple[Finding, ...], now: float | None) -> None:
+            super().__init__()
+            self.findings = findings
+            self.now = now
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(Option("no findings yet: watching", id=_EMPTY_ID), **kwargs)  # type: ignore[arg-type]
@@ -137,4 +146,4 @@ class FindingsList(OptionList):
         event.stop()
         group = self._groups.get(event.option.id or "")
         if group:
-            self.app.push_screen(FindingScreen(group[0], group[1:], self._now))
+            self.post_message(self.Selected(group, self._now))

@@ -91,8 +91,8 @@ class HostPanel(Widget):
         frame = self._frame
         if frame is None or not self.is_attached:
             return
-        compact = self.app.size.height < COMPACT_HEIGHT
-        text = self._build(frame, self.size.width or self.app.size.width, compact)
+        short = self.app.size.height < COMPACT_HEIGHT
+        text = self._one_line(frame) if short else self._two_lines(frame)
         if text.plain == self._text.plain and text.spans == self._text.spans:
             return
         self._text = text
@@ -101,63 +101,31 @@ class HostPanel(Widget):
         self.refresh(layout=lines != self._lines)
         self._lines = lines
 
-    def _build(self, frame: Frame, width: int, compact: bool) -> Text:
-        host = frame.snapshot.host
+    def _two_lines(self, frame: Frame) -> Text:
+        """The host's CPU, iowait, load, memory and PSI; below it, the attached tree."""
+        host, tree = frame.snapshot.host, frame.snapshot.tree
         label, dim = self._style("label"), self._style("dim")
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append("CPU ", label)
         share = job_cpu_share(frame.snapshot)
-        spark_width = (10 if compact else 20) - (0 if share is None else 4 if compact else 10)
-        text.append(sparkline(frame.cpu_series, spark_width, 0.0, 100.0), self._style("spark"))
-        text.append(" ")
-        if share is not None and not compact:
+        text = self._cpu_spark(frame, 20 if share is None else 10)
+        if share is not None:
             text.append("host ", label)
-        # Host-wide CPU % is of all logical CPUs; it is the job's load only when the job may
-        # use every CPU (or none is attached). Under a smaller quota the job's own share of its
-        # effective CPUs is what saturates, as the cpu-saturation rule judges it.
-        host_hot = host_counts_for_job(frame.snapshot) and (host.cpu_pct or 0.0) >= (
-            cpu_busy_fraction(frame) * 100.0
-        )
-        text.append(fmt_num(host.cpu_pct, 0, "%"), self._style("hot") if host_hot else Style())
+        self._host_cpu(text, frame)
         if share is None:
-            if host.logical_cpus:
-                text.append(f" of {host.logical_cpus}", dim)
+            self._of_logical(text, host)
         else:
-            hot = self._style("hot") if share >= cpu_busy_fraction(frame) else Style()
-            text.append(" · " if not compact else " ", dim)
-            text.append("job ", label)
-            text.append(f"{share * 100:.0f}%", hot)
+            text.append(" · ", dim)
+            self._job_cpu(text, frame, share)
             effective, logical = host.effective_cpus, host.logical_cpus
-            if not compact and effective and logical and effective < logical:
+            if effective and logical and effective < logical:
                 text.append(f" of {_eff(effective)}", dim)  # eff = all: the header's count
-        text.append("  iowait " if not compact else " io ", label)
-        iowait = host.iowait_pct
-        text.append(fmt_num(iowait, 0 if compact else 1, "%"), self._io_style(iowait))
-        if not compact and host.load1 is not None:
+        text.append("  iowait ", label)
+        text.append(fmt_num(host.iowait_pct, 1, "%"), self._io_style(host.iowait_pct))
+        if host.load1 is not None:
             text.append("  load ", label)
             text.append(f"{host.load1:.1f}")
-        text.append(" │ " if not compact else " ", dim)
-        text.append("mem ", label)
-        text.append(self._used_of(host.mem_used_mib, host.mem_total_mib))
-        text.append(" swap " if not compact else " sw ", label)
-        if host.swap_total_mib == 0:
-            text.append("none", self._style("dim"))
-        else:
-            swap = self._used_of(host.swap_used_mib, host.swap_total_mib)
-            text.append(swap, self._swap_style(host))
+        text.append(" │ ", dim)
+        self._memory(text, host, " swap ")
         psi = self._psi_text(host)
-        tree = frame.snapshot.tree
-        if compact:
-            if tree is not None and tree.steps_per_s is not None:  # the probe: worth more than PSI
-                text.append(" step ", label)
-                text.append(f"{fmt_rate(tree.steps_per_s)}/s")
-            if tree is not None and tree.data_wait_pct is not None:
-                text.append(" wait ", label)
-                text.append(f"{tree.data_wait_pct:.0f}%", self._wait_style(tree.data_wait_pct))
-            if psi:
-                text.append(" psi ", label)
-                text.append(psi)
-            return text
         if psi:
             text.append(" │ ", dim)
             text.append("PSI some ", label)
@@ -171,6 +139,74 @@ class HostPanel(Widget):
             wait = tree.data_wait_pct
             text.append(f"data wait {wait:.0f}%", self._wait_style(wait) or dim)
         return text
+
+    def _one_line(self, frame: Frame) -> Text:
+        """A short terminal's line: shorter labels, no load, and the probe's step rate and
+        data wait (worth more than PSI) in place of the tree's line."""
+        host, tree = frame.snapshot.host, frame.snapshot.tree
+        label, dim = self._style("label"), self._style("dim")
+        share = job_cpu_share(frame.snapshot)
+        text = self._cpu_spark(frame, 10 if share is None else 6)
+        self._host_cpu(text, frame)
+        if share is None:
+            self._of_logical(text, host)
+        else:
+            text.append(" ", dim)
+            self._job_cpu(text, frame, share)
+        text.append(" io ", label)
+        text.append(fmt_num(host.iowait_pct, 0, "%"), self._io_style(host.iowait_pct))
+        text.append(" ", dim)
+        self._memory(text, host, " sw ")
+        if tree is not None and tree.steps_per_s is not None:
+            text.append(" step ", label)
+            text.append(f"{fmt_rate(tree.steps_per_s)}/s")
+        if tree is not None and tree.data_wait_pct is not None:
+            text.append(" wait ", label)
+            text.append(f"{tree.data_wait_pct:.0f}%", self._wait_style(tree.data_wait_pct))
+        psi = self._psi_text(host)
+        if psi:
+            text.append(" psi ", label)
+            text.append(psi)
+        return text
+
+    # -- parts both builders use -----------------------------------------------------------
+
+    def _cpu_spark(self, frame: Frame, width: int) -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("CPU ", self._style("label"))
+        text.append(sparkline(frame.cpu_series, width, 0.0, 100.0), self._style("spark"))
+        text.append(" ")
+        return text
+
+    def _host_cpu(self, text: Text, frame: Frame) -> None:
+        # Host-wide CPU % is of all logical CPUs; it is the job's load only when the job may
+        # use every CPU (or none is attached). Under a smaller quota the job's own share of its
+        # effective CPUs is what saturates, as the cpu-saturation rule judges it.
+        host = frame.snapshot.host
+        host_hot = host_counts_for_job(frame.snapshot) and (host.cpu_pct or 0.0) >= (
+            cpu_busy_fraction(frame) * 100.0
+        )
+        text.append(fmt_num(host.cpu_pct, 0, "%"), self._style("hot") if host_hot else Style())
+
+    def _of_logical(self, text: Text, host: HostSample) -> None:
+        if host.logical_cpus:
+            text.append(f" of {host.logical_cpus}", self._style("dim"))
+
+    def _job_cpu(self, text: Text, frame: Frame, share: float) -> None:
+        hot = self._style("hot") if share >= cpu_busy_fraction(frame) else Style()
+        text.append("job ", self._style("label"))
+        text.append(f"{share * 100:.0f}%", hot)
+
+    def _memory(self, text: Text, host: HostSample, swap_label: str) -> None:
+        label = self._style("label")
+        text.append("mem ", label)
+        text.append(self._used_of(host.mem_used_mib, host.mem_total_mib))
+        text.append(swap_label, label)
+        if host.swap_total_mib == 0:
+            text.append("none", self._style("dim"))
+        else:
+            swap = self._used_of(host.swap_used_mib, host.swap_total_mib)
+            text.append(swap, self._swap_style(host))
 
     @staticmethod
     def _used_of(used: float | None, total: float | None) -> str:

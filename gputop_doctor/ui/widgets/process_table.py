@@ -9,7 +9,8 @@ from an LRU cache of ``Strip`` objects, so a frame re-renders only the rows that
 
 The cursor is a row index kept on its PID across frames, and on the same screen line when rows
 come or go above it, so a user can keep their eye on one DataLoader worker while the table
-refreshes every second.
+refreshes every second. Enter on a row (or a click on the cursor's row) posts ``Selected``;
+the app opens the process's detail screen.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from textual.strip import Strip
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.ui.render import data_wait_warn_pct
-from gputop_doctor.ui.screens.process_detail import ProcessScreen, RequestHistory
 from gputop_doctor.ui.widgets import process_rows
 
 # ordered_rows, row_cells and tree_rows are re-exported: tests import them from here.
@@ -76,15 +76,20 @@ class ProcessTable(ScrollView, can_focus=True):
     """  # colours, header, cursor and hover: app.tcss
 
     class Selected(Message):
-        """Enter on a process, or a click on the cursor's row: the table opens its detail."""
+        """Enter on a process, or a click on the cursor's row: the app opens its detail.
 
-        def __init__(self, pid: int) -> None:
+        It carries the process as the table shows it: the snapshot of the frame on screen (an
+        older one while the display is paused) and the data-wait threshold in force then.
+        """
+
+        def __init__(self, pid: int, snapshot: Snapshot, wait_warn_pct: float) -> None:
             super().__init__()
             self.pid = pid
+            self.snapshot = snapshot
+            self.wait_warn_pct = wait_warn_pct
 
-    def __init__(self, request_history: RequestHistory | None = None, **kwargs: object) -> None:
+    def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._request_history = request_history  # seeds the process screen's CPU sparkline
         self.sort_mode = "tree"
         self.probing = False  # some process publishes probe stats (a WAIT% value)
         self._warn: Style | None = None
@@ -351,17 +356,8 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def _select(self) -> None:
         pid = self.cursor_pid
-        if pid is not None:
-            self.post_message(self.Selected(pid))
-
-    def on_process_table_selected(self, event: Selected) -> None:
-        """Everything known about that process, following the frames."""
-        event.stop()
-        if self._snapshot is not None:
-            screen = ProcessScreen(
-                event.pid, self._snapshot, self._request_history, wait_warn_pct=self._wait_warn_pct
-            )
-            self.app.push_screen(screen)
+        if pid is not None and self._snapshot is not None:
+            self.post_message(self.Selected(pid, self._snapshot, self._wait_warn_pct))
 
     # -- the mouse -------------------------------------------------------------------------
 
