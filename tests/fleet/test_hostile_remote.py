@@ -4,17 +4,22 @@ and its redirects are never followed (the fleet's GET and the webhook's POST ali
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.alerts.hooks import HookError, WebhookHook
+from gputop_doctor.cli import main
+from gputop_doctor.core import thread_errors
 from gputop_doctor.core.findings import Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot, SystemInfo
@@ -161,3 +166,77 @@ def test_a_webhook_receivers_escapes_are_made_visible() -> None:
     with raw_server(HOSTILE_REPLIES["status line"]) as receiver, pytest.raises(HookError) as caught:
         WebhookHook.parse(f"http://127.0.0.1:{receiver.port}/").deliver([])
     assert raw_terminal_bytes(str(caught.value)) == [] and "^[" in str(caught.value)
+
+
+def test_the_catch_all_line_is_printable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def boom(args: object) -> int:
+        raise RuntimeError("status " + ESCAPES.decode() + "\x9b")
+
+    monkeypatch.delenv("GPUTOP_DOCTOR_DEBUG", raising=False)
+    monkeypatch.setattr("gputop_doctor.cli._dispatch", boom)
+    with pytest.raises(SystemExit) as leaving:
+        main(["snapshot"])
+    err = capsys.readouterr().err
+    assert leaving.value.code == 1 and err.count("\n") == 1
+    assert raw_terminal_bytes(err) == [] and "^[]0;pwned^G" in err
+
+
+def test_a_dying_thread_says_one_printable_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)  # restored after
+    monkeypatch.delenv("GPUTOP_DOCTOR_DEBUG", raising=False)
+    thread_errors.install()
+
+    def die() -> None:
+        raise ValueError("bad line " + ESCAPES.decode())
+
+    thread = threading.Thread(target=die, name="host \x1b[2J")
+    thread.start()
+    thread.join()
+    err = capsys.readouterr().err
+    assert (
+        err == "gputop-doctor: thread host ^[[2J stopped: ValueError: bad line ^[]0;pwned^G^[[2J\n"
+    )
+
+
+def test_both_tuis_install_the_thread_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    seen: list[bool] = []
+    import gputop_doctor.ui.fleet_app as fleet_app
+
+    monkeypatch.setattr(
+        fleet_app, "run_fleet_tui", lambda *a: seen.append(thread_errors.installed()) or 0
+    )
+    assert main(["--hosts", "127.0.0.1:9"]) == 0
+    assert seen == [True]
+
+
+def test_profile_shows_the_probes_reason_made_visible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gputop_doctor.commands import profile
+    from gputop_doctor.probe import _channel
+    from gputop_doctor.sources.profile_request import SentRequest
+
+    pid = os.getpid()
+    os.chmod(tmp_path, 0o700)
+
+    def send(pid: int, steps: int) -> SentRequest:
+        request = _channel.new_request(pid, steps)
+        _channel.write_answer(
+            tmp_path,
+            pid,
+            {"nonce": request.nonce, "status": "failed", "reason": "no " + ESCAPES.decode()},
+        )
+        return SentRequest(request, tmp_path)
+
+    monkeypatch.setattr(profile, "send_request", send)
+    with pytest.raises(SystemExit) as leaving:
+        main(["profile", "--pid", str(pid), "--timeout", "5"])
+    err = capsys.readouterr().err
+    assert leaving.value.code == 1 and err.count("\n") == 1, err
+    assert raw_terminal_bytes(err) == [] and "cannot profile: no ^[]0;pwned^G^[[2J" in err
+    json.dumps(err)  # plain text
