@@ -334,8 +334,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if environment.debug():
             raise
+        from gputop_doctor.core.text import printable  # the message may hold remote bytes
+
         fail(
-            f"unexpected {type(exc).__name__}: {exc} (set {environment.DEBUG}=1 for a traceback)",
+            f"unexpected {type(exc).__name__}: {printable(str(exc), 300)}"
+            f" (set {environment.DEBUG}=1 for a traceback)",
             status=1,
         )
     return 1

@@ -2,6 +2,12 @@
 
 The frame says what is shown now; an alert is about a change. :class:`AlertTracker` keeps the
 keys shown in the previous frame and turns each frame into :class:`AlertEvent` values.
+
+An event goes to a chat channel or a script, and a finding's title quotes process names that
+any user chooses. Every string of an event, in its ``text`` and its JSON, passes
+:func:`~gputop_doctor.core.text.chat_safe`: one line, control characters visible, and no
+character a chat reads as a mention, link or markup (``<!channel>`` arrives as
+``‹!channel›``, ``@here`` as ``＠here``).
 """
 
 from __future__ import annotations
@@ -12,7 +18,11 @@ from typing import Any
 
 from gputop_doctor.core.findings import Finding, Scope, Severity
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.text import chat_safe
 from gputop_doctor.export.frame_view import finding_json
+
+HOST_LEN = 120
+TEXT_LEN = 1000  # a title or a fix; longer is cut with an ellipsis
 
 
 class Change(Enum):
@@ -38,21 +48,34 @@ class AlertEvent:
     @property
     def text(self) -> str:
         """One line a chat webhook shows."""
+        host = chat_safe(self.host, HOST_LEN)
         if self.finding is None:
-            return f"[{self.host}] attached PID {self.pid} exited"
+            return f"[{host}] attached PID {self.pid} exited"
         f = self.finding
         verb = "cleared" if self.change is Change.CLEARED else f.severity.label.upper()
-        return f"[{self.host}] {verb} {f.rule_id} ({f.scope}): {f.title}"
+        scope = chat_safe(str(f.scope))
+        return f"[{host}] {verb} {chat_safe(f.rule_id)} ({scope}): {chat_safe(f.title, TEXT_LEN)}"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "event": self.change.value,
-            "host": self.host,
+            "host": chat_safe(self.host, HOST_LEN),
             "time": self.time,
             "text": self.text,
             "pid": self.pid,
-            "finding": None if self.finding is None else finding_json(self.finding),
+            "finding": None if self.finding is None else _safe(finding_json(self.finding)),
         }
+
+
+def _safe(value: Any) -> Any:
+    """Every string in ``value`` (a finding's JSON) made :func:`chat_safe`; numbers kept."""
+    if isinstance(value, str):
+        return chat_safe(value, TEXT_LEN)
+    if isinstance(value, dict):
+        return {key: _safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_safe(item) for item in value]
+    return value
 
 
 class AlertTracker:

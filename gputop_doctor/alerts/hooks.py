@@ -10,7 +10,6 @@ import json
 import shlex
 import shutil
 import subprocess
-import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
@@ -18,8 +17,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gputop_doctor.alerts.events import AlertEvent
+from gputop_doctor.core.errors import UsageError
+from gputop_doctor.core.net import RequestFailed, request
+from gputop_doctor.core.text import printable
 
 HOOK_TIMEOUT_S = 5.0
+REPLY_BYTES = 65536  # read (and ignored) of the receiver's answer
 WEBHOOK_MIN_GAP_S = 10.0  # at most one POST per this many seconds; the rest are counted
 
 
@@ -27,7 +30,7 @@ class HookError(Exception):
     """A hook failed or timed out; the message is one line."""
 
 
-class BadHook(ValueError):
+class BadHook(UsageError):
     """A hook given on the command line cannot work; the message is one line."""
 
 
@@ -121,14 +124,15 @@ class WebhookHook:
 
     def deliver(self, events: Sequence[AlertEvent]) -> None:
         body = {"text": "\n".join(e.text for e in events), "events": [e.to_json() for e in events]}
-        request = urllib.request.Request(
-            self.url,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                response.read(65536)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise HookError(str(getattr(exc, "reason", exc))) from None
+        try:  # a 3xx is a failure: a redirected POST would turn into a GET without the alert
+            post = urllib.request.Request(
+                self.url,
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            request(post, self.timeout_s, REPLY_BYTES)
+        except RequestFailed as exc:  # one printable line, whatever the receiver said
+            raise HookError(str(exc)) from None
+        except ValueError as exc:
+            raise HookError(printable(str(exc), 160)) from None

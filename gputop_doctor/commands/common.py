@@ -42,12 +42,9 @@ def say(message: str) -> None:
 
 def alert_hooks(args: argparse.Namespace) -> list[Hook]:
     """The ``--on-finding`` / ``--webhook`` hooks; a bad one fails before any sampling."""
-    from gputop_doctor.alerts.dispatch import BadHook, hooks_from
+    from gputop_doctor.alerts.dispatch import hooks_from
 
-    try:
-        return hooks_from(args.on_finding, args.webhook)
-    except BadHook as exc:  # alerts' own ValueError, said as the usage error it is
-        raise UsageError(str(exc)) from None
+    return hooks_from(args.on_finding, args.webhook)  # BadHook: a one-line usage error
 
 
 def print_scenarios() -> int:

@@ -30,14 +30,18 @@ from gputop_doctor.sources.profile_request import (
 )
 
 POLL_S = 0.1
+REASON_LEN = 300  # the probe's reason is the job's text: printable and bounded
 
 
 def run_profile(args: argparse.Namespace) -> int:
     if args.pid is None:
         raise UsageError("profile needs --pid PID (a process whose loader runs under watch())")
     settings = load_settings(getattr(args, "config", None))
-    sent = send_request(args.pid, args.steps)  # ProfileRequestError: a one-line DoctorError
-    summary = _wait(sent, args.timeout)
+    try:
+        sent = send_request(args.pid, args.steps)
+        summary = _wait(sent, args.timeout)
+    except ProfileRequestError as exc:  # its text may quote the probe's own reason
+        raise ProfileRequestError(printable(str(exc), REASON_LEN)) from None
     ctx = RuleContext(system=SystemInfo(), settings=settings, target_pid=args.pid)
     findings = profile_findings(summary, ctx)
     if args.json:
@@ -58,7 +62,8 @@ def _wait(sent: SentRequest, timeout_s: float) -> ProfileSummary:
         if answer is not None and answer.status == "done" and answer.summary is not None:
             return answer.summary
         if answer is not None and answer.status in ("failed", "unavailable"):
-            raise ProfileRequestError(f"PID {pid} cannot profile: {answer.reason or answer.status}")
+            reason = printable(answer.reason or answer.status, REASON_LEN)
+            raise ProfileRequestError(f"PID {pid} cannot profile: {reason}")
         if answer is not None and not told:
             say(f"profile: PID {pid} is profiling its next {sent.request.steps} steps ...")
             told = True

@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, write_to_textfile
+from prometheus_client import CollectorRegistry, generate_latest
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.commands.common import (
@@ -31,16 +31,21 @@ from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
 from gputop_doctor.export.prometheus import FrameCollector
+from gputop_doctor.export.textfile import TextfileError, directory_warning, write_textfile
 
 TEXTFILE_NAME = "gputop_doctor.prom"
 
 
-def _textfile_path(directory: str | None) -> str | None:
+def _textfile_dir(directory: str | None) -> str | None:
+    """The --textfile directory, checked; a warning when other users can write it."""
     if directory is None:
         return None
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise UsageError(f"--textfile: not a writable directory: {directory}")
-    return os.path.join(directory, TEXTFILE_NAME)
+    warning = directory_warning(directory)
+    if warning is not None:
+        say(warning)
+    return directory
 
 
 def _listen(args: argparse.Namespace) -> Listen | None:
@@ -70,7 +75,7 @@ def _stdout_writer(stop: threading.Event) -> Callable[[Frame], None]:
 
 def run_serve(args: argparse.Namespace) -> int:
     listen = _listen(args)
-    textfile = _textfile_path(args.textfile)
+    textfile = _textfile_dir(args.textfile)
     hooks = alert_hooks(args)
     tls = None
     if listen is not None and args.tls_cert is not None:
@@ -104,8 +109,8 @@ def run_serve(args: argparse.Namespace) -> int:
         box.put(frame)
         if textfile is not None:
             try:
-                write_to_textfile(textfile, registry)
-            except OSError as exc:
+                write_textfile(textfile, TEXTFILE_NAME, generate_latest(registry))
+            except TextfileError as exc:
                 say(f"gputop-doctor: --textfile: {exc}")
         if to_stdout is not None:
             to_stdout(frame)

@@ -12,11 +12,13 @@ from gputop_doctor.commands.common import (
     options_from,
     say,
 )
+from gputop_doctor.core import thread_errors
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.export.csv_sink import CsvError, CsvSink, check_path
 
 
 def run_ui(args: argparse.Namespace) -> int:
+    thread_errors.install()  # a thread's death is one printable line, never raw remote text
     if args.replay and (args.demo or args.pid or args.csv):
         raise UsageError("--replay shows a recording; it takes no --demo, --pid or --csv")
     if args.hosts:

@@ -4,9 +4,6 @@ An empty value counts as unset everywhere. Each accessor reads the environment w
 (tests and the probe's host process may change it), and returns the raw text: what a value
 means (a path, a number in a range) is checked where it is used. Plain ``os`` only, so the
 probe, which runs inside the user's training process, can read through it too.
-
-``GPUTOP_DOCTOR_SSH_COMMAND`` and ``GPUTOP_DOCTOR_REMOTE_COMMAND`` (how ``--hosts`` reaches an
-``ssh://`` host) are read by ``fleet/poller.py`` beside the code that runs them.
 """
 
 from __future__ import annotations
@@ -21,6 +18,8 @@ PROBE_INTERVAL = "GPUTOP_DOCTOR_PROBE_INTERVAL"  # seconds between the probe's w
 NVML_LIB = "GPUTOP_DOCTOR_NVML_LIB"  # libnvidia-ml.so.1 when not on the loader's path
 CPU_VENDOR = "GPUTOP_DOCTOR_CPU_VENDOR"  # overrides the detected CPU vendor (tests, what-ifs)
 NODE_ROOT = "GPUTOP_DOCTOR_NODE_ROOT"  # another NUMA node map (tests: a fake two-socket host)
+SSH_COMMAND = "GPUTOP_DOCTOR_SSH_COMMAND"  # the ssh client and its options for ssh:// hosts
+REMOTE_COMMAND = "GPUTOP_DOCTOR_REMOTE_COMMAND"  # what an ssh:// host runs to stream frames
 
 
 def _get(name: str, env: Mapping[str, str] | None = None) -> str | None:
@@ -54,3 +53,11 @@ def cpu_vendor() -> str | None:
 
 def node_root() -> str | None:
     return _get(NODE_ROOT)
+
+
+def ssh_command() -> str | None:
+    return _get(SSH_COMMAND)
+
+
+def remote_command() -> str | None:
+    return _get(REMOTE_COMMAND)

@@ -72,3 +72,20 @@ def plural(n: int, word: str) -> str:
     if n == 1:
         return f"{n} {word}"
     return f"{n} {word}es" if word.endswith(("s", "sh", "ch", "x")) else f"{n} {word}s"
+
+
+# What chat services read as a mention, a link or markup rather than as text: Slack and
+# Mattermost's <!channel>, <@U123> and <url|text>, HTML tags; @here, @channel, @all and
+# @everyone; Markdown's [text](url). Each becomes a look-alike that every chat shows as
+# itself, so the name stays readable and can ping, link or hide nothing.
+_CHAT_LOOKALIKES = str.maketrans(
+    {"<": "\u2039", ">": "\u203a", "@": "\uff20", "[": "\uff3b", "]": "\uff3d"}
+)
+
+
+def chat_safe(text: str, max_len: int | None = None) -> str:
+    """``text`` as it may appear in an alert: :func:`printable` (one line, every control
+    character visible), then ``<`` ``>`` ``@`` ``[`` ``]`` replaced by ``‹`` ``›`` ``＠`` ``［``
+    ``］``. Used for every outside string in the webhook's ``text`` and the alert event JSON.
+    """
+    return printable(text, max_len).translate(_CHAT_LOOKALIKES)

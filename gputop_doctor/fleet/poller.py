@@ -8,15 +8,14 @@ retried. A host that stops answering turns STALE, then UNREACHABLE, while the ot
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 
+from gputop_doctor.config import environment
+from gputop_doctor.core.net import RequestFailed, request
 from gputop_doctor.core.text import printable
 from gputop_doctor.fleet.hosts import HostSpec, Transport
 from gputop_doctor.fleet.view import BadView, HostState, HostStatus, HostView, parse_view
@@ -24,16 +23,18 @@ from gputop_doctor.fleet.view import BadView, HostState, HostStatus, HostView, p
 HTTP_TIMEOUT_S = 2.0
 MAX_VIEW_BYTES = 4 * 1024 * 1024
 RETRY_S = 3.0
-SSH_COMMAND_ENV = "GPUTOP_DOCTOR_SSH_COMMAND"  # the ssh client and its options; default "ssh"
-REMOTE_COMMAND_ENV = "GPUTOP_DOCTOR_REMOTE_COMMAND"
 DEFAULT_REMOTE_COMMAND = "gputop-doctor serve --stdout-json"
 ERROR_LEN = 120
 NOT_READY = 503  # the exporter runs but has no frame yet
 
 
 def _error(exc: BaseException) -> str:
+    """One printable line for any failure (what it says came from outside)."""
     reason = getattr(exc, "reason", None)
-    return printable(str(reason if reason is not None else exc) or type(exc).__name__, ERROR_LEN)
+    text = str(reason if reason is not None else exc).strip()
+    if not isinstance(exc, (ValueError, OSError)):  # say what kind of failure it was
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return printable(text or type(exc).__name__, ERROR_LEN)
 
 
 class HostPoller:
@@ -104,20 +105,23 @@ class HostPoller:
     # -- HTTP ------------------------------------------------------------------------------
 
     def fetch_once(self) -> HostStatus:
-        """One GET of the frame view (also what ``snapshot --hosts`` uses)."""
+        """One GET of the frame view (also what ``snapshot --hosts`` uses).
+
+        Any failure (the request, a redirect, the JSON, the view) turns this host UNREACHABLE
+        with one printable reason; nothing the exporter sends escapes as an exception.
+        """
         url = f"http://{self.spec.host}:{self.spec.port}/api/v1/frame"
         try:
-            with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as resp:
-                body = resp.read(MAX_VIEW_BYTES + 1)
-            if len(body) > MAX_VIEW_BYTES:
+            reply = request(url, HTTP_TIMEOUT_S, MAX_VIEW_BYTES)
+            if len(reply.body) > MAX_VIEW_BYTES:
                 raise BadView("frame view too large")
-            self.accept(parse_view(self.spec.label, json.loads(body)))
-        except urllib.error.HTTPError as exc:
-            if exc.code == NOT_READY:
+            self.accept(parse_view(self.spec.label, json.loads(reply.body)))
+        except RequestFailed as exc:
+            if exc.status == NOT_READY:
                 self._starting()
             else:
-                self._bad(f"HTTP {exc.code} {_error(exc)}")
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+                self._bad(str(exc))
+        except Exception as exc:  # a reply no parser expected: this host only, said once
             self._bad(_error(exc))
         return self.status()
 
@@ -130,8 +134,8 @@ class HostPoller:
     # -- SSH -------------------------------------------------------------------------------
 
     def ssh_argv(self) -> list[str]:
-        ssh = shlex.split(os.environ.get(SSH_COMMAND_ENV, "ssh"))
-        remote = os.environ.get(REMOTE_COMMAND_ENV, DEFAULT_REMOTE_COMMAND)
+        ssh = shlex.split(environment.ssh_command() or "ssh")
+        remote = environment.remote_command() or DEFAULT_REMOTE_COMMAND
         remote += f" --interval {self.interval_s:g}"
         port = ["-p", str(self.spec.port)] if self.spec.port else []
         who = f"{self.spec.user}@{self.spec.host}" if self.spec.user else self.spec.host
@@ -167,7 +171,7 @@ class HostPoller:
                 break
             try:
                 self.accept(parse_view(self.spec.label, json.loads(line)))
-            except ValueError as exc:
+            except Exception as exc:  # any bad line: this host only, one printable reason
                 self._bad(_error(exc))
         proc.terminate()
         try:
