@@ -57,11 +57,6 @@ def printable(text: str, max_len: int | None = None) -> str:
     return text
 
 
-def printable_bytes(data: bytes, max_len: int | None = None) -> str:
-    """Bytes from a file or /proc, decoded leniently (undecodable bytes shown as \\xNN)."""
-    return printable(data.decode("utf-8", errors="backslashreplace"), max_len)
-
-
 def pct(value: float) -> str:
     """``42 %``: a percentage as the findings write it."""
     return f"{value:.0f} %"

@@ -48,10 +48,6 @@ def cgroup_io_pct(win: Window) -> float | None:
     return _mean_cgroup(win, "io")
 
 
-def cgroup_memory_pct(win: Window) -> float | None:
-    return _mean_cgroup(win, "memory")
-
-
 def _mean_cgroup(win: Window, resource: str) -> float | None:
     """Mean ``some`` of the job's own cgroup pressure for ``resource`` over the window; None
     when the job has no cgroup of its own (host PSI cannot say whether the job stalls)."""

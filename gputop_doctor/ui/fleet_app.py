@@ -24,7 +24,6 @@ from gputop_doctor.fleet.view import HostState, HostStatus
 from gputop_doctor.fleet.watcher import FleetFrame, FleetWatcher
 
 STATE_CLASSES = {state: f"-{state.name.lower()}" for state in HostState}
-SEVERITY_CLASSES = {"critical": "-critical", "warn": "-warn"}
 
 
 class HostCard(Static):

@@ -46,8 +46,6 @@ class Scenario:
     load: Load = Load()
 
 
-HEALTHY_LOAD = Load()
-
 STARVED_LOAD = Load(
     rank_cpu=(28.0, 38.0),
     worker_cpu=(96.0, 99.5),
