@@ -8,7 +8,7 @@ from gputop_doctor.ui.render import fmt_mib, sparkline
 from gputop_doctor.ui.scopes import compress, scopes_text
 from gputop_doctor.ui.widgets.findings_list import group_findings
 from gputop_doctor.ui.widgets.gpu_lines import CARD_LINES, card_lines, choose_layout, compact_lines
-from gputop_doctor.ui.widgets.process_table import ordered_rows, tree_rows
+from gputop_doctor.ui.widgets.process_rows import ordered_rows, tree_rows
 
 
 def test_sparkline_keeps_the_on_off_pattern_and_pads_on_the_left() -> None:

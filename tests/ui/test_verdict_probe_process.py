@@ -33,7 +33,8 @@ from gputop_doctor.ui.screens.process_detail import (
     thread_names,
 )
 from gputop_doctor.ui.widgets.host_panel import HostPanel
-from gputop_doctor.ui.widgets.process_table import ProcessTable, row_cells
+from gputop_doctor.ui.widgets.process_rows import row_cells
+from gputop_doctor.ui.widgets.process_table import ProcessTable
 from gputop_doctor.ui.widgets.verdict_bar import VerdictBar
 from tests.ui.engines import demo_engine, run_async, screen_text, tick
 

@@ -31,17 +31,13 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.ui.render import data_wait_warn_pct
 from gputop_doctor.ui.widgets import process_rows
-
-# ordered_rows, row_cells and tree_rows are re-exported: tests import them from here.
-from gputop_doctor.ui.widgets.process_rows import (  # noqa: F401
+from gputop_doctor.ui.widgets.process_rows import (
     GAP,
     KEYS,
     Emphasis,
     Row,
     ordered_rows,
-    row_cells,
     row_texts,
-    tree_rows,
 )
 from gputop_doctor.ui.widgets.process_strips import Paint, RowLook, body_strip, header_strip
 
