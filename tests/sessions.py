@@ -1,4 +1,5 @@
-"""Generated session recordings for report tests and the analyze benchmark.
+"""Generated session recordings for report tests and the analyze benchmark, and a recording
+read back whole for a test's assertions (``read_session``).
 
 Written with the real CsvSink, so a test reads exactly what a recording writes. A session of
 ``ticks`` ticks on ``gpus`` GPUs: GPU 0 is starved (low utilization, ``gpu-starvation`` on its
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from gputop_doctor.core.findings import Finding, Severity, gpu_scope
@@ -17,6 +18,7 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import GpuSample, Snapshot, SystemInfo, TreeTotals
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.export.csv_sink import CsvSink
+from gputop_doctor.export.reader import RecordedTick, SessionReader
 from gputop_doctor.export.rows import snapshot_rows
 from gputop_doctor.export.schema import COLUMNS
 from tests.helpers import full_gpu, full_host
@@ -112,3 +114,16 @@ def write_long_session(path: str, ticks: int, gpus: int, stop_at_bytes: int | No
             if stop_at_bytes and tick % 1000 == 0 and handle.tell() >= stop_at_bytes:
                 return tick + 1
     return ticks
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    ticks: tuple[RecordedTick, ...]
+    dropped_rows: int  # incomplete trailing rows of a killed recording
+
+
+def read_session(path: str) -> Session:
+    """The whole session in memory, for a test's assertions (the commands stream instead)."""
+    reader = SessionReader(path)
+    ticks = tuple(reader.ticks())
+    return Session(ticks=ticks, dropped_rows=reader.dropped_rows)

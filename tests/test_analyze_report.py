@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.export.csv_sink import CsvSink
-from gputop_doctor.export.reader import SessionFormatError, read_session
+from gputop_doctor.export.reader import SessionFormatError
 from gputop_doctor.export.schema import COLUMNS
 from gputop_doctor.export.stream import part_path, session_parts
 from gputop_doctor.report.imports import load_report
-from tests.sessions import frame, write_session
+from tests.sessions import frame, read_session, write_session
 
 CMD = [sys.executable, "-m", "gputop_doctor"]
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.export.reader import SessionFormatError, read_session
+from gputop_doctor.export.reader import SessionFormatError
+from tests.sessions import read_session
 
 CMD = [sys.executable, "-m", "gputop_doctor"]
 

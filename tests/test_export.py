@@ -15,10 +15,24 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot, SystemInfo, TreeTotals
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
-from gputop_doctor.export.reader import SessionFormatError, read_session
-from gputop_doctor.export.rows import recorded_view
+from gputop_doctor.export.reader import SessionFormatError
 from gputop_doctor.export.schema import COLUMNS
 from tests.helpers import StubGpuSource, StubHostSource, full_gpu, full_host
+from tests.sessions import read_session
+
+
+def recorded_view(snapshot: Snapshot) -> Snapshot:
+    """What of a snapshot the CSV keeps: the reader returns exactly this."""
+    host = replace(
+        snapshot.host,
+        per_cpu_pct=(),
+        top_processes=(),
+        job_pressure=None,
+        outside_top=(),
+        io_waiters=(),
+        swap_holders=(),
+    )
+    return replace(snapshot, host=host, processes=())
 
 
 def _frame(tick: int, gpus: tuple[GpuSample, ...], findings: tuple[str, ...] = ()) -> Frame:

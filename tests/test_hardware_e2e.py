@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.export.reader import read_session
 from tests.fake_nvml.fixtures import fake_nvml_build, fake_nvml_env, fake_nvml_lib  # noqa: F401
 from tests.fake_nvml.recording import record_with_change
 from tests.fake_nvml.scenario import (
@@ -20,6 +19,7 @@ from tests.fake_nvml.scenario import (
     FakeProcess,
     Scenario,
 )
+from tests.sessions import read_session
 
 pytestmark = pytest.mark.slow
 

@@ -16,9 +16,9 @@ import pytest
 from textual.pilot import Pilot
 
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
-from gputop_doctor.export.reader import read_session
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
+from tests.sessions import read_session
 from tests.ui.engines import demo_engine, run_async, screen_text, tick
 
 CMD = [sys.executable, "-m", "gputop_doctor"]

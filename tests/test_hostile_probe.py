@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.export.reader import read_session
 from gputop_doctor.probe import protocol
 from gputop_doctor.sources.probe_reader import MAX_FILE_BYTES, ProbeReader, parse_probe
+from tests.sessions import read_session
 from tests.test_probe import record
 
 OTHER_UID = 54321  # a uid nobody on the test machine uses

@@ -144,7 +144,7 @@ def test_module_keeps_its_layer_rules(module: str, path: Path) -> None:
     [
         ("gputop_doctor.ui.widgets.verdict_bar", "from gputop_doctor.rules.headline import x"),
         ("gputop_doctor.ui.app", "def f():\n    import gputop_doctor.rules\n"),
-        ("gputop_doctor.sources.replay", "from gputop_doctor.export.reader import Session"),
+        ("gputop_doctor.sources.replay", "from gputop_doctor.export.reader import SessionReader"),
         (
             "gputop_doctor.sources.host.tree",
             "def f():\n    from gputop_doctor.export import rows\n",

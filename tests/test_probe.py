@@ -481,10 +481,10 @@ def _probe_case(
 
 def test_dataloader_config_names_every_slow_knob() -> None:
     from gputop_doctor.core.findings import Severity
-    from gputop_doctor.rules import RULE_IDS, dataloader_config
+    from gputop_doctor.rules import RULES, dataloader_config
     from tests.rules.synth import history, run
 
-    assert "dataloader-config" in RULE_IDS
+    assert "dataloader-config" in {rule.rule_id for rule in RULES}
     (finding,) = run(dataloader_config.RULE, history(_probe_case(), 12))  # type: ignore[arg-type]
     assert finding.rule_id == "dataloader-config" and str(finding.scope) == "pid:100"
     assert finding.severity == Severity.WARN

@@ -12,10 +12,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputop_doctor.export.reader import SessionFormatError, read_session
+from gputop_doctor.export.reader import SessionFormatError
 from gputop_doctor.export.schema import COLUMNS
 from gputop_doctor.report.imports import LogFormatError, load_report
-from tests.sessions import write_session
+from tests.sessions import read_session, write_session
 
 _BASE: list[str] = []
 

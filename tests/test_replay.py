@@ -12,9 +12,9 @@ from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.csv_sink import CsvSink
-from gputop_doctor.export.reader import read_session
 from gputop_doctor.rules import RULES
 from gputop_doctor.sources.demo.machine import DemoMachine
+from tests.sessions import read_session
 
 
 def record_demo(path: Path, scenario: str, ticks: int) -> None:

@@ -62,12 +62,6 @@ class SessionRow(NamedTuple):
         return dict(zip(COLUMNS, self.cells, strict=True))
 
 
-@dataclass(frozen=True, slots=True)
-class Session:
-    ticks: tuple[RecordedTick, ...]
-    dropped_rows: int  # incomplete trailing rows of a killed recording
-
-
 class SessionReader:
     """A session's rows or ticks, read lazily; ``dropped_rows`` is known once iterated."""
 
@@ -143,13 +137,6 @@ class SessionReader:
             batch.append(row)
         if batch:
             yield _tick(batch)
-
-
-def read_session(path: str) -> Session:
-    """The whole session in memory: for tests and small files; commands stream instead."""
-    reader = SessionReader(path)
-    ticks = tuple(reader.ticks())
-    return Session(ticks=ticks, dropped_rows=reader.dropped_rows)
 
 
 def _tick(batch: list[SessionRow]) -> RecordedTick:

@@ -179,17 +179,3 @@ def snapshot_from_rows(rows: Sequence[dict[str, str]]) -> Snapshot:
         target_alive=decode(first["target_alive"], bool),  # type: ignore[arg-type]
         tree=tree_from_row(first),
     )
-
-
-def recorded_view(snapshot: Snapshot) -> Snapshot:
-    """What of a snapshot the CSV keeps: the reader returns exactly this."""
-    host = replace(
-        snapshot.host,
-        per_cpu_pct=(),
-        top_processes=(),
-        job_pressure=None,
-        outside_top=(),
-        io_waiters=(),
-        swap_holders=(),
-    )
-    return replace(snapshot, host=host, processes=())

@@ -79,5 +79,4 @@ RULES: tuple[RuleSpec, ...] = (
 # The rules that judge the probe's on-demand profile window (``gputop-doctor profile``).
 PROFILE_RULES = (op_dominates, tiny_kernels, host_sync, data_gap, memory_growth)
 
-RULE_IDS: tuple[str, ...] = tuple(rule.rule_id for rule in RULES)
 SPECS: dict[str, RuleSpec] = {rule.rule_id: rule for rule in RULES}

@@ -170,10 +170,6 @@ class GpuTopApp(App[int]):
         self.notify(text, severity="error", markup=False)
 
     @property
-    def bells(self) -> int:  # terminal bells rung for new critical findings
-        return self._bell.rung
-
-    @property
     def recording_path(self) -> str | None:
         return self.control.pending_path or (self.frame.recording if self.frame else None)
 

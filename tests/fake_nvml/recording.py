@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gputop_doctor.export.reader import SessionFormatError, read_session
+from gputop_doctor.export.reader import SessionFormatError
 from tests.fake_nvml.fixtures import fake_nvml_env
 from tests.fake_nvml.scenario import Scenario
+from tests.sessions import read_session
 
 CMD = [sys.executable, "-m", "gputop_doctor"]
 

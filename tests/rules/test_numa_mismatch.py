@@ -10,7 +10,7 @@ from gputop_doctor.core.findings import Blame
 from gputop_doctor.core.health import GpuHealth, NumaNode, Topology, node_of_cpu, parse_cpu_list
 from gputop_doctor.core.model import ProcSample, SystemInfo
 from gputop_doctor.core.rule import RuleContext
-from gputop_doctor.rules import RULE_IDS, numa_mismatch
+from gputop_doctor.rules import RULES, numa_mismatch
 from tests.rules.synth import Tick, context, gpu, history, proc, run
 
 NODES = (NumaNode(0, "0-7"), NumaNode(1, "8-15"))
@@ -45,7 +45,7 @@ def test_cpu_lists_parse_and_map_to_nodes() -> None:
     assert parse_cpu_list("") == frozenset() and parse_cpu_list(None) == frozenset()
     assert parse_cpu_list("0-x") == frozenset()  # malformed: no set rather than a wrong one
     assert node_of_cpu(NODES, 9) == 1 and node_of_cpu(NODES, 99) is None
-    assert "numa-mismatch" in RULE_IDS
+    assert "numa-mismatch" in {rule.rule_id for rule in RULES}
 
 
 def test_placed_near_its_gpu_raises_nothing() -> None:

@@ -11,7 +11,7 @@ from gputop_doctor.config import RuleThresholds, Settings
 from gputop_doctor.core.rule import RuleSpec
 from gputop_doctor.core.verdict import Bottleneck, Case
 from gputop_doctor.report.advice import advice
-from gputop_doctor.rules import RULE_IDS, RULES, cpu_saturation, gpu_starvation
+from gputop_doctor.rules import RULES, cpu_saturation, gpu_starvation
 from gputop_doctor.rules.headline import classify, decide
 from tests.rules.synth import (
     Tick,
@@ -42,6 +42,8 @@ EXPECTED_IDS = {
     "swap-pressure",
 }
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules"
+
+RULE_IDS = tuple(rule.rule_id for rule in RULES)
 
 
 def test_registry_has_every_rule_once() -> None:

@@ -21,7 +21,6 @@ from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame, Sink
 from gputop_doctor.core.model import GpuProcess, GpuSample, ProcSample, Snapshot, SystemInfo
 from gputop_doctor.export.csv_sink import CsvSink
-from gputop_doctor.export.reader import read_session
 from gputop_doctor.sources.demo.machine import DemoMachine
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady, HistoryReady
@@ -35,6 +34,7 @@ from gputop_doctor.ui.widgets.gpu_panels import GpuPanels
 from gputop_doctor.ui.widgets.header_bar import HeaderBar
 from gputop_doctor.ui.widgets.process_table import ProcessTable
 from tests.helpers import StubGpuSource, StubHostSource
+from tests.sessions import read_session
 from tests.ui.engines import FakeClock, LosingGpu, demo_engine, run_async, screen_text, tick
 
 SIZE = (120, 40)

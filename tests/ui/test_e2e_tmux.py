@@ -110,7 +110,8 @@ def test_demo_starved_shows_gpus_and_the_finding_then_quits_cleanly(session: str
 
 def _complete_ticks(path: Path) -> int:
     """Ticks wholly on disk so far: the last one read may still be being written."""
-    from gputop_doctor.export.reader import SessionFormatError, read_session
+    from gputop_doctor.export.reader import SessionFormatError
+    from tests.sessions import read_session
 
     try:
         return max(0, len(read_session(str(path)).ticks) - 1)
@@ -131,7 +132,7 @@ def test_stopping_quits_like_q_and_leaves_every_sampled_tick_in_the_csv(
 ) -> None:
     """SIGTERM (a job scheduler) or Ctrl-C (a person) mid-recording: status 0, terminal reset,
     and every tick sampled before the stop is in the CSV, whole (no torn or missing rows)."""
-    from gputop_doctor.export.reader import read_session
+    from tests.sessions import read_session
 
     csv_path = tmp_path / f"{how}.csv"
 

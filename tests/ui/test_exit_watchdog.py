@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.export.reader import SessionFormatError, read_session
+from gputop_doctor.export.reader import SessionFormatError
+from tests.sessions import read_session
 from tests.ui.test_e2e_tmux import BIN, START_S, session, tmux, wait_for
 
 __all__ = ["session"]
