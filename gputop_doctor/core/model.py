@@ -275,7 +275,8 @@ class GpuState(Enum):
 
 @dataclass(frozen=True, slots=True)
 class SystemInfo:
-    """Slow facts about the machine, read once."""
+    """Slow facts about the machine: the host's are read once at start; the GPU state and its
+    reason are replaced by the engine when NVML fails mid-session or comes back."""
 
     hostname: str = ""
     cpu_vendor: str | None = None  # "GenuineIntel", "AuthenticAMD", ...

@@ -3,7 +3,7 @@
 Why not psutil here: one ``psutil.Process`` with ``oneshot()`` costs about 190 µs for the
 handful of fields we show, a direct read of ``/proc/PID/stat`` about 10 µs, and a 64-process
 tree is read every tick (docs/architecture.md: 1 % of one core for everything). The lesson of
-"one persistent psutil.Process per PID" is kept in host_tree.py: every process has persistent
+"one persistent psutil.Process per PID" is kept in tree.py: every process has persistent
 state, so that its first CPU reading isn't a made-up zero and later ones are exact deltas.
 
 Per-thread facts come from ``/proc/PID/task/TID/{stat,schedstat}``: the thread names, the

@@ -5,10 +5,10 @@ counters, the per-process cache, the PID table, the cgroup limit of the target),
 to the engine's single producer thread. Rates are differences between two ticks; a rate
 that has no previous reading yet is ``None``, not zero.
 
-Cost: see host_tree.py for the tree and host_top.py for the busiest processes of the host;
+Cost: see tree.py for the tree and top.py for the busiest processes of the host;
 host-wide figures are a handful of small /proc reads per tick, each a pread(2) on a
-descriptor kept open (:class:`~gputop_doctor.sources.host.procinfo.KeptFiles`), and the effective
-CPU count is re-derived every ``cgroup_ttl_s``.
+descriptor kept open (:class:`~gputop_doctor.sources.host.kept_files.KeptFiles`), and the
+effective CPU count is re-derived every ``cgroup_ttl_s``.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class ProcfsHostSource:
     ranking takes; ``cgroup_ttl_s`` how often affinity and quota are re-read;
     ``maps_ttl_s`` how often a process's libraries are; ``thread_budget_s`` and
     ``maps_budget_s`` bound what one tick spends on per-thread reads and on maps
-    (``None``: no bound; see host_tree.py and procinfo.py); ``node_root`` is the directory
+    (``None``: no bound; see tree.py and procinfo.py); ``node_root`` is the directory
     of the NUMA node map (``node*/cpulist``).
     """
 
