@@ -80,7 +80,7 @@ def _defaults() -> None:
 
     from gputop_doctor.core.probe_stats import ProbeStats
     from gputop_doctor.rules import gpu_starvation, power_cap, thermal_throttle
-    from tests.rules.synth import Tick, gpu, host, sawtooth, track, trainer
+    from tests.builders import Tick, gpu, host, sawtooth, track, trainer
 
     onset = 20
 

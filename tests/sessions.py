@@ -21,7 +21,7 @@ from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.export.reader import RecordedTick, SessionReader
 from gputop_doctor.export.rows import snapshot_rows
 from gputop_doctor.export.schema import COLUMNS
-from tests.helpers import full_gpu, full_host
+from tests.builders import full_gpu, full_host
 
 T0 = 1_700_000_000.0
 SYSTEM = SystemInfo(source="demo:test")

@@ -24,7 +24,8 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import ProcSample, Snapshot, decode_clock_events
 from gputop_doctor.core.rule import RuleContext
-from tests.helpers import StubGpuSource, StubHostSource, gpu
+from tests.builders import bare_gpu
+from tests.helpers import StubGpuSource, StubHostSource
 
 
 def test_clock_events_decode_known_and_unknown_bits() -> None:
@@ -48,7 +49,11 @@ def test_history_window_picks_recent_snapshots_only() -> None:
 def test_history_gpu_and_proc_series() -> None:
     history = History(10)
     for t in range(3):
-        gpus = (gpu(0, util_pct=float(t)), gpu(1, util_pct=50.0)) if t != 1 else (gpu(1),)
+        gpus = (
+            (bare_gpu(0, util_pct=float(t)), bare_gpu(1, util_pct=50.0))
+            if t != 1
+            else (bare_gpu(1),)
+        )
         procs = (ProcSample(pid=7, cpu_pct=float(t)),)
         history.append(Snapshot(time=t, tick=t, interval_s=1.0, gpus=gpus, processes=procs))
     window = history.all()
@@ -113,7 +118,7 @@ class _AlwaysHot:
 
 def test_engine_tick_runs_rules_with_hysteresis_and_series() -> None:
     clock = iter(float(t) for t in range(100))
-    gpus = StubGpuSource(script=[(gpu(0, util_samples=(10.0, 20.0)),)])
+    gpus = StubGpuSource(script=[(bare_gpu(0, util_samples=(10.0, 20.0)),)])
     engine = Engine(
         gpus,
         StubHostSource(),
@@ -132,7 +137,9 @@ def test_engine_tick_runs_rules_with_hysteresis_and_series() -> None:
 
 def test_engine_notes_target_exit_and_lost_gpu_once() -> None:
     host = StubHostSource(tree=(ProcSample(pid=9),), alive_script=[True, True, False, False])
-    gpus = StubGpuSource(script=[(gpu(0), gpu(1)), (gpu(0), replace(gpu(1), lost=True))])
+    gpus = StubGpuSource(
+        script=[(bare_gpu(0), bare_gpu(1)), (bare_gpu(0), replace(bare_gpu(1), lost=True))]
+    )
     engine = Engine(gpus, host, Settings(), target_pid=9, clock=lambda: 5.0)
     notes = [engine.tick().note for _ in range(4)]
     assert notes == [None, "GPU 1 is lost", "PID 9 exited", None]
@@ -227,7 +234,7 @@ def test_prime_fills_history_with_past_ticks_and_skips_sinks() -> None:
             pass
 
     engine = Engine(
-        StubGpuSource(script=[(gpu(0),)]), StubHostSource(), Settings(), clock=lambda: 1000.0
+        StubGpuSource(script=[(bare_gpu(0),)]), StubHostSource(), Settings(), clock=lambda: 1000.0
     )
     engine.add_sink(Sink())
     engine.prime(5.0)
@@ -248,7 +255,9 @@ def test_history_keeps_processes_only_for_the_detail_span() -> None:
 
 
 def test_run_fills_pending_prime_in_the_sampler_thread_first() -> None:
-    engine = Engine(StubGpuSource(script=[(gpu(0),)]), StubHostSource(), Settings(interval_s=0.01))
+    engine = Engine(
+        StubGpuSource(script=[(bare_gpu(0),)]), StubHostSource(), Settings(interval_s=0.01)
+    )
     frames: list[object] = []
     engine.run(threading.Event(), frames.append, duration_s=0.01, prime_s=0.05)
     assert [s.tick for s in engine.history.all()] == [-5, -4, -3, -2, -1, 0]
@@ -256,7 +265,7 @@ def test_run_fills_pending_prime_in_the_sampler_thread_first() -> None:
 
 
 def test_gpu_status_change_mid_session_reaches_frames_once() -> None:
-    gpus = StubGpuSource(script=[(gpu(0),)])
+    gpus = StubGpuSource(script=[(bare_gpu(0),)])
     engine = Engine(gpus, StubHostSource(), Settings(), clock=lambda: 1.0)
     assert engine.tick().system.gpu_status == "ok"
     gpus.problem = "NVML failed mid-session: Unknown Error"
@@ -277,7 +286,9 @@ def test_commands_queued_during_prime_apply_to_real_ticks(paced: HandPacedStop) 
         def close(self) -> None:
             pass
 
-    engine = Engine(StubGpuSource(script=[(gpu(0),)]), StubHostSource(), Settings(interval_s=0.01))
+    engine = Engine(
+        StubGpuSource(script=[(bare_gpu(0),)]), StubHostSource(), Settings(interval_s=0.01)
+    )
     engine.submit(lambda e: e.add_sink(Sink()))  # e.g. the UI's --csv start-recording
     engine.run(paced, lambda f: None, duration_s=0.02, prime_s=0.05)
     assert written == [0, 1] and engine.sinks

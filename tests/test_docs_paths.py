@@ -5,7 +5,7 @@ fails. This test reads the package's docstrings and comments, README.md and docs
 checks three kinds of names:
 
 - a path with a slash ending in ``.py`` (``gputop_doctor/core/waste.py``, ``rules/_window.py``,
-  ``tests/rules/synth.py``): a file from the repository root, from the package, or from the
+  ``tests/builders.py``): a file from the repository root, from the package, or from the
   naming module's own folder;
 - a bare file name (``replay.py``): a file of that name in the repository;
 - a dotted name under the package (``gputop_doctor.core.text.printable``): a module, and what

@@ -17,7 +17,8 @@ from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot, SystemInfo
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 from gputop_doctor.export.reader import SessionFormatError
 from gputop_doctor.export.schema import COLUMNS
-from tests.helpers import StubGpuSource, StubHostSource, full_gpu, full_host
+from tests.builders import full_gpu, full_host
+from tests.helpers import StubGpuSource, StubHostSource
 from tests.sessions import read_session
 
 

@@ -451,7 +451,7 @@ def _probe_case(
     wait: float = 0.6, on_gpu: bool = True, device: str | None = None, **knobs: object
 ) -> Callable[[int], object]:
     from gputop_doctor.core.probe_stats import ProbeStats
-    from tests.rules.synth import Tick, gpu, trainer
+    from tests.builders import Tick, gpu, trainer
 
     fields: dict[str, object] = dict(
         num_workers=0,
@@ -482,7 +482,7 @@ def _probe_case(
 def test_dataloader_config_names_every_slow_knob() -> None:
     from gputop_doctor.core.findings import Severity
     from gputop_doctor.rules import RULES, dataloader_config
-    from tests.rules.synth import history, run
+    from tests.builders import history, run
 
     assert "dataloader-config" in {rule.rule_id for rule in RULES}
     (finding,) = run(dataloader_config.RULE, history(_probe_case(), 12))  # type: ignore[arg-type]
@@ -498,7 +498,7 @@ def test_dataloader_config_names_every_slow_knob() -> None:
 def test_dataloader_config_respawned_workers_is_info_when_the_loop_is_fed() -> None:
     from gputop_doctor.core.findings import Severity
     from gputop_doctor.rules import dataloader_config
-    from tests.rules.synth import history, run
+    from tests.builders import history, run
 
     case = _probe_case(wait=0.02, num_workers=4, pin_memory=True, persistent_workers=False)
     (finding,) = run(dataloader_config.RULE, history(case, 12))  # type: ignore[arg-type]
@@ -518,14 +518,14 @@ def test_dataloader_config_respawned_workers_is_info_when_the_loop_is_fed() -> N
 )
 def test_dataloader_config_stays_quiet(case: Callable[[int], object]) -> None:
     from gputop_doctor.rules import dataloader_config
-    from tests.rules.synth import history, run
+    from tests.builders import history, run
 
     assert run(dataloader_config.RULE, history(case, 12)) == []  # type: ignore[arg-type]
 
 
 def test_dataloader_config_needs_a_few_readings_and_a_gpu_from_the_model() -> None:
     from gputop_doctor.rules import dataloader_config
-    from tests.rules.synth import history, run
+    from tests.builders import history, run
 
     assert run(dataloader_config.RULE, history(_probe_case(), 2)) == []  # type: ignore[arg-type]
     # Not on NVML's list (yet), but the model sits on a GPU: that counts.
@@ -541,7 +541,7 @@ def _starvation_case(
     util: float | None, wait: float, workers: int, main_cpu: float = 10.0, probe_workers: object = 0
 ) -> Callable[[int], object]:
     from gputop_doctor.core.probe_stats import ProbeStats
-    from tests.rules.synth import Tick, gpu, sawtooth, trainer
+    from tests.builders import Tick, gpu, sawtooth, trainer
 
     def make(k: int) -> Tick:
         probe = ProbeStats(
@@ -566,7 +566,7 @@ def _starvation_case(
 
 def _starvation(case: Callable[[int], object]) -> list[object]:
     from gputop_doctor.rules import gpu_starvation
-    from tests.rules.synth import history, run
+    from tests.builders import history, run
 
     return run(gpu_starvation.RULE, history(case, 30))  # type: ignore[arg-type]
 

@@ -23,8 +23,8 @@ from gputop_doctor.core.model import GpuSample, Snapshot, SystemInfo, TreeTotals
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.export.frame_view import VERSION, frame_view
 from gputop_doctor.export.prometheus import FrameCollector
+from tests.builders import full_gpu, full_host
 from tests.fleet.servers import ROOT, cli_env, start_exporter
-from tests.helpers import full_gpu, full_host
 
 HOT = Finding("thermal-throttle", Severity.CRITICAL, gpu_scope(0), "hot", since=1234.5)
 

@@ -11,7 +11,7 @@ from gputop_doctor.rules import (
     io_contention,
     swap_pressure,
 )
-from tests.rules.synth import Case, Tick, context, gpu, history, host, proc, run, sawtooth
+from tests.builders import Case, Tick, context, gpu, history, host, proc, run, sawtooth
 
 SPINNERS = (OutsideProcess(300, "spin", cpu_pct=66.0), OutsideProcess(301, "spin", cpu_pct=66.0))
 

@@ -8,7 +8,7 @@ from gputop_doctor.core.findings import Severity
 from gputop_doctor.core.model import ProcSample, Runtime, ThreadEnv
 from gputop_doctor.rules import blas_openblas_on_intel, openblas_coretype
 from gputop_doctor.rules.openblas_coretype import cpu_isa
-from tests.rules.synth import (
+from tests.builders import (
     GOMP,
     MKL_DYNAMIC,
     MKL_STATIC,

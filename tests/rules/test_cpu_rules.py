@@ -11,7 +11,7 @@ from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.pressure import JobPressure, Pressure, PressureScope
 from gputop_doctor.rules import cpu_saturation, thread_oversubscription
 from gputop_doctor.rules.thread_oversubscription import recommended_threads
-from tests.rules.synth import Case, Tick, context, history, host, proc, run, trainer
+from tests.builders import Case, Tick, context, history, host, proc, run, trainer
 
 
 def _busy(cpu_pct: float, delay: float = 0.0, **host_fields: object) -> Case:

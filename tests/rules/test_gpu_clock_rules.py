@@ -9,7 +9,7 @@ import pytest
 from gputop_doctor.core.findings import Severity
 from gputop_doctor.core.model import ClockEvent, GpuSample, ThrottleCounters
 from gputop_doctor.rules import power_cap, thermal_throttle
-from tests.rules.synth import Case, Tick, gpu, history, run, track
+from tests.builders import Case, Tick, gpu, history, run, track
 
 SW_THERMAL = int(ClockEvent.SW_THERMAL)
 HW_THERMAL = int(ClockEvent.HW_THERMAL)

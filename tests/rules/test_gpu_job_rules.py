@@ -7,7 +7,7 @@ import pytest
 from gputop_doctor.core.findings import Severity
 from gputop_doctor.core.model import ThreadEnv
 from gputop_doctor.rules import dataparallel, gpu_idle_memory, gpu_imbalance, gpu_unused
-from tests.rules.synth import Case, Tick, gpu, history, proc, run, trainer
+from tests.builders import Case, Tick, gpu, history, proc, run, trainer
 
 # -- gpu-unused -------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from gputop_doctor.core.pressure import JobPressure, Pressure, PressureScope
 from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.rules import gpu_starvation
 from gputop_doctor.rules.gpu_starvation import Cause
-from tests.rules.synth import (
+from tests.builders import (
     Case,
     Tick,
     context,

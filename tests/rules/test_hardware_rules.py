@@ -18,7 +18,7 @@ from gputop_doctor.rules import (
     pcie_link_degraded,
     rank_straggler,
 )
-from tests.rules.synth import Tick, gpu, history, run
+from tests.builders import Tick, gpu, history, run
 
 NV4 = tuple(NvLink(i, True, 4) for i in range(4))
 

@@ -7,7 +7,7 @@ import pytest
 from gputop_doctor.core.findings import Severity
 from gputop_doctor.core.pressure import JobPressure, Pressure, PressureScope
 from gputop_doctor.rules import io_bound, swap_pressure
-from tests.rules.synth import Case, Tick, gpu, history, host, run, sawtooth, trainer
+from tests.builders import Case, Tick, gpu, history, host, run, sawtooth, trainer
 
 CALM_IO = Pressure(0.5, 0.1)
 NO_PRESSURE = Pressure(0.0, 0.0)

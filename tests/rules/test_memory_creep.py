@@ -9,7 +9,7 @@ import pytest
 from gputop_doctor.core.findings import Severity
 from gputop_doctor.rules import gpu_memory_creep
 from gputop_doctor.rules.gpu_memory_creep import growing_segments, sampled
-from tests.rules.synth import Tick, gpu, history, run
+from tests.builders import Tick, gpu, history, run
 
 TOTAL = 81_920.0
 

@@ -11,7 +11,7 @@ from gputop_doctor.core.health import GpuHealth, NumaNode, Topology, node_of_cpu
 from gputop_doctor.core.model import ProcSample, SystemInfo
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.rules import RULES, numa_mismatch
-from tests.rules.synth import Tick, context, gpu, history, proc, run
+from tests.builders import Tick, context, gpu, history, proc, run
 
 NODES = (NumaNode(0, "0-7"), NumaNode(1, "8-15"))
 NEAR = GpuHealth(topology=Topology(numa_node=0, cpus="0-7"))

@@ -7,7 +7,7 @@ from dataclasses import replace
 from gputop_doctor.core.findings import HOST, Finding, FindingTracker, Severity
 from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.rules import gpu_starvation, power_cap, thermal_throttle
-from tests.rules.synth import Case, Tick, gpu, host, sawtooth, track, trainer
+from tests.builders import Case, Tick, gpu, host, sawtooth, track, trainer
 
 ONSET = 20  # the cause starts at this tick, after a healthy stretch
 

@@ -13,7 +13,7 @@ from gputop_doctor.core.verdict import Bottleneck, Case
 from gputop_doctor.report.advice import advice
 from gputop_doctor.rules import RULES, cpu_saturation, gpu_starvation
 from gputop_doctor.rules.headline import classify, decide
-from tests.rules.synth import (
+from tests.builders import (
     Tick,
     context,
     gpu,

@@ -7,7 +7,7 @@ from dataclasses import replace
 from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
 from gputop_doctor.ui.widgets.gpu_lines import card_lines, health_mark
 from gputop_doctor.ui.widgets.health_text import health_summary, topology_matrix
-from tests.helpers import full_gpu
+from tests.builders import full_gpu
 
 HEALTHY = GpuHealth(
     ecc_volatile_corrected=0,

@@ -1,8 +1,10 @@
-"""Builders for synthetic histories: snapshots made directly from the model, tick by tick.
+"""The tests' one set of builders for the model: GPUs, processes, hosts, snapshots, histories.
 
-A case is a function of the tick number that returns that tick's GPUs, processes and host, so
-a table row can say "sawtooth utilization, workers at 97 %" in one line and the history is
-built the same way the engine builds it (one snapshot per interval).
+Synthetic histories are made directly from the model, tick by tick. A case is a function of the
+tick number that returns that tick's GPUs, processes and host, so a table row can say "sawtooth
+utilization, workers at 97 %" in one line and the history is built the same way the engine
+builds it (one snapshot per interval). ``full_gpu`` and ``full_host`` fill every field, for
+round trips through the CSV and the exporters; ``bare_gpu`` sets a few, for engine tests.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from gputop_doctor.core.model import (
     Snapshot,
     SystemInfo,
     ThreadEnv,
+    ThrottleCounters,
 )
 from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.core.rule import Rule, RuleContext
@@ -141,6 +144,61 @@ def gpu(
     return GpuSample(index=index, **base)  # type: ignore[arg-type]
 
 
+def bare_gpu(index: int = 0, **fields: object) -> GpuSample:
+    """A GPU with a few fields set and no processes."""
+    base: dict[str, object] = dict(
+        name="Test GPU",
+        uuid=f"GPU-test-{index}",
+        util_pct=90.0,
+        mem_used_mib=1000.0,
+        mem_total_mib=80000.0,
+        temp_c=60.0,
+        power_w=300.0,
+        power_limit_w=700.0,
+        sm_clock_mhz=1900.0,
+        sm_clock_max_mhz=1980.0,
+    )
+    base.update(fields)
+    return GpuSample(index=index, **base)  # type: ignore[arg-type]
+
+
+def full_gpu(index: int) -> GpuSample:
+    """A GPU with every field set, for round trips."""
+    return GpuSample(
+        index=index,
+        name="NVIDIA H100 80GB HBM3",
+        uuid=f"GPU-{index:08x}-aaaa",
+        pci_bus_id=f"00000000:{index + 16:02X}:00.0",
+        mig_mode=False,
+        util_pct=51.5,
+        util_min_pct=0.0,
+        util_max_pct=100.0,
+        util_samples=(100.0, 3.0, 99.0, 0.0),
+        mem_util_pct=20.0,
+        mem_used_mib=40123.25,
+        mem_total_mib=81559.0,
+        mem_reserved_mib=512.0,
+        temp_c=71.0,
+        temp_slowdown_c=87.0,
+        temp_shutdown_c=92.0,
+        temp_max_operating_c=85.0,
+        power_w=512.3,
+        power_limit_w=700.0,
+        energy_j=123456789.125,
+        sm_clock_mhz=1755.0,
+        sm_clock_max_mhz=1980.0,
+        mem_clock_mhz=2619.0,
+        fan_pct=None,
+        pcie_rx_kib_s=1200.0,
+        pcie_tx_kib_s=300.0,
+        clock_event_bits=0x24,
+        throttle=ThrottleCounters(1, 2, 3, 4, None),
+        sm_active_pct=None,
+        tensor_active_pct=33.3,
+        processes=(GpuProcess(4201, index, "compute", 40000.0, 51.0, 12.0),),
+    )
+
+
 def sawtooth(k: int, busy: float = 97.0, idle: float = 2.0, period: int = 6) -> tuple[float, ...]:
     """Six samples of a slow-loader sawtooth: half computing, half waiting."""
     return tuple(busy if (k * 6 + i) % period < period // 2 else idle for i in range(6))
@@ -230,6 +288,29 @@ def host(**fields: object) -> HostSample:
     )
     base.update(fields)
     return HostSample(**base)  # type: ignore[arg-type]
+
+
+def full_host() -> HostSample:
+    return HostSample(
+        cpu_pct=73.5,
+        logical_cpus=32,
+        effective_cpus=8.5,
+        iowait_pct=1.25,
+        load1=7.0,
+        load5=6.5,
+        load15=6.0,
+        mem_total_mib=515000.0,
+        mem_used_mib=123456.5,
+        mem_available_mib=390000.0,
+        swap_total_mib=0.0,
+        swap_used_mib=0.0,
+        swap_in_mib_s=0.0,
+        swap_out_mib_s=0.0,
+        psi_cpu=Pressure(12.5, None),
+        psi_io=Pressure(1.0, 0.5),
+        psi_memory=None,
+        cgroup_throttled_frac=0.1,
+    )
 
 
 def with_fields(sample: ProcSample, **fields: object) -> ProcSample:
