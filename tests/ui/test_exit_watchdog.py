@@ -20,7 +20,7 @@ import pytest
 
 from gputop_doctor.export.reader import SessionFormatError
 from tests.sessions import read_session
-from tests.ui.test_e2e_tmux import BIN, START_S, session, tmux, wait_for
+from tests.ui.test_tmux import BIN, START_S, session, tmux, wait_for
 
 __all__ = ["session"]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.sources.host.attribution import Attribution
-from tests.test_host import Clock, FakeProc
+from tests.sources.test_host import Clock, FakeProc
 
 MIB = 1 << 20
 PRESSED = Pressure(1.0, some_now=30.0)  # avg10 still low, the last tick's stall share high

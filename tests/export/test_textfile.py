@@ -17,6 +17,8 @@ from gputop_doctor.export import textfile
 from gputop_doctor.export.textfile import TextfileError, directory_warning, write_textfile
 from tests.fleet.servers import ROOT, cli_env
 
+pytestmark = pytest.mark.hostile
+
 PRECIOUS = "root:x:0:0:precious\n"
 
 # Runs `serve` in a child that first plants, as the other user would, a symlink at the name

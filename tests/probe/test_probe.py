@@ -261,7 +261,7 @@ def _run_script(code: str, env: dict[str, str], timeout: float = 60) -> str:
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert out.returncode == 0, out.stderr
     return out.stdout

@@ -31,6 +31,7 @@ TICKS = 6  # ticks that must be in the CSV before it is stopped
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.e2e,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
     pytest.mark.skipif(not BIN.exists(), reason="the gputop-doctor command is not installed"),
 ]

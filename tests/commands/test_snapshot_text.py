@@ -1,7 +1,7 @@
 """Hostile input outside the TUI: snapshot's text output and the shared row formatters.
 
-The TUI's screens are walked in tests/ui/test_hostile_names.py and end to end in tmux in
-tests/ui/test_e2e_hostile_tmux.py; probe files, outputs and settings have their own modules.
+The TUI's screens are walked in tests/ui/test_names.py and end to end in tmux in
+tests/ui/test_tmux_hostile.py; probe files, outputs and settings have their own modules.
 """
 
 from __future__ import annotations
@@ -10,11 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gputop_doctor.commands.snapshot_format import frame_to_json, frame_to_text
 from gputop_doctor.ui.screens.process_detail import sections
 from gputop_doctor.ui.widgets.process_rows import row_cells
 from tests.hostile import HOSTILE_NAMES, HostileGpu, HostileHost, assert_no_raw_controls
 from tests.ui.engines import demo_engine, tick
+
+pytestmark = pytest.mark.hostile
 
 
 def _hostile_frame():  # type: ignore[no-untyped-def]

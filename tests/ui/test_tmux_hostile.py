@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.ui.test_e2e_tmux import BIN, START_S, STOP_S, pytestmark, session, tmux, wait_for
+from tests.ui.test_tmux import BIN, START_S, STOP_S, session, tmux, wait_for
+from tests.ui.test_tmux import pytestmark as tmux_marks
 
 ROOT = Path(__file__).resolve().parents[2]
-__all__ = ["pytestmark", "session"]  # the tmux session fixture and the skip marks, shared
+pytestmark = [*tmux_marks, pytest.mark.hostile]  # test_tmux's skip marks, and hostile
+__all__ = ["session"]  # the tmux session fixture, shared
 
 CHILD = """
 import ctypes, sys, time

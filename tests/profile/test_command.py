@@ -15,7 +15,7 @@ import pytest
 from gputop_doctor.cli import main
 from gputop_doctor.sources.profile_reader import load_answer, parse_profile
 
-pytestmark = [pytest.mark.slow, pytest.mark.torch]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.torch]
 pytest.importorskip("torch")
 
 Start = Callable[[str], "subprocess.Popen[str]"]

@@ -14,7 +14,7 @@ from gputop_doctor.sources.host.pids import parse_stat, read_allowed_cpus, read_
 from gputop_doctor.sources.host.source import ProcfsHostSource
 from gputop_doctor.sources.host.system import read_numa_nodes
 from gputop_doctor.sources.host.tree import ALLOWED_TTL_S
-from tests.test_host import FakeProc, by_pid, fake, reader  # noqa: F401
+from tests.sources.test_host import FakeProc, by_pid, fake, reader  # noqa: F401
 
 
 def full_stat(pid: int, processor: int) -> str:

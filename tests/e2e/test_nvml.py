@@ -25,7 +25,7 @@ from tests.fake_nvml.scenario import (
 )
 from tests.sessions import read_session
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 CMD = [sys.executable, "-m", "gputop_doctor"]
 

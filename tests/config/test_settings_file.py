@@ -14,7 +14,7 @@ import pytest
 from gputop_doctor.config import Settings
 from gputop_doctor.config.file import SettingsError, apply, load_settings
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "rules"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules"
 
 
 TOML_WITH_EVERY_KIND = (
@@ -71,7 +71,7 @@ def test_module_chooses_tomli_when_it_runs_as_python_310(tmp_path: Path) -> None
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert result.returncode == 0, result.stderr
     module, values = json.loads(result.stdout)

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from gputop_doctor.config import Settings
 from gputop_doctor.config.file import SettingsError, apply, load_settings
 
+pytestmark = pytest.mark.hostile
+
 CMD = [sys.executable, "-m", "gputop_doctor"]
 
 

@@ -18,8 +18,10 @@ import pytest
 
 from gputop_doctor.probe import protocol
 from gputop_doctor.sources.probe_reader import MAX_FILE_BYTES, ProbeReader, parse_probe
+from tests.probe.test_probe import record
 from tests.sessions import read_session
-from tests.test_probe import record
+
+pytestmark = pytest.mark.hostile
 
 OTHER_UID = 54321  # a uid nobody on the test machine uses
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="creates files owned by other uids")

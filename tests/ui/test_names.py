@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from textual.pilot import Pilot
 
 from gputop_doctor.core.findings import Finding
@@ -22,6 +23,8 @@ from gputop_doctor.ui.screens.process_picker import ProcessPicker
 from gputop_doctor.ui.widgets.process_table import ProcessTable
 from tests.hostile import HOSTILE_NAMES, HostileGpu, HostileHost, assert_no_raw_controls
 from tests.ui.engines import demo_engine, run_async, screen_text, tick
+
+pytestmark = pytest.mark.hostile
 
 SIZES = ((120, 40), (80, 24))
 

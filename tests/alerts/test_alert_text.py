@@ -14,11 +14,15 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gputop_doctor.alerts.dispatch import AlertDispatcher, hooks_from
 from gputop_doctor.core.findings import Evidence, Finding, Severity, pid_scope
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot, SystemInfo
 from gputop_doctor.core.text import chat_safe
+
+pytestmark = pytest.mark.hostile
 
 NAME = "<!channel> @here <@U123> [click](http://127.0.0.1/x)\nFAKE CRITICAL\x1b]0;t\x07"
 HOST = "node-<!here>"

@@ -28,6 +28,8 @@ from gputop_doctor.fleet.poller import HostPoller
 from gputop_doctor.fleet.view import HostState
 from tests.fleet.servers import ROOT, cli_env
 
+pytestmark = pytest.mark.hostile
+
 ESCAPES = b"\x1b]0;pwned\x07\x1b[2J"
 
 

@@ -19,6 +19,7 @@ from tests.fake_nvml.scenario import FakeProcess, Scenario
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.e2e,
     pytest.mark.skipif(
         not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1 to pin processes to"
     ),

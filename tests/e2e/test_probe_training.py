@@ -40,9 +40,9 @@ from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
 )
 from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario
 
-pytestmark = [pytest.mark.slow, pytest.mark.torch]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.torch]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_PER_TICK = 6
 
 TRAIN = r"""

@@ -21,6 +21,8 @@ from gputop_doctor.ui.messages import FrameReady
 from tests.sessions import read_session
 from tests.ui.engines import demo_engine, run_async, screen_text, tick
 
+pytestmark = pytest.mark.hostile
+
 CMD = [sys.executable, "-m", "gputop_doctor"]
 
 
