@@ -181,13 +181,14 @@ def test_pid_that_exits_while_attached(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_demo_snapshot_json_has_the_stable_keys() -> None:
-    result = run("snapshot", "--demo", "thermal", "--json")
+    # The keys and the GPUs do not depend on the window: 5 simulated seconds, not the default 330.
+    result = run("snapshot", "--demo", "thermal", "--json", "--window", "5")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     for key in ("gpus", "host", "processes", "findings"):
         assert key in data
     assert len(data["gpus"]) == 8
-    text = run("snapshot", "--demo", "thermal")
+    text = run("snapshot", "--demo", "thermal", "--window", "5")
     assert text.returncode == 0 and "GPU 7" in text.stdout
 
 
