@@ -7,7 +7,6 @@ retried. A host that stops answering turns STALE, then UNREACHABLE, while the ot
 
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 import threading
@@ -18,10 +17,15 @@ from gputop_doctor.config import environment
 from gputop_doctor.core.net import RequestFailed, request
 from gputop_doctor.core.text import printable
 from gputop_doctor.fleet.hosts import HostSpec, Transport
-from gputop_doctor.fleet.view import BadView, HostState, HostStatus, HostView, parse_view
+from gputop_doctor.fleet.view import (
+    MAX_VIEW_BYTES,
+    HostState,
+    HostStatus,
+    HostView,
+    decode_view,
+)
 
 HTTP_TIMEOUT_S = 2.0
-MAX_VIEW_BYTES = 4 * 1024 * 1024
 RETRY_S = 3.0
 DEFAULT_REMOTE_COMMAND = "gputop-doctor serve --stdout-json"
 ERROR_LEN = 120
@@ -113,9 +117,7 @@ class HostPoller:
         url = f"http://{self.spec.host}:{self.spec.port}/api/v1/frame"
         try:
             reply = request(url, HTTP_TIMEOUT_S, MAX_VIEW_BYTES)
-            if len(reply.body) > MAX_VIEW_BYTES:
-                raise BadView("frame view too large")
-            self.accept(parse_view(self.spec.label, json.loads(reply.body)))
+            self.accept(decode_view(self.spec.label, reply.body))
         except RequestFailed as exc:
             if exc.status == NOT_READY:
                 self._starting()
@@ -166,13 +168,12 @@ class HostPoller:
             line = proc.stdout.readline(MAX_VIEW_BYTES + 1)
             if not line:
                 break
-            if len(line) > MAX_VIEW_BYTES:
-                self._bad("frame view too large")
-                break
             try:
-                self.accept(parse_view(self.spec.label, json.loads(line)))
+                self.accept(decode_view(self.spec.label, line))
             except Exception as exc:  # any bad line: this host only, one printable reason
                 self._bad(_error(exc))
+                if len(line) > MAX_VIEW_BYTES:  # the rest of that line cannot be told apart
+                    break
         proc.terminate()
         try:
             proc.wait(5)

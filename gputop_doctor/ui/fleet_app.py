@@ -81,9 +81,11 @@ class FleetApp(App[int]):
     def refresh_fleet(self) -> None:
         """Read the pollers' latest statuses (never blocks) and show them."""
         frame = self.frame = self.watcher.frame()
-        for index, status in enumerate(frame.hosts):
-            self.query_one(f"#host-{index}", HostCard).show(status)
-        self.query_one(FleetFindings).show(frame)
+        # Queries, not query_one: a timer that fires while the app shuts down finds no widgets.
+        for card, status in zip(self.query(HostCard), frame.hosts, strict=False):
+            card.show(status)
+        for findings in self.query(FleetFindings):
+            findings.show(frame)
 
     def action_quit(self) -> None:  # type: ignore[override]
         self.watcher.stop()
@@ -97,4 +99,4 @@ def run_fleet_tui(specs: Sequence[HostSpec], interval_s: float) -> int:
         result = app.run()
     finally:
         watcher.stop()
-    return result if isinstance(result, int) else 0
+    return result if isinstance(result, int) else (app.return_code or 0)  # 1 if it crashed
