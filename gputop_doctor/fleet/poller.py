@@ -1,8 +1,11 @@
 """One worker thread per host keeps its latest :class:`HostStatus`; nothing here blocks a UI.
 
-HTTP: GET ``/api/v1/frame`` each interval with a timeout. SSH: run ``serve --stdout-json`` on
-the remote through the ``ssh`` client and read one JSON frame per line; a dropped link is
-retried. A host that stops answering turns STALE, then UNREACHABLE, while the others go on.
+HTTP: GET ``/api/v1/frame`` each interval, the whole request within ``HTTP_TIMEOUT_S``. SSH:
+run ``serve --stdout-json`` on the remote through the ``ssh`` client and read one JSON frame
+per line; a dropped link is retried. A host that stops answering turns STALE, then
+UNREACHABLE, and one that never sends a first frame turns UNREACHABLE after
+``CONNECTING_INTERVALS`` intervals (``SSH_FIRST_FRAME_S`` at least over ssh, which logs in
+and starts a process first), while the others go on.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from gputop_doctor.fleet.view import (
     decode_view,
 )
 
-HTTP_TIMEOUT_S = 2.0
+HTTP_TIMEOUT_S = 2.0  # the whole request, connection to last byte
+CONNECTING_INTERVALS = 3  # intervals without a first frame before a host is UNREACHABLE
+SSH_FIRST_FRAME_S = 20.0  # ssh logs in and starts the remote exporter first
 RETRY_S = 3.0
 DEFAULT_REMOTE_COMMAND = "gputop-doctor serve --stdout-json"
 ERROR_LEN = 120
@@ -52,12 +57,14 @@ class HostPoller:
         self._clock = clock
         self._lock = threading.Lock()
         self._status = HostStatus(spec.label, HostState.CONNECTING)
+        self._since = clock()  # when this poller began waiting for its first frame
         self._stop = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
         target = self._run_ssh if spec.transport is Transport.SSH else self._run_http
         self._thread = threading.Thread(target=target, name=f"host {spec.label}", daemon=True)
 
     def start(self) -> HostPoller:
+        self._since = self._clock()
         self._thread.start()
         return self
 
@@ -65,6 +72,13 @@ class HostPoller:
         """The status now; a host silent for too long is STALE even if its thread is stuck."""
         with self._lock:
             status = self._status
+        if status.state is HostState.CONNECTING:
+            waited = self._clock() - (status.received_at or self._since)
+            if waited > self.first_frame_s:
+                why = f"no frame in {waited:.0f} s" + (f" ({status.error})" if status.error else "")
+                return HostStatus(
+                    status.label, HostState.UNREACHABLE, status.view, why, status.received_at
+                )
         if status.state is HostState.OK and status.received_at is not None:
             silent = self._clock() - status.received_at
             if silent > max(3 * self.interval_s, 2 * HTTP_TIMEOUT_S):
@@ -76,6 +90,12 @@ class HostPoller:
                     status.received_at,
                 )
         return status
+
+    @property
+    def first_frame_s(self) -> float:
+        """How long a host may stay CONNECTING before it is shown UNREACHABLE."""
+        floor = SSH_FIRST_FRAME_S if self.spec.transport is Transport.SSH else 2 * HTTP_TIMEOUT_S
+        return max(CONNECTING_INTERVALS * self.interval_s, floor)
 
     def stop(self) -> None:
         self._stop.set()
@@ -130,7 +150,10 @@ class HostPoller:
     def _run_http(self) -> None:
         while not self._stop.is_set():
             started = self._clock()
-            self.fetch_once()
+            try:
+                self.fetch_once()
+            except Exception as exc:  # a bug of ours: say it on the card, keep polling
+                self._bad(_error(exc))
             self._stop.wait(max(0.0, self.interval_s - (self._clock() - started)))
 
     # -- SSH -------------------------------------------------------------------------------

@@ -8,11 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gputop_doctor.fleet.hosts import HostSpec, Transport
-from gputop_doctor.fleet.poller import HTTP_TIMEOUT_S, HostPoller
+from gputop_doctor.fleet.poller import HTTP_TIMEOUT_S, SSH_FIRST_FRAME_S, HostPoller
 from gputop_doctor.fleet.straggler import StragglerTracker, straggler_findings
 from gputop_doctor.fleet.view import HostState, HostStatus, RemoteFinding
-
-SSH_FIRST_FRAME_S = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +53,7 @@ def fetch_fleet(specs: Sequence[HostSpec], interval_s: float = 1.0) -> FleetFram
     ssh = [p for p in watcher.pollers if p.spec.transport is Transport.SSH]
     for poller in ssh:
         poller.start()
-    deadline = time.monotonic() + SSH_FIRST_FRAME_S
+    deadline = time.monotonic() + SSH_FIRST_FRAME_S + 1  # a poller says UNREACHABLE by then
     while ssh and time.monotonic() < deadline:
         if all(p.status().state is not HostState.CONNECTING for p in ssh):
             break
@@ -66,13 +64,11 @@ def fetch_fleet(specs: Sequence[HostSpec], interval_s: float = 1.0) -> FleetFram
         tuple(
             h
             if h.state is not HostState.CONNECTING
-            else HostStatus(
-                h.label, HostState.UNREACHABLE, error=f"no frame in {SSH_FIRST_FRAME_S:g} s"
-            )
+            else HostStatus(h.label, HostState.UNREACHABLE, error=h.error or "no frame yet")
             for h in frame.hosts
         ),
         frame.fleet_findings,
     )
 
 
-__all__ = ["HTTP_TIMEOUT_S", "FleetFrame", "FleetWatcher", "fetch_fleet"]
+__all__ = ["HTTP_TIMEOUT_S", "SSH_FIRST_FRAME_S", "FleetFrame", "FleetWatcher", "fetch_fleet"]

@@ -44,11 +44,17 @@ def raw_terminal_bytes(text: str) -> list[str]:
 
 @dataclass
 class FakeExporter:
-    """Answers the n-th connection with ``answer(n)``; with ``trickle_s``, one byte at a time
-    with that gap (a slow-loris exporter). Each connection has its own thread."""
+    """Answers the n-th connection with ``answer(n)``.
+
+    With ``trickle_s``, the bytes after the first ``trickle_from`` go one at a time with that
+    gap (a slow-loris exporter); with ``at_once``, without waiting for a request (a TLS
+    client's hello never ends in a blank line). A thread per connection.
+    """
 
     answer: Callable[[int], bytes]
     trickle_s: float = 0.0
+    at_once: bool = False
+    trickle_from: int = 0
     sock: socket.socket = field(default_factory=socket.socket)
     served: int = 0
     port: int = 0
@@ -71,7 +77,7 @@ class FakeExporter:
         with conn, contextlib.suppress(OSError):
             conn.settimeout(10)
             data = b""
-            while b"\r\n\r\n" not in data:
+            while not self.at_once and b"\r\n\r\n" not in data:
                 chunk = conn.recv(65536)
                 if not chunk:
                     return
@@ -80,7 +86,8 @@ class FakeExporter:
             if not self.trickle_s:
                 conn.sendall(reply)
                 return
-            for byte in reply:
+            conn.sendall(reply[: self.trickle_from])
+            for byte in reply[self.trickle_from :]:
                 if self.closed.wait(self.trickle_s):
                     return
                 conn.sendall(bytes([byte]))
@@ -92,9 +99,13 @@ def _always(reply: bytes) -> Callable[[int], bytes]:
 
 @contextlib.contextmanager
 def fake_exporter(
-    answer: Callable[[int], bytes] | bytes, trickle_s: float = 0.0
+    answer: Callable[[int], bytes] | bytes,
+    trickle_s: float = 0.0,
+    at_once: bool = False,
+    trickle_from: int = 0,
 ) -> Iterator[FakeExporter]:
-    server = FakeExporter(answer if callable(answer) else _always(answer), trickle_s)
+    reply = answer if callable(answer) else _always(answer)
+    server = FakeExporter(reply, trickle_s, at_once, trickle_from)
     server.sock.bind(("127.0.0.1", 0))
     server.port = int(server.sock.getsockname()[1])
     server.sock.listen(16)
