@@ -8,7 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gputop_doctor.fleet.hosts import HostSpec, Transport
-from gputop_doctor.fleet.poller import HTTP_TIMEOUT_S, SSH_FIRST_FRAME_S, HostPoller
+from gputop_doctor.fleet.poller import (
+    HTTP_TIMEOUT_S,
+    SSH_FIRST_FRAME_S,
+    STOP_WAIT_S,
+    HostPoller,
+)
 from gputop_doctor.fleet.straggler import StragglerTracker, straggler_findings
 from gputop_doctor.fleet.view import HostState, HostStatus, RemoteFinding
 
@@ -40,8 +45,14 @@ class FleetWatcher:
         return FleetFrame(hosts, straggler_findings(hosts))
 
     def stop(self) -> None:
+        """Stop every poller and wait for the ssh ones to reap their ssh (no child outlives
+        the view); an HTTP poller's thread ends at its next deadline on its own."""
         for poller in self.pollers:
             poller.stop()
+        end = time.monotonic() + 2 * STOP_WAIT_S + 1
+        for poller in self.pollers:
+            if poller.spec.transport is Transport.SSH:
+                poller.join(max(0.0, end - time.monotonic()))
 
 
 def fetch_fleet(specs: Sequence[HostSpec], interval_s: float = 1.0) -> FleetFrame:
