@@ -14,6 +14,7 @@ import contextlib
 import os
 import shlex
 import signal
+import ssl
 import subprocess
 import threading
 import time
@@ -58,9 +59,14 @@ class HostPoller:
     """The latest status of one host, kept up to date by a daemon thread."""
 
     def __init__(
-        self, spec: HostSpec, interval_s: float, clock: Callable[[], float] = time.monotonic
+        self,
+        spec: HostSpec,
+        interval_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.spec = spec
+        self.tls = tls  # for https://: the --hosts-ca authorities (None: the system's)
         self.interval_s = interval_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -149,9 +155,8 @@ class HostPoller:
         Any failure (the request, a redirect, the JSON, the view) turns this host UNREACHABLE
         with one printable reason; nothing the exporter sends escapes as an exception.
         """
-        url = f"http://{self.spec.host}:{self.spec.port}/api/v1/frame"
         try:
-            reply = request(url, HTTP_TIMEOUT_S, MAX_VIEW_BYTES)
+            reply = request(self.spec.url, HTTP_TIMEOUT_S, MAX_VIEW_BYTES, self.tls)
             self.accept(decode_view(self.spec.label, reply.body))
         except RequestFailed as exc:
             if exc.status == NOT_READY:

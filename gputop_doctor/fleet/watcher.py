@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +26,10 @@ class FleetFrame:
 
 
 class FleetWatcher:
-    def __init__(self, specs: Sequence[HostSpec], interval_s: float) -> None:
-        self.pollers = [HostPoller(spec, interval_s) for spec in specs]
+    def __init__(
+        self, specs: Sequence[HostSpec], interval_s: float, tls: ssl.SSLContext | None = None
+    ) -> None:
+        self.pollers = [HostPoller(spec, interval_s, tls=tls) for spec in specs]
         self._stragglers = StragglerTracker()
 
     def start(self) -> FleetWatcher:
@@ -55,9 +58,11 @@ class FleetWatcher:
                 poller.join(max(0.0, end - time.monotonic()))
 
 
-def fetch_fleet(specs: Sequence[HostSpec], interval_s: float = 1.0) -> FleetFrame:
-    """Every host once, in parallel, each bounded by its timeout (``snapshot --hosts``)."""
-    watcher = FleetWatcher(specs, interval_s)
+def fetch_fleet(
+    specs: Sequence[HostSpec], interval_s: float = 1.0, tls: ssl.SSLContext | None = None
+) -> FleetFrame:
+    """Every host once, in parallel, each bounded by its deadline (``snapshot --hosts``)."""
+    watcher = FleetWatcher(specs, interval_s, tls)
     http = [p for p in watcher.pollers if p.spec.transport is Transport.HTTP]
     with ThreadPoolExecutor(max_workers=min(32, len(http) or 1)) as pool:
         list(pool.map(HostPoller.fetch_once, http))

@@ -9,6 +9,7 @@ parsed and is shown as ``Text``, never parsed as markup.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -92,8 +93,10 @@ class FleetApp(App[int]):
         self.exit(0)
 
 
-def run_fleet_tui(specs: Sequence[HostSpec], interval_s: float) -> int:
-    watcher = FleetWatcher(specs, interval_s).start()
+def run_fleet_tui(
+    specs: Sequence[HostSpec], interval_s: float, tls: ssl.SSLContext | None = None
+) -> int:
+    watcher = FleetWatcher(specs, interval_s, tls).start()
     app = FleetApp(watcher, min(interval_s, 1.0), [s.label for s in specs])
     try:
         result = app.run()
