@@ -220,8 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--hosts",
         metavar="LIST",
-        help="watch several machines: HOST:PORT of 'serve' exporters or ssh://user@host, "
-        "comma-separated",
+        help="watch several machines: HOST:PORT or https://HOST:PORT of 'serve' exporters, "
+        "or ssh://user@host, comma-separated",
+    )
+    parser.add_argument(
+        "--hosts-ca", metavar="PEM", help="with --hosts: trust only this CA for https:// hosts"
     )
     _add_alert_options(parser)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -258,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     snapshot.add_argument(
         "--hosts", metavar="LIST", default=argparse.SUPPRESS, help="read these exporters instead"
+    )
+    snapshot.add_argument(
+        "--hosts-ca", metavar="PEM", default=argparse.SUPPRESS, help="the CA of https:// hosts"
     )
 
     _add_serve_parser(sub)

@@ -9,7 +9,7 @@ import json
 from gputop_doctor.commands.snapshot import exit_status
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.findings import Severity
-from gputop_doctor.fleet.hosts import parse_hosts
+from gputop_doctor.fleet.hosts import parse_hosts, tls_context
 from gputop_doctor.fleet.render import finding_line, host_lines, sorted_findings
 from gputop_doctor.fleet.view import HostState, RemoteFinding
 from gputop_doctor.fleet.watcher import FleetFrame, fetch_fleet
@@ -58,7 +58,7 @@ def run_fleet_snapshot(args: argparse.Namespace) -> int:
     if args.demo is not None or args.pid is not None:
         raise UsageError("snapshot --hosts reads exporters; it takes no --demo or --pid")
     specs = parse_hosts(args.hosts)
-    frame = fetch_fleet(specs)
+    frame = fetch_fleet(specs, tls=tls_context(getattr(args, "hosts_ca", None)))
     if args.json:
         print(json.dumps(fleet_json(frame), indent=2))
     else:

@@ -58,9 +58,10 @@ def _run_fleet(args: argparse.Namespace) -> int:
         raise UsageError("--hosts watches exporters; it takes no --replay, --demo, --pid or --csv")
     if args.on_finding or args.webhook:
         raise UsageError("with --hosts, give --on-finding/--webhook to each node's serve")
-    from gputop_doctor.fleet.hosts import parse_hosts
+    from gputop_doctor.fleet.hosts import parse_hosts, tls_context
 
     specs = parse_hosts(args.hosts)
+    tls = tls_context(args.hosts_ca)
     from gputop_doctor.ui.fleet_app import run_fleet_tui
 
-    return run_fleet_tui(specs, args.interval)
+    return run_fleet_tui(specs, args.interval, tls)

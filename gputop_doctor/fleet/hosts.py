@@ -1,13 +1,19 @@
-"""``--hosts a:9400,ssh://user@b``: which machines to watch and how to reach them."""
+"""``--hosts a:9400,https://b:9400,ssh://user@c``: which machines to watch and how to reach
+them; ``--hosts-ca FILE``: the certificate authority an https exporter's certificate is
+checked against (the system's when not given)."""
 
 from __future__ import annotations
 
+import os
 import re
+import ssl
+import stat
 from dataclasses import dataclass
 from enum import Enum
 
 from gputop_doctor.config.network import DEFAULT_PORT
 from gputop_doctor.core.errors import UsageError
+from gputop_doctor.core.text import printable
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9._-]+$|^\[[0-9A-Fa-f:.]+\]$")
 _USER = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -24,6 +30,12 @@ class HostSpec:
     host: str
     port: int | None = None  # None for ssh: ssh's own default or config
     user: str | None = None
+    tls: bool = False  # https://: the exporter runs serve --tls-cert
+
+    @property
+    def url(self) -> str:
+        """The exporter's frame view (HTTP transport)."""
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}/api/v1/frame"
 
     @property
     def label(self) -> str:
@@ -64,12 +76,16 @@ def parse_host(spec: str) -> HostSpec:
         if not _HOSTNAME.match(host):
             raise HostsError(f"--hosts: bad host in {spec!r}")
         return HostSpec(Transport.SSH, host, _port(port, spec) if port else None, user or None)
-    if "://" in text:
-        raise HostsError(f"--hosts: use HOST:PORT or ssh://user@host, got {spec!r}")
-    host, port = _split_host_port(text, spec)
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme not in ("http", "https"):
+        raise HostsError(
+            f"--hosts: use HOST:PORT, https://HOST:PORT or ssh://user@host, got {spec!r}"
+        )
+    host, port = _split_host_port(rest.removesuffix("/") if sep else text, spec)
     if not host or not _HOSTNAME.match(host):
         raise HostsError(f"--hosts: bad host in {spec!r}")
-    return HostSpec(Transport.HTTP, host, _port(port, spec) if port else DEFAULT_PORT)
+    port_number = _port(port, spec) if port else DEFAULT_PORT
+    return HostSpec(Transport.HTTP, host, port_number, tls=scheme == "https")
 
 
 def parse_hosts(text: str) -> tuple[HostSpec, ...]:
@@ -80,3 +96,26 @@ def parse_hosts(text: str) -> tuple[HostSpec, ...]:
     if len(set(labels)) != len(labels):
         raise HostsError("--hosts: a host is listed twice")
     return specs
+
+
+MAX_CA_BYTES = 16 * 1024 * 1024
+
+
+def tls_context(ca_file: str | None) -> ssl.SSLContext | None:
+    """The TLS settings for https:// hosts: ``ca_file``'s certificates as the only trusted
+    authorities, host names checked; None (the system's authorities) without one. A file
+    that cannot be used is a one-line HostsError, before anything is polled."""
+    if ca_file is None:
+        return None
+    try:
+        info = os.stat(ca_file)
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the load for ever
+            raise OSError("not a regular file")
+        if info.st_size > MAX_CA_BYTES:
+            raise OSError("larger than 16 MiB")
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise HostsError(
+            f"--hosts-ca: cannot use {printable(ca_file, 200)}: {printable(reason, 160)}"
+        ) from None

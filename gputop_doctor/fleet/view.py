@@ -1,13 +1,28 @@
 """What a remote exporter said, parsed and made safe to show.
 
-Everything a remote host sends is outside text: it goes through ``printable`` here, once, and
-numbers are checked to be numbers, so the UI can show a :class:`HostView` without care.
+A remote host's reply is checked here, once, before anything shows it (:func:`decode_view`):
+
+- its size (:data:`MAX_VIEW_BYTES`) and its nesting (:data:`MAX_DEPTH`) before it is decoded,
+  so no reply costs more than a bounded parse and none reaches the decoder's recursion limit;
+- every field that is read has the type it must have, and every number is finite and in its
+  range (utilization 0-100 %, temperatures, watts, counts) through :mod:`gputop_doctor.core.
+  coerce`; a missing or ``null`` field is unknown, as the exporter writes a reading it has not;
+- at most :data:`MAX_GPUS` GPUs and :data:`MAX_FINDINGS` findings per host;
+- every string goes through ``printable``.
+
+Anything else is :class:`BadView`, one printable line naming the field: the poller turns that
+host UNREACHABLE with it and the other hosts go on. The UI shows a :class:`HostView` without
+care, and arithmetic over it (the straggler's means) cannot overflow.
 """
 
 from __future__ import annotations
 
+import json
+import math
+from array import array
 from dataclasses import dataclass
 from enum import Enum
+from itertools import accumulate
 from typing import Any
 
 from gputop_doctor.core import coerce
@@ -17,7 +32,21 @@ VIEW_VERSION = 1
 NAME_LEN = 40
 TITLE_LEN = 160
 FIX_LEN = 600
-MAX_GPU_INDEX = 2**31 - 1
+MAX_GPU_INDEX = 1023
+MAX_VIEW_BYTES = 4 * 1024 * 1024  # a real view of 8 GPUs and 10 findings is about 20 KB
+MAX_DEPTH = 32  # a real view nests 4 deep (view, findings, finding, evidence)
+MAX_GPUS = 64  # per host; more is not one machine
+MAX_FINDINGS = 256  # per host
+MAX_EVIDENCE = 32  # per finding
+QUOTE_LEN = 24  # an offending value, quoted in the reason
+
+# The ranges a remote reading must be in (a value outside is a broken or hostile exporter).
+UTIL_PCT = (0.0, 100.0)
+MIB = (0.0, 2.0**40)  # memory in MiB: up to an exbibyte
+TEMP_C = (-60.0, 250.0)
+POWER_W = (0.0, 100_000.0)
+STEPS_PER_S = (0.0, 1e6)
+TIME_S = (0.0, 1e11)  # seconds since 1970: year 5138
 
 
 class HostState(Enum):
@@ -82,68 +111,195 @@ class HostStatus:
     received_at: float | None = None  # monotonic time of the last good frame
 
 
-def _text(value: Any, max_len: int = NAME_LEN) -> str:
-    return coerce.shown(value, max_len)
+class _Fields:
+    """Reads the fields of one JSON object; ``where`` names it in a reason (``gpus[3].``)."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise BadView(f"{where.rstrip('.') or 'the view'}: not a JSON object")
+        self.data: dict[str, Any] = data
+        self.where = where
+
+    def _bad(self, key: str, value: Any, wanted: str) -> BadView:
+        return BadView(f"{self.where}{key}: {_quote(value)} is not {wanted}")
+
+    def number(self, key: str, bounds: tuple[float, float]) -> float | None:
+        """A finite number in ``bounds``; None when absent, ``null`` or NaN/Infinity (Python's
+        own JSON writer spells a missing float so)."""
+        value = self.data.get(key)
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return None
+        lo, hi = bounds
+        checked = coerce.number(value, lo, hi)
+        if checked is None:
+            raise self._bad(key, value, f"a number in {lo:g}..{hi:g}")
+        return checked
+
+    def integer(self, key: str, lo: int, hi: int) -> int | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        checked = coerce.integer(value, lo, hi)
+        if checked is None:
+            raise self._bad(key, value, f"an integer in {lo}..{hi}")
+        return checked
+
+    def flag(self, key: str) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return False
+        checked = coerce.flag(value)
+        if checked is None:
+            raise self._bad(key, value, "true or false")
+        return checked
+
+    def text(self, key: str, max_len: int = NAME_LEN) -> str | None:
+        """A string made printable; None when absent or ``null``."""
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise self._bad(key, value, "a string")
+        return printable(value, max_len)
+
+    def scalar(self, key: str, max_len: int = NAME_LEN) -> str:
+        """A string, a number or a bool as display text (an evidence value); ``""`` if null."""
+        value = self.data.get(key)
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return ""
+        if isinstance(value, str):
+            return printable(value, max_len)
+        shown = coerce.shown(value, max_len)  # "" for a list, an object, a 401-digit number
+        if not shown:
+            raise self._bad(key, value, "a string or a number")
+        return shown
+
+    def obj(self, key: str) -> _Fields | None:
+        value = self.data.get(key)
+        return None if value is None else _Fields(value, f"{self.where}{key}.")
+
+    def items(self, key: str, most: int) -> list[Any]:
+        """A list of at most ``most`` entries; ``[]`` when absent or ``null``."""
+        value = self.data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self._bad(key, value, "a list")
+        if len(value) > most:
+            raise BadView(f"{self.where}{key}: {len(value)} entries, more than {most}")
+        return value
 
 
-def _gpu(data: Any) -> RemoteGpu:
-    if not isinstance(data, dict):
-        raise BadView("a GPU entry is not an object")
-    index = coerce.integer(data.get("index"), 0, MAX_GPU_INDEX)
+def _quote(value: Any) -> str:
+    """An offending value, short and printable, for a reason."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(printable(value, QUOTE_LEN))
+    if isinstance(value, int):
+        digits = str(abs(value))
+        if len(digits) > QUOTE_LEN:
+            return f"{'-' if value < 0 else ''}{len(digits)}-digit number"
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _gpu(data: Any, where: str) -> RemoteGpu:
+    fields = _Fields(data, where)
+    index = fields.integer("index", 0, MAX_GPU_INDEX)
     if index is None:
-        raise BadView("a GPU has no index")
+        raise BadView(f"{where}index: missing")
     return RemoteGpu(
         index=index,
-        name=_text(data.get("name")),
-        lost=data.get("lost") is True,
-        util_pct=coerce.number(data.get("util_pct")),
-        mem_used_mib=coerce.number(data.get("mem_used_mib")),
-        mem_total_mib=coerce.number(data.get("mem_total_mib")),
-        temp_c=coerce.number(data.get("temp_c")),
-        power_w=coerce.number(data.get("power_w")),
+        name=fields.text("name") or "",
+        lost=fields.flag("lost"),
+        util_pct=fields.number("util_pct", UTIL_PCT),
+        mem_used_mib=fields.number("mem_used_mib", MIB),
+        mem_total_mib=fields.number("mem_total_mib", MIB),
+        temp_c=fields.number("temp_c", TEMP_C),
+        power_w=fields.number("power_w", POWER_W),
     )
 
 
-def _finding(host: str, data: Any) -> RemoteFinding:
-    if not isinstance(data, dict):
-        raise BadView("a finding is not an object")
-    evidence = data.get("evidence") or []
-    parts = [
-        f"{_text(e.get('label'))}: {_text(e.get('value'))} {_text(e.get('unit'))}".rstrip()
-        for e in evidence
-        if isinstance(e, dict)
-    ]
+def _finding(host: str, data: Any, where: str) -> RemoteFinding:
+    fields = _Fields(data, where)
+    parts = []
+    for n, item in enumerate(fields.items("evidence", MAX_EVIDENCE)):
+        evidence = _Fields(item, f"{where}evidence[{n}].")
+        line = f"{evidence.scalar('label')}: {evidence.scalar('value')} {evidence.scalar('unit')}"
+        parts.append(line.rstrip())
     return RemoteFinding(
         host=host,
-        rule_id=_text(data.get("id")),
-        severity=_text(data.get("severity"), 10),
-        scope=_text(data.get("scope")),
-        title=_text(data.get("title"), TITLE_LEN),
+        rule_id=fields.text("id") or "",
+        severity=fields.text("severity", 10) or "",
+        scope=fields.text("scope") or "",
+        title=fields.text("title", TITLE_LEN) or "",
         evidence=printable("; ".join(parts), TITLE_LEN),
-        fix=_text(data.get("fix"), FIX_LEN),
+        fix=fields.text("fix", FIX_LEN) or "",
     )
 
 
 def parse_view(label: str, data: Any) -> HostView:
     """A decoded ``/api/v1/frame`` object; raises :class:`BadView` (one line) if it is not one."""
-    if not isinstance(data, dict):
-        raise BadView("not a JSON object")
-    if coerce.integer(data.get("version")) != VIEW_VERSION:
-        raise BadView(f"unsupported frame view version {_text(data.get('version'), 10)!r}")
-    verdict = data.get("verdict") if isinstance(data.get("verdict"), dict) else None
-    tree = data.get("tree") if isinstance(data.get("tree"), dict) else None
-    gpus = data.get("gpus") or []
-    findings = data.get("findings") or []
-    if not isinstance(gpus, list) or not isinstance(findings, list):
-        raise BadView("gpus and findings must be lists")
+    fields = _Fields(data, "")
+    version = data.get("version")
+    if coerce.integer(version) != VIEW_VERSION:
+        raise BadView(f"unsupported frame view version {_quote(version)}")
+    verdict = fields.obj("verdict")
+    tree = fields.obj("tree")
+    gpus = fields.items("gpus", MAX_GPUS)
+    findings = fields.items("findings", MAX_FINDINGS)
     return HostView(
-        hostname=_text(data.get("hostname")),
-        source=_text(data.get("source")),
-        time=coerce.number(data.get("time")) or 0.0,
-        verdict=None if verdict is None else _text(verdict.get("text"), TITLE_LEN),
-        bottleneck=None if verdict is None else _text(verdict.get("bottleneck")),
-        gpus=tuple(_gpu(g) for g in gpus),
-        findings=tuple(_finding(label, f) for f in findings),
-        steps_per_s=None if tree is None else coerce.number(tree.get("steps_per_s")),
-        gpu_problem=None if data.get("gpu_problem") is None else _text(data["gpu_problem"]),
+        hostname=fields.text("hostname") or "",
+        source=fields.text("source") or "",
+        time=fields.number("time", TIME_S) or 0.0,
+        verdict=None if verdict is None else verdict.text("text", TITLE_LEN) or "",
+        bottleneck=None if verdict is None else verdict.text("bottleneck") or "",
+        gpus=tuple(_gpu(g, f"gpus[{n}].") for n, g in enumerate(gpus)),
+        findings=tuple(_finding(label, f, f"findings[{n}].") for n, f in enumerate(findings)),
+        steps_per_s=None if tree is None else tree.number("steps_per_s", STEPS_PER_S),
+        gpu_problem=fields.text("gpu_problem"),
     )
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_SIGNED = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 opens, -1 (a signed byte) closes
+
+
+def nests_deeper(raw: bytes, limit: int) -> bool:
+    """Whether the arrays and objects of a JSON document nest deeper than ``limit``, counted
+    without decoding it.
+
+    Linear, in C-speed passes: escaped backslashes, then escaped quotes are dropped, so every
+    quote left opens or closes a string; the text outside strings (every other piece between
+    quotes) keeps only its brackets, summed. A real view costs about a millisecond; a hostile
+    4 MiB reply a few tenths of a second on a busy core, never a recursion.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= limit:  # it cannot nest deeper than it opens
+        return False
+    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside = b"".join(unescaped.split(b'"')[::2])
+    brackets = outside.translate(None, _NOT_BRACKETS).translate(_SIGNED)
+    return max(accumulate(array("b", brackets)), default=0) > limit
+
+
+def decode_view(label: str, raw: bytes) -> HostView:
+    """A reply's bytes as a :class:`HostView`: size, nesting, JSON, then :func:`parse_view`.
+
+    Raises :class:`BadView` with one printable line for anything else.
+    """
+    if len(raw) > MAX_VIEW_BYTES:
+        raise BadView(f"frame view larger than {MAX_VIEW_BYTES // 2**20} MiB")
+    if nests_deeper(raw, MAX_DEPTH):
+        raise BadView(f"frame view nested deeper than {MAX_DEPTH}")
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise BadView(f"not JSON: {printable(str(exc), 80)}") from None
+    return parse_view(label, data)

@@ -9,6 +9,7 @@ parsed and is shown as ``Text``, never parsed as markup.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -80,20 +81,24 @@ class FleetApp(App[int]):
     def refresh_fleet(self) -> None:
         """Read the pollers' latest statuses (never blocks) and show them."""
         frame = self.frame = self.watcher.frame()
-        for index, status in enumerate(frame.hosts):
-            self.query_one(f"#host-{index}", HostCard).show(status)
-        self.query_one(FleetFindings).show(frame)
+        # Queries, not query_one: a timer that fires while the app shuts down finds no widgets.
+        for card, status in zip(self.query(HostCard), frame.hosts, strict=False):
+            card.show(status)
+        for findings in self.query(FleetFindings):
+            findings.show(frame)
 
     def action_quit(self) -> None:  # type: ignore[override]
         self.watcher.stop()
         self.exit(0)
 
 
-def run_fleet_tui(specs: Sequence[HostSpec], interval_s: float) -> int:
-    watcher = FleetWatcher(specs, interval_s).start()
+def run_fleet_tui(
+    specs: Sequence[HostSpec], interval_s: float, tls: ssl.SSLContext | None = None
+) -> int:
+    watcher = FleetWatcher(specs, interval_s, tls).start()
     app = FleetApp(watcher, min(interval_s, 1.0), [s.label for s in specs])
     try:
         result = app.run()
     finally:
         watcher.stop()
-    return result if isinstance(result, int) else 0
+    return result if isinstance(result, int) else (app.return_code or 0)  # 1 if it crashed

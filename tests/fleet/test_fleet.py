@@ -21,15 +21,16 @@ from tests.ui.engines import run_async, screen_text
 
 
 def test_host_lists_parse_and_bad_ones_are_one_line_errors() -> None:
-    specs = parse_hosts("a:9400, b ,ssh://me@gpu-7:2222,ssh://node3,[::1]:9500")
+    specs = parse_hosts("a:9400, b ,ssh://me@gpu-7:2222,ssh://node3,[::1]:9500,https://c")
     assert specs == (
         HostSpec(Transport.HTTP, "a", 9400),
         HostSpec(Transport.HTTP, "b", 9400),
         HostSpec(Transport.SSH, "gpu-7", 2222, "me"),
         HostSpec(Transport.SSH, "node3"),
         HostSpec(Transport.HTTP, "[::1]", 9500),
+        HostSpec(Transport.HTTP, "c", 9400, tls=True),
     )
-    for bad in ("", "a:0", "a:x", "http://a:1", "ssh://b@d@", "a:1,a:1", "ssh://u;rm@h"):
+    for bad in ("", "a:0", "a:x", "ftp://a:1", "ssh://b@d@", "a:1,a:1", "ssh://u;rm@h"):
         with pytest.raises(HostsError, match="--hosts"):
             parse_hosts(bad)
 
@@ -53,26 +54,32 @@ def test_remote_text_is_made_printable_and_bad_views_refused() -> None:
         "h:1",
         _view(
             hostname=hostile,
-            gpus=[{"index": 0, "name": hostile, "util_pct": "NaN"}],
+            gpus=[{"index": 0, "name": hostile, "util_pct": float("nan")}],
             findings=[{"id": hostile, "severity": "warn", "title": "x\nFAKE LINE", "evidence": []}],
         ),
     )
     shown = "\n".join(host_lines(HostStatus("h:1", HostState.OK, view)))
     assert "\x1b" not in shown and "^[" in shown
-    assert view.gpus[0].util_pct is None  # a string is not a number
+    assert view.gpus[0].util_pct is None  # NaN is how Python's JSON writes an unknown float
     assert view.findings[0].title == "x^JFAKE LINE" and "\x1b" not in view.findings[0].rule_id
     for bad in ([], {"version": 2}, _view(gpus="x"), _view(gpus=[{"name": "no index"}])):
         with pytest.raises(BadView):
             parse_view("h:1", bad)
 
 
-def test_hostile_numbers_in_a_remote_view_are_unknown_not_a_crash() -> None:
-    gpus = [{"index": 0, "util_pct": 10**400, "temp_c": True, "power_w": float("nan")}]
-    view = parse_view("h:1", _view(gpus=gpus, time=10**400, tree={"steps_per_s": 1e308}))
-    gpu = view.gpus[0]
-    assert (gpu.util_pct, gpu.temp_c, gpu.power_w) == (None, None, None)
-    assert view.time == 0.0 and view.steps_per_s == 1e308
-    for bad in ({"version": True}, _view(gpus=[{"index": True}]), _view(gpus=[{"index": -1}])):
+def test_hostile_numbers_in_a_remote_view_are_refused_not_a_crash() -> None:
+    view = parse_view("h:1", _view(gpus=[{"index": 0, "power_w": float("nan")}]))
+    assert view.gpus[0].power_w is None  # unknown, as written
+    for bad in (
+        {"version": True},
+        _view(gpus=[{"index": True}]),
+        _view(gpus=[{"index": -1}]),
+        _view(gpus=[{"index": 0, "util_pct": 10**400}]),
+        _view(gpus=[{"index": 0, "temp_c": True}]),
+        _view(time=10**400),
+        _view(tree={"steps_per_s": 1e308}),
+        _view(gpus=[{"index": 0, "util_pct": "90"}]),
+    ):
         with pytest.raises(BadView):
             parse_view("h:1", bad)
 
@@ -229,7 +236,7 @@ def test_bad_hosts_options_are_one_line_errors() -> None:
         ("--hosts", "a:notaport"): "--hosts: bad port",
         ("--hosts", "a:9400", "--demo", "thermal"): "--hosts watches exporters",
         ("--hosts", "a:9400", "--webhook", "http://x/"): "give --on-finding/--webhook to each",
-        ("snapshot", "--hosts", "ftp://a"): "--hosts: use HOST:PORT or ssh://user@host",
+        ("snapshot", "--hosts", "ftp://a"): "--hosts: use HOST:PORT, https://HOST:PORT or ssh:",
     }
     for args, message in cases.items():
         done = subprocess.run(

@@ -27,7 +27,9 @@ def _keygen(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _sshd(tmp: Path) -> Iterator[tuple[int, dict[str, str]]]:
+def _sshd(
+    tmp: Path, listen: tuple[str, ...] = ("127.0.0.1",)
+) -> Iterator[tuple[int, dict[str, str]]]:
     assert os.path.exists(SSHD) and shutil.which("ssh"), "openssh-server/client are required"
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
@@ -35,13 +37,14 @@ def _sshd(tmp: Path) -> Iterator[tuple[int, dict[str, str]]]:
     (tmp / "authorized_keys").write_text(_keygen(tmp / "client_key") + "\n")
     port = free_port()
     config = tmp / "sshd_config"
+    addresses = "".join(f"ListenAddress {address}\n" for address in listen)
     config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host_key'}\n"
+        f"Port {port}\n{addresses}HostKey {tmp / 'host_key'}\n"
         f"PidFile {tmp / 'sshd.pid'}\nAuthorizedKeysFile {tmp / 'authorized_keys'}\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
         "StrictModes no\nPermitRootLogin prohibit-password\n"
     )
-    (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
+    (tmp / "known_hosts").write_text("".join(f"[{a}]:{port} {host_pub}\n" for a in listen))
     log = (tmp / "sshd.log").open("w")
     server = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=log)
     env = cli_env()
