@@ -60,3 +60,7 @@ _.hover_row  # ui/widgets/process_table.py
 _.lines_rendered  # ui/widgets/process_table.py: what a frame repainted (docs/architecture.md)
 _.rows_built  # ui/widgets/process_table.py
 _.elapsed_s  # sources/demo/machine.py: the simulated clock, beside DemoMachine.tick
+
+# -- urllib's OpenerDirector calls a handler's <scheme>_open by name
+_.http_open  # core/net.py
+_.https_open  # core/net.py
