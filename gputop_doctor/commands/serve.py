@@ -120,6 +120,7 @@ def run_serve(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.shutdown()
+            server.server_close()
         alerts.close()
         engine.close()
     return 0
