@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from gputop_doctor.alerts.events import AlertEvent, AlertTracker
 from gputop_doctor.alerts.hooks import BadHook, CommandHook, Hook, HookError, WebhookHook
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.text import printable
 
 QUEUE_SIZE = 256
 
@@ -118,12 +119,18 @@ class AlertDispatcher:
         try:
             hook.deliver(events)
         except HookError as exc:
-            self.stats.failed += 1
-            if hook.name not in self.stats.reported:
-                self.stats.reported.add(hook.name)
-                self._say(f"gputop-doctor: alert hook {hook.name} failed: {exc} (reported once)")
+            self._failed(hook, events, str(exc))
+            return
+        except Exception as exc:  # a bug or a surprise must not end the thread: later alerts
+            self._failed(hook, events, printable(f"{type(exc).__name__}: {exc}", 200))
             return
         self.stats.delivered += len(events)
+
+    def _failed(self, hook: Hook, events: list[AlertEvent], why: str) -> None:
+        self.stats.failed += len(events)
+        if hook.name not in self.stats.reported:
+            self.stats.reported.add(hook.name)
+            self._say(f"gputop-doctor: alert hook {hook.name} failed: {why} (reported once)")
 
 
 __all__ = ["AlertDispatcher", "BadHook", "CommandHook", "WebhookHook", "hooks_from"]

@@ -49,6 +49,10 @@ class Hook(Protocol):
 
     def deliver(self, events: Sequence[AlertEvent]) -> None: ...
 
+    def stop(self) -> None:
+        """At the end of the run: end what is still running (another thread may be in
+        :meth:`deliver`) and start nothing more."""
+
 
 @dataclass(frozen=True, slots=True)
 class CommandHook:
@@ -78,6 +82,9 @@ class CommandHook:
     def deliver(self, events: Sequence[AlertEvent]) -> None:
         for event in events:
             self._run(event)
+
+    def stop(self) -> None:
+        """Nothing to end: each run is bounded by its timeout."""
 
     def _run(self, event: AlertEvent) -> None:
         payload = json.dumps(event.to_json()).encode()
@@ -113,6 +120,14 @@ class WebhookHook:
 
     @classmethod
     def parse(cls, url: str, timeout_s: float = HOOK_TIMEOUT_S) -> WebhookHook:
+        # A space, CR/LF or other control character cannot go into a request line (urllib
+        # refuses it when sending, which is hours later); a non-ASCII one is not a URL byte.
+        bad = next((c for c in url if c.isspace() or not c.isprintable() or not c.isascii()), None)
+        if bad is not None:
+            raise BadHook(
+                f"--webhook: {printable(repr(bad))} is not allowed in a URL "
+                f"(percent-encode it): {printable(url, 200)}"
+            )
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise BadHook(f"--webhook: not an http(s) URL: {url!r}")
@@ -121,6 +136,9 @@ class WebhookHook:
         except ValueError:
             raise BadHook(f"--webhook: bad port in {url!r}") from None
         return cls(url, timeout_s)
+
+    def stop(self) -> None:
+        """Nothing to end: a POST in flight is bounded by its own deadline."""
 
     def deliver(self, events: Sequence[AlertEvent]) -> None:
         body = {"text": "\n".join(e.text for e in events), "events": [e.to_json() for e in events]}

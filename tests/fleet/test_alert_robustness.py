@@ -1,0 +1,90 @@
+"""Alerts that must not be lost: bad webhook URLs refused at start, a hook that raises
+anything, and ``--on-finding`` hooks whose processes must not outlive the run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.alerts.dispatch import AlertDispatcher, hooks_from
+from gputop_doctor.alerts.events import AlertEvent
+from gputop_doctor.alerts.hooks import BadHook
+from gputop_doctor.core.findings import Finding, Severity, gpu_scope
+from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.model import Snapshot, SystemInfo
+from tests.fleet.servers import ROOT, cli_env
+
+HOT = Finding("thermal-throttle", Severity.CRITICAL, gpu_scope(0), "GPU 0 hot", fix="cool it")
+
+
+def _frame(*findings: Finding) -> Frame:
+    snap = Snapshot(time=100.0, tick=0, interval_s=1.0)
+    return Frame(snap, findings, SystemInfo(hostname="node-a"))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/a b",
+        "http://127.0.0.1:9/hook\r\nX-Injected: 1",
+        "http://127.0.0.1:9/hook\n",
+        "http://127.0.0.1:9/\thook",
+        "http://127.0.0.1:9/\x1b]0;owned\x07",
+        "http://127.0.0.1:9/caf\u00e9",
+        "http://127.0.0.1:9/\x85",
+    ],
+)
+def test_a_webhook_url_that_cannot_be_sent_is_refused_at_start(url: str) -> None:
+    with pytest.raises(BadHook) as caught:
+        hooks_from(None, url)
+    message = str(caught.value)
+    assert message.startswith("--webhook: ") and "not allowed in a URL" in message
+    assert "\n" not in message and "\r" not in message and "\x1b" not in message
+
+
+def test_record_refuses_a_webhook_url_with_a_space_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gputop_doctor", "record", "--demo", "thermal",
+         "--csv", str(tmp_path / "s.csv"), "--webhook", "http://127.0.0.1:9/a\r\nb c"],
+        capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "not allowed in a URL" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "s.csv").exists()
+
+
+@dataclass
+class _Flaky:
+    """A hook that raises something unexpected (not a HookError) on its first delivery."""
+
+    name: str = "flaky"
+    batches: bool = False
+    min_gap_s: float = 0.0
+    got: list[AlertEvent] = field(default_factory=list)
+
+    def deliver(self, events: Sequence[AlertEvent]) -> None:
+        if not self.got:
+            self.got.append(events[0])
+            raise KeyError("\x1b[2Jsurprise")
+        self.got.extend(events)
+
+    def stop(self) -> None:
+        pass
+
+
+def test_a_hook_that_raises_anything_loses_that_alert_only() -> None:
+    said: list[str] = []
+    flaky = _Flaky()
+    alerts = AlertDispatcher([flaky], said.append)
+    for k in range(3):
+        alerts.observe(_frame(replace(HOT, scope=gpu_scope(k))))  # 3 starts, 2 clears
+    alerts.close(wait_s=30)
+    assert len(flaky.got) == 5
+    assert alerts.stats.failed == 1 and alerts.stats.delivered == 4
+    assert len(said) == 1 and "KeyError" in said[0] and "\x1b" not in said[0]
