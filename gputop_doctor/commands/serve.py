@@ -123,4 +123,6 @@ def run_serve(args: argparse.Namespace) -> int:
             server.server_close()
         alerts.close()
         engine.close()
+    if alerts.stats.failed or alerts.stats.dropped:
+        say(alerts.stats.summary())
     return 0

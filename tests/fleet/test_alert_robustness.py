@@ -3,9 +3,14 @@ anything, and ``--on-finding`` hooks whose processes must not outlive the run.""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -88,3 +93,81 @@ def test_a_hook_that_raises_anything_loses_that_alert_only() -> None:
     assert len(flaky.got) == 5
     assert alerts.stats.failed == 1 and alerts.stats.delivered == 4
     assert len(said) == 1 and "KeyError" in said[0] and "\x1b" not in said[0]
+
+
+def _survivors(marker: str) -> list[str]:
+    """Live (not zombie) processes whose environment holds ``marker``: the run's leftovers."""
+    found = []
+    needle = marker.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state = stat[stat.rindex(")") + 2 :].split()[0]
+        if needle in environ and state != "Z":
+            found.append(f"{stat[: stat.rindex(')') + 1]} {state}")  # "PID (comm) S"
+    return found
+
+
+# The hook starts grandchildren that would outlive it: two sleeps and a `yes` spinning a core.
+_SPAWN = "cat >/dev/null; echo $$ >>{pgids}; sleep 30 & sleep 30 & yes >/dev/null & "
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "sleep 30",  # still running: times out, and the last one is in flight at exit
+        "exit 0",  # returns at once, its children left running in the background
+    ],
+)
+def test_on_finding_leaves_no_process_of_its_group_behind(tmp_path: Path, tail: str) -> None:
+    marker = f"GPUTOP_TEST_HOOK_RUN={tmp_path}"
+    env = cli_env()
+    env["GPUTOP_TEST_HOOK_RUN"] = str(tmp_path)  # inherited by everything the run starts
+    pgids_file = tmp_path / "pgids"
+    hook = tmp_path / "hook.sh"
+    hook.write_text("#!/bin/sh\n" + _SPAWN.format(pgids=pgids_file) + tail + "\n")
+    hook.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-m", "gputop_doctor", "record", "--demo", "thermal",
+         "--csv", str(tmp_path / "s.csv"), "--interval", "0.5", "--duration", "6",
+         "--on-finding", str(hook)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert pgids_file.exists(), done.stderr  # the hook ran
+    deadline = time.monotonic() + 20  # SIGKILL is sent; give the kernel time, not the sleeps
+    while _survivors(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _survivors(marker)
+    for line in left:  # a failing run must not leave `yes` spinning on the machine
+        with suppress(ProcessLookupError):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+    assert left == []
+    if tail == "sleep 30":
+        summary = [line for line in done.stderr.splitlines() if line.startswith("alert hooks:")]
+        assert len(summary) == 1, done.stderr
+        numbers = [int(n) for n in re.findall(r"(\d+) ", summary[0])]
+        offered, delivered, failed, dropped = numbers
+        assert offered == delivered + failed + dropped and offered >= 1
+        assert failed >= 1  # the first run timed out
+        assert "Traceback" not in done.stderr
+
+
+def test_close_counts_what_was_queued_as_dropped(tmp_path: Path) -> None:
+    hook = tmp_path / "slow.sh"
+    hook.write_text("#!/bin/sh\ncat >/dev/null; sleep 30\n")
+    hook.chmod(0o755)
+    alerts = AlertDispatcher(hooks_from(str(hook), None), lambda line: None)
+    for k in range(4):
+        alerts.observe(_frame(replace(HOT, scope=gpu_scope(k))))  # 4 starts, 3 clears
+    alerts.close(wait_s=0.5)  # the first run is in flight, six wait behind it
+    s = alerts.stats
+    assert s.offered == 7
+    assert (s.delivered, s.failed, s.dropped) == (0, 0, 7)
+    alerts.observe(_frame())  # after close nothing more is counted
+    assert alerts.stats.offered == 7
