@@ -4,10 +4,16 @@ The sampler only puts events on a bounded queue (a full queue drops and counts).
 time-limited by itself; failures are counted and the first one per hook is reported, once. A
 batching hook (the webhook) gets the events gathered since its last POST at most every
 ``min_gap_s``, so eight GPUs throttling at once are one chat message, not eight.
+
+Every event offered to a hook ends as exactly one of delivered, failed or dropped: at
+:meth:`AlertDispatcher.close` the queue gets ``wait_s`` to drain, then the hooks still running
+are stopped (a command hook's process group is killed), and what was still queued, batched or
+in flight is counted as dropped, so the closing summary adds up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -17,16 +23,29 @@ from dataclasses import dataclass, field
 from gputop_doctor.alerts.events import AlertEvent, AlertTracker
 from gputop_doctor.alerts.hooks import BadHook, CommandHook, Hook, HookError, WebhookHook
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.text import printable
 
 QUEUE_SIZE = 256
 
 
+STOP_GRACE_S = 2.0  # after the hooks were stopped at close, for their thread to notice
+
+
 @dataclass(slots=True)
 class HookStats:
-    delivered: int = 0  # events delivered
-    failed: int = 0  # deliveries that failed or timed out
-    dropped: int = 0  # events lost to a full queue
+    """Counted per event and hook: an event for two hooks is offered twice."""
+
+    offered: int = 0  # events offered to the hooks
+    delivered: int = 0  # ... delivered
+    failed: int = 0  # ... whose delivery failed or timed out
+    dropped: int = 0  # ... lost to a full queue, or still waiting when the run ended
     reported: set[str] = field(default_factory=set)
+
+    def summary(self) -> str:
+        return (
+            f"alert hooks: {self.offered} event(s) offered: {self.delivered} delivered, "
+            f"{self.failed} failed, {self.dropped} dropped"
+        )
 
 
 def hooks_from(on_finding: str | None, webhook: str | None) -> list[Hook]:
@@ -50,6 +69,9 @@ class AlertDispatcher:
         self._queue: queue.Queue[AlertEvent | None] = queue.Queue(QUEUE_SIZE)
         self._pending: dict[str, list[AlertEvent]] = {h.name: [] for h in self.hooks}
         self._last_sent: dict[str, float] = {}
+        self._count = threading.Lock()  # stats: the sampler, the worker and close() count
+        self._closed = False  # counts are final
+        self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._work, name="alert-hooks", daemon=True)
         if self.hooks:
             self._thread.start()
@@ -59,21 +81,39 @@ class AlertDispatcher:
         events = self._tracker.events(frame)
         if self.hooks:
             for event in events:
+                with self._count:
+                    if self._closed:
+                        break
+                    self.stats.offered += len(self.hooks)
                 try:
                     self._queue.put_nowait(event)
                 except queue.Full:
-                    self.stats.dropped += 1
+                    self._add("dropped", len(self.hooks))
         return events
 
     def close(self, wait_s: float = 2.0) -> None:
-        """Let queued events go out for up to ``wait_s``, then leave (the thread is a daemon)."""
+        """Let queued events go out for up to ``wait_s``; then stop the hooks still running
+        and count what did not go out as dropped. The counts are final afterwards."""
         if not self.hooks:
             return
-        try:
+        deadline = time.monotonic() + wait_s
+        with contextlib.suppress(queue.Full):  # then the hooks are stopped below
             self._queue.put(None, timeout=wait_s)
-        except queue.Full:
-            return
-        self._thread.join(wait_s)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            self._stopping.set()
+            for hook in self.hooks:
+                hook.stop()
+            self._thread.join(STOP_GRACE_S)
+        with self._count:
+            self._closed = True
+            s = self.stats
+            s.dropped += max(0, s.offered - s.delivered - s.failed - s.dropped)
+
+    def _add(self, what: str, count: int) -> None:
+        with self._count:
+            if not self._closed:
+                setattr(self.stats, what, getattr(self.stats, what) + count)
 
     # -- the worker thread -----------------------------------------------------------------
 
@@ -114,16 +154,26 @@ class AlertDispatcher:
                 self._deliver(hook, pending)
 
     def _deliver(self, hook: Hook, events: list[AlertEvent]) -> None:
+        if self._stopping.is_set():
+            return  # the run is over: counted as dropped by close()
         self._last_sent[hook.name] = time.monotonic()
         try:
             hook.deliver(events)
         except HookError as exc:
-            self.stats.failed += 1
-            if hook.name not in self.stats.reported:
-                self.stats.reported.add(hook.name)
-                self._say(f"gputop-doctor: alert hook {hook.name} failed: {exc} (reported once)")
+            self._failed(hook, events, str(exc))
             return
-        self.stats.delivered += len(events)
+        except Exception as exc:  # a bug or a surprise must not end the thread: later alerts
+            self._failed(hook, events, printable(f"{type(exc).__name__}: {exc}", 200))
+            return
+        self._add("delivered", len(events))
+
+    def _failed(self, hook: Hook, events: list[AlertEvent], why: str) -> None:
+        if self._stopping.is_set():
+            return  # stopped at close: dropped, not a failure to report
+        self._add("failed", len(events))
+        if hook.name not in self.stats.reported:
+            self.stats.reported.add(hook.name)
+            self._say(f"gputop-doctor: alert hook {hook.name} failed: {why} (reported once)")
 
 
 __all__ = ["AlertDispatcher", "BadHook", "CommandHook", "WebhookHook", "hooks_from"]

@@ -2,18 +2,29 @@
 
 Both are checked when the run starts (a bad URL or a command that is not there is a one-line
 error then, not a silent failure hours later) and both are bounded in time when they run.
+
+A command hook runs in a session and process group of its own, and the group is what is
+ended: when the hook exits (whatever it left running in the background goes with it), when it
+times out, and when the run ends with the hook still in flight. The group is killed before the
+hook's own process is reaped, so its ID cannot have been reused by then. A process that leaves
+the group on purpose (``setsid``, a double-forking daemon) is the hook's own business.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import shutil
+import signal
 import subprocess
+import threading
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from gputop_doctor.alerts.events import AlertEvent
@@ -49,6 +60,75 @@ class Hook(Protocol):
 
     def deliver(self, events: Sequence[AlertEvent]) -> None: ...
 
+    def stop(self) -> None:
+        """At the end of the run: end what is still running (another thread may be in
+        :meth:`deliver`) and start nothing more."""
+
+
+class _Groups:
+    """The process groups of the hook runs in flight; :meth:`stop` ends them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[int] = set()  # group IDs: the unreaped hooks' PIDs
+        self._stopped = False
+
+    def start(self, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._stopped:
+                raise HookError("the run is ending")
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,  # its own group: ended as a whole
+                )
+            except OSError as exc:
+                raise HookError(str(exc)) from None
+            self._running.add(proc.pid)
+            return proc
+
+    def end(self, proc: subprocess.Popen[bytes]) -> None:
+        """Kill the group of ``proc`` (not reaped yet: its ID is still its own), then reap."""
+        with self._lock:
+            self._running.discard(proc.pid)
+            _kill_group(proc.pid)
+        proc.wait()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            for pgid in self._running:
+                _kill_group(pgid)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _wait_exit(pid: int, timeout_s: float) -> int | None:
+    """Wait for ``pid`` to exit without reaping it; its exit status (a signal as -N), or
+    None on timeout. Polls (a hook runs seldom, on the alert thread)."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    while True:
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return -1  # reaped elsewhere; cannot happen for our own child
+        if info is not None and info.si_pid == pid:
+            if info.si_code == os.CLD_EXITED:
+                return int(info.si_status)
+            return -int(info.si_status)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        time.sleep(min(pause, left))
+        pause = min(0.1, pause * 2)
+
 
 @dataclass(frozen=True, slots=True)
 class CommandHook:
@@ -58,6 +138,7 @@ class CommandHook:
     timeout_s: float = HOOK_TIMEOUT_S
     min_gap_s: float = 0.0
     batches: bool = False
+    _groups: _Groups = field(default_factory=_Groups, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -79,23 +160,29 @@ class CommandHook:
         for event in events:
             self._run(event)
 
+    def stop(self) -> None:
+        """Kill the groups of the runs in flight; start no more."""
+        self._groups.stop()
+
     def _run(self, event: AlertEvent) -> None:
         payload = json.dumps(event.to_json()).encode()
+        proc = self._groups.start(self.argv)
         try:
-            done = subprocess.run(
-                self.argv,
-                input=payload,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=self.timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise HookError(f"timed out after {self.timeout_s:g} s") from None
-        except OSError as exc:
-            raise HookError(str(exc)) from None
-        if done.returncode != 0:
-            raise HookError(f"exit status {done.returncode}")
+            assert proc.stdin is not None
+            with contextlib.suppress(OSError):  # a hook that does not read its stdin
+                os.set_blocking(proc.stdin.fileno(), False)
+                proc.stdin.write(payload)  # one event: far less than a pipe holds
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+            status = _wait_exit(proc.pid, self.timeout_s)
+        finally:
+            self._groups.end(proc)
+        if status is None:
+            raise HookError(f"timed out after {self.timeout_s:g} s")
+        if status < 0:
+            raise HookError(f"killed by signal {-status}")
+        if status != 0:
+            raise HookError(f"exit status {status}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +200,14 @@ class WebhookHook:
 
     @classmethod
     def parse(cls, url: str, timeout_s: float = HOOK_TIMEOUT_S) -> WebhookHook:
+        # A space, CR/LF or other control character cannot go into a request line (urllib
+        # refuses it when sending, which is hours later); a non-ASCII one is not a URL byte.
+        bad = next((c for c in url if c.isspace() or not c.isprintable() or not c.isascii()), None)
+        if bad is not None:
+            raise BadHook(
+                f"--webhook: {printable(repr(bad))} is not allowed in a URL "
+                f"(percent-encode it): {printable(url, 200)}"
+            )
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise BadHook(f"--webhook: not an http(s) URL: {url!r}")
@@ -121,6 +216,9 @@ class WebhookHook:
         except ValueError:
             raise BadHook(f"--webhook: bad port in {url!r}") from None
         return cls(url, timeout_s)
+
+    def stop(self) -> None:
+        """Nothing to end: a POST in flight is bounded by its own deadline."""
 
     def deliver(self, events: Sequence[AlertEvent]) -> None:
         body = {"text": "\n".join(e.text for e in events), "events": [e.to_json() for e in events]}

@@ -57,8 +57,11 @@ def run_analyze(args: argparse.Namespace) -> int:
         print(to_json(asdict(comparison)) if args.json else render_comparison(comparison))
         return 0
     report = reports[0]
-    if report.dropped_rows:
-        say(f"note: ignored {report.dropped_rows} incomplete row(s) at the end (killed recording)")
+    if args.json or args.html:  # the text report says these in its header
+        from gputop_doctor.report.text import time_notes
+
+        for note in time_notes(report):
+            say(f"note: {note}")
     if args.html:
         from gputop_doctor.report.html import write_html
 

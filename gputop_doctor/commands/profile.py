@@ -2,7 +2,9 @@
 
 Sends the request (``sources.profile_request``), waits for the probe's answer, prints the
 summary and the findings the five profile rules draw from it. A PID without the probe, a probe
-that cannot profile, or one that does not answer in time: one line, exit 1.
+that cannot profile, one that does not answer in time, or a PID that exits while it waits: one
+line, exit 1 (an exited PID is noticed at the next poll, not at the timeout, and its files are
+removed from the probe directory).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from gputop_doctor.rules import PROFILE_RULES
 from gputop_doctor.sources.profile_request import (
     ProfileRequestError,
     SentRequest,
+    clean_after,
+    process_start,
     read_answer,
     send_request,
     withdraw,
@@ -38,8 +42,9 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError("profile needs --pid PID (a process whose loader runs under watch())")
     settings = load_settings(getattr(args, "config", None))
     try:
+        started = process_start(args.pid)
         sent = send_request(args.pid, args.steps)
-        summary = _wait(sent, args.timeout)
+        summary = _wait(sent, args.timeout, started)
     except ProfileRequestError as exc:  # its text may quote the probe's own reason
         raise ProfileRequestError(printable(str(exc), REASON_LEN)) from None
     ctx = RuleContext(system=SystemInfo(), settings=settings, target_pid=args.pid)
@@ -53,11 +58,18 @@ def run_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait(sent: SentRequest, timeout_s: float) -> ProfileSummary:
+def _wait(sent: SentRequest, timeout_s: float, started: int | None) -> ProfileSummary:
     pid = sent.request.pid
     deadline = time.monotonic() + timeout_s
     told = False
     while time.monotonic() < deadline:
+        if started is None or process_start(pid) != started:  # gone, a zombie, or reused
+            answer = read_answer(sent)  # it may have answered just before it left
+            if answer is not None and answer.status == "done" and answer.summary is not None:
+                return answer.summary
+            withdraw(sent)
+            clean_after(sent)
+            raise ProfileRequestError(f"PID {pid} exited before it finished the profile")
         answer = read_answer(sent)
         if answer is not None and answer.status == "done" and answer.summary is not None:
             return answer.summary

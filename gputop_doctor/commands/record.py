@@ -66,7 +66,7 @@ def run_record(args: argparse.Namespace) -> int:
         engine.close()
         alerts.close()
     if alerts.stats.failed or alerts.stats.dropped:
-        say(f"alert hooks: {alerts.stats.failed} failed, {alerts.stats.dropped} dropped")
+        say(alerts.stats.summary())
     _report(engine.target_pid, engine.target_exit_time, sink, quiet, lost_gpu_hours[0])
     if failure:
         say(f"gputop-doctor: error: {failure[0]}")

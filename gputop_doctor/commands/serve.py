@@ -120,6 +120,9 @@ def run_serve(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.shutdown()
+            server.server_close()
         alerts.close()
         engine.close()
+    if alerts.stats.failed or alerts.stats.dropped:
+        say(alerts.stats.summary())
     return 0

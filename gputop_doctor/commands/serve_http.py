@@ -2,18 +2,34 @@
 
 Scrapes are served on their own threads from the latest frame the sampler handed over; a slow
 or stuck client never delays sampling. The JSON view is rendered once per frame, on demand.
+
+Whoever can reach the port is not trusted to be quick or few:
+
+- at most ``MAX_CONNECTIONS`` connections are served at once; one more is answered
+  ``503 Service Unavailable`` (plain HTTP) or closed (TLS) on the accept thread, without a
+  thread of its own;
+- a connection has ``CONNECTION_DEADLINE_S`` in all, TLS handshake, request and answer together:
+  one watchdog thread shuts down every socket past its deadline, so a client trickling a byte
+  a second holds its thread and descriptor for that long at most;
+- when descriptors run out (``EMFILE``), the accept loop waits before trying again (from
+  ``ACCEPT_BACKOFF_S`` doubling to ``ACCEPT_BACKOFF_MAX_S``) instead of spinning a core;
+- the ``Server`` header says ``gputop-doctor``, not the Python version.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gzip
 import ipaddress
 import json
 import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -23,6 +39,19 @@ from gputop_doctor.export.frame_view import frame_view
 
 FRAME_PATH = "/api/v1/frame"
 GZIP_LEVEL = 6
+MAX_CONNECTIONS = 32  # served at once; one more is answered 503
+CONNECTION_DEADLINE_S = 15.0  # a whole connection: handshake, request and answer
+READ_TIMEOUT_S = 10.0  # one read or write of it
+ACCEPT_BACKOFF_S = 0.05  # out of descriptors: wait this long before accepting again ...
+ACCEPT_BACKOFF_MAX_S = 1.0  # ... doubling up to this
+SERVER_NAME = "gputop-doctor"
+_BUSY = (
+    b"HTTP/1.0 503 Service Unavailable\r\nServer: " + SERVER_NAME.encode() + b"\r\n"
+    b"Content-Type: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy\n"
+)
+# accept() failing for want of descriptors or memory: the listening socket stays readable.
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_pause = time.sleep  # the accept loop's backoff (a test records it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,15 +120,156 @@ class FrameBox:
             return self._json
 
 
+class _Deadlines:
+    """One watchdog thread for every connection: a socket past its deadline is shut down.
+
+    A per-read timeout does not bound a client that sends a byte just before each timeout;
+    shutting the socket down from here wakes the handler's blocked read or write at once.
+    """
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self._cond = threading.Condition()
+        self._due: dict[int, tuple[float, socket.socket]] = {}
+        self._closed = False
+        threading.Thread(target=self._run, name="http-deadlines", daemon=True).start()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._cond:
+            self._due[id(sock)] = (time.monotonic() + self.limit_s, sock)
+            self._cond.notify()
+
+    def release(self, sock: socket.socket) -> None:
+        with self._cond:
+            self._due.pop(id(sock), None)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                for key, (due, sock) in list(self._due.items()):
+                    if due <= now:
+                        del self._due[key]
+                        _shut(sock)
+                wait = min((due for due, _ in self._due.values()), default=now + 3600.0) - now
+                self._cond.wait(max(0.01, wait))
+
+
+_Request = socket.socket | tuple[bytes, socket.socket]  # what socketserver hands over
+
+
+def _sock(request: _Request) -> socket.socket:
+    """The connection of a stream server's request (a datagram server's is a pair)."""
+    return request[1] if isinstance(request, tuple) else request
+
+
+def _drain(sock: socket.socket, limit: int = 65536) -> None:
+    """Read and drop what a non-blocking ``sock`` has received, up to ``limit`` bytes."""
+    got = 0
+    while got < limit:
+        try:
+            chunk = sock.recv(limit - got)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not chunk:
+            return
+        got += len(chunk)
+
+
+def _shut(sock: socket.socket) -> None:
+    """Wake whatever thread reads or writes ``sock``: shut the descriptor down (the plain
+    socket's method, also for a TLS socket, whose own method would drop its state under the
+    reading thread)."""
+    with contextlib.suppress(OSError):  # already closed or never connected
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, listen: Listen, box: FrameBox) -> None:
+    def __init__(
+        self,
+        listen: Listen,
+        box: FrameBox,
+        max_connections: int = MAX_CONNECTIONS,
+        deadline_s: float = CONNECTION_DEADLINE_S,
+    ) -> None:
         if ":" in listen.host:
             self.address_family = socket.AF_INET6
         self.box = box
+        self.max_connections = max_connections
+        self.tls = False
+        self.refused = 0  # connections answered 503 (for tests and curiosity)
+        self._active = 0
+        self._count_lock = threading.Lock()
+        self._backoff = 0.0
+        self._deadlines = _Deadlines(deadline_s)
         super().__init__((listen.host, listen.port), _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        """Accept; out of descriptors, wait (doubling) before the loop tries again."""
+        try:
+            accepted = super().get_request()
+        except OSError as exc:
+            if exc.errno in _OUT_OF_RESOURCES:
+                self._backoff = min(ACCEPT_BACKOFF_MAX_S, max(ACCEPT_BACKOFF_S, 2 * self._backoff))
+                _pause(self._backoff)  # the accept thread's own: nothing else waits on it
+            raise
+        self._backoff = 0.0
+        return accepted
+
+    def process_request(self, request: _Request, client_address: Any) -> None:
+        with self._count_lock:
+            busy = self._active >= self.max_connections
+            if not busy:
+                self._active += 1
+        if busy:
+            self.refused += 1
+            self._refuse(request)
+            return
+        self._deadlines.watch(_sock(request))
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._done(request)
+            raise
+
+    def process_request_thread(self, request: _Request, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done(request)
+
+    def _done(self, request: _Request) -> None:
+        self._deadlines.release(_sock(request))
+        with self._count_lock:
+            self._active -= 1
+
+    def _refuse(self, request: _Request) -> None:
+        """503 without a thread: non-blocking sends that fit any socket buffer, then close.
+
+        What the client already sent is read and dropped first (a socket closed with unread
+        data is reset, and the reset can overtake the answer). Over TLS nothing readable can
+        be said before a handshake, so that connection is only closed."""
+        sock = _sock(request)
+        if not self.tls:
+            with contextlib.suppress(OSError):
+                sock.setblocking(False)
+                _drain(sock)
+                sock.send(_BUSY)
+                sock.shutdown(socket.SHUT_WR)
+                _drain(sock)
+        self.close_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._deadlines.close()
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A client that hangs up or fails the TLS handshake is its own problem: no traceback."""
@@ -107,7 +277,10 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
-    timeout = 10  # a client that stops talking is dropped
+    timeout = READ_TIMEOUT_S  # one read or write; the whole connection has its deadline
+
+    def version_string(self) -> str:
+        return SERVER_NAME  # not "BaseHTTP/0.6 Python/3.x"
 
     def setup(self) -> None:
         super().setup()  # applies the timeout to the connection
@@ -158,10 +331,17 @@ def tls_context(cert: str, key: str) -> ssl.SSLContext:
     return context
 
 
-def start_server(listen: Listen, box: FrameBox, tls: ssl.SSLContext | None) -> ThreadingHTTPServer:
+def start_server(
+    listen: Listen,
+    box: FrameBox,
+    tls: ssl.SSLContext | None,
+    *,
+    max_connections: int = MAX_CONNECTIONS,
+    deadline_s: float = CONNECTION_DEADLINE_S,
+) -> ThreadingHTTPServer:
     """Bind (a failure is a one-line DoctorError, exit 1) and serve on a daemon thread."""
     try:
-        server = _Server(listen, box)
+        server = _Server(listen, box, max_connections, deadline_s)
     except OSError as exc:
         raise DoctorError(
             f"cannot listen on {listen.url_host}:{listen.port}: {exc.strerror}"
@@ -170,5 +350,6 @@ def start_server(listen: Listen, box: FrameBox, tls: ssl.SSLContext | None) -> T
         server.socket = tls.wrap_socket(
             server.socket, server_side=True, do_handshake_on_connect=False
         )
+        server.tls = True
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server

@@ -32,6 +32,12 @@ file ``<pid>.json``, in the probe's private directory:
   unavailable, with the request's ``nonce``);
 * ``<pid>.trace.json``: the Chrome trace of the profiled steps (open it in Perfetto).
 
+These files live in memory (``/dev/shm`` or the runtime directory) and a trace can be 64 MB,
+so they go with the job: the probe removes its own at a clean exit (:func:`remove`), and the
+files of a PID that is gone (killed, OOM) are removed by the next cleaning of the directory
+(:func:`remove_dead`: a new probe publishing there, or ``profile`` finding the PID exited).
+Copy a trace elsewhere to keep it.
+
 Who can trigger a profile: only someone who can create a file in that directory, which the probe
 only publishes to when it is a directory owned by its user (``/dev/shm`` and the runtime
 directories are refused otherwise), so: the job's own user and root. The probe polls from its
@@ -123,6 +129,21 @@ def pid_of(name: str) -> int | None:
     return int(stem)
 
 
+_PID_FILE_SUFFIXES = (".json", ".request.json", ".profile.json", ".trace.json")
+
+
+def owner_pid(name: str) -> int | None:
+    """The PID any file of the protocol belongs to: ``<pid>.json``, the profile channel's
+    ``<pid>.request.json``, ``.profile.json``, ``.trace.json``, and the ``.<name>.tmp`` of each;
+    None for anything else."""
+    if name.startswith(".") and name.endswith(".tmp"):
+        name = name[1 : -len(".tmp")]
+    stem, dot, rest = name.partition(".")
+    if not dot or not stem.isdigit() or f".{rest}" not in _PID_FILE_SUFFIXES:
+        return None
+    return int(stem)
+
+
 def prepare_dir(path: Path, env: Mapping[str, str] | None = None) -> str | None:
     """Create ``path`` if needed; return why it can't be published to, or None if it can."""
     env = os.environ if env is None else env
@@ -163,8 +184,14 @@ def write_atomic(directory: Path, pid: int, data: Mapping[str, Any]) -> None:
     os.replace(tmp, directory / file_name(pid))
 
 
+def _pid_file_names(pid: int) -> tuple[str, ...]:
+    names = tuple(f"{pid}{suffix}" for suffix in _PID_FILE_SUFFIXES)
+    return names + tuple(f".{name}.tmp" for name in names)
+
+
 def remove(directory: Path, pid: int) -> None:
-    for name in (file_name(pid), f".{pid}{SUFFIX}.tmp"):
+    """At a clean exit: the stats file and the profile channel's files (the trace too)."""
+    for name in _pid_file_names(pid):
         with contextlib.suppress(OSError):
             os.unlink(directory / name)
 
@@ -179,22 +206,35 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+
+
 def remove_dead(directory: Path) -> int:
-    """Delete files left by processes that died without cleaning up (SIGKILL, OOM kill)."""
+    """Delete the files of processes that died without cleaning up (SIGKILL, OOM kill): stats,
+    requests, answers and traces. Names are unlinked relative to the directory opened once
+    without following a link, so a directory swapped for a symlink meanwhile is not where
+    anything is removed (``profile`` may call this as root in a user's directory)."""
     removed = 0
     try:
-        names = os.listdir(directory)
+        dir_fd = os.open(directory, _DIR_FLAGS)
     except OSError:
         return 0
-    for name in names:
-        pid = pid_of(name.lstrip(".").removesuffix(".tmp"))
-        if pid is None or pid_alive(pid):
-            continue
-        try:
-            os.unlink(directory / name)
-            removed += 1
-        except OSError:
-            pass
+    try:
+        names = os.listdir(dir_fd)
+    except OSError:
+        names = []
+    try:
+        for name in names:
+            pid = owner_pid(name)
+            if pid is None or pid_alive(pid):
+                continue
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+                removed += 1
+            except OSError:
+                pass
+    finally:
+        os.close(dir_fd)
     return removed
 
 
@@ -235,8 +275,12 @@ def new_request(pid: int, steps: int) -> ProfileRequest:
     return ProfileRequest(pid, max(1, min(MAX_STEPS, steps)), secrets.token_hex(8))
 
 
-def write_request(directory: Path, request: ProfileRequest) -> None:
-    """Create ``<pid>.request.json``. FileExistsError: a request is already pending."""
+def write_request(directory: Path, request: ProfileRequest, owner: int | None = None) -> None:
+    """Create ``<pid>.request.json``. FileExistsError: a request is already pending.
+
+    ``owner``: root asking another user's job gives the file to the job's user (through the
+    descriptor it created, never by name), as the probe reads only its own or root's files
+    and cannot open a root-owned 0600 one."""
     data = {
         "schema": CHANNEL_SCHEMA,
         "pid": request.pid,
@@ -246,6 +290,8 @@ def write_request(directory: Path, request: ProfileRequest) -> None:
     }
     fd = os.open(request_path(directory, request.pid), _CREATE_FLAGS, 0o600)
     try:
+        if owner is not None:
+            os.fchown(fd, owner, -1)
         os.write(fd, json.dumps(data).encode())
     finally:
         os.close(fd)

@@ -12,7 +12,7 @@ import csv
 from collections.abc import Iterator
 from itertools import chain
 
-from gputop_doctor.export.reader import SessionReader
+from gputop_doctor.export.reader import SessionFormatError, SessionReader
 from gputop_doctor.export.stream import StreamError, text_lines
 from gputop_doctor.report.from_session import session_ticks
 from gputop_doctor.report.nvsmi import (
@@ -23,6 +23,7 @@ from gputop_doctor.report.nvsmi import (
 )
 from gputop_doctor.report.points import TickPoint
 from gputop_doctor.report.summary import Report, ReportBuilder
+from gputop_doctor.report.timeline import TimeOrderError
 
 __all__ = ["LogFormatError", "load_report"]
 
@@ -68,14 +69,19 @@ def load_report(path: str) -> Report:
     builder = ReportBuilder(path, kind)
     if kind == "session":
         reader = SessionReader(path)
-        for tick in session_ticks(reader):
-            builder.add(tick)
+        try:
+            for tick in session_ticks(reader):
+                builder.add(tick)
+        except TimeOrderError as exc:
+            raise SessionFormatError(str(exc)) from None
         return builder.build(dropped_rows=reader.dropped_rows)
     from gputop_doctor.report.rerun import with_gpu_rules
 
     try:
         for tick in with_gpu_rules(import_ticks(path, kind, lines)):
             builder.add(tick)
+    except TimeOrderError as exc:
+        raise LogFormatError(str(exc)) from None
     except StreamError as exc:
         raise LogFormatError(str(exc)) from None
     except csv.Error as exc:

@@ -20,6 +20,7 @@ from gputop_doctor.core.waste import THERMAL_BITS, Loss, LossRules
 from gputop_doctor.report.energy import EnergyAcc, EnergySource, energy_from
 from gputop_doctor.report.points import GpuPoint, TickPoint
 from gputop_doctor.report.series import Downsampler, Run, RunTracker, Span, SpanTracker
+from gputop_doctor.report.timeline import Timeline
 
 LOW_UTIL_PCT = 70.0
 
@@ -94,6 +95,12 @@ class Report:
     unknown: tuple[str, ...] = ()  # what this input cannot tell
     dropped_rows: int = 0
     series: tuple[GpuSeries, ...] = ()
+    # What the timeline left out or cut (see report.timeline): rows repeating a (time, GPU),
+    # ticks dated a little before the tick before them, and gaps without rows.
+    duplicate_rows: int = 0
+    out_of_order_ticks: int = 0
+    gaps: int = 0
+    gap_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -182,7 +189,13 @@ class _GpuAcc:
 
 
 class ReportBuilder:
-    """Feed ticks in order with :meth:`add`; :meth:`build` gives the report."""
+    """Feed ticks in file order with :meth:`add`; :meth:`build` gives the report.
+
+    Every tick passes :class:`~gputop_doctor.report.timeline.Timeline` first: duplicates and
+    ticks out of order are dropped (or the report stops, with one line, when rows are out of
+    order by more than a clock step), gaps are cut out, and each tick stands for no more than
+    its interval. Everything below counts only what it hands over.
+    """
 
     def __init__(self, path: str, kind: str = "session", losses: LossRules | None = None) -> None:
         self.path = path
@@ -199,8 +212,15 @@ class ReportBuilder:
         self._lost = {Loss.IDLE: 0.0, Loss.STARVED: 0.0, Loss.THROTTLED: 0.0}
         self._steps = _Mean()
         self._wait = _Mean()
+        self._timeline = Timeline(path)
 
     def add(self, tick: TickPoint) -> None:
+        """Raises :class:`~gputop_doctor.report.timeline.TimeOrderError` (one line)."""
+        ready = self._timeline.push(tick)
+        if ready is not None:
+            self._count(ready)
+
+    def _count(self, tick: TickPoint) -> None:
         self.ticks += 1
         self.source = self.source or tick.source
         self.start = tick.time if self.start is None else self.start
@@ -231,6 +251,10 @@ class ReportBuilder:
                 self._lost[kind] += seconds
 
     def build(self, unknown: Iterable[str] = (), dropped_rows: int = 0) -> Report:
+        last = self._timeline.finish()
+        if last is not None:
+            self._count(last)
+        check = self._timeline.check
         start = self.start or 0.0
         duration = max(0.0, self.end - start)
         accs = [self._gpus[i] for i in sorted(self._gpus)]
@@ -252,6 +276,10 @@ class ReportBuilder:
             unknown=tuple(unknown),
             dropped_rows=dropped_rows,
             series=tuple(a.series() for a in accs),
+            duplicate_rows=check.duplicates,
+            out_of_order_ticks=check.out_of_order,
+            gaps=check.gaps,
+            gap_s=check.gap_s,
         )
 
     def _finding_spans(self, duration: float) -> tuple[FindingSpans, ...]:

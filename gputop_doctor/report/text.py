@@ -52,14 +52,33 @@ def strip(report: Report, spans: tuple[Span, ...]) -> str:
     return "".join(cells)
 
 
+def time_notes(report: Report) -> list[str]:
+    """What was left out of the count, one line each (see report.timeline)."""
+    notes = []
+    if report.dropped_rows:
+        notes.append(f"{report.dropped_rows} incomplete row(s) at the end were ignored")
+    if report.duplicate_rows:
+        notes.append(f"{report.duplicate_rows} duplicate row(s) (same time and GPU) were dropped")
+    if report.out_of_order_ticks:
+        notes.append(
+            f"{report.out_of_order_ticks} tick(s) dated before the tick before them were dropped"
+            " (the clock was set back?)"
+        )
+    if report.gaps:
+        notes.append(
+            f"{report.gaps} gap(s) without rows, {duration(report.gap_s)} in all, are not"
+            " counted; times after a gap are session time"
+        )
+    return notes
+
+
 def header_lines(report: Report) -> list[str]:
     lines = [
         f"{printable(report.path, 200)}: {report.ticks} ticks over "
         f"{duration(report.duration_s)} ({printable(report.source or report.kind, 80)}), "
         f"from {clock(report.start)} UTC"
     ]
-    if report.dropped_rows:
-        lines.append(f"  note: {report.dropped_rows} incomplete row(s) at the end were ignored")
+    lines += [f"  note: {note}" for note in time_notes(report)]
     lines += [f"  cannot know: {printable(u, 200)}" for u in report.unknown]
     return lines
 

@@ -91,7 +91,9 @@ class ProbeReader:
         max_age_s: float = MAX_AGE_S,
         clock: Callable[[], float] = time.time,
         proc_root: str = "/proc",
+        dir_uid: int | None = None,
     ) -> None:
+        """``dir_uid``: the uid ``dirs`` must belong to (default: the monitor's own)."""
         self.dirs = tuple(protocol.candidate_dirs() if dirs is None else dirs)
         self.max_age_s = max_age_s
         self.proc_root = proc_root
@@ -99,6 +101,7 @@ class ProbeReader:
         self.other_users = dirs is None and hasattr(os, "getuid") and os.getuid() == 0
         self._owners: dict[int, int] = {}  # pid -> uid of its owner (-1: unknown)
         self.uid = os.getuid() if hasattr(os, "getuid") else 0
+        self.dir_uid = self.uid if dir_uid is None else dir_uid
         self._refused: set[Path] = set()
         self._pending: list[str] = []  # warnings for the next frame's note
         self._clock = clock  # wall time: the probe stamps its files with time.time()
@@ -177,7 +180,7 @@ class ProbeReader:
         """
         for pid in self._owners.keys() - pids:
             del self._owners[pid]
-        mine = tuple((d, self.uid) for d in self.dirs)
+        mine = tuple((d, self.dir_uid) for d in self.dirs)
         if not self.other_users:
             return mine
         owners = {self._owner(pid) for pid in pids} - {-1}

@@ -1,4 +1,9 @@
-"""The simulated host: 32 logical CPUs, 512 GiB of memory, no swap, PSI available.
+"""The simulated host: 32 logical CPUs, 64 GiB of memory per GPU (512 GiB up to 8 GPUs), no
+swap, PSI available.
+
+Memory scales with the GPUs because the job's ranks do: a 32-GPU demo on a 512 GiB host used
+more than the host had, and the session it recorded failed ``analyze``'s range checks. Used
+memory is also capped at the total, whatever the processes add up to.
 
 Host figures are derived from the job's processes of the same tick (CPU busy is what they
 burn, load average is what runs or waits), so host and process views never contradict each
@@ -37,6 +42,12 @@ class HostSpec:
 
 
 HOST = HostSpec()
+MEM_PER_GPU_MIB = 64 * 1024.0  # as on the 8-GPU machines the demo copies (8 x 64 = 512 GiB)
+
+
+def host_spec(gpus: int) -> HostSpec:
+    """The host of a ``gpus``-GPU demo: the default one, with memory for every rank."""
+    return HostSpec(mem_total_mib=max(HOST.mem_total_mib, gpus * MEM_PER_GPU_MIB))
 
 
 def system_info(scn: Scenario, gpus: int, spec: HostSpec = HOST) -> SystemInfo:
@@ -67,6 +78,7 @@ def simulate_host(
     runnable = sum((p.run_ns_per_s or 0.0) + (p.wait_ns_per_s or 0.0) for p in procs) / NS_PER_S
     load1 = round(runnable + rng.uniform(0.0, 0.6), 2)
     used = spec.system_mem_mib + spec.shared_rss_frac * sum(p.rss_mib or 0.0 for p in procs)
+    used = min(used, spec.mem_total_mib)  # what a host reports never exceeds what it has
     return HostSample(
         cpu_pct=round(sum(per_cpu) / len(per_cpu), 1),
         per_cpu_pct=per_cpu,

@@ -28,7 +28,7 @@ from gputop_doctor.sources.demo.gpu import (
     make_persona,
     simulate_gpu,
 )
-from gputop_doctor.sources.demo.host import simulate_host, system_info
+from gputop_doctor.sources.demo.host import host_spec, simulate_host, system_info
 from gputop_doctor.sources.demo.processes import (
     LAUNCHER_PID,
     MAX_WORKERS_PER_RANK,
@@ -93,6 +93,7 @@ class DemoMachine:
         )
         self._counters: tuple[Counters, ...] = tuple(make_counters(self._rng) for _ in range(gpus))
         self.tree = build_tree(self.scenario, gpus, workers_per_rank)
+        self.host = host_spec(gpus)
         self._index = {pid: i for i, pid in enumerate(self.tree.pids)}
         self._tick: _Tick | None = None
         self._served: set[str] = set()
@@ -147,7 +148,7 @@ class DemoMachine:
             for persona, counters in zip(self._personas, self._counters, strict=True)
         )
         processes = simulate_processes(self.tree, scn.load, self._rng)
-        host = simulate_host(scn, processes, self._rng)
+        host = simulate_host(scn, processes, self._rng, self.host)
         return _Tick(when, gpus, processes, host)
 
     def _next_time(self, previous: TickTime | None) -> TickTime:
