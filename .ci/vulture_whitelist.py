@@ -64,3 +64,7 @@ _.elapsed_s  # sources/demo/machine.py: the simulated clock, beside DemoMachine.
 # -- urllib's OpenerDirector calls a handler's <scheme>_open by name
 _.http_open  # core/net.py
 _.https_open  # core/net.py
+
+# -- http.server calls these by name; the listener's count of 503s is read by its test
+_.version_string  # commands/serve_http.py: the Server header
+_.refused  # commands/serve_http.py: connections answered 503
