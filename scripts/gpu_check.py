@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import io
 import itertools
 import json
 import os
@@ -42,11 +43,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
+import threading
 import time
 import traceback
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +76,15 @@ STEP_BUDGET_S = {
 }
 MIN_STEP_S = 15  # a step with less time left than this is skipped, not started
 CASE_RECORD_S = 30.0  # each training case is recorded this long (dry run: DRY_RECORD_S)
-DRY_RECORD_S = 3.0
+FED_RECORD_S = 40.0  # the fed case: long enough to judge the tail after the probe says fed
+DRY_RECORD_S = 2.0
+DRY_PARALLEL = 3  # dry run: steps run side by side, this many at a time
+CLEAR_S = 10.0  # the product's default clear delay (Settings.clear_s)
+PROBE_FED_PCT = 10.0  # gpu-starvation's probe_fed_pct: under this data wait the loop is fed
+ARTIFACTS = "gpu_check_artifacts.tar.gz"
+ARTIFACTS_MAX_BYTES = 9_500_000  # the device returns files under 10 MB
+# What each case leaves in the work directory, kept in the artifacts tarball.
+ARTIFACT_PATTERNS = ("*.csv", "*.jsonl", "*.log", "*.status.json", "*.toml", "snapshot-*.json")
 
 # Tolerances: readings are taken by two programs at slightly different moments.
 TOL = {
@@ -282,6 +294,9 @@ class Harness:
         self.device = "cpu" if dry else "cuda"
         self.record_s = DRY_RECORD_S if dry else CASE_RECORD_S
         self.procs: list[subprocess.Popen] = []
+        self._owner: dict[int, int] = {}  # PID -> the thread that started it
+        self._lock = threading.RLock()  # results and the output files (dry run: steps overlap)
+        self._local = threading.local()  # each step's deadline, per thread
         self.costs: dict[str, Any] = {}
         self.cuda_problem: str | None = None
         self.gpu_name: str | None = None
@@ -316,6 +331,9 @@ class Harness:
         env.setdefault("TERM", "xterm-256color")
         if self.dry:
             env["GPU_CHECK_SMALL"] = "1"
+            # The dry run repeats code paths briefly: the probe publishes five times a second,
+            # so a profile request and the first stats are picked up without a second's wait.
+            env["GPUTOP_DOCTOR_PROBE_INTERVAL"] = "0.2"
         return env
 
     def doctor(self, *args: str) -> list[str]:
@@ -352,7 +370,7 @@ class Harness:
             start_new_session=True,
         )
         log.close()
-        self.procs.append(proc)
+        self.track(proc)
         return proc
 
     def log_tail(self, name: str, chars: int = 400) -> str:
@@ -373,11 +391,20 @@ class Harness:
                     os.killpg(proc.pid, signal.SIGKILL)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(5)
-        if proc in self.procs:
+        with contextlib.suppress(ValueError):
             self.procs.remove(proc)
 
-    def stop_all(self) -> None:
+    def track(self, proc: subprocess.Popen) -> None:
+        """A process this harness started, stopped with its step (or at the end)."""
+        self._owner[proc.pid] = threading.get_ident()
+        self.procs.append(proc)
+
+    def stop_all(self, mine_only: bool = False) -> None:
+        """Every process started (``mine_only``: by this thread's step) and not yet stopped."""
+        me = threading.get_ident()
         for proc in list(self.procs):
+            if mine_only and self._owner.get(proc.pid) != me:
+                continue
             self.stop(proc, grace=3.0)
 
     def left(self) -> float:
@@ -446,11 +473,11 @@ class Harness:
         sc, path, old = self.fake
         now_us = int(time.time() * 1e6)
         levels = {
-            "idle": (0, 0, 0, 0, 75.0, 0.0),
-            "gemm": (100, 40, 92, 85, 620.0, 30000.0),
-            "copy": (100, 95, 70, 0, 450.0, 4200.0),
+            "idle": (0, 0, 0, 0, 0, 75.0, 0.0),
+            "gemm": (100, 40, 92, 85, 30, 620.0, 30000.0),
+            "copy": (100, 95, 70, 0, 90, 450.0, 4200.0),
         }
-        util, mem_util, sm, tensor, power, used = levels[load]
+        util, mem_util, sm, tensor, dram, power, used = levels[load]
         ring = tuple((now_us - (5 - i) * 166_000, util) for i in range(6))
         procs = () if load == "idle" else (sc.FakeProcess(os.getpid(), used_mib=used - 512),)
         # The energy counter moves on by this load's power since the last write, as a
@@ -470,6 +497,7 @@ class Harness:
             gpm=True,
             gpm_sm_pct=sm,
             gpm_tensor_pct=tensor,
+            gpm_dram_pct=dram,
             energy_mj=energy,
             processes=procs,
             clock_events=1 if util == 0 else 0,
@@ -482,11 +510,13 @@ class Harness:
     def run_step(self, name: str, fn: Callable[[float], dict]) -> None:
         steps = self.results["steps"]
         if self.only and name not in self.only:
-            steps[name] = {"status": "skipped", "reason": "not selected (--only)"}
+            with self._lock:
+                steps[name] = {"status": "skipped", "reason": "not selected (--only)"}
             return
         budget = min(STEP_BUDGET_S[name], self.left() - 5)
         if budget < (3 if self.dry else MIN_STEP_S):
-            steps[name] = {"status": "skipped", "reason": f"no time left ({self.left():.0f} s)"}
+            with self._lock:
+                steps[name] = {"status": "skipped", "reason": f"no time left ({self.left():.0f} s)"}
             self.write()
             return
         print(f"gpu_check: {name} (up to {budget:.0f} s)", file=sys.stderr, flush=True)
@@ -505,15 +535,25 @@ class Harness:
             if os.environ.get("GPU_CHECK_DEBUG"):
                 traceback.print_exc()
         finally:
-            self.stop_all()
+            self.stop_all(mine_only=True)
         result["seconds"] = round(time.monotonic() - started, 1)
-        steps[name] = result
+        with self._lock:
+            steps[name] = result
         print(
             f"gpu_check: {name}: {result['status']} in {result['seconds']} s",
             file=sys.stderr,
             flush=True,
         )
         self.write()
+
+    @property
+    def step_end(self) -> float:
+        """The running step's deadline (monotonic s); each thread runs its own step."""
+        return float(getattr(self._local, "step_end", self.t0 + self.budget_s))
+
+    @step_end.setter
+    def step_end(self, value: float) -> None:
+        self._local.step_end = value
 
     def step_left(self) -> float:
         return self.step_end - time.monotonic()
@@ -536,43 +576,47 @@ class Harness:
             "tmux": shutil.which("tmux"),
         }
         self.results["environment"] = env
-        if self.dry:
-            problem = self.setup_fake()
-            env["fake_nvml"] = problem or "built"
-            self.smi = None if problem else CannedSmi(self)
-            self.gpu_name = None if problem else self.fake_gpu().name
-        else:
-            self.smi = NvidiaSmi(self.run) if env["nvidia_smi"] else None
-            if self.smi is not None:
-                rc, out, err, _ = self.run(
-                    [
-                        "nvidia-smi",
-                        "--query-gpu=name,driver_version,vbios_version,pci.bus_id",
-                        "--format=csv,noheader",
-                    ],
-                    timeout=20,
-                )
-                env["gpus"] = out.strip().splitlines() if rc == 0 else f"error: {err.strip()}"
-                if rc == 0 and out.strip():
-                    self.gpu_name = out.split(",")[0].strip()
         code = (
             "import json,torch;c=torch.cuda.is_available();print(json.dumps({'torch':"
             "torch.__version__,'cuda':torch.version.cuda,'available':c,'device':"
             "torch.cuda.get_device_name(0) if c else None,"
             "'compile':hasattr(torch,'compile')}))"
         )
-        rc, out, err, _ = self.run([sys.executable, "-c", code], timeout=90)
-        try:
-            env["torch"] = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            env["torch"] = f"error: {(err or out).strip()[-300:]}"
+        # Importing torch takes seconds: it runs beside the rest of the set-up.
+        with ThreadPoolExecutor(2) as pool:
+            torch_job = pool.submit(self.run, [sys.executable, "-c", code], 90)
+            version_job = pool.submit(self.run, self.doctor("--version"), 60)
+            if self.dry:
+                problem = self.setup_fake()
+                env["fake_nvml"] = problem or "built"
+                self.smi = None if problem else CannedSmi(self)
+                self.gpu_name = None if problem else self.fake_gpu().name
+            else:
+                self.smi = NvidiaSmi(self.run) if env["nvidia_smi"] else None
+                if self.smi is not None:
+                    rc, out, err, _ = self.run(
+                        [
+                            "nvidia-smi",
+                            "--query-gpu=name,driver_version,vbios_version,pci.bus_id",
+                            "--format=csv,noheader",
+                        ],
+                        timeout=20,
+                    )
+                    env["gpus"] = out.strip().splitlines() if rc == 0 else f"error: {err.strip()}"
+                    if rc == 0 and out.strip():
+                        self.gpu_name = out.split(",")[0].strip()
+            rc, out, err, _ = torch_job.result()
+            try:
+                env["torch"] = json.loads(out.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                env["torch"] = f"error: {(err or out).strip()[-300:]}"
+            rc, out, err, _ = version_job.result()
+            env["gputop_doctor"] = out.strip() if rc == 0 else f"error: {err.strip()[-200:]}"
         torch_info = env["torch"]
         if not isinstance(torch_info, dict):
             self.cuda_problem = f"torch not usable: {str(torch_info)[:200]}"
         elif not torch_info.get("available"):
             self.cuda_problem = "torch.cuda.is_available() is False"
-        rc, out, err, _ = self.run(self.doctor("--version"), timeout=60)
-        env["gputop_doctor"] = out.strip() if rc == 0 else f"error: {err.strip()[-200:]}"
         self.write()
 
     # 1. readings ----------------------------------------------------------------------------
@@ -610,7 +654,7 @@ class Harness:
         return {"checks": checks, "loads": per_load, "nvidia_smi_unsupported_fields": unsupported}
 
     def read_under_load(self, load: str, checks: list[dict]) -> dict:
-        window = "1" if self.dry else "2"
+        window = "0.5" if self.dry else "2"
         out_path = self.work / f"snapshot-{load}.json"
         with open(out_path, "wb") as out:
             proc = subprocess.Popen(
@@ -621,7 +665,7 @@ class Harness:
                 cwd=self.work,
                 start_new_session=True,
             )
-        self.procs.append(proc)
+        self.track(proc)
         samples: list[dict] = []
         began = time.time()
         try:
@@ -661,6 +705,8 @@ class Harness:
                     "mem_util_pct",
                     "sm_active_pct",
                     "tensor_active_pct",
+                    "dram_active_pct",
+                    "mem_clock_max_mhz",
                     "energy_j",
                     "power_w",
                     "clock_events",
@@ -779,12 +825,14 @@ class Harness:
     def plausible(self, load: str, gpu: dict) -> list[dict]:
         out = []
         sm, tensor = gpu.get("sm_active_pct"), gpu.get("tensor_active_pct")
+        dram = gpu.get("dram_active_pct")
         util, mem_util = gpu.get("util_pct"), gpu.get("mem_util_pct")
         samples = gpu.get("util_samples") or []
         if load == "idle":
             out.append(judge(f"{load}: utilization low", "≤ 10 %", util, lambda v: v <= 10))
             out.append(judge(f"{load}: GPM SM activity low", "≤ 10 %", sm, lambda v: v <= 10))
             out.append(judge(f"{load}: GPM tensor activity low", "≤ 5 %", tensor, lambda v: v <= 5))
+            out.append(judge(f"{load}: GPM DRAM bandwidth low", "≤ 10 %", dram, lambda v: v <= 10))
         elif load == "gemm":
             out.append(judge(f"{load}: utilization high", "≥ 80 %", util, lambda v: v >= 80))
             out.append(judge(f"{load}: GPM SM activity high", "≥ 50 %", sm, lambda v: v >= 50))
@@ -808,16 +856,7 @@ class Harness:
             out.append(
                 judge(f"{load}: GPM tensor activity low", "≤ 10 %", tensor, lambda v: v <= 10)
             )
-            out.append(
-                check(
-                    f"{load}: GPM DRAM bandwidth",
-                    "reported",
-                    "not reported",
-                    None,
-                    "the product reads GPM SM and tensor activity only; memory busy % "
-                    "stands in for it",
-                )
-            )
+            out.append(judge(f"{load}: GPM DRAM bandwidth high", "≥ 40 %", dram, lambda v: v >= 40))
         return out
 
     def gpm_reference(self) -> dict:
@@ -866,11 +905,12 @@ class Harness:
         workers: int = 0,
         config: str | None = None,
         serve: bool = False,
+        record_s: float | None = None,
     ) -> dict:
         problem = self.needs_cuda()
         if problem:
             return {"skipped": problem}
-        record_s = self.record_s
+        record_s = self.record_s if record_s is None or self.dry else record_s
         seconds = record_s + (15 if not self.dry else 8)
         proc, status = self.workload(mode, seconds, f"{name}-workload", workers)
         csv_path = self.work / f"{name}.csv"
@@ -912,7 +952,7 @@ class Harness:
                 f"{name}-serve",
             )
         started = time.monotonic()
-        warm = min(3.0, record_s / 3)
+        warm = 0.2 if self.dry else min(3.0, record_s / 3)  # dry: leave > 1 s to measure
         time.sleep(warm)
         watched = {"record": rec, **({"serve": srv} if srv is not None else {})}
         cpu0 = {k: cpu_seconds(p.pid) for k, p in watched.items()}
@@ -944,6 +984,7 @@ class Harness:
             raise RuntimeError(f"record exited {rec.returncode}: {self.log_tail(name + '-record')}")
         rows = read_csv(csv_path)
         data["ticks"] = len({r.get("tick") for r in rows})
+        data["effective_cpus"] = effective_cpus_seen(rows, state.get("started"))
         rc, out, err, _ = self.run(self.doctor("analyze", str(csv_path), "--json"), timeout=60)
         if rc != 0:
             raise RuntimeError(f"analyze exited {rc}: {err.strip()[-300:]}")
@@ -1005,7 +1046,7 @@ class Harness:
                 "gpu-starvation" not in found,
             ),
             check("verdict", "GPU (most of the classified time)", totals or "none", top == "GPU"),
-            self.record_cost(data),
+            *self.record_cost(data),
         ]
         if data.get("serve_metrics") is not None:
             checks.append(
@@ -1018,10 +1059,12 @@ class Harness:
             )
         return self.finish_case(data, checks)
 
-    def record_cost(self, data: dict) -> dict:
-        return check(
+    def record_cost(self, data: dict) -> list[dict]:
+        """Record ran, and the effective CPUs it read per tick (from its CSV)."""
+        ran = check(
             "record ran", "exit 0 with ticks", f"{data['ticks']} ticks", data["ticks"] >= 2, ""
         )
+        return [ran, effective_cpus_check(data.get("effective_cpus") or {})]
 
     def step_starved(self, budget: float) -> dict:
         data = self.case("starved", "train-loader", workers=0, serve=True)
@@ -1069,47 +1112,63 @@ class Harness:
                 f"max {wait_max:.0f} %, mean {data['analyze']['data_wait_mean_pct']}",
                 wait_max >= 30,
             ),
-            self.record_cost(data),
+            *self.record_cost(data),
         ]
         return self.finish_case(data, checks)
 
     def step_fed(self, budget: float) -> dict:
         cpus = len(os.sched_getaffinity(0))
         workers = max(1, min(12, cpus - 2))
-        data = self.case("fed", "train-loader", workers=workers)
+        data = self.case("fed", "train-loader", workers=workers, record_s=FED_RECORD_S)
         if "skipped" in data:
             return data
         rows = data["_rows"]
         times = sorted({num(r.get("time_unix_s")) for r in rows} - {None})
         half = times[len(times) // 2] if times else 0
-        late = {
-            f
-            for r in rows
-            if (num(r.get("time_unix_s")) or 0) >= half
-            for f in (r.get("findings") or "").split("|")
-            if f
-        }
-        early = {f for r in rows for f in (r.get("findings") or "").split("|") if f}
+        late = findings_from(rows, half)
+        early = findings_from(rows, 0.0)
         waits = [
-            num(r.get("tree_data_wait_pct"))
+            w
             for r in rows
             if (num(r.get("time_unix_s")) or 0) >= half
+            and (w := num(r.get("tree_data_wait_pct"))) is not None
         ]
-        waits = [w for w in waits if w is not None]
+        # The product's promise: once the probe measures the loop waiting under probe_fed_pct
+        # on two readings in a row, gpu-starvation is no longer raised, and what was shown
+        # clears after the clear delay. Judged from then on, not on a fixed half.
+        fed_at = probe_fed_since(rows)
+        after = None if fed_at is None else fed_at + CLEAR_S + 2.0
+        tail_rows = [
+            r for r in rows if after is not None and (num(r.get("time_unix_s")) or 0) >= after
+        ]
+        tail = findings_from(tail_rows, 0.0)
+        start = (data["workload"] or {}).get("started") or (times[0] if times else 0.0)
         data["workers"] = workers
+        data["probe_fed_at_s"] = None if fed_at is None else round(fed_at - start, 1)
+        data["starvation_shown_s"] = shown_spans(rows, "gpu-starvation", start)
+        if fed_at is None:
+            got, ok, note = "the probe never measured the loop fed", False, ""
+        elif not tail_rows:
+            got, ok, note = "no ticks left to judge", None, "the recording ended too soon"
+        else:
+            got, ok = sorted(tail) or "none", "gpu-starvation" not in tail
+            note = f"{len(tail_rows)} ticks from {after - start:.0f} s after the workload started"
         checks = [
             check(
                 f"gpu-starvation gone with num_workers={workers}",
-                "not raised in the second half",
-                sorted(late) or "none",
-                "gpu-starvation" not in late,
+                f"not raised from {CLEAR_S + 2:g} s after the probe measured < "
+                f"{PROBE_FED_PCT:g} % data wait twice",
+                got,
+                ok,
+                note,
             ),
             check(
-                "gpu-starvation over the whole run",
+                "gpu-starvation shown (s after the workload started)",
                 "reported",
-                sorted(early) or "none",
+                data["starvation_shown_s"] or "never",
                 None,
-                "the workers' start-up may starve the first seconds",
+                f"probe fed from {data['probe_fed_at_s']} s; the second half had "
+                f"{sorted(late) or 'none'}; the whole run {sorted(early) or 'none'}",
             ),
             check(
                 "probe: data wait, second half",
@@ -1117,7 +1176,7 @@ class Harness:
                 f"max {max(waits):.0f} %" if waits else "not measured",
                 bool(waits) and max(waits) < 30,
             ),
-            self.record_cost(data),
+            *self.record_cost(data),
         ]
         return self.finish_case(data, checks)
 
@@ -1139,7 +1198,7 @@ class Harness:
                 "gpu-memory-creep" in found,
             ),
             check("GPU memory at the end", "MiB", mem, None),
-            self.record_cost(data),
+            *self.record_cost(data),
         ]
         return self.finish_case(data, checks)
 
@@ -1149,7 +1208,7 @@ class Harness:
             return {"skipped": problem}
         proc, status = self.workload("train-sync", budget, "profile-workload")
         state = self.wait_started(proc, status, timeout=min(60, self.step_left() - 20))
-        time.sleep(2.0)  # the probe publishes its first stats file
+        time.sleep(0.5 if self.dry else 2.0)  # the probe publishes its first stats file
         rc, out, err, secs = self.run(
             self.doctor(
                 "profile",
@@ -1210,7 +1269,7 @@ class Harness:
 
     def step_costs(self, budget: float) -> dict:
         checks: list[dict] = []
-        ticks = "8" if self.dry else "20"
+        ticks = "4" if self.dry else "20"
         _rc, out, err, _ = self.run(
             [sys.executable, str(NVML_PROBE), "cost", "--ticks", ticks],
             timeout=min(40, self.step_left() - 15),
@@ -1263,14 +1322,28 @@ class Harness:
                 )
         first = self.tui_first_frame(min(25.0, self.step_left() - 2))
         self.costs["tui_first_frame"] = first
-        ok = None if first.get("first_frame_s") is None else first["first_frame_s"] < 1.0
+        # The design budget is "first frame within 1 s" of the UI starting: judged from the
+        # UI's first output (Python started, imports done, the terminal taken over) to the
+        # first screen with a reading. From exec it also pays for Python and the imports:
+        # reported beside it, not judged.
+        ui = first.get("ui_to_frame_s")
         checks.append(
             check(
-                "TUI first frame (pty, 120x40)",
-                "< 1 s after start (design budget)",
+                "TUI first frame after the UI starts (pty, 120x40)",
+                "< 1 s from the UI's first output (design budget)",
+                "not seen" if ui is None else f"{ui} s",
+                None if ui is None else ui < 1.0,
+                "first output = Python started and imports done; frame = the first screen "
+                "with a GPU or host reading",
+            )
+        )
+        checks.append(
+            check(
+                "TUI first frame from exec (pty, 120x40)",
+                "reported (Python start-up and imports included)",
                 first,
-                ok,
-                "from exec to the first screen with a GPU or host reading",
+                None,
+                "not the design budget's measure: from exec, first output and first frame",
             )
         )
         latency = self.costs.get("starvation_detection_s")
@@ -1321,7 +1394,7 @@ class Harness:
             close_fds=True,
         )
         os.close(slave)
-        self.procs.append(proc)
+        self.track(proc)
         seen = b""
         first_byte = found = None
         try:
@@ -1361,6 +1434,7 @@ class Harness:
             "first_frame_s": round(found[0], 2),
             "marker": found[1],
             "first_output_s": None if first_byte is None else round(first_byte, 2),
+            "ui_to_frame_s": None if first_byte is None else round(found[0] - first_byte, 2),
         }
 
     # lab and sweep ----------------------------------------------------------------------------
@@ -1419,7 +1493,7 @@ class Harness:
             return {"skipped": problem}
         args = [
             "--steps",
-            "5" if self.dry else "20",
+            "2" if self.dry else "20",
             "--warmup",
             "1" if self.dry else "3",
             "--json",
@@ -1465,13 +1539,52 @@ class Harness:
 
     # output ---------------------------------------------------------------------------------
 
-    def write(self) -> None:
-        self.results["elapsed_s"] = round(time.monotonic() - self.t0, 1)
+    def pack_artifacts(self) -> None:
+        """The cases' record CSVs, --on-finding events, workload, record and serve logs, status
+        files and snapshots in one tarball, OUTDIR/gpu_check_artifacts.tar.gz, kept under 10 MB
+        (the longest files are cut to their last part, ``NAME.tail``, until it fits)."""
+        files = sorted(
+            {f for pattern in ARTIFACT_PATTERNS for f in self.work.glob(pattern) if f.is_file()}
+        )
+        if not files:
+            return
         self.out.mkdir(parents=True, exist_ok=True)
-        tmp = self.out / "gpu_check.json.tmp"
-        tmp.write_text(json.dumps(self.results, indent=2, default=str))
-        os.replace(tmp, self.out / "gpu_check.json")
-        (self.out / "gpu_check.md").write_text(render_md(self.results))
+        target = self.out / ARTIFACTS
+        tmp = self.out / (ARTIFACTS + ".tmp")
+        names: list[str] = []
+        for cap in (4_000_000, 1_000_000, 200_000, 50_000):
+            names = []
+            with tarfile.open(tmp, "w:gz") as tar:
+                for path in files:
+                    try:
+                        data = path.read_bytes()
+                    except OSError:
+                        continue
+                    name = path.name
+                    if len(data) > cap:
+                        data, name = data[-cap:], name + ".tail"
+                    info = tarfile.TarInfo(f"gpu_check_artifacts/{name}")
+                    info.size = len(data)
+                    info.mtime = int(path.stat().st_mtime)
+                    tar.addfile(info, io.BytesIO(data))
+                    names.append(name)
+            if tmp.stat().st_size <= ARTIFACTS_MAX_BYTES:
+                break
+        os.replace(tmp, target)
+        self.results["artifacts"] = {
+            "file": ARTIFACTS,
+            "bytes": target.stat().st_size,
+            "files": names,
+        }
+
+    def write(self) -> None:
+        with self._lock:
+            self.results["elapsed_s"] = round(time.monotonic() - self.t0, 1)
+            self.out.mkdir(parents=True, exist_ok=True)
+            tmp = self.out / "gpu_check.json.tmp"
+            tmp.write_text(json.dumps(self.results, indent=2, default=str))
+            os.replace(tmp, self.out / "gpu_check.json")
+            (self.out / "gpu_check.md").write_text(render_md(self.results))
 
 
 def judge(what: str, expected: str, value: Any, test: Callable[[float], bool]) -> dict:
@@ -1527,6 +1640,81 @@ def first_time(rows: list[dict], rule_id: str) -> float | None:
     ]
     times = [t for t in times if t is not None]
     return min(times) if times else None
+
+
+def findings_from(rows: list[dict], since: float) -> set[str]:
+    """Finding ids the CSV shows active at ticks from ``since`` (unix s) on."""
+    return {
+        f
+        for r in rows
+        if (num(r.get("time_unix_s")) or 0) >= since
+        for f in (r.get("findings") or "").split("|")
+        if f
+    }
+
+
+def probe_fed_since(rows: list[dict]) -> float | None:
+    """The first tick whose probe data wait, and the previous tick's, were under
+    PROBE_FED_PCT: from there on gpu-starvation must not be raised."""
+    ticks: dict[float, float | None] = {}
+    for r in rows:
+        t = num(r.get("time_unix_s"))
+        if t is not None:
+            ticks[t] = num(r.get("tree_data_wait_pct"))
+    previous: float | None = None
+    for t in sorted(ticks):
+        wait = ticks[t]
+        if wait is not None and wait < PROBE_FED_PCT and previous is not None:
+            return t
+        previous = wait if wait is not None and wait < PROBE_FED_PCT else None
+    return None
+
+
+def shown_spans(rows: list[dict], rule_id: str, start: float) -> list[list[float]]:
+    """[from, to] seconds after ``start`` in which the CSV shows ``rule_id`` active."""
+    active: dict[float, bool] = {}
+    for r in rows:
+        t = num(r.get("time_unix_s"))
+        if t is not None:
+            found = rule_id in (r.get("findings") or "").split("|")
+            active[t] = active.get(t, False) or found
+    spans: list[list[float]] = []
+    before = False
+    for t in sorted(active):
+        if active[t] and before:
+            spans[-1][1] = round(t - start, 1)
+        elif active[t]:
+            spans.append([round(t - start, 1), round(t - start, 1)])
+        before = active[t]
+    return spans
+
+
+def effective_cpus_seen(rows: list[dict], started: float | None) -> dict:
+    """What record read as the job's effective CPUs, tick by tick (host_effective_cpus)."""
+    per_tick: dict[float, str] = {}
+    for r in rows:
+        t = num(r.get("time_unix_s"))
+        if t is not None:
+            per_tick[t] = r.get("host_effective_cpus") or "none"
+    counts: dict[str, int] = {}
+    for value in per_tick.values():
+        counts[value] = counts.get(value, 0) + 1
+    usual = max(counts, key=lambda v: counts[v]) if counts else None
+    start = started or (min(per_tick) if per_tick else 0.0)
+    odd = [[round(t - start, 1), v] for t, v in sorted(per_tick.items()) if v != usual]
+    return {"counts": counts, "usual": usual, "other_ticks_s": odd[:20]}
+
+
+def effective_cpus_check(seen: dict) -> dict:
+    affinity = len(os.sched_getaffinity(0))
+    odd = seen.get("other_ticks_s") or []
+    return check(
+        "effective CPUs per tick (record CSV)",
+        f"as read: affinity {affinity} here, and the cgroup quota",
+        seen.get("counts") or "no ticks",
+        None,
+        f"other values at [s after the workload started, value]: {odd}" if odd else "",
+    )
 
 
 def free_port() -> int:
@@ -1589,6 +1777,23 @@ def render_md(results: dict) -> str:
             f"| {name} | {s['status']} | {s.get('seconds', '')} | "
             f"{passed}/{len(judged)} | {cell(note)} |"
         )
+    cpus = {
+        name: (steps[name].get("effective_cpus") or {}).get("counts")
+        for name in STEPS
+        if name in steps and "effective_cpus" in steps[name]
+    }
+    if cpus:
+        lines += ["", f"Effective CPUs record read per tick (value: ticks): {cell(cpus)}"]
+    artifacts = results.get("artifacts")
+    if artifacts and "file" in artifacts:
+        lines += [
+            "",
+            f"Artifacts: {artifacts['file']} ({artifacts['bytes']} bytes, "
+            f"{len(artifacts['files'])} files: each case's record CSV, --on-finding events, "
+            "workload, record and serve logs)",
+        ]
+    elif artifacts:
+        lines += ["", f"Artifacts: {cell(artifacts)}"]
     env = results.get("environment", {})
     lines += ["", "## Environment", ""]
     lines += [f"- {k}: {cell(v)}" for k, v in env.items()]
@@ -1654,6 +1859,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_term(signum: int, _frame: Any) -> None:
         h.stop_all()
+        with contextlib.suppress(Exception):
+            h.pack_artifacts()
         h.results["interrupted"] = f"signal {signum}"
         h.write()
         sys.exit(128 + signum)
@@ -1665,19 +1872,40 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:
             h.results["environment"]["error"] = "error: " + one_line(exc)
             h.cuda_problem = h.cuda_problem or "environment check failed: " + one_line(exc)
-        h.run_step("readings", h.step_readings)
-        h.run_step("gpu-bound", h.step_gpu_bound)
-        h.run_step("starved", h.step_starved)
-        h.run_step("fed", h.step_fed)
-        h.run_step("creep", h.step_creep)
-        h.run_step("profile", h.step_profile)
-        h.run_step("costs", h.step_costs)
-        h.run_step("sweep", h.step_sweep)
-        h.run_step("lab", h.step_lab)
+        steps: list[tuple[str, Callable[[float], dict]]] = [
+            ("readings", h.step_readings),
+            ("gpu-bound", h.step_gpu_bound),
+            ("starved", h.step_starved),
+            ("fed", h.step_fed),
+            ("creep", h.step_creep),
+            ("profile", h.step_profile),
+            ("costs", h.step_costs),
+            ("sweep", h.step_sweep),
+            ("lab", h.step_lab),
+        ]
+        if h.dry:
+            # On a CPU the steps only walk their code paths and no timing is judged, so they
+            # run side by side, DRY_PARALLEL at a time; costs reads what the cases measured,
+            # so it runs last. On a GPU they run one after the other, as their timings need.
+            longest_first = ("lab", "profile", "sweep", "readings")
+            first = sorted(
+                (s for s in steps if s[0] != "costs"),
+                key=lambda s: longest_first.index(s[0]) if s[0] in longest_first else 9,
+            )
+            with ThreadPoolExecutor(DRY_PARALLEL) as pool:
+                list(pool.map(lambda step: h.run_step(*step), first))
+            h.run_step("costs", h.step_costs)
+        else:
+            for name, fn in steps:
+                h.run_step(name, fn)
     except KeyboardInterrupt:
         h.results["interrupted"] = "Ctrl-C"
     finally:
         h.stop_all()
+        try:
+            h.pack_artifacts()
+        except Exception as exc:
+            h.results["artifacts"] = {"error": "error: " + one_line(exc)}
         h.write()
         shutil.rmtree(h.work, ignore_errors=True)
     statuses = {s["status"] for s in h.results["steps"].values()}
