@@ -351,11 +351,13 @@ def judged_series(
     on it (see :func:`judged_since`) and the span they cover; None for the samples when the
     whole window counts."""
     win = window(history, window_s)
-    span = win.span_s
-    since = judged_since(window(history, window_s + t.startup_grace_s).snapshots, index, owners, t)
+    longer = window(history, window_s + t.startup_grace_s).snapshots
+    since = judged_since(longer, index, owners, t)
+    if since is None:
+        return None, win.span_s
     timed = _timed(win.snapshots, index)
-    if since is None or not timed or since <= timed[0][0]:
-        return None, span
+    if not timed or since <= timed[0][0]:
+        return None, win.span_s
     kept = [(when, g) for when, g in timed if when >= since]
     if not kept:
         return (), 0.0
@@ -373,10 +375,11 @@ def judged_since(
     ticks from their arrival until the GPU first runs work above ``idle_util_pct``, for at
     most ``startup_grace_s``. ``math.inf`` while they are still starting. The arrival must be
     seen: owners already on the GPU at the first tick looked at started before the view."""
-    timed = _timed(snaps, index)
     mine = set(owners)
-    if not timed or mine.intersection(gpu_pids(timed[0][1])):
-        return None
+    first = next((g for snap in snaps if (g := _latest_gpu(snap, index)) is not None), None)
+    if first is None or mine.intersection(gpu_pids(first)):
+        return None  # the common case, a job on the GPU for a while: one tick looked at
+    timed = _timed(snaps, index)
     arrival = next((i for i, (_, g) in enumerate(timed) if mine.intersection(gpu_pids(g))), None)
     if arrival is None:
         return None
