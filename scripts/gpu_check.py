@@ -67,7 +67,7 @@ STEP_BUDGET_S = {
     "readings": 90,
     "gpu-bound": 50,
     "starved": 50,
-    "fed": 55,
+    "fed": 65,  # a 40 s recording
     "creep": 50,
     "profile": 60,
     "costs": 40,
