@@ -29,7 +29,10 @@ docs/gpu-check.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import io
+import itertools
 import json
 import os
 import re
@@ -40,13 +43,16 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
 import traceback
 import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = Path(__file__).resolve().with_name("gpu_check")
@@ -61,7 +67,7 @@ STEP_BUDGET_S = {
     "readings": 90,
     "gpu-bound": 50,
     "starved": 50,
-    "fed": 55,
+    "fed": 65,  # a 40 s recording
     "creep": 50,
     "profile": 60,
     "costs": 40,
@@ -70,7 +76,15 @@ STEP_BUDGET_S = {
 }
 MIN_STEP_S = 15  # a step with less time left than this is skipped, not started
 CASE_RECORD_S = 30.0  # each training case is recorded this long (dry run: DRY_RECORD_S)
-DRY_RECORD_S = 3.0
+FED_RECORD_S = 40.0  # the fed case: long enough to judge the tail after the probe says fed
+DRY_RECORD_S = 2.0
+DRY_PARALLEL = 3  # dry run: steps run side by side, this many at a time
+CLEAR_S = 10.0  # the product's default clear delay (Settings.clear_s)
+PROBE_FED_PCT = 10.0  # gpu-starvation's probe_fed_pct: under this data wait the loop is fed
+ARTIFACTS = "gpu_check_artifacts.tar.gz"
+ARTIFACTS_MAX_BYTES = 9_500_000  # the device returns files under 10 MB
+# What each case leaves in the work directory, kept in the artifacts tarball.
+ARTIFACT_PATTERNS = ("*.csv", "*.jsonl", "*.log", "*.status.json", "*.toml", "snapshot-*.json")
 
 # Tolerances: readings are taken by two programs at slightly different moments.
 TOL = {
@@ -183,8 +197,13 @@ class NvidiaSmi:
 
     def _query(self, fields: list[str]) -> tuple[int, str]:
         rc, out, err, _ = self._run(
-            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
-             "-i", "0"],
+            [
+                "nvidia-smi",
+                f"--query-gpu={','.join(fields)}",
+                "--format=csv,noheader,nounits",
+                "-i",
+                "0",
+            ],
             timeout=20,
         )
         return rc, out if rc == 0 else err
@@ -212,7 +231,7 @@ class NvidiaSmi:
         if rc != 0:
             raise RuntimeError(f"nvidia-smi failed: {out.strip()[:200]}")
         cells = out.strip().splitlines()[0].split(",")
-        return {f: parse_nvsmi_value(c) for f, c in zip(self.fields, cells)}
+        return {f: parse_nvsmi_value(c) for f, c in zip(self.fields, cells, strict=False)}
 
     def apps(self) -> list[dict[str, Any]]:
         rc, out, err, _ = self._run(
@@ -275,6 +294,9 @@ class Harness:
         self.device = "cpu" if dry else "cuda"
         self.record_s = DRY_RECORD_S if dry else CASE_RECORD_S
         self.procs: list[subprocess.Popen] = []
+        self._owner: dict[int, int] = {}  # PID -> the thread that started it
+        self._lock = threading.RLock()  # results and the output files (dry run: steps overlap)
+        self._local = threading.local()  # each step's deadline, per thread
         self.costs: dict[str, Any] = {}
         self.cuda_problem: str | None = None
         self.gpu_name: str | None = None
@@ -309,6 +331,9 @@ class Harness:
         env.setdefault("TERM", "xterm-256color")
         if self.dry:
             env["GPU_CHECK_SMALL"] = "1"
+            # The dry run repeats code paths briefly: the probe publishes five times a second,
+            # so a profile request and the first stats are picked up without a second's wait.
+            env["GPUTOP_DOCTOR_PROBE_INTERVAL"] = "0.2"
         return env
 
     def doctor(self, *args: str) -> list[str]:
@@ -319,8 +344,13 @@ class Harness:
         timeout = max(1.0, min(timeout, self.left() + 5))
         try:
             done = subprocess.run(
-                cmd, env=self.env, capture_output=True, text=True, timeout=timeout,
-                cwd=self.work, errors="replace",
+                cmd,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd=self.work,
+                errors="replace",
             )
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
@@ -332,11 +362,15 @@ class Harness:
     def spawn(self, cmd: list[str], name: str) -> subprocess.Popen:
         log = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.work,
+            cmd,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.work,
             start_new_session=True,
         )
         log.close()
-        self.procs.append(proc)
+        self.track(proc)
         return proc
 
     def log_tail(self, name: str, chars: int = 400) -> str:
@@ -348,26 +382,29 @@ class Harness:
     def stop(self, proc: subprocess.Popen, grace: float = 5.0) -> None:
         """SIGTERM to the process group this harness started, then SIGKILL."""
         if proc.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGTERM)
-            except OSError:
-                pass
             try:
                 proc.wait(grace)
             except subprocess.TimeoutExpired:
-                try:
+                with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    pass
-        if proc in self.procs:
+        with contextlib.suppress(ValueError):
             self.procs.remove(proc)
 
-    def stop_all(self) -> None:
+    def track(self, proc: subprocess.Popen) -> None:
+        """A process this harness started, stopped with its step (or at the end)."""
+        self._owner[proc.pid] = threading.get_ident()
+        self.procs.append(proc)
+
+    def stop_all(self, mine_only: bool = False) -> None:
+        """Every process started (``mine_only``: by this thread's step) and not yet stopped."""
+        me = threading.get_ident()
         for proc in list(self.procs):
+            if mine_only and self._owner.get(proc.pid) != me:
+                continue
             self.stop(proc, grace=3.0)
 
     def left(self) -> float:
@@ -375,12 +412,23 @@ class Harness:
 
     # -- workloads -----------------------------------------------------------------------------
 
-    def workload(self, mode: str, seconds: float, name: str, workers: int = 0) -> tuple[
-        subprocess.Popen, Path
-    ]:
+    def workload(
+        self, mode: str, seconds: float, name: str, workers: int = 0
+    ) -> tuple[subprocess.Popen, Path]:
         status = self.work / f"{name}.status.json"
-        cmd = [sys.executable, str(WORKLOAD), mode, "--device", self.device, "--seconds",
-               str(seconds), "--status", str(status), "--workers", str(workers)]
+        cmd = [
+            sys.executable,
+            str(WORKLOAD),
+            mode,
+            "--device",
+            self.device,
+            "--seconds",
+            str(seconds),
+            "--status",
+            str(status),
+            "--workers",
+            str(workers),
+        ]
         return self.spawn(cmd, name), status
 
     def wait_started(self, proc: subprocess.Popen, status: Path, timeout: float) -> dict:
@@ -409,7 +457,7 @@ class Harness:
             sys.path.insert(0, str(ROOT))
             from tests.fake_nvml import scenario as sc
             from tests.fake_nvml.fixtures import build_fake, fake_nvml_env
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return f"the test suite's fake NVML is not importable: {one_line(exc)}"
         lib = build_fake(self.work / "fake")
         path = self.work / "fake" / "scenario.txt"
@@ -424,21 +472,36 @@ class Harness:
     def set_fake_load(self, load: str) -> None:
         sc, path, old = self.fake
         now_us = int(time.time() * 1e6)
-        levels = {"idle": (0, 0, 0, 0, 75.0, 0.0), "gemm": (100, 40, 92, 85, 620.0, 30000.0),
-                  "copy": (100, 95, 70, 0, 450.0, 4200.0)}
-        util, mem_util, sm, tensor, power, used = levels[load]
+        levels = {
+            "idle": (0, 0, 0, 0, 0, 75.0, 0.0),
+            "gemm": (100, 40, 92, 85, 30, 620.0, 30000.0),
+            "copy": (100, 95, 70, 0, 90, 450.0, 4200.0),
+        }
+        util, mem_util, sm, tensor, dram, power, used = levels[load]
         ring = tuple((now_us - (5 - i) * 166_000, util) for i in range(6))
         procs = () if load == "idle" else (sc.FakeProcess(os.getpid(), used_mib=used - 512),)
         # The energy counter moves on by this load's power since the last write, as a
         # driver's would; the ring gets fresh samples on every write.
         last = self.fake_written_at if old is not None else None
         now = time.monotonic()
-        energy = 0 if old is None else old.gpus[0].energy_mj + int(
-            power * 1000 * (now - (last or now)))
+        energy = (
+            0 if old is None else old.gpus[0].energy_mj + int(power * 1000 * (now - (last or now)))
+        )
         self.fake_written_at = now
-        gpu = sc.FakeGpu(util=util, mem_util=mem_util, samples=ring, mem_used_mib=used,
-                         power_w=power, gpm=True, gpm_sm_pct=sm, gpm_tensor_pct=tensor,
-                         energy_mj=energy, processes=procs, clock_events=1 if util == 0 else 0)
+        gpu = sc.FakeGpu(
+            util=util,
+            mem_util=mem_util,
+            samples=ring,
+            mem_used_mib=used,
+            power_w=power,
+            gpm=True,
+            gpm_sm_pct=sm,
+            gpm_tensor_pct=tensor,
+            gpm_dram_pct=dram,
+            energy_mj=energy,
+            processes=procs,
+            clock_events=1 if util == 0 else 0,
+        )
         self.fake[2] = sc.Scenario(gpus=(gpu,))
         self.fake[2].write(path)
 
@@ -447,11 +510,13 @@ class Harness:
     def run_step(self, name: str, fn: Callable[[float], dict]) -> None:
         steps = self.results["steps"]
         if self.only and name not in self.only:
-            steps[name] = {"status": "skipped", "reason": "not selected (--only)"}
+            with self._lock:
+                steps[name] = {"status": "skipped", "reason": "not selected (--only)"}
             return
         budget = min(STEP_BUDGET_S[name], self.left() - 5)
         if budget < (3 if self.dry else MIN_STEP_S):
-            steps[name] = {"status": "skipped", "reason": f"no time left ({self.left():.0f} s)"}
+            with self._lock:
+                steps[name] = {"status": "skipped", "reason": f"no time left ({self.left():.0f} s)"}
             self.write()
             return
         print(f"gpu_check: {name} (up to {budget:.0f} s)", file=sys.stderr, flush=True)
@@ -465,17 +530,30 @@ class Harness:
                 checks = data.get("checks", [])
                 failed = [c for c in checks if c.get("ok") is False]
                 result = {"status": "fail" if failed else "ok", **data}
-        except Exception as exc:  # noqa: BLE001 - every step is independent
+        except Exception as exc:
             result = {"status": "error", "error": "error: " + one_line(exc)}
             if os.environ.get("GPU_CHECK_DEBUG"):
                 traceback.print_exc()
         finally:
-            self.stop_all()
+            self.stop_all(mine_only=True)
         result["seconds"] = round(time.monotonic() - started, 1)
-        steps[name] = result
-        print(f"gpu_check: {name}: {result['status']} in {result['seconds']} s",
-              file=sys.stderr, flush=True)
+        with self._lock:
+            steps[name] = result
+        print(
+            f"gpu_check: {name}: {result['status']} in {result['seconds']} s",
+            file=sys.stderr,
+            flush=True,
+        )
         self.write()
+
+    @property
+    def step_end(self) -> float:
+        """The running step's deadline (monotonic s); each thread runs its own step."""
+        return float(getattr(self._local, "step_end", self.t0 + self.budget_s))
+
+    @step_end.setter
+    def step_end(self, value: float) -> None:
+        self._local.step_end = value
 
     def step_left(self) -> float:
         return self.step_end - time.monotonic()
@@ -498,35 +576,47 @@ class Harness:
             "tmux": shutil.which("tmux"),
         }
         self.results["environment"] = env
-        if self.dry:
-            problem = self.setup_fake()
-            env["fake_nvml"] = problem or "built"
-            self.smi = None if problem else CannedSmi(self)
-            self.gpu_name = None if problem else self.fake_gpu().name
-        else:
-            self.smi = NvidiaSmi(self.run) if env["nvidia_smi"] else None
-            if self.smi is not None:
-                rc, out, err, _ = self.run(
-                    ["nvidia-smi", "--query-gpu=name,driver_version,vbios_version,pci.bus_id",
-                     "--format=csv,noheader"], timeout=20)
-                env["gpus"] = out.strip().splitlines() if rc == 0 else f"error: {err.strip()}"
-                if rc == 0 and out.strip():
-                    self.gpu_name = out.split(",")[0].strip()
-        code = ("import json,torch;c=torch.cuda.is_available();print(json.dumps({'torch':"
-                "torch.__version__,'cuda':torch.version.cuda,'available':c,'device':"
-                "torch.cuda.get_device_name(0) if c else None,'compile':hasattr(torch,'compile')}))")
-        rc, out, err, _ = self.run([sys.executable, "-c", code], timeout=90)
-        try:
-            env["torch"] = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            env["torch"] = f"error: {(err or out).strip()[-300:]}"
+        code = (
+            "import json,torch;c=torch.cuda.is_available();print(json.dumps({'torch':"
+            "torch.__version__,'cuda':torch.version.cuda,'available':c,'device':"
+            "torch.cuda.get_device_name(0) if c else None,"
+            "'compile':hasattr(torch,'compile')}))"
+        )
+        # Importing torch takes seconds: it runs beside the rest of the set-up.
+        with ThreadPoolExecutor(2) as pool:
+            torch_job = pool.submit(self.run, [sys.executable, "-c", code], 90)
+            version_job = pool.submit(self.run, self.doctor("--version"), 60)
+            if self.dry:
+                problem = self.setup_fake()
+                env["fake_nvml"] = problem or "built"
+                self.smi = None if problem else CannedSmi(self)
+                self.gpu_name = None if problem else self.fake_gpu().name
+            else:
+                self.smi = NvidiaSmi(self.run) if env["nvidia_smi"] else None
+                if self.smi is not None:
+                    rc, out, err, _ = self.run(
+                        [
+                            "nvidia-smi",
+                            "--query-gpu=name,driver_version,vbios_version,pci.bus_id",
+                            "--format=csv,noheader",
+                        ],
+                        timeout=20,
+                    )
+                    env["gpus"] = out.strip().splitlines() if rc == 0 else f"error: {err.strip()}"
+                    if rc == 0 and out.strip():
+                        self.gpu_name = out.split(",")[0].strip()
+            rc, out, err, _ = torch_job.result()
+            try:
+                env["torch"] = json.loads(out.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                env["torch"] = f"error: {(err or out).strip()[-300:]}"
+            rc, out, err, _ = version_job.result()
+            env["gputop_doctor"] = out.strip() if rc == 0 else f"error: {err.strip()[-200:]}"
         torch_info = env["torch"]
         if not isinstance(torch_info, dict):
             self.cuda_problem = f"torch not usable: {str(torch_info)[:200]}"
         elif not torch_info.get("available"):
             self.cuda_problem = "torch.cuda.is_available() is False"
-        rc, out, err, _ = self.run(self.doctor("--version"), timeout=60)
-        env["gputop_doctor"] = out.strip() if rc == 0 else f"error: {err.strip()[-200:]}"
         self.write()
 
     # 1. readings ----------------------------------------------------------------------------
@@ -552,7 +642,7 @@ class Harness:
                     self.wait_started(proc, status, timeout=min(60, self.step_left() - 10))
                     time.sleep(1.5)  # clocks and power settle
                 per_load[load] = self.read_under_load(load, checks)
-            except Exception as exc:  # noqa: BLE001 - the next load still runs
+            except Exception as exc:
                 checks.append(check(f"{load}: readings", "read", "error: " + one_line(exc), False))
             finally:
                 if proc is not None:
@@ -564,14 +654,18 @@ class Harness:
         return {"checks": checks, "loads": per_load, "nvidia_smi_unsupported_fields": unsupported}
 
     def read_under_load(self, load: str, checks: list[dict]) -> dict:
-        window = "1" if self.dry else "2"
+        window = "0.5" if self.dry else "2"
         out_path = self.work / f"snapshot-{load}.json"
         with open(out_path, "wb") as out:
             proc = subprocess.Popen(
-                self.doctor("snapshot", "--json", "--window", window), env=self.env,
-                stdout=out, stderr=subprocess.PIPE, cwd=self.work, start_new_session=True,
+                self.doctor("snapshot", "--json", "--window", window),
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.PIPE,
+                cwd=self.work,
+                start_new_session=True,
             )
-        self.procs.append(proc)
+        self.track(proc)
         samples: list[dict] = []
         began = time.time()
         try:
@@ -601,43 +695,87 @@ class Harness:
         return {
             "time": began,
             "nvidia_smi_samples": len(samples),
-            "product": {k: gpu.get(k) for k in (
-                "util_pct", "util_min_pct", "util_max_pct", "util_samples", "mem_util_pct",
-                "sm_active_pct", "tensor_active_pct", "energy_j", "power_w", "clock_events")},
+            "product": {
+                k: gpu.get(k)
+                for k in (
+                    "util_pct",
+                    "util_min_pct",
+                    "util_max_pct",
+                    "util_samples",
+                    "mem_util_pct",
+                    "sm_active_pct",
+                    "tensor_active_pct",
+                    "dram_active_pct",
+                    "mem_clock_max_mhz",
+                    "energy_j",
+                    "power_w",
+                    "clock_events",
+                )
+            },
             "reference_gpm": self.gpm_reference(),
         }
 
-    def compare(self, load: str, label: str, alts: tuple[str, ...], samples: list[dict],
-                product: Any, tol: str) -> dict:
+    def compare(
+        self,
+        load: str,
+        label: str,
+        alts: tuple[str, ...],
+        samples: list[dict],
+        product: Any,
+        tol: str,
+    ) -> dict:
         field = next((f for f in alts if any(f in s for s in samples)), alts[0])
         values = [s.get(field) for s in samples if field in s]
         known = [v for v in values if v is not None]
         what = f"{load}: {label}"
         if not values:
-            return check(what, f"nvidia-smi {alts[0]}", product if product is not ABSENT else
-                         "not reported", None, "nvidia-smi cannot query this field here")
+            return check(
+                what,
+                f"nvidia-smi {alts[0]}",
+                product if product is not ABSENT else "not reported",
+                None,
+                "nvidia-smi cannot query this field here",
+            )
         if product is ABSENT:
-            return check(what, f"{field} = {fmt_range(known)}", "not reported", None,
-                         "the product does not read this")
+            return check(
+                what,
+                f"{field} = {fmt_range(known)}",
+                "not reported",
+                None,
+                "the product does not read this",
+            )
         if tol == "ecc":
             smi = {str(v).lower() for v in known}
             enabled = "enabled" in smi
-            return check(what, f"{field} = {'/'.join(sorted(smi)) or 'n/a'}",
-                         "counters read" if product is not None else "no counters",
-                         (product is not None) == enabled if known else None,
-                         "ECC counters are read only where ECC is on")
+            return check(
+                what,
+                f"{field} = {'/'.join(sorted(smi)) or 'n/a'}",
+                "counters read" if product is not None else "no counters",
+                (product is not None) == enabled if known else None,
+                "ECC counters are read only where ECC is on",
+            )
         if not known:
-            return check(what, f"{field} = n/a", product, None if product is not None else True,
-                         "nvidia-smi has no value; the product " +
-                         ("has one" if product is not None else "none either"))
+            return check(
+                what,
+                f"{field} = n/a",
+                product,
+                None if product is not None else True,
+                "nvidia-smi has no value; the product "
+                + ("has one" if product is not None else "none either"),
+            )
         if product is None:
             return check(what, f"{field} = {fmt_range(known)}", "not reported (null)", False)
         if tol == "bits":
             masks = {int(v) for v in known if isinstance(v, (int, float))}
             ok = int(product) in masks or (int(product) & ~VOLATILE_BITS) in {
-                m & ~VOLATILE_BITS for m in masks}
-            return check(what, f"{field} in {sorted(hex(m) for m in masks)} "
-                         "(idle, sw-power-cap may flip)", hex(int(product)), ok)
+                m & ~VOLATILE_BITS for m in masks
+            }
+            return check(
+                what,
+                f"{field} in {sorted(hex(m) for m in masks)} (idle, sw-power-cap may flip)",
+                hex(int(product)),
+                ok,
+            )
         nums = [float(v) for v in known if isinstance(v, (int, float))]
         if not nums:
             return check(what, f"{field} = {known[0]}", product, None, "not a number")
@@ -646,13 +784,19 @@ class Harness:
         lo, hi = min(nums) - slack, max(nums) + slack
         ok = lo <= float(product) <= hi
         note = ""
-        if not ok and label == "memory used MiB" and isinstance(self.last_reserved, (int, float)):
-            if lo <= float(product) + self.last_reserved <= hi:
-                note = "matches when the driver's reserved memory is counted as used"
+        reserved = self.last_reserved
+        if (
+            not ok
+            and label == "memory used MiB"
+            and isinstance(reserved, (int, float))
+            and lo <= float(product) + reserved <= hi
+        ):
+            note = "matches when the driver's reserved memory is counted as used"
         if not ok and label.startswith("PCIe generation") and load == "idle":
             note = "an idle link may step down between reads"
-        return check(what, f"{field} {fmt_range(nums)} {TOL_TEXT[tol]}", round(float(product), 2),
-                     ok, note)
+        return check(
+            what, f"{field} {fmt_range(nums)} {TOL_TEXT[tol]}", round(float(product), 2), ok, note
+        )
 
     def compare_processes(self, load: str, gpu: dict, apps: list[dict]) -> dict:
         procs = gpu.get("processes")
@@ -670,81 +814,121 @@ class Harness:
                 notes.append(f"PID {pid}: {other} vs {used} MiB")
         if len(smi) == 0 and len(mine) == 0 and load != "idle":
             notes.append("no process listed by either (PID namespace?)")
-        return check(what, f"nvidia-smi {smi or 'none'} (±64 MiB or 2 %)", mine or "none", ok,
-                     "; ".join(notes))
+        return check(
+            what,
+            f"nvidia-smi {smi or 'none'} (±64 MiB or 2 %)",
+            mine or "none",
+            ok,
+            "; ".join(notes),
+        )
 
     def plausible(self, load: str, gpu: dict) -> list[dict]:
         out = []
         sm, tensor = gpu.get("sm_active_pct"), gpu.get("tensor_active_pct")
+        dram = gpu.get("dram_active_pct")
         util, mem_util = gpu.get("util_pct"), gpu.get("mem_util_pct")
         samples = gpu.get("util_samples") or []
         if load == "idle":
             out.append(judge(f"{load}: utilization low", "≤ 10 %", util, lambda v: v <= 10))
             out.append(judge(f"{load}: GPM SM activity low", "≤ 10 %", sm, lambda v: v <= 10))
-            out.append(judge(f"{load}: GPM tensor activity low", "≤ 5 %", tensor,
-                             lambda v: v <= 5))
+            out.append(judge(f"{load}: GPM tensor activity low", "≤ 5 %", tensor, lambda v: v <= 5))
+            out.append(judge(f"{load}: GPM DRAM bandwidth low", "≤ 10 %", dram, lambda v: v <= 10))
         elif load == "gemm":
             out.append(judge(f"{load}: utilization high", "≥ 80 %", util, lambda v: v >= 80))
             out.append(judge(f"{load}: GPM SM activity high", "≥ 50 %", sm, lambda v: v >= 50))
-            out.append(judge(f"{load}: GPM tensor activity high", "≥ 20 %", tensor,
-                             lambda v: v >= 20))
-            out.append(check(f"{load}: buffered utilization samples (GetSamples)", "≥ 1 sample",
-                             f"{len(samples)} samples, min {gpu.get('util_min_pct')} max "
-                             f"{gpu.get('util_max_pct')}", len(samples) >= 1))
+            out.append(
+                judge(f"{load}: GPM tensor activity high", "≥ 20 %", tensor, lambda v: v >= 20)
+            )
+            out.append(
+                check(
+                    f"{load}: buffered utilization samples (GetSamples)",
+                    "≥ 1 sample",
+                    f"{len(samples)} samples, min {gpu.get('util_min_pct')} max "
+                    f"{gpu.get('util_max_pct')}",
+                    len(samples) >= 1,
+                )
+            )
         elif load == "copy":
             out.append(judge(f"{load}: utilization high", "≥ 50 %", util, lambda v: v >= 50))
-            out.append(judge(f"{load}: memory busy (DRAM) high", "≥ 40 %", mem_util,
-                             lambda v: v >= 40))
-            out.append(judge(f"{load}: GPM tensor activity low", "≤ 10 %", tensor,
-                             lambda v: v <= 10))
-            out.append(check(f"{load}: GPM DRAM bandwidth", "reported", "not reported", None,
-                             "the product reads GPM SM and tensor activity only; memory busy % "
-                             "stands in for it"))
+            out.append(
+                judge(f"{load}: memory busy (DRAM) high", "≥ 40 %", mem_util, lambda v: v >= 40)
+            )
+            out.append(
+                judge(f"{load}: GPM tensor activity low", "≤ 10 %", tensor, lambda v: v <= 10)
+            )
+            out.append(judge(f"{load}: GPM DRAM bandwidth high", "≥ 40 %", dram, lambda v: v >= 40))
         return out
 
     def gpm_reference(self) -> dict:
         if self.dry:
             return {"skipped": "dry run"}
-        rc, out, err, _ = self.run([sys.executable, str(NVML_PROBE), "gpm", "--gap", "1"], 20)
+        _rc, out, err, _ = self.run([sys.executable, str(NVML_PROBE), "gpm", "--gap", "1"], 20)
         try:
             return json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
             return {"error": (err or out).strip()[-200:]}
 
     def energy_checks(self, per_load: dict, checks: list[dict]) -> None:
-        points = [(load, d["time"], (d["product"] or {}).get("energy_j"))
-                  for load, d in per_load.items()]
+        points = [
+            (load, d["time"], (d["product"] or {}).get("energy_j")) for load, d in per_load.items()
+        ]
         known = [(load, t, e) for load, t, e in points if e is not None]
         if len(points) < 2:
             return
         if len(known) < len(points):
-            checks.append(check("energy counter advancing", "a reading per load",
-                                "not reported", False))
+            checks.append(
+                check("energy counter advancing", "a reading per load", "not reported", False)
+            )
             return
-        rising = all(b[2] > a[2] for a, b in zip(known, known[1:]))
+        rising = all(b[2] > a[2] for a, b in itertools.pairwise(known))
         got = ", ".join(f"{load} {e:.0f} J" for load, _, e in known)
         checks.append(check("energy counter advancing", "rises from load to load", got, rising))
-        for a, b in zip(known, known[1:]):
+        for a, b in itertools.pairwise(known):
             dt = b[1] - a[1]
             if dt > 0:
-                checks.append(check(f"mean power {a[0]} -> {b[0]} (energy/time)", "W",
-                                    round((b[2] - a[2]) / dt, 1), None))
+                checks.append(
+                    check(
+                        f"mean power {a[0]} -> {b[0]} (energy/time)",
+                        "W",
+                        round((b[2] - a[2]) / dt, 1),
+                        None,
+                    )
+                )
 
     # 2. training cases ------------------------------------------------------------------------
 
-    def case(self, name: str, mode: str, *, workers: int = 0, config: str | None = None,
-             serve: bool = False) -> dict:
+    def case(
+        self,
+        name: str,
+        mode: str,
+        *,
+        workers: int = 0,
+        config: str | None = None,
+        serve: bool = False,
+        record_s: float | None = None,
+    ) -> dict:
         problem = self.needs_cuda()
         if problem:
             return {"skipped": problem}
-        record_s = self.record_s
+        record_s = self.record_s if record_s is None or self.dry else record_s
         seconds = record_s + (15 if not self.dry else 8)
         proc, status = self.workload(mode, seconds, f"{name}-workload", workers)
         csv_path = self.work / f"{name}.csv"
         events = self.work / f"{name}.events.jsonl"
-        args = ["record", "--pid", str(proc.pid), "--csv", str(csv_path), "--duration",
-                str(record_s), "--interval", "1", "--quiet", "--on-finding",
-                shlex.join([sys.executable, str(HOOK), str(events)])]
+        args = [
+            "record",
+            "--pid",
+            str(proc.pid),
+            "--csv",
+            str(csv_path),
+            "--duration",
+            str(record_s),
+            "--interval",
+            "1",
+            "--quiet",
+            "--on-finding",
+            shlex.join([sys.executable, str(HOOK), str(events)]),
+        ]
         if config:
             cfg = self.work / f"{name}.toml"
             cfg.write_text(config)
@@ -753,11 +937,22 @@ class Harness:
         srv = None
         if serve:
             port = free_port()
-            srv = self.spawn(self.doctor("serve", "--pid", str(proc.pid), "--listen",
-                                         f"127.0.0.1:{port}", "--interval", "1", "--duration",
-                                         str(record_s + 2)), f"{name}-serve")
+            srv = self.spawn(
+                self.doctor(
+                    "serve",
+                    "--pid",
+                    str(proc.pid),
+                    "--listen",
+                    f"127.0.0.1:{port}",
+                    "--interval",
+                    "1",
+                    "--duration",
+                    str(record_s + 2),
+                ),
+                f"{name}-serve",
+            )
         started = time.monotonic()
-        warm = min(3.0, record_s / 3)
+        warm = 0.2 if self.dry else min(3.0, record_s / 3)  # dry: leave > 1 s to measure
         time.sleep(warm)
         watched = {"record": rec, **({"serve": srv} if srv is not None else {})}
         cpu0 = {k: cpu_seconds(p.pid) for k, p in watched.items()}
@@ -772,7 +967,8 @@ class Harness:
             after = cpu1.get(key)
             if before is not None and after is not None and t1 - t0 > 1:
                 self.costs.setdefault(f"{key}_cpu_pct", []).append(
-                    round(100 * (after - before) / (t1 - t0), 2))
+                    round(100 * (after - before) / (t1 - t0), 2)
+                )
         try:
             rec.wait(timeout=max(5.0, min(30.0, self.step_left() - 8)))
         except subprocess.TimeoutExpired:
@@ -788,6 +984,7 @@ class Harness:
             raise RuntimeError(f"record exited {rec.returncode}: {self.log_tail(name + '-record')}")
         rows = read_csv(csv_path)
         data["ticks"] = len({r.get("tick") for r in rows})
+        data["effective_cpus"] = effective_cpus_seen(rows, state.get("started"))
         rc, out, err, _ = self.run(self.doctor("analyze", str(csv_path), "--json"), timeout=60)
         if rc != 0:
             raise RuntimeError(f"analyze exited {rc}: {err.strip()[-300:]}")
@@ -797,8 +994,10 @@ class Harness:
             "verdict_totals": report.get("verdict_totals"),
             "data_wait_mean_pct": report.get("data_wait_mean_pct"),
             "steps_per_s_mean": report.get("steps_per_s_mean"),
-            "gpus": [{k: g.get(k) for k in ("util_mean_pct", "mem_max_mib", "power_mean_w",
-                                            "energy_wh")} for g in report.get("gpus", [])],
+            "gpus": [
+                {k: g.get(k) for k in ("util_mean_pct", "mem_max_mib", "power_mean_w", "energy_wh")}
+                for g in report.get("gpus", [])
+            ],
         }
         data["events"] = [e for e in read_jsonl(events)]
         data["_rows"] = rows
@@ -811,15 +1010,21 @@ class Harness:
         data.pop("_frame", None)
         events = data.get("events", [])
         data["events"] = [
-            {"event": e.get("event"), "id": (e.get("finding") or {}).get("id"),
-             "title": (e.get("finding") or {}).get("title"), "time": e.get("time")}
+            {
+                "event": e.get("event"),
+                "id": (e.get("finding") or {}).get("id"),
+                "title": (e.get("finding") or {}).get("title"),
+                "time": e.get("time"),
+            }
             for e in events
         ]
         if self.dry:
             for c in checks:
                 if c["ok"] is not None and not c.get("judged_in_dry_run"):
                     c["note"] = (c["note"] + "; " if c["note"] else "") + (
-                        f"dry run (CPU, no GPU): not judged, would be {'pass' if c['ok'] else 'fail'}")
+                        "dry run (CPU, no GPU): not judged, would be "
+                        f"{'pass' if c['ok'] else 'fail'}"
+                    )
                     c["ok"] = None
         data["checks"] = checks
         return data
@@ -829,24 +1034,37 @@ class Harness:
         if "skipped" in data:
             return data
         found = data["analyze"]["findings"]
-        totals = {k: v for k, v in (data["analyze"]["verdict_totals"] or {}).items()
-                  if k != "unknown"}
+        totals = {
+            k: v for k, v in (data["analyze"]["verdict_totals"] or {}).items() if k != "unknown"
+        }
         top = max(totals, key=totals.get) if totals else None
         checks = [
-            check("gpu-starvation absent", "not raised", sorted(found) or "none",
-                  "gpu-starvation" not in found),
-            check("verdict", "GPU (most of the classified time)", totals or "none",
-                  top == "GPU"),
-            self.record_cost(data),
+            check(
+                "gpu-starvation absent",
+                "not raised",
+                sorted(found) or "none",
+                "gpu-starvation" not in found,
+            ),
+            check("verdict", "GPU (most of the classified time)", totals or "none", top == "GPU"),
+            *self.record_cost(data),
         ]
         if data.get("serve_metrics") is not None:
-            checks.append(check("serve answers /metrics", "HTTP 200 with gputop_ metrics",
-                                data["serve_metrics"], data["serve_metrics"] == "ok"))
+            checks.append(
+                check(
+                    "serve answers /metrics",
+                    "HTTP 200 with gputop_ metrics",
+                    data["serve_metrics"],
+                    data["serve_metrics"] == "ok",
+                )
+            )
         return self.finish_case(data, checks)
 
-    def record_cost(self, data: dict) -> dict:
-        return check("record ran", "exit 0 with ticks", f"{data['ticks']} ticks",
-                     data["ticks"] >= 2, "")
+    def record_cost(self, data: dict) -> list[dict]:
+        """Record ran, and the effective CPUs it read per tick (from its CSV)."""
+        ran = check(
+            "record ran", "exit 0 with ticks", f"{data['ticks']} ticks", data["ticks"] >= 2, ""
+        )
+        return [ran, effective_cpus_check(data.get("effective_cpus") or {})]
 
     def step_starved(self, budget: float) -> dict:
         data = self.case("starved", "train-loader", workers=0, serve=True)
@@ -854,10 +1072,14 @@ class Harness:
             return data
         found = data["analyze"]["findings"]
         rows = data["_rows"]
-        starve_events = [e for e in data["events"] if (e.get("finding") or {}).get("id")
-                         == "gpu-starvation"]
-        frame_findings = [f for f in (data.get("_frame") or {}).get("findings") or []
-                          if f.get("id") == "gpu-starvation"]
+        starve_events = [
+            e for e in data["events"] if (e.get("finding") or {}).get("id") == "gpu-starvation"
+        ]
+        frame_findings = [
+            f
+            for f in (data.get("_frame") or {}).get("findings") or []
+            if f.get("id") == "gpu-starvation"
+        ]
         mentions = "num_workers=0" in json.dumps(starve_events + frame_findings)
         wait_max = max((num(r.get("tree_data_wait_pct")) or 0.0 for r in rows), default=0.0)
         first = (data["workload"] or {}).get("first_step")
@@ -865,63 +1087,118 @@ class Harness:
         if first and latency:
             self.costs["starvation_detection_s"] = round(latency - first, 1)
         checks = [
-            check("gpu-starvation raised", "raised", sorted(found) or "none",
-                  "gpu-starvation" in found),
-            check("gpu-starvation names num_workers=0", "in its title, evidence or fix",
-                  "yes" if mentions else ("no gpu-starvation event or finding"
-                                          if not starve_events and not frame_findings
-                                          else "not mentioned"), mentions,
-                  "from the --on-finding events and serve's last /api/v1/frame"),
-            check("probe: data wait measured", "≥ 30 % (tree_data_wait_pct)",
-                  f"max {wait_max:.0f} %, mean {data['analyze']['data_wait_mean_pct']}",
-                  wait_max >= 30),
-            self.record_cost(data),
+            check(
+                "gpu-starvation raised",
+                "raised",
+                sorted(found) or "none",
+                "gpu-starvation" in found,
+            ),
+            check(
+                "gpu-starvation names num_workers=0",
+                "in its title, evidence or fix",
+                "yes"
+                if mentions
+                else (
+                    "no gpu-starvation event or finding"
+                    if not starve_events and not frame_findings
+                    else "not mentioned"
+                ),
+                mentions,
+                "from the --on-finding events and serve's last /api/v1/frame",
+            ),
+            check(
+                "probe: data wait measured",
+                "≥ 30 % (tree_data_wait_pct)",
+                f"max {wait_max:.0f} %, mean {data['analyze']['data_wait_mean_pct']}",
+                wait_max >= 30,
+            ),
+            *self.record_cost(data),
         ]
         return self.finish_case(data, checks)
 
     def step_fed(self, budget: float) -> dict:
         cpus = len(os.sched_getaffinity(0))
         workers = max(1, min(12, cpus - 2))
-        data = self.case("fed", "train-loader", workers=workers)
+        data = self.case("fed", "train-loader", workers=workers, record_s=FED_RECORD_S)
         if "skipped" in data:
             return data
         rows = data["_rows"]
         times = sorted({num(r.get("time_unix_s")) for r in rows} - {None})
         half = times[len(times) // 2] if times else 0
-        late = {f for r in rows if (num(r.get("time_unix_s")) or 0) >= half
-                for f in (r.get("findings") or "").split("|") if f}
-        early = {f for r in rows for f in (r.get("findings") or "").split("|") if f}
-        waits = [num(r.get("tree_data_wait_pct")) for r in rows
-                 if (num(r.get("time_unix_s")) or 0) >= half]
-        waits = [w for w in waits if w is not None]
+        late = findings_from(rows, half)
+        early = findings_from(rows, 0.0)
+        waits = [
+            w
+            for r in rows
+            if (num(r.get("time_unix_s")) or 0) >= half
+            and (w := num(r.get("tree_data_wait_pct"))) is not None
+        ]
+        # The product's promise: once the probe measures the loop waiting under probe_fed_pct
+        # on two readings in a row, gpu-starvation is no longer raised, and what was shown
+        # clears after the clear delay. Judged from then on, not on a fixed half.
+        fed_at = probe_fed_since(rows)
+        after = None if fed_at is None else fed_at + CLEAR_S + 2.0
+        tail_rows = [
+            r for r in rows if after is not None and (num(r.get("time_unix_s")) or 0) >= after
+        ]
+        tail = findings_from(tail_rows, 0.0)
+        start = (data["workload"] or {}).get("started") or (times[0] if times else 0.0)
         data["workers"] = workers
+        data["probe_fed_at_s"] = None if fed_at is None else round(fed_at - start, 1)
+        data["starvation_shown_s"] = shown_spans(rows, "gpu-starvation", start)
+        if fed_at is None:
+            got, ok, note = "the probe never measured the loop fed", False, ""
+        elif not tail_rows:
+            got, ok, note = "no ticks left to judge", None, "the recording ended too soon"
+        else:
+            got, ok = sorted(tail) or "none", "gpu-starvation" not in tail
+            note = f"{len(tail_rows)} ticks from {after - start:.0f} s after the workload started"
         checks = [
-            check(f"gpu-starvation gone with num_workers={workers}",
-                  "not raised in the second half", sorted(late) or "none",
-                  "gpu-starvation" not in late),
-            check("gpu-starvation over the whole run", "reported", sorted(early) or "none", None,
-                  "the workers' start-up may starve the first seconds"),
-            check("probe: data wait, second half", "< 30 %",
-                  f"max {max(waits):.0f} %" if waits else "not measured",
-                  bool(waits) and max(waits) < 30),
-            self.record_cost(data),
+            check(
+                f"gpu-starvation gone with num_workers={workers}",
+                f"not raised from {CLEAR_S + 2:g} s after the probe measured < "
+                f"{PROBE_FED_PCT:g} % data wait twice",
+                got,
+                ok,
+                note,
+            ),
+            check(
+                "gpu-starvation shown (s after the workload started)",
+                "reported",
+                data["starvation_shown_s"] or "never",
+                None,
+                f"probe fed from {data['probe_fed_at_s']} s; the second half had "
+                f"{sorted(late) or 'none'}; the whole run {sorted(early) or 'none'}",
+            ),
+            check(
+                "probe: data wait, second half",
+                "< 30 %",
+                f"max {max(waits):.0f} %" if waits else "not measured",
+                bool(waits) and max(waits) < 30,
+            ),
+            *self.record_cost(data),
         ]
         return self.finish_case(data, checks)
 
     def step_creep(self, budget: float) -> dict:
-        config = ("[rules.gpu_memory_creep]\nsample_every_s = 2\nfast_min_span_s = 14\n"
-                  "warmup_s = 0\nmin_span_s = 14\n")
+        config = (
+            "[rules.gpu_memory_creep]\nsample_every_s = 2\nfast_min_span_s = 14\n"
+            "warmup_s = 0\nmin_span_s = 14\n"
+        )
         data = self.case("creep", "train-creep", config=config)
         if "skipped" in data:
             return data
         found = data["analyze"]["findings"]
         mem = [g.get("mem_max_mib") for g in data["analyze"]["gpus"]]
         checks = [
-            check("gpu-memory-creep raised", "raised (windows shortened by --config for a "
-                  f"{self.record_s:.0f} s run)", sorted(found) or "none",
-                  "gpu-memory-creep" in found),
+            check(
+                "gpu-memory-creep raised",
+                f"raised (windows shortened by --config for a {self.record_s:.0f} s run)",
+                sorted(found) or "none",
+                "gpu-memory-creep" in found,
+            ),
             check("GPU memory at the end", "MiB", mem, None),
-            self.record_cost(data),
+            *self.record_cost(data),
         ]
         return self.finish_case(data, checks)
 
@@ -931,11 +1208,20 @@ class Harness:
             return {"skipped": problem}
         proc, status = self.workload("train-sync", budget, "profile-workload")
         state = self.wait_started(proc, status, timeout=min(60, self.step_left() - 20))
-        time.sleep(2.0)  # the probe publishes its first stats file
+        time.sleep(0.5 if self.dry else 2.0)  # the probe publishes its first stats file
         rc, out, err, secs = self.run(
-            self.doctor("profile", "--pid", str(proc.pid), "--steps", "5", "--json", "--timeout",
-                        str(int(max(10, min(45, self.step_left() - 5))))),
-            timeout=max(15, self.step_left() - 3))
+            self.doctor(
+                "profile",
+                "--pid",
+                str(proc.pid),
+                "--steps",
+                "5",
+                "--json",
+                "--timeout",
+                str(int(max(10, min(45, self.step_left() - 5)))),
+            ),
+            timeout=max(15, self.step_left() - 3),
+        )
         self.stop(proc)
         if rc != 0:
             raise RuntimeError(f"profile exited {rc}: {err.strip()[-300:]}")
@@ -945,9 +1231,21 @@ class Harness:
         data = {
             "workload": state,
             "profile_s": round(secs, 1),
-            "summary": {k: summary.get(k) for k in (
-                "device", "steps", "step_ms_median", "ops_per_step", "op_median_us",
-                "syncs_per_step", "data_wait_frac", "memory_kind", "trace") if k in summary},
+            "summary": {
+                k: summary.get(k)
+                for k in (
+                    "device",
+                    "steps",
+                    "step_ms_median",
+                    "ops_per_step",
+                    "op_median_us",
+                    "syncs_per_step",
+                    "data_wait_frac",
+                    "memory_kind",
+                    "trace",
+                )
+                if k in summary
+            },
             "findings": ids,
         }
         checks = [
@@ -957,17 +1255,25 @@ class Harness:
         for c in checks:
             c["judged_in_dry_run"] = True  # the profiler finds both on a CPU too
         if not self.dry:
-            checks.append(check("profiled on CUDA", "device cuda", summary.get("device"),
-                                "cuda" in str(summary.get("device", "")).lower()))
+            checks.append(
+                check(
+                    "profiled on CUDA",
+                    "device cuda",
+                    summary.get("device"),
+                    "cuda" in str(summary.get("device", "")).lower(),
+                )
+            )
         return self.finish_case(data, checks)
 
     # 3. costs -------------------------------------------------------------------------------
 
     def step_costs(self, budget: float) -> dict:
         checks: list[dict] = []
-        ticks = "8" if self.dry else "20"
-        rc, out, err, _ = self.run([sys.executable, str(NVML_PROBE), "cost", "--ticks", ticks],
-                                   timeout=min(40, self.step_left() - 15))
+        ticks = "4" if self.dry else "20"
+        _rc, out, err, _ = self.run(
+            [sys.executable, str(NVML_PROBE), "cost", "--ticks", ticks],
+            timeout=min(40, self.step_left() - 15),
+        )
         try:
             nvml = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -976,58 +1282,119 @@ class Harness:
         if "error" in nvml:
             checks.append(check("NVML read per tick", "measured", "error: " + nvml["error"], False))
         else:
-            checks.append(check("NVML time per tick (median, 1 GPU)", "< 20 ms",
-                                f"{nvml['tick_ms_median']} ms (p95 {nvml['tick_ms_p95']}, "
-                                f"first {nvml['first_tick_ms']})", nvml["tick_ms_median"] < 20))
-            checks.append(check("NVML calls per tick", "counted",
-                                f"{nvml['calls_per_tick_median']} (first tick "
-                                f"{nvml['calls_first_tick']})", None))
+            checks.append(
+                check(
+                    "NVML time per tick (median, 1 GPU)",
+                    "< 20 ms",
+                    f"{nvml['tick_ms_median']} ms (p95 {nvml['tick_ms_p95']}, "
+                    f"first {nvml['first_tick_ms']})",
+                    nvml["tick_ms_median"] < 20,
+                )
+            )
+            checks.append(
+                check(
+                    "NVML calls per tick",
+                    "counted",
+                    f"{nvml['calls_per_tick_median']} (first tick {nvml['calls_first_tick']})",
+                    None,
+                )
+            )
         for key, label in (("record_cpu_pct", "record"), ("serve_cpu_pct", "serve")):
             values = self.costs.get(key)
             if values:
-                checks.append(check(f"{label} CPU at 1 s (% of one core)", "< 1 % (design budget)",
-                                    values, max(values) < 1.0,
-                                    "from /proc/PID/stat utime+stime during the cases"))
+                checks.append(
+                    check(
+                        f"{label} CPU at 1 s (% of one core)",
+                        "< 1 % (design budget)",
+                        values,
+                        max(values) < 1.0,
+                        "from /proc/PID/stat utime+stime during the cases",
+                    )
+                )
             else:
-                checks.append(check(f"{label} CPU at 1 s", "measured", "not measured (its case "
-                                    "did not run)", None))
+                checks.append(
+                    check(
+                        f"{label} CPU at 1 s",
+                        "measured",
+                        "not measured (its case did not run)",
+                        None,
+                    )
+                )
         first = self.tui_first_frame(min(25.0, self.step_left() - 2))
         self.costs["tui_first_frame"] = first
-        ok = None if first.get("first_frame_s") is None else first["first_frame_s"] < 1.0
-        checks.append(check("TUI first frame (pty, 120x40)", "< 1 s after start (design budget)",
-                            first, ok, "from exec to the first screen with a GPU or host reading"))
+        # The design budget is "first frame within 1 s" of the UI starting: judged from the
+        # UI's first output (Python started, imports done, the terminal taken over) to the
+        # first screen with a reading. From exec it also pays for Python and the imports:
+        # reported beside it, not judged.
+        ui = first.get("ui_to_frame_s")
+        checks.append(
+            check(
+                "TUI first frame after the UI starts (pty, 120x40)",
+                "< 1 s from the UI's first output (design budget)",
+                "not seen" if ui is None else f"{ui} s",
+                None if ui is None else ui < 1.0,
+                "first output = Python started and imports done; frame = the first screen "
+                "with a GPU or host reading",
+            )
+        )
+        checks.append(
+            check(
+                "TUI first frame from exec (pty, 120x40)",
+                "reported (Python start-up and imports included)",
+                first,
+                None,
+                "not the design budget's measure: from exec, first output and first frame",
+            )
+        )
         latency = self.costs.get("starvation_detection_s")
-        checks.append(check("starvation detected after it starts", "≤ 12 s + 3 s hold",
-                            "not measured" if latency is None else f"{latency} s",
-                            None if latency is None or self.dry else latency <= 15))
+        checks.append(
+            check(
+                "starvation detected after it starts",
+                "≤ 12 s + 3 s hold",
+                "not measured" if latency is None else f"{latency} s",
+                None if latency is None or self.dry else latency <= 15,
+            )
+        )
         if self.dry:
             for c in checks[2:]:
                 if c["ok"] is not None:
                     c["note"] = (c["note"] + "; " if c["note"] else "") + (
                         "dry run: a few seconds of a loaded CI machine, start-up included: not "
-                        f"judged, would be {'pass' if c['ok'] else 'fail'}")
+                        f"judged, would be {'pass' if c['ok'] else 'fail'}"
+                    )
                     c["ok"] = None
         return {"checks": checks, "costs": self.costs}
 
     def tui_first_frame(self, timeout: float) -> dict:
+        import fcntl
         import pty
         import struct
         import termios
-        import fcntl
 
         markers = [w for w in re.split(r"\s+", self.gpu_name or "") if re.search(r"\d", w)][:1]
         markers += ["CPU "]
-        cmd = self.doctor(*(["--demo", "healthy", "--gpus", "1"] if self.dry and not self.fake
-                            else []), "--interval", "1")
+        cmd = self.doctor(
+            *(["--demo", "healthy", "--gpus", "1"] if self.dry and not self.fake else []),
+            "--interval",
+            "1",
+        )
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         env = dict(self.env, TERM="xterm-256color", COLUMNS="120", LINES="40")
         env.pop("NO_COLOR", None)
         started = time.monotonic()
-        proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env,
-                                cwd=self.work, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=self.work,
+            start_new_session=True,
+            close_fds=True,
+        )
         os.close(slave)
-        self.procs.append(proc)
+        self.track(proc)
         seen = b""
         first_byte = found = None
         try:
@@ -1042,8 +1409,9 @@ class Harness:
                 if first_byte is None:
                     first_byte = time.monotonic() - started
                 seen += chunk
-                plain = re.sub(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b.", b"",
-                               seen).decode(errors="replace")
+                plain = re.sub(
+                    rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b.", b"", seen
+                ).decode(errors="replace")
                 hit = next((m for m in markers if m in plain), None)
                 if hit:
                     found = (time.monotonic() - started, hit)
@@ -1057,10 +1425,17 @@ class Harness:
             self.stop(proc, grace=2.0)
             os.close(master)
         if found is None:
-            return {"first_frame_s": None, "first_output_s": first_byte,
-                    "note": f"no marker {markers} seen in {timeout:.0f} s; exit {proc.returncode}"}
-        return {"first_frame_s": round(found[0], 2), "marker": found[1],
-                "first_output_s": None if first_byte is None else round(first_byte, 2)}
+            return {
+                "first_frame_s": None,
+                "first_output_s": first_byte,
+                "note": f"no marker {markers} seen in {timeout:.0f} s; exit {proc.returncode}",
+            }
+        return {
+            "first_frame_s": round(found[0], 2),
+            "marker": found[1],
+            "first_output_s": None if first_byte is None else round(first_byte, 2),
+            "ui_to_frame_s": None if first_byte is None else round(found[0] - first_byte, 2),
+        }
 
     # lab and sweep ----------------------------------------------------------------------------
 
@@ -1068,24 +1443,46 @@ class Harness:
         problem = self.needs_cuda()
         if problem:
             return {"skipped": problem}
-        args = ["--batch-size", "16", "--max-workers", "1" if self.dry else "4",
-                "--batches", "3" if self.dry else "6", "--warmup", "1" if self.dry else "2",
-                "--passes", "1", "--json"]
-        rc, out, err, secs = self.run(self.doctor("sweep", f"{LAB_TARGET}:dataset", *args),
-                                      timeout=self.step_left() - 2)
+        args = [
+            "--batch-size",
+            "16",
+            "--max-workers",
+            "1" if self.dry else "4",
+            "--batches",
+            "3" if self.dry else "6",
+            "--warmup",
+            "1" if self.dry else "2",
+            "--passes",
+            "1",
+            "--json",
+        ]
+        rc, out, err, secs = self.run(
+            self.doctor("sweep", f"{LAB_TARGET}:dataset", *args), timeout=self.step_left() - 2
+        )
         if rc != 0:
             raise RuntimeError(f"sweep exited {rc}: {err.strip()[-300:]}")
         rep = json.loads(out)
         results = rep.get("results") or []
         speedup = rep.get("speedup_over_0_workers")
-        data = {"settings": len(results), "best_line": rep.get("best_line"), "speedup": speedup,
-                "cuda": rep.get("cuda"), "warnings": rep.get("warnings"), "sweep_s": round(secs)}
+        data = {
+            "settings": len(results),
+            "best_line": rep.get("best_line"),
+            "speedup": speedup,
+            "cuda": rep.get("cuda"),
+            "warnings": rep.get("warnings"),
+            "sweep_s": round(secs),
+        }
         checks = [
             check("settings measured", "≥ 2", len(results), len(results) >= 2),
-            check("best DataLoader line", "printed", rep.get("best_line"),
-                  bool(rep.get("best_line"))),
-            check("workers beat num_workers=0", "> 1.5x on a CPU-heavy Dataset", speedup,
-                  isinstance(speedup, (int, float)) and speedup > 1.5),
+            check(
+                "best DataLoader line", "printed", rep.get("best_line"), bool(rep.get("best_line"))
+            ),
+            check(
+                "workers beat num_workers=0",
+                "> 1.5x on a CPU-heavy Dataset",
+                speedup,
+                isinstance(speedup, (int, float)) and speedup > 1.5,
+            ),
             check("pin_memory tried", "with CUDA", rep.get("cuda"), bool(rep.get("cuda"))),
         ]
         return self.finish_case(data, checks)
@@ -1094,19 +1491,32 @@ class Harness:
         problem = self.needs_cuda()
         if problem:
             return {"skipped": problem}
-        args = ["--steps", "5" if self.dry else "20", "--warmup", "1" if self.dry else "3",
-                "--json"]
+        args = [
+            "--steps",
+            "2" if self.dry else "20",
+            "--warmup",
+            "1" if self.dry else "3",
+            "--json",
+        ]
         if self.dry:
             args += ["--compile-backend", "eager"]
-        rc, out, err, secs = self.run(self.doctor("lab", f"{LAB_TARGET}:setup", *args),
-                                      timeout=self.step_left() - 2)
+        rc, out, err, secs = self.run(
+            self.doctor("lab", f"{LAB_TARGET}:setup", *args), timeout=self.step_left() - 2
+        )
         if rc != 0:
             raise RuntimeError(f"lab exited {rc}: {err.strip()[-300:]}")
         rep = json.loads(out)
-        runs = {r.get("name") or r.get("label") or str(i): r
-                for i, r in enumerate(rep.get("runs") or [])}
-        data = {"device": rep.get("device"), "runs": rep.get("runs"), "jumps": rep.get("jumps"),
-                "reading": rep.get("reading"), "lab_s": round(secs)}
+        runs = {
+            r.get("name") or r.get("label") or str(i): r
+            for i, r in enumerate(rep.get("runs") or [])
+        }
+        data = {
+            "device": rep.get("device"),
+            "runs": rep.get("runs"),
+            "jumps": rep.get("jumps"),
+            "reading": rep.get("reading"),
+            "lab_s": round(secs),
+        }
         checks = [
             check("three runs", "fp32, bf16, bf16 + compile", list(runs), len(runs) == 3),
             check("on the GPU", "cuda", rep.get("device"), "cuda" in str(rep.get("device"))),
@@ -1114,22 +1524,67 @@ class Harness:
         ]
         for key, run in runs.items():
             err_text = run.get("error") or run.get("failed")
-            checks.append(check(f"{key}: samples/s", "measured",
-                                run.get("samples_per_s") if not err_text else f"error: {err_text}",
-                                run.get("samples_per_s") is not None or "compile" in key,
-                                "torch.compile may be unavailable: the reason is kept"
-                                if "compile" in key else ""))
+            checks.append(
+                check(
+                    f"{key}: samples/s",
+                    "measured",
+                    run.get("samples_per_s") if not err_text else f"error: {err_text}",
+                    run.get("samples_per_s") is not None or "compile" in key,
+                    "torch.compile may be unavailable: the reason is kept"
+                    if "compile" in key
+                    else "",
+                )
+            )
         return self.finish_case(data, checks)
 
     # output ---------------------------------------------------------------------------------
 
-    def write(self) -> None:
-        self.results["elapsed_s"] = round(time.monotonic() - self.t0, 1)
+    def pack_artifacts(self) -> None:
+        """The cases' record CSVs, --on-finding events, workload, record and serve logs, status
+        files and snapshots in one tarball, OUTDIR/gpu_check_artifacts.tar.gz, kept under 10 MB
+        (the longest files are cut to their last part, ``NAME.tail``, until it fits)."""
+        files = sorted(
+            {f for pattern in ARTIFACT_PATTERNS for f in self.work.glob(pattern) if f.is_file()}
+        )
+        if not files:
+            return
         self.out.mkdir(parents=True, exist_ok=True)
-        tmp = self.out / "gpu_check.json.tmp"
-        tmp.write_text(json.dumps(self.results, indent=2, default=str))
-        os.replace(tmp, self.out / "gpu_check.json")
-        (self.out / "gpu_check.md").write_text(render_md(self.results))
+        target = self.out / ARTIFACTS
+        tmp = self.out / (ARTIFACTS + ".tmp")
+        names: list[str] = []
+        for cap in (4_000_000, 1_000_000, 200_000, 50_000):
+            names = []
+            with tarfile.open(tmp, "w:gz") as tar:
+                for path in files:
+                    try:
+                        data = path.read_bytes()
+                    except OSError:
+                        continue
+                    name = path.name
+                    if len(data) > cap:
+                        data, name = data[-cap:], name + ".tail"
+                    info = tarfile.TarInfo(f"gpu_check_artifacts/{name}")
+                    info.size = len(data)
+                    info.mtime = int(path.stat().st_mtime)
+                    tar.addfile(info, io.BytesIO(data))
+                    names.append(name)
+            if tmp.stat().st_size <= ARTIFACTS_MAX_BYTES:
+                break
+        os.replace(tmp, target)
+        self.results["artifacts"] = {
+            "file": ARTIFACTS,
+            "bytes": target.stat().st_size,
+            "files": names,
+        }
+
+    def write(self) -> None:
+        with self._lock:
+            self.results["elapsed_s"] = round(time.monotonic() - self.t0, 1)
+            self.out.mkdir(parents=True, exist_ok=True)
+            tmp = self.out / "gpu_check.json.tmp"
+            tmp.write_text(json.dumps(self.results, indent=2, default=str))
+            os.replace(tmp, self.out / "gpu_check.json")
+            (self.out / "gpu_check.md").write_text(render_md(self.results))
 
 
 def judge(what: str, expected: str, value: Any, test: Callable[[float], bool]) -> dict:
@@ -1164,10 +1619,8 @@ def read_jsonl(path: Path) -> list[dict]:
     out = []
     try:
         for line in path.read_text().splitlines():
-            try:
+            with contextlib.suppress(ValueError):
                 out.append(json.loads(line))
-            except ValueError:
-                pass
     except OSError:
         pass
     return out
@@ -1182,10 +1635,86 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def first_time(rows: list[dict], rule_id: str) -> float | None:
-    times = [num(r.get("time_unix_s")) for r in rows
-             if rule_id in (r.get("findings") or "").split("|")]
+    times = [
+        num(r.get("time_unix_s")) for r in rows if rule_id in (r.get("findings") or "").split("|")
+    ]
     times = [t for t in times if t is not None]
     return min(times) if times else None
+
+
+def findings_from(rows: list[dict], since: float) -> set[str]:
+    """Finding ids the CSV shows active at ticks from ``since`` (unix s) on."""
+    return {
+        f
+        for r in rows
+        if (num(r.get("time_unix_s")) or 0) >= since
+        for f in (r.get("findings") or "").split("|")
+        if f
+    }
+
+
+def probe_fed_since(rows: list[dict]) -> float | None:
+    """The first tick whose probe data wait, and the previous tick's, were under
+    PROBE_FED_PCT: from there on gpu-starvation must not be raised."""
+    ticks: dict[float, float | None] = {}
+    for r in rows:
+        t = num(r.get("time_unix_s"))
+        if t is not None:
+            ticks[t] = num(r.get("tree_data_wait_pct"))
+    previous: float | None = None
+    for t in sorted(ticks):
+        wait = ticks[t]
+        if wait is not None and wait < PROBE_FED_PCT and previous is not None:
+            return t
+        previous = wait if wait is not None and wait < PROBE_FED_PCT else None
+    return None
+
+
+def shown_spans(rows: list[dict], rule_id: str, start: float) -> list[list[float]]:
+    """[from, to] seconds after ``start`` in which the CSV shows ``rule_id`` active."""
+    active: dict[float, bool] = {}
+    for r in rows:
+        t = num(r.get("time_unix_s"))
+        if t is not None:
+            found = rule_id in (r.get("findings") or "").split("|")
+            active[t] = active.get(t, False) or found
+    spans: list[list[float]] = []
+    before = False
+    for t in sorted(active):
+        if active[t] and before:
+            spans[-1][1] = round(t - start, 1)
+        elif active[t]:
+            spans.append([round(t - start, 1), round(t - start, 1)])
+        before = active[t]
+    return spans
+
+
+def effective_cpus_seen(rows: list[dict], started: float | None) -> dict:
+    """What record read as the job's effective CPUs, tick by tick (host_effective_cpus)."""
+    per_tick: dict[float, str] = {}
+    for r in rows:
+        t = num(r.get("time_unix_s"))
+        if t is not None:
+            per_tick[t] = r.get("host_effective_cpus") or "none"
+    counts: dict[str, int] = {}
+    for value in per_tick.values():
+        counts[value] = counts.get(value, 0) + 1
+    usual = max(counts, key=lambda v: counts[v]) if counts else None
+    start = started or (min(per_tick) if per_tick else 0.0)
+    odd = [[round(t - start, 1), v] for t, v in sorted(per_tick.items()) if v != usual]
+    return {"counts": counts, "usual": usual, "other_ticks_s": odd[:20]}
+
+
+def effective_cpus_check(seen: dict) -> dict:
+    affinity = len(os.sched_getaffinity(0))
+    odd = seen.get("other_ticks_s") or []
+    return check(
+        "effective CPUs per tick (record CSV)",
+        f"as read: affinity {affinity} here, and the cgroup quota",
+        seen.get("counts") or "no ticks",
+        None,
+        f"other values at [s after the workload started, value]: {odd}" if odd else "",
+    )
 
 
 def free_port() -> int:
@@ -1199,7 +1728,7 @@ def fetch_metrics(port: int) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as resp:
             body = resp.read().decode(errors="replace")
         return "ok" if resp.status == 200 and "gputop_" in body else f"HTTP {resp.status}"
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return "error: " + one_line(exc)
 
 
@@ -1208,7 +1737,7 @@ def fetch_frame(port: int) -> dict:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/frame", timeout=3) as resp:
             return json.loads(resp.read().decode(errors="replace"))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return {"error": one_line(exc)}
 
 
@@ -1222,8 +1751,11 @@ def cell(value: Any) -> str:
 
 def render_md(results: dict) -> str:
     steps = results.get("steps", {})
-    mode = "dry run (no CUDA: fake NVML, canned nvidia-smi, CPU workloads)" if results.get(
-        "dry_run") else "GPU"
+    mode = (
+        "dry run (no CUDA: fake NVML, canned nvidia-smi, CPU workloads)"
+        if results.get("dry_run")
+        else "GPU"
+    )
     lines = [
         "# gputop-doctor GPU check",
         "",
@@ -1241,8 +1773,27 @@ def render_md(results: dict) -> str:
         judged = [c for c in checks if c.get("ok") is not None]
         passed = sum(1 for c in judged if c["ok"])
         note = s.get("reason") or s.get("error") or ""
-        lines.append(f"| {name} | {s['status']} | {s.get('seconds', '')} | "
-                     f"{passed}/{len(judged)} | {cell(note)} |")
+        lines.append(
+            f"| {name} | {s['status']} | {s.get('seconds', '')} | "
+            f"{passed}/{len(judged)} | {cell(note)} |"
+        )
+    cpus = {
+        name: (steps[name].get("effective_cpus") or {}).get("counts")
+        for name in STEPS
+        if name in steps and "effective_cpus" in steps[name]
+    }
+    if cpus:
+        lines += ["", f"Effective CPUs record read per tick (value: ticks): {cell(cpus)}"]
+    artifacts = results.get("artifacts")
+    if artifacts and "file" in artifacts:
+        lines += [
+            "",
+            f"Artifacts: {artifacts['file']} ({artifacts['bytes']} bytes, "
+            f"{len(artifacts['files'])} files: each case's record CSV, --on-finding events, "
+            "workload, record and serve logs)",
+        ]
+    elif artifacts:
+        lines += ["", f"Artifacts: {cell(artifacts)}"]
     env = results.get("environment", {})
     lines += ["", "## Environment", ""]
     lines += [f"- {k}: {cell(v)}" for k, v in env.items()]
@@ -1260,13 +1811,25 @@ def render_md(results: dict) -> str:
             lines += ["| check | expected | got | result | note |", "|---|---|---|---|---|"]
             for c in checks:
                 result = {True: "pass", False: "**FAIL**", None: "info"}[c.get("ok")]
-                lines.append(f"| {cell(c['what'])} | {cell(c['expected'])} | {cell(c['got'])} | "
-                             f"{result} | {cell(c.get('note', ''))} |")
-        extra = {k: v for k, v in s.items()
-                 if k not in ("status", "checks", "reason", "error", "seconds", "loads")}
+                lines.append(
+                    f"| {cell(c['what'])} | {cell(c['expected'])} | {cell(c['got'])} | "
+                    f"{result} | {cell(c.get('note', ''))} |"
+                )
+        extra = {
+            k: v
+            for k, v in s.items()
+            if k not in ("status", "checks", "reason", "error", "seconds", "loads")
+        }
         if extra:
-            lines += ["", "<details><summary>details</summary>", "", "```json",
-                      json.dumps(extra, indent=1, default=str)[:4000], "```", "</details>"]
+            lines += [
+                "",
+                "<details><summary>details</summary>",
+                "",
+                "```json",
+                json.dumps(extra, indent=1, default=str)[:4000],
+                "```",
+                "</details>",
+            ]
     lines.append("")
     return "\n".join(lines)
 
@@ -1274,11 +1837,18 @@ def render_md(results: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("outdir", type=Path)
-    parser.add_argument("--dry-run", action="store_true",
-                        help="no CUDA: fake NVML, canned nvidia-smi, CPU workloads")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no CUDA: fake NVML, canned nvidia-smi, CPU workloads",
+    )
     parser.add_argument("--only", default="", help=f"comma-separated steps of {','.join(STEPS)}")
-    parser.add_argument("--budget", type=float, default=None,
-                        help="seconds for the whole run (default 430; dry run 240)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for the whole run (default 430; dry run 240)",
+    )
     args = parser.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     unknown = only - set(STEPS)
@@ -1289,6 +1859,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_term(signum: int, _frame: Any) -> None:
         h.stop_all()
+        with contextlib.suppress(Exception):
+            h.pack_artifacts()
         h.results["interrupted"] = f"signal {signum}"
         h.write()
         sys.exit(128 + signum)
@@ -1297,22 +1869,43 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             h.environment()
-        except Exception as exc:  # noqa: BLE001 - the steps say what they lack
+        except Exception as exc:
             h.results["environment"]["error"] = "error: " + one_line(exc)
             h.cuda_problem = h.cuda_problem or "environment check failed: " + one_line(exc)
-        h.run_step("readings", h.step_readings)
-        h.run_step("gpu-bound", h.step_gpu_bound)
-        h.run_step("starved", h.step_starved)
-        h.run_step("fed", h.step_fed)
-        h.run_step("creep", h.step_creep)
-        h.run_step("profile", h.step_profile)
-        h.run_step("costs", h.step_costs)
-        h.run_step("sweep", h.step_sweep)
-        h.run_step("lab", h.step_lab)
+        steps: list[tuple[str, Callable[[float], dict]]] = [
+            ("readings", h.step_readings),
+            ("gpu-bound", h.step_gpu_bound),
+            ("starved", h.step_starved),
+            ("fed", h.step_fed),
+            ("creep", h.step_creep),
+            ("profile", h.step_profile),
+            ("costs", h.step_costs),
+            ("sweep", h.step_sweep),
+            ("lab", h.step_lab),
+        ]
+        if h.dry:
+            # On a CPU the steps only walk their code paths and no timing is judged, so they
+            # run side by side, DRY_PARALLEL at a time; costs reads what the cases measured,
+            # so it runs last. On a GPU they run one after the other, as their timings need.
+            longest_first = ("lab", "profile", "sweep", "readings")
+            first = sorted(
+                (s for s in steps if s[0] != "costs"),
+                key=lambda s: longest_first.index(s[0]) if s[0] in longest_first else 9,
+            )
+            with ThreadPoolExecutor(DRY_PARALLEL) as pool:
+                list(pool.map(lambda step: h.run_step(*step), first))
+            h.run_step("costs", h.step_costs)
+        else:
+            for name, fn in steps:
+                h.run_step(name, fn)
     except KeyboardInterrupt:
         h.results["interrupted"] = "Ctrl-C"
     finally:
         h.stop_all()
+        try:
+            h.pack_artifacts()
+        except Exception as exc:
+            h.results["artifacts"] = {"error": "error: " + one_line(exc)}
         h.write()
         shutil.rmtree(h.work, ignore_errors=True)
     statuses = {s["status"] for s in h.results["steps"].values()}

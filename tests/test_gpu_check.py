@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,29 @@ def test_dry_run_writes_a_summary_with_every_step(tmp_path: Path) -> None:
         assert f"{load}: memory used MiB" in whats
         assert f"{load}: PCIe generation" in whats
     assert "energy counter advancing" in whats
+    # Read since the GPU run found them missing: the memory max clock and GPM DRAM bandwidth.
+    judged = {c["what"]: c["ok"] for c in readings["checks"]}
+    assert judged["copy: memory max clock MHz"] is True
+    assert judged["copy: GPM DRAM bandwidth high"] is True
+    assert judged["idle: GPM DRAM bandwidth low"] is True
+    # Every case says what record read as the job's effective CPUs, tick by tick.
+    for case in ("gpu-bound", "starved", "fed", "creep"):
+        assert steps[case]["effective_cpus"]["counts"], case
+        assert any(
+            c["what"] == "effective CPUs per tick (record CSV)" for c in steps[case]["checks"]
+        )
+    # One tarball with each case's record CSV and logs, small enough to come back.
+    tarball = out / "gpu_check_artifacts.tar.gz"
+    assert tarball.stat().st_size < 10_000_000
+    with tarfile.open(tarball) as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    for case in ("gpu-bound", "starved", "fed", "creep"):
+        assert {f"{case}.csv", f"{case}-record.log", f"{case}-workload.log"} <= names, names
+    assert report["artifacts"]["file"] == "gpu_check_artifacts.tar.gz"
+    # The TUI's first frame: judged from the UI's first output, reported from exec.
+    costs_checks = {c["what"] for c in steps["costs"]["checks"]}
+    assert "TUI first frame after the UI starts (pty, 120x40)" in costs_checks
+    assert "TUI first frame from exec (pty, 120x40)" in costs_checks
     # The profiler finds host-sync and tiny-kernels on a CPU as well: judged in the dry run.
     assert steps["profile"]["status"] == "ok", steps["profile"]
     # Costs were measured, not only named.

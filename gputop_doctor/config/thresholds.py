@@ -36,6 +36,12 @@ class StarvationThresholds:
     probe_fed_pct: float = 10.0  # the probe measuring less data wait than this: pipeline keeps up
     reaped_worker_pct: float = 30.0  # reaped children's CPU (% of a core): re-forked workers
     contention_outside_cpus: float = 0.5  # CPUs busy outside the job that can contend for it
+    # The last seconds all busy (every sample above idle_util_pct, each tick's mean at or above
+    # mean_util_pct): the GPU is fed now, whatever the window's mean still holds.
+    fed_recent_s: float = 3.0
+    # A job's first seconds on a GPU, until it first runs work there (CUDA context, cuBLAS,
+    # the model's first copy): start-up, not starvation, for at most this long.
+    startup_grace_s: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,6 +129,7 @@ class GpuSample:
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
     mem_clock_mhz: float | None = None
+    mem_clock_max_mhz: float | None = None
     fan_pct: float | None = None
     pcie_rx_kib_s: float | None = None
     pcie_tx_kib_s: float | None = None
@@ -137,6 +138,7 @@ class GpuSample:
     # GPM (Hopper and newer).
     sm_active_pct: float | None = None
     tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None  # share of the peak DRAM bandwidth in use
     processes: tuple[GpuProcess, ...] = ()
     health: GpuHealth | None = None  # memory errors, links, Xid events, topology
 

@@ -9,6 +9,7 @@ process doing the loading itself (num_workers=0), or threads queueing for too fe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -53,7 +54,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     causes = _Causes(history, latest, cpu_budget(ctx, latest), t)
     previous = win.snapshots[-2]
     for index, series in gpu_columns(win).items():
-        finding = _check_gpu(index, live(series), (previous, latest), win.span_s, causes, ctx, t)
+        finding = _check_gpu(index, live(series), (previous, latest), history, causes, ctx, t)
         if finding is not None:
             out.append(finding)
     return out
@@ -137,7 +138,7 @@ def _check_gpu(
     index: int,
     series: Sequence[GpuSample],
     last_two: tuple[Snapshot, Snapshot],
-    span_s: float,
+    history: History,
     causes: _Causes,
     ctx: RuleContext,
     t: StarvationThresholds,
@@ -153,8 +154,13 @@ def _check_gpu(
     if not owners:
         return None
     proof = _Proof.of(last_two, owners, t)
+    if proof.fed:
+        return None  # measured: the loop does not wait for data; its own speed is not this
     if _clearly_fed(series, t) and not proof.now:
         return None
+    if fed_now(series, latest.interval_s, t) and not (proof.now and _busy_enough(series, t)):
+        return None  # the last seconds are busy: fed now, whatever the window's mean holds
+    series, span_s = _judged(history, index, owners, series, t)
     samples = util_values(series)
     if len(samples) < 3:
         return None
@@ -185,13 +191,15 @@ class _Proof:
 
     now: bool  # on the latest reading: starvation is proven, not inferred
     twice: bool  # on the last two readings: judged at once and shown without a hold
+    fed: bool = False  # the wait measured under ``probe_fed_pct`` on the last two readings
 
     @classmethod
     def of(
         cls, last_two: tuple[Snapshot, Snapshot], owners: Sequence[int], t: StarvationThresholds
     ) -> _Proof:
         now = _probe_proves(last_two[1], owners, t)
-        return cls(now, now and _probe_proves(last_two[0], owners, t))
+        fed = _probe_fed(last_two[1], owners, t) and _probe_fed(last_two[0], owners, t)
+        return cls(now, now and _probe_proves(last_two[0], owners, t), fed)
 
 
 def _starved_figures(
@@ -276,6 +284,126 @@ def _probe_proves(latest: Snapshot, owners: Sequence[int], t: StarvationThreshol
         if probe is not None and (probe.data_wait_frac or 0.0) * 100.0 >= t.probe_wait_pct:
             return True
     return False
+
+
+def _probe_fed(latest: Snapshot, owners: Sequence[int], t: StarvationThresholds) -> bool:
+    """Every owner's in-process probe measured the loop waiting under ``probe_fed_pct`` for
+    data: batches are ready when it asks, so the data pipeline starves nothing."""
+    waits = []
+    for pid in owners:
+        proc = latest.process(pid)
+        probe = proc.probe if proc is not None else None
+        if probe is None or probe.data_wait_frac is None:
+            return False
+        waits.append(probe.data_wait_frac * 100.0)
+    return bool(waits) and max(waits) < t.probe_fed_pct
+
+
+def fed_now(series: Sequence[GpuSample], interval_s: float, t: StarvationThresholds) -> bool:
+    """The last ``fed_recent_s`` of ticks were all busy: every sample above ``idle_util_pct``
+    and each tick's mean at or above ``mean_util_pct``. The GPU is fed now, so a window mean
+    still holding an earlier idle stretch (start-up, a pause) says nothing about the present."""
+    n = max(2, round(t.fed_recent_s / (interval_s or 1.0)))
+    return len(series) >= n and all(_busy_tick(g, t) for g in series[-n:])
+
+
+def fed_run(series: Sequence[GpuSample], t: StarvationThresholds) -> Sequence[GpuSample]:
+    """The trailing ticks of ``series`` that were all busy (see :func:`fed_now`)."""
+    start = len(series)
+    while start > 0 and _busy_tick(series[start - 1], t):
+        start -= 1
+    return series[start:]
+
+
+def _busy_tick(gpu: GpuSample, t: StarvationThresholds) -> bool:
+    if gpu.util_pct is None or gpu.util_pct < t.mean_util_pct:
+        return False
+    low = gpu.util_min_pct if gpu.util_min_pct is not None else min(gpu.util_samples, default=0.0)
+    return low > t.idle_util_pct
+
+
+def _busy_enough(series: Sequence[GpuSample], t: StarvationThresholds) -> bool:
+    """With the probe's proof, a GPU is starved only under ``probe_max_util_pct``."""
+    means = [g.util_pct for g in series[-3:] if g.util_pct is not None]
+    return bool(means) and sum(means) / len(means) < t.probe_max_util_pct
+
+
+def _judged(
+    history: History,
+    index: int,
+    owners: Sequence[int],
+    series: Sequence[GpuSample],
+    t: StarvationThresholds,
+) -> tuple[Sequence[GpuSample], float]:
+    """The window's samples that are the owners' to answer for, and the span they cover."""
+    judged, span = judged_series(history, t.window_s, index, owners, t)
+    return (series if judged is None else judged), span
+
+
+def judged_series(
+    history: History,
+    window_s: float,
+    index: int,
+    owners: Sequence[int],
+    t: StarvationThresholds,
+) -> tuple[Sequence[GpuSample] | None, float]:
+    """GPU ``index``'s samples of the last ``window_s`` from the end of the owners' start-up
+    on it (see :func:`judged_since`) and the span they cover; None for the samples when the
+    whole window counts."""
+    win = window(history, window_s)
+    longer = window(history, window_s + t.startup_grace_s).snapshots
+    since = judged_since(longer, index, owners, t)
+    if since is None:
+        return None, win.span_s
+    timed = _timed(win.snapshots, index)
+    if not timed or since <= timed[0][0]:
+        return None, win.span_s
+    kept = [(when, g) for when, g in timed if when >= since]
+    if not kept:
+        return (), 0.0
+    last = win.snapshots[-1]
+    return [g for _, g in kept], last.time - kept[0][0] + last.interval_s
+
+
+def judged_since(
+    snaps: Sequence[Snapshot], index: int, owners: Sequence[int], t: StarvationThresholds
+) -> float | None:
+    """The time from which GPU ``index``'s samples count against ``owners``; None: all do.
+
+    Samples from before the owners came onto the GPU say nothing about them, and nor do those
+    of their start-up there (CUDA context, cuBLAS, the model's first copy, no step yet): the
+    ticks from their arrival until the GPU first runs work above ``idle_util_pct``, for at
+    most ``startup_grace_s``. ``math.inf`` while they are still starting. The arrival must be
+    seen: owners already on the GPU at the first tick looked at started before the view."""
+    mine = set(owners)
+    first = next((g for snap in snaps if (g := _latest_gpu(snap, index)) is not None), None)
+    if first is None or mine.intersection(gpu_pids(first)):
+        return None  # the common case, a job on the GPU for a while: one tick looked at
+    timed = _timed(snaps, index)
+    arrival = next((i for i, (_, g) in enumerate(timed) if mine.intersection(gpu_pids(g))), None)
+    if arrival is None:
+        return None
+    came = timed[arrival][0]
+    for when, gpu in timed[arrival:]:
+        if when - came >= t.startup_grace_s or _worked(gpu, t):
+            return when
+    return math.inf
+
+
+def _worked(gpu: GpuSample, t: StarvationThresholds) -> bool:
+    """The GPU ran work above ``idle_util_pct`` at some moment of this tick."""
+    top = gpu.util_max_pct if gpu.util_max_pct is not None else max(gpu.util_samples, default=0.0)
+    return max(top, gpu.util_pct or 0.0) > t.idle_util_pct
+
+
+def _timed(snaps: Sequence[Snapshot], index: int) -> list[tuple[float, GpuSample]]:
+    """GPU ``index``'s live samples with the time of their tick, oldest first."""
+    out = []
+    for snap in snaps:
+        gpu = _latest_gpu(snap, index)
+        if gpu is not None:
+            out.append((snap.time, gpu))
+    return out
 
 
 def _clearly_fed(series: Sequence[GpuSample], t: StarvationThresholds) -> bool:

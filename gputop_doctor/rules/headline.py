@@ -19,15 +19,19 @@ the CPU is calm: the GPU waits for batches, and more workers would use the idle 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gputop_doctor.config.thresholds import HeadlineThresholds
-from gputop_doctor.core.history import History
+from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.model import GpuSample
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._gpu import job_gpus, live, util_values
+from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, util_values
 from gputop_doctor.rules._tree import cpu_budget
 from gputop_doctor.rules._window import enough_span, gpu_columns, window
 from gputop_doctor.rules.cpu_saturation import busy_fraction
+from gputop_doctor.rules.gpu_starvation import fed_now, fed_run, judged_series
 
 
 def classify(history: History, ctx: RuleContext) -> Verdict:
@@ -43,8 +47,9 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
     gpus = job_gpus(latest)
     if not gpus:
         return _unknown("No training process holds a GPU")
-    cols = gpu_columns(win)
-    samples = [v for g in gpus for v in util_values(live(cols.get(g.index, ())))]
+    samples = _job_samples(history, win, gpus, ctx)
+    if samples is None:
+        return _unknown("Starting: the job is on the GPU but has run no work there yet")
     if not samples:
         return _unknown("No GPU utilization readings")
     cpus = cpu_budget(ctx, latest)
@@ -57,7 +62,41 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
         cpu=cpu,
         gpus=len(gpus),
         t=t,
+        measured_fed=_measured_fed(win, ctx),
     )
+
+
+def _job_samples(
+    history: History, win: Window, gpus: Sequence[GpuSample], ctx: RuleContext
+) -> list[float] | None:
+    """The job GPUs' utilization samples that describe the job now: from the end of its
+    start-up on each GPU, and only the last busy run where the GPU is fed now (the same
+    reading ``gpu-starvation`` clears on). None while every GPU is still in start-up."""
+    st = ctx.settings.rules.gpu_starvation
+    t = ctx.settings.rules.headline
+    cols = gpu_columns(win)
+    out: list[float] = []
+    starting = 0
+    for g in gpus:
+        series: Sequence[GpuSample] = live(cols.get(g.index, ()))
+        judged, _ = judged_series(history, t.window_s, g.index, gpu_pids(g), st)
+        if judged is not None:
+            series = judged
+            if not series:
+                starting += 1
+                continue
+        if fed_now(series, win.snapshots[-1].interval_s, st):
+            series = fed_run(series, st)
+        out.extend(util_values(series))
+    return None if starting and starting == len(gpus) else out
+
+
+def _measured_fed(win: Window, ctx: RuleContext) -> bool:
+    """The in-process probe measured the loop waiting under ``probe_fed_pct`` for data on the
+    last two ticks: a sawtooth GPU is then the loop's own pace, not the data pipeline's."""
+    limit = ctx.settings.rules.gpu_starvation.probe_fed_pct
+    waits = [s.tree.data_wait_pct if s.tree is not None else None for s in win.snapshots[-2:]]
+    return len(waits) == 2 and all(w is not None and w < limit for w in waits)
 
 
 def decide(
@@ -67,9 +106,11 @@ def decide(
     cpu: float | None,
     gpus: int,
     t: HeadlineThresholds,
+    measured_fed: bool = False,
 ) -> Verdict:
-    """The four-case table applied to the window's numbers."""
-    sawtooth = idle >= t.idle_fraction or (cv or 0.0) >= t.sawtooth_cv
+    """The four-case table applied to the window's numbers. ``measured_fed``: the probe
+    measured the loop hardly waiting for data, so a sawtooth is not the data pipeline's."""
+    sawtooth = (idle >= t.idle_fraction or (cv or 0.0) >= t.sawtooth_cv) and not measured_fed
     cpu_busy = (cpu or 0.0) >= t.cpu_busy_fraction
     large = util >= t.gpu_busy_pct and idle < t.idle_fraction
     complex_data = cpu_busy or sawtooth
@@ -91,6 +132,12 @@ def decide(
             f"{cpu_text}; the data pipeline on the CPU is the limit"
             if cpu_busy
             else f"{cpu_text}, so there is room for more num_workers"
+        )
+    elif measured_fed:
+        case, bottleneck = Case.SMALL_SIMPLE, Bottleneck.NONE
+        text = (
+            f"The loop sets the pace: {gpu_text}, {cpu_text}, and the probe measures little "
+            "data wait; more workers won't help: larger batches, fewer syncs, torch.compile will"
         )
     else:
         case, bottleneck = Case.SMALL_SIMPLE, Bottleneck.NONE

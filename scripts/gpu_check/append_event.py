@@ -1,6 +1,6 @@
 """``--on-finding`` hook for scripts/gpu_check.py: append the event (JSON on stdin) to a file.
 
-    python append_event.py FILE
+python append_event.py FILE
 """
 
 import sys

@@ -137,6 +137,7 @@ class FakeGpu:
     gpm: bool = False
     gpm_sm_pct: int | None = 0
     gpm_tensor_pct: int | None = 0
+    gpm_dram_pct: int | None = 0
     processes: tuple[FakeProcess, ...] = ()
     unsupported: tuple[str, ...] = ()  # NVML function names answering NOT_SUPPORTED
     errors: tuple[tuple[str, int], ...] = ()  # (NVML function name, error code)
@@ -211,6 +212,7 @@ class FakeGpu:
             "gpm": self.gpm,
             "gpm_sm": self.gpm_sm_pct,
             "gpm_tensor": self.gpm_tensor_pct,
+            "gpm_dram": self.gpm_dram_pct,
         }
         out.extend(f"{p}{key} {_number(value)}" for key, value in numbers.items())
         if self.samples:

@@ -32,9 +32,10 @@ def _case(util: object, procs: object = None, **host_fields: object) -> Case:
 
     def make(k: int) -> Tick:
         u = util(k) if callable(util) else util
+        p = procs(k) if callable(procs) else procs
         return Tick(
             gpus=(gpu(0, util=u),),  # type: ignore[arg-type]
-            procs=procs if procs is not None else trainer(),  # type: ignore[arg-type]
+            procs=p if p is not None else trainer(),  # type: ignore[arg-type]
             host=host(**host_fields),
         )
 
@@ -139,10 +140,13 @@ def _main_only(**fields: object) -> tuple[ProcSample, ...]:
 
 
 def test_a_low_measured_data_wait_overrules_the_inferred_loader_cause() -> None:
-    """The probe says batches are ready: no num_workers advice, even with no workers."""
-    procs = _main_only(probe=_with_probe(0.05, 0))
-    (finding,) = run(RULE, history(_case(45.0, procs), 30))
+    """The probe says batches are ready: on one reading, no num_workers advice even with no
+    workers; on two in a row, no starvation at all (the loop's own pace is not the pipeline's)."""
+    high, low = _main_only(probe=_with_probe(0.6, 0)), _main_only(probe=_with_probe(0.05, 0))
+    once = _case(45.0, lambda k: low if k == 29 else high)
+    (finding,) = run(RULE, history(once, 30))
     assert Cause.MAIN_CPU.value in finding.title and "num_workers" not in finding.fix
+    assert run(RULE, history(_case(45.0, low), 30)) == []
 
 
 def test_a_high_measured_data_wait_with_num_workers_0_names_it() -> None:

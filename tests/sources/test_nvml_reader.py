@@ -81,6 +81,7 @@ def test_every_field_is_read_and_converted(
                 sm_clock_mhz=1755,
                 sm_clock_max_mhz=1980,
                 mem_clock_mhz=2619,
+                mem_clock_max_mhz=3201,
                 fan_pct=45,
                 pcie_rx_kbs=123456,
                 pcie_tx_kbs=654,
@@ -111,6 +112,8 @@ def test_every_field_is_read_and_converted(
     assert gpu.power_limit_w == 650.0
     assert gpu.energy_j == pytest.approx(9_000_000.123 + 512.345 * 2.0)  # power x time
     assert (gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, gpu.mem_clock_mhz) == (1755, 1980, 2619)
+    assert gpu.mem_clock_max_mhz == 3201.0  # a static fact: read once
+    assert fake_nvml.calls("nvmlDeviceGetMaxClockInfo") == 2  # SM and memory, first tick only
     assert gpu.fan_pct == 45.0
     assert (gpu.pcie_rx_kib_s, gpu.pcie_tx_kib_s) == (123456.0, 654.0)  # from the counters
     assert fake_nvml.calls("nvmlDeviceGetPcieThroughput") == 0  # never the 20 ms call
@@ -118,6 +121,7 @@ def test_every_field_is_read_and_converted(
     assert gpu.clock_events == ("sw-power-cap", "sw-thermal")
     assert gpu.throttle == ThrottleCounters(10**12, 7, 2 * 10**9, 3, 4)
     assert gpu.sm_active_pct is None and gpu.tensor_active_pct is None  # no GPM on this GPU
+    assert gpu.dram_active_pct is None
 
 
 def test_values_follow_the_scenario_over_time(
@@ -220,7 +224,7 @@ def test_slow_facts_are_read_once(
         source.read_gpus()
     for gpu in (0, 1):
         assert fake_nvml.calls("nvmlDeviceGetTemperatureThreshold", gpu) == 3
-        assert fake_nvml.calls("nvmlDeviceGetMaxClockInfo", gpu) == 1
+        assert fake_nvml.calls("nvmlDeviceGetMaxClockInfo", gpu) == 2  # SM and memory
         assert fake_nvml.calls("nvmlDeviceGetName", gpu) == 1
         assert fake_nvml.calls("nvmlDeviceGetUUID", gpu) == 1
         assert fake_nvml.calls("nvmlDeviceGetMigMode", gpu) == 1
@@ -397,7 +401,12 @@ def test_gpm_sm_and_tensor_activity(
     clock: Clock,
 ) -> None:
     fake_nvml.write(
-        Scenario(gpus=(FakeGpu(gpm=True, gpm_sm_pct=64, gpm_tensor_pct=31), FakeGpu(gpm=False)))
+        Scenario(
+            gpus=(
+                FakeGpu(gpm=True, gpm_sm_pct=64, gpm_tensor_pct=31, gpm_dram_pct=47),
+                FakeGpu(gpm=False),
+            )
+        )
     )
     source = open_source()
     hopper, ampere = source.read_gpus()
@@ -407,7 +416,9 @@ def test_gpm_sm_and_tensor_activity(
     clock.advance(0.5)
     hopper, ampere = source.read_gpus()
     assert (hopper.sm_active_pct, hopper.tensor_active_pct) == (64.0, 31.0)
+    assert hopper.dram_active_pct == 47.0  # NVML_GPM_METRIC_DRAM_BW_UTIL
     assert (ampere.sm_active_pct, ampere.tensor_active_pct) == (None, None)
+    assert ampere.dram_active_pct is None
     clock.advance(1.0)
     assert source.read_gpus()[0].sm_active_pct == 64.0
     assert fake_nvml.calls("nvmlGpmQueryDeviceSupport", gpu=1) == 1

@@ -7,8 +7,9 @@ that has no previous reading yet is ``None``, not zero.
 
 Cost: see tree.py for the tree and top.py for the busiest processes of the host;
 host-wide figures are a handful of small /proc reads per tick, each a pread(2) on a
-descriptor kept open (:class:`~gputop_doctor.sources.host.kept_files.KeptFiles`), and the
-effective CPU count is re-derived every ``cgroup_ttl_s``.
+descriptor kept open (:class:`~gputop_doctor.sources.host.kept_files.KeptFiles`); the cgroup
+quota behind the effective CPU count is re-derived every ``cgroup_ttl_s``, the affinity (one
+syscall) every tick.
 """
 
 from __future__ import annotations
@@ -67,7 +68,6 @@ def pid_exists(pid: int) -> bool:
 class _Limit:
     asked: int  # the target (this monitor when detached)
     pid: int  # whose limits these are: the target, or this monitor once it is gone
-    affinity: int | None
     cgroup: CgroupCpu
     due: float
 
@@ -77,7 +77,8 @@ class ProcfsHostSource:
 
     The keyword arguments are for tests and benchmarks: ``proc_root`` and ``cgroup_root``
     point at other trees; ``top_cycle_s`` is how long one round of the host-wide process
-    ranking takes; ``cgroup_ttl_s`` how often affinity and quota are re-read;
+    ranking takes; ``cgroup_ttl_s`` how often the cgroup quota is re-read (the affinity:
+    every tick);
     ``maps_ttl_s`` how often a process's libraries are; ``thread_budget_s`` and
     ``maps_budget_s`` bound what one tick spends on per-thread reads and on maps
     (``None``: no bound; see tree.py and procinfo.py); ``node_root`` is the directory
@@ -119,6 +120,7 @@ class ProcfsHostSource:
         self._tree_cpus = 0.0  # its CPUs busy (reaped children included) at that reading
         self._system: SystemInfo | None = None
         self._limit: _Limit | None = None
+        self._last_affinity: tuple[int, int | None] | None = None  # (pid, CPUs) of the last read
         self._cpu_stat: tuple[str, CpuStat | None] | None = None
         self._target: tuple[int, int] | None = None  # (pid, start) of the attached process
         self._last_target: int | None = None
@@ -307,7 +309,14 @@ class ProcfsHostSource:
         """Effective CPUs of the target (of this monitor when detached) and the throttled
         share of CFS periods in the cgroup that sets its quota.
 
-        No existence check per tick: the last read_processes tells a target that is gone."""
+        No existence check per tick: the last read_processes tells a target that is gone.
+
+        The quota (a walk of cgroup files) is re-read every ``cgroup_ttl_s``; the affinity
+        (one syscall) every tick, and a narrowing counts from its second read in a row. A
+        process's main thread can be bound to fewer CPUs for a moment (runtimes that probe
+        the CPU topology bind themselves to one CPU after another at start-up); one such read,
+        kept for the whole TTL, made a 16-CPU job "fill 100 % of 1 effective CPUs" while it
+        imported torch, until the next read 5 s later."""
         limit = self._limit
         gone = target_pid is not None and target_pid == self._gone
         asked = os.getpid() if target_pid is None or gone else target_pid
@@ -315,9 +324,9 @@ class ProcfsHostSource:
             attached = asked == target_pid and os.path.exists(f"{self.proc_root}/{target_pid}")
             pid = target_pid if attached and target_pid is not None else os.getpid()
             cgroup = cgroup_cpu(pid, self.proc_root, self.cgroup_root)
-            limit = _Limit(asked, pid, affinity_count(pid), cgroup, now + self.cgroup_ttl_s)
+            limit = _Limit(asked, pid, cgroup, now + self.cgroup_ttl_s)
             self._limit = limit
-        effective = effective_cpus(limit.affinity, limit.cgroup.quota_cpus)
+        effective = effective_cpus(self._affinity(limit.pid), limit.cgroup.quota_cpus)
         if limit.cgroup.quota_cpus is None or limit.cgroup.stat_path is None:
             self._cpu_stat = None
             return effective, None
@@ -326,6 +335,15 @@ class ProcfsHostSource:
         before = self._cpu_stat[1] if self._cpu_stat and self._cpu_stat[0] == path else None
         self._cpu_stat = (path, stat)
         return effective, throttled_fraction(before, stat)
+
+    def _affinity(self, pid: int) -> int | None:
+        """``pid``'s affinity now, or the last read when it narrowed on this read only."""
+        count = affinity_count(pid)
+        last = self._last_affinity
+        self._last_affinity = (pid, count)
+        if last is not None and last[0] == pid and last[1] and count and count < last[1]:
+            return last[1]
+        return count
 
 
 # NVML lists host PIDs; inside a container without --pid=host they are not in our /proc.

@@ -212,7 +212,7 @@ class DeviceReader:
         ident = self.identity
         util = self._utilization()
         mem = self._memory()
-        sm_active, tensor_active = self._gpm.read()
+        sm_active, tensor_active, dram_active = self._gpm.read()
         fields = self._fields.read()
         pcie_rx, pcie_tx = self._pcie.read(fields)
         return GpuSample(
@@ -237,8 +237,9 @@ class DeviceReader:
             power_limit_w=self._watts("nvmlDeviceGetEnforcedPowerLimit"),
             energy_j=self._joules(),
             sm_clock_mhz=self._clock(CLOCK_SM),
-            sm_clock_max_mhz=self._max_sm_clock(),
+            sm_clock_max_mhz=self._max_clock(CLOCK_SM),
             mem_clock_mhz=self._clock(CLOCK_MEM),
+            mem_clock_max_mhz=self._max_clock(CLOCK_MEM),
             fan_pct=self._number("nvmlDeviceGetFanSpeed"),
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
@@ -246,6 +247,7 @@ class DeviceReader:
             throttle=throttle_counters(fields),
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
+            dram_active_pct=dram_active,
             processes=self._procs.read(),
             health=self._nvlink.added_to(self.health.read(fields), self.health.links, fields),
         )
@@ -350,10 +352,11 @@ class DeviceReader:
         what = f"nvmlDeviceGetClockInfo({clock_type})"
         return _float(self._call(what, self._nvml.nvmlDeviceGetClockInfo, clock_type))
 
-    def _max_sm_clock(self) -> float | None:
-        what = f"nvmlDeviceGetMaxClockInfo({CLOCK_SM})"
+    def _max_clock(self, clock_type: int) -> float | None:
+        """A static fact, read once: the SM's or the memory's highest clock."""
+        what = f"nvmlDeviceGetMaxClockInfo({clock_type})"
         fn = self._nvml.nvmlDeviceGetMaxClockInfo
-        return self._cached(what, lambda: _float(self._call(what, fn, CLOCK_SM)))
+        return self._cached(what, lambda: _float(self._call(what, fn, clock_type)))
 
     def _pcie_throughput(self, counter: int) -> float | None:
         """The slow fallback (blocks ~20 ms). NVML's "KB" are KiB (nvitop multiplies by 1024)."""
