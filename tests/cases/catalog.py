@@ -13,7 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from gputop_doctor.rules.starvation_causes import Cause
-from tests.fake_nvml.scenario import SW_POWER_CAP, SW_THERMAL, FakeGpu, FakeProcess, Scenario
+from tests.fake_nvml.scenario import (
+    SW_POWER_CAP,
+    SW_THERMAL,
+    TOPO_SYSTEM,
+    FakeGpu,
+    FakeProcess,
+    Scenario,
+)
 
 SAMPLES = 6
 
@@ -161,6 +168,25 @@ def two_jobs(k: int, p: Pids) -> Scenario:
     return Scenario(gpus=(busy(k, (p.job,) if p.job else ()), busy(k, p.outside[:1])))
 
 
+def foreign_topology(k: int, p: Pids) -> Scenario:
+    """Eight busy GPUs of the job whose driver puts GPUs 4-7 on NUMA node 1, CPUs 64-127, and
+    every pair across the socket: what a mock driver or a VM says on a small one-node host."""
+    pids = (p.job,) if p.job else ()
+    return Scenario(
+        gpus=tuple(
+            busy(
+                k,
+                pids,
+                numa=int(i >= 4),
+                cpu_first=64 * int(i >= 4),
+                cpu_count=64,
+                topo=(TOPO_SYSTEM,) * 8,
+            )
+            for i in range(8)
+        )
+    )
+
+
 def from_tick(onset: int, before: GpuScript, after: GpuScript) -> GpuScript:
     return lambda k, p: (after if k >= onset else before)(k, p)
 
@@ -252,6 +278,15 @@ CASES: tuple[Case, ...] = (
         RANKS_JOB,
         ranks,
         forbidden=frozenset({"dataparallel", "gpu-starvation", "gpu-imbalance"}),
+        loads_host=False,
+    ),
+    Case(
+        "a topology the host contradicts",
+        SLEEPING_JOB,
+        foreign_topology,
+        # Only on a host without those CPUs and that node is the topology contradicted; on a
+        # two-socket host with 128 CPUs it is true, and the healthy job is still not misplaced.
+        forbidden=frozenset({"numa-mismatch", "comm-bound", "gpu-starvation"}),
         loads_host=False,
     ),
     Case(
