@@ -85,6 +85,18 @@ RANKS_JOB = job(
     time.sleep(60)
     """
 )
+FOUR_RANKS_JOB = job(
+    """
+    kids = []
+    for r in range(4):
+        os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(r)
+        os.environ["WORLD_SIZE"] = "4"
+        kids.append(child(lambda: os.execv(sys.executable, [sys.executable, "-c",
+            "import time; time.sleep(60)"])))
+    print("ready", *kids, flush=True)
+    time.sleep(60)
+    """
+)
 REFORKED_JOB = job(
     """
     def worker():
@@ -187,6 +199,19 @@ def foreign_topology(k: int, p: Pids) -> Scenario:
     )
 
 
+def stalling_rank(k: int, p: Pids) -> Scenario:
+    """Four ranks, one per GPU; from tick 8 rank 0 stalls (it writes a checkpoint alone) and
+    GPUs 1-3 spin in the collective: 100 % at a quarter of their training power."""
+    ranks = [(pid,) for pid in p.children[:4]]
+    if k < 8:
+        return Scenario(gpus=tuple(busy(k, pids) for pids in ranks))
+    idle = busy(k, ranks[0], util=2, samples=ring(k, lambda i: 2), power_w=90.0)
+    spin = [
+        busy(k, pids, util=100, samples=ring(k, lambda i: 100), power_w=130.0) for pids in ranks[1:]
+    ]
+    return Scenario(gpus=(idle, *spin))
+
+
 def from_tick(onset: int, before: GpuScript, after: GpuScript) -> GpuScript:
     return lambda k, p: (after if k >= onset else before)(k, p)
 
@@ -287,6 +312,18 @@ CASES: tuple[Case, ...] = (
         # Only on a host without those CPUs and that node is the topology contradicted; on a
         # two-socket host with 128 CPUs it is true, and the healthy job is still not misplaced.
         forbidden=frozenset({"numa-mismatch", "comm-bound", "gpu-starvation"}),
+        loads_host=False,
+    ),
+    Case(
+        "a stalling rank with waiting peers",
+        FOUR_RANKS_JOB,
+        stalling_rank,
+        expected=frozenset({"waiting-for-rank"}),
+        forbidden=frozenset(
+            {"comm-bound", "dataparallel", "numa-mismatch", "thermal-throttle", "power-cap"}
+        ),
+        onset_tick=8,
+        ticks=22,
         loads_host=False,
     ),
     Case(
