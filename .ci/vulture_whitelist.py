@@ -16,6 +16,8 @@ _ = object()
 _.per_cpu_pct  # core/model.py HostSample: filled by the sources, shown by the host panel's bars
 _.load5  # core/model.py HostSample: CSV column host_load5
 _.load15  # core/model.py HostSample: CSV column host_load15
+_.mem_clock_max_mhz  # core/model.py GpuSample: snapshot --json (a static fact, read once)
+_.dram_active_pct  # core/model.py GpuSample: snapshot --json (GPM DRAM bandwidth)
 _.omp_num_threads  # core/model.py ThreadEnv: environment variables, kept by name
 _.mkl_num_threads  # core/model.py ThreadEnv
 _.openblas_num_threads  # core/model.py ThreadEnv

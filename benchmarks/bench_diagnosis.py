@@ -2,9 +2,10 @@
 
 Runs every case of ``tests/cases/catalog.py`` (real processes plus the fake libnvidia-ml, at
 the suite's quick settings) and prints, per case, the findings expected and raised, the ones
-raised that were forbidden, and the starvation cause. Then the onset-to-finding latency, in
-seconds, of each case that starts its cause mid-run, and of the GPU-side findings at the
-default settings (1 s ticks, 3 s hold) on synthetic histories.
+raised that were forbidden, and the starvation cause; then, per rule, the cases where it was
+expected, where it was raised when expected, where it was raised though forbidden, and its
+onset-to-finding latency (cases that start their cause mid-run). Last, the latency of the
+GPU-side findings at the default settings (1 s ticks, 3 s hold) on synthetic histories.
 
     .venv/bin/python benchmarks/bench_diagnosis.py [--only NAME]
 """
@@ -49,6 +50,7 @@ def _cases(only: str | None) -> None:
         scenario = _load_fake(Path(tmp))
         print(f"{'case':36} {'ok':4} {'expected':28} {'raised':54} {'forbidden raised'}")
         latencies = []
+        results = []
         started = time.perf_counter()
         for case in CASES:
             if only and only not in case.name:
@@ -68,10 +70,34 @@ def _cases(only: str | None) -> None:
             if case.onset_tick is not None:
                 for rule in sorted(case.expected):
                     latencies.append((case.name, rule, result.first_shown_s.get(rule)))
+            results.append(result)
         print(f"suite run time: {time.perf_counter() - started:.0f} s")
+    _per_rule(results)
     print("\nonset-to-finding, suite settings (0.25 s ticks, 0.5 s hold):")
     for name, rule, seconds in latencies:
         print(f"  {name:36} {rule:20} {'not shown' if seconds is None else f'{seconds:.2f} s'}")
+
+
+def _per_rule(results: list) -> None:  # list[tests.cases.runner.Result]
+    """Per rule: cases expecting it, raised of those, raised though forbidden, and latency."""
+    rules = sorted(
+        {r for res in results for r in res.case.expected | res.case.forbidden | res.raised}
+    )
+    print(f"\n{'rule':26} {'expected':>8} {'raised':>7} {'wrongly':>8} {'judged':>7}  onset")
+    for rule in rules:
+        expected = [r for r in results if rule in r.case.expected]
+        hit = [r for r in expected if rule in r.raised]
+        judged = [r for r in results if rule in r.case.expected | r.case.forbidden]
+        wrong = [r for r in results if rule in r.case.forbidden and rule in r.raised]
+        onsets = [
+            r.first_shown_s[rule]
+            for r in hit
+            if r.case.onset_tick is not None and rule in r.first_shown_s
+        ]
+        onset = ", ".join(f"{s:.2f} s" for s in onsets) or "-"
+        print(
+            f"{rule:26} {len(expected):>8} {len(hit):>7} {len(wrong):>8} {len(judged):>7}  {onset}"
+        )
 
 
 def _defaults() -> None:
@@ -79,7 +105,7 @@ def _defaults() -> None:
     from dataclasses import replace
 
     from gputop_doctor.core.probe_stats import ProbeStats
-    from gputop_doctor.rules import gpu_starvation, power_cap, thermal_throttle
+    from gputop_doctor.rules import gpu_starvation, power_cap, thermal_throttle, waiting_for_rank
     from tests.builders import Tick, gpu, host, sawtooth, track, trainer
 
     onset = 20
@@ -102,12 +128,21 @@ def _defaults() -> None:
         procs = (replace(procs[0], probe=probe), *procs[1:])
         return Tick(gpus=(gpu(0, util=75.0),), procs=procs, host=host())
 
+    def stalling(k: int) -> Tick:
+        on = k >= onset
+        idle = gpu(0, util=2.0 if on else 98.0, pids=(100,), power_w=90.0 if on else 600.0)
+        peers = tuple(
+            gpu(i, util=100.0, pids=(100 + i,), power_w=150.0 if on else 600.0) for i in (1, 2, 3)
+        )
+        return Tick(gpus=(idle, *peers))
+
     print("\nonset-to-finding, default settings (1 s ticks, 3 s hold), synthetic:")
     for label, rule, case in (
         ("thermal reason bits", thermal_throttle.RULE, thermal),
         ("power-cap reason bit", power_cap.RULE, capped),
         ("sawtooth starvation", gpu_starvation.RULE, starving),
         ("probe-measured data wait 60 %", gpu_starvation.RULE, probed),
+        ("peers waiting for a stalled rank", waiting_for_rank.RULE, stalling),
     ):
         shown = track(rule, case, onset + 30)
         first = next((k for k, found in enumerate(shown) if found), None)

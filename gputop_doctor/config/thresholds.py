@@ -337,6 +337,20 @@ class StragglerThresholds:
 
 
 @dataclass(frozen=True, slots=True)
+class WaitingForRankThresholds:
+    """``waiting-for-rank``: the peers of a stalled rank spin in a collective, waiting."""
+
+    window_s: float = 120.0  # stalls counted, and each GPU's busy power learned, over this
+    idle_util_pct: float = 20.0  # the stalled GPU at or below this
+    busy_util_pct: float = 80.0  # the peers at or above this ("100 %": spinning counts)
+    power_share: float = 0.5  # a peer below this share of its own busy power is not computing
+    max_sm_active_pct: float = 30.0  # or, where GPM is read, SM activity below this
+    baseline_quantile: float = 0.9  # a GPU's busy power: this quantile of its busy ticks
+    min_baseline_ticks: int = 5  # busy ticks before a GPU's busy power is known
+    hold_s: float = 2.0  # a wait shown after this long (it ends when the peers compute)
+
+
+@dataclass(frozen=True, slots=True)
 class NumaThresholds:
     """``numa-mismatch``: a rank or its workers on CPUs of another NUMA node than its GPU."""
 
@@ -411,6 +425,7 @@ class RuleThresholds:
     nvlink_errors: NvLinkThresholds = field(default_factory=NvLinkThresholds)
     comm_bound: CommBoundThresholds = field(default_factory=CommBoundThresholds)
     rank_straggler: StragglerThresholds = field(default_factory=StragglerThresholds)
+    waiting_for_rank: WaitingForRankThresholds = field(default_factory=WaitingForRankThresholds)
     numa_mismatch: NumaThresholds = field(default_factory=NumaThresholds)
     headline: HeadlineThresholds = field(default_factory=HeadlineThresholds)
     gpu_time_lost: GpuTimeLostThresholds = field(default_factory=GpuTimeLostThresholds)

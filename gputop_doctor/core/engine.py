@@ -23,6 +23,7 @@ from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import GpuSample, GpuState, Snapshot
 from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
 from gputop_doctor.core.rule import Rule, RuleContext, loss_rules
+from gputop_doctor.core.topology_check import mismatch_note, topology_conflicts
 from gputop_doctor.core.verdict import Verdict
 from gputop_doctor.core.waste import WasteLedger
 
@@ -106,6 +107,7 @@ class Engine:
         self._requests: queue.SimpleQueue[Callable[[Engine], None]] = queue.SimpleQueue()
         self._series = _SeriesBuffer(settings.series_len)
         self._target_seen_alive = False
+        self._topologies: tuple[object, ...] = ()  # the GPUs' topology objects last checked
         gpu_status = gpu.status()
         self.system = replace(
             host.system(),
@@ -250,7 +252,25 @@ class Engine:
             if gpu.lost and gpu.index not in self.lost_gpus:
                 self.lost_gpus.add(gpu.index)
                 notes.append(f"GPU {gpu.index} is lost")
+        topology = self._check_topology(snapshot)
+        if topology:
+            notes.append(topology)
         return "; ".join(notes) or None
+
+    def _check_topology(self, snapshot: Snapshot) -> str | None:
+        """Match the GPUs' topology against this host, once and again when it changes; the
+        note (kept on ``system``, for every view) is returned when it first appears."""
+        topos = tuple(None if g.health is None else g.health.topology for g in snapshot.gpus)
+        if len(topos) == len(self._topologies) and all(
+            a is b for a, b in zip(topos, self._topologies, strict=True)
+        ):
+            return None
+        self._topologies = topos
+        note = mismatch_note(topology_conflicts(snapshot.gpus, self.system))
+        if note == self.system.topology_note:
+            return None
+        self.system = replace(self.system, topology_note=note)
+        return note
 
     def prime(self, seconds: float, stop: threading.Event | None = None) -> None:
         """Fill the history with ``seconds`` of past ticks read back-to-back (demo sources only).

@@ -109,6 +109,9 @@ class Finding:
     # Direct evidence (the driver's reason bits on consecutive ticks, a measured wait) needs no
     # hold: the rule already saw it twice. None: the tracker's hold.
     hold_s: float | None = None
+    # A finding that holds only while its condition does (a wait that ends when the peers
+    # compute again) clears after this long absent. None: the tracker's clear time.
+    clear_s: float | None = None
 
     @property
     def key(self) -> tuple[str, Scope]:
@@ -149,7 +152,8 @@ class FindingTracker:
                 track.latest = finding
         for key in list(self._tracks):
             track = self._tracks[key]
-            if key not in seen and now - track.last_seen >= self._clear_s:
+            clear = self._clear_s if track.latest.clear_s is None else track.latest.clear_s
+            if key not in seen and now - track.last_seen >= clear:
                 del self._tracks[key]
                 continue
             hold = self._hold_s if track.latest.hold_s is None else track.latest.hold_s

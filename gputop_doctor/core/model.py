@@ -293,6 +293,9 @@ class SystemInfo:
     gpu_reason: str | None = None  # why there are no GPU readings (state UNAVAILABLE)
     source: str = "live"  # "live", "demo:<scenario>", "replay:<path>"
     numa_nodes: tuple[NumaNode, ...] = ()  # empty: not read (no /sys, or not Linux)
+    cpus: str | None = None  # the CPUs the host has, as in /sys (None: not read)
+    # Set by the engine when the GPUs' topology contradicts this host (core.topology_check).
+    topology_note: str | None = None
 
     @property
     def gpu_problem(self) -> str | None:

@@ -53,7 +53,8 @@ class RuleSpec:
     ``thresholds`` is the frozen dataclass under ``settings.rules.<id with underscores>``;
     ``advice`` the general remedy a report gives when only the id was recorded; ``gpu_time``
     what a finding of it on a GPU costs that GPU in the lost-time ledger: ``Loss.STARVED`` the
-    whole tick, ``Loss.THROTTLED`` the clock deficit, ``Loss.NONE`` nothing of its own.
+    tick's idle share, ``Loss.WAITING`` the whole tick (a GPU spinning for a stalled peer),
+    ``Loss.THROTTLED`` the clock deficit, ``Loss.NONE`` nothing of its own.
     """
 
     rule_id: str
@@ -78,5 +79,6 @@ def loss_rules(rules: Iterable[Rule], settings: Settings) -> LossRules:
     return LossRules(
         starved_ids=frozenset(s.rule_id for s in specs if s.gpu_time is Loss.STARVED),
         throttled_ids=frozenset(s.rule_id for s in specs if s.gpu_time is Loss.THROTTLED),
+        waiting_ids=frozenset(s.rule_id for s in specs if s.gpu_time is Loss.WAITING),
         idle_util_pct=settings.rules.gpu_time_lost.idle_util_pct,
     )

@@ -3,7 +3,11 @@
 Per GPU per tick of ``dt`` seconds, first match wins:
 
 - **starved**: a rule whose spec says ``Loss.STARVED`` (``gpu-starvation``) is active on that
-  GPU (the whole tick is lost);
+  GPU; it loses the tick's idle share ``1 - utilization`` (a GPU 43 % busy loses 57 % of the
+  tick, not all of it; the whole tick when utilization is unknown);
+- **waiting**: a rule whose spec says ``Loss.WAITING`` (``waiting-for-rank``) is active on that
+  GPU: it spins in a collective, busy by utilization, waiting for a stalled rank (the whole
+  tick; such a finding is shown only while the wait lasts);
 - **idle**: utilization under ``rules.gpu_time_lost.idle_util_pct`` (the whole tick);
 - **throttled**: a thermal or power clock-event reason is set, or a rule whose spec says
   ``Loss.THROTTLED`` (``thermal-throttle``, ``power-cap``) is active; it loses the clock
@@ -30,6 +34,7 @@ SLOWDOWN_BITS = THERMAL_BITS | int(ClockEvent.SW_POWER_CAP | ClockEvent.HW_POWER
 class Loss(Enum):
     NONE = "none"
     STARVED = "starved"
+    WAITING = "waiting"
     IDLE = "idle"
     THROTTLED = "throttled"
 
@@ -41,6 +46,7 @@ class LossRules:
     starved_ids: frozenset[str]
     throttled_ids: frozenset[str]
     idle_util_pct: float
+    waiting_ids: frozenset[str] = frozenset()
 
     def lost_time(
         self,
@@ -54,7 +60,11 @@ class LossRules:
         """What kind of lost time one GPU-tick is, and how many seconds of it."""
         found = set(ids)
         if found & self.starved_ids:
-            return Loss.STARVED, dt
+            if util_pct is None:
+                return Loss.STARVED, dt
+            return Loss.STARVED, dt * (1.0 - min(100.0, max(0.0, util_pct)) / 100.0)
+        if found & self.waiting_ids:
+            return Loss.WAITING, dt
         if util_pct is not None and util_pct < self.idle_util_pct:
             return Loss.IDLE, dt
         if (clock_event_bits or 0) & SLOWDOWN_BITS or found & self.throttled_ids:

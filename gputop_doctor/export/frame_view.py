@@ -82,6 +82,7 @@ def frame_view(frame: Frame) -> dict[str, Any]:
         "hostname": frame.system.hostname,
         "source": frame.system.source,
         "gpu_problem": frame.system.gpu_problem,
+        "topology_note": frame.system.topology_note,
         "target": {"pid": snap.target_pid, "alive": snap.target_alive},
         "verdict": None if frame.verdict is None else _verdict(frame.verdict),
         "findings": [finding_json(f) for f in frame.findings],

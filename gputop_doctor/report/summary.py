@@ -209,7 +209,7 @@ class ReportBuilder:
         self._findings: dict[str, SpanTracker] = {}
         self._finding_gpu_s: dict[str, float] = {}
         self._verdict = RunTracker()
-        self._lost = {Loss.IDLE: 0.0, Loss.STARVED: 0.0, Loss.THROTTLED: 0.0}
+        self._lost = {kind: 0.0 for kind in Loss if kind is not Loss.NONE}
         self._steps = _Mean()
         self._wait = _Mean()
         self._timeline = Timeline(path)

@@ -41,6 +41,7 @@ from gputop_doctor.rules import (
     thermal_throttle,
     thread_oversubscription,
     tiny_kernels,
+    waiting_for_rank,
 )
 
 RULES: tuple[RuleSpec, ...] = (
@@ -73,6 +74,7 @@ RULES: tuple[RuleSpec, ...] = (
     nvlink_errors.RULE,
     comm_bound.RULE,
     rank_straggler.RULE,
+    waiting_for_rank.RULE,
     numa_mismatch.RULE,
 )
 

@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 
 from gputop_doctor.config.thresholds import CommBoundThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
-from gputop_doctor.core.health import TopoLink
+from gputop_doctor.core.health import TopoLink, Topology
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample
+from gputop_doctor.core.model import GpuSample, SystemInfo
 from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.topology_check import seen_gpus, trusted_topology
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._gpu import job_gpus, live
 from gputop_doctor.rules._window import enough_span, gpu_columns, window
@@ -48,13 +49,13 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         return []
     cols = gpu_columns(win)
     spinning = [i for i in job if _spinning(live(cols.get(i, ())), t)]
-    far = _socket_pairs(latest.gpus, job)
+    far = _socket_pairs(latest.gpus, job, ctx.system)
     if len(spinning) < 2:
         return []
     pcie, nvlink = _heavy_pcie(cols, spinning, t), _heavy_nvlink(cols, spinning, t)
     if not (far or pcie or nvlink is not None):
         return []
-    return [_finding(latest.gpus, job, spinning, far, cols, nvlink)]
+    return [_finding(latest.gpus, job, spinning, far, cols, nvlink, ctx.system)]
 
 
 def _spinning(series: Sequence[GpuSample], t: CommBoundThresholds) -> bool:
@@ -69,9 +70,22 @@ def _spinning(series: Sequence[GpuSample], t: CommBoundThresholds) -> bool:
     return bool(ratios) and (_stats.mean(ratios) or 1.0) < t.max_power_fraction
 
 
-def _socket_pairs(gpus: Sequence[GpuSample], job: list[int]) -> list[tuple[int, int]]:
+def _topologies(gpus: Sequence[GpuSample], system: SystemInfo) -> dict[int, Topology]:
+    """Each GPU's topology less what this host contradicts (core.topology_check)."""
+    seen = seen_gpus(gpus)
+    out = {}
+    for g in gpus:
+        topo = trusted_topology(g, system, seen)
+        if topo is not None:
+            out[g.index] = topo
+    return out
+
+
+def _socket_pairs(
+    gpus: Sequence[GpuSample], job: list[int], system: SystemInfo
+) -> list[tuple[int, int]]:
     """Pairs of the job's GPUs whose only path crosses the CPU socket interconnect."""
-    topo = {g.index: g.health.topology for g in gpus if g.health and g.health.topology}
+    topo = _topologies(gpus, system)
     pairs = []
     for pos, a in enumerate(job):
         for b in job[pos + 1 :]:
@@ -106,13 +120,10 @@ def _heavy_nvlink(
     return mean if mean is not None and mean >= t.nvlink_heavy_mib_s else None
 
 
-def _better_pair_exists(gpus: Sequence[GpuSample]) -> bool:
+def _better_pair_exists(gpus: Sequence[GpuSample], system: SystemInfo) -> bool:
     """The machine has at least two GPUs joined by NVLink or below the socket."""
-    for g in gpus:
-        topo = g.health.topology if g.health else None
-        if topo and any(not link.crosses_socket for _, link in topo.peers):
-            return True
-    return False
+    topos = _topologies(gpus, system).values()
+    return any(not link.crosses_socket for topo in topos for _, link in topo.peers)
 
 
 def _finding(
@@ -122,6 +133,7 @@ def _finding(
     far: list[tuple[int, int]],
     cols: Mapping[int, tuple[GpuSample, ...]],
     nvlink_mib_s: float | None,
+    system: SystemInfo,
 ) -> Finding:
     names = ",".join(str(i) for i in spinning)
     evidence = [Evidence("job GPUs", ",".join(str(i) for i in job))]
@@ -140,7 +152,7 @@ def _finding(
         )
     if nvlink_mib_s is not None:
         evidence.append(Evidence("NVLink traffic (rx + tx, mean)", round(nvlink_mib_s), "MiB/s"))
-    machine = bool(far) and not _better_pair_exists(gpus)
+    machine = bool(far) and not _better_pair_exists(gpus, system)
     where = _where(far, nvlink_mib_s)
     fix = f"The job's GPUs wait on each other {where}. " + (
         _LESS_TRAFFIC

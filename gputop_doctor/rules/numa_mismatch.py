@@ -13,7 +13,9 @@ feeds the GPU stalls on remote memory. Two ways to get there:
 - *drifting*: it may run near its GPU but, on most of its busy ticks, the last CPU it ran on
   (``/proc/PID/stat`` field 39) is on another node: nobody pinned it, which the job fixes.
 
-A GPU whose NUMA node is unknown (single-node machines, drivers that do not say) gives nothing.
+A GPU whose NUMA node is unknown (single-node machines, drivers that do not say) gives nothing,
+and so does a fact of the driver's that this host contradicts (CPUs it does not have, a node it
+does not have: a VM, a container or a mock driver, see :mod:`gputop_doctor.core.topology_check`).
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from dataclasses import dataclass
 
 from gputop_doctor.config.thresholds import NumaThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
-from gputop_doctor.core.health import NumaNode, node_of_cpu, parse_cpu_list
+from gputop_doctor.core.health import NumaNode, Topology, node_of_cpu, parse_cpu_list
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, ProcSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.text import pct
+from gputop_doctor.core.topology_check import seen_gpus, trusted_topology
 from gputop_doctor.rules._gpu import gpu_pids
 from gputop_doctor.rules._tree import children_map, descendants
 from gputop_doctor.rules._window import proc_columns, window
@@ -54,11 +57,13 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     columns = proc_columns(win)
     children = children_map(snap.processes)
     by_pid = {p.pid: p for p in snap.processes}
+    seen = seen_gpus(snap.gpus)
     out = []
     for gpu in snap.gpus:
-        near = _near_cpus(gpu, ctx.system.numa_nodes)
+        topo = trusted_topology(gpu, ctx.system, seen)
+        near = _near_cpus(topo, ctx.system.numa_nodes)
         ranks = [pid for pid in gpu_pids(gpu) if pid in by_pid]
-        if not near or not ranks:
+        if topo is None or not near or not ranks:
             continue
         members = descendants(snap.processes, ranks, children)
         misplaced = [
@@ -67,14 +72,13 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
             if (m := _judge(columns.get(pid, ()), near, by_pid, t)) is not None
         ]
         if misplaced:
-            out.append(_finding(gpu, near, misplaced, ranks, ctx.system.numa_nodes))
+            out.append(_finding(gpu, topo, near, misplaced, ranks, ctx.system.numa_nodes))
     return out
 
 
-def _near_cpus(gpu: GpuSample, nodes: tuple[NumaNode, ...]) -> frozenset[int]:
+def _near_cpus(topo: Topology | None, nodes: tuple[NumaNode, ...]) -> frozenset[int]:
     """The CPUs of the GPU's NUMA node: its affinity from the driver, else the host's node map;
-    empty when the GPU's node is unknown."""
-    topo = None if gpu.lost or gpu.health is None else gpu.health.topology
+    empty when the GPU's node is unknown (or contradicted by the host)."""
     if topo is None or topo.numa_node is None:
         return frozenset()
     cpus = parse_cpu_list(topo.cpus)
@@ -120,13 +124,13 @@ def _narrowed(proc: ProcSample, allowed: frozenset[int], by_pid: Mapping[int, Pr
 
 def _finding(
     gpu: GpuSample,
+    topo: Topology,
     near: frozenset[int],
     misplaced: list[Misplaced],
     ranks: list[int],
     nodes: tuple[NumaNode, ...],
 ) -> Finding:
-    topo = gpu.health.topology if gpu.health else None
-    node = topo.numa_node if topo else None
+    node = topo.numa_node
     by_job = any(m.by_job for m in misplaced)
     worst = max(misplaced, key=lambda m: (m.proc.pid in ranks, m.far_share))
     where = _node_text(worst.proc, nodes)
@@ -134,7 +138,7 @@ def _finding(
     verb = "run" if len(misplaced) > 1 else "runs"
     evidence = [
         Evidence("GPU NUMA node", node if node is not None else "?"),
-        Evidence("GPU CPUs", _cpu_text(topo.cpus if topo and topo.cpus else near)),
+        Evidence("GPU CPUs", _cpu_text(topo.cpus or near)),
         Evidence(f"PID {worst.proc.pid} runs on", where),
         Evidence(f"PID {worst.proc.pid} may run on", worst.proc.allowed_cpus or "?"),
         Evidence("processes away from the GPU", len(misplaced)),

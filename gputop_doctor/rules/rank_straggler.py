@@ -4,7 +4,8 @@ The pattern is episodic, not a lower mean: one GPU drops to near idle for a few 
 every peer stays "busy" (spinning in the collective that waits for it), then all resume. Rank 0
 writing a checkpoint or running evaluation alone is the classic case. ``gpu-imbalance`` sees a
 GPU that is slower all the time; this rule names the rank that stalls the others, how often and
-how long, and what the peers lose meanwhile.
+how long, and what the peers lose meanwhile (their GPU-seconds); ``waiting-for-rank`` says so on
+the peers' own GPUs while they wait.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def _finding(
         "one stall every (s)": round(every_s, 1),
         "share of time the peers wait (%)": round(100 * stalled_s / span, 1),
         "peers waiting": peers,
+        # What the stalls cost: every peer spins through each of them (waiting-for-rank).
+        "peers' GPU time lost (GPU-s)": round(stalled_s * peers, 1),
     }
     return Finding(
         rule_id=RULE_ID,

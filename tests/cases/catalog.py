@@ -13,7 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from gputop_doctor.rules.starvation_causes import Cause
-from tests.fake_nvml.scenario import SW_POWER_CAP, SW_THERMAL, FakeGpu, FakeProcess, Scenario
+from tests.fake_nvml.scenario import (
+    SW_POWER_CAP,
+    SW_THERMAL,
+    TOPO_SYSTEM,
+    FakeGpu,
+    FakeProcess,
+    Scenario,
+)
 
 SAMPLES = 6
 
@@ -72,6 +79,18 @@ RANKS_JOB = job(
     for r in range(2):
         os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(r)
         os.environ["WORLD_SIZE"] = "2"
+        kids.append(child(lambda: os.execv(sys.executable, [sys.executable, "-c",
+            "import time; time.sleep(60)"])))
+    print("ready", *kids, flush=True)
+    time.sleep(60)
+    """
+)
+FOUR_RANKS_JOB = job(
+    """
+    kids = []
+    for r in range(4):
+        os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(r)
+        os.environ["WORLD_SIZE"] = "4"
         kids.append(child(lambda: os.execv(sys.executable, [sys.executable, "-c",
             "import time; time.sleep(60)"])))
     print("ready", *kids, flush=True)
@@ -159,6 +178,38 @@ def ranks(k: int, p: Pids) -> Scenario:
 
 def two_jobs(k: int, p: Pids) -> Scenario:
     return Scenario(gpus=(busy(k, (p.job,) if p.job else ()), busy(k, p.outside[:1])))
+
+
+def foreign_topology(k: int, p: Pids) -> Scenario:
+    """Eight busy GPUs of the job whose driver puts GPUs 4-7 on NUMA node 1, CPUs 64-127, and
+    every pair across the socket: what a mock driver or a VM says on a small one-node host."""
+    pids = (p.job,) if p.job else ()
+    return Scenario(
+        gpus=tuple(
+            busy(
+                k,
+                pids,
+                numa=int(i >= 4),
+                cpu_first=64 * int(i >= 4),
+                cpu_count=64,
+                topo=(TOPO_SYSTEM,) * 8,
+            )
+            for i in range(8)
+        )
+    )
+
+
+def stalling_rank(k: int, p: Pids) -> Scenario:
+    """Four ranks, one per GPU; from tick 8 rank 0 stalls (it writes a checkpoint alone) and
+    GPUs 1-3 spin in the collective: 100 % at a quarter of their training power."""
+    ranks = [(pid,) for pid in p.children[:4]]
+    if k < 8:
+        return Scenario(gpus=tuple(busy(k, pids) for pids in ranks))
+    idle = busy(k, ranks[0], util=2, samples=ring(k, lambda i: 2), power_w=90.0)
+    spin = [
+        busy(k, pids, util=100, samples=ring(k, lambda i: 100), power_w=130.0) for pids in ranks[1:]
+    ]
+    return Scenario(gpus=(idle, *spin))
 
 
 def from_tick(onset: int, before: GpuScript, after: GpuScript) -> GpuScript:
@@ -252,6 +303,27 @@ CASES: tuple[Case, ...] = (
         RANKS_JOB,
         ranks,
         forbidden=frozenset({"dataparallel", "gpu-starvation", "gpu-imbalance"}),
+        loads_host=False,
+    ),
+    Case(
+        "a topology the host contradicts",
+        SLEEPING_JOB,
+        foreign_topology,
+        # Only on a host without those CPUs and that node is the topology contradicted; on a
+        # two-socket host with 128 CPUs it is true, and the healthy job is still not misplaced.
+        forbidden=frozenset({"numa-mismatch", "comm-bound", "gpu-starvation"}),
+        loads_host=False,
+    ),
+    Case(
+        "a stalling rank with waiting peers",
+        FOUR_RANKS_JOB,
+        stalling_rank,
+        expected=frozenset({"waiting-for-rank"}),
+        forbidden=frozenset(
+            {"comm-bound", "dataparallel", "numa-mismatch", "thermal-throttle", "power-cap"}
+        ),
+        onset_tick=8,
+        ticks=22,
         loads_host=False,
     ),
     Case(

@@ -47,7 +47,8 @@ def test_report_spans_verdict_and_cost(tmp_path: Path) -> None:
     assert values == ["GPU", "data pipeline (CPU)"] * 2 + ["GPU"]
     assert report.verdict_totals["data pipeline (CPU)"] == 15.0
     assert report.cost.gpu_hours == round(120 / 3600, 4)
-    assert report.cost.starved_gpu_hours == round(15 / 3600, 4)
+    # A starved tick loses its idle share: GPU 0 at 10 % loses 90 % of each of its 15 s.
+    assert report.cost.starved_gpu_hours == pytest.approx(15 * 0.9 / 3600, abs=1e-4)
     assert report.cost.energy_kwh == round(400 * 120 / 3600 / 1000, 4)
     assert report.cost.energy_from == "integrated power draw (power x time)"
     gpu0 = report.gpus[0]
@@ -252,7 +253,9 @@ def test_waste_ledger_counts_starved_idle_and_throttle_deficit() -> None:
     lost_time = rules.lost_time
     assert rules.starved_ids == {"gpu-starvation"}
     assert rules.throttled_ids == {"thermal-throttle", "power-cap"}
-    assert lost_time(["gpu-starvation"], 90.0, 0, None, None, 2.0) == (Loss.STARVED, 2.0)
+    kind, seconds = lost_time(["gpu-starvation"], 43.0, 0, None, None, 2.0)
+    assert kind is Loss.STARVED and seconds == pytest.approx(2.0 * 0.57)  # the idle share
+    assert lost_time(["gpu-starvation"], None, 0, None, None, 2.0) == (Loss.STARVED, 2.0)
     assert lost_time([], 1.0, 0, None, None, 2.0) == (Loss.IDLE, 2.0)
     assert lost_time([], 90.0, 0x20, 990.0, 1980.0, 2.0) == (Loss.THROTTLED, 1.0)
     assert lost_time([], 90.0, 0, 1980.0, 1980.0, 2.0) == (Loss.NONE, 0.0)
@@ -260,10 +263,10 @@ def test_waste_ledger_counts_starved_idle_and_throttle_deficit() -> None:
     starved = frame(0, 2, starved=True)
     for _ in range(1800):
         ledger.add(starved.snapshot, starved.findings)
-    assert ledger.lost_gpu_hours == pytest.approx(0.5)  # GPU 0 only, 1800 s
+    assert ledger.lost_gpu_hours == pytest.approx(0.45)  # GPU 0 only, 90 % idle, 1800 s
     lost_gpu = dc_replace(starved.snapshot, gpus=(dc_replace(starved.snapshot.gpus[0], lost=True),))
     ledger.add(lost_gpu, starved.findings)
-    assert ledger.lost_gpu_hours == pytest.approx(0.5)
+    assert ledger.lost_gpu_hours == pytest.approx(0.45)
 
 
 def test_record_gzip_with_rotation_then_replay_and_analyze(tmp_path: Path) -> None:

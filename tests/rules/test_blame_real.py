@@ -117,6 +117,30 @@ def _mean_outside_cpu(frames: list[Frame]) -> dict[int, float]:
     return {pid: total / len(frames) for pid, total in totals.items()}
 
 
+def pressure_held(frames: list[Frame]) -> bool:
+    """Whether io-contention's inputs, as measured, met its thresholds for the hold time: PSI
+    io some (mean over the window so far) at ``psi_io_some_pct`` after ``min_span_s``, with an
+    outside process seen waiting on storage."""
+    t = SETTINGS.rules.io_contention
+    start = frames[0].snapshot.time
+    values: list[float] = []
+    since: float | None = None
+    for frame in frames:
+        snap = frame.snapshot
+        if snap.host.psi_io is not None and snap.host.psi_io.some_pct is not None:
+            values.append(snap.host.psi_io.some_pct)
+        mean = sum(values) / len(values) if values else 0.0
+        ok = (
+            snap.time - start >= t.min_span_s
+            and mean >= t.psi_io_some_pct
+            and bool(snap.host.io_waiters)
+        )
+        since = (since if since is not None else snap.time) if ok else None
+        if since is not None and snap.time - since >= SETTINGS.hold_s:
+            return True
+    return False
+
+
 def raised(frames: list[Frame], rule_id: str) -> list[Finding]:
     return [f for frame in frames for f in frame.findings if f.rule_id == rule_id]
 
@@ -168,10 +192,14 @@ def test_a_disk_writer_outside_is_contention_naming_it_not_io_bound() -> None:
         shutil.rmtree(spool, ignore_errors=True)
     assert not raised(frames, "io-bound")
     found = raised(frames, "io-contention")
-    psi = [f.snapshot.host.psi_io.some_pct for f in frames if f.snapshot.host.psi_io]
-    if not found and sum(psi) / max(1, len(psi)) < SETTINGS.rules.io_contention.psi_io_some_pct:
+    # What the rule needs, from what was measured: the host's PSI io (mean since the start)
+    # at its threshold and a waiter outside the job, tick after tick for the hold time. A
+    # disk that a loaded machine never kept that busy (PSI io 7-17 % per tick beside other
+    # tests) expects nothing; whenever the pressure was there, the neighbour must be named.
+    psi = [f.snapshot.host.psi_io.some_pct if f.snapshot.host.psi_io else None for f in frames]
+    if not found and not pressure_held(frames):
         pytest.skip(
-            f"the disk never came under pressure (PSI io per tick {psi}, dd ran {dd_alive})"
+            f"the disk never stayed under pressure (PSI io per tick {psi}, dd ran {dd_alive})"
         )
     assert found, f"PSI io per tick {psi}: a neighbour's I/O pressure should be named"
     assert all(f.blame is Blame.NEIGHBOUR for f in found)

@@ -15,7 +15,7 @@ from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.verdict import Bottleneck
 from gputop_doctor.rules import gpu_starvation
 from gputop_doctor.rules.headline import classify
-from tests.rules.synth import Case, Tick, context, gpu, history, host, run, snapshot, trainer
+from tests.builders import Case, Tick, context, gpu, history, host, run, snapshot, trainer
 
 RULE = gpu_starvation.RULE
 T = Settings().rules.gpu_starvation

@@ -44,6 +44,7 @@ from gputop_doctor.sources.host.system import (
     iowait_pct,
     load_average,
     read_cpu,
+    read_host_cpus,
     read_memory,
     read_numa_nodes,
     read_pressure,
@@ -148,6 +149,7 @@ class ProcfsHostSource:
                 logical_cpus=os.cpu_count(),
                 physical_cpus=psutil.cpu_count(logical=False),
                 numa_nodes=read_numa_nodes(self.node_root),
+                cpus=read_host_cpus(),
             )
         return self._system
 

@@ -274,3 +274,18 @@ def read_numa_nodes(node_root: str | None = None) -> tuple[NumaNode, ...]:
         if text and parse_cpu_list(text):
             nodes.append(NumaNode(int(number), text))
     return tuple(sorted(nodes, key=lambda n: n.node))
+
+
+CPU_ROOT = "/sys/devices/system/cpu"
+
+
+def read_host_cpus(cpu_root: str = CPU_ROOT) -> str | None:
+    """The CPUs this host has as a CPU list: ``present`` (online or not: a CPU taken offline,
+    an SMT sibling with SMT off, is still the host's), else ``online``; None when neither
+    reads."""
+    for name in ("present", "online"):
+        data = read_small(f"{cpu_root}/{name}")
+        text = data.decode("ascii", "replace").strip() if data else ""
+        if text and parse_cpu_list(text):
+            return text
+    return None

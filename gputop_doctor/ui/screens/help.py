@@ -30,6 +30,10 @@ GPU charts (Enter on a GPU): utilization and memory on 0-100 %, temperature up t
 threshold, power up to the limit and SM clock up to its maximum, each drawn as a red line;
 ▼ marks the ticks throttled for heat and ▽ those held by the power cap.
 
+"GPU-h lost" in the header is GPU time that did no training work this session: a starved GPU's
+idle share of each tick, the ticks a GPU spins waiting for a stalled rank, idle ticks, and the
+clock deficit of a throttled GPU (docs/report.md, "GPU time lost").
+
 The line above the findings is the verdict: which of the four cases the job is in (small or
 large model, simple or complex data) and where its bottleneck is.
 

@@ -172,6 +172,8 @@ class HeaderBar(Widget):
         problem = self._problem
         if problem is None and system.gpu_problem:
             problem = f"no GPU readings: {printable(system.gpu_problem)}"
+        if problem is None and system.topology_note:
+            problem = printable(system.topology_note)
         if problem:
             text.append("\n")
             text.append(problem, style("header-bar--warn"))
