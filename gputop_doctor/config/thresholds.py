@@ -42,6 +42,9 @@ class StarvationThresholds:
     # A job's first seconds on a GPU, until it first runs work there (CUDA context, cuBLAS,
     # the model's first copy): start-up, not starvation, for at most this long.
     startup_grace_s: float = 60.0
+    # ... or until the GPU shows some work on this many ticks in a row: a loop that runs, if
+    # starved (a lone blip while starting is a copy, not a loop).
+    startup_steady_ticks: int = 3
 
 
 @dataclass(frozen=True, slots=True)

@@ -372,28 +372,45 @@ def judged_since(
 
     Samples from before the owners came onto the GPU say nothing about them, and nor do those
     of their start-up there (CUDA context, cuBLAS, the model's first copy, no step yet): the
-    ticks from their arrival until the GPU first runs work above ``idle_util_pct``, for at
-    most ``startup_grace_s``. ``math.inf`` while they are still starting. The arrival must be
-    seen: owners already on the GPU at the first tick looked at started before the view."""
+    ticks from their arrival until the loop runs, for at most ``startup_grace_s``. The loop
+    runs once the GPU works above ``idle_util_pct``, or keeps it lightly but steadily busy
+    for ``startup_steady_ticks`` ticks in a row (a starved loop at 4 % is running; start-up
+    shows lone blips at most), or the probe measures its steps. ``math.inf`` while they are
+    still starting. The arrival must be seen: owners already on the GPU at the first tick
+    looked at started before the view."""
     mine = set(owners)
     first = next((g for snap in snaps if (g := _latest_gpu(snap, index)) is not None), None)
     if first is None or mine.intersection(gpu_pids(first)):
         return None  # the common case, a job on the GPU for a while: one tick looked at
-    timed = _timed(snaps, index)
+    timed = _timed_snaps(snaps, index)
     arrival = next((i for i, (_, g) in enumerate(timed) if mine.intersection(gpu_pids(g))), None)
     if arrival is None:
         return None
-    came = timed[arrival][0]
-    for when, gpu in timed[arrival:]:
-        if when - came >= t.startup_grace_s or _worked(gpu, t):
-            return when
+    came = timed[arrival][0].time
+    steady: list[float] = []  # the times of the current run of ticks with some work
+    for snap, gpu in timed[arrival:]:
+        if snap.time - came >= t.startup_grace_s or _worked(gpu, t) or _stepping(snap):
+            return snap.time
+        steady = [*steady, snap.time] if _top_util(gpu) > 0.0 else []
+        if len(steady) >= t.startup_steady_ticks:
+            return steady[0]
     return math.inf
+
+
+def _stepping(snap: Snapshot) -> bool:
+    """The probe in the job measures its steps: its loop runs, start-up is over."""
+    return bool(snap.tree.steps_per_s) or snap.tree.data_wait_pct is not None
+
+
+def _top_util(gpu: GpuSample) -> float:
+    """The highest utilization the driver saw on this GPU during the tick."""
+    top = gpu.util_max_pct if gpu.util_max_pct is not None else max(gpu.util_samples, default=0.0)
+    return max(top, gpu.util_pct or 0.0)
 
 
 def _worked(gpu: GpuSample, t: StarvationThresholds) -> bool:
     """The GPU ran work above ``idle_util_pct`` at some moment of this tick."""
-    top = gpu.util_max_pct if gpu.util_max_pct is not None else max(gpu.util_samples, default=0.0)
-    return max(top, gpu.util_pct or 0.0) > t.idle_util_pct
+    return _top_util(gpu) > t.idle_util_pct
 
 
 def _timed(snaps: Sequence[Snapshot], index: int) -> list[tuple[float, GpuSample]]:
@@ -404,6 +421,11 @@ def _timed(snaps: Sequence[Snapshot], index: int) -> list[tuple[float, GpuSample
         if gpu is not None:
             out.append((snap.time, gpu))
     return out
+
+
+def _timed_snaps(snaps: Sequence[Snapshot], index: int) -> list[tuple[Snapshot, GpuSample]]:
+    """GPU ``index``'s live samples with their snapshot, oldest first."""
+    return [(snap, gpu) for snap in snaps if (gpu := _latest_gpu(snap, index)) is not None]
 
 
 def _clearly_fed(series: Sequence[GpuSample], t: StarvationThresholds) -> bool:

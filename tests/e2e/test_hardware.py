@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_doctor.config.environment import NODE_ROOT as NODE_ROOT_ENV
 from tests.fake_nvml.fixtures import fake_nvml_build, fake_nvml_env, fake_nvml_lib  # noqa: F401
 from tests.fake_nvml.recording import record_with_change
 from tests.fake_nvml.scenario import (
@@ -51,12 +52,23 @@ def busy_job(count: int, pid: int, **gpu: object) -> Scenario:
     return scenario.with_all(processes=(proc,))
 
 
-def snapshot(lib: Path, tmp_path: Path, scenario: Scenario, window: str = "1") -> dict:
+def snapshot(
+    lib: Path, tmp_path: Path, scenario: Scenario, window: str = "1", sockets: int = 1
+) -> dict:
+    """``snapshot --json`` of ``scenario``; ``sockets`` > 1 gives the host that many NUMA
+    nodes (one CPU each), so a cross-socket path is one this host can have."""
     path = tmp_path / "scenario.txt"
     scenario.write(path)
+    env = fake_nvml_env(lib, path)
+    if sockets > 1:
+        root = tmp_path / "node"
+        for node in range(sockets):
+            (root / f"node{node}").mkdir(parents=True, exist_ok=True)
+            (root / f"node{node}" / "cpulist").write_text(f"{node}\n")
+        env |= {NODE_ROOT_ENV: str(root)}
     result = subprocess.run(
         [*CMD, "snapshot", "--json", "--window", window],
-        env=fake_nvml_env(lib, path),
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -137,12 +149,15 @@ def test_two_ranks_across_sockets_with_low_sm_activity_are_comm_bound(
 ) -> None:
     across = (TOPO_SYSTEM, TOPO_SYSTEM)
     scenario = busy_job(2, sleeper.pid, topo=across, nvlinks=0, gpm_sm_pct=12)
-    [comm] = found(snapshot(fake_nvml_lib, tmp_path, scenario, window="2"))["comm-bound"]
+    # A cross-socket (SYS) path needs a host with two sockets: on one it is set aside.
+    [comm] = found(snapshot(fake_nvml_lib, tmp_path, scenario, "2", sockets=2))["comm-bound"]
     assert "0,1" in comm["title"] and "across the CPU socket" in comm["title"]
     assert comm["blame"] == "machine"  # no GPU pair of this machine is better connected
     # The same job computing (high SM activity) is not comm-bound.
     computing = scenario.with_all(gpm_sm_pct=85)
-    assert "comm-bound" not in found(snapshot(fake_nvml_lib, tmp_path, computing, window="2"))
+    assert "comm-bound" not in found(snapshot(fake_nvml_lib, tmp_path, computing, "2", sockets=2))
+    # On a host with one NUMA node the driver's cross-socket path is contradicted: no finding.
+    assert "comm-bound" not in found(snapshot(fake_nvml_lib, tmp_path, scenario, "2"))
 
 
 def test_record_an_xid_79_mid_run(

@@ -125,3 +125,28 @@ def test_a_low_measured_data_wait_clears_starvation_by_the_pipeline() -> None:
 
 def _fields(sample: object) -> dict[str, object]:
     return {name: getattr(sample, name) for name in sample.__slots__}  # type: ignore[attr-defined]
+
+
+def _starved_from_the_start(probe: bool) -> Case:
+    """The GPU run's starved case: PID 100 comes onto GPU 0 at tick 3, sets up for 4 ticks at
+    0 % (one 2 % blip while copying the model), then its num_workers=0 loop keeps the GPU at a
+    flat 4 %, never above idle_util_pct; the probe, when there, measures a 76 % data wait."""
+
+    def make(k: int) -> Tick:
+        util = 4.0 if k >= 8 else (2.0 if k == 4 else 0.0)
+        procs = trainer(main_cpu=100.0, workers=0)
+        if probe and k >= 8:
+            procs = (procs[0].__class__(**{**_fields(procs[0]), "probe": _probe(0.76)}),)
+        return Tick(
+            gpus=(gpu(0, util=util, pids=(100,) if k >= 3 else ()),), procs=procs, host=host()
+        )
+
+    return make
+
+
+def test_a_loop_starved_from_its_first_step_ends_start_up_and_is_found() -> None:
+    for probe in (False, True):
+        shown, _ = _follow(_starved_from_the_start(probe), 30)
+        onset = next((k for k, s in enumerate(shown) if _starved(s)), None)
+        assert onset is not None, f"never found (probe {probe})"
+        assert onset - 8 <= 12, f"found {onset - 8} s after the loop started (probe {probe})"
