@@ -399,7 +399,8 @@ def judged_since(
 
 def _stepping(snap: Snapshot) -> bool:
     """The probe in the job measures its steps: its loop runs, start-up is over."""
-    return bool(snap.tree.steps_per_s) or snap.tree.data_wait_pct is not None
+    tree = snap.tree
+    return tree is not None and (bool(tree.steps_per_s) or tree.data_wait_pct is not None)
 
 
 def _top_util(gpu: GpuSample) -> float:
