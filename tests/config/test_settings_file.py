@@ -160,10 +160,12 @@ def test_bad_file_is_a_one_line_cli_error(tmp_path: Path) -> None:
 
 
 def test_a_stricter_threshold_changes_the_diagnosis(tmp_path: Path) -> None:
-    """The healthy demo runs ~95 % busy: demanding 99 % makes it starved."""
+    """The healthy demo runs ~95 % busy: demanding 99 % makes it starved (one GPU is enough
+    to show it, and costs an eighth of the default eight)."""
     path = tmp_path / "c.toml"
     path.write_text("[rules.gpu_starvation]\nmean_util_pct = 99.5\n")
     args = [sys.executable, "-m", "gputop_doctor", "snapshot", "--demo", "healthy", "--json"]
+    args += ["--gpus", "1"]
     plain = subprocess.run(args, capture_output=True, text=True, timeout=60)
     strict = subprocess.run(
         [*args, "--config", str(path)], capture_output=True, text=True, timeout=60
