@@ -1250,12 +1250,13 @@ class Harness:
             },
             "findings": ids,
         }
+        # host-sync counts syncs per step, the same on a CPU; tiny-kernels reads op times,
+        # which a loaded CPU stretches past its threshold: judged on the GPU, shown in a dry run.
         checks = [
             check("host-sync raised", "raised", ids or "none", "host-sync" in ids),
             check("tiny-kernels raised", "raised", ids or "none", "tiny-kernels" in ids),
         ]
-        for c in checks:
-            c["judged_in_dry_run"] = True  # the profiler finds both on a CPU too
+        checks[0]["judged_in_dry_run"] = True
         if not self.dry:
             checks.append(
                 check(
