@@ -86,6 +86,9 @@ def test_dry_run_writes_a_summary_with_every_step(tmp_path: Path) -> None:
     profiled = {c["what"]: c for c in steps["profile"]["checks"]}
     assert profiled["host-sync raised"]["ok"] is True
     assert "tiny-kernels raised" in profiled
+    # `lab --json` gives the three runs by name (the lab command's JSON, as tests/lab reads
+    # its table).
+    assert [r["name"] for r in steps["lab"]["runs"]] == ["fp32", "bf16", "bf16 + compile"]
     # Costs were measured, not only named.
     costs = steps["costs"]["costs"]
     assert costs["nvml"].get("calls_per_tick_median", 0) > 0, costs

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -82,24 +81,5 @@ def test_lab_command_prints_three_rows(tmp_path: Path) -> None:
     rows = [line.split()[0] for line in done.stdout.splitlines()[3:6]]
     assert rows == ["fp32", "bf16", "bf16"], done.stdout
     assert "CPU numbers" in done.stdout
-    as_json = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gputop_doctor",
-            "lab",
-            f"{USER_CODE}:setup",
-            "--steps",
-            "2",
-            "--warmup",
-            "1",
-            "--compile-backend",
-            "eager",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    data = json.loads(as_json.stdout)
-    assert [r["name"] for r in data["runs"]] == ["fp32", "bf16", "bf16 + compile"]
+    # `lab --json` (the same three runs, by name) is read by the GPU check's dry run:
+    # tests/test_gpu_check.py asserts it there rather than paying a second torch start here.
