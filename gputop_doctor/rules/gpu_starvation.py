@@ -356,13 +356,13 @@ def judged_series(
     if since is None:
         return None, win.span_s
     timed = _timed(win.snapshots, index)
-    if not timed or since <= timed[0][0]:
+    if not timed or since <= timed[0][0].time:
         return None, win.span_s
-    kept = [(when, g) for when, g in timed if when >= since]
+    kept = [(snap, g) for snap, g in timed if snap.time >= since]
     if not kept:
         return (), 0.0
     last = win.snapshots[-1]
-    return [g for _, g in kept], last.time - kept[0][0] + last.interval_s
+    return [g for _, g in kept], last.time - kept[0][0].time + last.interval_s
 
 
 def judged_since(
@@ -382,7 +382,7 @@ def judged_since(
     first = next((g for snap in snaps if (g := _latest_gpu(snap, index)) is not None), None)
     if first is None or mine.intersection(gpu_pids(first)):
         return None  # the common case, a job on the GPU for a while: one tick looked at
-    timed = _timed_snaps(snaps, index)
+    timed = _timed(snaps, index)
     arrival = next((i for i, (_, g) in enumerate(timed) if mine.intersection(gpu_pids(g))), None)
     if arrival is None:
         return None
@@ -414,17 +414,7 @@ def _worked(gpu: GpuSample, t: StarvationThresholds) -> bool:
     return _top_util(gpu) > t.idle_util_pct
 
 
-def _timed(snaps: Sequence[Snapshot], index: int) -> list[tuple[float, GpuSample]]:
-    """GPU ``index``'s live samples with the time of their tick, oldest first."""
-    out = []
-    for snap in snaps:
-        gpu = _latest_gpu(snap, index)
-        if gpu is not None:
-            out.append((snap.time, gpu))
-    return out
-
-
-def _timed_snaps(snaps: Sequence[Snapshot], index: int) -> list[tuple[Snapshot, GpuSample]]:
+def _timed(snaps: Sequence[Snapshot], index: int) -> list[tuple[Snapshot, GpuSample]]:
     """GPU ``index``'s live samples with their snapshot, oldest first."""
     return [(snap, gpu) for snap in snaps if (gpu := _latest_gpu(snap, index)) is not None]
 
