@@ -105,8 +105,15 @@ def _defaults() -> None:
     from dataclasses import replace
 
     from gputop_doctor.core.probe_stats import ProbeStats
-    from gputop_doctor.rules import gpu_starvation, power_cap, thermal_throttle, waiting_for_rank
-    from tests.builders import Tick, gpu, host, sawtooth, track, trainer
+    from gputop_doctor.rules import (
+        cpu_contention,
+        gpu_starvation,
+        power_cap,
+        thermal_throttle,
+        waiting_for_rank,
+    )
+    from tests.builders import Tick, context, gpu, host, sawtooth, track, trainer
+    from tests.rules.test_blame_rules import onset_of_neighbours
 
     onset = 20
 
@@ -137,14 +144,21 @@ def _defaults() -> None:
         return Tick(gpus=(idle, *peers))
 
     print("\nonset-to-finding, default settings (1 s ticks, 3 s hold), synthetic:")
-    for label, rule, case in (
-        ("thermal reason bits", thermal_throttle.RULE, thermal),
-        ("power-cap reason bit", power_cap.RULE, capped),
-        ("sawtooth starvation", gpu_starvation.RULE, starving),
-        ("probe-measured data wait 60 %", gpu_starvation.RULE, probed),
-        ("peers waiting for a stalled rank", waiting_for_rank.RULE, stalling),
+    two_cpus = context(cpus=2.0)
+    for label, rule, case, ctx in (
+        ("thermal reason bits", thermal_throttle.RULE, thermal, None),
+        ("power-cap reason bit", power_cap.RULE, capped, None),
+        ("sawtooth starvation", gpu_starvation.RULE, starving, None),
+        ("probe-measured data wait 60 %", gpu_starvation.RULE, probed, None),
+        ("peers waiting for a stalled rank", waiting_for_rank.RULE, stalling, None),
+        (
+            "neighbours start, job waits 13 %",
+            cpu_contention.RULE,
+            onset_of_neighbours(onset),
+            two_cpus,
+        ),
     ):
-        shown = track(rule, case, onset + 30)
+        shown = track(rule, case, onset + 30, ctx)
         first = next((k for k, found in enumerate(shown) if found), None)
         text = "not shown" if first is None else f"{first - onset:.0f} s"
         print(f"  {label:36} {rule.rule_id:20} {text}")

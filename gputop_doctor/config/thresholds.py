@@ -65,6 +65,7 @@ class CpuContentionThresholds:
     """``cpu-contention``: processes outside the job take the CPUs it waits for."""
 
     window_s: float = 10.0
+    onset_window_s: float = 4.0  # also judged over the last seconds: neighbours named sooner
     min_span_s: float = 3.0
     outside_cpus: float = 0.5  # CPUs busy outside the job tree (mean over the window)
     delay_ratio: float = 0.10  # the job's threads wait this share of their runnable time ...

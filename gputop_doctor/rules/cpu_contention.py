@@ -10,6 +10,11 @@ it is queueing behind itself: ``thread-oversubscription`` or ``cpu-saturation``)
 
 The neighbours named are the busiest over the whole window (mean CPU % per tick), not the
 latest tick's ranking, which a one-tick burst of some short-lived process can top.
+
+The condition is judged over two windows: the last few seconds, so neighbours that start
+mid-run are named within seconds instead of once they fill the long window's average, and the
+long window, so a contention that flickers tick to tick (a job waiting 12 % of one tick, 8 % of
+the next) is still held. Either one raises it; the tracker's clear time keeps it from flickering.
 """
 
 from __future__ import annotations
@@ -22,14 +27,22 @@ from gputop_doctor.core.pressure import OutsideProcess
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._tree import cpu_budget
-from gputop_doctor.rules._window import enough_span, window
+from gputop_doctor.rules._window import Window, enough_span, window
 
 RULE_ID = "cpu-contention"
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.cpu_contention
-    win = window(history, t.window_s)
+    for span in (t.window_s, t.onset_window_s):
+        found = _judge(window(history, span), ctx, t)
+        if found:
+            return found
+    return []
+
+
+def _judge(win: Window, ctx: RuleContext, t: CpuContentionThresholds) -> list[Finding]:
+    """The finding when ``win`` shows the job queueing behind processes outside it."""
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s) or not _blame.attached(latest):
         return []

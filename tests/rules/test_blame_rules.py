@@ -11,7 +11,7 @@ from gputop_doctor.rules import (
     io_contention,
     swap_pressure,
 )
-from tests.builders import Case, Tick, context, gpu, history, host, proc, run, sawtooth
+from tests.builders import Case, Tick, context, gpu, history, host, proc, run, sawtooth, track
 
 SPINNERS = (OutsideProcess(300, "spin", cpu_pct=66.0), OutsideProcess(301, "spin", cpu_pct=66.0))
 
@@ -40,6 +40,22 @@ def test_neighbours_spinning_are_contention_and_never_saturation() -> None:
     assert finding.blame is Blame.NEIGHBOUR
     assert "spin (300)" in finding.title and "spin (301)" in finding.fix
     assert "renice" in finding.fix and "taskset" in finding.fix
+
+
+def onset_of_neighbours(onset: int, delay: float = 0.13) -> Case:
+    """A one-thread job alone on 2 CPUs, then from tick ``onset`` two spinners beside it and
+    the job waiting ``delay`` of its runnable time (a nice-0 neighbour's usual cost)."""
+    calm, crowded = _shared(50.0, 0.01, 30.0, outside=()), _shared(50.0, delay, 100.0)
+    return lambda k: crowded(k) if k >= onset else calm(k)
+
+
+def test_neighbours_starting_mid_run_are_named_within_ten_seconds() -> None:
+    """At the default 1 s ticks and 3 s hold, over a long calm past: the short window judges
+    the last seconds, so the 10 s average need not fill with the neighbours first."""
+    shown = track(cpu_contention.RULE, onset_of_neighbours(20), 40, context(cpus=2.0))
+    first = next(k for k, found in enumerate(shown) if found)
+    assert 20 < first <= 30
+    assert all(shown[first:]), "once shown it holds while the neighbours run"
 
 
 def test_neighbours_are_ranked_over_the_window_not_by_the_last_tick() -> None:
