@@ -67,6 +67,11 @@ def _cases(only: str | None) -> None:
                 f"{', '.join(sorted(case.expected)) or '-':28} {raised:54} "
                 f"{', '.join(sorted(result.unwanted)) or '-'}"
             )
+            if case.lost_within_idle:
+                print(
+                    f"{'':36} GPU time lost {result.lost_gpu_s:.2f} s of "
+                    f"{result.idle_gpu_s:.2f} s idle (at most the idle share)"
+                )
             if case.onset_tick is not None:
                 for rule in sorted(case.expected):
                     latencies.append((case.name, rule, result.first_shown_s.get(rule)))

@@ -231,6 +231,8 @@ class Case:
     # Its processes load the CPUs or the disk, or its findings depend on them: such cases run
     # one after another (one xdist group), never beside each other.
     loads_host: bool = True
+    # The header's GPU time lost must be more than nothing and at most the GPUs' idle time.
+    lost_within_idle: bool = False
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -341,6 +343,7 @@ CASES: tuple[Case, ...] = (
         causes=frozenset({Cause.MAIN_CPU, Cause.CONTENTION}),
         forbidden=frozenset({"io-bound"}),
         ticks=22,
+        lost_within_idle=True,
     ),
     Case(
         "workers re-forked every pass",

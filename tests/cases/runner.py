@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.rules import RULES
 from gputop_doctor.sources.host.source import ProcfsHostSource
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
@@ -54,6 +55,8 @@ class Result:
     raised: frozenset[str]
     causes: frozenset[str]  # gpu-starvation causes shown
     first_shown_s: dict[str, float]  # rule id -> seconds after onset (or after the start)
+    lost_gpu_s: float = 0.0  # the header's GPU time lost over the run
+    idle_gpu_s: float = 0.0  # the GPUs' idle share over the same ticks, from their readings
 
     @property
     def missing(self) -> frozenset[str]:
@@ -68,8 +71,15 @@ class Result:
         return not self.case.causes or bool(self.causes & {c.value for c in self.case.causes})
 
     @property
+    def lost_ok(self) -> bool:
+        """A starved GPU loses its idle share, never more (and something when it starves)."""
+        if not self.case.lost_within_idle:
+            return True
+        return 0.0 < self.lost_gpu_s <= self.idle_gpu_s + 1e-6
+
+    @property
     def ok(self) -> bool:
-        return not self.missing and not self.unwanted and self.cause_ok
+        return not self.missing and not self.unwanted and self.cause_ok and self.lost_ok
 
 
 @contextmanager
@@ -124,10 +134,13 @@ def _watch(case: Case, pids: Pids, scenario_path: Path) -> Result:
     causes: set[str] = set()
     first: dict[str, float] = {}
     onset = case.onset_tick or 0
+    idle_s = lost_h = 0.0
     try:
         for k in range(case.ticks):
             write(k)
             frame = engine.tick()
+            lost_h = frame.gpu_hours_lost
+            idle_s += _idle_gpu_s(frame)
             for finding in frame.findings:
                 raised.add(finding.rule_id)
                 first.setdefault(finding.rule_id, (k - onset) * SETTINGS.interval_s)
@@ -136,7 +149,15 @@ def _watch(case: Case, pids: Pids, scenario_path: Path) -> Result:
             time.sleep(SETTINGS.interval_s)
     finally:
         engine.close()
-    return Result(case, frozenset(raised), frozenset(causes), first)
+    return Result(case, frozenset(raised), frozenset(causes), first, lost_h * 3600, idle_s)
+
+
+def _idle_gpu_s(frame: Frame) -> float:
+    """GPU-seconds idle in this tick: each GPU's ``1 - utilization`` times the interval."""
+    snap = frame.snapshot
+    return sum(
+        (1 - g.util_pct / 100) * snap.interval_s for g in snap.gpus if g.util_pct is not None
+    )
 
 
 def cpus() -> int:

@@ -35,3 +35,4 @@ def test_case(case: Case, fake_nvml: FakeNvml, tmp_path: Path) -> None:
     assert not result.missing, f"expected, not raised: {sorted(result.missing)}"
     assert not result.unwanted, f"forbidden, raised: {sorted(result.unwanted)}"
     assert result.cause_ok, f"starvation causes {sorted(result.causes)}"
+    assert result.lost_ok, f"lost {result.lost_gpu_s:.2f} GPU-s of {result.idle_gpu_s:.2f} idle"
