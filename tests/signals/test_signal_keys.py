@@ -60,7 +60,8 @@ def _engine(tree: Tree) -> tuple[Engine, FakeClock]:
     )
     clock = FakeClock()
     host = StubHostSource(tree=tree.samples())
-    engine = Engine(StubGpuSource([(gpu,)]), host, Settings(), target_pid=tree.launcher, clock=clock)
+    gpus = StubGpuSource([(gpu,)])
+    engine = Engine(gpus, host, Settings(), target_pid=tree.launcher, clock=clock)
     return engine, clock
 
 
