@@ -21,6 +21,7 @@ from gputop_doctor.alerts.events import AlertEvent, Change
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.model import GpuProcess, GpuSample
+from gputop_doctor.core.signals import Reach, SignalKind, SignalPlan, SignalTarget
 from gputop_doctor.sources.host.signals import HostSignaller
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
@@ -233,3 +234,23 @@ async def test_with_a_signaller_the_footer_and_help_list_the_keys(
         help_text = screen_text(app)
         for name in ("SIGINT", "SIGTERM", "SIGKILL"):
             assert f"{name} the selected process" in help_text
+
+
+@run_async
+async def test_the_dialog_shows_names_and_users_as_the_characters_they_are() -> None:
+    """Markup and escape sequences in a name or user are shown, never obeyed; ``y`` returns
+    exactly the plan that was listed."""
+    name, user = "[red]x\x1b[2J", "[b]root\x07"
+    target = SignalTarget(4242, name, user, 1)
+    plan = SignalPlan(SignalKind.TERM, Reach.PROCESS, f"PID 4242 {name}", (target,))
+    engine = Engine(StubGpuSource(), StubHostSource(), Settings())
+    app = GpuTopApp(engine, sampler=False)
+    confirmed: list[SignalPlan | None] = []
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(SignalDialog(plan), confirmed.append)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "[red]x^[[2J" in text and "[b]root^G" in text
+        assert "\x1b" not in text
+        await pilot.press("y")
+    assert confirmed == [plan]
