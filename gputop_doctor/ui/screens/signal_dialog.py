@@ -63,11 +63,11 @@ class SignalDialog(ModalScreen[SignalPlan | None]):
     """Dismissed with the confirmed plan, or None when cancelled."""
 
     DEFAULT_CSS = """
-    SignalDialog { align: center middle; background: $background 60%; }
     #signal-box {
         width: 90%; max-width: 100; height: auto; max-height: 90%;
         border: round $error; background: $surface; padding: 0 1;
     }
+    /* app.tcss centres it over the dimmed screen, like every modal */
     #signal-refused { color: $text-warning; margin-top: 1; }
     #signal-keys { text-style: bold; margin-top: 1; }
     """
