@@ -226,6 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--hosts-ca", metavar="PEM", help="with --hosts: trust only this CA for https:// hosts"
     )
+    parser.add_argument(
+        "--readonly",
+        action="store_true",
+        help="offer no action: no signal keys (also: readonly = true in the settings file)",
+    )
     _add_alert_options(parser)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 

@@ -7,7 +7,11 @@ plus three ticks, on a fixed clock in UTC, rendered headless by Textual's ``run_
 saved with ``save_screenshot``; the same inputs always give the same files. Besides one
 picture per scenario at 120x40 and at 80x24, it saves the GPU detail charts of a throttling
 GPU, the evidence of the starvation finding, the starved job with the in-process probe running
-in every rank (``probe*.svg``), and the detail screen of one rank (``process-detail.svg``).
+in every rank (``probe*.svg``), the detail screen of one rank (``process-detail.svg``), and
+the confirmation ``T`` then ``w`` open for one rank's whole tree (``signal-dialog.svg``).
+
+The demo's PIDs are no processes of this machine, so that last picture's plans come from the
+demo snapshot (:class:`PictureSignaller`) and nothing can be sent: no key confirms it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +33,13 @@ from gputop_doctor.config import Settings  # noqa: E402
 from gputop_doctor.core.engine import Engine  # noqa: E402
 from gputop_doctor.core.frame import Frame  # noqa: E402
 from gputop_doctor.core.ports import HostSource  # noqa: E402
+from gputop_doctor.core.signals import (  # noqa: E402
+    Reach,
+    SignalKind,
+    SignalPlan,
+    SignalReport,
+    SignalTarget,
+)
 from gputop_doctor.rules import RULES  # noqa: E402
 from gputop_doctor.rules.headline import classify  # noqa: E402
 from gputop_doctor.sources.demo.machine import SCENARIOS, DemoMachine  # noqa: E402
@@ -103,11 +114,49 @@ async def process_detail(app: GpuTopApp, pilot: Pilot[int]) -> None:
     await pilot.pause()
 
 
+class PictureSignaller:
+    """Plans from the demo's own snapshot, for a picture of the dialog; it never sends."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def plan(self, kind: SignalKind, reach: Reach, subject: str, pids: Iterable[int]) -> SignalPlan:
+        snapshot = self.engine.history.latest
+        assert snapshot is not None, "the picture is taken after the first frames"
+        chosen = list(pids)
+        if reach is Reach.TREE:
+            for proc in snapshot.processes:  # parents come before their children
+                if proc.ppid in chosen and proc.pid not in chosen:
+                    chosen.append(proc.pid)
+        targets = []
+        for pid in chosen:
+            proc = snapshot.process(pid)
+            if proc is not None:
+                targets.append(SignalTarget(pid, proc.name, proc.user or "?", 0))
+        return SignalPlan(kind, reach, subject, tuple(targets))
+
+    def send(self, plan: SignalPlan) -> SignalReport:
+        raise RuntimeError("a picture never sends a signal")
+
+
+async def signal_dialog(app: GpuTopApp, pilot: Pilot[int]) -> None:
+    table = app.query_one(ProcessTable)
+    table.focus()
+    table.move_cursor(row=table.pids.index(4201))  # rank 0 of the demo job
+    await pilot.press("T", "w")  # SIGTERM, then the rank's whole tree: its DataLoader workers
+
+
 async def shoot(
-    scenario: str, size: tuple[int, int], path: Path, action: Action, probe: bool = False
+    scenario: str,
+    size: tuple[int, int],
+    path: Path,
+    action: Action,
+    probe: bool = False,
+    signals: bool = False,
 ) -> None:
     engine, frame = demo_engine(scenario, probe)
-    app = GpuTopApp(engine, sampler=False)
+    signaller = PictureSignaller(engine) if signals else None
+    app = GpuTopApp(engine, sampler=False, signaller=signaller)
     async with app.run_test(size=size) as pilot:
         app.post_message(FrameReady(frame))
         await pilot.pause()
@@ -137,6 +186,7 @@ def main() -> int:
     jobs.append(("starved", (120, 40), "process-detail.svg", process_detail, True))
     for scenario, size, name, action, probe in jobs:
         asyncio.run(shoot(scenario, size, out / name, action, probe))
+    asyncio.run(shoot("starved", (120, 40), out / "signal-dialog.svg", signal_dialog, signals=True))
     return 0
 
 

@@ -79,17 +79,23 @@ class AlertDispatcher:
     def observe(self, frame: Frame) -> list[AlertEvent]:
         """Queue this frame's events for the hooks and return them. Never blocks."""
         events = self._tracker.events(frame)
-        if self.hooks:
-            for event in events:
-                with self._count:
-                    if self._closed:
-                        break
-                    self.stats.offered += len(self.hooks)
-                try:
-                    self._queue.put_nowait(event)
-                except queue.Full:
-                    self._add("dropped", len(self.hooks))
+        for event in events:
+            self.announce(event)
         return events
+
+    def announce(self, event: AlertEvent) -> None:
+        """Queue one event for the hooks; never blocks. Any thread: the sampler's frames and
+        the UI's signals (a signal sent from the monitor is an event, not a frame change)."""
+        if not self.hooks:
+            return
+        with self._count:
+            if self._closed:
+                return
+            self.stats.offered += len(self.hooks)
+        try:
+            self._queue.put_nowait(event)
+        except queue.Full:
+            self._add("dropped", len(self.hooks))
 
     def close(self, wait_s: float = 2.0) -> None:
         """Let queued events go out for up to ``wait_s``; then stop the hooks still running

@@ -29,6 +29,7 @@ class Change(Enum):
     STARTED = "started"
     CLEARED = "cleared"
     PID_EXITED = "pid-exited"
+    SIGNAL_SENT = "signal-sent"  # the user signalled processes from the monitor
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +39,9 @@ class AlertEvent:
     change: Change
     host: str
     time: float
-    finding: Finding | None = None  # None for PID_EXITED
+    finding: Finding | None = None  # None for PID_EXITED and SIGNAL_SENT
     pid: int | None = None
+    detail: str | None = None  # SIGNAL_SENT: who sent which signal to which PIDs
 
     @property
     def severity(self) -> Severity:
@@ -49,6 +51,8 @@ class AlertEvent:
     def text(self) -> str:
         """One line a chat webhook shows."""
         host = chat_safe(self.host, HOST_LEN)
+        if self.change is Change.SIGNAL_SENT:
+            return f"[{host}] {chat_safe(self.detail or '', TEXT_LEN)}"
         if self.finding is None:
             return f"[{host}] attached PID {self.pid} exited"
         f = self.finding
@@ -63,6 +67,7 @@ class AlertEvent:
             "time": self.time,
             "text": self.text,
             "pid": self.pid,
+            "detail": None if self.detail is None else chat_safe(self.detail, TEXT_LEN),
             "finding": None if self.finding is None else _safe(finding_json(self.finding)),
         }
 

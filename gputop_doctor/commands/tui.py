@@ -14,6 +14,7 @@ from gputop_doctor.commands.common import (
 )
 from gputop_doctor.core import thread_errors
 from gputop_doctor.core.errors import UsageError
+from gputop_doctor.core.signals import Signaller
 from gputop_doctor.export.csv_sink import CsvError, CsvSink, check_path
 
 
@@ -50,7 +51,18 @@ def run_ui(args: argparse.Namespace) -> int:
         prime_s=run.prime_s,
         alerts=alerts,
         make_sink=make_sink,
+        signaller=_signaller(args, run.engine.settings.readonly),
     )
+
+
+def _signaller(args: argparse.Namespace, readonly_setting: bool) -> Signaller | None:
+    """What sends signals from the UI: only when it watches this machine's real processes
+    and may act. A replay's and the demo's PIDs are not this machine's processes."""
+    if args.readonly or readonly_setting or args.replay or args.demo is not None:
+        return None
+    from gputop_doctor.sources.host.signals import HostSignaller
+
+    return HostSignaller()
 
 
 def _run_fleet(args: argparse.Namespace) -> int:

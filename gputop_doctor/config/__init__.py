@@ -22,4 +22,5 @@ class Settings:
     clear_s: float = 10.0  # and be absent this long before it is cleared
     pace_s: float | None = None  # wall seconds between ticks if not interval_s (replay speed)
     series_len: int = 120  # points kept per sparkline
+    readonly: bool = False  # the TUI offers no action (no signal keys), like --readonly
     rules: RuleThresholds = field(default_factory=RuleThresholds)

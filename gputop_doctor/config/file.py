@@ -27,7 +27,7 @@ else:
     import tomli as toml_module
 
 # Engine settings a file may change; the rest (interval, pace) belong to the command line.
-FILE_SETTINGS = ("history_s", "process_history_s", "hold_s", "clear_s", "series_len")
+FILE_SETTINGS = ("history_s", "process_history_s", "hold_s", "clear_s", "series_len", "readonly")
 
 
 MAX_FILE_BYTES = 1024 * 1024

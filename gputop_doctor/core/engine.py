@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding, FindingTracker
-from gputop_doctor.core.frame import Frame, GpuSeries, Sink
+from gputop_doctor.core.frame import EventSink, Frame, GpuSeries, Sink
 from gputop_doctor.core.history import History
 from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import GpuSample, GpuState, Snapshot
@@ -134,6 +134,18 @@ class Engine:
     def add_sink(self, sink: Sink) -> None:
         self.sinks.append(sink)
         self.recording_error = None
+
+    def log_event(self, when: float, kind: str, text: str) -> list[str]:
+        """Write an event (a signal sent) to every sink that keeps events; the paths that
+        failed, each with why. Producer thread only, like the sinks' rows."""
+        failed = []
+        for sink in self.sinks:
+            if isinstance(sink, EventSink):
+                try:
+                    sink.write_event(when, kind, text)
+                except OSError as exc:
+                    failed.append(f"{sink.path}: {exc.strerror or exc}")
+        return failed
 
     def remove_sink(self, path: str) -> None:
         for sink in [s for s in self.sinks if s.path == path]:

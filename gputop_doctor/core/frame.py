@@ -6,7 +6,7 @@ A sink or a widget imports this module, not the engine that makes frames.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding
@@ -53,3 +53,12 @@ class Sink(Protocol):
     def write(self, frame: Frame) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """A sink that also keeps the session's events (a signal sent from the monitor)."""
+
+    path: str
+
+    def write_event(self, when: float, kind: str, text: str) -> None: ...

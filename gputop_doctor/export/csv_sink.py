@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.export.event_log import append_event
 from gputop_doctor.export.rows import snapshot_rows
 from gputop_doctor.export.schema import COLUMNS
 from gputop_doctor.export.stream import part_path
@@ -61,6 +62,10 @@ class CsvSink:
         self.ticks_written += 1
         if self.max_bytes is not None and self._out.size() >= self.max_bytes:
             self._rotate()
+
+    def write_event(self, when: float, kind: str, text: str) -> None:
+        """One event beside the recording (see ``event_log``); OSError if it cannot."""
+        append_event(self.path, when, kind, text)
 
     def _rotate(self) -> None:
         self._out.close()

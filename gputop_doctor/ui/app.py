@@ -12,6 +12,7 @@ also a command palette entry (``get_system_commands``, beside the actions).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import ClassVar
 
@@ -22,8 +23,10 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher
+from gputop_doctor.alerts.events import AlertEvent, Change
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.signals import Reach, SignalKind, Signaller, SignalReport
 from gputop_doctor.core.text import printable
 from gputop_doctor.sources.profile_request import DEFAULT_STEPS, ProfileRequestError, send_request
 from gputop_doctor.ui.alert_bell import CriticalBell
@@ -37,6 +40,14 @@ from gputop_doctor.ui.screens.help import HelpScreen
 from gputop_doctor.ui.screens.process_detail import ProcessScreen
 from gputop_doctor.ui.screens.process_picker import ListProcesses, ProcessPicker
 from gputop_doctor.ui.screens.record_prompt import RecordPrompt, default_csv_path
+from gputop_doctor.ui.signal_desk import (
+    SIGNAL_ACTION,
+    SignalAsked,
+    SignalDesk,
+    SignalTargets,
+    is_signal_binding,
+    signal_bindings,
+)
 from gputop_doctor.ui.widgets.findings_list import FindingsList
 from gputop_doctor.ui.widgets.gpu_panels import GpuPanels
 from gputop_doctor.ui.widgets.header_bar import HeaderBar
@@ -63,6 +74,7 @@ class GpuTopApp(App[int]):
         # Hidden from the footer (it is full at 80 columns); listed by ? like every key.
         Binding("P", "profile", "Profile the selected process's next steps", show=False),
         *(Binding(str(i), f"gpu_detail({i})", f"GPU {i} detail", show=False) for i in range(10)),
+        *signal_bindings("the selected process (after a confirmation)"),
     ]
 
     def __init__(
@@ -77,6 +89,7 @@ class GpuTopApp(App[int]):
         prime_s: float = 0.0,
         alerts: AlertDispatcher | None = None,
         exit_watchdog: bool = False,
+        signaller: Signaller | None = None,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -90,6 +103,8 @@ class GpuTopApp(App[int]):
         self._prime_s = prime_s  # simulated past the sampler fills in first (demo)
         self._alerts = alerts
         self._bell = CriticalBell(self.bell)
+        # None: read-only (--readonly, a replay, the demo): no signal key does anything.
+        self.signals = SignalDesk(self, signaller, self._signal_sent) if signaller else None
         # exit_watchdog, the real command only: once quitting starts, the process leaves soon.
         self.lifecycle = RunLifecycle(
             exit_watchdog=exit_watchdog, status=lambda: self.return_code or 0
@@ -189,6 +204,7 @@ class GpuTopApp(App[int]):
             message.snapshot,
             self.control.send_history,  # seeds the screen's CPU sparkline
             wait_warn_pct=message.wait_warn_pct,
+            can_signal=self.signals is not None,
         )
         self.push_screen(screen)
 
@@ -280,7 +296,41 @@ class GpuTopApp(App[int]):
         )
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
+        keys = [b for b in self.BINDINGS if isinstance(b, Binding)]
+        if self.signals is None:
+            keys = [b for b in keys if not is_signal_binding(b)]
+        self.push_screen(HelpScreen(keys))
+
+    # -- signals: the keys, the desk, and the record of what was sent ----------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The signal keys exist only with a desk, and act here only on the main screen (the
+        detail screens bind their own; a help or finding screen signals nothing)."""
+        if action == SIGNAL_ACTION:
+            return self.signals is not None and len(self.screen_stack) == 1
+        return True
+
+    def action_signal(self, kind: str) -> None:
+        """Ask to signal the process under the table's cursor (the dialog confirms)."""
+        pid = self.table.cursor_pid
+        if pid is None or self.signals is None:
+            self.notify("select a process first", severity="warning")
+            return
+        proc = self.frame.snapshot.process(pid) if self.frame else None
+        subject = f"PID {pid} {proc.name}" if proc is not None else f"PID {pid}"
+        self.signals.ask(SignalTargets(SignalKind[kind], Reach.PROCESS, subject, (pid,)))
+
+    def on_signal_asked(self, message: SignalAsked) -> None:
+        if self.signals is not None:
+            self.signals.ask(message.targets)
+
+    def _signal_sent(self, report: SignalReport) -> None:
+        """Into the recording's event log and to the alert hooks: who stopped what."""
+        now = time.time()
+        self.control.log_event(now, "signal", report.line)
+        if self._alerts is not None:
+            host = self.engine.system.hostname
+            self._alerts.announce(AlertEvent(Change.SIGNAL_SENT, host, now, detail=report.line))
 
     def action_gpu_detail(self, index: int) -> None:
         """Show one GPU's charts, replacing another GPU's detail screen if one is open."""
@@ -290,7 +340,10 @@ class GpuTopApp(App[int]):
         if isinstance(self.screen, GpuDetailScreen):
             self.pop_screen()
         history = self.engine.history.capacity  # fixed at start: safe to read from the UI thread
-        self.push_screen(GpuDetailScreen(index, self.control.send_history, history))
+        screen = GpuDetailScreen(
+            index, self.control.send_history, history, can_signal=self.signals is not None
+        )
+        self.push_screen(screen)
 
     async def action_quit(self) -> None:
         self.quit_now()
@@ -319,12 +372,14 @@ def run_tui(
     prime_s: float = 0.0,
     alerts: AlertDispatcher | None = None,
     make_sink: MakeSink = csv_sink,
+    signaller: Signaller | None = None,
 ) -> int:
     """Run the monitor until the user quits; returns the exit status.
 
     ``engine`` is built by the CLI with its sources and target PID; the app starts its sampler.
     ``csv_path`` starts recording at once; ``list_processes`` backs the attach picker with
     ``(pid, user, command)`` tuples from the host source (the UI may not read /proc itself).
+    ``signaller`` enables the signal keys (live, not read-only: see ``signal_desk``).
     """
     app = GpuTopApp(
         engine,
@@ -335,6 +390,7 @@ def run_tui(
         alerts=alerts,
         make_sink=make_sink,
         exit_watchdog=True,
+        signaller=signaller,
     )
     try:
         result = app.run()

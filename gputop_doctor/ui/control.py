@@ -72,6 +72,17 @@ class EngineControl:
 
         self.engine.submit(request)
 
+    def log_event(self, when: float, kind: str, text: str) -> None:
+        """Write an event to the recording's event log (nothing if not recording); a write
+        that fails is reported back like a failed recording."""
+        post = self._post
+
+        def request(engine: Engine) -> None:
+            for failure in engine.log_event(when, kind, text):
+                post(RecordingFailed(failure, f"the event log of {failure}"))
+
+        self.engine.submit(request)
+
     def send_history(self, to: MessagePump) -> None:
         """Post the engine's retained snapshots to ``to`` (the GPU detail screen)."""
 

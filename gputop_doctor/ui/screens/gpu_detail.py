@@ -27,6 +27,7 @@ from textual.widgets import Footer, Static
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import THERMAL_EVENTS, ClockEvent, GpuSample, Snapshot
+from gputop_doctor.core.signals import Reach, SignalKind
 from gputop_doctor.ui.chart_axes import (
     clock_axis,
     percent_axis,
@@ -35,6 +36,12 @@ from gputop_doctor.ui.chart_axes import (
 )
 from gputop_doctor.ui.messages import HistoryReady
 from gputop_doctor.ui.render import short_gpu_name
+from gputop_doctor.ui.signal_desk import (
+    SIGNAL_ACTION,
+    SignalAsked,
+    SignalTargets,
+    signal_bindings,
+)
 from gputop_doctor.ui.widgets.gpu_chart import Chart, GpuChart, Marks, Series
 from gputop_doctor.ui.widgets.health_text import health_summary, topology_matrix
 
@@ -140,6 +147,7 @@ class GpuDetailScreen(Screen[None]):
 
     BINDINGS = [  # noqa: RUF012 (Textual reads this class attribute)
         Binding("escape,q", "app.pop_screen", "Back"),
+        *signal_bindings("the processes holding this GPU's memory (free this GPU)"),
     ]
 
     def __init__(
@@ -147,9 +155,12 @@ class GpuDetailScreen(Screen[None]):
         index: int,
         request_history: Callable[[Screen[None]], None],
         max_points: int = MAX_POINTS,
+        *,
+        can_signal: bool = False,
     ) -> None:
         super().__init__()
         self.index = index
+        self.can_signal = can_signal  # the app has a signal desk (not read-only)
         self._request_history = request_history
         # (tick, point) oldest first, bounded: a screen left open for a day neither grows nor
         # slows down, each frame replots at most ``max_points`` (the engine keeps no more).
@@ -218,6 +229,20 @@ class GpuDetailScreen(Screen[None]):
     @property
     def points(self) -> list[Point]:
         return [p for _, p in self._points]
+
+    # -- free this GPU ---------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.can_signal if action == SIGNAL_ACTION else True
+
+    def action_signal(self, kind: str) -> None:
+        """Offer every process NVML lists on this GPU for a signal (the dialog confirms)."""
+        pids = tuple(p.pid for p in self._gpu.processes) if self._gpu is not None else ()
+        if not pids:
+            self.notify(f"no process holds GPU {self.index}'s memory", severity="warning")
+            return
+        subject = f"GPU {self.index}"
+        self.post_message(SignalAsked(SignalTargets(SignalKind[kind], Reach.GPU, subject, pids)))
 
     # -- drawing ---------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from textual.widgets import Static
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import ProcSample, Snapshot, ThreadEnv
+from gputop_doctor.core.signals import Reach, SignalKind
 from gputop_doctor.core.text import printable
 from gputop_doctor.ui.messages import HistoryReady
 from gputop_doctor.ui.render import (
@@ -36,6 +37,12 @@ from gputop_doctor.ui.render import (
     probe_measured,
     sparkline,
     wait_pct,
+)
+from gputop_doctor.ui.signal_desk import (
+    SIGNAL_ACTION,
+    SignalAsked,
+    SignalTargets,
+    signal_bindings,
 )
 
 SPARK_TICKS = 40  # CPU % values kept and drawn, one per tick
@@ -173,6 +180,7 @@ class ProcessScreen(ModalScreen[None]):
 
     BINDINGS = [  # noqa: RUF012 (Textual reads this class attribute)
         Binding("escape,enter,q", "dismiss", "Close"),
+        *signal_bindings("this process"),
     ]
 
     def __init__(
@@ -182,9 +190,11 @@ class ProcessScreen(ModalScreen[None]):
         request_history: RequestHistory | None = None,
         *,
         wait_warn_pct: float = float("inf"),
+        can_signal: bool = False,
     ) -> None:
         super().__init__()
         self.pid = pid
+        self.can_signal = can_signal  # the app has a signal desk (not read-only)
         self.snapshot = snapshot
         self.wait_warn_pct = wait_warn_pct  # the settings in force; updated with each frame
         self._request_history = request_history
@@ -268,6 +278,16 @@ class ProcessScreen(ModalScreen[None]):
         self.query_one("#proc-probe").set_class(
             wait is not None and wait >= self.wait_warn_pct, "-warn"
         )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.can_signal if action == SIGNAL_ACTION else True
+
+    def action_signal(self, kind: str) -> None:
+        """Ask the app's desk to signal this process (its dialog confirms first)."""
+        proc = self.snapshot.process(self.pid)
+        subject = f"PID {self.pid} {proc.name}" if proc is not None else f"PID {self.pid}"
+        targets = SignalTargets(SignalKind[kind], Reach.PROCESS, subject, (self.pid,))
+        self.post_message(SignalAsked(targets))
 
     def _on_gpu(self, snapshot: Snapshot) -> bool:
         return any(p.pid == self.pid for g in snapshot.gpus for p in g.processes)

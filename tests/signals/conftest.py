@@ -1,0 +1,1 @@
+from tests.signals.trees import start_tree  # noqa: F401
