@@ -288,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--series", action="store_true", help="with --json: include the chart series"
     )
     _add_lab_commands(sub)
+    explain = sub.add_parser("explain", help="print a finding's page: what it measures, the fix")
+    explain.add_argument("rule", metavar="RULE", nargs="?", help="a rule id; none: list them")
     return parser
 
 
@@ -383,6 +385,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gputop_doctor.commands.lab import run_lab
 
         return run_lab(args)
+    if args.command == "explain":
+        from gputop_doctor.commands.explain import run_explain
+
+        return run_explain(args)
     if args.command == "profile":
         from gputop_doctor.commands.profile import run_profile
 
