@@ -167,9 +167,8 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--listen",
         metavar="HOST:PORT",
-        default=DEFAULT_LISTEN,
-        help=f"address for /metrics and /api/v1/frame (default {DEFAULT_LISTEN}; another address "
-        "only when typed)",
+        help=f"address for /metrics and /api/v1/frame (default {DEFAULT_LISTEN}, or no port at "
+        "all with --textfile alone; another address only when typed)",
     )
     serve.add_argument(
         "--interval", type=_interval, default=argparse.SUPPRESS, help="seconds per tick"
