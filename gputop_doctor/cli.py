@@ -151,7 +151,8 @@ def _add_alert_options(parser: argparse.ArgumentParser, sub: bool = False) -> No
         "--on-finding",
         metavar="CMD",
         default=default,
-        help="run CMD when a finding starts or clears (the event as JSON on stdin)",
+        help="run CMD when a finding starts or clears (the event as JSON on stdin); CMD is split "
+        "into words but not run by a shell: for pipes or redirections use \"sh -c '...'\"",
     )
     parser.add_argument(
         "--webhook",
@@ -241,6 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="start a new part when a file reaches SIZE (e.g. 500M): "
         "session.csv, session.1.csv, session.2.csv...",
+    )
+    record.add_argument(
+        "--append",
+        action="store_true",
+        help="continue a recording already in the CSV (without it, an existing file is refused)",
     )
     record.add_argument("--quiet", action="store_true", help="print nothing but errors")
     _add_alert_options(record, sub=True)
