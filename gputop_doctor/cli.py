@@ -295,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lab_commands(sub)
     explain = sub.add_parser("explain", help="print a finding's page: what it measures, the fix")
     explain.add_argument("rule", metavar="RULE", nargs="?", help="a rule id; none: list them")
+    completion = sub.add_parser("completion", help="print a shell completion script")
+    completion.add_argument("shell", choices=("bash",), help="the shell (bash)")
+    sub.add_parser("man", help="print the man page (roff): gputop-doctor man > gputop-doctor.1")
     return parser
 
 
@@ -390,6 +393,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gputop_doctor.commands.lab import run_lab
 
         return run_lab(args)
+    if args.command == "completion":
+        from gputop_doctor.commands.completion import run_completion
+
+        return run_completion(args, build_parser())
+    if args.command == "man":
+        from gputop_doctor.commands.man_page import run_man
+
+        return run_man(args, build_parser())
     if args.command == "explain":
         from gputop_doctor.commands.explain import run_explain
 

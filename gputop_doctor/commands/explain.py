@@ -8,18 +8,23 @@ rule id; the id typed is matched against the shipped names, never joined into a 
 from __future__ import annotations
 
 import argparse
+import sys
 from importlib.resources import files
-from importlib.resources.abc import Traversable
+from typing import TYPE_CHECKING
 
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.text import printable
 
-_PAGES = ("rules", "pages")
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 
 def rule_pages() -> dict[str, Traversable]:
     """Each shipped page by its rule id (the file name without ``.md``)."""
-    folder = files("gputop_doctor").joinpath(*_PAGES)
+    folder = files("gputop_doctor") / "rules" / "pages"
     return {
         page.name.removesuffix(".md"): page
         for page in folder.iterdir()
