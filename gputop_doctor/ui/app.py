@@ -58,7 +58,7 @@ class GpuTopApp(App[int]):
         Binding("a", "attach", "Attach"),
         Binding("d", "detach", "Detach"),
         Binding("r", "record", "Record"),
-        Binding("p", "pause", "Pause"),
+        Binding("p", "pause", "Pause", tooltip="Pause the view; sampling and recording go on"),
         Binding("s", "sort", "Sort"),
         # Hidden from the footer (it is full at 80 columns); listed by ? like every key.
         Binding("P", "profile", "Profile the selected process's next steps", show=False),

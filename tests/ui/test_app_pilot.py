@@ -80,6 +80,7 @@ async def test_help_screen_opens_and_closes() -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         assert "Attach" in screen_text(app)
+        assert "Pause the view; sampling and recording go on" in screen_text(app)
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
@@ -296,6 +297,14 @@ async def test_finding_opens_its_evidence_fix_and_docs() -> None:
         assert "gputop-doctor explain gpu-starvation" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, FindingScreen)
+        # Tabbing in with nothing highlighted: Enter opens the first finding, no Down needed.
+        findings.highlighted = None
+        app.set_focus(None)
+        await pilot.pause()
+        findings.focus()
+        await pilot.pause()
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen)
 
 
 def _frame(pids: list[tuple[int, int | None]], tick: int = 0) -> Frame:

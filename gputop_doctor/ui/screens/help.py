@@ -70,8 +70,8 @@ class HelpScreen(ModalScreen[None]):
         for binding in self._keys:
             if binding.action.startswith("gpu_detail("):
                 digits = True  # ten bindings, one line of help
-            elif binding.description:
-                table.add_row(_key_label(binding), binding.description)
+            elif binding.description:  # the footer's word, or the longer tooltip when there is one
+                table.add_row(_key_label(binding), binding.tooltip or binding.description)
         if digits:
             table.add_row("0-9", "Charts of that GPU over the session")
         table.add_row("tab", "Move between GPUs, findings and processes")
