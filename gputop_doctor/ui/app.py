@@ -12,6 +12,7 @@ also a command palette entry (``get_system_commands``, beside the actions).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import ClassVar
 
@@ -225,6 +226,16 @@ class GpuTopApp(App[int]):
                 f"Charts of GPU {index} over the session",
                 lambda i=index: self.action_gpu_detail(i),
             )
+
+    def deliver_screenshot(
+        self, filename: str | None = None, path: str | None = None, time_format: str | None = None
+    ) -> str | None:
+        """The palette's Screenshot, saved in the current directory.
+
+        Textual's default is the user's Downloads folder, which a server reached over SSH
+        rarely has, so the palette's Screenshot failed there.
+        """
+        return super().deliver_screenshot(filename, path or os.getcwd(), time_format)
 
     def action_attach(self) -> None:
         """Open the picker; a chosen PID is attached, a cancel does nothing."""

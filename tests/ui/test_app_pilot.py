@@ -85,6 +85,29 @@ async def test_help_screen_opens_and_closes() -> None:
         assert not isinstance(app.screen, HelpScreen)
 
 
+def test_palette_screenshot_saves_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Textual saves to ~/Downloads, which a server rarely has: here it goes to the cwd."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "no-such-home"))
+
+    async def run() -> None:
+        engine, clock, _ = demo_engine()
+        app = GpuTopApp(engine, sampler=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await feed(app, pilot, engine, clock)
+            app.deliver_screenshot()
+            for _ in range(200):
+                if list(tmp_path.glob("*.svg")):
+                    break
+                await asyncio.sleep(0.02)
+
+    asyncio.run(run())
+    (shot,) = tmp_path.glob("*.svg")
+    assert "gputop-doctor" in shot.read_text()
+
+
 @run_async
 async def test_pause_freezes_the_display_but_not_the_sampling() -> None:
     engine, clock, _ = demo_engine("starved")
