@@ -280,7 +280,8 @@ class GpuTopApp(App[int]):
         try:
             sent = send_request(pid, DEFAULT_STEPS)
         except ProfileRequestError as exc:
-            self.notify(printable(str(exc)), severity="warning", markup=False)
+            refusal = printable(self._profile_refusal(pid, exc))
+            self.notify(refusal, severity="warning", markup=False)
             return
         self.notify(
             printable(
@@ -289,6 +290,16 @@ class GpuTopApp(App[int]):
             ),
             markup=False,
         )
+
+    def _profile_refusal(self, pid: int, exc: ProfileRequestError) -> str:
+        """Why P did nothing; in the demo or a replay the process is not a real one to ask."""
+        source = self.frame.system.source if self.frame is not None else "live"
+        if source.startswith(("demo:", "replay:")):
+            return (
+                f"PID {pid} is part of the {source.partition(':')[0]} ({source}), not a running"
+                " process: P profiles a live job that runs the probe"
+            )
+        return str(exc)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
