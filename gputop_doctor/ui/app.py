@@ -45,6 +45,8 @@ from gputop_doctor.ui.widgets.host_panel import HostPanel
 from gputop_doctor.ui.widgets.process_table import ProcessTable
 from gputop_doctor.ui.widgets.verdict_bar import VerdictBar
 
+_LIVE_ONLY_ACTIONS = frozenset({"attach", "detach", "record"})
+
 
 class GpuTopApp(App[int]):
     """The live monitor. ``sampler=False`` lets tests feed frames by hand (deterministic)."""
@@ -142,7 +144,10 @@ class GpuTopApp(App[int]):
         self.post_message(FrameReady(frame))
 
     def on_frame_ready(self, message: FrameReady) -> None:
+        first = self.frame is None
         frame = self.frame = message.frame
+        if first:
+            self.refresh_bindings()  # a replay's source is known now: hide the live-only keys
         if frame.note:
             self.notify(printable(frame.note), severity="warning", timeout=6, markup=False)
         self.control.seen(frame)
@@ -218,8 +223,10 @@ class GpuTopApp(App[int]):
             ("Sort processes", "Cycle the process table's sort key", self.action_sort),
             ("Help", "Keys and how to read the screen", self.action_help),
         ]
+        live_only = {self.action_attach, self.action_detach, self.action_record}
         for title, help_text, callback in entries:
-            yield SystemCommand(title, help_text, callback)
+            if not (self.replaying and callback in live_only):
+                yield SystemCommand(title, help_text, callback)
         for index in self.gpu_indices:
             yield SystemCommand(
                 f"GPU {index} detail",
@@ -290,6 +297,14 @@ class GpuTopApp(App[int]):
             ),
             markup=False,
         )
+
+    @property
+    def replaying(self) -> bool:
+        return self.frame is not None and self.frame.system.source.startswith("replay:")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A replay has no processes to attach to and is a recording already: those keys go."""
+        return not (self.replaying and action in _LIVE_ONLY_ACTIONS)
 
     def _profile_refusal(self, pid: int, exc: ProfileRequestError) -> str:
         """Why P did nothing; in the demo or a replay the process is not a real one to ask."""

@@ -8,6 +8,7 @@ Commands the app queues (attach, record) run at the start of the next ``tick``, 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import time
 from pathlib import Path
@@ -106,6 +107,24 @@ def test_palette_screenshot_saves_in_the_current_directory(
     asyncio.run(run())
     (shot,) = tmp_path.glob("*.svg")
     assert "gputop-doctor" in shot.read_text()
+
+
+@run_async
+async def test_a_replay_hides_attach_detach_and_record() -> None:
+    engine, clock, _ = demo_engine()
+    app = GpuTopApp(engine, sampler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(app, pilot, engine, clock)
+        assert "Attach" in screen_text(app) and app.check_action("record", ())
+        frame = app.frame
+        assert frame is not None
+        system = dataclasses.replace(frame.system, source="replay:run.csv")
+        app.frame = dataclasses.replace(frame, system=system)
+        app.refresh_bindings()
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Attach" not in text and "Record" not in text and "Pause" in text
+        assert not app.check_action("attach", ()) and app.check_action("pause", ())
 
 
 @run_async
