@@ -82,6 +82,7 @@ async def test_help_screen_opens_and_closes() -> None:
         assert isinstance(app.screen, HelpScreen)
         assert "Attach" in screen_text(app)
         assert "Pause the view; sampling and recording go on" in screen_text(app)
+        assert "GPU-h lost counts that past too" in " ".join(screen_text(app).split())
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 

@@ -32,7 +32,9 @@ threshold, power up to the limit and SM clock up to its maximum, each drawn as a
 
 "GPU-h lost" in the header is GPU time that did no training work this session: a starved GPU's
 idle share of each tick, the ticks a GPU spins waiting for a stalled rank, idle ticks, and the
-clock deficit of a throttled GPU (docs/report.md, "GPU time lost").
+clock deficit of a throttled GPU (docs/report.md, "GPU time lost"). The demo starts with
+minutes of simulated past already filled in (so the charts have a history), and the header's
+GPU-h lost counts that past too.
 
 The line above the findings is the verdict: which of the four cases the job is in (small or
 large model, simple or complex data) and where its bottleneck is.
