@@ -151,7 +151,8 @@ def _add_alert_options(parser: argparse.ArgumentParser, sub: bool = False) -> No
         "--on-finding",
         metavar="CMD",
         default=default,
-        help="run CMD when a finding starts or clears (the event as JSON on stdin)",
+        help="run CMD when a finding starts or clears (the event as JSON on stdin); CMD is split "
+        "into words but not run by a shell: for pipes or redirections use \"sh -c '...'\"",
     )
     parser.add_argument(
         "--webhook",
@@ -167,9 +168,8 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--listen",
         metavar="HOST:PORT",
-        default=DEFAULT_LISTEN,
-        help=f"address for /metrics and /api/v1/frame (default {DEFAULT_LISTEN}; another address "
-        "only when typed)",
+        help=f"address for /metrics and /api/v1/frame (default {DEFAULT_LISTEN}, or no port at "
+        "all with --textfile alone; another address only when typed)",
     )
     serve.add_argument(
         "--interval", type=_interval, default=argparse.SUPPRESS, help="seconds per tick"
@@ -248,6 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="start a new part when a file reaches SIZE (e.g. 500M): "
         "session.csv, session.1.csv, session.2.csv...",
     )
+    record.add_argument(
+        "--append",
+        action="store_true",
+        help="continue a recording already in the CSV (without it, an existing file is refused)",
+    )
     record.add_argument("--quiet", action="store_true", help="print nothing but errors")
     _add_alert_options(record, sub=True)
 
@@ -293,6 +298,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--series", action="store_true", help="with --json: include the chart series"
     )
     _add_lab_commands(sub)
+    explain = sub.add_parser("explain", help="print a finding's page: what it measures, the fix")
+    explain.add_argument("rule", metavar="RULE", nargs="?", help="a rule id; none: list them")
+    completion = sub.add_parser("completion", help="print a shell completion script")
+    completion.add_argument("shell", choices=("bash",), help="the shell (bash)")
+    sub.add_parser("man", help="print the man page (roff): gputop-doctor man > gputop-doctor.1")
     return parser
 
 
@@ -388,6 +398,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gputop_doctor.commands.lab import run_lab
 
         return run_lab(args)
+    if args.command == "completion":
+        from gputop_doctor.commands.completion import run_completion
+
+        return run_completion(args, build_parser())
+    if args.command == "man":
+        from gputop_doctor.commands.man_page import run_man
+
+        return run_man(args, build_parser())
+    if args.command == "explain":
+        from gputop_doctor.commands.explain import run_explain
+
+        return run_explain(args)
     if args.command == "profile":
         from gputop_doctor.commands.profile import run_profile
 

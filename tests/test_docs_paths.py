@@ -17,11 +17,14 @@ from __future__ import annotations
 import ast
 import io
 import re
+import shlex
 import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from gputop_doctor.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "gputop_doctor"
@@ -133,4 +136,158 @@ def test_the_check_catches_a_module_that_is_gone() -> None:
         "gputop_doctor/core/engine.py: gputop_doctor/rules/_view.py",
         "gputop_doctor/core/engine.py: gputop_doctor.ui.app_actions.run",
         "gputop_doctor/core/engine.py: gputop_doctor.core.verdict.Headline",
+    ]
+
+
+# -- links and command blocks in the Markdown ---------------------------------------------------
+#
+# Every relative link of README.md, docs/ and the shipped rule pages must reach a file (and a
+# `#fragment` a heading of it). Every `gputop-doctor` command in a ```sh or ```console block is
+# parsed by the real command-line parser, so an option that was renamed or removed fails here,
+# and every repository path such a block names (scripts/..., deploy/..., tests/...) must exist.
+# Parsed, not run: most need a GPU, a training job, another host or minutes; the wheel test
+# (tests/packaging/test_wheel.py) runs the demo and `explain` commands from an installed wheel.
+
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+REFERENCE = re.compile(r"^\[[^\]]+\]:\s*(\S+)", re.MULTILINE)
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+SHELL_BLOCKS = {"sh", "console"}
+
+
+def markdown_files() -> list[Path]:
+    pages = sorted((PACKAGE / "rules" / "pages").glob("*.md"))
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *pages]
+
+
+def heading_slugs(path: Path) -> set[str]:
+    """GitHub's anchors: lower case, punctuation dropped but for - and _, spaces to -."""
+    slugs = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            slugs.add(re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", title)))
+    return slugs
+
+
+def broken_links(path: Path) -> list[str]:
+    return broken_links_in(path.read_text(encoding="utf-8"), path)
+
+
+def broken_links_in(text: str, path: Path) -> list[str]:
+    text = re.sub(r"`[^`\n]*`", "", FENCE.sub("", text))  # code shows a link, it is not one
+    targets = [a or b for a, b in LINK.findall(text)] + REFERENCE.findall(text)
+    broken = []
+    for target in targets:
+        if re.match(r"[a-z]+:", target):
+            continue  # http(s):, mailto:
+        file_part, _, fragment = target.partition("#")
+        linked = (path.parent / file_part).resolve() if file_part else path
+        if not linked.exists():
+            broken.append(f"{path.relative_to(ROOT)}: {target}")
+        elif fragment and linked.suffix == ".md" and fragment not in heading_slugs(linked):
+            broken.append(f"{path.relative_to(ROOT)}: {target} (no such heading)")
+    return broken
+
+
+def test_every_relative_link_in_the_docs_resolves() -> None:
+    assert [b for path in markdown_files() for b in broken_links(path)] == []
+
+
+def shell_commands(text: str) -> Iterator[str]:
+    """Each command of the shell blocks: prompts and comments dropped, continuations joined,
+    split at ``&&``, ``;`` and pipes; a console block's output lines skipped."""
+    for language, body in FENCE.findall(text):
+        if language not in SHELL_BLOCKS:
+            continue
+        joined = body.replace("\\\n", " ")
+        for line in joined.splitlines():
+            if language == "console":
+                if not line.startswith("$ "):
+                    continue
+                line = line[2:]
+            line = re.sub(r"(^|\s)#.*", "", line).strip()
+            yield from (part.strip() for part in re.split(r"&&|;|\|", line) if part.strip())
+
+
+def _words(command: str) -> list[str]:
+    words = shlex.split(command.replace("$(id -u)", "0"))
+    words = [w for w in words if w != "&"]
+    while (words and words[0] in ("sudo", "env")) or (words and "=" in words[0]):
+        words = words[1:]
+    return words
+
+
+def _doctor_args(words: list[str]) -> list[str] | None:
+    """The arguments after the command when ``words`` run gputop-doctor, else None."""
+    if (words and words[0].endswith("/gputop-doctor")) or words[:1] == ["gputop-doctor"]:
+        return words[1:]
+    if words[1:3] == ["-m", "gputop_doctor"]:
+        return words[3:]
+    return None
+
+
+def command_problems(text: str, where: str) -> list[str]:
+    problems = []
+    top_level = {p.name for p in ROOT.iterdir() if not p.name.startswith(".")}
+    for command in shell_commands(text):
+        words = _words(command)
+        for word in words:  # a repository path the command names must be there
+            base = word.split(":", 1)[0]
+            if "/" in base and base.split("/", 1)[0] in top_level and not (ROOT / base).exists():
+                problems.append(f"{where}: {command}: no {base}")
+        args = _doctor_args(words)
+        if args is None:
+            continue
+        args = [a.replace("$TRAINING_PID", "4242") for a in args]
+        try:
+            build_parser().parse_args(args)
+        except SystemExit as exc:
+            if exc.code not in (0, None):  # --help and --version exit 0
+                problems.append(f"{where}: {command}: does not parse")
+    return problems
+
+
+def test_every_documented_command_parses_and_names_real_paths(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    problems = [
+        problem
+        for path in markdown_files()
+        for problem in command_problems(
+            path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
+        )
+    ]
+    capsys.readouterr()  # what the parser printed for a bad one is in the assertion instead
+    assert problems == []
+
+
+def test_the_command_check_catches_a_stale_option_and_a_moved_file(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = (
+        "```sh\ngputop-doctor serve --no-such-flag  # gone\n"
+        "cp deploy/nope.service /etc/ && gputop-doctor --demo starved snapshot\n```\n"
+        "```console\n$ .venv/bin/gputop-doctor explain \\\n  gpu-lost\noutput line\n```\n"
+    )
+    assert list(shell_commands(text)) == [
+        "gputop-doctor serve --no-such-flag",
+        "cp deploy/nope.service /etc/",
+        "gputop-doctor --demo starved snapshot",
+        ".venv/bin/gputop-doctor explain    gpu-lost",
+    ]
+    assert command_problems(text, "x.md") == [
+        "x.md: gputop-doctor serve --no-such-flag: does not parse",
+        "x.md: cp deploy/nope.service /etc/: no deploy/nope.service",
+    ]
+    capsys.readouterr()
+
+
+def test_the_link_check_catches_a_missing_file_and_heading(tmp_path: Path) -> None:
+    page = ROOT / "docs" / "fleet.md"
+    text = "[a](metrics.md) [b](gone.md) [c](security.md#no-such-part) [d](https://x.org/y)"
+    assert heading_slugs(page) >= {"grafana", "alerts-without-prometheus"}
+    broken = broken_links_in(text, page)
+    assert broken == [
+        "docs/fleet.md: gone.md",
+        "docs/fleet.md: security.md#no-such-part (no such heading)",
     ]

@@ -130,6 +130,20 @@ def _wait_exit(pid: int, timeout_s: float) -> int | None:
         pause = min(0.1, pause * 2)
 
 
+# Words a shell would act on; without a shell they would reach the command as arguments
+# (``cat >> log`` runs cat on files named ">>" and "log").
+_SHELL_OPERATORS = frozenset({"|", "||", "&", "&&", ";", ">", ">>", "<", "<<", "2>", "2>&1"})
+
+
+def _refuse_shell_syntax(argv: Sequence[str]) -> None:
+    operator = next((word for word in argv if word in _SHELL_OPERATORS), None)
+    if operator is not None:
+        raise BadHook(
+            f"--on-finding runs CMD without a shell, so {operator!r} would be an argument;"
+            f" for a pipe or a redirection write --on-finding \"sh -c '...'\""
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class CommandHook:
     """Runs ``argv`` with the event's JSON on stdin; a non-zero exit is a failure."""
@@ -152,6 +166,7 @@ class CommandHook:
             raise BadHook(f"--on-finding {text!r}: {exc}") from None
         if not argv:
             raise BadHook("--on-finding: empty command")
+        _refuse_shell_syntax(argv)
         if shutil.which(argv[0]) is None:
             raise BadHook(f"--on-finding: command not found: {argv[0]}")
         return cls(argv, timeout_s)

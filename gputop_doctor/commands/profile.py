@@ -141,7 +141,7 @@ def summary_text(s: ProfileSummary, findings: list[Finding]) -> str:
         for e in f.evidence:
             lines.append(f"    {printable(str(e))}")
         lines.append(f"    fix: {f.fix}")
-        lines.append(f"    see {f.docs_path}")
+        lines.append(f"    see {f.docs_command}")
     return "\n".join(lines)
 
 

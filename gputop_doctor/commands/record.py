@@ -7,6 +7,7 @@ finishes and its rows are flushed, so every sampled tick is on disk when the com
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 import time
@@ -14,6 +15,7 @@ from types import FrameType
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.commands.common import alert_hooks, build_engine, options_from, say
+from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 
@@ -28,7 +30,18 @@ def install_stop_handlers(stop: threading.Event) -> None:
         signal.signal(sig, handler)
 
 
+def _refuse_silent_append(path: str, append: bool) -> None:
+    """A recording onto a file that already holds one continues it; say so by asking first.
+
+    The sink can append (same header, a torn last row cut), and two sessions in one file read
+    back as one with a gap; typing the same name twice should not do that unannounced.
+    """
+    if not append and os.path.isfile(path) and os.path.getsize(path) > 0:
+        raise UsageError(f"{path} already holds a recording: add --append to continue it")
+
+
 def run_record(args: argparse.Namespace) -> int:
+    _refuse_silent_append(args.csv, args.append)
     hooks = alert_hooks(args)  # a bad hook fails before sampling
     stop = threading.Event()
     install_stop_handlers(stop)

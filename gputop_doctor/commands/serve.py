@@ -27,6 +27,7 @@ from gputop_doctor.commands.common import (
 )
 from gputop_doctor.commands.record import install_stop_handlers
 from gputop_doctor.commands.serve_http import FrameBox, Listen, start_server, tls_context
+from gputop_doctor.config.network import DEFAULT_LISTEN
 from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
@@ -49,9 +50,14 @@ def _textfile_dir(directory: str | None) -> str | None:
 
 
 def _listen(args: argparse.Namespace) -> Listen | None:
-    if args.stdout_json:
+    """Where to serve HTTP, or None: ``--stdout-json``, or ``--textfile`` without ``--listen``.
+
+    node_exporter serves a textfile's metrics itself; a second port would only be a second
+    thing to firewall (and a failure when it is taken).
+    """
+    if args.stdout_json or (args.textfile is not None and args.listen is None):
         return None
-    listen = Listen.parse(args.listen)
+    listen = Listen.parse(args.listen or DEFAULT_LISTEN)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
     if not listen.loopback and args.tls_cert is None:

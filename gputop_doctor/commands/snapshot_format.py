@@ -163,7 +163,7 @@ def _finding_lines(finding: Finding) -> list[str]:
         )
     if finding.fix:
         lines.append(f"    fix: {finding.fix}")
-    lines.append(f"    docs: {finding.docs_path}")
+    lines.append(f"    docs: {finding.docs_command}")
     return lines
 
 

@@ -1,6 +1,6 @@
 """Read settings and rule thresholds from a TOML file.
 
-The keys are the ones each ``docs/rules/<id>.md`` lists, so what the docs say can be changed,
+The keys are the ones each ``rules/pages/<id>.md`` lists, so what the docs say can be changed,
 can be: ``hold_s = 5`` at the top, ``[rules.gpu_starvation]`` with ``mean_util_pct = 60``.
 An unknown key or a value of the wrong type is an error naming the key, never silently ignored:
 a typo in a threshold must not leave the default quietly in force.

@@ -1,7 +1,7 @@
 """Every rule's thresholds, one frozen dataclass per rule, in the registry's order.
 
 Each class is the ``thresholds`` of its rule's spec (``gputop_doctor.rules``) and sits under
-``Settings.rules.<id with underscores>``; ``docs/rules/<id>.md`` explains each value. The last
+``Settings.rules.<id with underscores>``; ``rules/pages/<id>.md`` explains each value. The last
 two are not rules: the headline's four cases and what counts as lost GPU time.
 """
 
@@ -388,7 +388,7 @@ class GpuTimeLostThresholds:
 class RuleThresholds:
     """Per-rule thresholds, one field per rule id (dashes become underscores).
 
-    Each field's defaults are explained in ``docs/rules/<id>.md``; the config key of a value is
+    Each field's defaults are explained in ``rules/pages/<id>.md``; the config key of a value is
     ``rules.<field>.<name>``, e.g. ``rules.gpu_starvation.mean_util_pct``.
     """
 

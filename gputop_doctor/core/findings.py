@@ -118,8 +118,13 @@ class Finding:
         return (self.rule_id, self.scope)
 
     @property
-    def docs_path(self) -> str:
-        return f"docs/rules/{self.rule_id}.md"
+    def docs_command(self) -> str:
+        return explain_command(self.rule_id)
+
+
+def explain_command(rule_id: str) -> str:
+    """How a user reads a rule's page: a command, since an installed wheel has no docs/ folder."""
+    return f"gputop-doctor explain {rule_id}"
 
 
 @dataclass(slots=True)

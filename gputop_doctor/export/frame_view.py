@@ -31,7 +31,7 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         ],
         "fix": finding.fix,
         "since": finding.since,
-        "docs": finding.docs_path,
+        "docs": finding.docs_command,
     }
 
 

@@ -1,4 +1,4 @@
-"""``--hosts a:9400,https://b:9400,ssh://user@c``: which machines to watch and how to reach
+"""``--hosts a:19400,https://b:19400,ssh://user@c``: which machines to watch and how to reach
 them; ``--hosts-ca FILE``: the certificate authority an https exporter's certificate is
 checked against (the system's when not given)."""
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 
+from gputop_doctor.core.findings import explain_command
 from gputop_doctor.core.text import printable
-from gputop_doctor.report.advice import advice, docs_page
+from gputop_doctor.report.advice import advice
 from gputop_doctor.report.series import Span
 from gputop_doctor.report.summary import Report
 
@@ -152,7 +153,7 @@ def recommendation_lines(report: Report) -> list[str]:
     for rank, f in enumerate(report.findings, start=1):
         lines.append(
             f"  {rank}. {printable(f.rule_id, 40)} ({duration(f.gpu_s)} GPU): "
-            f"{advice(f.rule_id)} ({docs_page(printable(f.rule_id, 40))})"
+            f"{advice(f.rule_id)} ({explain_command(printable(f.rule_id, 40))})"
         )
     return lines
 

@@ -12,6 +12,7 @@ also a command palette entry (``get_system_commands``, beside the actions).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import ClassVar
@@ -55,6 +56,8 @@ from gputop_doctor.ui.widgets.host_panel import HostPanel
 from gputop_doctor.ui.widgets.process_table import ProcessTable
 from gputop_doctor.ui.widgets.verdict_bar import VerdictBar
 
+_LIVE_ONLY_ACTIONS = frozenset({"attach", "detach", "record"})
+
 
 class GpuTopApp(App[int]):
     """The live monitor. ``sampler=False`` lets tests feed frames by hand (deterministic)."""
@@ -69,7 +72,7 @@ class GpuTopApp(App[int]):
         Binding("a", "attach", "Attach"),
         Binding("d", "detach", "Detach"),
         Binding("r", "record", "Record"),
-        Binding("p", "pause", "Pause"),
+        Binding("p", "pause", "Pause", tooltip="Pause the view; sampling and recording go on"),
         Binding("s", "sort", "Sort"),
         # Hidden from the footer (it is full at 80 columns); listed by ? like every key.
         Binding("P", "profile", "Profile the selected process's next steps", show=False),
@@ -156,7 +159,10 @@ class GpuTopApp(App[int]):
         self.post_message(FrameReady(frame))
 
     def on_frame_ready(self, message: FrameReady) -> None:
+        first = self.frame is None
         frame = self.frame = message.frame
+        if first:
+            self.refresh_bindings()  # a replay's source is known now: hide the live-only keys
         if frame.note:
             self.notify(printable(frame.note), severity="warning", timeout=6, markup=False)
         self.control.seen(frame)
@@ -233,14 +239,26 @@ class GpuTopApp(App[int]):
             ("Sort processes", "Cycle the process table's sort key", self.action_sort),
             ("Help", "Keys and how to read the screen", self.action_help),
         ]
+        live_only = {self.action_attach, self.action_detach, self.action_record}
         for title, help_text, callback in entries:
-            yield SystemCommand(title, help_text, callback)
+            if not (self.replaying and callback in live_only):
+                yield SystemCommand(title, help_text, callback)
         for index in self.gpu_indices:
             yield SystemCommand(
                 f"GPU {index} detail",
                 f"Charts of GPU {index} over the session",
                 lambda i=index: self.action_gpu_detail(i),
             )
+
+    def deliver_screenshot(
+        self, filename: str | None = None, path: str | None = None, time_format: str | None = None
+    ) -> str | None:
+        """The palette's Screenshot, saved in the current directory.
+
+        Textual's default is the user's Downloads folder, which a server reached over SSH
+        rarely has, so the palette's Screenshot failed there.
+        """
+        return super().deliver_screenshot(filename, path or os.getcwd(), time_format)
 
     def action_attach(self) -> None:
         """Open the picker; a chosen PID is attached, a cancel does nothing."""
@@ -285,7 +303,8 @@ class GpuTopApp(App[int]):
         try:
             sent = send_request(pid, DEFAULT_STEPS)
         except ProfileRequestError as exc:
-            self.notify(printable(str(exc)), severity="warning", markup=False)
+            refusal = printable(self._profile_refusal(pid, exc))
+            self.notify(refusal, severity="warning", markup=False)
             return
         self.notify(
             printable(
@@ -294,6 +313,20 @@ class GpuTopApp(App[int]):
             ),
             markup=False,
         )
+
+    @property
+    def replaying(self) -> bool:
+        return self.frame is not None and self.frame.system.source.startswith("replay:")
+
+    def _profile_refusal(self, pid: int, exc: ProfileRequestError) -> str:
+        """Why P did nothing; in the demo or a replay the process is not a real one to ask."""
+        source = self.frame.system.source if self.frame is not None else "live"
+        if source.startswith(("demo:", "replay:")):
+            return (
+                f"PID {pid} is part of the {source.partition(':')[0]} ({source}), not a running"
+                " process: P profiles a live job that runs the probe"
+            )
+        return str(exc)
 
     def action_help(self) -> None:
         keys = [b for b in self.BINDINGS if isinstance(b, Binding)]
@@ -304,10 +337,14 @@ class GpuTopApp(App[int]):
     # -- signals: the keys, the desk, and the record of what was sent ----------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The signal keys exist only with a desk, and act here only on the main screen (the
-        detail screens bind their own; a help or finding screen signals nothing)."""
+        """A replay has no processes to attach to and is a recording already: those keys go.
+        The signal keys exist only with a desk (never in a replay), and act here only on the
+        main screen (the detail screens bind their own; a help or finding screen signals
+        nothing)."""
+        if self.replaying and action in _LIVE_ONLY_ACTIONS:
+            return False
         if action == SIGNAL_ACTION:
-            return self.signals is not None and len(self.screen_stack) == 1
+            return self.signals is not None and not self.replaying and len(self.screen_stack) == 1
         return True
 
     def action_signal(self, kind: str) -> None:

@@ -1,4 +1,4 @@
-"""The fleet view: ``gputop-doctor --hosts a:9400,b:9400`` shows many machines at once.
+"""The fleet view: ``gputop-doctor --hosts a:19400,b:19400`` shows many machines at once.
 
 Each host gets a card (its label, state, one compact cell per GPU, its verdict); below, every
 finding of every host, host-labelled, worst first, with the fleet's own (straggler node). The

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import threading
@@ -12,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+
+import pytest
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher, hooks_from
 from gputop_doctor.alerts.events import AlertTracker, Change
@@ -56,6 +59,18 @@ def test_bad_hooks_are_refused_before_anything_runs() -> None:
         assert "command not found: no-such-command-xyz" in str(exc)
     else:
         raise AssertionError("missing command accepted")
+
+
+def test_shell_syntax_is_refused_and_sh_c_runs_it(tmp_path: Path) -> None:
+    """CMD is not run by a shell: ``cat >> log`` would run cat on files named ">>" and "log"."""
+    with pytest.raises(BadHook, match="without a shell, so '>>' would be an argument"):
+        hooks_from("cat >> log", None)
+    log = tmp_path / "findings log.jsonl"
+    (hook,) = hooks_from("sh -c " + shlex.quote(f"cat >> {shlex.quote(str(log))}"), None)
+    alerts = AlertDispatcher([hook], [].append)
+    alerts.observe(_frame(HOT))
+    alerts.close(wait_s=20)  # waits for the queued event to be delivered
+    assert json.loads(log.read_text())["finding"]["id"] == "thermal-throttle"
 
 
 def test_a_hanging_hook_never_blocks_observe_and_is_reported_once() -> None:

@@ -14,7 +14,7 @@ import pytest
 from gputop_doctor.config import Settings
 from gputop_doctor.config.file import SettingsError, apply, load_settings
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules"
+DOCS = Path(__file__).resolve().parents[2] / "gputop_doctor" / "rules" / "pages"
 
 
 TOML_WITH_EVERY_KIND = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -16,6 +17,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gputop_doctor.config.network import DEFAULT_PORT
 from gputop_doctor.core.findings import Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.health import GpuHealth, NvLink, XidEvent
@@ -216,6 +218,22 @@ def test_textfile_is_written_whole_each_tick(tmp_path: Path) -> None:
     assert "gputop_doctor_gpu_temperature_celsius{" in text and text.endswith("\n")
     frames = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(frames) >= 2 and all(f["version"] == 1 for f in frames)
+
+
+def test_textfile_alone_opens_no_port(tmp_path: Path) -> None:
+    """node_exporter serves the file: ``--textfile`` without ``--listen`` binds nothing, so a
+    default port that is taken (here, held by this test when it is free) cannot fail it."""
+    holder = socket.socket()
+    with contextlib.suppress(OSError):  # taken by someone else: just as good
+        holder.bind(("127.0.0.1", DEFAULT_PORT))
+        holder.listen()
+    try:
+        done = _serve("--textfile", str(tmp_path), "--duration", "1.5", "--backfill", "0")
+    finally:
+        holder.close()
+    assert done.returncode == 0, done.stderr
+    assert "serving" not in done.stderr and done.stdout == ""
+    assert "gputop_doctor_ticks_total" in (tmp_path / "gputop_doctor.prom").read_text()
 
 
 def test_tls_serves_https_and_another_address_warns(tmp_path: Path) -> None:

@@ -47,6 +47,9 @@ def _wait_for(
     raise AssertionError(f"{promql}: {len(result)} series after {timeout_s} s, wanted {want}")
 
 
+RULES = ROOT / "deploy" / "prometheus" / "gputop-doctor.rules.yml"
+
+
 def _dashboard_queries() -> list[tuple[str, str]]:
     dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
     return [
@@ -63,6 +66,7 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
         config = tmp_path / "prometheus.yml"
         config.write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            f"rule_files: ['{RULES}']\n"
             "scrape_configs:\n  - job_name: gputop\n"
             f"    static_configs:\n      - targets: ['{serve.address}']\n"
         )
@@ -87,6 +91,9 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
             gpus = _wait_for(port, "gputop_doctor_gpu_temperature_celsius", want=8)
             energy = _wait_for(port, "rate(gputop_doctor_gpu_energy_joules_total[5s]) > 0", want=8)
             up = _query(port, 'up{job="gputop"}')
+            # The shipped rules file, loaded and evaluated: the critical finding is pending
+            # (its `for:` has not passed yet) or firing.
+            alerts = _wait_for(port, 'ALERTS{alertname="GpuDoctorCritical"}', want=1)
             for title, expr in _dashboard_queries():
                 assert _query(port, expr) is not None, title  # valid PromQL on real series
         finally:
@@ -99,6 +106,7 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
     assert sorted(int(m["gpu"]) for m in labels) == list(range(8))  # type: ignore[index]
     assert all(m["uuid"] and m["name"] for m in labels)  # type: ignore[index]
     assert up and up[0]["value"][1] == "1"  # type: ignore[index]
+    assert {a["metric"]["id"] for a in alerts} == {"thermal-throttle"}  # type: ignore[index]
     assert len(energy) == 8  # the demo's counter grows at its power draw: rate() works on it
 
 

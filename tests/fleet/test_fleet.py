@@ -21,14 +21,14 @@ from tests.ui.engines import run_async, screen_text
 
 
 def test_host_lists_parse_and_bad_ones_are_one_line_errors() -> None:
-    specs = parse_hosts("a:9400, b ,ssh://me@gpu-7:2222,ssh://node3,[::1]:9500,https://c")
+    specs = parse_hosts("a:19400, b ,ssh://me@gpu-7:2222,ssh://node3,[::1]:9500,https://c")
     assert specs == (
-        HostSpec(Transport.HTTP, "a", 9400),
-        HostSpec(Transport.HTTP, "b", 9400),
+        HostSpec(Transport.HTTP, "a", 19400),
+        HostSpec(Transport.HTTP, "b", 19400),
         HostSpec(Transport.SSH, "gpu-7", 2222, "me"),
         HostSpec(Transport.SSH, "node3"),
         HostSpec(Transport.HTTP, "[::1]", 9500),
-        HostSpec(Transport.HTTP, "c", 9400, tls=True),
+        HostSpec(Transport.HTTP, "c", 19400, tls=True),
     )
     for bad in ("", "a:0", "a:x", "ftp://a:1", "ssh://b@d@", "a:1,a:1", "ssh://u;rm@h"):
         with pytest.raises(HostsError, match="--hosts"):

@@ -283,6 +283,10 @@ def test_record_gzip_with_rotation_then_replay_and_analyze(tmp_path: Path) -> No
     one_line_error(run("record", "--csv", str(path), "--max-size", "1K"), "below 64K")
     one_line_error(
         run("--demo", "starved", "record", "--csv", str(path), "--duration", "1"),
+        "already holds a recording: add --append",
+    )
+    one_line_error(
+        run("--demo", "starved", "record", "--csv", str(path), "--duration", "1", "--append"),
         "refusing to append to compressed CSV",
     )
 

@@ -41,7 +41,7 @@ EXPECTED_IDS = {
     "io-bound",
     "swap-pressure",
 }
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules"
+DOCS = Path(__file__).resolve().parents[2] / "gputop_doctor" / "rules" / "pages"
 
 RULE_IDS = tuple(rule.rule_id for rule in RULES)
 

@@ -8,6 +8,7 @@ Commands the app queues (attach, record) run at the start of the next ``tick``, 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import time
 from pathlib import Path
@@ -80,8 +81,51 @@ async def test_help_screen_opens_and_closes() -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         assert "Attach" in screen_text(app)
+        assert "Pause the view; sampling and recording go on" in screen_text(app)
+        assert "GPU-h lost counts that past too" in " ".join(screen_text(app).split())
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+def test_palette_screenshot_saves_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Textual saves to ~/Downloads, which a server rarely has: here it goes to the cwd."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "no-such-home"))
+
+    async def run() -> None:
+        engine, clock, _ = demo_engine()
+        app = GpuTopApp(engine, sampler=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await feed(app, pilot, engine, clock)
+            app.deliver_screenshot()
+            for _ in range(200):
+                if list(tmp_path.glob("*.svg")):
+                    break
+                await asyncio.sleep(0.02)
+
+    asyncio.run(run())
+    (shot,) = tmp_path.glob("*.svg")
+    assert "gputop-doctor" in shot.read_text()
+
+
+@run_async
+async def test_a_replay_hides_attach_detach_and_record() -> None:
+    engine, clock, _ = demo_engine()
+    app = GpuTopApp(engine, sampler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(app, pilot, engine, clock)
+        assert "Attach" in screen_text(app) and app.check_action("record", ())
+        frame = app.frame
+        assert frame is not None
+        system = dataclasses.replace(frame.system, source="replay:run.csv")
+        app.frame = dataclasses.replace(frame, system=system)
+        app.refresh_bindings()
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Attach" not in text and "Record" not in text and "Pause" in text
+        assert not app.check_action("attach", ()) and app.check_action("pause", ())
 
 
 @run_async
@@ -292,9 +336,18 @@ async def test_finding_opens_its_evidence_fix_and_docs() -> None:
         assert isinstance(app.screen, FindingScreen)
         await pilot.pause()
         text = screen_text(app)
-        assert "Evidence" in text and "Fix" in text and "docs/rules/gpu-starvation.md" in text
+        assert "Evidence" in text and "Fix" in text
+        assert "gputop-doctor explain gpu-starvation" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, FindingScreen)
+        # Tabbing in with nothing highlighted: Enter opens the first finding, no Down needed.
+        findings.highlighted = None
+        app.set_focus(None)
+        await pilot.pause()
+        findings.focus()
+        await pilot.pause()
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen)
 
 
 def _frame(pids: list[tuple[int, int | None]], tick: int = 0) -> Frame:

@@ -43,6 +43,7 @@ async def test_p_on_a_process_without_a_probe_warns_in_one_line() -> None:
     assert len(said) == 1
     message, severity = said[0]
     assert severity == "warning" and f"PID {pid}" in message and "\n" not in message
+    assert "part of the demo (demo:healthy), not a running process" in message
 
 
 @run_async

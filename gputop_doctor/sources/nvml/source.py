@@ -55,6 +55,12 @@ logger = logging.getLogger(__name__)
 UNAVAILABLE = "NVML unavailable"
 FIX_BINDINGS = "pip uninstall pynvml nvidia-ml-py3 && pip install --force-reinstall nvidia-ml-py"
 FAILED = "NVML failed mid-session"
+# What to do, said with the reason: the library comes with the driver, not with pip.
+FIX_NO_LIBRARY = (
+    "fix: install the NVIDIA driver (it brings libnvidia-ml.so.1; nvidia-smi works once it is "
+    f"there), set {environment.NVML_LIB} to the library's path, or run a container with --gpus all"
+)
+FIX_NO_DRIVER = "fix: load the NVIDIA kernel driver (nvidia-smi says why it cannot)"
 WHOLE_FAILURE_TICKS = 3  # ticks in a row with every GPU answering only UNKNOWN-class errors
 
 
@@ -77,6 +83,15 @@ def load_pynvml() -> tuple[Any, str | None]:
     if not official:
         return None, f"{UNAVAILABLE}: pynvml is not NVIDIA's nvidia-ml-py; fix: {FIX_BINDINGS}"
     return pynvml, None
+
+
+def _remedy(nvml: Any, err: Exception) -> str:
+    """The fix for an nvmlInit failure a user can act on, as ``; fix: ...``, else nothing."""
+    if isinstance(err, getattr(nvml, "NVMLError_LibraryNotFound", ())):
+        return f"; {FIX_NO_LIBRARY}"
+    if isinstance(err, getattr(nvml, "NVMLError_DriverNotLoaded", ())):
+        return f"; {FIX_NO_DRIVER}"
+    return ""
 
 
 class NvmlGpuSource:
@@ -228,11 +243,14 @@ class NvmlGpuSource:
             try:
                 nvml.nvmlLib = ctypes.CDLL(library)
             except OSError as err:
-                return f"{UNAVAILABLE}: cannot load {environment.NVML_LIB}={library} ({err})"
+                return (
+                    f"{UNAVAILABLE}: cannot load {environment.NVML_LIB}={library} ({err}); "
+                    f"{FIX_NO_LIBRARY}"
+                )
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as err:
-            return f"{UNAVAILABLE}: {err}"
+            return f"{UNAVAILABLE}: {err}{_remedy(nvml, err)}"
         except OSError as err:  # a library that loads but is not NVML
             return f"{UNAVAILABLE}: {err}"
         self._initialized = True

@@ -66,7 +66,7 @@ class FindingScreen(ModalScreen[None]):
                     Text(f"also on {printable(scopes)} ({len(self.others)} more)"), classes="dim"
                 )
             yield Static(Text(f"blame: {f.blame.value}"), id="finding-blame", classes="dim")
-            yield Static(Text(f"docs: {f.docs_path}"), id="finding-docs", classes="dim")
+            yield Static(Text(f"docs: {f.docs_command}"), id="finding-docs", classes="dim")
             yield Static("Evidence", classes="section")
             lines = [f"  {printable(str(e), NAME_MAX)}" for e in f.evidence] or [
                 "  (no numbers recorded)"

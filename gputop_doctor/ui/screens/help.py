@@ -32,7 +32,9 @@ threshold, power up to the limit and SM clock up to its maximum, each drawn as a
 
 "GPU-h lost" in the header is GPU time that did no training work this session: a starved GPU's
 idle share of each tick, the ticks a GPU spins waiting for a stalled rank, idle ticks, and the
-clock deficit of a throttled GPU (docs/report.md, "GPU time lost").
+clock deficit of a throttled GPU (docs/report.md, "GPU time lost"). The demo starts with
+minutes of simulated past already filled in (so the charts have a history), and the header's
+GPU-h lost counts that past too.
 
 The line above the findings is the verdict: which of the four cases the job is in (small or
 large model, simple or complex data) and where its bottleneck is.
@@ -40,7 +42,8 @@ large model, simple or complex data) and where its bottleneck is.
 Findings: what the doctor concludes, worst first. Enter on one shows its evidence and the fix.
 
 Processes: the attached PID's whole tree (launcher, ranks, DataLoader workers) and every process
-NVML lists on a GPU. CPU% is of one core; THR is threads; BLAS is the library mapped in; WAIT%
+NVML lists on a GPU. CPU% is of one core; THR is threads; BLAS is the library mapped in (? when it cannot
+be read: no permission, run as the job's user or root); WAIT%
 is the share of each step spent waiting for data, measured by the in-process probe (on narrow
 terminals it takes BLAS's place while a probe runs). Enter on a process shows all about it."""
 READING = "\n".join(" ".join(block.split()) for block in _GUIDE.split("\n\n"))
@@ -70,8 +73,8 @@ class HelpScreen(ModalScreen[None]):
         for binding in self._keys:
             if binding.action.startswith("gpu_detail("):
                 digits = True  # ten bindings, one line of help
-            elif binding.description:
-                table.add_row(_key_label(binding), binding.description)
+            elif binding.description:  # the footer's word, or the longer tooltip when there is one
+                table.add_row(_key_label(binding), binding.tooltip or binding.description)
         if digits:
             table.add_row("0-9", "Charts of that GPU over the session")
         table.add_row("tab", "Move between GPUs, findings and processes")

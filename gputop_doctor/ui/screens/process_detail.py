@@ -92,6 +92,11 @@ def thread_names(names: tuple[tuple[str, int], ...]) -> str:
     return ", ".join(f"{count} x {printable(name, NAME_MAX)}" for name, count in ranked)
 
 
+# /proc/PID/maps and /proc/PID/environ are readable only by the process's user and root; the
+# table shows "?" for what they hold (BLAS), and this says why and what to do.
+NO_PERMISSION = "no permission: run as the job's user or root"
+
+
 def _threads(proc: ProcSample) -> str:
     lines = [thread_names(proc.thread_names) or "thread names not read"]
     delay = proc.run_delay_ratio
@@ -114,7 +119,7 @@ def _threads(proc: ProcSample) -> str:
 
 def _libraries(proc: ProcSample) -> str:
     if proc.libraries is None:
-        return "unknown (cannot read its memory maps)"
+        return f"unknown: cannot read its memory maps ({NO_PERMISSION})"
     if not proc.libraries:
         return "none mapped"
     lines = []
@@ -129,7 +134,7 @@ def _libraries(proc: ProcSample) -> str:
 
 def _env(env: ThreadEnv | None) -> str:
     if env is None:
-        return "unknown (cannot read its environment)"
+        return f"unknown: cannot read its environment ({NO_PERMISSION})"
     set_vars = [
         f"{f.name.upper()}={printable(str(getattr(env, f.name)), NAME_MAX)}"
         for f in fields(env)

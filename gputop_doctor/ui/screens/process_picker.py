@@ -7,6 +7,7 @@ a busy host takes tens of milliseconds, which would freeze key handling if done 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from rich.text import Text
@@ -27,9 +28,23 @@ MAX_SHOWN = 200
 
 
 def matches(proc: HostProcess, needle: str) -> bool:
-    """Every word of the filter must appear in ``"pid user command"`` (case-insensitive)."""
+    """Every word of the filter must appear in ``"pid user command"`` (case-insensitive).
+
+    A number alone also matches the start of a PID (typing a PID narrows as it goes). Beside
+    other words a number must be a whole number: "rank 3" is the process whose command says
+    rank 3, not every process with a 3 in its PID (which put rank 2, PID 4203, first).
+    """
+    words = needle.lower().split()
+    if len(words) == 1 and words[0].isdigit() and str(proc[0]).startswith(words[0]):
+        return True
     hay = f"{proc[0]} {proc[1]} {proc[2]}".lower()
-    return all(word in hay for word in needle.lower().split())
+    return all(_has_word(hay, word) for word in words)
+
+
+def _has_word(hay: str, word: str) -> bool:
+    if word.isdigit():
+        return re.search(rf"(?<!\d){word}(?!\d)", hay) is not None
+    return word in hay
 
 
 class ProcessPicker(ModalScreen[int | None]):

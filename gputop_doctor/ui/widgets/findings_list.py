@@ -132,6 +132,11 @@ class FindingsList(OptionList):
         if highlighted in ids:
             self.highlighted = ids.index(highlighted)
 
+    def on_focus(self) -> None:
+        """Tabbing in lands on the first finding, so Enter opens it without a Down first."""
+        if self.highlighted is None and self._ids:
+            self.highlighted = 0
+
     def _highlighted_id(self) -> str | None:
         if self.highlighted is None or not self._ids:
             return None

@@ -19,7 +19,12 @@ from gputop_doctor.ui.render import NAME_MAX
 
 
 def _cpu_vendor(vendor: str | None) -> str:
-    return {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(vendor or "", vendor or "CPU?")
+    """The vendor's short name; nothing when unknown (a replay does not record it)."""
+    return {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(vendor or "", vendor or "")
+
+
+def _cpu_line(vendor: str | None, effective: float | None, logical: int | None) -> str:
+    return " ".join(part for part in (_cpu_vendor(vendor), _cpus(effective, logical)) if part)
 
 
 def _cpus(effective: float | None, logical: int | None) -> str:
@@ -128,7 +133,7 @@ class HeaderBar(Widget):
         # (priority, text, style): 0 is always shown; higher numbers are dropped first.
         parts: list[tuple[int, str, str]] = [
             (0, printable(system.hostname or "?", NAME_MAX), ""),
-            (0, f"{_cpu_vendor(system.cpu_vendor)} {_cpus(self._effective, self._logical)}", ""),
+            (0, _cpu_line(system.cpu_vendor, self._effective, self._logical), ""),
         ]
         if system.driver_version:
             parts.append((3, f"driver {system.driver_version}", ""))
