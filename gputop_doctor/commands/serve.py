@@ -1,6 +1,7 @@
 """``gputop-doctor serve``: the engine headless, its latest frame for Prometheus and peers.
 
-``/metrics`` for Prometheus, ``/api/v1/frame`` for ``--hosts``, ``--textfile DIR`` for
+``/metrics`` for Prometheus, ``/api/v1/frame`` for ``--hosts``, ``/-/healthy`` and ``/-/ready``
+for probes, with ``--ui`` a live page at ``/`` (docs/live-page.md), ``--textfile DIR`` for
 node_exporter's textfile collector, ``--stdout-json`` for the SSH transport (one JSON line per
 tick on stdout, no port opened). Loopback by default: another address must be typed, and
 without TLS a warning says the metrics travel in clear text.
@@ -26,12 +27,21 @@ from gputop_doctor.commands.common import (
     say,
 )
 from gputop_doctor.commands.record import install_stop_handlers
-from gputop_doctor.commands.serve_http import FrameBox, Listen, start_server, tls_context
+from gputop_doctor.commands.serve_http import (
+    STALE_AFTER_S,
+    FrameBox,
+    Listen,
+    start_server,
+    tls_context,
+)
 from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
 from gputop_doctor.export.prometheus import FrameCollector
 from gputop_doctor.export.textfile import TextfileError, directory_warning, write_textfile
+from gputop_doctor.web.hub import EventHub
+from gputop_doctor.web.live_view import live_view
+from gputop_doctor.web.site import LiveSite
 
 TEXTFILE_NAME = "gputop_doctor.prom"
 
@@ -50,6 +60,8 @@ def _textfile_dir(directory: str | None) -> str | None:
 
 def _listen(args: argparse.Namespace) -> Listen | None:
     if args.stdout_json:
+        if args.ui:
+            raise UsageError("--ui needs a listener; it does not go with --stdout-json")
         return None
     listen = Listen.parse(args.listen)
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -88,17 +100,20 @@ def run_serve(args: argparse.Namespace) -> int:
     collector = FrameCollector()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    box = FrameBox(registry)
+    box = FrameBox(registry, stale_after_s=max(STALE_AFTER_S, 10 * args.interval))
+    hub = EventHub(live_view) if args.ui else None
     server = None
     if listen is not None:
         try:
-            server = start_server(listen, box, tls)
+            server = start_server(listen, box, tls, ui=None if hub is None else LiveSite(hub))
         except DoctorError:
             engine.close()
             raise
         scheme = "https" if tls else "http"
         port = server.server_address[1]
         say(f"serving {scheme}://{listen.url_host}:{port}/metrics every {args.interval:g} s")
+        if hub is not None:
+            say(f"live page: {scheme}://{listen.url_host}:{port}/")
     alerts = AlertDispatcher(hooks, say)
     to_stdout = _stdout_writer(stop) if args.stdout_json else None
 
@@ -107,6 +122,8 @@ def run_serve(args: argparse.Namespace) -> int:
         collector.hook_failures = alerts.stats.failed
         collector.update(frame)
         box.put(frame)
+        if hub is not None:
+            hub.publish(frame)
         if textfile is not None:
             try:
                 write_textfile(textfile, TEXTFILE_NAME, generate_latest(registry))
@@ -118,6 +135,8 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         engine.run(stop, on_frame, duration_s=args.duration, prime_s=run.prime_s)
     finally:
+        if hub is not None:
+            hub.close()
         if server is not None:
             server.shutdown()
             server.server_close()
