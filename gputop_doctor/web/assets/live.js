@@ -55,6 +55,7 @@ function grouped(findings) {
 }
 
 function findingCard(group, now) {
+  group.sort((a, b) => a.scope.localeCompare(b.scope, undefined, { numeric: true }));
   const f = group[0];
   const severity = SEVERITIES.has(f.severity) ? f.severity : "info";
   const card = el("div", "finding " + severity);
