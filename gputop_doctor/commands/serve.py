@@ -39,9 +39,9 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
 from gputop_doctor.export.prometheus import FrameCollector
 from gputop_doctor.export.textfile import TextfileError, directory_warning, write_textfile
-from gputop_doctor.web.hub import EventHub
-from gputop_doctor.web.live_view import live_view
-from gputop_doctor.web.site import LiveSite
+from gputop_doctor.fleet.hosts import parse_hosts
+from gputop_doctor.fleet.hosts import tls_context as hosts_tls
+from gputop_doctor.web.pages import LivePages
 
 TEXTFILE_NAME = "gputop_doctor.prom"
 
@@ -74,6 +74,17 @@ def _listen(args: argparse.Namespace) -> Listen | None:
     return listen
 
 
+def _live_pages(args: argparse.Namespace) -> LivePages | None:
+    """With --ui, the live page; with --hosts too, the fleet page (checked before sampling)."""
+    hosts = getattr(args, "hosts", None)
+    if not args.ui:
+        if hosts:
+            raise UsageError("serve --hosts shows the fleet page: it needs --ui")
+        return None
+    specs = parse_hosts(hosts) if hosts else ()
+    return LivePages(specs, args.interval, hosts_tls(getattr(args, "hosts_ca", None)))
+
+
 def _stdout_writer(stop: threading.Event) -> Callable[[Frame], None]:
     def write(frame: Frame) -> None:
         try:
@@ -89,6 +100,7 @@ def run_serve(args: argparse.Namespace) -> int:
     listen = _listen(args)
     textfile = _textfile_dir(args.textfile)
     hooks = alert_hooks(args)
+    pages = _live_pages(args)
     tls = None
     if listen is not None and args.tls_cert is not None:
         tls = tls_context(args.tls_cert, args.tls_key)
@@ -101,19 +113,20 @@ def run_serve(args: argparse.Namespace) -> int:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     box = FrameBox(registry, stale_after_s=max(STALE_AFTER_S, 10 * args.interval))
-    hub = EventHub(live_view) if args.ui else None
     server = None
     if listen is not None:
         try:
-            server = start_server(listen, box, tls, ui=None if hub is None else LiveSite(hub))
+            server = start_server(listen, box, tls, ui=None if pages is None else pages.site)
         except DoctorError:
             engine.close()
             raise
         scheme = "https" if tls else "http"
         port = server.server_address[1]
         say(f"serving {scheme}://{listen.url_host}:{port}/metrics every {args.interval:g} s")
-        if hub is not None:
-            say(f"live page: {scheme}://{listen.url_host}:{port}/")
+        if pages is not None:
+            fleet = " and /fleet" if pages.watcher is not None else ""
+            say(f"live page: {scheme}://{listen.url_host}:{port}/{fleet}")
+            pages.start()
     alerts = AlertDispatcher(hooks, say)
     to_stdout = _stdout_writer(stop) if args.stdout_json else None
 
@@ -122,8 +135,8 @@ def run_serve(args: argparse.Namespace) -> int:
         collector.hook_failures = alerts.stats.failed
         collector.update(frame)
         box.put(frame)
-        if hub is not None:
-            hub.publish(frame)
+        if pages is not None:
+            pages.publish(frame)
         if textfile is not None:
             try:
                 write_textfile(textfile, TEXTFILE_NAME, generate_latest(registry))
@@ -135,8 +148,8 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         engine.run(stop, on_frame, duration_s=args.duration, prime_s=run.prime_s)
     finally:
-        if hub is not None:
-            hub.close()
+        if pages is not None:
+            pages.close()
         if server is not None:
             server.shutdown()
             server.server_close()

@@ -39,8 +39,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
-from gputop_doctor.web.hub import pump
-from gputop_doctor.web.site import EVENTS_PATH, PAGE_HEADERS, LiveSite
+from gputop_doctor.web.hub import EventHub, pump
+from gputop_doctor.web.site import PAGE_HEADERS, LiveSite
 
 FRAME_PATH = "/api/v1/frame"
 HEALTHY_PATH = "/-/healthy"  # the process answers (Prometheus's convention)
@@ -352,9 +352,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, "text/plain", b"not found\n")
 
     def _page(self, ui: LiveSite, path: str) -> bool:
-        """Answer a path of the live page; False when ``path`` is not one of its paths."""
-        if path == EVENTS_PATH:
-            self._stream(ui)
+        """Answer a path of the live pages; False when ``path`` is not one of their paths."""
+        hub = ui.stream(path)
+        if hub is not None:
+            self._stream(hub)
             return True
         asset = ui.asset(path)
         if asset is None:
@@ -362,9 +363,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, asset.content_type, asset.body, headers=PAGE_HEADERS)
         return True
 
-    def _stream(self, ui: LiveSite) -> None:
+    def _stream(self, hub: EventHub[Any]) -> None:
         """Server-sent events until the browser leaves, lags too far, or the server stops."""
-        client = ui.hub.subscribe()
+        client = hub.subscribe()
         if client is None:
             self._send(503, "text/plain", b"too many live pages open\n")
             return
@@ -379,7 +380,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass  # the browser went away or stopped reading: its problem, not the sampler's
         finally:
-            ui.hub.unsubscribe(client)
+            hub.unsubscribe(client)
 
     def _send(
         self,

@@ -16,15 +16,13 @@ import json
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
-
-from gputop_doctor.core.frame import Frame
+from typing import Any, Generic, TypeVar
 
 MAX_CLIENTS = 64  # browsers streaming at once; one more is answered 503
 QUEUE_FRAMES = 8  # messages one browser may lag behind before it is dropped
 KEEPALIVE_S = 15.0  # a comment line this often when no frame comes (a paused demo, a stall)
 
-Render = Callable[[Frame, bool], dict[str, Any]]  # (frame, with history) -> JSON object
+Item = TypeVar("Item")  # what the sampler hands over each tick: a Frame, a fleet frame
 
 
 def sse_message(event: str, payload: dict[str, Any]) -> bytes:
@@ -68,15 +66,20 @@ class Client:
             self._queue.put_nowait(None)
 
 
-class EventHub:
-    """Frames in from the sampler, SSE messages out to every subscribed browser."""
+class EventHub(Generic[Item]):
+    """Frames in from the sampler, SSE messages out to every subscribed browser.
 
-    def __init__(self, render: Render, max_clients: int = MAX_CLIENTS) -> None:
+    ``render(item, with_history)`` makes the JSON object of one tick; ``with_history`` is True
+    for a newcomer's first message."""
+
+    def __init__(
+        self, render: Callable[[Item, bool], dict[str, Any]], max_clients: int = MAX_CLIENTS
+    ) -> None:
         self._render = render
         self.max_clients = max_clients
         self._lock = threading.Lock()
         self._clients: set[Client] = set()
-        self._frame: Frame | None = None
+        self._frame: Item | None = None
         self._first: bytes | None = None  # the latest frame with its history, for newcomers
         self.dropped = 0  # browsers dropped for lagging (for tests and the benchmark)
         self.refused = 0  # browsers refused for the cap
@@ -103,7 +106,7 @@ class EventHub:
         with self._lock:
             self._clients.discard(client)
 
-    def publish(self, frame: Frame) -> None:
+    def publish(self, frame: Item) -> None:
         """Hand one frame to every browser; never blocks, renders nothing when nobody watches."""
         with self._lock:
             self._frame, self._first = frame, None

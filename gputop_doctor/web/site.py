@@ -3,7 +3,8 @@
 The page is static: its HTML holds no data and no script, its script and styles are files of
 their own (``/live.js``, ``/live.css``, and uPlot, the chart library the HTML report already
 ships, at ``/uPlot.js`` and ``/uPlot.css``), and everything live arrives as JSON over
-``/events``. That is what lets the Content-Security-Policy forbid inline scripts, inline event
+``/events``. With ``--hosts``, ``/fleet`` is a second such page fed by ``/fleet/events``.
+That is what lets the Content-Security-Policy forbid inline scripts, inline event
 handlers, other origins and framing: text from the monitored machine can only ever be text.
 """
 
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib.resources import files
+from typing import Any
 
 from gputop_doctor.web.hub import EventHub
 
 EVENTS_PATH = "/events"
+FLEET_EVENTS_PATH = "/fleet/events"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -37,6 +40,10 @@ _FILES = {
     "/uPlot.js": ("gputop_doctor.report", "uPlot.iife.min.js", _JS),
     "/uPlot.css": ("gputop_doctor.report", "uPlot.min.css", _CSS),
 }
+_FLEET_FILES = {
+    "/fleet": ("gputop_doctor.web", "fleet.html", _HTML),
+    "/fleet.js": ("gputop_doctor.web", "fleet.js", _JS),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +57,25 @@ def _load(package: str, name: str) -> bytes:
 
 
 class LiveSite:
-    """The page's assets (read once, at start) and the hub that streams its frames."""
+    """The pages' assets (read once, at start) and the hubs that stream their frames."""
 
-    def __init__(self, hub: EventHub) -> None:
-        self.hub = hub
+    def __init__(self, hub: EventHub[Any], fleet: EventHub[Any] | None = None) -> None:
+        paths = _FILES if fleet is None else {**_FILES, **_FLEET_FILES}
         self._assets = {
-            path: Asset(kind, _load(package, name))
-            for path, (package, name, kind) in _FILES.items()
+            path: Asset(kind, _load(package, name)) for path, (package, name, kind) in paths.items()
         }
+        self._streams = {EVENTS_PATH: hub}
+        if fleet is not None:
+            self._streams[FLEET_EVENTS_PATH] = fleet
 
     def asset(self, path: str) -> Asset | None:
         return self._assets.get(path)
+
+    def stream(self, path: str) -> EventHub[Any] | None:
+        """The hub whose events ``path`` streams, if it is an event path."""
+        return self._streams.get(path)
+
+    def close(self) -> None:
+        """The server stops: every stream's thread hangs up."""
+        for hub in self._streams.values():
+            hub.close()

@@ -15,6 +15,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -33,7 +34,10 @@ class Browser:
     def __init__(self, url: str, width: int = 1280, height: int = 1800) -> None:
         if CHROMIUM is None:
             raise BrowserError("chromium is not installed (.ci/run installs it)")
-        self._profile = tempfile.TemporaryDirectory(prefix="gputop-chromium-")
+        # Chromium's helpers may still be writing the profile while they exit.
+        self._profile = tempfile.TemporaryDirectory(
+            prefix="gputop-chromium-", ignore_cleanup_errors=True
+        )
         to_child, self._send_fd = os.pipe()
         self._recv_fd, from_child = os.pipe()
 
@@ -59,6 +63,7 @@ class Browser:
             stderr=subprocess.DEVNULL,
             preexec_fn=descriptors,
             pass_fds=(3, 4),
+            start_new_session=True,  # its renderer and helpers end with it (close())
         )
         os.close(to_child)
         os.close(from_child)
@@ -74,13 +79,15 @@ class Browser:
         self.close()
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        """End Chromium and every helper it started (its own process group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
         for fd in (self._send_fd, self._recv_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -24,7 +24,7 @@ from gputop_doctor.web.hub import EventHub
 from gputop_doctor.web.live_view import live_view
 from gputop_doctor.web.site import CSP, LiveSite
 from tests.builders import gpu, host, proc
-from tests.fleet.servers import Exporter, start_exporter
+from tests.fleet.servers import Exporter, free_port, start_exporter
 from tests.web.browser import CHROMIUM, Browser
 
 EVIL = "<img src=x onerror=alert(1)>"
@@ -36,9 +36,17 @@ PAINTED = """[...document.querySelectorAll('.gpu canvas')].map((c) => {
   let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; })"""
 
 
+UNREACHABLE = "127.0.0.1:1"  # nothing listens on port 1
+
+
 @pytest.fixture(scope="module")
 def page() -> Iterator[Exporter]:
-    running = start_exporter("--ui", scenario="thermal")
+    """``serve --demo thermal --ui`` whose fleet page watches itself and a host that is down."""
+    port = free_port()
+    hosts = f"127.0.0.1:{port},{UNREACHABLE}"
+    running = start_exporter(
+        "--ui", "--listen", f"127.0.0.1:{port}", "--hosts", hosts, scenario="thermal"
+    )
     try:
         yield running
     finally:
@@ -74,6 +82,26 @@ def test_chromium_shows_the_verdict_findings_and_live_charts(page: Exporter) -> 
     assert len(painted) == 8 and all(n > 1000 for n in painted)  # eight charts, drawn
     assert changed >= 1  # the readouts moved between two updates
     assert lost.startswith("GPU-hours lost this session: ")
+
+
+@needs_chromium
+def test_the_fleet_page_shows_each_node(page: Exporter) -> None:
+    with Browser(f"http://{page.address}/fleet") as browser:
+        states = browser.wait_for(
+            "(() => { const s = [...document.querySelectorAll('.host')]"
+            ".map((h) => h.dataset.state); return s.join() === 'ok,unreachable' && s; })()"
+        )
+        verdict = browser.evaluate("document.querySelector('.host.ok .verdict').textContent")
+        gpu_rows = browser.evaluate("document.querySelectorAll('.host.ok table.gpus tr').length")
+        rules = browser.evaluate(
+            "[...new Set([...document.querySelectorAll('.host.ok .finding')]"
+            ".map((f) => f.dataset.rule))]"
+        )
+        down = browser.evaluate("document.querySelectorAll('.host')[1].textContent")
+    assert states == ["ok", "unreachable"]
+    assert verdict.startswith("GPU-bound") and gpu_rows == 9  # a header and eight GPUs
+    assert "thermal-throttle" in rules
+    assert UNREACHABLE in down and "unreachable" in down
 
 
 def test_page_is_static_and_strict(page: Exporter) -> None:
