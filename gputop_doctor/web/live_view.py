@@ -5,7 +5,8 @@ host, tree and GPU lines that ``/api/v1/frame`` and ``--hosts`` read), so the pa
 fleet never disagree. On top: the session's GPU-hours lost, the job's busiest processes, per
 GPU whether a thermal or power reason holds the clocks down (the page shades those ticks), and,
 in a newcomer's first message only, the recent history the engine already keeps for the
-sparklines, so the charts start full instead of empty.
+sparklines (with the throttled ticks from :mod:`gputop_doctor.web.slowdowns`), so the charts
+start full instead of empty.
 """
 
 from __future__ import annotations
@@ -13,18 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from gputop_doctor.core.frame import Frame, GpuSeries
-from gputop_doctor.core.model import GpuSample, ProcSample
+from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.text import printable
-from gputop_doctor.core.waste import SLOWDOWN_BITS
 from gputop_doctor.export.frame_view import frame_view
+from gputop_doctor.web.slowdowns import SlowdownLog, slowed
 
 TOP_PROCESSES = 8  # rows of the job's process table
 NAME_LIMIT = 80  # characters of a process name
-
-
-def _slowed(gpu: GpuSample) -> bool:
-    """A thermal or power reason holds the clocks down this tick (what ``core.waste`` counts)."""
-    return bool((gpu.clock_event_bits or 0) & SLOWDOWN_BITS)
 
 
 def _process(proc: ProcSample) -> dict[str, Any]:
@@ -51,7 +47,9 @@ def _resampled(values: tuple[float, ...], length: int) -> list[float]:
     return [round(values[min(int((i + 1) * ratio) - 1, len(values) - 1)], 2) for i in range(length)]
 
 
-def _history(series: GpuSeries, end: float, interval_s: float) -> dict[str, Any]:
+def _history(
+    series: GpuSeries, end: float, interval_s: float, slowdowns: SlowdownLog | None
+) -> dict[str, Any]:
     """One GPU's recent ticks on one time axis, ending at the frame's time."""
     length = len(series.temp_c) or len(series.power_w) or len(series.util)
     times = [round(end - (length - 1 - i) * interval_s, 3) for i in range(length)]
@@ -68,11 +66,17 @@ def _history(series: GpuSeries, end: float, interval_s: float) -> dict[str, Any]
         "temp_c": tail(series.temp_c),
         "power_w": tail(series.power_w),
         "sm_clock_mhz": tail(series.sm_clock_mhz),
+        "slowed": [False] * length
+        if slowdowns is None
+        else slowdowns.marks(series.index, times, interval_s),
     }
 
 
-def live_view(frame: Frame, with_history: bool = False) -> dict[str, Any]:
-    """The page's object for one tick (plain JSON types only)."""
+def live_view(
+    frame: Frame, with_history: bool = False, slowdowns: SlowdownLog | None = None
+) -> dict[str, Any]:
+    """The page's object for one tick (plain JSON types only); ``slowdowns`` shades the
+    history of a newcomer's first message."""
     view = frame_view(frame)
     snap = frame.snapshot
     view["gpu_hours_lost"] = round(frame.gpu_hours_lost, 4)
@@ -80,9 +84,11 @@ def live_view(frame: Frame, with_history: bool = False) -> dict[str, Any]:
     extra = {gpu.index: gpu for gpu in snap.gpus}
     for gpu_view in view["gpus"]:
         gpu = extra[gpu_view["index"]]
-        gpu_view["slowed"] = _slowed(gpu)
+        gpu_view["slowed"] = slowed(gpu)
         gpu_view["sm_clock_max_mhz"] = gpu.sm_clock_max_mhz
         gpu_view["name"] = None if gpu.name is None else printable(gpu.name, NAME_LIMIT)
     if with_history:
-        view["history"] = [_history(s, snap.time, snap.interval_s) for s in frame.gpu_series]
+        view["history"] = [
+            _history(s, snap.time, snap.interval_s, slowdowns) for s in frame.gpu_series
+        ]
     return view

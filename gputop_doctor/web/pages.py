@@ -3,6 +3,7 @@ fleet page's watcher and hub. The sampler hands each frame to :meth:`LivePages.p
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import Sequence
 
@@ -13,13 +14,15 @@ from gputop_doctor.web.fleet_view import fleet_view
 from gputop_doctor.web.hub import EventHub
 from gputop_doctor.web.live_view import live_view
 from gputop_doctor.web.site import LiveSite
+from gputop_doctor.web.slowdowns import SlowdownLog
 
 
 class LivePages:
     def __init__(
         self, hosts: Sequence[HostSpec], interval_s: float, tls: ssl.SSLContext | None = None
     ) -> None:
-        self.hub: EventHub[Frame] = EventHub(live_view)
+        self.slowdowns = SlowdownLog()
+        self.hub: EventHub[Frame] = EventHub(functools.partial(live_view, slowdowns=self.slowdowns))
         self.fleet_hub: EventHub[FleetFrame] | None = None
         self.watcher: FleetWatcher | None = None
         if hosts:
@@ -35,6 +38,7 @@ class LivePages:
     def publish(self, frame: Frame) -> None:
         """One tick: this node's frame, and every host's latest status for the fleet page (the
         fleet's straggler judgement advances once per tick whether or not a page is open)."""
+        self.slowdowns.add(frame)
         self.hub.publish(frame)
         if self.watcher is not None and self.fleet_hub is not None:
             self.fleet_hub.publish(self.watcher.frame())

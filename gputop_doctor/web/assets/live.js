@@ -80,7 +80,7 @@ function findingCard(group, now) {
 function renderHeadline(view) {
   $("hostname").textContent = view.hostname || "gputop-doctor";
   $("source").textContent = view.source || "";
-  $("clock").textContent = new Date(view.time * 1000).toISOString().slice(11, 19) + " UTC";
+  $("clock").textContent = utcClock(view.time) + " UTC";
   $("verdict").textContent = view.verdict ? view.verdict.text : "no verdict yet";
   $("lost").textContent = "GPU-hours lost this session: " + view.gpu_hours_lost.toFixed(2);
   $("note").textContent = view.note || view.gpu_problem || "";
@@ -129,12 +129,12 @@ function shadeSlowed(g) {
   };
 }
 
-function rawValue(values, unit) {
-  return (u, v, si, i) => (i === null || values[i] == null ? "–" : values[i].toFixed(0) + unit);
+function utcClock(seconds) {
+  return new Date(seconds * 1000).toISOString().slice(11, 19);
 }
 
 function newGpu(index) {
-  const g = { data: [[], [], [], [], [], []], power: [], clock: [], slowed: [] };
+  const g = { data: [[], [], [], [], [], []], slowed: [] };
   g.card = el("div", "gpu");
   g.card.dataset.gpu = String(index);
   g.title = el("h3", null, "GPU " + index);
@@ -142,18 +142,18 @@ function newGpu(index) {
   const holder = el("div", "chart");
   g.card.append(g.title, g.readout, holder);
   $("gpus").append(g.card);
-  const pct = (u, v) => (v === null ? "–" : v.toFixed(0) + " %");
   g.chart = new uPlot({
     width: 540, height: 190,
     scales: { y: { range: (u, lo, hi) => [0, Math.max(100, hi || 0)] } },
-    axes: [{}, { size: 40 }],
+    axes: [{ values: (u, splits) => splits.map(utcClock) }, { size: 40 }],
+    legend: { live: false }, // the readout above says the values now
     series: [
       {},
-      { label: "util", stroke: COLORS[0], width: 1.5, value: pct },
-      { label: "memory", stroke: COLORS[1], width: 1, value: pct },
-      { label: "temp °C", stroke: COLORS[2], width: 1, value: (u, v) => num(v, 0, " °C") },
-      { label: "power", stroke: COLORS[3], width: 1, value: rawValue(g.power, " W") },
-      { label: "SM clock", stroke: COLORS[4], width: 1, value: rawValue(g.clock, " MHz") },
+      { label: "util %", stroke: COLORS[0], width: 1.5 },
+      { label: "memory %", stroke: COLORS[1], width: 1 },
+      { label: "temp °C", stroke: COLORS[2], width: 1 },
+      { label: "power % of limit", stroke: COLORS[3], width: 1 },
+      { label: "SM clock % of max", stroke: COLORS[4], width: 1 },
     ],
     hooks: { drawClear: [shadeSlowed(g)] },
   }, g.data, holder);
@@ -171,11 +171,9 @@ function push(g, t, p) {
   const row = [t, p.util_pct, memPct, p.temp_c, share(p.power_w, p.power_limit_w),
     share(p.sm_clock_mhz, p.sm_clock_max_mhz)];
   row.forEach((v, i) => g.data[i].push(v));
-  g.power.push(p.power_w);
-  g.clock.push(p.sm_clock_mhz);
   g.slowed.push(Boolean(p.slowed));
   if (g.data[0].length > KEEP_POINTS) {
-    for (const arr of [...g.data, g.power, g.clock, g.slowed]) arr.shift();
+    for (const arr of [...g.data, g.slowed]) arr.shift();
   }
 }
 
@@ -185,7 +183,7 @@ function seed(g, h, limits) {
       util_pct: h.util_pct[i] ?? null, temp_c: h.temp_c[i], power_w: h.power_w[i],
       sm_clock_mhz: h.sm_clock_mhz[i], power_limit_w: limits.power_limit_w,
       sm_clock_max_mhz: limits.sm_clock_max_mhz, mem_used_mib: h.mem_pct[i],
-      mem_total_mib: h.mem_pct[i] === null ? null : 100, slowed: false,
+      mem_total_mib: h.mem_pct[i] === null ? null : 100, slowed: h.slowed[i],
     });
   }
 }
@@ -207,9 +205,9 @@ function renderGpus(view) {
     if (!g) g = newGpu(p.index);
     if (history.has(p.index)) {
       g.data.forEach((arr) => (arr.length = 0));
-      g.power.length = g.clock.length = g.slowed.length = 0;
+      g.slowed.length = 0;
       seed(g, history.get(p.index), p);
-      for (const arr of [...g.data, g.power, g.clock, g.slowed]) arr.pop(); // the tick below
+      for (const arr of [...g.data, g.slowed]) arr.pop(); // the tick below
     }
     push(g, view.time, p);
     g.title.textContent = "GPU " + p.index + (p.name ? " · " + p.name : "");
