@@ -70,6 +70,7 @@ def _listen(args: argparse.Namespace) -> Listen | None:
         say(
             f"gputop-doctor: warning: serving on {listen.url_host}:{listen.port} without TLS;"
             " anyone on that network can read the metrics"
+            + (" and the live page" if args.ui else "")
         )
     return listen
 

@@ -79,9 +79,16 @@ class Browser:
         self.close()
 
     def close(self) -> None:
-        """End Chromium and every helper it started (its own process group)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
+        """End Chromium and every helper it started: asked first (it reaps its helpers), then
+        its process group is signalled."""
+        with contextlib.suppress(OSError, BrowserError):
+            if self.proc.poll() is None:
+                self.call("Browser.close")
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
