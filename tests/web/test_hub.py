@@ -132,3 +132,30 @@ def test_a_client_that_never_reads_is_dropped_and_costs_the_sampler_nothing() ->
         hub.close()
         server.shutdown()
         server.server_close()
+
+
+def test_the_server_answers_503_past_the_cap_and_a_freed_place_is_taken_again() -> None:
+    hub = EventHub(Renders(), max_clients=1)
+    server = start_server(
+        Listen("127.0.0.1", 0), FrameBox(CollectorRegistry()), None, ui=LiveSite(hub)
+    )
+    port = server.server_address[1]
+    request = b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n"
+    try:
+        first = socket.create_connection(("127.0.0.1", port), timeout=10)
+        first.sendall(request)
+        assert b" 200 " in _read_until(first, b"\r\n\r\n")
+        second = socket.create_connection(("127.0.0.1", port), timeout=10)
+        second.sendall(request)
+        assert b" 503 " in _read_until(second, b"too many live pages open")
+        second.close()
+        first.close()  # its thread sees the hang-up at its next write
+        deadline = time.monotonic() + 60
+        while hub.clients and time.monotonic() < deadline:
+            hub.publish(_frame(1))
+            time.sleep(0.05)
+        assert hub.clients == 0 and hub.refused == 1
+    finally:
+        hub.close()
+        server.shutdown()
+        server.server_close()
