@@ -174,6 +174,20 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--interval", type=_interval, default=argparse.SUPPRESS, help="seconds per tick"
     )
+    serve.add_argument(
+        "--ui",
+        action="store_true",
+        help="also serve a read-only live page at / (verdict, findings, GPU charts)",
+    )
+    serve.add_argument(
+        "--hosts",
+        metavar="LIST",
+        default=argparse.SUPPRESS,
+        help="with --ui: also show these exporters (HOST:PORT, https://, ssh://) at /fleet",
+    )
+    serve.add_argument(
+        "--hosts-ca", metavar="PEM", default=argparse.SUPPRESS, help="the CA of https:// hosts"
+    )
     serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     serve.add_argument(

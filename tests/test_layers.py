@@ -92,6 +92,11 @@ LAYERS = (
         "the many-hosts view reads other machines' exporters and never samples this one",
     ),
     Layer(
+        "gputop_doctor.web",
+        (*HARDWARE, *DRAWING, "torch", *(APP + p for p in ("sources", "rules", "ui", "commands"))),
+        "the live pages show frames the engine made; serve wires them to its listener",
+    ),
+    Layer(
         "gputop_doctor.probe",
         (*HARDWARE, *DRAWING, *(APP + p for p in ("core", "sources", "rules", "export", "ui"))),
         "the probe runs inside the user's training process and must stay small",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 
 from gputop_doctor.commands.snapshot import exit_status
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.findings import Severity
 from gputop_doctor.fleet.hosts import parse_hosts, tls_context
+from gputop_doctor.fleet.json_view import fleet_json
 from gputop_doctor.fleet.render import finding_line, host_lines, sorted_findings
 from gputop_doctor.fleet.view import HostState, RemoteFinding
 from gputop_doctor.fleet.watcher import FleetFrame, fetch_fleet
@@ -37,21 +37,6 @@ def fleet_text(frame: FleetFrame) -> str:
         if finding.fix:
             out.append(f"    fix: {finding.fix}")
     return "\n".join(out)
-
-
-def fleet_json(frame: FleetFrame) -> dict[str, object]:
-    return {
-        "hosts": [
-            {
-                "label": h.label,
-                "state": h.state.value,
-                "error": h.error,
-                "view": None if h.view is None else dataclasses.asdict(h.view),
-            }
-            for h in frame.hosts
-        ],
-        "fleet_findings": [dataclasses.asdict(f) for f in frame.fleet_findings],
-    }
 
 
 def run_fleet_snapshot(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """``gputop-doctor serve``: the engine headless, its latest frame for Prometheus and peers.
 
-``/metrics`` for Prometheus, ``/api/v1/frame`` for ``--hosts``, ``--textfile DIR`` for
+``/metrics`` for Prometheus, ``/api/v1/frame`` for ``--hosts``, ``/-/healthy`` and ``/-/ready``
+for probes, with ``--ui`` a live page at ``/`` (docs/live-page.md), ``--textfile DIR`` for
 node_exporter's textfile collector, ``--stdout-json`` for the SSH transport (one JSON line per
 tick on stdout, no port opened). Loopback by default: another address must be typed, and
 without TLS a warning says the metrics travel in clear text.
@@ -26,13 +27,22 @@ from gputop_doctor.commands.common import (
     say,
 )
 from gputop_doctor.commands.record import install_stop_handlers
-from gputop_doctor.commands.serve_http import FrameBox, Listen, start_server, tls_context
+from gputop_doctor.commands.serve_http import (
+    STALE_AFTER_S,
+    FrameBox,
+    Listen,
+    start_server,
+    tls_context,
+)
 from gputop_doctor.config.network import DEFAULT_LISTEN
 from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
 from gputop_doctor.export.prometheus import FrameCollector
 from gputop_doctor.export.textfile import TextfileError, directory_warning, write_textfile
+from gputop_doctor.fleet.hosts import parse_hosts
+from gputop_doctor.fleet.hosts import tls_context as hosts_tls
+from gputop_doctor.web.pages import LivePages
 
 TEXTFILE_NAME = "gputop_doctor.prom"
 
@@ -50,12 +60,18 @@ def _textfile_dir(directory: str | None) -> str | None:
 
 
 def _listen(args: argparse.Namespace) -> Listen | None:
-    """Where to serve HTTP, or None: ``--stdout-json``, or ``--textfile`` without ``--listen``.
+    """Where to serve HTTP, or None: ``--stdout-json``, or ``--textfile`` without ``--listen``
+    (and without ``--ui``, which needs a listener).
 
     node_exporter serves a textfile's metrics itself; a second port would only be a second
     thing to firewall (and a failure when it is taken).
     """
-    if args.stdout_json or (args.textfile is not None and args.listen is None):
+    if args.stdout_json:
+        if args.ui:
+            raise UsageError("--ui needs a listener; it does not go with --stdout-json")
+        return None
+    if args.textfile is not None and args.listen is None and not args.ui:
+        return None
         return None
     listen = Listen.parse(args.listen or DEFAULT_LISTEN)
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -64,8 +80,20 @@ def _listen(args: argparse.Namespace) -> Listen | None:
         say(
             f"gputop-doctor: warning: serving on {listen.url_host}:{listen.port} without TLS;"
             " anyone on that network can read the metrics"
+            + (" and the live page" if args.ui else "")
         )
     return listen
+
+
+def _live_pages(args: argparse.Namespace) -> LivePages | None:
+    """With --ui, the live page; with --hosts too, the fleet page (checked before sampling)."""
+    hosts = getattr(args, "hosts", None)
+    if not args.ui:
+        if hosts:
+            raise UsageError("serve --hosts shows the fleet page: it needs --ui")
+        return None
+    specs = parse_hosts(hosts) if hosts else ()
+    return LivePages(specs, args.interval, hosts_tls(getattr(args, "hosts_ca", None)))
 
 
 def _stdout_writer(stop: threading.Event) -> Callable[[Frame], None]:
@@ -83,6 +111,7 @@ def run_serve(args: argparse.Namespace) -> int:
     listen = _listen(args)
     textfile = _textfile_dir(args.textfile)
     hooks = alert_hooks(args)
+    pages = _live_pages(args)
     tls = None
     if listen is not None and args.tls_cert is not None:
         tls = tls_context(args.tls_cert, args.tls_key)
@@ -94,17 +123,21 @@ def run_serve(args: argparse.Namespace) -> int:
     collector = FrameCollector()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    box = FrameBox(registry)
+    box = FrameBox(registry, stale_after_s=max(STALE_AFTER_S, 10 * args.interval))
     server = None
     if listen is not None:
         try:
-            server = start_server(listen, box, tls)
+            server = start_server(listen, box, tls, ui=None if pages is None else pages.site)
         except DoctorError:
             engine.close()
             raise
         scheme = "https" if tls else "http"
         port = server.server_address[1]
         say(f"serving {scheme}://{listen.url_host}:{port}/metrics every {args.interval:g} s")
+        if pages is not None:
+            fleet = " and /fleet" if pages.watcher is not None else ""
+            say(f"live page: {scheme}://{listen.url_host}:{port}/{fleet}")
+            pages.start()
     alerts = AlertDispatcher(hooks, say)
     to_stdout = _stdout_writer(stop) if args.stdout_json else None
 
@@ -113,6 +146,8 @@ def run_serve(args: argparse.Namespace) -> int:
         collector.hook_failures = alerts.stats.failed
         collector.update(frame)
         box.put(frame)
+        if pages is not None:
+            pages.publish(frame)
         if textfile is not None:
             try:
                 write_textfile(textfile, TEXTFILE_NAME, generate_latest(registry))
@@ -124,6 +159,8 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         engine.run(stop, on_frame, duration_s=args.duration, prime_s=run.prime_s)
     finally:
+        if pages is not None:
+            pages.close()
         if server is not None:
             server.shutdown()
             server.server_close()

@@ -1,4 +1,5 @@
-"""The exporter's HTTP side: ``/metrics`` (Prometheus text) and ``/api/v1/frame`` (JSON).
+"""The exporter's HTTP side: ``/metrics`` (Prometheus text), ``/api/v1/frame`` (JSON), the
+probes ``/-/healthy`` and ``/-/ready``, and with ``--ui`` the live page (``gputop_doctor.web``).
 
 Scrapes are served on their own threads from the latest frame the sampler handed over; a slow
 or stuck client never delays sampling. The JSON view is rendered once per frame, on demand.
@@ -13,7 +14,9 @@ Whoever can reach the port is not trusted to be quick or few:
   a second holds its thread and descriptor for that long at most;
 - when descriptors run out (``EMFILE``), the accept loop waits before trying again (from
   ``ACCEPT_BACKOFF_S`` doubling to ``ACCEPT_BACKOFF_MAX_S``) instead of spinning a core;
-- the ``Server`` header says ``gputop-doctor``, not the Python version.
+- the ``Server`` header says ``gputop-doctor``, not the Python version;
+- a live page's event stream leaves the connection count and the deadline once its headers
+  are sent (it is meant to stay open): the hub's own cap and per-browser queue bound it.
 """
 
 from __future__ import annotations
@@ -36,8 +39,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
+from gputop_doctor.web.hub import EventHub, pump
+from gputop_doctor.web.site import PAGE_HEADERS, LiveSite
 
 FRAME_PATH = "/api/v1/frame"
+HEALTHY_PATH = "/-/healthy"  # the process answers (Prometheus's convention)
+READY_PATH = "/-/ready"  # ... and its sampler hands over fresh frames
+STALE_AFTER_S = 30.0  # default: no frame for this long and /-/ready says 503
 GZIP_LEVEL = 6
 MAX_CONNECTIONS = 32  # served at once; one more is answered 503
 CONNECTION_DEADLINE_S = 15.0  # a whole connection: handshake, request and answer
@@ -89,9 +97,11 @@ class FrameBox:
     a fleet view) of the same tick share one rendering.
     """
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, stale_after_s: float = STALE_AFTER_S) -> None:
         self._lock = threading.Lock()
         self._registry = registry
+        self.stale_after_s = stale_after_s
+        self._put_at = 0.0  # monotonic time of the latest frame
         self._frame: Frame | None = None
         self._json: bytes | None = None
         self._metrics: bytes | None = None
@@ -101,6 +111,17 @@ class FrameBox:
         with self._lock:
             self._frame, self._json = frame, None
             self._metrics = self._metrics_gz = None
+            self._put_at = time.monotonic()
+
+    def readiness(self) -> str | None:
+        """None when ready; else why not (no frame yet, or the sampler has stalled)."""
+        with self._lock:
+            if self._frame is None:
+                return "no frame yet"
+            age = time.monotonic() - self._put_at
+        if age > self.stale_after_s:
+            return f"no new frame for {age:.0f} s"
+        return None
 
     def metrics_bytes(self, gzipped: bool = False) -> bytes:
         """The exposition; gzipped (Prometheus asks for it) it is about a tenth of the size."""
@@ -203,7 +224,9 @@ class _Server(ThreadingHTTPServer):
         if ":" in listen.host:
             self.address_family = socket.AF_INET6
         self.box = box
+        self.ui: LiveSite | None = None
         self.max_connections = max_connections
+        self._detached: set[int] = set()  # event streams that left the connection count
         self.tls = False
         self.refused = 0  # connections answered 503 (for tests and curiosity)
         self._active = 0
@@ -249,6 +272,17 @@ class _Server(ThreadingHTTPServer):
     def _done(self, request: _Request) -> None:
         self._deadlines.release(_sock(request))
         with self._count_lock:
+            if id(_sock(request)) in self._detached:
+                self._detached.discard(id(_sock(request)))
+            else:
+                self._active -= 1
+
+    def detach(self, request: _Request) -> None:
+        """A long-lived event stream: no deadline, and no longer one of the counted connections
+        (the hub caps streams); the per-write timeout still bounds a client that stops reading."""
+        self._deadlines.release(_sock(request))
+        with self._count_lock:
+            self._detached.add(id(_sock(request)))
             self._active -= 1
 
     def _refuse(self, request: _Request) -> None:
@@ -291,7 +325,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        if path == "/metrics":
+        ui = self.server.ui
+        if ui is not None and self._page(ui, path):
+            return
+        if path == HEALTHY_PATH:
+            self._send(200, "text/plain", b"gputop-doctor is Healthy.\n")
+        elif path == READY_PATH:
+            why = self.server.box.readiness()
+            if why is None:
+                self._send(200, "text/plain", b"gputop-doctor is Ready.\n")
+            else:
+                self._send(503, "text/plain", f"not ready: {why}\n".encode())
+        elif path == "/metrics":
             gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
             body = self.server.box.metrics_bytes(gzipped)
             self._send(200, CONTENT_TYPE_LATEST, body, "gzip" if gzipped else None)
@@ -306,11 +351,49 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, "text/plain", b"not found\n")
 
+    def _page(self, ui: LiveSite, path: str) -> bool:
+        """Answer a path of the live pages; False when ``path`` is not one of their paths."""
+        hub = ui.stream(path)
+        if hub is not None:
+            self._stream(hub)
+            return True
+        asset = ui.asset(path)
+        if asset is None:
+            return False
+        self._send(200, asset.content_type, asset.body, headers=PAGE_HEADERS)
+        return True
+
+    def _stream(self, hub: EventHub[Any]) -> None:
+        """Server-sent events until the browser leaves, lags too far, or the server stops."""
+        client = hub.subscribe()
+        if client is None:
+            self._send(503, "text/plain", b"too many live pages open\n")
+            return
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            for name, value in PAGE_HEADERS:
+                self.send_header(name, value)
+            self.end_headers()
+            self.server.detach(self.request)
+            pump(client, self.wfile.write)
+        except OSError:
+            pass  # the browser went away or stopped reading: its problem, not the sampler's
+        finally:
+            hub.unsubscribe(client)
+
     def _send(
-        self, status: int, content_type: str, body: bytes, encoding: str | None = None
+        self,
+        status: int,
+        content_type: str,
+        body: bytes,
+        encoding: str | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in headers:
+            self.send_header(name, value)
         if encoding:
             self.send_header("Content-Encoding", encoding)
         self.send_header("Content-Length", str(len(body)))
@@ -338,6 +421,7 @@ def start_server(
     *,
     max_connections: int = MAX_CONNECTIONS,
     deadline_s: float = CONNECTION_DEADLINE_S,
+    ui: LiveSite | None = None,
 ) -> ThreadingHTTPServer:
     """Bind (a failure is a one-line DoctorError, exit 1) and serve on a daemon thread."""
     try:
@@ -346,6 +430,7 @@ def start_server(
         raise DoctorError(
             f"cannot listen on {listen.url_host}:{listen.port}: {exc.strerror}"
         ) from None
+    server.ui = ui
     if tls is not None:
         server.socket = tls.wrap_socket(
             server.socket, server_side=True, do_handshake_on_connect=False

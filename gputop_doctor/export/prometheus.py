@@ -282,7 +282,7 @@ def job_metrics(snap: Snapshot, cpu_seconds: float) -> Iterator[Metric]:
 
 
 def finding_metrics(frame: Frame) -> Iterator[Metric]:
-    labels = ("id", "severity", "scope")
+    labels = ("id", "severity", "scope", "blame")  # blame: whose problem (job, neighbour, ...)
     active = GaugeMetricFamily(
         PREFIX + "finding_active", "1 while the finding is shown.", labels=labels
     )
@@ -292,7 +292,7 @@ def finding_metrics(frame: Frame) -> Iterator[Metric]:
         labels=labels,
     )
     for finding in frame.findings:
-        key = [finding.rule_id, finding.severity.label, str(finding.scope)]
+        key = [finding.rule_id, finding.severity.label, str(finding.scope), finding.blame.value]
         active.add_metric(key, 1.0)
         since.add_metric(key, finding.since)
     yield active

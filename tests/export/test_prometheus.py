@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_doctor.config.network import DEFAULT_PORT
-from gputop_doctor.core.findings import Finding, Severity, gpu_scope
+from gputop_doctor.core.findings import Blame, Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.health import GpuHealth, NvLink, XidEvent
 from gputop_doctor.core.model import GpuSample, Snapshot, SystemInfo, TreeTotals
@@ -28,7 +28,9 @@ from gputop_doctor.export.prometheus import FrameCollector
 from tests.builders import full_gpu, full_host
 from tests.fleet.servers import ROOT, cli_env, start_exporter
 
-HOT = Finding("thermal-throttle", Severity.CRITICAL, gpu_scope(0), "hot", since=1234.5)
+HOT = Finding(
+    "thermal-throttle", Severity.CRITICAL, gpu_scope(0), "hot", since=1234.5, blame=Blame.MACHINE
+)
 
 
 def _frame() -> Frame:
@@ -99,7 +101,12 @@ def test_metrics_are_in_base_units_and_unknown_values_are_left_out() -> None:
     gpu1 = (("gpu", "1"), ("name", "gone"), ("uuid", "GPU-1"))
     assert got[("gputop_doctor_gpu_lost", gpu1)] == 1
     assert ("gputop_doctor_gpu_temperature_celsius", gpu1) not in got
-    key = (("id", "thermal-throttle"), ("scope", "gpu:0"), ("severity", "critical"))
+    key = (
+        ("blame", "machine"),
+        ("id", "thermal-throttle"),
+        ("scope", "gpu:0"),
+        ("severity", "critical"),
+    )
     assert got[("gputop_doctor_finding_active", key)] == 1
     assert got[("gputop_doctor_finding_start_time_seconds", key)] == 1234.5
     assert got[("gputop_doctor_job_cpu_seconds_total", (("pid", "42"),))] == 10.0  # 2.5 x 2 s x 2

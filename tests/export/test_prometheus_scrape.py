@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import runpy
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -50,13 +52,41 @@ def _wait_for(
 RULES = ROOT / "deploy" / "prometheus" / "gputop-doctor.rules.yml"
 
 
+# The dashboard's variables as Grafana fills them for "All" (and the time picker's range).
+DASHBOARD_VARIABLES = {"$instance": ".*", "$gpu": ".*", "$job": ".*", "$__range": "5m"}
+
+
+def _dashboard() -> dict[str, Any]:
+    return dict(json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text()))
+
+
 def _dashboard_queries() -> list[tuple[str, str]]:
-    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
-    return [
-        (panel["title"], target["expr"].replace("$instance", ".*"))
-        for panel in dashboard["panels"]
-        for target in panel["targets"]
-    ]
+    queries = []
+    for panel in _dashboard()["panels"]:
+        for target in panel.get("targets", ()):  # a row has none
+            expr = target["expr"]
+            for name, value in DASHBOARD_VARIABLES.items():
+                expr = expr.replace(name, value)
+            queries.append((panel["title"], expr))
+    return queries
+
+
+def test_the_dashboard_leads_with_why_and_is_what_its_script_writes() -> None:
+    script = runpy.run_path(str(ROOT / "scripts" / "make_grafana_dashboard.py"))
+    shipped = _dashboard()
+    assert shipped == json.loads(json.dumps(script["dashboard"]()))  # else rerun the script
+    panels = shipped["panels"]
+    assert panels[0]["type"] == "row" and panels[0]["title"] == "Why is it slow"
+    assert panels[1]["type"] == "table" and "whose problem" in json.dumps(panels[1])
+    assert all("displayName" not in p.get("fieldConfig", {}).get("defaults", {}) for p in panels)
+    rows = [p["title"] for p in panels if p["type"] == "row"]
+    assert (
+        rows.index("Why is it slow")
+        < rows.index("GPUs")
+        < rows.index("Hardware health: is it the machine?")
+    )
+    variables = {v["name"] for v in shipped["templating"]["list"]}
+    assert {"instance", "gpu", "job"} <= variables
 
 
 def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None:
@@ -94,8 +124,12 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
             # The shipped rules file, loaded and evaluated: the critical finding is pending
             # (its `for:` has not passed yet) or firing.
             alerts = _wait_for(port, 'ALERTS{alertname="GpuDoctorCritical"}', want=1)
+            answered = {}
             for title, expr in _dashboard_queries():
-                assert _query(port, expr) is not None, title  # valid PromQL on real series
+                answered[title] = _query(port, expr)  # valid PromQL on real series
+            why = [t for t in answered if t.startswith(("Active findings", "Verdict"))]
+            assert len(why) == 3 and all(answered[t] for t in why), why  # the why row has data
+            table = answered[why[0]]
         finally:
             server.terminate()
             server.wait(20)
@@ -108,6 +142,8 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
     assert up and up[0]["value"][1] == "1"  # type: ignore[index]
     assert {a["metric"]["id"] for a in alerts} == {"thermal-throttle"}  # type: ignore[index]
     assert len(energy) == 8  # the demo's counter grows at its power draw: rate() works on it
+    blames = {(r["metric"]["id"], r["metric"]["blame"]) for r in table}  # type: ignore[index]
+    assert ("thermal-throttle", "machine") in blames  # the table says whose problem it is
 
 
 def test_promtool_accepts_the_exposition() -> None:
