@@ -25,7 +25,7 @@ _.ecc_aggregate_corrected  # core/health.py GpuHealth: CSV and Prometheus, by na
 _.gpu_util_pct  # core/verdict.py Verdict: the numbers the headline rests on (JSON, tests)
 _.gpu_idle_fraction  # core/verdict.py Verdict
 _.gpu_util_cv  # core/verdict.py Verdict
-_.mem_max_mib  # report/summary.py GpuSummary: analyze --json (asdict)
+_.mem_max_mib  # report/builder.py GpuSummary: analyze --json (asdict)
 _.thresholds  # core/rule.py RuleSpec: the thresholds class a rule declares (checked by a test)
 _.delivered  # alerts/dispatch.py HookStats: counted beside failed and dropped
 
