@@ -16,7 +16,7 @@ from typing import Any
 ITEMS = 48
 BATCH = 4  # 12 steps per epoch
 SLOW_ITEM_S = 0.012  # ~48 ms of data wait per step ...
-STEP_WORK_S = 0.01  # ... against ~10 ms of "compute" (a sleep: the GPU's time, not the CPU's)
+STEP_WORK_S = 0.02  # ... against ~20 ms of "compute" (a sleep: the GPU's time, not the CPU's)
 EVERY_N_STEPS = 6
 
 
