@@ -70,3 +70,9 @@ _.https_open  # core/net.py
 # -- http.server calls these by name; the listener's count of 503s is read by its test
 _.version_string  # commands/serve_http.py: the Server header
 _.refused  # commands/serve_http.py: connections answered 503
+
+# -- the trainers call their callbacks' hooks by name, with every argument of the signature
+_.teardown  # integrations/lightning.py: Lightning's Callback.teardown
+_.outputs  # integrations/lightning.py: on_train_batch_end's arguments (positional)
+_.batch_idx  # integrations/lightning.py: on_train_batch_start/_end's arguments (positional)
+_.add_doctor  # integrations/hf.py: the public way to add the callback (docs/integrations.md)

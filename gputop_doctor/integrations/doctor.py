@@ -19,8 +19,8 @@ gathered on :class:`~gputop_doctor.integrations.node.NodeFindings`' own thread.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import Any, TypeVar
 
 from gputop_doctor.integrations.node import (
     DEFAULT_SERVE_URL,
@@ -38,6 +38,7 @@ FINDING = PREFIX + "finding/"  # + rule id
 FINDINGS_TEXT = PREFIX + "findings_text"
 DEFAULT_EVERY_N_STEPS = 50
 RULE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+T = TypeVar("T")
 ANSWERED = frozenset({FindingsSource.SERVE, FindingsSource.IN_PROCESS})
 
 
@@ -113,6 +114,24 @@ class Doctor:
         if self._node is not None:
             self._node.close()
             self._node = None
+
+    def loop(self, loader: Iterable[T], log: Callable[[dict[str, float]], object]) -> Iterator[T]:
+        """A hand-written loop (Accelerate): iterate ``loader`` through this, and every
+        ``every_n_steps`` steps ``log(metrics)`` is called (``accelerator.log``). Yields the
+        same batches; one pass per call, like the loader itself."""
+        self.attach(loader)
+        self.pass_started()
+
+        def log_metrics(doctor: Doctor) -> None:
+            log(doctor.metrics())
+
+        try:
+            for batch in loader:
+                self.step_started()
+                yield batch
+                self.step_ended(log_metrics)
+        finally:
+            self.pass_ended()
 
     # -- what to log -------------------------------------------------------------------------
 

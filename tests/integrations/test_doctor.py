@@ -128,3 +128,16 @@ def test_no_exporter_and_no_nvml_says_so_once_and_logs_probe_metrics_only() -> N
     notes = [w for w in caught if "gputop-doctor: no node findings" in str(w.message)]
     assert len(notes) == 1, [str(w.message) for w in caught]
     assert STEPS_PER_S in metrics and FINDINGS not in metrics
+
+
+def test_a_hand_written_loop_gets_the_same_batches_and_a_log_every_n_steps() -> None:
+    doctor = Doctor(every_n_steps=4, findings=False)
+    logged: list[dict[str, float]] = []
+    seen = []
+    for epoch in range(2):
+        for batch in doctor.loop(range(10), logged.append):
+            seen.append(batch)
+        assert doctor._clock is not None and doctor._clock.point()[1] == 10 * (epoch + 1)
+    doctor.close()
+    assert seen == list(range(10)) * 2
+    assert len(logged) == 5 and all(STEPS_PER_S in m and DATA_WAIT_PCT in m for m in logged)
