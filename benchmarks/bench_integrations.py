@@ -88,7 +88,9 @@ def _lightning_step() -> Step:
     from gputop_doctor.integrations.lightning import DoctorCallback
 
     callback = DoctorCallback(every_n_steps=10**9, findings=False)
-    trainer: Any = SimpleNamespace(loggers=[], global_step=0, train_dataloader=None)
+    trainer: Any = SimpleNamespace(
+        loggers=[], global_step=0, train_dataloader=None, is_global_zero=True
+    )
     callback.on_train_epoch_start(trainer, None)  # type: ignore[arg-type]
 
     def step() -> None:
@@ -101,7 +103,8 @@ def _lightning_step() -> Step:
 def _hf_step() -> Step:
     from gputop_doctor.integrations.hf import DoctorCallback
 
-    callback = DoctorCallback(None, every_n_steps=10**9, findings=False)  # type: ignore[arg-type]
+    trainer: Any = SimpleNamespace(is_world_process_zero=lambda: True)
+    callback = DoctorCallback(trainer, every_n_steps=10**9, findings=False)
     none: Any = None
     callback.on_train_begin(none, none, none)
     callback.on_epoch_begin(none, none, none)

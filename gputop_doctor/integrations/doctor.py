@@ -73,12 +73,18 @@ class Doctor:
 
     # -- the trainer's hooks -----------------------------------------------------------------
 
-    def attach(self, loader: Iterable[Any] | None = None, model: object = None) -> None:
-        """Once, before the first pass: describe the job and start gathering findings."""
+    def attach(
+        self, loader: Iterable[Any] | None = None, model: object = None, *, leader: bool = True
+    ) -> None:
+        """Once, before the first pass: describe the job and start gathering findings.
+
+        ``leader``: this process logs for the job (rank 0). Only it gathers findings: the
+        other ranks time their own steps for the monitor, and eight ranks running eight
+        engines on one node would read NVML eight times for one answer."""
         if self._clock is None:
             self._clock = StepClock(loader, model)
             self._since = self._clock.point()
-        if self._want_findings and self._node is None:
+        if self._want_findings and leader and self._node is None:
             self._node = NodeFindings(self._serve_url, self._gpus)
 
     def pass_started(self) -> None:

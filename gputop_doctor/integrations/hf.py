@@ -52,7 +52,8 @@ class DoctorCallback(TrainerCallback):
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        self.doctor.attach(kwargs.get("train_dataloader"), kwargs.get("model"))
+        leader = self.trainer.is_world_process_zero()
+        self.doctor.attach(kwargs.get("train_dataloader"), kwargs.get("model"), leader=leader)
 
     def on_epoch_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any

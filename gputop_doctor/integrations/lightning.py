@@ -45,7 +45,7 @@ class DoctorCallback(pl.Callback):
         self.doctor = Doctor(every_n_steps, serve_url=serve_url, gpus=gpus, findings=findings)
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.doctor.attach(trainer.train_dataloader, pl_module)
+        self.doctor.attach(trainer.train_dataloader, pl_module, leader=trainer.is_global_zero)
         self.doctor.pass_started()
 
     def on_train_batch_start(
