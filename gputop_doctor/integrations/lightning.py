@@ -88,6 +88,13 @@ def _log(loggers: list[Logger], doctor: Doctor, step: int) -> None:
 def _log_text(logger: Logger, text: str, step: int) -> None:
     """Text where the logger has a place for it; the others get the scalars only."""
     if isinstance(logger, TensorBoardLogger):
-        logger.experiment.add_text(FINDINGS_TEXT, text, global_step=step)
+        logger.experiment.add_text(FINDINGS_TEXT, _markdown_code(text), global_step=step)
     elif isinstance(logger, MLFlowLogger) and logger.run_id is not None:
         logger.experiment.log_text(logger.run_id, text, f"doctor/findings-step-{step}.txt")
+
+
+def _markdown_code(text: str) -> str:
+    """TensorBoard renders text as Markdown: each line indented as code, so a title quoting a
+    process name or a path shows as written and never as a link or markup (a finding's line
+    holds no newline to break out with)."""
+    return "\n".join("    " + line for line in text.splitlines())
