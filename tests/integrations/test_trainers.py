@@ -30,6 +30,9 @@ pytestmark = [
     pytest.mark.torch,
     pytest.mark.trainers,
     pytest.mark.xdist_group("trainers"),  # one worker: one exporter for both jobs
+    # Each job imports its library and trains twice: about 25 s of wall time on a quiet
+    # machine, several times that on a loaded one (the suite's default is 120 s).
+    pytest.mark.timeout(600),
 ]
 
 JOB_TIMEOUT_S = 300.0
