@@ -25,7 +25,7 @@ _.ecc_aggregate_corrected  # core/health.py GpuHealth: CSV and Prometheus, by na
 _.gpu_util_pct  # core/verdict.py Verdict: the numbers the headline rests on (JSON, tests)
 _.gpu_idle_fraction  # core/verdict.py Verdict
 _.gpu_util_cv  # core/verdict.py Verdict
-_.mem_max_mib  # report/summary.py GpuSummary: analyze --json (asdict)
+_.mem_max_mib  # report/builder.py GpuSummary: analyze --json (asdict)
 _.thresholds  # core/rule.py RuleSpec: the thresholds class a rule declares (checked by a test)
 _.delivered  # alerts/dispatch.py HookStats: counted beside failed and dropped
 
@@ -70,3 +70,9 @@ _.https_open  # core/net.py
 # -- http.server calls these by name; the listener's count of 503s is read by its test
 _.version_string  # commands/serve_http.py: the Server header
 _.refused  # commands/serve_http.py: connections answered 503
+
+# -- the trainers call their callbacks' hooks by name, with every argument of the signature
+_.teardown  # integrations/lightning.py: Lightning's Callback.teardown
+_.outputs  # integrations/lightning.py: on_train_batch_end's arguments (positional)
+_.batch_idx  # integrations/lightning.py: on_train_batch_start/_end's arguments (positional)
+_.add_doctor  # integrations/hf.py: the public way to add the callback (docs/integrations.md)

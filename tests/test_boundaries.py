@@ -69,3 +69,12 @@ def test_ui_never_imports_hardware_sources() -> None:
     loaded = _loaded_after(["gputop_doctor.ui.app"])
     for forbidden in UI_FORBIDDEN:
         assert forbidden not in loaded, forbidden
+
+
+def test_the_trainer_integrations_import_no_trainer_and_no_hardware_library() -> None:
+    """Importing the shared Doctor (what an Accelerate loop uses) and the report's summary loads
+    neither a trainer nor torch nor NVML: each comes in only where it is used."""
+    loaded = _loaded_after(["gputop_doctor.integrations.doctor", "gputop_doctor.report"])
+    for forbidden in ("lightning", "transformers", "accelerate", "torch", "pynvml", "psutil"):
+        assert forbidden not in loaded, forbidden
+    assert "textual" not in loaded and "pandas" not in loaded

@@ -101,6 +101,12 @@ LAYERS = (
         (*HARDWARE, *DRAWING, *(APP + p for p in ("core", "sources", "rules", "export", "ui"))),
         "the probe runs inside the user's training process and must stay small",
     ),
+    Layer(
+        "gputop_doctor.integrations",
+        (*HARDWARE, *DRAWING, "torch", APP + "ui", APP + "sources"),
+        "the trainer callbacks run inside the user's training process; the engine comes in "
+        "through commands.common, and only when no exporter answers",
+    ),
 )
 
 

@@ -9,40 +9,19 @@ and may be session CSVs (plain, gzip, rotated) or imported ``nvidia-smi`` logs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import asdict
-from enum import Enum
 
 from gputop_doctor.commands.common import say
 from gputop_doctor.core.errors import DoctorError, UsageError
-from gputop_doctor.export.reader import SessionFormatError
-from gputop_doctor.report.imports import load_report
-from gputop_doctor.report.summary import Report, priced
+from gputop_doctor.report import load
+from gputop_doctor.report.builder import Report
+from gputop_doctor.report.plain import report_data, to_json
 
 
 def _report(path: str, price: float | None) -> Report:
-    report = load_report(path)  # SessionFormatError, StreamError, LogFormatError: one line
-    if report.ticks == 0:
-        raise SessionFormatError(f"{path} holds no recorded ticks")
-    if price is not None:
-        from dataclasses import replace
-
-        report = replace(report, cost=priced(report.cost, price))
-    return report
-
-
-def to_json(value: object) -> str:
-    """Strict JSON: a non-finite number would be a bug upstream, and fails loudly here."""
-    return json.dumps(value, indent=2, allow_nan=False, ensure_ascii=True, default=_enum_value)
-
-
-def _enum_value(value: object) -> object:
-    """Enums in a report (e.g. where an energy figure came from) as their stable text."""
-    if isinstance(value, Enum):
-        return value.value
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+    return load(path, price)  # SessionFormatError, StreamError, LogFormatError: one line
 
 
 def run_analyze(args: argparse.Namespace) -> int:
@@ -69,11 +48,8 @@ def run_analyze(args: argparse.Namespace) -> int:
             write_html(report, args.html)
         except OSError as exc:
             raise DoctorError(f"cannot write {args.html}: {exc.strerror or exc}") from None
-    if args.json:
-        data = asdict(report)
-        if not args.series:
-            data.pop("series")
-        print(to_json(data))
+    if args.json:  # the same dict as gputop_doctor.report.summary()
+        print(to_json(report_data(report, args.series)))
     elif not args.html:
         from gputop_doctor.report.charts_text import render_charts
         from gputop_doctor.report.text import render_text

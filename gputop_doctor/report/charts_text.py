@@ -11,7 +11,7 @@ from __future__ import annotations
 import plotext as plt
 
 from gputop_doctor.core.text import printable
-from gputop_doctor.report.summary import GpuSeries, Report
+from gputop_doctor.report.builder import GpuSeries, Report
 
 CHARTS: tuple[tuple[str, str], ...] = (
     ("util", "GPU utilization (%)"),

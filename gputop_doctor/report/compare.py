@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from gputop_doctor.core.text import printable
-from gputop_doctor.report.summary import Report
+from gputop_doctor.report.builder import Report
 from gputop_doctor.report.text import duration
 
 

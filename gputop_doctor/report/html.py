@@ -17,7 +17,7 @@ from typing import Any
 
 from gputop_doctor.core.text import printable
 from gputop_doctor.report.advice import advice
-from gputop_doctor.report.summary import GpuSeries, Report
+from gputop_doctor.report.builder import GpuSeries, Report
 from gputop_doctor.report.text import clock, duration, strip
 
 CHART_METRICS = (

@@ -14,6 +14,7 @@ from itertools import chain
 
 from gputop_doctor.export.reader import SessionFormatError, SessionReader
 from gputop_doctor.export.stream import StreamError, text_lines
+from gputop_doctor.report.builder import Report, ReportBuilder
 from gputop_doctor.report.from_session import session_ticks
 from gputop_doctor.report.nvsmi import (
     LogFormatError,
@@ -22,7 +23,6 @@ from gputop_doctor.report.nvsmi import (
     ticks_from_samples,
 )
 from gputop_doctor.report.points import TickPoint
-from gputop_doctor.report.summary import Report, ReportBuilder
 from gputop_doctor.report.timeline import TimeOrderError
 
 __all__ = ["LogFormatError", "load_report"]

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from gputop_doctor.export.schema import COLUMNS
+from gputop_doctor.report.builder import Report, ReportBuilder
 from gputop_doctor.report.imports import load_report
 from gputop_doctor.report.points import GpuPoint, TickPoint
-from gputop_doctor.report.summary import Report, ReportBuilder
 from gputop_doctor.report.timeline import STEP_BACK_S
 from tests.sessions import T0, write_session
 
