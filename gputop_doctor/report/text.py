@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 from gputop_doctor.core.findings import explain_command
 from gputop_doctor.core.text import printable
-from gputop_doctor.report.advice import advice, docs_page
+from gputop_doctor.report.advice import advice
 from gputop_doctor.report.builder import Report
 from gputop_doctor.report.series import Span
 
