@@ -13,7 +13,6 @@ also a command palette entry (``get_system_commands``, beside the actions).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterable
 from typing import ClassVar
 
@@ -24,10 +23,9 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher
-from gputop_doctor.alerts.events import AlertEvent, Change
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.core.signals import Reach, SignalKind, Signaller, SignalReport
+from gputop_doctor.core.signals import SignalKind, Signaller
 from gputop_doctor.core.text import printable
 from gputop_doctor.sources.profile_request import DEFAULT_STEPS, ProfileRequestError, send_request
 from gputop_doctor.ui.alert_bell import CriticalBell
@@ -45,6 +43,7 @@ from gputop_doctor.ui.signal_desk import (
     SIGNAL_ACTION,
     SignalAsked,
     SignalDesk,
+    SignalRecord,
     SignalTargets,
     is_signal_binding,
     signal_bindings,
@@ -107,7 +106,11 @@ class GpuTopApp(App[int]):
         self._alerts = alerts
         self._bell = CriticalBell(self.bell)
         # None: read-only (--readonly, a replay, the demo): no signal key does anything.
-        self.signals = SignalDesk(self, signaller, self._signal_sent) if signaller else None
+        self.signals = (
+            SignalDesk(self, signaller, SignalRecord(self.control.log_event, alerts, engine))
+            if signaller
+            else None
+        )
         # exit_watchdog, the real command only: once quitting starts, the process leaves soon.
         self.lifecycle = RunLifecycle(
             exit_watchdog=exit_watchdog, status=lambda: self.return_code or 0
@@ -353,21 +356,12 @@ class GpuTopApp(App[int]):
         if pid is None or self.signals is None:
             self.notify("select a process first", severity="warning")
             return
-        proc = self.frame.snapshot.process(pid) if self.frame else None
-        subject = f"PID {pid} {proc.name}" if proc is not None else f"PID {pid}"
-        self.signals.ask(SignalTargets(SignalKind[kind], Reach.PROCESS, subject, (pid,)))
+        snapshot = self.frame.snapshot if self.frame else None
+        self.signals.ask(SignalTargets.process(SignalKind[kind], pid, snapshot))
 
     def on_signal_asked(self, message: SignalAsked) -> None:
         if self.signals is not None:
             self.signals.ask(message.targets)
-
-    def _signal_sent(self, report: SignalReport) -> None:
-        """Into the recording's event log and to the alert hooks: who stopped what."""
-        now = time.time()
-        self.control.log_event(now, "signal", report.line)
-        if self._alerts is not None:
-            host = self.engine.system.hostname
-            self._alerts.announce(AlertEvent(Change.SIGNAL_SENT, host, now, detail=report.line))
 
     def action_gpu_detail(self, index: int) -> None:
         """Show one GPU's charts, replacing another GPU's detail screen if one is open."""

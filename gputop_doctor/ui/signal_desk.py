@@ -16,6 +16,7 @@ alert hooks (through ``on_sent``), so a shared machine keeps a record of who sto
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,10 +24,15 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
+from gputop_doctor.alerts.dispatch import AlertDispatcher
+from gputop_doctor.alerts.events import AlertEvent, Change
+from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.signals import Reach, SignalKind, Signaller, SignalPlan, SignalReport
 from gputop_doctor.ui.screens.signal_dialog import SignalDialog
 
 SIGNAL_ACTION = "signal"
+LogEvent = Callable[[float, str, str], None]  # (time, kind, text): EngineControl.log_event
 _GROUP = Binding.Group("Signal", compact=True)
 
 
@@ -51,6 +57,13 @@ class SignalTargets:
     subject: str  # "PID 123 python" or "GPU 0", for the dialog's title and the log
     pids: tuple[int, ...]
 
+    @classmethod
+    def process(cls, kind: SignalKind, pid: int, snapshot: Snapshot | None) -> SignalTargets:
+        """One process, named as the screen shows it (the dialog reads /proc again)."""
+        proc = snapshot.process(pid) if snapshot is not None else None
+        subject = f"PID {pid} {proc.name}" if proc is not None else f"PID {pid}"
+        return cls(kind, Reach.PROCESS, subject, (pid,))
+
 
 class SignalAsked(Message):
     """A screen's signal key was pressed; the app's desk plans and asks for confirmation."""
@@ -58,6 +71,23 @@ class SignalAsked(Message):
     def __init__(self, targets: SignalTargets) -> None:
         super().__init__()
         self.targets = targets
+
+
+class SignalRecord:
+    """Where a report goes besides the screen: the recording's event log (through the engine's
+    thread, which owns the sinks) and the alert hooks: who stopped what, on a shared machine."""
+
+    def __init__(self, log_event: LogEvent, alerts: AlertDispatcher | None, engine: Engine) -> None:
+        self._log_event = log_event
+        self._alerts = alerts
+        self._engine = engine
+
+    def __call__(self, report: SignalReport) -> None:
+        now = time.time()
+        self._log_event(now, "signal", report.line)
+        if self._alerts is not None:
+            host = self._engine.system.hostname
+            self._alerts.announce(AlertEvent(Change.SIGNAL_SENT, host, now, detail=report.line))
 
 
 class SignalDesk:

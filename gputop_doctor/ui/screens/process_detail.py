@@ -25,7 +25,7 @@ from textual.widgets import Static
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import ProcSample, Snapshot, ThreadEnv
-from gputop_doctor.core.signals import Reach, SignalKind
+from gputop_doctor.core.signals import SignalKind
 from gputop_doctor.core.text import printable
 from gputop_doctor.ui.messages import HistoryReady
 from gputop_doctor.ui.render import (
@@ -289,9 +289,7 @@ class ProcessScreen(ModalScreen[None]):
 
     def action_signal(self, kind: str) -> None:
         """Ask the app's desk to signal this process (its dialog confirms first)."""
-        proc = self.snapshot.process(self.pid)
-        subject = f"PID {self.pid} {proc.name}" if proc is not None else f"PID {self.pid}"
-        targets = SignalTargets(SignalKind[kind], Reach.PROCESS, subject, (self.pid,))
+        targets = SignalTargets.process(SignalKind[kind], self.pid, self.snapshot)
         self.post_message(SignalAsked(targets))
 
     def _on_gpu(self, snapshot: Snapshot) -> bool:
