@@ -42,9 +42,9 @@ large model, simple or complex data) and where its bottleneck is.
 Findings: what the doctor concludes, worst first. Enter on one shows its evidence and the fix.
 
 Processes: the attached PID's whole tree (launcher, ranks, DataLoader workers) and every process
-NVML lists on a GPU. CPU% is of one core; THR is threads; BLAS is the library mapped in (? when
-it cannot be read: no permission, run as the job's user or root); WAIT%
-is the share of each step spent waiting for data, measured by the in-process probe (on narrow
+NVML lists on a GPU. CPU% is of one core; THR is threads; BLAS is the library mapped in
+(? when it cannot be read: no permission, run as the job's user or root); WAIT% is the share
+of each step spent waiting for data, measured by the in-process probe (on narrow
 terminals it takes BLAS's place while a probe runs). Enter on a process shows all about it."""
 READING = "\n".join(" ".join(block.split()) for block in _GUIDE.split("\n\n"))
 
