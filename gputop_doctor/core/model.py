@@ -183,6 +183,13 @@ class HostSample:
     io_waiters: tuple[OutsideProcess, ...] = ()  # outside processes seen waiting on storage
     swap_holders: tuple[OutsideProcess, ...] = ()  # processes with the most memory in swap
 
+    @property
+    def busy_cpus(self) -> float | None:
+        """CPUs busy with anything this tick (the host's busy share of all logical CPUs)."""
+        if self.cpu_pct is None or not self.logical_cpus:
+            return None
+        return self.cpu_pct / 100.0 * self.logical_cpus
+
 
 @dataclass(frozen=True, slots=True)
 class Runtime:
@@ -328,10 +335,9 @@ class Snapshot:
 
         The host's busy share of all logical CPUs minus the tree's CPU (reaped children
         included), so a neighbour's load is never read as the job's."""
-        host = self.host
-        if self.tree is None or host.cpu_pct is None or not host.logical_cpus:
+        busy = self.host.busy_cpus
+        if self.tree is None or busy is None:
             return None
-        busy = host.cpu_pct / 100.0 * host.logical_cpus
         return round(max(0.0, busy - self.tree.cpu_pct / 100.0), 2)
 
     def process(self, pid: int) -> ProcSample | None:
