@@ -77,6 +77,18 @@ class LossRules:
         return Loss.NONE, 0.0
 
 
+    def charged(self, kind: Loss, ids: Iterable[str]) -> tuple[str, ...]:
+        """Of the findings ``ids`` active on a GPU-tick lost as ``kind``, those that cost it:
+        the starvation rule for starved time, the waiting rule for waiting time, the
+        throttling rule for throttled time (none for idle time or a bare reason bit)."""
+        owners = {
+            Loss.STARVED: self.starved_ids,
+            Loss.WAITING: self.waiting_ids,
+            Loss.THROTTLED: self.throttled_ids,
+        }.get(kind, frozenset())
+        return tuple(rule_id for rule_id in ids if rule_id in owners)
+
+
 @dataclass(slots=True)
 class WasteLedger:
     """GPU-seconds in all and lost so far in a live session (for the header)."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gputop_doctor.export.finding_marks import cell_ids, decode_cell
 from gputop_doctor.export.reader import COLUMN_AT, SessionReader, SessionRow
-from gputop_doctor.export.schema import LIST_SEP
 from gputop_doctor.report.points import GpuPoint, TickPoint
 
 _AT = COLUMN_AT
@@ -47,19 +47,20 @@ def _gpu(cells: list[str]) -> GpuPoint | None:
         sm_clock_mhz=_num(cells[_CLOCK]),
         sm_clock_max_mhz=_num(cells[_CLOCK_MAX]),
         clock_event_bits=int(float(bits)) if bits else None,
-        findings=tuple(found.split(LIST_SEP)) if found else (),
+        findings=cell_ids(found),
     )
 
 
 def _tick(batch: list[SessionRow]) -> TickPoint:
     first = batch[0].cells
     gpus = tuple(g for g in (_gpu(r.cells) for r in batch) if g is not None)
-    ids = (f for r in batch for f in r.cells[_FINDINGS].split(LIST_SEP) if f)
+    marks = {m.rule_id: m for r in batch for m in decode_cell(r.cells[_FINDINGS])}
     return TickPoint(
         time=float(first[_TIME]),
         dt=float(first[_INTERVAL]),
         gpus=gpus,
-        findings=tuple(dict.fromkeys(ids)),
+        findings=tuple(marks),
+        marks=tuple(marks.values()),
         bottleneck=first[_AT["bottleneck"]],
         steps_per_s=_num(first[_AT["tree_steps_per_s"]]),
         data_wait_pct=_num(first[_AT["tree_data_wait_pct"]]),

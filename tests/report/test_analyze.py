@@ -80,7 +80,7 @@ def test_text_output_has_every_section_and_charts(tmp_path: Path) -> None:
         "Verdict over time:",
         "data pipeline (CPU)",
         "gpu-starvation",
-        "active 10s (16.7% of the session) in 1 span(s), first +10s",
+        "warn; blame: unknown; active 10s (16.7% of the session, on 10s of GPU time) in 1 span(s)",
         "GPU 0 NVIDIA H100",
         "Cost: 0.03 GPU-hours",
         "at 2.5/GPU-hour",
