@@ -76,7 +76,6 @@ class LossRules:
             return Loss.THROTTLED, dt
         return Loss.NONE, 0.0
 
-
     def charged(self, kind: Loss, ids: Iterable[str]) -> tuple[str, ...]:
         """Of the findings ``ids`` active on a GPU-tick lost as ``kind``, those that cost it:
         the starvation rule for starved time, the waiting rule for waiting time, the
