@@ -32,6 +32,11 @@ def encode_mark(finding: Finding) -> str:
     return PART_SEP.join(parts)
 
 
+def mark_of(finding: Finding) -> FindingMark:
+    """What a recording would keep of ``finding``."""
+    return FindingMark(finding.rule_id, finding.severity, finding.blame, finding.scope.kind)
+
+
 def decode_mark(text: str) -> FindingMark:
     """One cell item back; parts that are missing or unknown read as None, never an error
     (a crafted file gets an id and nothing more)."""
