@@ -147,6 +147,14 @@ class GpuSample:
         return decode_clock_events(self.clock_event_bits)
 
     @property
+    def slowdown_temp_c(self) -> float | None:
+        """The temperature at which this card slows itself: the lower of its slowdown and
+        max-operating thresholds. The one threshold the card, the chart's line, the
+        thermal-throttle finding and the report all name."""
+        limits = [v for v in (self.temp_slowdown_c, self.temp_max_operating_c) if v]
+        return min(limits) if limits else None
+
+    @property
     def mem_used_frac(self) -> float | None:
         if self.mem_used_mib is None or not self.mem_total_mib:
             return None

@@ -76,8 +76,8 @@ GPU_GAUGES: tuple[GpuGauge, ...] = (
     GpuGauge("gpu_temperature_celsius", "GPU core temperature.", lambda g: g.temp_c),
     GpuGauge(
         "gpu_slowdown_temperature_celsius",
-        "Temperature at which the GPU slows its clocks.",
-        lambda g: g.temp_slowdown_c,
+        "Temperature at which the GPU slows its clocks (the lower of slowdown and max operating).",
+        lambda g: g.slowdown_temp_c,
     ),
     GpuGauge("gpu_power_watts", "Power draw.", lambda g: g.power_w),
     GpuGauge("gpu_power_limit_watts", "Enforced power limit.", lambda g: g.power_limit_w),

@@ -44,12 +44,6 @@ class _Tally:
     counter_fraction: float | None  # from the cumulative counters, when present
 
 
-def temperature_limit(gpu: GpuSample) -> float | None:
-    """The card's own slowdown point: the lower of its slowdown and max-operating thresholds."""
-    limits = [v for v in (gpu.temp_slowdown_c, gpu.temp_max_operating_c) if v]
-    return min(limits) if limits else None
-
-
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.thermal_throttle
     win = window(history, t.window_s)
@@ -84,7 +78,7 @@ def _bits_on_last_two(samples: Sequence[GpuSample], t: ThermalThresholds) -> boo
 def is_thermal(gpu: GpuSample, t: ThermalThresholds) -> bool:
     """One sample shows heat trouble: a thermal reason bit, or the card at its limit."""
     bits = gpu.clock_event_bits
-    limit = temperature_limit(gpu)
+    limit = gpu.slowdown_temp_c
     temp = gpu.temp_c
     if bits is not None:
         if bits & THERMAL_BITS:
@@ -175,7 +169,7 @@ def _fires(tally: _Tally, t: ThermalThresholds) -> bool:
 
 def _finding(index: int, samples: Sequence[GpuSample], tally: _Tally) -> Finding:
     gpu = samples[-1]
-    limit = temperature_limit(gpu)
+    limit = gpu.slowdown_temp_c
     share = min(1.0, tally.flagged / max(1, tally.busy))
     if tally.counter_fraction is not None:
         share = max(share, tally.counter_fraction)  # both 0-1: the larger reading, not a sum
