@@ -94,6 +94,12 @@ class GpuProcess:
     mem_util_pct: float | None = None
 
 
+def slowdown_point(slowdown_c: float | None, max_operating_c: float | None) -> float | None:
+    """The temperature at which a card slows itself: the lower of its two thresholds."""
+    limits = [v for v in (slowdown_c, max_operating_c) if v]
+    return min(limits) if limits else None
+
+
 @dataclass(frozen=True, slots=True)
 class GpuSample:
     """One GPU at one tick. ``lost`` GPUs carry only their index and identity."""
@@ -151,8 +157,7 @@ class GpuSample:
         """The temperature at which this card slows itself: the lower of its slowdown and
         max-operating thresholds. The one threshold the card, the chart's line, the
         thermal-throttle finding and the report all name."""
-        limits = [v for v in (self.temp_slowdown_c, self.temp_max_operating_c) if v]
-        return min(limits) if limits else None
+        return slowdown_point(self.temp_slowdown_c, self.temp_max_operating_c)
 
     @property
     def mem_used_frac(self) -> float | None:

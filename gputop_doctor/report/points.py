@@ -28,6 +28,9 @@ class GpuPoint(NamedTuple):
     sm_clock_max_mhz: float | None = None
     clock_event_bits: int | None = None
     findings: tuple[str, ...] = ()  # finding ids active on this GPU's row (host ones included)
+    uuid: str = ""
+    slowdown_temp_c: float | None = None  # the card's one slowdown threshold
+    power_limit_w: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,3 +47,4 @@ class TickPoint:
     steps_per_s: float | None = None  # from the in-process probe, when it ran
     data_wait_pct: float | None = None
     source: str = ""
+    target_pid: int | None = None  # the PID the recording was attached to

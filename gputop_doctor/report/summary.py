@@ -43,6 +43,9 @@ class GpuStats:
     energy_wh: float | None
     lost: bool
     energy_source: EnergySource | None = None  # None: no energy figure
+    uuid: str = ""
+    slowdown_temp_c: float | None = None  # the card's slowdown threshold (lowest seen)
+    power_limit_w: float | None = None  # its enforced power limit (highest seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,7 @@ class Report:
     out_of_order_ticks: int = 0
     gaps: int = 0
     gap_s: float = 0.0
+    target_pids: tuple[int, ...] = ()  # the PIDs the recording was attached to
 
 
 @dataclass(slots=True)
@@ -165,12 +169,20 @@ class _GpuAcc:
     mem: _Mean = field(default_factory=_Mean)
     thermal_s: float = 0.0
     lost: bool = False
+    uuid: str = ""
+    slowdown_c: float | None = None  # the lowest threshold seen: the one that bit first
+    limit_w: float | None = None  # the highest enforced limit seen
     util_chart: Downsampler = field(default_factory=Downsampler)
     temp_chart: Downsampler = field(default_factory=Downsampler)
     power_chart: Downsampler = field(default_factory=Downsampler)
 
     def add(self, gpu: GpuPoint, time: float, dt: float) -> None:
         self.name = self.name or gpu.name
+        self.uuid = self.uuid or gpu.uuid
+        if gpu.slowdown_temp_c is not None:
+            self.slowdown_c = min(gpu.slowdown_temp_c, self.slowdown_c or gpu.slowdown_temp_c)
+        if gpu.power_limit_w is not None:
+            self.limit_w = max(gpu.power_limit_w, self.limit_w or 0.0)
         self.lost = self.lost or gpu.lost
         if gpu.lost:
             return
@@ -208,6 +220,9 @@ class _GpuAcc:
             energy_wh=energy_wh,
             lost=self.lost,
             energy_source=energy_source,
+            uuid=self.uuid,
+            slowdown_temp_c=self.slowdown_c,
+            power_limit_w=self.limit_w,
         )
 
     def series(self) -> GpuSeries:
@@ -246,6 +261,7 @@ class ReportBuilder:
         self._steps = _Mean()
         self._wait = _Mean()
         self._timeline = Timeline(path)
+        self._targets: dict[int, None] = {}
 
     def add(self, tick: TickPoint) -> None:
         """Raises :class:`~gputop_doctor.report.timeline.TimeOrderError` (one line)."""
@@ -266,6 +282,8 @@ class ReportBuilder:
         if tick.bottleneck:
             self._verdict.add(tick.bottleneck, tick.time, dt)
         self._steps.add(tick.steps_per_s, dt)
+        if tick.target_pid is not None:
+            self._targets.setdefault(tick.target_pid)
         self._wait.add(tick.data_wait_pct, dt)
         for gpu in tick.gpus:
             acc = self._gpus.get(gpu.gpu) or self._gpus.setdefault(gpu.gpu, _GpuAcc(gpu.gpu))
@@ -323,6 +341,7 @@ class ReportBuilder:
             out_of_order_ticks=check.out_of_order,
             gaps=check.gaps,
             gap_s=check.gap_s,
+            target_pids=tuple(self._targets),
         )
 
     def _finding_spans(self, duration: float) -> tuple[FindingSpans, ...]:

@@ -83,6 +83,22 @@ def header_lines(report: Report) -> list[str]:
     return lines
 
 
+def headline(report: Report) -> str:
+    """One sentence to paste at the top of a ticket: what cost the most, and the lost time."""
+    c = report.cost
+    lost = f"{c.lost_gpu_hours:.2f} of {c.gpu_hours:.2f} GPU-hours lost"
+    if not report.findings:
+        return f"No findings over {duration(report.duration_s)}; {lost}."
+    ranked = [f for f in report.findings if not f.apart] or list(report.findings)
+    top = ranked[0]
+    name = printable(top.rule_id, 40)
+    cost = f"cost {duration(top.cost_gpu_s)} of GPU time" if top.cost_gpu_s > 0 else "held"
+    return (
+        f"{name} {cost} over {duration(top.total_s)} ({100 * top.share:.0f}% of the run); "
+        f"{lost}. Change first: {advice(top.rule_id)}."
+    )
+
+
 def verdict_lines(report: Report) -> list[str]:
     if not report.verdict:
         return ["Verdict over time: not judged in this input"]
@@ -107,12 +123,17 @@ def finding_lines(report: Report) -> list[str]:
     for f in report.findings:
         name = printable(f.rule_id, 40)
         lines.append(f"  {name:<28} {cost_text(f):>11} |{strip(report, f.spans)}|")
-        lines.append(
-            f"    {marks_text(f)}active {duration(f.total_s)} ({100 * f.share:.1f}% of the "
-            f"session, on {duration(f.gpu_s)} of GPU time) in {f.span_count} span(s), first "
-            f"+{duration(f.first - report.start)}, last until +{duration(f.last - report.start)}"
-        )
+        lines.append(f"    {evidence_line(report, f)}")
     return lines
+
+
+def evidence_line(report: Report, f: FindingSpans) -> str:
+    """What the recording shows of one finding: severity, blame, when and how long."""
+    return (
+        f"{marks_text(f)}active {duration(f.total_s)} ({100 * f.share:.1f}% of the "
+        f"session, on {duration(f.gpu_s)} of GPU time) in {f.span_count} span(s), first "
+        f"+{duration(f.first - report.start)}, last until +{duration(f.last - report.start)}"
+    )
 
 
 def cost_text(f: FindingSpans) -> str:
@@ -191,6 +212,7 @@ def probe_lines(report: Report) -> list[str]:
 def render_text(report: Report, charts: str = "") -> str:
     parts = [
         header_lines(report),
+        [f"In short: {headline(report)}"],
         verdict_lines(report),
         finding_lines(report),
         gpu_lines(report),
