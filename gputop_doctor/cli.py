@@ -221,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--hosts",
         metavar="LIST",
         help="watch several machines: HOST:PORT or https://HOST:PORT of 'serve' exporters, "
-        "or ssh://user@host, comma-separated",
+        "or ssh://user@host, comma-separated; NAME=HOST starts a job's group "
+        "(train=a:9400,b:9400,eval=c:9400): straggler-node compares only hosts of one job",
     )
     parser.add_argument(
         "--hosts-ca", metavar="PEM", help="with --hosts: trust only this CA for https:// hosts"
