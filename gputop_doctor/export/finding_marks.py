@@ -15,6 +15,8 @@ from gputop_doctor.core.findings import Blame, Finding, ScopeKind, Severity
 from gputop_doctor.export.schema import LIST_SEP, PART_SEP
 
 _SEVERITIES = {s.label: s for s in Severity}
+_BLAMES = {b.value: b for b in Blame}
+_SCOPES = {k.value: k for k in ScopeKind}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +44,8 @@ def decode_mark(text: str) -> FindingMark:
     (a crafted file gets an id and nothing more)."""
     rule_id, *rest = text.split(PART_SEP)
     severity = _SEVERITIES.get(rest[0]) if rest else None
-    blame = _enum(Blame, rest[1]) if len(rest) > 1 else None
-    scope = _enum(ScopeKind, rest[2]) if len(rest) > 2 else None
+    blame = _BLAMES.get(rest[1]) if len(rest) > 1 else None
+    scope = _SCOPES.get(rest[2]) if len(rest) > 2 else None
     return FindingMark(rule_id, severity, blame, scope)
 
 
@@ -56,10 +58,3 @@ def decode_cell(cell: str) -> tuple[FindingMark, ...]:
 def cell_ids(cell: str) -> tuple[str, ...]:
     """The finding ids of a ``findings`` cell, in order."""
     return tuple(mark.rule_id for mark in decode_cell(cell))
-
-
-def _enum(kind: type[Blame] | type[ScopeKind], text: str) -> Blame | ScopeKind | None:
-    try:
-        return kind(text)
-    except ValueError:
-        return None
