@@ -235,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--hosts",
         metavar="LIST",
         help="watch several machines: HOST:PORT or https://HOST:PORT of 'serve' exporters, "
-        "or ssh://user@host, comma-separated",
+        "or ssh://user@host, comma-separated; NAME=HOST starts a job's group "
+        "(train=a:19400,b:19400,eval=c:19400): straggler-node compares only hosts of one job",
     )
     parser.add_argument(
         "--hosts-ca", metavar="PEM", help="with --hosts: trust only this CA for https:// hosts"

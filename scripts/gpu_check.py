@@ -1637,23 +1637,21 @@ def read_csv(path: Path) -> list[dict]:
         return []
 
 
+def row_ids(row: dict) -> list[str]:
+    """The finding ids of a CSV row: each item of its ``findings`` cell is
+    ``id:severity:blame:scope`` (a bare id in files written before)."""
+    return [item.split(":", 1)[0] for item in (row.get("findings") or "").split("|") if item]
+
+
 def first_time(rows: list[dict], rule_id: str) -> float | None:
-    times = [
-        num(r.get("time_unix_s")) for r in rows if rule_id in (r.get("findings") or "").split("|")
-    ]
+    times = [num(r.get("time_unix_s")) for r in rows if rule_id in row_ids(r)]
     times = [t for t in times if t is not None]
     return min(times) if times else None
 
 
 def findings_from(rows: list[dict], since: float) -> set[str]:
     """Finding ids the CSV shows active at ticks from ``since`` (unix s) on."""
-    return {
-        f
-        for r in rows
-        if (num(r.get("time_unix_s")) or 0) >= since
-        for f in (r.get("findings") or "").split("|")
-        if f
-    }
+    return {f for r in rows if (num(r.get("time_unix_s")) or 0) >= since for f in row_ids(r)}
 
 
 def probe_fed_since(rows: list[dict]) -> float | None:
@@ -1679,7 +1677,7 @@ def shown_spans(rows: list[dict], rule_id: str, start: float) -> list[list[float
     for r in rows:
         t = num(r.get("time_unix_s"))
         if t is not None:
-            found = rule_id in (r.get("findings") or "").split("|")
+            found = rule_id in row_ids(r)
             active[t] = active.get(t, False) or found
     spans: list[list[float]] = []
     before = False

@@ -96,10 +96,15 @@ def series(
     )
 
 
+SEVERITY_TEXT = {"1": {"text": "info"}, "2": {"text": "warn"}, "3": {"text": "critical"}}
+
+
 def findings_table(board: Board) -> None:
     """One row per active finding: host, rule, scope, severity, whose problem, for how long.
-    The age's unit sits in an override on the value column only (a display name in the field
-    defaults would rename every column)."""
+    Severity is exported as a value (a label would restart the series when it changes), so the
+    table merges two instant queries on their labels. Units and the severity names sit in
+    overrides on their own columns (a display name in the field defaults would rename every
+    column)."""
     board.add(
         "table",
         "Active findings: whose problem, for how long"
@@ -111,7 +116,13 @@ def findings_table(board: Board) -> None:
                 f"time() - gputop_doctor_finding_start_time_seconds{{{HOST}}}",
                 format="table",
                 instant=True,
-            )
+            ),
+            target(
+                f"gputop_doctor_finding_severity{{{HOST}}}",
+                ref="B",
+                format="table",
+                instant=True,
+            ),
         ],
         fieldConfig={
             "defaults": {},
@@ -119,30 +130,44 @@ def findings_table(board: Board) -> None:
                 {
                     "matcher": {"id": "byName", "options": "active for"},
                     "properties": [{"id": "unit", "value": "s"}],
-                }
+                },
+                {
+                    "matcher": {"id": "byName", "options": "severity"},
+                    "properties": [
+                        {"id": "mappings", "value": [{"type": "value", "options": SEVERITY_TEXT}]}
+                    ],
+                },
             ],
         },
         transformations=[
+            {"id": "merge", "options": {}},
             {
                 "id": "organize",
                 "options": {
-                    "excludeByName": {"Time": True, "__name__": True, "job": True},
+                    "excludeByName": {
+                        "Time": True,
+                        "__name__": True,
+                        "job": True,
+                        "gpu": True,
+                        "hostname": True,
+                    },
                     "indexByName": {
                         "instance": 0,
                         "id": 1,
                         "scope": 2,
-                        "severity": 3,
+                        "Value #B": 3,
                         "blame": 4,
-                        "Value": 5,
+                        "Value #A": 5,
                     },
                     "renameByName": {
                         "instance": "host",
                         "id": "rule",
                         "blame": "whose problem",
-                        "Value": "active for",
+                        "Value #A": "active for",
+                        "Value #B": "severity",
                     },
                 },
-            }
+            },
         ],
     )
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_doctor.export.finding_marks import cell_ids
 from gputop_doctor.export.reader import SessionFormatError
 from tests.sessions import read_session
 
@@ -262,8 +263,9 @@ def test_record_demo_thermal_shows_thermal_throttle_in_the_csv(tmp_path: Path) -
     )
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(path.open()))
-    assert any("thermal-throttle" in r["findings"].split("|") for r in rows)
-    assert not any("power-cap" in r["findings"] for r in rows)
+    ids = [cell_ids(r["findings"]) for r in rows]
+    assert any("thermal-throttle" in found for found in ids)
+    assert not any("power-cap" in found for found in ids)
 
 
 def test_an_error_quoting_outside_text_reaches_the_terminal_as_one_harmless_line(

@@ -10,7 +10,7 @@ from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.findings import Severity
 from gputop_doctor.fleet.hosts import parse_hosts, tls_context
 from gputop_doctor.fleet.json_view import fleet_json
-from gputop_doctor.fleet.render import finding_line, host_lines, sorted_findings
+from gputop_doctor.fleet.render import group_line, grouped_findings, host_lines, sorted_findings
 from gputop_doctor.fleet.view import HostState, RemoteFinding
 from gputop_doctor.fleet.watcher import FleetFrame, fetch_fleet
 
@@ -30,12 +30,13 @@ def fleet_text(frame: FleetFrame) -> str:
     findings = _all_findings(frame)
     out.append("")
     out.append("Findings:" if findings else "Findings: none")
-    for finding in findings:
-        out.append(finding_line(finding))
-        if finding.evidence:
-            out.append(f"    evidence: {finding.evidence}")
-        if finding.fix:
-            out.append(f"    fix: {finding.fix}")
+    for group in grouped_findings(findings):
+        out.append(group_line(group))
+        first = group.first
+        if first.evidence:
+            out.append(f"    evidence: {first.evidence}")
+        if first.fix:
+            out.append(f"    fix: {first.fix}")
     return "\n".join(out)
 
 

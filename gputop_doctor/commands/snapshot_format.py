@@ -81,7 +81,7 @@ def _gpu_line(gpu: GpuSample) -> str:
         f"  util {_num(gpu.util_pct, '.0f', '%')}"
         f" (min {_num(gpu.util_min_pct)} max {_num(gpu.util_max_pct)})"
         f"  mem {_num(gpu.mem_used_mib)}/{_num(gpu.mem_total_mib, '.0f', ' MiB')}"
-        f"  {_num(gpu.temp_c, '.0f', '°C')}/{_num(gpu.temp_slowdown_c, '.0f', '°C')}"
+        f"  {_num(gpu.temp_c, '.0f', '°C')}/{_num(gpu.slowdown_temp_c, '.0f', '°C')}"
         f"  {_num(gpu.power_w, '.0f', 'W')}/{_num(gpu.power_limit_w, '.0f', 'W')}"
         f"  SM {_num(gpu.sm_clock_mhz)}/{_num(gpu.sm_clock_max_mhz, '.0f', ' MHz')}"
         f"  reasons: {reasons}" + (f"\n        processes: {procs}" if procs else "")

@@ -176,6 +176,8 @@ class ImbalanceThresholds:
     min_span_s: float = 20.0
     min_peer_util_pct: float = 50.0  # peers must be this busy (median)
     gap_pct: float = 25.0  # straggler at least this many points below the median
+    # Without process lists (an imported log): a GPU that averaged this busy is in the job.
+    working_util_pct: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,12 @@ class GpuProcess:
     mem_util_pct: float | None = None
 
 
+def slowdown_point(slowdown_c: float | None, max_operating_c: float | None) -> float | None:
+    """The temperature at which a card slows itself: the lower of its two thresholds."""
+    limits = [v for v in (slowdown_c, max_operating_c) if v]
+    return min(limits) if limits else None
+
+
 @dataclass(frozen=True, slots=True)
 class GpuSample:
     """One GPU at one tick. ``lost`` GPUs carry only their index and identity."""
@@ -147,6 +153,13 @@ class GpuSample:
         return decode_clock_events(self.clock_event_bits)
 
     @property
+    def slowdown_temp_c(self) -> float | None:
+        """The temperature at which this card slows itself: the lower of its slowdown and
+        max-operating thresholds. The one threshold the card, the chart's line, the
+        thermal-throttle finding and the report all name."""
+        return slowdown_point(self.temp_slowdown_c, self.temp_max_operating_c)
+
+    @property
     def mem_used_frac(self) -> float | None:
         if self.mem_used_mib is None or not self.mem_total_mib:
             return None
@@ -182,6 +195,13 @@ class HostSample:
     outside_top: tuple[OutsideProcess, ...] = ()  # busiest outside processes by CPU
     io_waiters: tuple[OutsideProcess, ...] = ()  # outside processes seen waiting on storage
     swap_holders: tuple[OutsideProcess, ...] = ()  # processes with the most memory in swap
+
+    @property
+    def busy_cpus(self) -> float | None:
+        """CPUs busy with anything this tick (the host's busy share of all logical CPUs)."""
+        if self.cpu_pct is None or not self.logical_cpus:
+            return None
+        return self.cpu_pct / 100.0 * self.logical_cpus
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,10 +348,9 @@ class Snapshot:
 
         The host's busy share of all logical CPUs minus the tree's CPU (reaped children
         included), so a neighbour's load is never read as the job's."""
-        host = self.host
-        if self.tree is None or host.cpu_pct is None or not host.logical_cpus:
+        busy = self.host.busy_cpus
+        if self.tree is None or busy is None:
             return None
-        busy = host.cpu_pct / 100.0 * host.logical_cpus
         return round(max(0.0, busy - self.tree.cpu_pct / 100.0), 2)
 
     def process(self, pid: int) -> ProcSample | None:

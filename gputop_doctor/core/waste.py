@@ -9,8 +9,9 @@ Per GPU per tick of ``dt`` seconds, first match wins:
   GPU: it spins in a collective, busy by utilization, waiting for a stalled rank (the whole
   tick; such a finding is shown only while the wait lasts);
 - **idle**: utilization under ``rules.gpu_time_lost.idle_util_pct`` (the whole tick);
-- **throttled**: a thermal or power clock-event reason is set, or a rule whose spec says
-  ``Loss.THROTTLED`` (``thermal-throttle``, ``power-cap``) is active; it loses the clock
+- **throttled**: a thermal or hardware power-brake clock-event reason is set, or a rule whose
+  spec says ``Loss.THROTTLED`` (``thermal-throttle``) is active (the software power cap at full
+  load is how a GPU is meant to run, not lost time); it loses the clock
   deficit ``1 - clock / max clock`` of the tick (the whole tick when the clocks are unknown).
 
 Which rules lose time is declared by each rule's spec (:class:`gputop_doctor.core.rule.RuleSpec`)
@@ -28,7 +29,9 @@ from gputop_doctor.core.model import ClockEvent, Snapshot
 
 # Plain ints: this runs once per GPU per row of a day-long session.
 THERMAL_BITS = int(ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL)
-SLOWDOWN_BITS = THERMAL_BITS | int(ClockEvent.SW_POWER_CAP | ClockEvent.HW_POWER_BRAKE)
+# The software power cap is not among them: a GPU at full load runs at its power limit by
+# design (``power-cap`` is information), so those ticks are not lost.
+SLOWDOWN_BITS = THERMAL_BITS | int(ClockEvent.HW_POWER_BRAKE)
 
 
 class Loss(Enum):
@@ -72,6 +75,17 @@ class LossRules:
                 return Loss.THROTTLED, dt * max(0.0, 1.0 - sm_clock_mhz / sm_clock_max_mhz)
             return Loss.THROTTLED, dt
         return Loss.NONE, 0.0
+
+    def charged(self, kind: Loss, ids: Iterable[str]) -> tuple[str, ...]:
+        """Of the findings ``ids`` active on a GPU-tick lost as ``kind``, those that cost it:
+        the starvation rule for starved time, the waiting rule for waiting time, the
+        throttling rule for throttled time (none for idle time or a bare reason bit)."""
+        owners = {
+            Loss.STARVED: self.starved_ids,
+            Loss.WAITING: self.waiting_ids,
+            Loss.THROTTLED: self.throttled_ids,
+        }.get(kind, frozenset())
+        return tuple(rule_id for rule_id in ids if rule_id in owners)
 
 
 @dataclass(slots=True)

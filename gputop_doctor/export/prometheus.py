@@ -19,13 +19,18 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from gputop_doctor import __version__
+from gputop_doctor.core.findings import Finding, ScopeKind
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import CLOCK_EVENT_NAMES, MIB, GpuSample, HostSample, Snapshot
 from gputop_doctor.core.pressure import Pressure
-from gputop_doctor.export.prometheus_health import XidCounts, health_metrics
+from gputop_doctor.export.prometheus_health import (
+    GPU_LABELS,
+    XidCounts,
+    gpu_labels,
+    health_metrics,
+)
 
 PREFIX = "gputop_doctor_"
-GPU_LABELS = ("gpu", "uuid", "name")
 NS_PER_S = 1e9
 MHZ = 1e6
 KIB = 1024.0
@@ -71,8 +76,8 @@ GPU_GAUGES: tuple[GpuGauge, ...] = (
     GpuGauge("gpu_temperature_celsius", "GPU core temperature.", lambda g: g.temp_c),
     GpuGauge(
         "gpu_slowdown_temperature_celsius",
-        "Temperature at which the GPU slows its clocks.",
-        lambda g: g.temp_slowdown_c,
+        "Temperature at which the GPU slows its clocks (the lower of slowdown and max operating).",
+        lambda g: g.slowdown_temp_c,
     ),
     GpuGauge("gpu_power_watts", "Power draw.", lambda g: g.power_w),
     GpuGauge("gpu_power_limit_watts", "Enforced power limit.", lambda g: g.power_limit_w),
@@ -117,12 +122,12 @@ THROTTLE_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _gpu_labels(gpu: GpuSample) -> list[str]:
-    return [str(gpu.index), gpu.uuid or "", gpu.name or ""]
-
-
-def gpu_metrics(gpus: tuple[GpuSample, ...]) -> Iterator[Metric]:
+def gpu_metrics(gpus: tuple[GpuSample, ...], hostname: str) -> Iterator[Metric]:
     live = [g for g in gpus if not g.lost]
+
+    def _gpu_labels(gpu: GpuSample) -> list[str]:
+        return gpu_labels(gpu, hostname)
+
     lost = GaugeMetricFamily(
         PREFIX + "gpu_lost", "1 when the GPU fell off the bus.", labels=GPU_LABELS
     )
@@ -281,22 +286,39 @@ def job_metrics(snap: Snapshot, cpu_seconds: float) -> Iterator[Metric]:
         yield family
 
 
+# One series per finding for as long as it is shown, whatever its severity does: severity is
+# a value (gputop_doctor_finding_severity), not a label, so a warning turning critical keeps its
+# series (and an alert's ``for:`` keeps counting). ``gpu`` is the GPU's index on GPU-scoped
+# findings (empty otherwise), the label the GPU series carry, so ``on(gpu)`` joins them.
+# blame: whose problem (job, neighbour, machine, unknown); a rule says the same for one cause.
+FINDING_LABELS = ("id", "scope", "gpu", "hostname", "blame")
+
+
+def finding_labels(finding: Finding, hostname: str) -> list[str]:
+    scope = finding.scope
+    gpu = str(scope.index) if scope.kind is ScopeKind.GPU else ""
+    return [finding.rule_id, str(scope), gpu, hostname, finding.blame.value]
+
+
 def finding_metrics(frame: Frame) -> Iterator[Metric]:
-    labels = ("id", "severity", "scope", "blame")  # blame: whose problem (job, neighbour, ...)
-    active = GaugeMetricFamily(
-        PREFIX + "finding_active", "1 while the finding is shown.", labels=labels
-    )
-    since = GaugeMetricFamily(
-        PREFIX + "finding_start_time_seconds",
-        "Unix time the finding's condition was first seen.",
-        labels=labels,
-    )
+    families = {
+        "active": ("finding_active", "1 while the finding is shown."),
+        "severity": ("finding_severity", "The finding's severity: 1 info, 2 warn, 3 critical."),
+        "since": (
+            "finding_start_time_seconds",
+            "Unix time the finding's condition was first seen.",
+        ),
+    }
+    made = {
+        key: GaugeMetricFamily(PREFIX + name, doc, labels=FINDING_LABELS)
+        for key, (name, doc) in families.items()
+    }
     for finding in frame.findings:
-        key = [finding.rule_id, finding.severity.label, str(finding.scope), finding.blame.value]
-        active.add_metric(key, 1.0)
-        since.add_metric(key, finding.since)
-    yield active
-    yield since
+        labels = finding_labels(finding, frame.system.hostname)
+        made["active"].add_metric(labels, 1.0)
+        made["severity"].add_metric(labels, float(finding.severity))
+        made["since"].add_metric(labels, finding.since)
+    yield from made.values()
     verdict = GaugeMetricFamily(
         PREFIX + "verdict_info",
         "The headline: the job's case and bottleneck.",
@@ -323,7 +345,7 @@ class FrameCollector(Collector):
             self._frame = frame
             self._ticks += 1
             self._job_cpu.add(frame.snapshot)
-            self._xids.add(frame.snapshot.gpus)
+            self._xids.add(frame.snapshot.gpus, frame.system.hostname)
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
@@ -348,8 +370,9 @@ class FrameCollector(Collector):
         snap = frame.snapshot
         yield _gauge("last_tick_timestamp_seconds", "Unix time of the latest tick.", snap.time)
         yield _gauge("tick_duration_seconds", "Time the latest tick took.", frame.tick_cost_s)
-        yield from gpu_metrics(snap.gpus)
-        yield from health_metrics(snap.gpus, xids)
+        hostname = frame.system.hostname
+        yield from gpu_metrics(snap.gpus, hostname)
+        yield from health_metrics(snap.gpus, xids, hostname)
         yield from host_metrics(snap.host)
         yield from job_metrics(snap, cpu_seconds)
         yield from finding_metrics(frame)

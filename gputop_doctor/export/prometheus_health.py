@@ -18,11 +18,16 @@ from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.model import GpuSample
 
 PREFIX = "gputop_doctor_"
-GPU_LABELS = ("gpu", "uuid", "name")
+# A GPU's identity on every per-GPU series: its index (``gpu``, the label findings join on),
+# UUID, model name, PCI bus id and the host's name, the identity dcgm-exporter gives its
+# series (``gpu``, ``UUID``, ``modelName``, ``pci_bus_id``, ``Hostname``), spelt in snake_case
+# as Prometheus's naming rules (and ``promtool check metrics``) ask; docs/metrics.md has the
+# relabelling that renames them to dcgm-exporter's spelling for one fleet.
+GPU_LABELS = ("gpu", "uuid", "name", "pci_bus_id", "hostname")
 
 
-def gpu_labels(gpu: GpuSample) -> list[str]:
-    return [str(gpu.index), gpu.uuid or "", gpu.name or ""]
+def gpu_labels(gpu: GpuSample, hostname: str) -> list[str]:
+    return [str(gpu.index), gpu.uuid or "", gpu.name or "", gpu.pci_bus_id or "", hostname]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +83,7 @@ GAUGE_VALUES: tuple[HealthValue, ...] = (
 )
 
 
-XidKey = tuple[str, str, str, str]  # gpu, uuid, name, Xid code
+XidKey = tuple[str, ...]  # the GPU's labels (GPU_LABELS), then the Xid code
 
 
 class XidCounts:
@@ -89,28 +94,32 @@ class XidCounts:
     def __init__(self) -> None:
         self._counts: dict[XidKey, int] = {}
 
-    def add(self, gpus: tuple[GpuSample, ...]) -> None:
+    def add(self, gpus: tuple[GpuSample, ...], hostname: str) -> None:
         for gpu in gpus:
             for xid in gpu.health.xids if gpu.health is not None else ():
-                key = (str(gpu.index), gpu.uuid or "", gpu.name or "", str(xid.code))
+                key = (*gpu_labels(gpu, hostname), str(xid.code))
                 self._counts[key] = self._counts.get(key, 0) + 1
 
     def copy(self) -> dict[XidKey, int]:
         return dict(self._counts)
 
 
-def health_metrics(gpus: tuple[GpuSample, ...], xids: dict[XidKey, int]) -> Iterator[Metric]:
+def health_metrics(
+    gpus: tuple[GpuSample, ...], xids: dict[XidKey, int], hostname: str
+) -> Iterator[Metric]:
     """Every health family; a GPU without a reading is simply absent from it."""
     readable = [(g, g.health) for g in gpus if not g.lost and g.health is not None]
-    yield from _families(readable, COUNTERS, COUNTER_VALUES, CounterMetricFamily)
-    yield from _families(readable, GAUGES, GAUGE_VALUES, GaugeMetricFamily)
+    yield from _families(readable, COUNTERS, COUNTER_VALUES, CounterMetricFamily, hostname)
+    yield from _families(readable, GAUGES, GAUGE_VALUES, GaugeMetricFamily, hostname)
     up = GaugeMetricFamily(
         PREFIX + "gpu_nvlink_up", "1 while the NVLink is active.", labels=(*GPU_LABELS, "link")
     )
     for gpu, health in readable:
         for link in health.nvlinks:
             if link.active is not None:
-                up.add_metric([*gpu_labels(gpu), str(link.link)], 1.0 if link.active else 0.0)
+                up.add_metric(
+                    [*gpu_labels(gpu, hostname), str(link.link)], 1.0 if link.active else 0.0
+                )
     yield up
     events = CounterMetricFamily(
         PREFIX + "gpu_xid_events",
@@ -127,13 +136,14 @@ def _families(
     specs: dict[str, tuple[str, tuple[str, ...]]],
     values: tuple[HealthValue, ...],
     kind: type[CounterMetricFamily] | type[GaugeMetricFamily],
+    hostname: str,
 ) -> Iterator[Metric]:
     families = {
         name: kind(PREFIX + name, doc, labels=(*GPU_LABELS, *extra))
         for name, (doc, extra) in specs.items()
     }
     for gpu, health in readable:
-        labels = gpu_labels(gpu)
+        labels = gpu_labels(gpu, hostname)
         for value in values:
             reading = getattr(health, value.attr)
             if reading is not None:

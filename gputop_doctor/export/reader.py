@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 from gputop_doctor.core.errors import DoctorError
 from gputop_doctor.core.model import Snapshot
+from gputop_doctor.export.finding_marks import cell_ids
 from gputop_doctor.export.rows import snapshot_from_rows
 from gputop_doctor.export.schema import (
     ADDED_IN_3,
     COLUMNS,
-    LIST_SEP,
     PREVIOUS_COLUMNS,
     PREVIOUS_SCHEMA_VERSION,
     SCHEMA_VERSION,
@@ -146,6 +146,6 @@ def _tick(batch: list[SessionRow]) -> RecordedTick:
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         first = batch[0]
         raise SessionFormatError(f"{first.path}: line {first.line}: bad value: {exc}") from None
-    ids = (f for row in rows for f in row["findings"].split(LIST_SEP) if f)
+    ids = (f for row in rows for f in cell_ids(row["findings"]))
     findings = tuple(dict.fromkeys(ids))  # every row's ids, each once, in order
     return RecordedTick(snapshot, findings, rows[0]["source"], rows[0]["bottleneck"])

@@ -18,6 +18,7 @@ from gputop_doctor.core.model import (
 )
 from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.core.verdict import Verdict
+from gputop_doctor.export.finding_marks import encode_mark
 from gputop_doctor.export.health_cells import HEALTH_WIDTH, health_cells, health_from_row
 from gputop_doctor.export.schema import (
     GPU_FIELDS,
@@ -47,17 +48,18 @@ def snapshot_rows(
 
 
 def _findings_cell(findings: Sequence[Finding], gpu: GpuSample | None) -> str:
-    """Ids active at this tick that concern this row: the host, processes, or this GPU.
+    """Findings active at this tick that concern this row: the host, processes, or this GPU,
+    each as ``id:severity:blame:scope`` (see :mod:`gputop_doctor.export.finding_marks`).
 
     A GPU finding goes only on its own GPU's row, so filtering on ``gpu_index`` gives that
     GPU's story; each id appears once per cell.
     """
-    ids: dict[str, None] = {}
+    marks: dict[str, str] = {}
     for finding in findings:
         scope = finding.scope
         if scope.kind is not ScopeKind.GPU or gpu is None or scope.index == gpu.index:
-            ids[finding.rule_id] = None
-    return LIST_SEP.join(ids)
+            marks.setdefault(finding.rule_id, encode_mark(finding))
+    return LIST_SEP.join(marks.values())
 
 
 def _iso(ts: float) -> str:

@@ -1,5 +1,7 @@
 """``--hosts a:19400,https://b:19400,ssh://user@c``: which machines to watch and how to reach
-them; ``--hosts-ca FILE``: the certificate authority an https exporter's certificate is
+them, optionally grouped by the job they run (``--hosts train=a:19400,b:19400,eval=c:19400``:
+an entry ``NAME=HOST`` starts job NAME, and the entries after it belong to it until the next
+``NAME=``); ``--hosts-ca FILE``: the certificate authority an https exporter's certificate is
 checked against (the system's when not given)."""
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ import os
 import re
 import ssl
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from gputop_doctor.config.network import DEFAULT_PORT
@@ -17,6 +19,7 @@ from gputop_doctor.core.text import printable
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9._-]+$|^\[[0-9A-Fa-f:.]+\]$")
 _USER = re.compile(r"^[A-Za-z0-9._-]+$")
+_JOB = re.compile(r"^([A-Za-z0-9._-]+)=(.*)$")
 
 
 class Transport(Enum):
@@ -31,6 +34,7 @@ class HostSpec:
     port: int | None = None  # None for ssh: ssh's own default or config
     user: str | None = None
     tls: bool = False  # https://: the exporter runs serve --tls-cert
+    job: str | None = None  # the --hosts group it was listed in: the job it runs
 
     @property
     def url(self) -> str:
@@ -89,13 +93,22 @@ def parse_host(spec: str) -> HostSpec:
 
 
 def parse_hosts(text: str) -> tuple[HostSpec, ...]:
-    specs = tuple(parse_host(part) for part in text.split(",") if part.strip())
+    specs = []
+    job: str | None = None
+    for part in (p.strip() for p in text.split(",")):
+        named = _JOB.match(part)
+        if named:
+            job, part = named.group(1), named.group(2).strip()
+        if part:
+            specs.append(replace(parse_host(part), job=job))
+        elif named:
+            raise HostsError(f"--hosts: job {job!r} names no host")
     if not specs:
         raise HostsError("--hosts: no hosts given")
     labels = [s.label for s in specs]
     if len(set(labels)) != len(labels):
         raise HostsError("--hosts: a host is listed twice")
-    return specs
+    return tuple(specs)
 
 
 MAX_CA_BYTES = 16 * 1024 * 1024

@@ -5,6 +5,8 @@ Every string in a :class:`HostView` is already printable; this only lays it out.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gputop_doctor.fleet.view import HostState, HostStatus, RemoteFinding, RemoteGpu
 
 SEVERITY_ORDER = {"critical": 0, "warn": 1, "info": 2}
@@ -44,12 +46,44 @@ def host_lines(status: HostStatus) -> list[str]:
     return lines
 
 
-def finding_line(finding: RemoteFinding) -> str:
-    return (
-        f"[{finding.severity.upper()}] {finding.host}  {finding.rule_id} ({finding.scope}):"
-        f" {finding.title}"
-    )
-
-
 def sorted_findings(findings: list[RemoteFinding]) -> list[RemoteFinding]:
     return sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.host, f.rule_id))
+
+
+@dataclass(frozen=True, slots=True)
+class FindingGroup:
+    """One rule's findings on one host: eight starved GPUs are one entry, not eight blocks."""
+
+    host: str
+    rule_id: str
+    severity: str  # the worst of them
+    findings: tuple[RemoteFinding, ...]  # worst first
+
+    @property
+    def first(self) -> RemoteFinding:
+        return self.findings[0]
+
+    @property
+    def scopes(self) -> str:
+        """``gpu:0, gpu:1`` (or the one scope)."""
+        return ", ".join(dict.fromkeys(f.scope for f in self.findings))
+
+
+def grouped_findings(findings: list[RemoteFinding]) -> list[FindingGroup]:
+    """Findings grouped per host and rule, worst group first; each group shows its worst."""
+    groups: dict[tuple[str, str], list[RemoteFinding]] = {}
+    for finding in sorted_findings(findings):
+        groups.setdefault((finding.host, finding.rule_id), []).append(finding)
+    return [
+        FindingGroup(host, rule_id, members[0].severity, tuple(members))
+        for (host, rule_id), members in groups.items()
+    ]
+
+
+def group_line(group: FindingGroup) -> str:
+    """``[WARN] a:19400  gpu-starvation x8 (gpu:0, ..., gpu:7): <the worst one's title>``."""
+    count = f" x{len(group.findings)}" if len(group.findings) > 1 else ""
+    return (
+        f"[{group.severity.upper()}] {group.host}  {group.rule_id}{count} ({group.scopes}):"
+        f" {group.first.title}"
+    )

@@ -2,7 +2,9 @@
 
 In a synchronous data-parallel job every step waits for the slowest rank, so one slow node
 (throttling, a noisy neighbour, a slow disk) sets the pace of all. Measured by the probe's
-steps per second when every node publishes it, else by mean GPU utilization.
+steps per second when every node publishes it, else by mean GPU utilization. Nodes are
+compared only with the nodes of their own job (a ``--hosts`` group, or the job the exporter
+names); a node of no known job is not judged.
 
 :func:`straggler_findings` judges one set of frames (``snapshot --hosts`` has only one).
 The live fleet view uses :class:`StragglerTracker`, which keeps each host's last few paces
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gputop_doctor.fleet.view import HostState, HostStatus, HostView, RemoteFinding
@@ -62,9 +64,33 @@ class Pace:
         return self.value / self.peers
 
 
-def paces(hosts: Sequence[HostStatus]) -> dict[str, Pace]:
-    """Each reachable node's pace against its peers' median; {} when there is no fleet."""
-    views = [(h.label, h.view) for h in hosts if h.state is HostState.OK and h.view is not None]
+def job_of(host: HostStatus, jobs: Mapping[str, str | None]) -> str | None:
+    """The job a host runs: its ``--hosts`` group, else the job its exporter names."""
+    listed = jobs.get(host.label)
+    if listed is not None:
+        return listed
+    return host.view.job if host.view is not None else None
+
+
+def paces(hosts: Sequence[HostStatus], jobs: Mapping[str, str | None]) -> dict[str, Pace]:
+    """Each reachable node's pace against the median of its job's other nodes.
+
+    A straggler only means something among nodes of one synchronous job: two unrelated
+    machines simply run different work. So nodes are compared only with nodes of the same job
+    (``jobs``: the ``--hosts`` groups, else the exporters' job), and a node of no known job is
+    not judged at all."""
+    by_job: dict[str, list[tuple[str, HostView]]] = {}
+    for host in hosts:
+        job = job_of(host, jobs)
+        if host.state is HostState.OK and host.view is not None and job is not None:
+            by_job.setdefault(job, []).append((host.label, host.view))
+    out = {}
+    for views in by_job.values():
+        out.update(_job_paces(views))
+    return out
+
+
+def _job_paces(views: Sequence[tuple[str, HostView]]) -> dict[str, Pace]:
     if len(views) < MIN_NODES:
         return {}
     pace = _pace(views)
@@ -79,11 +105,15 @@ def paces(hosts: Sequence[HostStatus]) -> dict[str, Pace]:
     return out
 
 
-def straggler_findings(hosts: Sequence[HostStatus]) -> tuple[RemoteFinding, ...]:
-    """A warning per node whose pace is under ``SLOWER_THAN`` x the median of the others, on
-    these frames alone."""
+def straggler_findings(
+    hosts: Sequence[HostStatus], jobs: Mapping[str, str | None]
+) -> tuple[RemoteFinding, ...]:
+    """A warning per node whose pace is under ``SLOWER_THAN`` x the median of the others of
+    its job, on these frames alone."""
     return tuple(
-        _finding(label, pace) for label, pace in paces(hosts).items() if pace.ratio < SLOWER_THAN
+        _finding(label, pace)
+        for label, pace in paces(hosts, jobs).items()
+        if pace.ratio < SLOWER_THAN
     )
 
 
@@ -97,13 +127,14 @@ class _HostTrack:
 class StragglerTracker:
     """``straggler-node`` over each host's last frames, with hysteresis (see the module)."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs: Mapping[str, str | None] | None = None) -> None:
         self._tracks: dict[str, _HostTrack] = {}
+        self._jobs: Mapping[str, str | None] = jobs or {}
 
     def observe(self, hosts: Sequence[HostStatus]) -> tuple[RemoteFinding, ...]:
         """Count each host's new frame (a frame seen before is not counted twice) and give
         the findings shown now. A host that cannot be judged loses its history."""
-        now = paces(hosts)
+        now = paces(hosts, self._jobs)
         times = {h.label: h.view.time for h in hosts if h.view is not None}
         for label in list(self._tracks):
             if label not in now:

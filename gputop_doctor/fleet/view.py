@@ -98,6 +98,7 @@ class HostView:
     findings: tuple[RemoteFinding, ...]
     steps_per_s: float | None
     gpu_problem: str | None
+    job: str | None = None  # the job the exporter says it serves (its ``job`` field), if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +266,7 @@ def parse_view(label: str, data: Any) -> HostView:
         findings=tuple(_finding(label, f, f"findings[{n}].") for n, f in enumerate(findings)),
         steps_per_s=None if tree is None else tree.number("steps_per_s", STEPS_PER_S),
         gpu_problem=fields.text("gpu_problem"),
+        job=fields.text("job") or None,
     )
 
 

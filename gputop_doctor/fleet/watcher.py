@@ -30,7 +30,8 @@ class FleetWatcher:
         self, specs: Sequence[HostSpec], interval_s: float, tls: ssl.SSLContext | None = None
     ) -> None:
         self.pollers = [HostPoller(spec, interval_s, tls=tls) for spec in specs]
-        self._stragglers = StragglerTracker()
+        self._jobs = {spec.label: spec.job for spec in specs}
+        self._stragglers = StragglerTracker(self._jobs)
 
     def start(self) -> FleetWatcher:
         for poller in self.pollers:
@@ -45,7 +46,7 @@ class FleetWatcher:
     def single_frame(self) -> FleetFrame:
         """Every host now, ``straggler-node`` judged on these frames alone (one look)."""
         hosts = tuple(p.status() for p in self.pollers)
-        return FleetFrame(hosts, straggler_findings(hosts))
+        return FleetFrame(hosts, straggler_findings(hosts, self._jobs))
 
     def stop(self) -> None:
         """Stop every poller and wait for the ssh ones to reap their ssh (no child outlives

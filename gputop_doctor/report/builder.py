@@ -15,8 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gputop_doctor.config import Settings
+from gputop_doctor.core.findings import Blame, ScopeKind, Severity
 from gputop_doctor.core.rule import loss_rules
 from gputop_doctor.core.waste import THERMAL_BITS, Loss, LossRules
+from gputop_doctor.export.finding_marks import FindingMark
 from gputop_doctor.report.energy import EnergyAcc, EnergySource, energy_from
 from gputop_doctor.report.points import GpuPoint, TickPoint
 from gputop_doctor.report.series import Downsampler, Run, RunTracker, Span, SpanTracker
@@ -41,6 +43,9 @@ class GpuStats:
     energy_wh: float | None
     lost: bool
     energy_source: EnergySource | None = None  # None: no energy figure
+    uuid: str = ""
+    slowdown_temp_c: float | None = None  # the card's slowdown threshold (lowest seen)
+    power_limit_w: float | None = None  # its enforced power limit (highest seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,19 @@ class FindingSpans:
     span_count: int
     spans: tuple[Span, ...]  # the first MAX_SPANS of them
     gpu_s: float  # GPU-seconds the finding was active on (host findings: every GPU)
+    # GPU-seconds it plausibly cost: the lost time charged to it (starvation: the idle share;
+    # throttling: the clock deficit; waiting for a stalled rank: the peers' ticks). Zero for
+    # advice that idles no GPU of its own (a host-wide BLAS choice), whatever it spans.
+    cost_gpu_s: float = 0.0
+    severity: str | None = None  # the worst recorded: "info", "warn", "critical"
+    blame: Blame | None = None  # the last recorded
+    scope: ScopeKind | None = None  # GPU when it was recorded on a GPU, else host or process
+
+    @property
+    def apart(self) -> bool:
+        """Advice listed apart from the ranking: it costs no GPU time and is not about one
+        GPU (host-wide or per process: a BLAS build, a thread setting)."""
+        return self.cost_gpu_s <= 0.0 and self.scope is not ScopeKind.GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +119,7 @@ class Report:
     out_of_order_ticks: int = 0
     gaps: int = 0
     gap_s: float = 0.0
+    target_pids: tuple[int, ...] = ()  # the PIDs the recording was attached to
 
 
 @dataclass(slots=True)
@@ -122,6 +141,22 @@ class _Mean:
 
 
 @dataclass(slots=True)
+class _MarkAcc:
+    """What the recording said about one finding over the session."""
+
+    severity: Severity | None = None
+    blame: Blame | None = None
+    scope: ScopeKind | None = None
+
+    def add(self, mark: FindingMark) -> None:
+        if mark.severity is not None and (self.severity is None or mark.severity > self.severity):
+            self.severity = mark.severity
+        self.blame = mark.blame or self.blame
+        if self.scope is not ScopeKind.GPU:
+            self.scope = mark.scope or self.scope
+
+
+@dataclass(slots=True)
 class _GpuAcc:
     index: int
     name: str = ""
@@ -134,12 +169,20 @@ class _GpuAcc:
     mem: _Mean = field(default_factory=_Mean)
     thermal_s: float = 0.0
     lost: bool = False
+    uuid: str = ""
+    slowdown_c: float | None = None  # the lowest threshold seen: the one that bit first
+    limit_w: float | None = None  # the highest enforced limit seen
     util_chart: Downsampler = field(default_factory=Downsampler)
     temp_chart: Downsampler = field(default_factory=Downsampler)
     power_chart: Downsampler = field(default_factory=Downsampler)
 
     def add(self, gpu: GpuPoint, time: float, dt: float) -> None:
         self.name = self.name or gpu.name
+        self.uuid = self.uuid or gpu.uuid
+        if gpu.slowdown_temp_c is not None:
+            self.slowdown_c = min(gpu.slowdown_temp_c, self.slowdown_c or gpu.slowdown_temp_c)
+        if gpu.power_limit_w is not None:
+            self.limit_w = max(gpu.power_limit_w, self.limit_w or 0.0)
         self.lost = self.lost or gpu.lost
         if gpu.lost:
             return
@@ -177,6 +220,9 @@ class _GpuAcc:
             energy_wh=energy_wh,
             lost=self.lost,
             energy_source=energy_source,
+            uuid=self.uuid,
+            slowdown_temp_c=self.slowdown_c,
+            power_limit_w=self.limit_w,
         )
 
     def series(self) -> GpuSeries:
@@ -208,11 +254,14 @@ class ReportBuilder:
         self._gpus: dict[int, _GpuAcc] = {}
         self._findings: dict[str, SpanTracker] = {}
         self._finding_gpu_s: dict[str, float] = {}
+        self._finding_cost_s: dict[str, float] = {}
+        self._marks: dict[str, _MarkAcc] = {}
         self._verdict = RunTracker()
         self._lost = {kind: 0.0 for kind in Loss if kind is not Loss.NONE}
         self._steps = _Mean()
         self._wait = _Mean()
         self._timeline = Timeline(path)
+        self._targets: dict[int, None] = {}
 
     def add(self, tick: TickPoint) -> None:
         """Raises :class:`~gputop_doctor.report.timeline.TimeOrderError` (one line)."""
@@ -228,9 +277,13 @@ class ReportBuilder:
         dt = tick.dt
         for rule_id in tick.findings:
             self._findings.setdefault(rule_id, SpanTracker()).add(tick.time, dt)
+        for mark in tick.marks:
+            self._marks.setdefault(mark.rule_id, _MarkAcc()).add(mark)
         if tick.bottleneck:
             self._verdict.add(tick.bottleneck, tick.time, dt)
         self._steps.add(tick.steps_per_s, dt)
+        if tick.target_pid is not None:
+            self._targets.setdefault(tick.target_pid)
         self._wait.add(tick.data_wait_pct, dt)
         for gpu in tick.gpus:
             acc = self._gpus.get(gpu.gpu) or self._gpus.setdefault(gpu.gpu, _GpuAcc(gpu.gpu))
@@ -249,6 +302,14 @@ class ReportBuilder:
             )
             if kind is not Loss.NONE:
                 self._lost[kind] += seconds
+                self._charge(kind, gpu.findings, seconds)
+
+    def _charge(self, kind: Loss, ids: tuple[str, ...], seconds: float) -> None:
+        """Split a GPU-tick's lost seconds among the findings that cost them."""
+        owners = self._losses.charged(kind, ids)
+        for rule_id in owners:
+            share = seconds / len(owners)
+            self._finding_cost_s[rule_id] = self._finding_cost_s.get(rule_id, 0.0) + share
 
     def build(self, unknown: Iterable[str] = (), dropped_rows: int = 0) -> Report:
         last = self._timeline.finish()
@@ -280,12 +341,14 @@ class ReportBuilder:
             out_of_order_ticks=check.out_of_order,
             gaps=check.gaps,
             gap_s=check.gap_s,
+            target_pids=tuple(self._targets),
         )
 
     def _finding_spans(self, duration: float) -> tuple[FindingSpans, ...]:
         out = []
         for rule_id, tracker in self._findings.items():
             spans = tuple(tracker.finish())
+            mark = self._marks.get(rule_id, _MarkAcc())
             out.append(
                 FindingSpans(
                     rule_id=rule_id,
@@ -296,9 +359,13 @@ class ReportBuilder:
                     span_count=tracker.count,
                     spans=spans,
                     gpu_s=round(self._finding_gpu_s.get(rule_id, 0.0), 3),
+                    cost_gpu_s=round(self._finding_cost_s.get(rule_id, 0.0), 3),
+                    severity=None if mark.severity is None else mark.severity.label,
+                    blame=mark.blame,
+                    scope=mark.scope,
                 )
             )
-        out.sort(key=lambda f: (-f.gpu_s, -f.total_s, f.rule_id))
+        out.sort(key=_rank_key)
         return tuple(out)
 
     def _cost(self, gpus: tuple[GpuStats, ...]) -> Cost:
@@ -313,6 +380,17 @@ class ReportBuilder:
             energy_kwh=round(sum(energies) / 1000, 4) if energies else None,
             energy_from=energy_from([g.energy_source for g in gpus if g.energy_source]),
         )
+
+
+_SEVERITY_RANK = {s.label: int(s) for s in Severity}
+
+
+def _rank_key(f: FindingSpans) -> tuple[float, int, float, float, str]:
+    """What to change first: the GPU time a finding plausibly costs, then its severity, then
+    how much GPU time it spans (never the other way round: a host-wide note spanning every
+    GPU all session costs no GPU time by itself)."""
+    severity = _SEVERITY_RANK.get(f.severity or "", 0)
+    return (-f.cost_gpu_s, -severity, -f.gpu_s, -f.total_s, f.rule_id)
 
 
 def priced(cost: Cost, price_per_gpu_hour: float) -> Cost:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gputop_doctor.core.model import slowdown_point
+from gputop_doctor.export.finding_marks import cell_ids, decode_cell
 from gputop_doctor.export.reader import COLUMN_AT, SessionReader, SessionRow
-from gputop_doctor.export.schema import LIST_SEP
 from gputop_doctor.report.points import GpuPoint, TickPoint
 
 _AT = COLUMN_AT
@@ -22,6 +23,8 @@ _POWER, _CLOCK, _CLOCK_MAX = (
     _AT["gpu_sm_clock_max_mhz"],
 )
 _ENERGY = _AT["gpu_energy_j"]
+_UUID, _LIMIT_W = _AT["gpu_uuid"], _AT["gpu_power_limit_w"]
+_SLOWDOWN, _MAX_OPERATING = _AT["gpu_temp_slowdown_c"], _AT["gpu_temp_max_operating_c"]
 _BITS, _FINDINGS = _AT["gpu_clock_event_bits"], _AT["findings"]
 _TICK, _TIME, _INTERVAL = _AT["tick"], _AT["time_unix_s"], _AT["interval_s"]
 
@@ -47,23 +50,28 @@ def _gpu(cells: list[str]) -> GpuPoint | None:
         sm_clock_mhz=_num(cells[_CLOCK]),
         sm_clock_max_mhz=_num(cells[_CLOCK_MAX]),
         clock_event_bits=int(float(bits)) if bits else None,
-        findings=tuple(found.split(LIST_SEP)) if found else (),
+        findings=cell_ids(found),
+        uuid=cells[_UUID],
+        slowdown_temp_c=slowdown_point(_num(cells[_SLOWDOWN]), _num(cells[_MAX_OPERATING])),
+        power_limit_w=_num(cells[_LIMIT_W]),
     )
 
 
 def _tick(batch: list[SessionRow]) -> TickPoint:
     first = batch[0].cells
     gpus = tuple(g for g in (_gpu(r.cells) for r in batch) if g is not None)
-    ids = (f for r in batch for f in r.cells[_FINDINGS].split(LIST_SEP) if f)
+    marks = {m.rule_id: m for r in batch for m in decode_cell(r.cells[_FINDINGS])}
     return TickPoint(
         time=float(first[_TIME]),
         dt=float(first[_INTERVAL]),
         gpus=gpus,
-        findings=tuple(dict.fromkeys(ids)),
+        findings=tuple(marks),
+        marks=tuple(marks.values()),
         bottleneck=first[_AT["bottleneck"]],
         steps_per_s=_num(first[_AT["tree_steps_per_s"]]),
         data_wait_pct=_num(first[_AT["tree_data_wait_pct"]]),
         source=first[_AT["source"]],
+        target_pid=int(first[_AT["target_pid"]]) if first[_AT["target_pid"]] else None,
     )
 
 

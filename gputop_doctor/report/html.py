@@ -11,19 +11,41 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
 from gputop_doctor.core.text import printable
-from gputop_doctor.report.advice import advice
 from gputop_doctor.report.builder import GpuSeries, Report
-from gputop_doctor.report.text import clock, duration, strip
+from gputop_doctor.report.text import (
+    clock,
+    cost_lines,
+    cost_text,
+    duration,
+    evidence_line,
+    headline,
+    recommendation_lines,
+    strip,
+    time_notes,
+    verdict_lines,
+)
 
-CHART_METRICS = (
-    ("util", "GPU utilization (%)"),
-    ("temp", "Temperature (°C)"),
-    ("power", "Power (W)"),
+
+@dataclass(frozen=True, slots=True)
+class ChartSpec:
+    """One chart: a metric of every GPU as a min/mean/max band, on a fixed axis."""
+
+    metric: str  # the GpuSeries attribute
+    title: str
+    limit_label: str  # what the limit line is ("" for none)
+
+
+CHARTS = (
+    ChartSpec("util", "GPU utilization (%)", ""),
+    ChartSpec("temp", "Temperature (°C)", "slowdown"),
+    ChartSpec("power", "Power (W)", "power limit"),
 )
 
 
@@ -37,38 +59,62 @@ def _asset(name: str) -> str:
     )
 
 
-def _aligned(series: tuple[GpuSeries, ...], metric: str) -> list[list[float | None]]:
-    """uPlot's [xs, ys per GPU]: the first GPU's times, other GPUs resampled by position."""
-    lists = [getattr(s, metric) for s in series]
-    base = next((pts for pts in lists if pts), ())
+def _band(series: tuple[GpuSeries, ...], metric: str) -> list[list[float | None]]:
+    """uPlot's [xs, min, mean, max]: at each time of the first GPU with data, the lowest,
+    mean and highest reading over the GPUs (others resampled by position). One band stays
+    readable for 8 GPUs where 8 overlapping lines do not."""
+    lists = [pts for pts in (getattr(s, metric) for s in series) if pts]
+    if not lists:
+        return [[], [], [], []]
+    base = lists[0]
     xs: list[float | None] = [round(t, 3) for t, _ in base]
-    data = [xs]
-    for pts in lists:
-        if not pts:
-            data.append([None] * len(xs))
-            continue
-        ratio = len(pts) / max(len(xs), 1)
-        data.append([round(pts[min(int(i * ratio), len(pts) - 1)][1], 2) for i in range(len(xs))])
-    return data
+    lows, means, highs = [], [], []
+    for i in range(len(xs)):
+        values = [pts[min(int(i * len(pts) / len(xs)), len(pts) - 1)][1] for pts in lists]
+        lows.append(round(min(values), 2))
+        means.append(round(sum(values) / len(values), 2))
+        highs.append(round(max(values), 2))
+    return [xs, lows, means, highs]
+
+
+def _limit(report: Report, metric: str) -> float | None:
+    """The limit line of a chart: the cards' slowdown threshold, or their power limit."""
+    if metric == "temp":
+        found = [g.slowdown_temp_c for g in report.gpus if g.slowdown_temp_c is not None]
+        return min(found) if found else None
+    if metric == "power":
+        found = [g.power_limit_w for g in report.gpus if g.power_limit_w is not None]
+        return max(found) if found else None
+    return None
+
+
+def _axis(metric: str, highs: list[float | None], limit: float | None) -> list[float]:
+    """The fixed axis the TUI's charts use: utilization 0-100 %, temperature from 20 °C to past
+    the slowdown threshold, power from 0 W to past the limit; widened only by a reading above."""
+    top = max([v for v in highs if v is not None] + [limit or 0.0])
+    if metric == "util":
+        return [0.0, 100.0]
+    if metric == "temp":
+        return [20.0, float(math.ceil(max(top, 90.0) / 5.0) * 5 + 5)]
+    return [0.0, float(math.ceil(max(top, 100.0) * 1.1 / 50.0) * 50)]
 
 
 def chart_data(report: Report) -> dict[str, Any]:
-    bands = []
-    for finding in report.findings[:3]:
-        bands.append(
+    charts = []
+    for spec in CHARTS:
+        data = _band(report.series, spec.metric)
+        limit = _limit(report, spec.metric)
+        label = f"{spec.limit_label} {limit:.0f}" if limit is not None else ""
+        charts.append(
             {
-                "id": printable(finding.rule_id, 40),
-                "spans": [[round(s.start, 3), round(s.end, 3)] for s in finding.spans],
+                "title": spec.title,
+                "data": data,
+                "range": _axis(spec.metric, data[3], limit),
+                "limit": limit,
+                "limitLabel": label,
             }
         )
-    return {
-        "gpus": [f"GPU {s.index}" for s in report.series],
-        "charts": [
-            {"title": title, "data": _aligned(report.series, metric)}
-            for metric, title in CHART_METRICS
-        ],
-        "bands": bands,
-    }
+    return {"gpus": len(report.series), "charts": charts}
 
 
 def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]], cls: str) -> str:
@@ -81,114 +127,150 @@ def _num(value: float | None, unit: str = "") -> str:
     return "?" if value is None else f"{value:.1f}{unit}"
 
 
-def body(report: Report) -> str:
-    c = report.cost
-    parts = [
-        f"<h1>{_e(report.path)}</h1>",
-        f"<p>{report.ticks} ticks over {duration(report.duration_s)} "
-        f"({_e(report.source or report.kind)}), from {clock(report.start)} UTC</p>",
+def _lines(lines: Sequence[str], cls: str) -> str:
+    """Lines of the text report, as they are there (same numbers in both)."""
+    return f'<pre class="{cls}">' + "\n".join(_e(line, 400) for line in lines) + "</pre>"
+
+
+def identity(report: Report) -> str:
+    """What a ticket needs to name the machine and the run."""
+    pids = ", ".join(str(p) for p in report.target_pids) or "none (the whole machine)"
+    rows = [
+        ("file", _e(report.path)),
+        ("source", _e(report.source or report.kind)),
+        ("from", f"{clock(report.start)} UTC for {duration(report.duration_s)}"),
+        ("attached PID", _e(pids)),
+        ("host name, driver, command", "not kept in a session file (commands hold secrets)"),
     ]
-    parts += [f'<p class="unknown">cannot know: {_e(u)}</p>' for u in report.unknown]
-    parts.append("<h2>Verdict over time</h2>")
-    parts.append(
-        _table(
-            ("from", "for", "bottleneck"),
-            [
-                (f"+{duration(r.start - report.start)}", duration(r.end - r.start), _e(r.value))
-                for r in report.verdict[:50]
-            ],
-            "verdict",
-        )
-        if report.verdict
-        else "<p>not judged in this input</p>"
-    )
-    parts.append("<h2>Findings, ranked by the GPU time they cost</h2>")
+    return _table(("", ""), rows, "identity")
+
+
+def _findings_table(report: Report) -> str:
     rows = [
         (
             _e(f.rule_id, 40),
-            duration(f.gpu_s),
+            _e(f.severity or "?"),
+            _e(f.blame.value if f.blame else "?"),
+            _e(cost_text(f)),
             duration(f.total_s),
             f"{100 * f.share:.1f}%",
-            str(f.span_count),
             f"+{duration(f.first - report.start)}",
             f"<code>{html.escape(strip(report, f.spans))}</code>",
-            html.escape(advice(f.rule_id)),
         )
         for f in report.findings
     ]
-    head = ("finding", "GPU time", "active", "share", "spans", "first", "when", "what to change")
-    parts.append(_table(head, rows, "findings") if rows else "<p>No findings.</p>")
-    parts.append("<h2>Cost</h2>")
-    price = (
-        f", at {c.price_per_gpu_hour:g}/GPU-hour: {c.total_price:.2f} in all, "
-        f"{c.lost_price:.2f} lost"
-        if c.price_per_gpu_hour is not None
-        else ""
-    )
-    parts.append(
-        f"<p>{c.gpu_hours:.2f} GPU-hours, {c.lost_gpu_hours:.2f} lost (idle "
-        f"{c.idle_gpu_hours:.2f}, starved {c.starved_gpu_hours:.2f}, throttled "
-        f"{c.throttled_gpu_hours:.2f}); energy {_num(c.energy_kwh, ' kWh')} "
-        f"({html.escape(c.energy_from)}){price}</p>"
-    )
-    parts.append("<h2>GPUs</h2>")
-    gpu_rows = [
+    head = ("finding", "severity", "blame", "GPU time it costs", "active", "share", "first", "when")
+    return _table(head, rows, "findings") if rows else "<p>No findings.</p>"
+
+
+def _gpus_table(report: Report) -> str:
+    rows = [
         (
             str(g.index),
             _e(g.name, 60),
+            _e(g.uuid or "?", 60),
             _num(g.util_mean_pct, "%"),
             _num(g.temp_max_c, " °C"),
+            _num(g.slowdown_temp_c, " °C"),
             _num(g.power_mean_w, " W"),
+            _num(g.power_limit_w, " W"),
             duration(g.thermal_s),
         )
         for g in report.gpus
     ]
-    parts.append(
-        _table(("GPU", "name", "util mean", "temp max", "power mean", "thermal"), gpu_rows, "gpus")
+    head = (
+        "GPU",
+        "name",
+        "UUID",
+        "util mean",
+        "temp max",
+        "slowdown at",
+        "power mean",
+        "power limit",
+        "thermal",
     )
-    parts.append('<h2>Charts</h2><div id="charts"></div>')
+    return _table(head, rows, "gpus")
+
+
+def body(report: Report) -> str:
+    parts = [
+        "<h1>gputop-doctor report</h1>",
+        f'<p class="headline">{_e(headline(report), 600)}</p>',
+        identity(report),
+    ]
+    parts += [f'<p class="unknown">note: {_e(n)}</p>' for n in time_notes(report)]
+    parts += [f'<p class="unknown">cannot know: {_e(u)}</p>' for u in report.unknown]
+    parts.append("<h2>What to change first</h2>")
+    parts.append(_lines(recommendation_lines(report) or ["Nothing: no findings."], "advice"))
+    parts.append("<h2>Findings</h2>")
+    parts.append(_findings_table(report))
+    evidence = [f"{printable(f.rule_id, 40)}: {evidence_line(report, f)}" for f in report.findings]
+    if evidence:
+        parts.append(_lines(evidence, "evidence"))
+    parts.append("<h2>Cost</h2>")
+    parts.append(_lines(cost_lines(report), "cost"))
+    parts.append("<h2>GPUs</h2>")
+    parts.append(_gpus_table(report))
+    parts.append("<h2>Verdict over time</h2>")
+    parts.append(_lines(verdict_lines(report), "verdict"))
+    parts.append(
+        f"<h2>Charts</h2><p>Each chart: the lowest and highest reading over the "
+        f"{len(report.series)} GPUs (band) and their mean (line), on fixed axes, with the "
+        "cards' limit dashed; times in UTC.</p>"
+        '<div id="charts"></div>'
+    )
     return "\n".join(parts)
 
 
 SCRIPT = """
 const spec = JSON.parse(document.getElementById("report-data").textContent);
-const colors = ["#1f77b4","#ff7f0e","#2ca02c","#d62728","#9467bd","#8c564b","#e377c2","#7f7f7f"];
-const bandColors = ["rgba(214,39,40,0.12)","rgba(255,127,14,0.12)","rgba(148,103,189,0.12)"];
-function bandsHook(u) {
-  const ctx = u.ctx, top = u.bbox.top, height = u.bbox.height;
-  spec.bands.forEach((band, i) => {
-    ctx.fillStyle = bandColors[i % bandColors.length];
-    band.spans.forEach(([a, b]) => {
-      const x0 = u.valToPos(a, "x", true), x1 = u.valToPos(b, "x", true);
-      ctx.fillRect(x0, top, Math.max(x1 - x0, 1), height);
-    });
-  });
+function utc(v) { return new Date(v * 1000).toISOString().slice(11, 19); }
+function limitHook(chart) {
+  return (u) => {
+    if (chart.limit === null) return;
+    const ctx = u.ctx, y = u.valToPos(chart.limit, "y", true);
+    ctx.save();
+    ctx.strokeStyle = "#c0392b"; ctx.setLineDash([6, 4]); ctx.lineWidth = 1.5;
+    ctx.beginPath(); ctx.moveTo(u.bbox.left, y); ctx.lineTo(u.bbox.left + u.bbox.width, y);
+    ctx.stroke();
+    ctx.fillStyle = "#c0392b"; ctx.font = (12 * devicePixelRatio) + "px sans-serif";
+    ctx.textAlign = "right";
+    ctx.fillText(chart.limitLabel, u.bbox.left + u.bbox.width - 6, y - 6 * devicePixelRatio);
+    ctx.restore();
+  };
 }
 let drawn = 0;
 const holder = document.getElementById("charts");
 spec.charts.forEach((chart) => {
   if (!chart.data[0].length) return;
-  const series = [{}].concat(spec.gpus.map((name, i) => ({
-    label: name, stroke: colors[i % colors.length], width: 1})));
   const el = document.createElement("div");
   el.className = "chart";
   holder.appendChild(el);
-  new uPlot({title: chart.title, width: Math.min(1100, window.innerWidth - 40), height: 260,
-    series: series, hooks: {drawClear: [bandsHook]}}, chart.data, el);
+  new uPlot({
+    title: chart.title, width: Math.min(1100, window.innerWidth - 40), height: 220,
+    scales: {x: {time: false}, y: {range: chart.range}},
+    axes: [{values: (u, vals) => vals.map(utc), label: "UTC"}, {}],
+    series: [
+      {label: "UTC", value: (u, v) => v === null ? "-" : utc(v)},
+      {label: "min", stroke: "rgba(31,119,180,0.35)", width: 1},
+      {label: "mean", stroke: "#1f77b4", width: 2},
+      {label: "max", stroke: "rgba(31,119,180,0.35)", width: 1},
+    ],
+    bands: [{series: [3, 1], fill: "rgba(31,119,180,0.15)"}],
+    hooks: {draw: [limitHook(chart)]},
+  }, chart.data, el);
   drawn += 1;
 });
-const legend = document.createElement("p");
-legend.className = "bands";
-legend.textContent = spec.bands.map((b, i) => "shaded " + (i + 1) + ": " + b.id).join("; ");
-holder.appendChild(legend);
 document.body.dataset.charts = String(drawn);
 """
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 20px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 20px; color: #222; max-width: 1140px; }
 table { border-collapse: collapse; margin: 8px 0; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 13px; }
 code { white-space: pre; background: #f3f3f3; }
+pre { background: #f6f6f6; padding: 6px 8px; font-size: 12px; white-space: pre-wrap; }
+.headline { font-size: 17px; font-weight: 600; }
 .unknown { color: #8a5a00; }
 """
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from gputop_doctor.export.finding_marks import FindingMark
+
 
 class GpuPoint(NamedTuple):
     """One GPU at one tick. A NamedTuple, not a dataclass: a day of 8 GPUs makes 700,000 of
@@ -26,6 +28,9 @@ class GpuPoint(NamedTuple):
     sm_clock_max_mhz: float | None = None
     clock_event_bits: int | None = None
     findings: tuple[str, ...] = ()  # finding ids active on this GPU's row (host ones included)
+    uuid: str = ""
+    slowdown_temp_c: float | None = None  # the card's one slowdown threshold
+    power_limit_w: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +41,10 @@ class TickPoint:
     dt: float  # seconds this tick stands for
     gpus: tuple[GpuPoint, ...]
     findings: tuple[str, ...] = ()  # every finding active at this tick
+    # Their severity, blame and scope where the input recorded them (session CSVs).
+    marks: tuple[FindingMark, ...] = ()
     bottleneck: str = ""  # the verdict's bottleneck, "" when not judged
     steps_per_s: float | None = None  # from the in-process probe, when it ran
     data_wait_pct: float | None = None
     source: str = ""
+    target_pid: int | None = None  # the PID the recording was attached to

@@ -15,6 +15,7 @@ from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.findings import Finding, ScopeKind
 from gputop_doctor.core.model import GpuSample, HostSample, Snapshot
+from gputop_doctor.export.finding_marks import mark_of
 from gputop_doctor.report.points import GpuPoint, TickPoint
 from gputop_doctor.sources.replay import (
     EmptyRecording,
@@ -94,6 +95,7 @@ def with_gpu_rules(ticks: Iterator[TickPoint]) -> Iterator[TickPoint]:
             tick,
             gpus=gpus,
             findings=tuple(dict.fromkeys(f.rule_id for f in frame.findings)),
+            marks=tuple({f.rule_id: mark_of(f) for f in frame.findings}.values()),
             bottleneck=frame.verdict.bottleneck.value if frame.verdict else "",
         )
     engine.close()

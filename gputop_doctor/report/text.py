@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from gputop_doctor.core.findings import explain_command
 from gputop_doctor.core.text import printable
 from gputop_doctor.report.advice import advice
-from gputop_doctor.report.builder import Report
+from gputop_doctor.report.builder import FindingSpans, Report
 from gputop_doctor.report.series import Span
 
 STRIP_WIDTH = 60
@@ -84,6 +84,22 @@ def header_lines(report: Report) -> list[str]:
     return lines
 
 
+def headline(report: Report) -> str:
+    """One sentence to paste at the top of a ticket: what cost the most, and the lost time."""
+    c = report.cost
+    lost = f"{c.lost_gpu_hours:.2f} of {c.gpu_hours:.2f} GPU-hours lost"
+    if not report.findings:
+        return f"No findings over {duration(report.duration_s)}; {lost}."
+    ranked = [f for f in report.findings if not f.apart] or list(report.findings)
+    top = ranked[0]
+    name = printable(top.rule_id, 40)
+    cost = f"cost {duration(top.cost_gpu_s)} of GPU time" if top.cost_gpu_s > 0 else "held"
+    return (
+        f"{name} {cost} over {duration(top.total_s)} ({100 * top.share:.0f}% of the run); "
+        f"{lost}. Change first: {advice(top.rule_id)}."
+    )
+
+
 def verdict_lines(report: Report) -> list[str]:
     if not report.verdict:
         return ["Verdict over time: not judged in this input"]
@@ -104,16 +120,34 @@ def verdict_lines(report: Report) -> list[str]:
 def finding_lines(report: Report) -> list[str]:
     if not report.findings:
         return ["Findings: none"]
-    lines = [f"Findings, worst first (GPU time they cost)    |{'session':^{STRIP_WIDTH}}|"]
+    lines = [f"Findings, worst first (GPU time each costs) |{'session':^{STRIP_WIDTH}}|"]
     for f in report.findings:
         name = printable(f.rule_id, 40)
-        lines.append(f"  {name:<28} {duration(f.gpu_s):>10} GPU  |{strip(report, f.spans)}|")
-        lines.append(
-            f"    active {duration(f.total_s)} ({100 * f.share:.1f}% of the session) in "
-            f"{f.span_count} span(s), first +{duration(f.first - report.start)}, "
-            f"last until +{duration(f.last - report.start)}"
-        )
+        lines.append(f"  {name:<28} {cost_text(f):>11} |{strip(report, f.spans)}|")
+        lines.append(f"    {evidence_line(report, f)}")
     return lines
+
+
+def evidence_line(report: Report, f: FindingSpans) -> str:
+    """What the recording shows of one finding: severity, blame, when and how long."""
+    return (
+        f"{marks_text(f)}active {duration(f.total_s)} ({100 * f.share:.1f}% of the "
+        f"session, on {duration(f.gpu_s)} of GPU time) in {f.span_count} span(s), first "
+        f"+{duration(f.first - report.start)}, last until +{duration(f.last - report.start)}"
+    )
+
+
+def cost_text(f: FindingSpans) -> str:
+    """``6m31s GPU`` lost to it, or ``no GPU time`` for advice that idles no GPU itself."""
+    return f"{duration(f.cost_gpu_s)} GPU" if f.cost_gpu_s > 0 else "no GPU time"
+
+
+def marks_text(f: FindingSpans) -> str:
+    """``warn, blame: job; `` as recorded (nothing for files that did not record it)."""
+    parts = [f.severity] if f.severity else []
+    if f.blame is not None:
+        parts.append(f"blame: {f.blame.value}")
+    return "; ".join(parts) + "; " if parts else ""
 
 
 def gpu_lines(report: Report) -> list[str]:
@@ -147,15 +181,24 @@ def cost_lines(report: Report) -> list[str]:
 
 
 def recommendation_lines(report: Report) -> list[str]:
-    if not report.findings:
-        return []
-    lines = ["What to change first (ranked by GPU time lost):"]
-    for rank, f in enumerate(report.findings, start=1):
-        lines.append(
-            f"  {rank}. {printable(f.rule_id, 40)} ({duration(f.gpu_s)} GPU): "
-            f"{advice(f.rule_id)} ({explain_command(printable(f.rule_id, 40))})"
-        )
+    """The findings ranked by the GPU time each costs; advice that idles no GPU (host-wide or
+    per process) listed apart, so it never outranks the run's actual problem."""
+    ranked = [f for f in report.findings if not f.apart]
+    apart = [f for f in report.findings if f.apart]
+    lines = []
+    if ranked:
+        lines.append("What to change first (ranked by the GPU time each costs):")
+        for rank, f in enumerate(ranked, start=1):
+            lines.append(f"  {rank}. {_advice_line(f)}")
+    if apart:
+        lines.append("Also worth doing (host-wide or per-process advice, no GPU time of its own):")
+        lines += [f"  - {_advice_line(f)}" for f in apart]
     return lines
+
+
+def _advice_line(f: FindingSpans) -> str:
+    name = printable(f.rule_id, 40)
+    return f"{name} ({marks_text(f)}{cost_text(f)}): {advice(f.rule_id)} ({explain_command(name)})"
 
 
 def probe_lines(report: Report) -> list[str]:
@@ -170,6 +213,7 @@ def probe_lines(report: Report) -> list[str]:
 def render_text(report: Report, charts: str = "") -> str:
     parts = [
         header_lines(report),
+        [f"In short: {headline(report)}"],
         verdict_lines(report),
         finding_lines(report),
         gpu_lines(report),

@@ -8,9 +8,12 @@ otherwise the whole job is slow and that is ``gpu-starvation``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from gputop_doctor.config.thresholds import ImbalanceThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
+from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, tick_utils
@@ -25,15 +28,10 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
-    job = {g.index for g in job_gpus(latest)}
-    if len(job) < 2:
-        return []
     cols = gpu_columns(win)
-    means: dict[int, float] = {}
-    for index in sorted(job):
-        avg = _stats.mean(tick_utils(live(cols.get(index, ()))))
-        if avg is not None:
-            means[index] = avg
+    means = _job_means(latest, cols, t)
+    if len(means) < 2:
+        return []
     out = []
     for index, avg in means.items():
         peers = [m for i, m in means.items() if i != index]
@@ -42,6 +40,25 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
             continue
         out.append(_finding(index, avg, peer, len(peers), latest.gpus, t))
     return out
+
+
+def _job_means(
+    latest: Snapshot, cols: Mapping[int, Sequence[GpuSample]], t: ImbalanceThresholds
+) -> dict[int, float]:
+    """Each job GPU's mean utilization over the window.
+
+    The job's GPUs are those its processes are on. Where no GPU lists any process (an
+    imported nvidia-smi log has none; a container whose NVML hides PIDs), the GPUs that
+    worked (a mean of ``working_util_pct`` or more) stand for the job: an idle GPU beside
+    them is unused, not a straggler."""
+    listed = any(gpu_pids(g) for g in latest.gpus)
+    indexes = {g.index for g in job_gpus(latest)} if listed else set(cols)
+    means = {}
+    for index in sorted(indexes):
+        avg = _stats.mean(tick_utils(live(cols.get(index, ()))))
+        if avg is not None and (listed or avg >= t.working_util_pct):
+            means[index] = avg
+    return means
 
 
 def _finding(

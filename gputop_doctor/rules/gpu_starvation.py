@@ -76,6 +76,7 @@ class _Causes:
         self._hungry = 0.0
         self._outside: float | None = None
         self._io: float | None = None
+        self._busy: float | None = None
         self._seen_workers: dict[int, set[int]] = {}
         self._workers_per_tick: list[dict[int, set[int]]] = []  # per tick: ppid -> workers
 
@@ -91,6 +92,7 @@ class _Causes:
             if _blame.attached(self._latest):
                 self._outside = _blame.outside_cpus(win)
             self._io = _blame.cgroup_io_pct(win)
+            self._busy = _stats.mean([b for snap in win if (b := _busy_cpus(snap)) is not None])
             for pid, samples in cols.items():
                 for s in samples:
                     if is_worker(s) and s.ppid is not None:
@@ -119,6 +121,8 @@ class _Causes:
             worker_peak=peak,
             outside_cpus=self._outside,
             io_pct=self._io,
+            ranks=max(1, len(_gpu_processes(self._latest))),
+            busy_cpus=self._busy,
         )
 
     def _births(self, owners: Sequence[int]) -> tuple[int, int]:
@@ -494,6 +498,22 @@ def _pin_thread(
     return any(has_thread(p, PIN_THREAD) for p in named)
 
 
+def _busy_cpus(snap: Snapshot) -> float | None:
+    """CPUs the job and its neighbours use this tick: the host's busy CPUs, or the job's
+    CPUs wanted (used plus queued) plus the outside's when that is more."""
+    host = snap.host.busy_cpus
+    want = measures.tree_want_cpus(snap.processes)
+    outside = snap.outside_cpus
+    if want is None or outside is None:
+        return host
+    return max(host or 0.0, want + outside)
+
+
+def _gpu_processes(snap: Snapshot) -> set[int]:
+    """Every compute process on a live GPU: each rank draws new workers from the same CPUs."""
+    return {pid for gpu in snap.gpus if not gpu.lost for pid in gpu_pids(gpu)}
+
+
 def _hungry_per_tick(win: Window) -> list[float]:
     return [float(sum(p.hungry_threads or 0 for p in snap.processes)) for snap in win]
 
@@ -522,6 +542,9 @@ def _evidence(
             Evidence("worker CPU wanted (mean)", round(job.worker_demand_pct, 1), "% of a core")
         )
     items.append(Evidence("hungry threads (all watched)", job.tree_hungry))
+    items.append(Evidence("GPU processes (ranks)", job.ranks))
+    if job.busy_cpus is not None:
+        items.append(Evidence("CPUs in use (job and neighbours)", round(job.busy_cpus, 1)))
     if job.d_fraction:
         items.append(Evidence("samples in D state", round(job.d_fraction * 100, 1), "%"))
     if job.delay_ratio is not None:

@@ -1,7 +1,8 @@
 """``power-cap`` (info): the software power cap holds the SM clock well below its maximum.
 
 A GPU at full load often sits at its power limit and trades clock for watts: that is how the
-card is meant to work, not a fault, so this is information, never a warning. It is worth
+card is meant to work, not a fault, so this is information, never a warning, and it costs no
+GPU time in the lost-time ledger (the work is done at the speed the limit allows). It is worth
 knowing when the limit was lowered by someone (``nvidia-smi -pl``) or when a card runs far
 below its peers. The power-cap reason bit (0x04) is read alone: heat is ``thermal-throttle``.
 Without reason bits, power at the limit with a low clock stands in for the bit.
@@ -17,13 +18,21 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ClockEvent, GpuSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._gpu import is_busy
 from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "power-cap"
 POWER_CAP_BIT = int(ClockEvent.SW_POWER_CAP)
+
+# Written for who can act: a renter cannot change a power limit, an administrator can.
+FIX = (
+    "Usually nothing to fix: under full load a GPU runs at its power limit by design and "
+    "lowers its clock to stay there. If you administer the machine, compare the enforced limit "
+    "with the default (nvidia-smi -q -d POWER) and raise a lowered one with nvidia-smi -pl "
+    "(root). On a rented machine you cannot change it: ask the provider whether the limit was "
+    "lowered. Mixed precision (bf16 autocast) often does more work per watt. Not a heat problem."
+)
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
@@ -106,12 +115,7 @@ def _finding(index: int, capped: Sequence[GpuSample], share: float) -> Finding:
         scope=gpu_scope(index),
         title=title,
         evidence=tuple(evidence),
-        fix=(
-            "Usually nothing to fix: under full load a GPU runs at its power limit and lowers "
-            "its clock to stay there. Check that the limit is the card's default "
-            "(nvidia-smi -q -d POWER: enforced vs default limit); if it was lowered, raise it "
-            "with nvidia-smi -pl (needs root). Not a heat problem."
-        ),
+        fix=FIX,
     )
 
 
@@ -119,6 +123,8 @@ RULE = RuleSpec(
     rule_id=RULE_ID,
     check=check,
     thresholds=PowerCapThresholds,
-    advice="raise the power limit (nvidia-smi -pl) if the board allows it",
-    gpu_time=Loss.THROTTLED,
+    advice=(
+        "usually nothing: at full load a GPU runs at its power limit by design; only a limit "
+        "lowered below the default is worth raising (the machine's administrator or provider)"
+    ),
 )

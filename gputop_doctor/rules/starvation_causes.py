@@ -114,6 +114,10 @@ class JobView:
     io_pct: float | None  # the job's own cgroup io pressure
     pin_thread: bool | None  # None: not knowable (no workers, or no thread names)
     probe: ProbeStats | None  # the training process's in-process probe, when it runs
+    # Every GPU process on the host (the job's ranks, and other jobs'): each one's loader
+    # would draw its new workers from the same free CPUs.
+    ranks: int = 1
+    busy_cpus: float | None = None  # CPUs in use by the job and its neighbours, window mean
 
 
 def attribute(job: JobView, t: StarvationThresholds) -> Cause:
@@ -193,13 +197,34 @@ def _not_the_pipeline(job: JobView, t: StarvationThresholds) -> Cause:
 
 
 def room_for_workers(cause: Cause, job: JobView) -> str:
-    """Whether more workers can run at all: never ask for more than the CPUs can take."""
+    """Whether more workers can run at all, per rank: never ask for more than the CPUs free.
+
+    A fix followed on every rank of a data-parallel job multiplies: "3 more workers" on 8
+    ranks is 24 more processes. So the CPUs actually free (the effective CPUs minus what the
+    job and its neighbours use) are split among every GPU process, and the advice is per rank.
+    """
     if cause not in (Cause.WORKERS_CPU, Cause.LOADER_WAIT, Cause.NO_WORKERS):
         return ""
-    free = math.floor(job.cpus - job.workers - 1)  # one CPU for the training process
-    if free >= 1:
-        return f" {free} more worker{'s' if free > 1 else ''} would still fit the CPUs."
+    free_cpus = free_cpus_for_workers(job)
+    per_rank = math.floor(free_cpus / max(1, job.ranks))
+    where = _free_cpus_text(job, free_cpus)
+    if per_rank >= 1:
+        plural = "s" if per_rank > 1 else ""
+        return f" At most {per_rank} more worker{plural} per rank would fit the CPUs ({where})."
     return (
-        f" No CPU is free for more workers ({job.workers} workers + the training process on "
-        f"{job.cpus:g} CPUs): don't raise num_workers; a machine with more cores per GPU helps."
+        f" No CPU is free for more workers ({where}): don't raise num_workers; make each "
+        "worker cheaper, or use a machine with more cores per GPU."
     )
+
+
+def free_cpus_for_workers(job: JobView) -> float:
+    """CPUs nobody uses: the effective CPUs minus the job's and its neighbours' use, minus one
+    per rank's training process when the use is unknown."""
+    if job.busy_cpus is None:
+        return max(0.0, job.cpus - job.workers * job.ranks - job.ranks)
+    return max(0.0, job.cpus - job.busy_cpus)
+
+
+def _free_cpus_text(job: JobView, free_cpus: float) -> str:
+    rank_text = f"{job.ranks} rank{'s' if job.ranks != 1 else ''}"
+    return f"{free_cpus:.1f} of {job.cpus:g} CPUs free, shared by {rank_text}"

@@ -44,12 +44,6 @@ class _Tally:
     counter_fraction: float | None  # from the cumulative counters, when present
 
 
-def temperature_limit(gpu: GpuSample) -> float | None:
-    """The card's own slowdown point: the lower of its slowdown and max-operating thresholds."""
-    limits = [v for v in (gpu.temp_slowdown_c, gpu.temp_max_operating_c) if v]
-    return min(limits) if limits else None
-
-
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.thermal_throttle
     win = window(history, t.window_s)
@@ -84,7 +78,7 @@ def _bits_on_last_two(samples: Sequence[GpuSample], t: ThermalThresholds) -> boo
 def is_thermal(gpu: GpuSample, t: ThermalThresholds) -> bool:
     """One sample shows heat trouble: a thermal reason bit, or the card at its limit."""
     bits = gpu.clock_event_bits
-    limit = temperature_limit(gpu)
+    limit = gpu.slowdown_temp_c
     temp = gpu.temp_c
     if bits is not None:
         if bits & THERMAL_BITS:
@@ -134,20 +128,33 @@ def _counter_fraction(win: Window, index: int, recent_n: int) -> float | None:
     return whole if recent else 0.0
 
 
-def _point(snap: Snapshot, index: int) -> tuple[float, int] | None:
+def _point(snap: Snapshot, index: int) -> tuple[float, tuple[int, int]] | None:
+    """The tick's time and the GPU's cumulative software and hardware thermal counters."""
     for gpu in snap.gpus:
         if gpu.index == index and gpu.throttle is not None:
             c = gpu.throttle
             if c.sw_thermal_ns is None and c.hw_thermal_ns is None:
                 return None
-            return snap.time, (c.sw_thermal_ns or 0) + (c.hw_thermal_ns or 0)
+            return snap.time, (c.sw_thermal_ns or 0, c.hw_thermal_ns or 0)
     return None
 
 
-def _rate(a: tuple[float, int] | None, b: tuple[float, int] | None) -> float | None:
-    if a is None or b is None or b[0] <= a[0] or b[1] < a[1]:
+def _rate(
+    a: tuple[float, tuple[int, int]] | None, b: tuple[float, tuple[int, int]] | None
+) -> float | None:
+    """The share of wall time between two readings in thermal slowdown, 0 to 1.
+
+    The software and hardware thermal reasons run at the same time (a card at its hardware
+    limit has long been past its software one), so their times overlap: the share is the union
+    of the two, never their sum (which reads 150 % on a card throttled all along). The
+    counters only say how long each ran, so the union is taken as the longer of the two, the
+    least it can be, and never more than the time that passed."""
+    if a is None or b is None or b[0] <= a[0]:
         return None
-    return (b[1] - a[1]) / ((b[0] - a[0]) * 1e9)
+    deltas = [after - before for before, after in zip(a[1], b[1], strict=True)]
+    if min(deltas) < 0:
+        return None  # a counter went back: the driver reloaded
+    return min(1.0, max(deltas) / ((b[0] - a[0]) * 1e9))
 
 
 def _fires(tally: _Tally, t: ThermalThresholds) -> bool:
@@ -162,10 +169,10 @@ def _fires(tally: _Tally, t: ThermalThresholds) -> bool:
 
 def _finding(index: int, samples: Sequence[GpuSample], tally: _Tally) -> Finding:
     gpu = samples[-1]
-    limit = temperature_limit(gpu)
-    share = tally.flagged / max(1, tally.busy)
+    limit = gpu.slowdown_temp_c
+    share = min(1.0, tally.flagged / max(1, tally.busy))
     if tally.counter_fraction is not None:
-        share = max(share, tally.counter_fraction)
+        share = max(share, tally.counter_fraction)  # both 0-1: the larger reading, not a sum
     hard = bool(tally.bits & HARD_BITS)
     title = f"GPU {index} throttling for heat"
     if gpu.temp_c is not None:

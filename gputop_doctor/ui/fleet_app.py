@@ -1,7 +1,8 @@
 """The fleet view: ``gputop-doctor --hosts a:19400,b:19400`` shows many machines at once.
 
 Each host gets a card (its label, state, one compact cell per GPU, its verdict); below, every
-finding of every host, host-labelled, worst first, with the fleet's own (straggler node). The
+finding of every host, grouped per host and rule, worst first, with the fleet's own (straggler
+node). Enter on a card opens that host alone (each finding's evidence and fix); ? shows help. The
 pollers run on their own threads; the screen only reads their latest status on a timer, so an
 unreachable or slow host never holds up the others. Remote text was made printable when it was
 parsed and is shown as ``Text``, never parsed as markup.
@@ -20,15 +21,18 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from gputop_doctor.fleet.hosts import HostSpec
-from gputop_doctor.fleet.render import finding_line, host_lines, sorted_findings
+from gputop_doctor.fleet.render import group_line, grouped_findings, host_lines
 from gputop_doctor.fleet.view import HostState, HostStatus
 from gputop_doctor.fleet.watcher import FleetFrame, FleetWatcher
+from gputop_doctor.ui.screens.fleet_host import FleetHostScreen
+from gputop_doctor.ui.screens.help import HelpScreen
 
 STATE_CLASSES = {state: f"-{state.name.lower()}" for state in HostState}
 
 
-class HostCard(Static):
-    """One host: header line, GPU cells, verdict. Its CSS class says its state."""
+class HostCard(Static, can_focus=True):
+    """One host: header line, GPU cells, verdict. Its CSS class says its state; Enter on it
+    opens the host."""
 
     def show(self, status: HostStatus) -> None:
         for state, css in STATE_CLASSES.items():
@@ -37,19 +41,36 @@ class HostCard(Static):
 
 
 class FleetFindings(Static):
-    """Every host's findings and the fleet's, one line each, worst first."""
+    """Every host's findings and the fleet's, grouped per host and rule, worst first (eight
+    starved GPUs of one host are one line; Enter on the host shows each)."""
 
     def show(self, frame: FleetFrame) -> None:
         found = [f for h in frame.hosts if h.view is not None for f in h.view.findings]
-        findings = sorted_findings([*found, *frame.fleet_findings])
-        if not findings:
+        groups = grouped_findings([*found, *frame.fleet_findings])
+        if not groups:
             self.update(Text("Findings: none"))
             return
         text = Text("Findings:\n")
-        for finding in findings:
-            style = "bold" if finding.severity == "critical" else ""
-            text.append(finding_line(finding) + "\n", style=style)
+        for group in groups:
+            style = "bold" if group.severity == "critical" else ""
+            text.append(group_line(group) + "\n", style=style)
         self.update(text)
+
+
+_GUIDE = """
+Each card is one host: its GPUs (index: utilization and temperature) and its verdict; the
+bar on the left says whether it answers (green), is slow to (yellow) or does not (red).
+
+Findings are grouped per host and rule, worst first: "x8 (gpu:0, ...)" is one rule on eight
+GPUs of that host. straggler-node compares a host only with the hosts of its own job (a
+--hosts group NAME=HOST..., or the job its exporter names).
+
+Enter on a host shows it alone, with every finding's evidence and fix."""
+FLEET_GUIDE = "\n".join(" ".join(block.split()) for block in _GUIDE.strip().split("\n\n"))
+FLEET_MOVES = (
+    ("tab / up / down", "Move between hosts"),
+    ("enter", "Open the host under the cursor: each finding's evidence and fix"),
+)
 
 
 class FleetApp(App[int]):
@@ -57,6 +78,10 @@ class FleetApp(App[int]):
     TITLE = "gputop-doctor fleet"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("enter", "open_host", "Host", show=False),
+        Binding("down", "app.focus_next", "Next host", show=False),
+        Binding("up", "app.focus_previous", "Previous host", show=False),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
@@ -86,6 +111,21 @@ class FleetApp(App[int]):
             card.show(status)
         for findings in self.query(FleetFindings):
             findings.show(frame)
+
+    def action_help(self) -> None:
+        keys = [b for b in self.BINDINGS if isinstance(b, Binding) and b.show]
+        self.push_screen(HelpScreen(keys, FLEET_GUIDE, FLEET_MOVES, "gputop-doctor fleet help"))
+
+    def action_open_host(self) -> None:
+        """Enter: the focused host alone (the first one when none has the focus)."""
+        cards = list(self.query(HostCard))
+        if self.frame is None or not cards or isinstance(self.screen, FleetHostScreen):
+            return
+        focused = self.focused
+        index = cards.index(focused) if isinstance(focused, HostCard) else 0
+        if index < len(self.frame.hosts):
+            status = self.frame.hosts[index]
+            self.push_screen(FleetHostScreen(status, self.frame.fleet_findings))
 
     def action_quit(self) -> None:  # type: ignore[override]
         self.watcher.stop()

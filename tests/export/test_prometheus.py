@@ -64,7 +64,18 @@ def test_metrics_are_in_base_units_and_unknown_values_are_left_out() -> None:
     collector.update(_frame())
     collector.update(_frame())  # two ticks: the job's CPU seconds add up
     got = _samples(collector)
-    gpu0 = (("gpu", "0"), ("name", "NVIDIA H100 80GB HBM3"), ("uuid", "GPU-00000000-aaaa"))
+    model = "NVIDIA H100 80GB HBM3"
+    gpu0 = tuple(
+        sorted(
+            (
+                ("gpu", "0"),
+                ("name", model),
+                ("uuid", "GPU-00000000-aaaa"),
+                ("pci_bus_id", "00000000:10:00.0"),  # dcgm-exporter's identity labels
+                ("hostname", "n1"),
+            )
+        )
+    )
     assert got[("gputop_doctor_gpu_memory_used_bytes", gpu0)] == 40123.25 * 1024 * 1024
     assert got[("gputop_doctor_gpu_utilization_ratio", gpu0)] == 0.515
     assert got[("gputop_doctor_gpu_sm_clock_hertz", gpu0)] == 1755e6
@@ -98,16 +109,29 @@ def test_metrics_are_in_base_units_and_unknown_values_are_left_out() -> None:
     )
     names = {name for name, _ in got}
     assert "gputop_doctor_gpu_fan_speed_ratio" not in names  # fan_pct is None: not a 0
-    gpu1 = (("gpu", "1"), ("name", "gone"), ("uuid", "GPU-1"))
+    gpu1 = tuple(
+        sorted(
+            (
+                ("gpu", "1"),
+                ("name", "gone"),
+                ("uuid", "GPU-1"),
+                ("pci_bus_id", ""),
+                ("hostname", "n1"),
+            )
+        )
+    )
     assert got[("gputop_doctor_gpu_lost", gpu1)] == 1
     assert ("gputop_doctor_gpu_temperature_celsius", gpu1) not in got
+    # The finding joins its GPU's series on ``gpu``; severity is a value, not a label.
     key = (
         ("blame", "machine"),
+        ("gpu", "0"),
+        ("hostname", "n1"),
         ("id", "thermal-throttle"),
         ("scope", "gpu:0"),
-        ("severity", "critical"),
     )
     assert got[("gputop_doctor_finding_active", key)] == 1
+    assert got[("gputop_doctor_finding_severity", key)] == 3
     assert got[("gputop_doctor_finding_start_time_seconds", key)] == 1234.5
     assert got[("gputop_doctor_job_cpu_seconds_total", (("pid", "42"),))] == 10.0  # 2.5 x 2 s x 2
     assert got[("gputop_doctor_job_resident_memory_bytes", (("pid", "42"),))] == 1024 * 1024**2
@@ -150,7 +174,18 @@ def test_energy_and_hardware_health_are_exported_in_base_units() -> None:
     collector.update(_sick_frame((XidEvent(79, 1.0), XidEvent(48, 1.5))))
     collector.update(_sick_frame((XidEvent(48, 2.0),)))
     got = _samples(collector)
-    gpu0 = (("gpu", "0"), ("name", "NVIDIA H100 80GB HBM3"), ("uuid", "GPU-00000000-aaaa"))
+    model = "NVIDIA H100 80GB HBM3"
+    gpu0 = tuple(
+        sorted(
+            (
+                ("gpu", "0"),
+                ("name", model),
+                ("uuid", "GPU-00000000-aaaa"),
+                ("pci_bus_id", "00000000:10:00.0"),  # dcgm-exporter's identity labels
+                ("hostname", "n1"),
+            )
+        )
+    )
 
     def value(name: str, **labels: str) -> float:
         return got[("gputop_doctor_" + name, tuple(sorted((*gpu0, *labels.items()))))]

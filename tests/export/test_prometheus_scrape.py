@@ -15,11 +15,18 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+from gputop_doctor.core.findings import Finding, Severity, gpu_scope
+from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.model import Snapshot, SystemInfo
+from gputop_doctor.export.prometheus import FrameCollector
+from tests.builders import full_gpu
 from tests.fake_nvml.fixtures import fake_nvml_build, fake_nvml_env, fake_nvml_lib  # noqa: F401
 from tests.fake_nvml.scenario import Scenario
 from tests.fleet.servers import ROOT, SERVING, Exporter, cli_env, exporter, free_port
@@ -67,7 +74,7 @@ def _dashboard_queries() -> list[tuple[str, str]]:
             expr = target["expr"]
             for name, value in DASHBOARD_VARIABLES.items():
                 expr = expr.replace(name, value)
-            queries.append((panel["title"], expr))
+            queries.append((f"{panel['title']} [{target['refId']}]", expr))
     return queries
 
 
@@ -89,17 +96,50 @@ def test_the_dashboard_leads_with_why_and_is_what_its_script_writes() -> None:
     assert {"instance", "gpu", "job"} <= variables
 
 
+def _finding_frame(severity: Severity) -> Frame:
+    """One GPU with a thermal finding of ``severity`` on it, as the engine would hand over."""
+    snap = Snapshot(time=time.time(), tick=1, interval_s=1.0, gpus=(full_gpu(0),))
+    hot = Finding("thermal-throttle", severity, gpu_scope(0), "hot", since=1000.0)
+    return Frame(snap, (hot,), SystemInfo(hostname="switcher", source="test"))
+
+
+@contextlib.contextmanager
+def _switching_exporter() -> Iterator[tuple[FrameCollector, int]]:
+    """An exporter whose finding the test turns from warn to critical between scrapes."""
+    collector = FrameCollector()
+    collector.update(_finding_frame(Severity.WARN))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    try:
+        yield collector, server.server_port
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _prometheus_config(path: Path, targets: dict[str, str]) -> None:
+    jobs = "".join(
+        f"  - job_name: {job}\n    static_configs:\n      - targets: ['{address}']\n"
+        for job, address in targets.items()
+    )
+    path.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files: ['{RULES}']\nscrape_configs:\n" + jobs
+    )
+
+
 def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None:
+    """One real Prometheus scrapes ``serve --demo thermal`` and a test-driven exporter: the
+    finding joins its GPU's series with a plain ``on(gpu)``, and a finding whose severity
+    changes keeps one series (severity is a value, not a label)."""
     binary = shutil.which("prometheus")
     assert binary, "Debian's prometheus package is required (.ci/run installs it)"
-    with exporter(scenario="thermal") as serve:
+    with exporter(scenario="thermal") as serve, _switching_exporter() as (switch, switch_port):
         config = tmp_path / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            f"rule_files: ['{RULES}']\n"
-            "scrape_configs:\n  - job_name: gputop\n"
-            f"    static_configs:\n      - targets: ['{serve.address}']\n"
-        )
+        targets = {"gputop": serve.address, "switch": f"127.0.0.1:{switch_port}"}
+        _prometheus_config(config, targets)
         port = free_port()
         log = (tmp_path / "prometheus.log").open("w")
         server = subprocess.Popen(
@@ -113,12 +153,25 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
             stderr=subprocess.STDOUT,
         )
         try:
+            _wait_for(port, 'gputop_doctor_finding_severity{job="switch"} == 2', want=1)
+            switch.update(_finding_frame(Severity.CRITICAL))
             findings = _wait_for(
                 port,
-                'gputop_doctor_finding_active{id="thermal-throttle",severity="critical"} == 1',
+                'gputop_doctor_finding_severity{job="gputop",id="thermal-throttle"} == 3',
                 want=1,
             )
-            gpus = _wait_for(port, "gputop_doctor_gpu_temperature_celsius", want=8)
+            joined = _wait_for(
+                port,
+                'gputop_doctor_finding_active{job="gputop",id="thermal-throttle"}'
+                ' * on(gpu) gputop_doctor_gpu_temperature_celsius{job="gputop"}',
+                want=1,
+            )
+            _wait_for(port, 'gputop_doctor_finding_severity{job="switch"} == 3', want=1)
+            kept = _query(port, 'count_over_time(gputop_doctor_finding_active{job="switch"}[10m])')
+            severity_changes = _query(
+                port, 'changes(gputop_doctor_finding_severity{job="switch"}[10m])'
+            )
+            gpus = _wait_for(port, 'gputop_doctor_gpu_temperature_celsius{job="gputop"}', want=8)
             energy = _wait_for(port, "rate(gputop_doctor_gpu_energy_joules_total[5s]) > 0", want=8)
             up = _query(port, 'up{job="gputop"}')
             # The shipped rules file, loaded and evaluated: the critical finding is pending
@@ -128,7 +181,7 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
             for title, expr in _dashboard_queries():
                 answered[title] = _query(port, expr)  # valid PromQL on real series
             why = [t for t in answered if t.startswith(("Active findings", "Verdict"))]
-            assert len(why) == 3 and all(answered[t] for t in why), why  # the why row has data
+            assert len(why) == 4 and all(answered[t] for t in why), why  # the why row has data
             table = answered[why[0]]
         finally:
             server.terminate()
@@ -136,9 +189,15 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
             log.close()
     scopes = {r["metric"]["scope"] for r in findings}  # type: ignore[index]
     assert all(str(s).startswith("gpu:") for s in scopes)
+    hot_gpus = {r["metric"]["gpu"] for r in findings}  # type: ignore[index]
+    assert {r["metric"]["gpu"] for r in joined} <= hot_gpus  # type: ignore[index]
+    assert all(float(r["value"][1]) > 0 for r in joined)  # type: ignore[index]  # the temperature
+    assert len(kept) == 1  # warn, then critical: still one series of the finding
+    assert len(severity_changes) == 1 and float(severity_changes[0]["value"][1]) >= 1  # type: ignore[index]
     labels = [r["metric"] for r in gpus]
     assert sorted(int(m["gpu"]) for m in labels) == list(range(8))  # type: ignore[index]
-    assert all(m["uuid"] and m["name"] for m in labels)  # type: ignore[index]
+    assert all(m["uuid"] and m["name"] and m["hostname"] for m in labels)  # type: ignore[index]
+    assert all(m["pci_bus_id"] for m in labels)  # type: ignore[index]
     assert up and up[0]["value"][1] == "1"  # type: ignore[index]
     assert {a["metric"]["id"] for a in alerts} == {"thermal-throttle"}  # type: ignore[index]
     assert len(energy) == 8  # the demo's counter grows at its power draw: rate() works on it

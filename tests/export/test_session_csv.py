@@ -218,7 +218,10 @@ def test_gpu_findings_go_on_their_own_row_and_host_findings_on_all(tmp_path: Pat
     sink.write(Frame(frame.snapshot, findings, frame.system))
     sink.close()
     rows = list(csv.DictReader(path.open()))
-    assert [r["findings"] for r in rows] == ["cpu-saturation", "thermal-throttle|cpu-saturation"]
+    assert [r["findings"] for r in rows] == [
+        "cpu-saturation:warn:unknown:host",
+        "thermal-throttle:warn:unknown:gpu|cpu-saturation:warn:unknown:host",
+    ]
     assert read_session(str(path)).ticks[0].findings == ("cpu-saturation", "thermal-throttle")
 
 

@@ -4,6 +4,7 @@ fleet TUI over two real exporters (one killed mid-run)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import time
@@ -85,13 +86,19 @@ def test_hostile_numbers_in_a_remote_view_are_refused_not_a_crash() -> None:
 
 
 def _status(
-    label: str, steps: float | None, util: float = 90.0, time: float = 1000.0
+    label: str,
+    steps: float | None,
+    util: float = 90.0,
+    time: float = 1000.0,
+    job: str | None = "train",
 ) -> HostStatus:
-    view = parse_view(
-        label,
-        _view(tree={"steps_per_s": steps}, gpus=[{"index": 0, "util_pct": util}], time=time),
+    """A host whose exporter names ``job`` (None: it names none)."""
+    fields: dict[str, object] = dict(
+        tree={"steps_per_s": steps}, gpus=[{"index": 0, "util_pct": util}], time=time
     )
-    return HostStatus(label, HostState.OK, view)
+    if job is not None:
+        fields["job"] = job
+    return HostStatus(label, HostState.OK, parse_view(label, _view(**fields)))
 
 
 def test_straggler_node_needs_a_window_to_show_and_to_clear() -> None:
@@ -125,15 +132,47 @@ def test_straggler_node_needs_a_window_to_show_and_to_clear() -> None:
 
 def test_straggler_node_is_the_one_clearly_slower_than_its_peers() -> None:
     hosts = [_status("a", 4.0), _status("b", 4.1), _status("c", 2.0), _status("d", 3.9)]
-    found = straggler_findings(hosts)
+    found = straggler_findings(hosts, {})
     assert [(f.host, f.rule_id, f.severity) for f in found] == [("c", "straggler-node", "warn")]
     assert "2.0 vs 4.0 steps/s" in found[0].title
-    assert straggler_findings([_status("a", 4.0), _status("b", 3.5)]) == ()  # within 25 %
+    assert straggler_findings([_status("a", 4.0), _status("b", 3.5)], {}) == ()  # within 25 %
     # Without the probe on every node, mean GPU utilization is the pace.
-    by_util = straggler_findings([_status("a", None, 95.0), _status("b", 4.0, 40.0)])
+    by_util = straggler_findings([_status("a", None, 95.0), _status("b", 4.0, 40.0)], {})
     assert [f.host for f in by_util] == ["b"]
     down = HostStatus("c", HostState.UNREACHABLE, None, "refused")
-    assert straggler_findings([_status("a", 4.0), down]) == ()  # one node is no fleet
+    assert straggler_findings([_status("a", 4.0), down], {}) == ()  # one node is no fleet
+
+
+def test_straggler_node_is_judged_only_among_hosts_of_one_job() -> None:
+    """Two unrelated exporters run different work: no straggler between them."""
+    unrelated = [_status("a", 4.0, job=None), _status("b", 1.0, job=None)]
+    assert straggler_findings(unrelated, {}) == ()
+    two_jobs = [_status("a", 4.0, job="x"), _status("b", 1.0, job="y")]
+    assert straggler_findings(two_jobs, {}) == ()
+    # The --hosts groups say which hosts run one job, whatever the exporters say.
+    grouped = {"a": "train", "b": "train", "c": "eval", "d": "eval"}
+    hosts = [
+        _status("a", 4.0, job=None),
+        _status("b", 1.0, job=None),
+        _status("c", 9.0, job=None),
+        _status("d", 9.0, job=None),
+    ]
+    assert [f.host for f in straggler_findings(hosts, grouped)] == ["b"]
+    # Paces are compared within a job: the eval nodes' 9 steps/s do not make a straggler of a.
+    assert "peers' median 4.0" in straggler_findings(hosts, grouped)[0].evidence
+
+
+def test_hosts_groups_name_the_job_of_each_host() -> None:
+    specs = parse_hosts("train=a:1,b:2,eval=ssh://u@c,d:4")
+    assert [(s.label, s.job) for s in specs] == [
+        ("a:1", "train"),
+        ("b:2", "train"),
+        ("u@c", "eval"),
+        ("d:4", "eval"),
+    ]
+    assert [s.job for s in parse_hosts("a:1,b:2")] == [None, None]
+    with pytest.raises(HostsError):
+        parse_hosts("train=,b:2")
 
 
 def test_snapshot_hosts_shows_every_host_and_an_unreachable_one() -> None:
@@ -146,7 +185,9 @@ def test_snapshot_hosts_shows_every_host_and_an_unreachable_one() -> None:
     assert done.returncode == 1, done.stderr  # a host could not be read
     assert f"{dead}  UNREACHABLE" in done.stdout
     assert f"{hot.address} (demo-8xh100)  8 GPUs" in done.stdout
-    assert f"[CRITICAL] {hot.address}  thermal-throttle (gpu:" in done.stdout
+    # One line per host and rule, however many of its GPUs throttle ("x3 (gpu:0, ...)").
+    grouped = rf"^\[CRITICAL\] {re.escape(hot.address)}  thermal-throttle( x\d+)? \(gpu:"
+    assert len(re.findall(grouped, done.stdout, re.MULTILINE)) == 1, done.stdout
 
 
 async def _until(pilot: object, app: FleetApp, check: object, timeout_s: float = 60.0) -> None:

@@ -106,7 +106,7 @@ def _limit(label: str, value: float | None) -> str:
 def charts(points: list[Point], gpu: GpuSample | None) -> dict[str, Chart]:
     """The four charts of one GPU by ``CHART_KEYS``, each on the axis its quantity and the
     card's limits give."""
-    slowdown = gpu.temp_slowdown_c if gpu else None
+    slowdown = gpu.slowdown_temp_c if gpu else None
     limit = gpu.power_limit_w if gpu else None
     max_clock = gpu.sm_clock_max_mhz if gpu else None
     temps = tuple(p.temp for p in points)

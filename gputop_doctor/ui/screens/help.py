@@ -49,6 +49,14 @@ terminals it takes BLAS's place while a probe runs). Enter on a process shows al
 READING = "\n".join(" ".join(block.split()) for block in _GUIDE.split("\n\n"))
 
 
+# Keys that are not bindings of their own: how to move and open things on the monitor.
+MONITOR_MOVES = (
+    ("tab", "Move between GPUs, findings and processes"),
+    ("enter", "Open the GPU / finding / process under the cursor"),
+    ("ctrl+p", "Command palette"),
+)
+
+
 def _key_label(binding: Binding) -> str:
     keys = binding.key.split(",")
     return " / ".join(k.strip().replace("question_mark", "?") for k in keys)
@@ -61,9 +69,18 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,question_mark", "dismiss", "Close"),
     ]
 
-    def __init__(self, bindings: list[Binding]) -> None:
+    def __init__(
+        self,
+        bindings: list[Binding],
+        guide: str = READING,
+        moves: tuple[tuple[str, str], ...] = MONITOR_MOVES,
+        title: str = "gputop-doctor help",
+    ) -> None:
         super().__init__()
         self._keys = bindings
+        self._guide = guide
+        self._moves = moves
+        self._title = title
 
     def compose(self) -> ComposeResult:
         table = Table.grid(padding=(0, 2))
@@ -77,11 +94,10 @@ class HelpScreen(ModalScreen[None]):
                 table.add_row(_key_label(binding), binding.tooltip or binding.description)
         if digits:
             table.add_row("0-9", "Charts of that GPU over the session")
-        table.add_row("tab", "Move between GPUs, findings and processes")
-        table.add_row("enter", "Open the GPU / finding / process under the cursor")
-        table.add_row("ctrl+p", "Command palette")
+        for key, what in self._moves:
+            table.add_row(key, what)
         with VerticalScroll(id="help-box") as box:
-            box.border_title = "gputop-doctor help"
+            box.border_title = self._title
             box.border_subtitle = "Esc to close"
             yield Static(table)
-            yield Static(Text("\n" + READING))
+            yield Static(Text("\n" + self._guide))

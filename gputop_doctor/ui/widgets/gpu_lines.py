@@ -108,11 +108,12 @@ def fit_codes(codes: tuple[str, ...], width: int) -> str:
 def _temp_level(gpu: GpuSample) -> str:
     if gpu.clock_event_bits is not None and gpu.clock_event_bits & THERMAL_EVENTS:
         return "hot"
-    if gpu.temp_c is None or gpu.temp_slowdown_c is None:
+    slowdown = gpu.slowdown_temp_c
+    if gpu.temp_c is None or slowdown is None:
         return ""
-    if gpu.temp_c >= gpu.temp_slowdown_c - 3:
+    if gpu.temp_c >= slowdown - 3:
         return "hot"
-    if gpu.temp_c >= gpu.temp_slowdown_c - 10:
+    if gpu.temp_c >= slowdown - 10:
         return "warn"
     return ""
 
@@ -180,9 +181,9 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
     half = (width - 3) // 2
     mem_value = f" {fmt_mib(gpu.mem_used_mib)}/{fmt_mib(gpu.mem_total_mib)}"
     mem_level = _ratio_level(gpu.mem_used_mib, gpu.mem_total_mib, 0.90, 0.97)
-    temp_value = f" {_num(gpu.temp_c)}/{_num(gpu.temp_slowdown_c)}°C"
+    temp_value = f" {_num(gpu.temp_c)}/{_num(gpu.slowdown_temp_c)}°C"
     temp_lo = 20.0
-    temp_hi = gpu.temp_slowdown_c or 90.0
+    temp_hi = gpu.slowdown_temp_c or 90.0
     left = _metric(
         " mem  ", _slow(s.mem_pct, half - 6 - len(mem_value), 0, 100), mem_value, mem_level
     )
