@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_record import build_engine, cpu_seconds, start_tree, use_fake_nvml  # noqa: E402
+from bench_record import build_engine, cpu_seconds, start_tree, use_fake_nvml
 
 ROOT = Path(__file__).resolve().parent.parent
 
