@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import builtins
+import gc
 import os
 import re
 import sys
@@ -144,6 +145,21 @@ def watch_files() -> None:
     os.listdir, os.scandir = listdir, scandir  # type: ignore[assignment]
 
 
+def watch_gc() -> None:
+    """Time the cyclic garbage collector's passes by generation (they scan the whole history)."""
+    started: list[float] = []
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[:] = [time.thread_time()]
+        elif started and LEDGER.on:
+            name = f"generation {info['generation']} pass"
+            LEDGER.cpu["garbage collector", name] += time.thread_time() - started[0]
+            LEDGER.count["garbage collector", name] += 1
+
+    gc.callbacks.append(callback)
+
+
 def watch_nvml() -> None:
     """Time every pynvml function by name (before the source binds any of them)."""
     import pynvml
@@ -249,6 +265,7 @@ def main() -> None:
         use_fake_nvml(tree.pid, tmp, "nvlink")
         watch_nvml()
         watch_files()
+        watch_gc()
         engine = build_engine(tree.pid, str(tmp / "bench.csv"), "fake")
         watch_engine(engine)
         fill = engine.history.capacity if args.fill is None else args.fill
@@ -266,7 +283,13 @@ def main() -> None:
         print(
             f"frame building (series, ledger, notes, Frame): {1000 * rest / args.ticks:.2f} ms/tick"
         )
-        for section in ("engine stages", "rules", "NVML", "/proc and /sys reads"):
+        for section in (
+            "engine stages",
+            "rules",
+            "NVML",
+            "/proc and /sys reads",
+            "garbage collector",
+        ):
             LEDGER.report(section, args.ticks, top=25 if section != "rules" else 40)
         measure_serve(frames)
         if not args.no_tui:
