@@ -15,12 +15,24 @@ from gputop_doctor.core.model import GpuSample, Snapshot
 
 
 @dataclass(frozen=True, slots=True)
+class PerSnapshot:
+    """What rules derived from one snapshot, by key; the snapshot is held so that its ``id``
+    cannot be reused by another object while the entry exists."""
+
+    snapshot: Snapshot
+    values: dict[object, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Window:
     """The snapshots of the last ``seconds`` (oldest first)."""
 
     snapshots: tuple[Snapshot, ...]
     # The history's scratch space for views derived from it (see ``History.memo``).
     memo: dict[object, object] | None = field(default=None, compare=False, hash=False)
+    # Values derived from one snapshot each, kept while it is in the history
+    # (see ``History.derived``).
+    derived: dict[int, PerSnapshot] | None = field(default=None, compare=False, hash=False)
 
     def __len__(self) -> int:
         return len(self.snapshots)
@@ -78,6 +90,11 @@ class History:
         # all rules of one tick and reused while the window is unchanged. Per history, so two
         # engines never see each other's; owned by the producer thread like the ring itself.
         self.memo: dict[object, object] = {}
+        # A snapshot never changes, so what a rule derives from it alone (a tick's stalled
+        # rank, its job's CPU demand) holds for as long as the snapshot stays: computed once
+        # instead of once per tick for every tick of every window. Dropped with the snapshot
+        # (out of the ring, or replaced by its copy without processes).
+        self.derived: dict[int, PerSnapshot] = {}
 
     @classmethod
     def for_span(cls, seconds: float, interval_s: float, detail_s: float | None = None) -> History:
@@ -85,9 +102,12 @@ class History:
         return cls(max(2, int(seconds / interval_s) + 2), detail)
 
     def append(self, snapshot: Snapshot) -> None:
+        if len(self._ring) == self._ring.maxlen:
+            self.derived.pop(id(self._ring[0]), None)
         self._ring.append(snapshot)
         aged = len(self._ring) - 1 - self._detail
         if aged >= 0 and self._ring[aged].processes:
+            self.derived.pop(id(self._ring[aged]), None)
             self._ring[aged] = replace(self._ring[aged], processes=())
 
     def __len__(self) -> int:
@@ -104,7 +124,7 @@ class History:
     def window(self, seconds: float) -> Window:
         """Snapshots whose tick started within ``seconds`` of the latest one."""
         if not self._ring:
-            return Window((), self.memo)
+            return Window((), self.memo, self.derived)
         cutoff = self._ring[-1].time - seconds
         picked: list[Snapshot] = []
         for snap in reversed(self._ring):
@@ -112,7 +132,7 @@ class History:
                 break
             picked.append(snap)
         picked.reverse()
-        return Window(tuple(picked), self.memo)
+        return Window(tuple(picked), self.memo, self.derived)
 
     def all(self) -> Window:
-        return Window(tuple(self._ring), self.memo)
+        return Window(tuple(self._ring), self.memo, self.derived)

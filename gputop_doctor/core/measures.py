@@ -100,10 +100,16 @@ def job_cpu_share(snap: Snapshot, cpus: float | None = None) -> float | None:
     The cpu-saturation rule judges this share and the host panel shows it. None without a
     tree, or on a first tick before any process has a CPU rate.
     """
-    want = tree_want_cpus(snap.processes)
+    return share_of_cpus(tree_want_cpus(snap.processes), snap.host, cpus)
+
+
+def share_of_cpus(want: float | None, host: HostSample, cpus: float | None = None) -> float | None:
+    """``want`` CPUs (a tree's :func:`tree_want_cpus`) as a share of ``cpus`` (by default
+    :func:`allowed_cpus` of ``host``), at most 1: the formula of :func:`job_cpu_share`, for a
+    caller that already has the tree's demand."""
     if want is None:
         return None
-    return min(1.0, want / (allowed_cpus(snap.host) if cpus is None else cpus))
+    return min(1.0, want / (allowed_cpus(host) if cpus is None else cpus))
 
 
 def tree_totals(processes: Iterable[ProcSample]) -> TreeTotals | None:

@@ -10,12 +10,12 @@ between rules cannot leak state from one rule into another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeVar
 
-from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.history import History, PerSnapshot, Window
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
 
 T = TypeVar("T")
@@ -59,6 +59,28 @@ def memoised(
     memo[key] = _Entry(snaps[0], snaps[-1], len(snaps), value)
     while len(memo) > _MEMO_MAX:
         del memo[next(iter(memo))]
+    return value
+
+
+def per_snapshot(win: Window, key: Hashable, snap: Snapshot, derive: Callable[[Snapshot], T]) -> T:
+    """``derive(snap)``, computed once while ``snap`` stays in the window's history.
+
+    A rule that judges each tick of a window on its own (was this tick a stall?) would
+    otherwise judge every old tick again on every new one: 900 ticks of a full history, each
+    tick. ``key`` must name everything the value depends on besides the snapshot (the rule,
+    its thresholds, the job's GPUs), and must not vary from tick to tick, or the store grows.
+    A window that is not a history's (``derived`` None) computes every time.
+    """
+    store = win.derived
+    if store is None:
+        return derive(snap)
+    entry = store.get(id(snap))
+    if entry is None or entry.snapshot is not snap:
+        entry = store[id(snap)] = PerSnapshot(snap)
+    values = entry.values
+    if key in values:
+        return values[key]  # type: ignore[return-value]
+    value = values[key] = derive(snap)
     return value
 
 

@@ -23,7 +23,7 @@ from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._tree import cpu_budget
-from gputop_doctor.rules._window import enough_span, window
+from gputop_doctor.rules._window import enough_span, per_snapshot, window
 
 RULE_ID = "cpu-saturation"
 
@@ -50,7 +50,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         return []
     cpus = cpu_budget(ctx, latest)
     job = _blame.attached(latest)
-    busy = [b for b in (busy_fraction(s, cpus, job) for s in win) if b is not None]
+    busy = busy_fractions(win, cpus, job)
     if len(busy) < 2:
         return []
     avg = _stats.mean(busy) or 0.0
@@ -81,16 +81,29 @@ HOST_FIX = (
 )
 
 
-def busy_fraction(snap: Snapshot, cpus: float, job: bool) -> float | None:
-    """Busy share of the effective CPUs at one tick: the CPUs the job tree wants when a job is
-    attached (used, reaped children included, or used plus queued), else the host-wide figure.
+def busy_fractions(win: Window, cpus: float, job: bool) -> list[float]:
+    """Busy share of the effective CPUs at each tick of the window, unknown ticks left out:
+    the CPUs the job tree wants when a job is attached (used, reaped children included, or
+    used plus queued), else the host-wide figure.
 
-    Other processes' load is never read as the job's: that is ``cpu-contention``.
+    Other processes' load is never read as the job's: that is ``cpu-contention``. The tree's
+    demand is summed once per snapshot (64 processes x every tick of the window, each tick,
+    for this rule and the headline, was the costliest part of diagnosis).
     """
-    if job:  # the share the host panel shows, too
-        return measures.job_cpu_share(snap, cpus)  # None on a first tick without rates
-    host = snap.host
-    return None if host.cpu_pct is None else host.cpu_pct / 100.0
+    if job:  # the share the host panel shows, too (None on a first tick without rates)
+        shares = (
+            measures.share_of_cpus(per_snapshot(win, TREE_WANT, s, _tree_want), s.host, cpus)
+            for s in win
+        )
+        return [b for b in shares if b is not None]
+    return [s.host.cpu_pct / 100.0 for s in win if s.host.cpu_pct is not None]
+
+
+TREE_WANT = "tree-want-cpus"  # per_snapshot key: measures.tree_want_cpus of the snapshot
+
+
+def _tree_want(snap: Snapshot) -> float | None:
+    return measures.tree_want_cpus(snap.processes)
 
 
 def _harm(win: Window, job: bool) -> _Harm:

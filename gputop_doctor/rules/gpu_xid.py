@@ -15,8 +15,9 @@ from gputop_doctor.config.thresholds import XidThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import XidEvent
 from gputop_doctor.core.history import History
+from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._window import window
+from gputop_doctor.rules._window import per_snapshot, window
 
 RULE_ID = "gpu-xid"
 
@@ -60,11 +61,20 @@ def meaning(code: int) -> XidMeaning:
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.gpu_xid
     seen: dict[int, list[XidEvent]] = {}
-    for snap in window(history, t.event_window_s):
-        for gpu in snap.gpus:
-            if gpu.health is not None and gpu.health.xids:
-                seen.setdefault(gpu.index, []).extend(gpu.health.xids)
+    win = window(history, t.event_window_s)
+    for snap in win:
+        for index, xids in per_snapshot(win, RULE_ID, snap, _xids):
+            seen.setdefault(index, []).extend(xids)
     return [_finding(index, events) for index, events in sorted(seen.items())]
+
+
+def _xids(snap: Snapshot) -> tuple[tuple[int, tuple[XidEvent, ...]], ...]:
+    """The Xid events of one tick by GPU index (almost always none); read once per tick."""
+    return tuple(
+        (gpu.index, gpu.health.xids)
+        for gpu in snap.gpus
+        if gpu.health is not None and gpu.health.xids
+    )
 
 
 def _finding(index: int, events: list[XidEvent]) -> Finding:

@@ -30,7 +30,7 @@ from gputop_doctor.rules import _stats
 from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, util_values
 from gputop_doctor.rules._tree import cpu_budget
 from gputop_doctor.rules._window import enough_span, gpu_columns, window
-from gputop_doctor.rules.cpu_saturation import busy_fraction
+from gputop_doctor.rules.cpu_saturation import busy_fractions
 from gputop_doctor.rules.gpu_starvation import fed_now, fed_run, judged_series
 
 
@@ -54,7 +54,7 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
         return _unknown("No GPU utilization readings")
     cpus = cpu_budget(ctx, latest)
     job = latest.target_pid is not None and latest.tree is not None
-    cpu = _stats.mean([b for b in (busy_fraction(s, cpus, job) for s in win) if b is not None])
+    cpu = _stats.mean(busy_fractions(win, cpus, job))
     return decide(
         util=_stats.mean(samples) or 0.0,
         idle=_stats.fraction(samples, lambda v: v <= t.idle_util_pct),

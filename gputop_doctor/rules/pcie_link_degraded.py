@@ -12,11 +12,11 @@ from __future__ import annotations
 from gputop_doctor.config.thresholds import PcieLinkThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample
+from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._gpu import is_busy
 from gputop_doctor.rules._hardware import MACHINE_FIX, healths, rise
-from gputop_doctor.rules._window import gpu_columns, window
+from gputop_doctor.rules._window import gpu_columns, per_snapshot, window
 
 RULE_ID = "pcie-link-degraded"
 
@@ -24,15 +24,32 @@ RULE_ID = "pcie-link-degraded"
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.pcie_link_degraded
     win = window(history, t.window_s)
+    busy: dict[int, int] = {}
+    degraded: dict[int, list[GpuSample]] = {}
+    key = (RULE_ID, t.busy_util_pct)
+    for snap in win:
+        for gpu, low_link in per_snapshot(win, key, snap, lambda s: _busy_links(s, t)):
+            busy[gpu.index] = busy.get(gpu.index, 0) + 1
+            if low_link:
+                degraded.setdefault(gpu.index, []).append(gpu)
     out = []
     for index, series in gpu_columns(win).items():
-        busy = [g for g in series if not g.lost and g.health and is_busy(g, t.busy_util_pct)]
-        degraded = [g for g in busy if g.health and g.health.pcie_degraded]
-        low = len(busy) >= t.min_busy_ticks and len(degraded) >= t.degraded_fraction * len(busy)
+        n_busy, low_links = busy.get(index, 0), degraded.get(index, [])
+        low = n_busy >= t.min_busy_ticks and len(low_links) >= t.degraded_fraction * n_busy
         replays = rise(healths(series), lambda h: h.pcie_replays)
         if low or replays >= t.pcie_replay_rise:
-            out.append(_finding(index, degraded[-1] if low else series[-1], replays, low))
+            out.append(_finding(index, low_links[-1] if low else series[-1], replays, low))
     return out
+
+
+def _busy_links(snap: Snapshot, t: PcieLinkThresholds) -> tuple[tuple[GpuSample, bool], ...]:
+    """The GPUs busy at this tick, each with whether its link ran degraded; judged once per
+    tick while it stays in the history."""
+    return tuple(
+        (g, bool(g.health.pcie_degraded))
+        for g in snap.gpus
+        if not g.lost and g.health and is_busy(g, t.busy_util_pct)
+    )
 
 
 def _finding(index: int, gpu: GpuSample, replays: int, low: bool) -> Finding:

@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from gputop_doctor.config.thresholds import StragglerThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._gpu import job_gpus
-from gputop_doctor.rules._window import enough_span, window
+from gputop_doctor.rules._window import enough_span, per_snapshot, window
 
 RULE_ID = "rank-straggler"
 
@@ -41,19 +42,30 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
 
 
 def _stalls(win: Window, job: Sequence[int], t: StragglerThresholds) -> dict[int, list[int]]:
-    """For each GPU, the ticks where it sat idle while every other job GPU stayed busy."""
+    """For each GPU, the ticks where it sat idle while every other job GPU stayed busy.
+
+    Each tick is judged once, while it stays in the history (see ``per_snapshot``)."""
+    key = (RULE_ID, tuple(job), t.idle_util_pct, t.busy_util_pct)
     out: dict[int, list[int]] = {}
     for tick, snap in enumerate(win):
-        utils = {g.index: g.util_pct for g in snap.gpus if g.index in job and not g.lost}
-        if len(utils) < len(job) or any(u is None for u in utils.values()):
-            continue
-        idle = [i for i, u in utils.items() if u is not None and u <= t.idle_util_pct]
-        if len(idle) != 1:
-            continue
-        peers = [u for i, u in utils.items() if i != idle[0]]
-        if all(u is not None and u >= t.busy_util_pct for u in peers):
-            out.setdefault(idle[0], []).append(tick)
+        stalled = per_snapshot(win, key, snap, lambda s: _stalled(s, job, t))
+        if stalled is not None:
+            out.setdefault(stalled, []).append(tick)
     return out
+
+
+def _stalled(snap: Snapshot, job: Sequence[int], t: StragglerThresholds) -> int | None:
+    """The one job GPU idle at this tick while every other stayed busy, or None."""
+    utils = {g.index: g.util_pct for g in snap.gpus if g.index in job and not g.lost}
+    if len(utils) < len(job) or any(u is None for u in utils.values()):
+        return None
+    idle = [i for i, u in utils.items() if u is not None and u <= t.idle_util_pct]
+    if len(idle) != 1:
+        return None
+    peers = [u for i, u in utils.items() if i != idle[0]]
+    if all(u is not None and u >= t.busy_util_pct for u in peers):
+        return idle[0]
+    return None
 
 
 def _episodes(ticks: Sequence[int]) -> list[int]:

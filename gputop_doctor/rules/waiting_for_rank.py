@@ -37,8 +37,8 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if latest is None:
         return []
     job = sorted(g.index for g in job_gpus(latest))
-    if len(job) < 2:
-        return []
+    if len(job) < 2 or _one_idle(latest.gpus, job, t) is None:
+        return []  # no peer waits now: the window's baselines and runs need not be read
     baselines = _baselines(win, job, t)
     ticks = [_waiting(snap.gpus, job, baselines, t) for snap in win]
     now = ticks[-1]
@@ -81,6 +81,18 @@ def _waiting(
     t: WaitingForRankThresholds,
 ) -> tuple[int, tuple[int, ...]] | None:
     """On one tick: the one idle job GPU and the peers waiting for it, or None."""
+    found = _one_idle(gpus, job, t)
+    if found is None:
+        return None
+    idle, peers = found
+    waiting = tuple(sorted(g.index for g in peers if _not_computing(g, baselines, t)))
+    return (idle, waiting) if waiting else None
+
+
+def _one_idle(
+    gpus: Sequence[GpuSample], job: Sequence[int], t: WaitingForRankThresholds
+) -> tuple[int, list[GpuSample]] | None:
+    """On one tick: the one idle job GPU and its peers, every one of them busy, or None."""
     utils = {g.index: g for g in gpus if g.index in job and not g.lost and g.util_pct is not None}
     if len(utils) < len(job):
         return None
@@ -90,8 +102,7 @@ def _waiting(
     peers = [g for i, g in utils.items() if i != idle[0]]
     if any((g.util_pct or 0.0) < t.busy_util_pct for g in peers):
         return None
-    waiting = tuple(sorted(g.index for g in peers if _not_computing(g, baselines, t)))
-    return (idle[0], waiting) if waiting else None
+    return idle[0], peers
 
 
 def _not_computing(

@@ -15,9 +15,10 @@ import pytest
 from rich.style import Style
 
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.history import Window
 from gputop_doctor.core.measures import job_cpu_share
 from gputop_doctor.core.model import ProcSample, TreeTotals
-from gputop_doctor.rules.cpu_saturation import busy_fraction
+from gputop_doctor.rules.cpu_saturation import busy_fractions
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
 from gputop_doctor.ui.render import host_counts_for_job
@@ -159,7 +160,7 @@ async def test_the_panel_shows_the_share_the_rule_judges_cpus_wanted_not_used() 
         frame = _frame(base, host_pct=10.0, tree_pct=400.0, queued_pct=400.0)
         snap = frame.snapshot
         assert job_cpu_share(snap) == pytest.approx(1.0)
-        assert busy_fraction(snap, 8.0, True) == job_cpu_share(snap)  # one measure
+        assert busy_fractions(Window((snap,)), 8.0, True) == [job_cpu_share(snap)]  # one measure
         assert job_cpu_share(snap) >= frame.settings.rules.cpu_saturation.busy_fraction
         app.post_message(FrameReady(frame))
         await pilot.pause()

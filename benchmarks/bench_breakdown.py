@@ -1,0 +1,312 @@
+"""Where one tick's CPU goes: NVML calls, /proc reads, rules, frame building and widgets.
+
+Setup as in bench_record.py: 8 GPUs from NVML through the real pynvml bindings and the tests'
+fake libnvidia-ml (every hardware-health reading answering, one rank per GPU), the real host
+source attached to a real 64-process tree, every rule, the headline and the CSV sink. The
+history is filled first (``--fill`` ticks, default: as many as it holds), since the rules
+cost most on a full history, as in a session that has run for 15 minutes.
+
+Then ``--ticks`` ticks run back to back with every part timed in-process (``thread_time``,
+CPU only, so other processes on a loaded machine do not count):
+
+* NVML: time and count per tick of each pynvml function (the bindings' Python and ctypes
+  included, the fake library's own work too);
+* /proc and /sys: reads per tick by file (PIDs and CPUs as N), opens, listings;
+* the engine's stages: GPUs, host, processes, each rule, findings, headline, frame, CSV;
+* the TUI: each widget's ``show_frame`` and its rendering (``render_lines``) for the same
+  frames, in a headless 120x40 Textual app (``--no-tui`` skips it);
+* serve: one Prometheus exposition of a frame (what a scrape renders).
+
+Finally ``--seconds`` of a paced record run (1 s interval): CPU % of one core of this process.
+The TUI's and serve's own CPU % over a minute: bench_tui.py and bench_serve.py.
+
+    .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
+
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import builtins
+import gc
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import build_engine, cpu_seconds, start_tree, use_fake_nvml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Ledger:
+    """CPU seconds and counts by (section, name), switched on only while measuring."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[tuple[str, str], float] = defaultdict(float)
+        self.count: Counter[tuple[str, str]] = Counter()
+        self.on = False
+
+    def timed(self, section: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not self.on:
+                return fn(*args, **kwargs)
+            started = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.cpu[section, name] += time.thread_time() - started
+                self.count[section, name] += 1
+
+        return wrapper
+
+    def add(self, section: str, name: str) -> None:
+        if self.on:
+            self.count[section, name] += 1
+
+    def report(self, section: str, ticks: int, top: int = 40) -> None:
+        rows = [(k[1], v, self.count[k]) for k, v in self.cpu.items() if k[0] == section]
+        rows += [
+            (k[1], 0.0, n) for k, n in self.count.items() if k[0] == section and k not in self.cpu
+        ]
+        rows.sort(key=lambda r: (-r[1], -r[2]))
+        total = sum(r[1] for r in rows)
+        calls = sum(r[2] for r in rows)
+        print(f"\n{section}: {1000 * total / ticks:.2f} ms and {calls / ticks:.1f} calls per tick")
+        for name, cpu, n in rows[:top]:
+            print(f"  {1000 * cpu / ticks:7.3f} ms {n / ticks:7.1f}/tick  {name}")
+        if len(rows) > top:
+            print(f"  ... {len(rows) - top} more")
+
+
+LEDGER = Ledger()
+_NUMBERS = re.compile(r"/\d+")
+
+
+def _file_name(path: Any) -> str:
+    return _NUMBERS.sub("/N", os.fsdecode(path)) if isinstance(path, (str, bytes)) else "?"
+
+
+def watch_files() -> None:
+    """Count reads of /proc and /sys by file: opens, preads on kept descriptors, listings."""
+    names: dict[int, str] = {}
+    real_open, real_os_open = builtins.open, os.open
+    real_pread, real_read = os.pread, os.read
+    real_listdir, real_scandir = os.listdir, os.scandir
+
+    def tracked(path: Any) -> bool:
+        name = _file_name(path)
+        return name.startswith(("/proc", "/sys"))
+
+    def open_(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if tracked(file):
+            LEDGER.add("/proc and /sys reads", f"open+read {_file_name(file)}")
+        return real_open(file, *args, **kwargs)
+
+    def os_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        fd = real_os_open(path, *args, **kwargs)
+        if tracked(path):
+            names[fd] = _file_name(path)
+            LEDGER.add("/proc and /sys reads", f"os.open {_file_name(path)}")
+        return fd
+
+    def pread(fd: int, *args: Any) -> bytes:
+        if fd in names:
+            LEDGER.add("/proc and /sys reads", f"pread {names[fd]}")
+        return real_pread(fd, *args)
+
+    def read(fd: int, *args: Any) -> bytes:
+        if fd in names:
+            LEDGER.add("/proc and /sys reads", f"read {names[fd]}")
+        return real_read(fd, *args)
+
+    def listdir(path: Any = ".") -> Any:
+        if tracked(path):
+            LEDGER.add("/proc and /sys reads", f"listdir {_file_name(path)}")
+        return real_listdir(path)
+
+    def scandir(path: Any = ".") -> Any:
+        if tracked(path):
+            LEDGER.add("/proc and /sys reads", f"scandir {_file_name(path)}")
+        return real_scandir(path)
+
+    builtins.open = open_  # type: ignore[assignment]
+    os.open, os.pread, os.read = os_open, pread, read  # type: ignore[assignment]
+    os.listdir, os.scandir = listdir, scandir  # type: ignore[assignment]
+
+
+def watch_gc() -> None:
+    """Time the cyclic garbage collector's passes by generation (they scan the whole history)."""
+    started: list[float] = []
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[:] = [time.thread_time()]
+        elif started and LEDGER.on:
+            name = f"generation {info['generation']} pass"
+            LEDGER.cpu["garbage collector", name] += time.thread_time() - started[0]
+            LEDGER.count["garbage collector", name] += 1
+
+    gc.callbacks.append(callback)
+
+
+def watch_nvml() -> None:
+    """Time every pynvml function by name (before the source binds any of them)."""
+    import pynvml
+
+    for name in dir(pynvml):
+        fn = getattr(pynvml, name)
+        if name.startswith("nvml") and callable(fn) and not isinstance(fn, type):
+            setattr(pynvml, name, LEDGER.timed("NVML", name, fn))
+
+
+def watch_engine(engine: Any) -> None:
+    """Time the engine's stages and each rule, without changing what they compute."""
+    stage = "engine stages"
+    engine.gpu.read_gpus = LEDGER.timed(stage, "GPUs (NVML source)", engine.gpu.read_gpus)
+    engine.host.read_host = LEDGER.timed(stage, "host (/proc)", engine.host.read_host)
+    engine.host.read_processes = LEDGER.timed(
+        stage, "processes (/proc)", engine.host.read_processes
+    )
+    engine.tracker.update = LEDGER.timed(stage, "finding tracker", engine.tracker.update)
+    engine.headline = LEDGER.timed(stage, "headline verdict", engine.headline)
+    engine._diagnose = LEDGER.timed(stage, "rules (all)", engine._diagnose)
+    engine.tick = LEDGER.timed(stage, "whole tick", engine.tick)
+    for sink in engine.sinks:
+        sink.write = LEDGER.timed(stage, "CSV sink", sink.write)
+    engine.rules = tuple(_TimedRule(rule) for rule in engine.rules)
+
+
+class _TimedRule:
+    def __init__(self, rule: Any) -> None:
+        self.rule_id = rule.rule_id
+        self._call = LEDGER.timed("rules", rule.rule_id, rule)
+
+    def __call__(self, history: Any, ctx: Any) -> Any:
+        return list(self._call(history, ctx))
+
+
+@contextmanager
+def measuring() -> Iterator[None]:
+    LEDGER.on = True
+    try:
+        yield
+    finally:
+        LEDGER.on = False
+
+
+def measure_tui(frames: list[Any], engine: Any) -> None:
+    """Each widget's show_frame and render_lines for the same frames, 120x40, headless."""
+    from gputop_doctor.ui.app import GpuTopApp
+    from gputop_doctor.ui.messages import FrameReady
+
+    app = GpuTopApp(engine, sampler=False)
+    patched: set[type] = set()
+
+    async def run() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            for view in app._views:
+                name = type(view).__name__
+                view.show_frame = LEDGER.timed("TUI widgets", f"{name}.show_frame", view.show_frame)
+                cls = type(view)
+                if cls not in patched:
+                    patched.add(cls)
+                    cls.render_lines = LEDGER.timed(  # type: ignore[method-assign]
+                        "TUI widgets", f"{name}.render_lines", cls.render_lines
+                    )
+            app.post_message(FrameReady(frames[0]))  # first frame builds the rows: not steady
+            await pilot.pause()
+            with measuring():
+                for frame in frames[1:]:
+                    app.post_message(FrameReady(frame))
+                    await pilot.pause()
+
+    asyncio.run(run())
+    LEDGER.report("TUI widgets", len(frames) - 1)
+
+
+def measure_serve(frames: list[Any]) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gputop_doctor.export.prometheus import FrameCollector
+
+    collector = FrameCollector()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    render = LEDGER.timed("serve", "exposition of one frame (a scrape)", generate_latest)
+    update = LEDGER.timed("serve", "collector.update (every tick)", collector.update)
+    with measuring():
+        for frame in frames:
+            update(frame)
+            render(registry)
+    LEDGER.report("serve", len(frames))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ticks", type=int, default=30, help="measured ticks")
+    parser.add_argument("--fill", type=int, default=None, help="ticks before (default: full)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="paced record run")
+    parser.add_argument("--no-tui", action="store_true")
+    args = parser.parse_args()
+    tree = start_tree()
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        use_fake_nvml(tree.pid, tmp, "nvlink")
+        watch_nvml()
+        watch_files()
+        watch_gc()
+        engine = build_engine(tree.pid, str(tmp / "bench.csv"), "fake")
+        watch_engine(engine)
+        fill = engine.history.capacity if args.fill is None else args.fill
+        for _ in range(fill):
+            engine.tick()
+        frames = []
+        with measuring():
+            for _ in range(args.ticks):
+                frames.append(engine.tick())
+        print(f"{len(engine.history)} snapshots in history, {args.ticks} measured ticks")
+        print(f"tree: {frames[-1].snapshot.tree}")
+        stages = [v for (section, name), v in LEDGER.cpu.items() if section == "engine stages"]
+        whole = LEDGER.cpu["engine stages", "whole tick"]
+        rest = 2 * whole - sum(stages)  # the tick less its timed stages
+        print(
+            f"frame building (series, ledger, notes, Frame): {1000 * rest / args.ticks:.2f} ms/tick"
+        )
+        for section in (
+            "engine stages",
+            "rules",
+            "NVML",
+            "/proc and /sys reads",
+            "garbage collector",
+        ):
+            LEDGER.report(section, args.ticks, top=25 if section != "rules" else 40)
+        measure_serve(frames)
+        if not args.no_tui:
+            measure_tui(frames, engine)
+        if args.seconds > 0:
+            cpu0, wall0 = cpu_seconds(), time.monotonic()
+            ticks = engine.run(threading.Event(), lambda f: None, duration_s=args.seconds)
+            cpu, wall = cpu_seconds() - cpu0, time.monotonic() - wall0
+            print(
+                f"\npaced record run: {ticks} ticks at 1 s over {wall:.0f} s: "
+                f"{100 * cpu / wall:.2f} % of one core ({1000 * cpu / max(1, ticks):.1f} ms/tick)"
+            )
+        engine.close()
+    finally:
+        os.killpg(tree.pid, 15)
+        tree.wait()
+
+
+if __name__ == "__main__":
+    main()
