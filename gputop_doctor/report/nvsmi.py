@@ -16,6 +16,7 @@ in range); a bad cell is one line naming the file, line and field.
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,13 +62,19 @@ METRICS: dict[str, str] = {
     "clocks_event_reasons.active": "clock_event_bits",
     "clocks_throttle_reasons.active": "clock_event_bits",
     "clock_event_bits": "clock_event_bits",
+    "power.limit": "power_limit_w",
+    "enforced.power.limit": "power_limit_w",
+    "power_limit_w": "power_limit_w",
+    "memory.total": "mem_total_mib",
+    "mem_total_mib": "mem_total_mib",
 }
 TIME_COLUMNS = ("timestamp", "time", "time_unix_s", "time_iso")
 INDEX_COLUMNS = ("index", "gpu", "gpu_index", "idx")
 NAME_COLUMNS = ("name", "gpu_name")
 _RANGES = {"util_pct": Range(0, 100), "temp_c": Range(-100, 500)}
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
-_VALUE_UNIT = re.compile(r"^\s*([-+0-9.eE]+)\s*(%|W|MiB|MHz|C)?\s*$")
+_UNIT_CHARS = " %WMiBHzC"  # what nvidia-smi writes after a number (45 %, 1410 MHz)
+_ANY = Range(0, 1e12)
 _MISSING = {"", "-", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]"}
 
 
@@ -105,6 +112,9 @@ def layout_of(header: list[str], path: str) -> Layout:
 def parse_time(text: str) -> float:
     """nvidia-smi (``2024/01/15 10:23:45.123``), ISO 8601, or Unix seconds -> Unix seconds."""
     text = text.strip()
+    fast = _smi_time(text)
+    if fast is not None:
+        return fast
     try:
         return number(text, "timestamp", Range(0, 1e11))
     except CellError:
@@ -124,15 +134,35 @@ def parse_time(text: str) -> float:
     return stamp.timestamp()
 
 
+_SMI_TIME = re.compile(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?")
+
+
+def _smi_time(text: str) -> float | None:
+    """nvidia-smi's own stamp, read without ``strptime`` for each row: a ``-lms 10`` log has
+    6,000 rows a minute, and only the minute needs the calendar."""
+    if not _SMI_TIME.fullmatch(text):
+        return None
+    minute = _minute_start(text[:16])
+    return None if minute is None else minute + float(text[17:])
+
+
+@functools.lru_cache(maxsize=64)
+def _minute_start(text: str) -> float | None:
+    try:
+        stamp = datetime.strptime(text, "%Y/%m/%d %H:%M")
+    except ValueError:
+        return None
+    return stamp.replace(tzinfo=timezone.utc).timestamp()
+
+
 def metric(text: str, attr: str) -> float | int | None:
+    """One cell: ``45``, ``45 %``, ``350.50 W``, ``[N/A]``; a bad one raises CellError."""
     cell = text.strip()
-    if cell.lower() in _MISSING:
+    if not cell[:1].isdigit() and cell.lower() in _MISSING:
         return None
     if attr == "clock_event_bits":
         return _bits(cell)
-    match = _VALUE_UNIT.match(cell)
-    value = match.group(1) if match else cell
-    return number(value, attr, _RANGES.get(attr, Range(0, 1e12)))
+    return number(cell.rstrip(_UNIT_CHARS), attr, _RANGES.get(attr, _ANY))
 
 
 def _bits(cell: str) -> int:

@@ -26,6 +26,13 @@ class GpuPoint(NamedTuple):
     sm_clock_max_mhz: float | None = None
     clock_event_bits: int | None = None
     findings: tuple[str, ...] = ()  # finding ids active on this GPU's row (host ones included)
+    # What an imported log may carry (or the built-in spec table supplies, see report.gpu_specs).
+    power_limit_w: float | None = None
+    mem_total_mib: float | None = None
+    temp_slowdown_c: float | None = None
+    # A resampled bin (see report.resample): the lowest and highest utilization within it.
+    util_min_pct: float | None = None
+    util_max_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

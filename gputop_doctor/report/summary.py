@@ -101,6 +101,8 @@ class Report:
     out_of_order_ticks: int = 0
     gaps: int = 0
     gap_s: float = 0.0
+    # Figures an imported log lacked, taken from the built-in spec table (report.gpu_specs).
+    assumed: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
