@@ -47,6 +47,15 @@ def _enum_value(value: object) -> object:
 
 def run_analyze(args: argparse.Namespace) -> int:
     paths: list[str] = args.csv
+    if getattr(args, "prometheus", None):
+        from gputop_doctor.commands.analyze_prometheus import render_prometheus
+
+        if paths or args.html:
+            raise UsageError("analyze --prometheus takes no file and no --html")
+        print(render_prometheus(args))
+        return 0
+    if not paths:
+        raise UsageError("analyze takes a session or log file, or --prometheus URL")
     if len(paths) > 2:
         raise UsageError("analyze takes one session, or two to compare")
     reports = [_report(p, args.price_per_gpu_hour) for p in paths]

@@ -1,0 +1,230 @@
+"""``analyze --prometheus`` against Debian's real Prometheus, started here on 127.0.0.1.
+
+Two servers: one over TSDB blocks that ``promtool tsdb create-blocks-from openmetrics`` made
+from OpenMetrics text written here in dcgm-exporter's names and labels (two nodes, one slow,
+one GPU hot; a third node whose series holds a NaN), and one scraping ``serve --demo thermal``
+live. Both binaries are installed by ``.ci/run``: a missing one is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.fleet.servers import cli_env, exporter, free_port
+
+CMD = [sys.executable, "-m", "gputop_doctor", "analyze"]
+STEP_S = 15
+POINTS = 240  # an hour at 15 s
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    host: str
+    index: int
+    util: float
+    temp: float
+    bits: int = 0
+
+
+FLEET = (
+    Gpu("node1", 0, 97, 91, 0x20),  # hot: thermal slowdown bit
+    Gpu("node1", 1, 96, 60),
+    Gpu("node2", 0, 35, 50),  # the slow node
+    Gpu("node2", 1, 38, 50),
+    Gpu("node3", 0, 90, 60),
+    Gpu("node4", 0, 95, 60),
+)
+NAN_HOST = "node9"
+# The tests over the history server share one worker, so one server is started for them.
+ONE_SERVER = pytest.mark.xdist_group("prometheus-history")
+
+
+def _labels(gpu: Gpu) -> str:
+    return (
+        f'gpu="{gpu.index}",UUID="GPU-{gpu.host}-{gpu.index}",device="nvidia{gpu.index}",'
+        f'modelName="{H100}",Hostname="{gpu.host}"'
+    )
+
+
+def openmetrics(start: int) -> str:
+    """dcgm-exporter's series for FLEET (and NAN_HOST) over POINTS steps from ``start``."""
+    fields = {
+        "DCGM_FI_DEV_GPU_UTIL": lambda g, i: g.util + i % 3,
+        "DCGM_FI_DEV_POWER_USAGE": lambda g, i: 3 * g.util + 100,
+        "DCGM_FI_DEV_GPU_TEMP": lambda g, i: g.temp,
+        "DCGM_FI_DEV_SM_CLOCK": lambda g, i: 1980 if g.bits == 0 else 1100,
+        "DCGM_FI_DEV_FB_USED": lambda g, i: 40000,
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": lambda g, i: g.bits,
+    }
+    lines = []
+    nan_gpu = Gpu(NAN_HOST, 0, 90, 60)
+    for name, value in fields.items():
+        lines.append(f"# TYPE {name} gauge")
+        for gpu in (*FLEET, nan_gpu):
+            for i in range(POINTS):
+                reading = "NaN" if gpu is nan_gpu and i == 100 else f"{value(gpu, i):g}"
+                lines.append(f"{name}{{{_labels(gpu)}}} {reading} {start + i * STEP_S}")
+    return "\n".join(lines) + "\n# EOF\n"
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    start: int
+    end: int
+
+
+def _serve(binary: str, root: Path, data: Path, config: str) -> tuple[subprocess.Popen[bytes], str]:
+    (root / "prometheus.yml").write_text(config)
+    port = free_port()
+    log = (root / "prometheus.log").open("w")
+    server = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={root / 'prometheus.yml'}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=100y",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/-/ready", timeout=5) as resp:
+                if resp.status == 200:
+                    return server, url
+        except OSError:
+            time.sleep(0.3)
+    server.terminate()
+    raise AssertionError(f"prometheus did not get ready: {(root / 'prometheus.log').read_text()}")
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    server.wait(20)
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A real Prometheus over blocks promtool made from OpenMetrics in dcgm-exporter's names."""
+    binary, promtool = shutil.which("prometheus"), shutil.which("promtool")
+    assert binary and promtool, "Debian's prometheus package is required (.ci/run installs it)"
+    root = tmp_path_factory.mktemp("prom-history")
+    start = (int(time.time()) - 4 * 3600) // STEP_S * STEP_S
+    source = root / "dcgm.om"
+    source.write_text(openmetrics(start))
+    made = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(root / "data")],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    server, url = _serve(binary, root, root / "data", "global:\n  scrape_interval: 1m\n")
+    try:
+        yield Server(url, start, start + (POINTS - 1) * STEP_S)
+    finally:
+        _stop(server)
+
+
+def _analyze(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CMD, *args], capture_output=True, text=True, env=cli_env(), timeout=300)
+
+
+def _range(server: Server) -> list[str]:
+    return ["--prometheus", server.url, "--from", str(server.start), "--to", str(server.end)]
+
+
+@ONE_SERVER
+def test_dcgm_history_per_host_with_fleet_findings(history: Server) -> None:
+    match = '{Hostname=~"node[1-4]"}'
+    done = _analyze(*_range(history), "--match", match, "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    reports = {h["host"]: h["report"] for h in data["hosts"]}
+    assert sorted(reports) == [f"Hostname=node{i}" for i in range(1, 5)]
+    node1 = reports["Hostname=node1"]
+    assert node1["kind"] == "prometheus" and node1["ticks"] == POINTS
+    assert [g["index"] for g in node1["gpus"]] == [0, 1]
+    assert node1["gpus"][0]["name"] == H100 and node1["gpus"][0]["temp_max_c"] == 91
+    assert "thermal-throttle" in {f["rule_id"] for f in node1["findings"]}
+    assert "GPU" in node1["verdict_totals"]  # busy >= 90 % and steady
+    assert any("H100 SXM" in a for a in node1["assumed"])  # max clock, limit: from the table
+    assert [(f["rule_id"], f["host"]) for f in data["fleet"]] == [
+        ("straggler-node", "Hostname=node2")
+    ]
+    text = _analyze(*_range(history), "--match", match)
+    assert text.returncode == 0 and "straggler-node: Hostname=node2 ran slower" in text.stdout
+
+
+@ONE_SERVER
+def test_nan_sample_is_one_line_and_nothing_written(history: Server) -> None:
+    done = _analyze(*_range(history), "--match", f'{{Hostname="{NAN_HOST}"}}')
+    assert done.returncode != 0 and done.stdout == ""
+    assert "NaN" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@ONE_SERVER
+def test_range_without_series_is_one_line(history: Server) -> None:
+    done = _analyze(
+        "--prometheus", history.url, "--from", "2001-01-01T00:00:00", "--to", "2001-01-02"
+    )
+    assert done.returncode != 0 and done.stdout == ""
+    assert "has no GPU series" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_url_that_does_not_answer_is_one_line() -> None:
+    port = free_port()  # nothing listens there
+    done = _analyze("--prometheus", f"http://127.0.0.1:{port}", "--from", "now-1h")
+    assert done.returncode != 0 and done.stdout == ""
+    assert "refused" in done.stderr.lower() and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_history_scraped_live_from_serve_demo(tmp_path: Path) -> None:
+    binary = shutil.which("prometheus")
+    assert binary, "Debian's prometheus package is required (.ci/run installs it)"
+    with exporter(scenario="thermal") as serve:
+        config = (
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gputop\n"
+            f"    static_configs:\n      - targets: ['{serve.address}']\n"
+        )
+        server, url = _serve(binary, tmp_path, tmp_path / "data", config)
+        try:
+            started = time.time()
+            done = _wait_for_report(url, started)
+        finally:
+            _stop(server)
+    report = json.loads(done.stdout)["hosts"][0]["report"]
+    assert len(report["gpus"]) == 8 and report["ticks"] >= 12
+    assert "thermal-throttle" in {f["rule_id"] for f in report["findings"]}
+
+
+def _wait_for_report(url: str, started: float) -> subprocess.CompletedProcess[str]:
+    """analyze the scraped range until it holds the thermal finding (generous deadline)."""
+    deadline = time.monotonic() + 120
+    done = None
+    while time.monotonic() < deadline:
+        time.sleep(3)
+        done = _analyze(
+            "--prometheus", url, "--from", str(started - 5), "--to", "now", "--step", "1", "--json"
+        )
+        if done.returncode == 0:
+            report = json.loads(done.stdout)["hosts"][0]["report"]
+            rules = {f["rule_id"] for f in report["findings"]}
+            if report["ticks"] >= 12 and "thermal-throttle" in rules:
+                return done
+    raise AssertionError(f"no thermal finding from the scraped range: {done}")
