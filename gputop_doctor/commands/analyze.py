@@ -48,11 +48,12 @@ def _enum_value(value: object) -> object:
 def run_analyze(args: argparse.Namespace) -> int:
     paths: list[str] = args.csv
     if getattr(args, "prometheus", None):
-        from gputop_doctor.commands.analyze_prometheus import render_prometheus
+        from gputop_doctor.commands import analyze_prometheus as prom
 
         if paths or args.html:
             raise UsageError("analyze --prometheus takes no file and no --html")
-        print(render_prometheus(args))
+        answer = prom.read_prometheus(args)
+        print(to_json(prom.answer_data(answer)) if args.json else prom.render_answer(answer))
         return 0
     if not paths:
         raise UsageError("analyze takes a session or log file, or --prometheus URL")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.text import printable
@@ -77,22 +77,32 @@ def fleet_lines(findings: tuple[FleetFinding, ...], count: int) -> list[str]:
     ]
 
 
-def render_prometheus(args: argparse.Namespace) -> str:
-    """The whole answer, text or ``--json``, built before any of it is printed."""
-    from gputop_doctor.commands.analyze import to_json
+@dataclass(frozen=True, slots=True)
+class FleetAnswer:
+    """Every host's report and the fleet findings across them, all read before any is shown."""
+
+    reports: tuple[tuple[str, Report], ...]
+    findings: tuple[FleetFinding, ...]
+
+
+def read_prometheus(args: argparse.Namespace) -> FleetAnswer:
+    reports = host_reports(range_query(args))
+    return FleetAnswer(tuple(reports), fleet_findings(reports))
+
+
+def answer_data(answer: FleetAnswer) -> dict[str, object]:
+    """``--json``: ``{"hosts": [{"host", "report"}], "fleet": [...]}`` (reports without series)."""
+    hosts_data = []
+    for label, report in answer.reports:
+        data = asdict(report)
+        data.pop("series")
+        hosts_data.append({"host": label, "report": data})
+    return {"hosts": hosts_data, "fleet": [asdict(f) for f in answer.findings]}
+
+
+def render_answer(answer: FleetAnswer) -> str:
     from gputop_doctor.report.text import render_text
 
-    query = range_query(args)
-    reports = host_reports(query)
-    findings = fleet_findings(reports)
-    if args.json:
-        hosts_data = []
-        for label, report in reports:
-            data = asdict(report)
-            data.pop("series")
-            hosts_data.append({"host": label, "report": data})
-        fleet = [asdict(f) for f in findings]
-        return to_json({"hosts": hosts_data, "fleet": fleet})
-    parts = [render_text(report) for _, report in reports]
-    parts.append("\n".join(fleet_lines(findings, len(reports))))
+    parts = [render_text(report) for _, report in answer.reports]
+    parts.append("\n".join(fleet_lines(answer.findings, len(answer.reports))))
     return "\n\n".join(p for p in parts if p)

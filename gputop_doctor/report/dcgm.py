@@ -45,7 +45,6 @@ FIELDS: tuple[DcgmField, ...] = (
     DcgmField(112, "CEVRS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "clock_event_bits"),
 )
 BY_SHORT = {f.short: f for f in FIELDS}
-BY_SERIES = {f.series: f for f in FIELDS}
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ logs, ``dcgmi dmon`` text, a power-capped GPU logged without reason bits or limi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -15,16 +15,21 @@ def stamp(seconds: float) -> str:
     return f"{START + timedelta(seconds=seconds):%Y/%m/%d %H:%M:%S.%f}"[:-3]
 
 
+LMS_HEADER = (
+    "timestamp, name, utilization.gpu [%], power.draw [W], clocks.sm [MHz], temperature.gpu\n"
+)
+
+
 def lms_log(rows: int, every_ms: int, util: Callable[[int], float], name: str = H100_PCIE) -> str:
     """A one-GPU ``--query-gpu ... -lms every_ms`` log with units, ``util(row)`` per row."""
-    head = (
-        "timestamp, name, utilization.gpu [%], power.draw [W], clocks.sm [MHz], temperature.gpu\n"
-    )
-    body = "".join(
-        f"{stamp(i * every_ms / 1000)}, {name}, {util(i):.0f} %, 200.00 W, 1700 MHz, 60\n"
-        for i in range(rows)
-    )
-    return head + body
+    return LMS_HEADER + "".join(lms_rows(range(rows), every_ms, util, name))
+
+
+def lms_rows(
+    rows: Iterable[int], every_ms: int, util: Callable[[int], float], name: str = H100_PCIE
+) -> Iterator[str]:
+    for i in rows:
+        yield f"{stamp(i * every_ms / 1000)}, {name}, {util(i):.0f} %, 200.00 W, 1700 MHz, 60\n"
 
 
 def capped_log(seconds: int, every_ms: int = 100) -> str:

@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,22 +20,18 @@ from pathlib import Path
 import pytest
 
 from tests.fleet.servers import cli_env, exporter, free_port
+from tests.report.prom_history import (
+    H100,
+    Gpu,
+    dcgm_openmetrics,
+    make_blocks,
+    serve_prometheus,
+    stop_prometheus,
+)
 
 CMD = [sys.executable, "-m", "gputop_doctor", "analyze"]
 STEP_S = 15
 POINTS = 240  # an hour at 15 s
-H100 = "NVIDIA H100 80GB HBM3"
-
-
-@dataclass(frozen=True)
-class Gpu:
-    host: str
-    index: int
-    util: float
-    temp: float
-    bits: int = 0
-
-
 FLEET = (
     Gpu("node1", 0, 97, 91, 0x20),  # hot: thermal slowdown bit
     Gpu("node1", 1, 96, 60),
@@ -50,32 +45,10 @@ NAN_HOST = "node9"
 ONE_SERVER = pytest.mark.xdist_group("prometheus-history")
 
 
-def _labels(gpu: Gpu) -> str:
-    return (
-        f'gpu="{gpu.index}",UUID="GPU-{gpu.host}-{gpu.index}",device="nvidia{gpu.index}",'
-        f'modelName="{H100}",Hostname="{gpu.host}"'
-    )
-
-
 def openmetrics(start: int) -> str:
-    """dcgm-exporter's series for FLEET (and NAN_HOST) over POINTS steps from ``start``."""
-    fields = {
-        "DCGM_FI_DEV_GPU_UTIL": lambda g, i: g.util + i % 3,
-        "DCGM_FI_DEV_POWER_USAGE": lambda g, i: 3 * g.util + 100,
-        "DCGM_FI_DEV_GPU_TEMP": lambda g, i: g.temp,
-        "DCGM_FI_DEV_SM_CLOCK": lambda g, i: 1980 if g.bits == 0 else 1100,
-        "DCGM_FI_DEV_FB_USED": lambda g, i: 40000,
-        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": lambda g, i: g.bits,
-    }
-    lines = []
+    """dcgm-exporter's series for FLEET (and one NaN on NAN_HOST) over POINTS steps."""
     nan_gpu = Gpu(NAN_HOST, 0, 90, 60)
-    for name, value in fields.items():
-        lines.append(f"# TYPE {name} gauge")
-        for gpu in (*FLEET, nan_gpu):
-            for i in range(POINTS):
-                reading = "NaN" if gpu is nan_gpu and i == 100 else f"{value(gpu, i):g}"
-                lines.append(f"{name}{{{_labels(gpu)}}} {reading} {start + i * STEP_S}")
-    return "\n".join(lines) + "\n# EOF\n"
+    return dcgm_openmetrics((*FLEET, nan_gpu), start, POINTS, STEP_S, nan=(nan_gpu, 100))
 
 
 @dataclass(frozen=True)
@@ -83,40 +56,6 @@ class Server:
     url: str
     start: int
     end: int
-
-
-def _serve(binary: str, root: Path, data: Path, config: str) -> tuple[subprocess.Popen[bytes], str]:
-    (root / "prometheus.yml").write_text(config)
-    port = free_port()
-    log = (root / "prometheus.log").open("w")
-    server = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={root / 'prometheus.yml'}",
-            f"--storage.tsdb.path={data}",
-            "--storage.tsdb.retention.time=100y",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/-/ready", timeout=5) as resp:
-                if resp.status == 200:
-                    return server, url
-        except OSError:
-            time.sleep(0.3)
-    server.terminate()
-    raise AssertionError(f"prometheus did not get ready: {(root / 'prometheus.log').read_text()}")
-
-
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    server.terminate()
-    server.wait(20)
 
 
 @pytest.fixture(scope="module")
@@ -128,17 +67,12 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     start = (int(time.time()) - 4 * 3600) // STEP_S * STEP_S
     source = root / "dcgm.om"
     source.write_text(openmetrics(start))
-    made = subprocess.run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(root / "data")],
-        capture_output=True,
-        text=True,
-    )
-    assert made.returncode == 0, made.stderr
-    server, url = _serve(binary, root, root / "data", "global:\n  scrape_interval: 1m\n")
+    make_blocks(promtool, source, root / "data")
+    server, url = serve_prometheus(binary, root, root / "data", "global:\n  scrape_interval: 1m\n")
     try:
         yield Server(url, start, start + (POINTS - 1) * STEP_S)
     finally:
-        _stop(server)
+        stop_prometheus(server)
 
 
 def _analyze(*args: str) -> subprocess.CompletedProcess[str]:
@@ -202,12 +136,12 @@ def test_history_scraped_live_from_serve_demo(tmp_path: Path) -> None:
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gputop\n"
             f"    static_configs:\n      - targets: ['{serve.address}']\n"
         )
-        server, url = _serve(binary, tmp_path, tmp_path / "data", config)
+        server, url = serve_prometheus(binary, tmp_path, tmp_path / "data", config)
         try:
             started = time.time()
             done = _wait_for_report(url, started)
         finally:
-            _stop(server)
+            stop_prometheus(server)
     report = json.loads(done.stdout)["hosts"][0]["report"]
     assert len(report["gpus"]) == 8 and report["ticks"] >= 12
     assert "thermal-throttle" in {f["rule_id"] for f in report["findings"]}
