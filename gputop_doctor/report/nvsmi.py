@@ -75,6 +75,7 @@ _RANGES = {"util_pct": Range(0, 100), "temp_c": Range(-100, 500)}
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
 _UNIT_CHARS = " %WMiBHzC"  # what nvidia-smi writes after a number (45 %, 1410 MHz)
 _ANY = Range(0, 1e12)
+_INDEX_RANGE = Range(0, 4096, integer=True)
 _MISSING = {"", "-", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]"}
 
 
@@ -156,8 +157,25 @@ def _minute_start(text: str) -> float | None:
 
 
 def metric(text: str, attr: str) -> float | int | None:
-    """One cell: ``45``, ``45 %``, ``350.50 W``, ``[N/A]``; a bad one raises CellError."""
+    """One cell: ``45``, ``45 %``, ``350.50 W``, ``[N/A]``; a bad one raises CellError.
+
+    A plain number in range (nearly every cell) takes one ``float()`` and two comparisons: a
+    million-row log has four million cells. Anything else (NaN and infinities fail the
+    comparisons) takes the careful path that words the error."""
     cell = text.strip()
+    if attr != "clock_event_bits":
+        try:
+            value = float(cell.rstrip(_UNIT_CHARS))
+        except ValueError:
+            pass
+        else:
+            limits = _RANGES.get(attr, _ANY)
+            if limits.low <= value <= limits.high:
+                return value
+    return _careful_metric(cell, attr)
+
+
+def _careful_metric(cell: str, attr: str) -> float | int | None:
     if not cell[:1].isdigit() and cell.lower() in _MISSING:
         return None
     if attr == "clock_event_bits":
@@ -188,7 +206,7 @@ def row_sample(cells: list[str], layout: Layout, position: int) -> Sample:
     }
     index = position
     if layout.index is not None:
-        index = int(number(cells[layout.index].strip(), "index", Range(0, 4096, integer=True)))
+        index = int(number(cells[layout.index].strip(), "index", _INDEX_RANGE))
     when = None
     if layout.time is not None:
         stamp = cells[layout.time]
@@ -218,14 +236,17 @@ def _batches(
 ) -> Iterator[tuple[float, tuple[GpuPoint, ...]]]:
     """One batch per sample time: it ends when a GPU index repeats."""
     batch: list[GpuPoint] = []
+    seen: set[int] = set()
     batch_time: float | None = None
     clock = 0.0  # for logs without timestamps
     for sample in samples:
-        if any(g.gpu == sample.gpu.gpu for g in batch):
+        if sample.gpu.gpu in seen:
             when = batch_time if batch_time is not None else clock
             yield when, tuple(batch)
             clock = when + default_dt
             batch, batch_time = [], None
+            seen.clear()
+        seen.add(sample.gpu.gpu)
         batch.append(sample.gpu)
         batch_time = sample.time if batch_time is None else batch_time
     if batch:
@@ -239,7 +260,7 @@ def csv_samples(lines: Iterator[str], path: str) -> Iterator[Sample]:
     layout = layout_of(header, path)
     position, stamp = 0, ""  # without an index column: the GPU's place among one time's rows
     for cells in reader:
-        if not cells or not any(c.strip() for c in cells):
+        if not "".join(cells).strip():
             continue
         if layout.time is not None and len(cells) == len(header):
             position = position if cells[layout.time] == stamp else 0

@@ -162,3 +162,41 @@ def _wait_for_report(url: str, started: float) -> subprocess.CompletedProcess[st
             if report["ticks"] >= 12 and "thermal-throttle" in rules:
                 return done
     raise AssertionError(f"no thermal finding from the scraped range: {done}")
+
+
+@ONE_SERVER
+def test_pages_make_the_same_report_as_one_answer(
+    history: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gputop_doctor.commands.analyze_prometheus import host_reports
+    from gputop_doctor.report import prom_range
+
+    query = prom_range.RangeQuery(
+        history.url, history.start, history.end, STEP_S, 'Hostname="node1"'
+    )
+    whole = host_reports(query)
+    asked: list[str] = []
+    real_get = prom_range._get
+
+    def counted(q: prom_range.RangeQuery, endpoint: str, params: dict[str, str]) -> object:
+        asked.append(endpoint)
+        return real_get(q, endpoint, params)
+
+    monkeypatch.setattr(prom_range, "PAGE_POINTS", 50)  # 240 steps: 5 pages
+    monkeypatch.setattr(prom_range, "_get", counted)
+    paged = host_reports(query)
+    assert asked.count("query_range") == 5 * len(prom_range.DCGM.series)
+    assert paged == whole and whole[0][1].ticks == POINTS
+
+
+def test_times_and_matchers_of_the_command_line() -> None:
+    from gputop_doctor.commands.analyze_prometheus import when
+    from gputop_doctor.core.errors import UsageError
+
+    assert when("now-7d", 1e9) == 1e9 - 7 * 86400 and when("now", 5.0) == 5.0
+    assert when("1700000000", 0) == 1.7e9 and when("2023-11-14T22:13:20Z", 0) == 1.7e9
+    with pytest.raises(UsageError, match="not a time"):
+        when("yesterday", 0)
+    for bad in (["--match", 'Hostname="x"'], ["--from", "now", "--to", "now-1h"]):
+        done = _analyze("--prometheus", "http://127.0.0.1:9", *bad)
+        assert done.returncode == 2 and done.stdout == "" and len(done.stderr.splitlines()) == 1
