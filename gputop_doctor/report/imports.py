@@ -1,9 +1,13 @@
 """Any input ``analyze`` accepts -> a :class:`Report`, the format found from the first line.
 
-A session CSV has ``schema_version`` in its header; a dmon log starts with ``#``; anything else
-is tried as an nvidia-smi query log or a long-format CSV. Imported logs have no host or process
-data and no findings of their own: the GPU-side rules are re-run on them (see
-:mod:`gputop_doctor.report.rerun`) and the report lists what cannot be known.
+A session CSV has ``schema_version`` in its header; a dmon log starts with ``#`` (a ``dcgmi
+dmon`` log with ``#Entity``); anything else is tried as an nvidia-smi query log or a long-format
+CSV. Imported logs (and Prometheus history, see :mod:`gputop_doctor.report.prom_range`) have no
+host or process data and no findings of their own: they are put on a 1 s grid when denser
+(:mod:`gputop_doctor.report.resample`), what they lack is filled from the spec table
+(:mod:`gputop_doctor.report.gpu_specs`), the GPU-side rules are re-run on them (see
+:mod:`gputop_doctor.report.rerun`), and the report lists what cannot be known and what was
+assumed.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 
 Without host or process data, the host and process rules see nothing and stay quiet; rules
 that need a compute process on the GPU (starvation) cannot fire either, which the report says.
+The headline is the GPU-only one (:mod:`gputop_doctor.report.gpu_headline`): the live one
+judges the GPUs holding the job's processes, which a log does not list.
 """
 
 from __future__ import annotations
