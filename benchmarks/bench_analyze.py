@@ -65,13 +65,14 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--dir", default=None)
     parser.add_argument("--only", default="session,lms,prom", help="which cases, comma-separated")
+    parser.add_argument("--prom-days", type=float, default=7.0, help="days of Prometheus history")
     args = parser.parse_args()
     cases = set(args.only.split(","))
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         if "lms" in cases:
             bench_lms(Path(tmp))
         if "prom" in cases:
-            bench_prometheus(Path(tmp))
+            bench_prometheus(Path(tmp), days=args.prom_days)
         if "session" in cases:
             bench_sessions(tmp, args.hours, args.gpus)
     return 0
