@@ -299,10 +299,11 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument(
         "csv",
         metavar="SESSION",
-        nargs="+",
-        help="a session CSV (plain, .gz or rotated), an nvidia-smi --query-gpu or dmon log; "
-        "two to compare",
+        nargs="*",
+        help="a session CSV (plain, .gz or rotated), an nvidia-smi --query-gpu, dmon or "
+        "dcgmi dmon log; two to compare",
     )
+    _add_prometheus_options(analyze)
     analyze.add_argument("--json", action="store_true", help="print JSON instead of text")
     analyze.add_argument("--html", metavar="PATH", help="write a self-contained HTML report")
     analyze.add_argument(
@@ -319,6 +320,23 @@ def build_parser() -> argparse.ArgumentParser:
     completion.add_argument("shell", choices=("bash",), help="the shell (bash)")
     sub.add_parser("man", help="print the man page (roff): gputop-doctor man > gputop-doctor.1")
     return parser
+
+
+def _add_prometheus_options(analyze: argparse.ArgumentParser) -> None:
+    """``analyze --prometheus``: a time range of GPU history instead of a file."""
+    analyze.add_argument(
+        "--prometheus", metavar="URL", help="read GPU history from this Prometheus server"
+    )
+    analyze.add_argument(
+        "--from", dest="start", metavar="TIME", default="now-1h", help="now-7d, Unix s or ISO"
+    )
+    analyze.add_argument("--to", dest="end", metavar="TIME", default="now", help="default now")
+    analyze.add_argument(
+        "--match", metavar="{LABELS}", help='only these series, e.g. {Hostname="node7"}'
+    )
+    analyze.add_argument(
+        "--step", type=_positive_float, default=15.0, metavar="S", help="seconds, default 15"
+    )
 
 
 def _add_lab_commands(sub: argparse._SubParsersAction[_Parser]) -> None:

@@ -26,6 +26,16 @@ def _report(path: str, price: float | None) -> Report:
 
 def run_analyze(args: argparse.Namespace) -> int:
     paths: list[str] = args.csv
+    if getattr(args, "prometheus", None):
+        from gputop_doctor.commands import analyze_prometheus as prom
+
+        if paths or args.html:
+            raise UsageError("analyze --prometheus takes no file and no --html")
+        answer = prom.read_prometheus(args)
+        print(to_json(prom.answer_data(answer)) if args.json else prom.render_answer(answer))
+        return 0
+    if not paths:
+        raise UsageError("analyze takes a session or log file, or --prometheus URL")
     if len(paths) > 2:
         raise UsageError("analyze takes one session, or two to compare")
     reports = [_report(p, args.price_per_gpu_hour) for p in paths]

@@ -17,6 +17,7 @@ import os
 import re
 import zlib
 from collections.abc import Iterator
+from itertools import chain
 
 from gputop_doctor.core.errors import DoctorError
 
@@ -103,19 +104,50 @@ def raw_bytes(path: str) -> Iterator[bytes]:
         yield from again()
 
 
-def text_lines(path: str) -> Iterator[str]:
-    """The file's lines (with their ``\\n``), a leading UTF-8 BOM dropped, each bounded."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    pending = ""
-    first = True
-    for chunk in raw_bytes(path):
+# Byte-order marks, longest first: Windows PowerShell's ``>`` writes UTF-16 LE with a BOM.
+BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+def _encoding(first: bytes) -> tuple[str, int]:
+    """The text encoding a file's first bytes announce, and the length of its BOM.
+
+    Without a BOM the file must be UTF-8: guessing UTF-16 from NUL bytes would read a binary
+    file as text; a UTF-16 file without its BOM stays "a binary file", one line.
+    """
+    for bom, name in BOMS:
+        if first.startswith(bom):
+            return name, len(bom)
+    return "utf-8", 0
+
+
+def _decoded(chunks: Iterator[bytes], path: str) -> Iterator[str]:
+    """The file's text, decoded as its BOM says (the BOM itself dropped)."""
+    first = next(chunks, b"")
+    while len(first) < 3 and (more := next(chunks, b"")):
+        first += more
+    name, skip = _encoding(first)
+    label = "UTF-16" if name.startswith("utf-16") else "UTF-8"
+    decoder = codecs.getincrementaldecoder(name)()
+    for chunk in chain([first[skip:]], chunks):
         try:
-            text = decoder.decode(chunk)
+            yield decoder.decode(chunk)
         except UnicodeDecodeError:
-            raise StreamError(f"{path} is not a UTF-8 text file") from None
-        if first and text:
-            text = text.removeprefix("\ufeff")
-            first = False
+            raise StreamError(f"{path} is not a {label} text file") from None
+    try:
+        yield decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return  # a multibyte character cut by a kill: part of the torn last row
+
+
+def text_lines(path: str) -> Iterator[str]:
+    """The file's lines (with their ``\\n``), each bounded: UTF-8, or UTF-8 / UTF-16 LE / UTF-16
+    BE with a byte-order mark (the BOM dropped)."""
+    pending = ""
+    for text in _decoded(raw_bytes(path), path):
         if "\x00" in text:
             raise StreamError(f"{path} is a binary file, not a CSV")
         pending += text
@@ -126,9 +158,5 @@ def text_lines(path: str) -> Iterator[str]:
         pending = pending[start:]
         if len(pending) > MAX_LINE_CHARS:
             raise StreamError(f"{path} has a line longer than {MAX_LINE_CHARS} characters")
-    try:
-        pending += decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        pending += ""  # a multibyte character cut by a kill: part of the torn last row
     if pending:
         yield pending

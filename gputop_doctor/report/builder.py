@@ -120,6 +120,8 @@ class Report:
     gaps: int = 0
     gap_s: float = 0.0
     target_pids: tuple[int, ...] = ()  # the PIDs the recording was attached to
+    # Figures an imported log lacked, taken from the built-in spec table (report.gpu_specs).
+    assumed: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -1,21 +1,28 @@
 """Any input ``analyze`` accepts -> a :class:`Report`, the format found from the first line.
 
-A session CSV has ``schema_version`` in its header; a dmon log starts with ``#``; anything else
-is tried as an nvidia-smi query log or a long-format CSV. Imported logs have no host or process
-data and no findings of their own: the GPU-side rules are re-run on them (see
-:mod:`gputop_doctor.report.rerun`) and the report lists what cannot be known.
+A session CSV has ``schema_version`` in its header; a dmon log starts with ``#`` (a ``dcgmi
+dmon`` log with ``#Entity``); anything else is tried as an nvidia-smi query log or a long-format
+CSV. Imported logs (and Prometheus history, see :mod:`gputop_doctor.report.prom_range`) have no
+host or process data and no findings of their own: they are put on a 1 s grid when denser
+(:mod:`gputop_doctor.report.resample`), what they lack is filled from the spec table
+(:mod:`gputop_doctor.report.gpu_specs`), the GPU-side rules are re-run on them (see
+:mod:`gputop_doctor.report.rerun`), and the report lists what cannot be known and what was
+assumed.
 """
 
 from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import chain
 
 from gputop_doctor.export.reader import SessionFormatError, SessionReader
 from gputop_doctor.export.stream import StreamError, text_lines
 from gputop_doctor.report.builder import Report, ReportBuilder
+from gputop_doctor.report.dcgm import dcgmi_samples, is_dcgmi_header
 from gputop_doctor.report.from_session import session_ticks
+from gputop_doctor.report.gpu_specs import SpecFiller
 from gputop_doctor.report.nvsmi import (
     LogFormatError,
     csv_samples,
@@ -23,6 +30,7 @@ from gputop_doctor.report.nvsmi import (
     ticks_from_samples,
 )
 from gputop_doctor.report.points import TickPoint
+from gputop_doctor.report.resample import resampled
 from gputop_doctor.report.timeline import TimeOrderError
 
 __all__ = ["LogFormatError", "load_report"]
@@ -33,6 +41,11 @@ IMPORT_UNKNOWN = (
     "steps/s and data wait (the in-process probe did not run)",
     "whether low utilization is starvation: only GPU-side rules ran",
 )
+
+UNKNOWN_TIMES = {
+    "dmon": ("the exact time of each sample unless dmon ran with -o DT",),
+    "dcgmi": ("the exact time of each sample (dcgmi dmon prints none: taken as 1 s apart)",),
+}
 
 
 def detect(path: str) -> tuple[str, Iterator[str]]:
@@ -49,15 +62,47 @@ def detect(path: str) -> tuple[str, Iterator[str]]:
     if "schema_version" in first:
         return "session", rest
     if first.lstrip().startswith("#"):
-        return "dmon", rest
+        return ("dcgmi" if is_dcgmi_header(first) else "dmon"), rest
     if "," in first:
         return ("nvidia-smi" if "[" in first or "." in first else "long-csv"), rest
     raise LogFormatError(f"{path}: not a session CSV, an nvidia-smi log or a dmon log")
 
 
 def import_ticks(path: str, kind: str, lines: Iterator[str]) -> Iterator[TickPoint]:
-    samples = dmon_samples(lines, path) if kind == "dmon" else csv_samples(lines, path)
+    if kind == "dmon":
+        samples = dmon_samples(lines, path)
+    elif kind == "dcgmi":
+        samples = dcgmi_samples(lines, path)
+    else:
+        samples = csv_samples(lines, path)
     return ticks_from_samples(samples)
+
+
+def with_specs(ticks: Iterator[TickPoint], filler: SpecFiller) -> Iterator[TickPoint]:
+    """``ticks`` with what their GPUs lack taken from the spec table (see report.gpu_specs)."""
+    fill = filler.fill
+    for tick in ticks:
+        yield replace(tick, gpus=tuple(fill(g) for g in tick.gpus))
+
+
+def imported_report(path: str, kind: str, ticks: Iterator[TickPoint]) -> Report:
+    """GPU-only ticks (any source) -> a report: resampled when dense, specs filled, rules run.
+
+    Raises LogFormatError (one line) for what the ticks' reader raises on the way."""
+    from gputop_doctor.report.rerun import with_gpu_rules
+
+    builder = ReportBuilder(path, kind)
+    filler = SpecFiller()
+    try:
+        for tick in with_gpu_rules(with_specs(resampled(ticks), filler)):
+            builder.add(tick)
+    except (TimeOrderError, StreamError) as exc:
+        raise LogFormatError(str(exc)) from None
+    except csv.Error as exc:
+        raise LogFormatError(f"{path} is not a valid CSV: {exc}") from None
+    unknown = (*IMPORT_UNKNOWN, *UNKNOWN_TIMES.get(kind, ()))
+    report = builder.build(unknown=unknown)
+    return replace(report, assumed=tuple(a.line() for a in filler.assumed))
 
 
 def load_report(path: str) -> Report:
@@ -75,18 +120,4 @@ def load_report(path: str) -> Report:
         except TimeOrderError as exc:
             raise SessionFormatError(str(exc)) from None
         return builder.build(dropped_rows=reader.dropped_rows)
-    from gputop_doctor.report.rerun import with_gpu_rules
-
-    try:
-        for tick in with_gpu_rules(import_ticks(path, kind, lines)):
-            builder.add(tick)
-    except TimeOrderError as exc:
-        raise LogFormatError(str(exc)) from None
-    except StreamError as exc:
-        raise LogFormatError(str(exc)) from None
-    except csv.Error as exc:
-        raise LogFormatError(f"{path} is not a valid CSV: {exc}") from None
-    unknown: tuple[str, ...] = IMPORT_UNKNOWN
-    if kind == "dmon":
-        unknown = (*unknown, "the exact time of each sample unless dmon ran with -o DT")
-    return builder.build(unknown=unknown)
+    return imported_report(path, kind, import_ticks(path, kind, lines))

@@ -16,6 +16,7 @@ in range); a bad cell is one line naming the file, line and field.
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,13 +62,20 @@ METRICS: dict[str, str] = {
     "clocks_event_reasons.active": "clock_event_bits",
     "clocks_throttle_reasons.active": "clock_event_bits",
     "clock_event_bits": "clock_event_bits",
+    "power.limit": "power_limit_w",
+    "enforced.power.limit": "power_limit_w",
+    "power_limit_w": "power_limit_w",
+    "memory.total": "mem_total_mib",
+    "mem_total_mib": "mem_total_mib",
 }
 TIME_COLUMNS = ("timestamp", "time", "time_unix_s", "time_iso")
 INDEX_COLUMNS = ("index", "gpu", "gpu_index", "idx")
 NAME_COLUMNS = ("name", "gpu_name")
 _RANGES = {"util_pct": Range(0, 100), "temp_c": Range(-100, 500)}
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
-_VALUE_UNIT = re.compile(r"^\s*([-+0-9.eE]+)\s*(%|W|MiB|MHz|C)?\s*$")
+_UNIT_CHARS = " %WMiBHzC"  # what nvidia-smi writes after a number (45 %, 1410 MHz)
+_ANY = Range(0, 1e12)
+_INDEX_RANGE = Range(0, 4096, integer=True)
 _MISSING = {"", "-", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]"}
 
 
@@ -105,6 +113,9 @@ def layout_of(header: list[str], path: str) -> Layout:
 def parse_time(text: str) -> float:
     """nvidia-smi (``2024/01/15 10:23:45.123``), ISO 8601, or Unix seconds -> Unix seconds."""
     text = text.strip()
+    fast = _smi_time(text)
+    if fast is not None:
+        return fast
     try:
         return number(text, "timestamp", Range(0, 1e11))
     except CellError:
@@ -124,15 +135,52 @@ def parse_time(text: str) -> float:
     return stamp.timestamp()
 
 
+_SMI_TIME = re.compile(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?")
+
+
+def _smi_time(text: str) -> float | None:
+    """nvidia-smi's own stamp, read without ``strptime`` for each row: a ``-lms 10`` log has
+    6,000 rows a minute, and only the minute needs the calendar."""
+    if not _SMI_TIME.fullmatch(text):
+        return None
+    minute = _minute_start(text[:16])
+    return None if minute is None else minute + float(text[17:])
+
+
+@functools.lru_cache(maxsize=64)
+def _minute_start(text: str) -> float | None:
+    try:
+        stamp = datetime.strptime(text, "%Y/%m/%d %H:%M")
+    except ValueError:
+        return None
+    return stamp.replace(tzinfo=timezone.utc).timestamp()
+
+
 def metric(text: str, attr: str) -> float | int | None:
+    """One cell: ``45``, ``45 %``, ``350.50 W``, ``[N/A]``; a bad one raises CellError.
+
+    A plain number in range (nearly every cell) takes one ``float()`` and two comparisons: a
+    million-row log has four million cells. Anything else (NaN and infinities fail the
+    comparisons) takes the careful path that words the error."""
     cell = text.strip()
-    if cell.lower() in _MISSING:
+    if attr != "clock_event_bits":
+        try:
+            value = float(cell.rstrip(_UNIT_CHARS))
+        except ValueError:
+            pass
+        else:
+            limits = _RANGES.get(attr, _ANY)
+            if limits.low <= value <= limits.high:
+                return value
+    return _careful_metric(cell, attr)
+
+
+def _careful_metric(cell: str, attr: str) -> float | int | None:
+    if not cell[:1].isdigit() and cell.lower() in _MISSING:
         return None
     if attr == "clock_event_bits":
         return _bits(cell)
-    match = _VALUE_UNIT.match(cell)
-    value = match.group(1) if match else cell
-    return number(value, attr, _RANGES.get(attr, Range(0, 1e12)))
+    return number(cell.rstrip(_UNIT_CHARS), attr, _RANGES.get(attr, _ANY))
 
 
 def _bits(cell: str) -> int:
@@ -158,7 +206,7 @@ def row_sample(cells: list[str], layout: Layout, position: int) -> Sample:
     }
     index = position
     if layout.index is not None:
-        index = int(number(cells[layout.index].strip(), "index", Range(0, 4096, integer=True)))
+        index = int(number(cells[layout.index].strip(), "index", _INDEX_RANGE))
     when = None
     if layout.time is not None:
         stamp = cells[layout.time]
@@ -188,14 +236,17 @@ def _batches(
 ) -> Iterator[tuple[float, tuple[GpuPoint, ...]]]:
     """One batch per sample time: it ends when a GPU index repeats."""
     batch: list[GpuPoint] = []
+    seen: set[int] = set()
     batch_time: float | None = None
     clock = 0.0  # for logs without timestamps
     for sample in samples:
-        if any(g.gpu == sample.gpu.gpu for g in batch):
+        if sample.gpu.gpu in seen:
             when = batch_time if batch_time is not None else clock
             yield when, tuple(batch)
             clock = when + default_dt
             batch, batch_time = [], None
+            seen.clear()
+        seen.add(sample.gpu.gpu)
         batch.append(sample.gpu)
         batch_time = sample.time if batch_time is None else batch_time
     if batch:
@@ -209,7 +260,7 @@ def csv_samples(lines: Iterator[str], path: str) -> Iterator[Sample]:
     layout = layout_of(header, path)
     position, stamp = 0, ""  # without an index column: the GPU's place among one time's rows
     for cells in reader:
-        if not cells or not any(c.strip() for c in cells):
+        if not "".join(cells).strip():
             continue
         if layout.time is not None and len(cells) == len(header):
             position = position if cells[layout.time] == stamp else 0

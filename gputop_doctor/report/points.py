@@ -29,8 +29,14 @@ class GpuPoint(NamedTuple):
     clock_event_bits: int | None = None
     findings: tuple[str, ...] = ()  # finding ids active on this GPU's row (host ones included)
     uuid: str = ""
-    slowdown_temp_c: float | None = None  # the card's one slowdown threshold
+    # The card's one slowdown threshold; an imported log may carry it, or the power limit and
+    # memory, or the built-in spec table supplies them (see report.gpu_specs).
+    slowdown_temp_c: float | None = None
     power_limit_w: float | None = None
+    mem_total_mib: float | None = None
+    # A resampled bin (see report.resample): the lowest and highest utilization within it.
+    util_min_pct: float | None = None
+    util_max_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,8 @@
 
 Without host or process data, the host and process rules see nothing and stay quiet; rules
 that need a compute process on the GPU (starvation) cannot fire either, which the report says.
+The headline is the GPU-only one (:mod:`gputop_doctor.report.gpu_headline`): the live one
+judges the GPUs holding the job's processes, which a log does not list.
 """
 
 from __future__ import annotations
@@ -26,17 +28,30 @@ from gputop_doctor.sources.replay import (
 
 
 def _sample(gpu: GpuPoint) -> GpuSample:
+    spread = gpu.util_min_pct is not None and gpu.util_min_pct != gpu.util_max_pct
     return GpuSample(
         index=gpu.gpu,
         name=gpu.name or None,
         util_pct=gpu.util_pct,
+        util_min_pct=gpu.util_min_pct,
+        util_max_pct=gpu.util_max_pct,
+        # a resampled bin's extremes and mean, read like NVML's buffered samples
+        util_samples=_spread(gpu) if spread else (),
         mem_used_mib=gpu.mem_used_mib,
         temp_c=gpu.temp_c,
         power_w=gpu.power_w,
         sm_clock_mhz=gpu.sm_clock_mhz,
         sm_clock_max_mhz=gpu.sm_clock_max_mhz,
         clock_event_bits=gpu.clock_event_bits,
+        power_limit_w=gpu.power_limit_w,
+        mem_total_mib=gpu.mem_total_mib,
+        temp_slowdown_c=gpu.slowdown_temp_c,
     )
+
+
+def _spread(gpu: GpuPoint) -> tuple[float, ...]:
+    values = (gpu.util_min_pct, gpu.util_pct, gpu.util_max_pct)
+    return tuple(v for v in values if v is not None)
 
 
 def _snapshot(tick: TickPoint, number: int) -> Snapshot:
@@ -62,8 +77,8 @@ def _on_gpu(findings: tuple[Finding, ...], index: int) -> tuple[str, ...]:
 
 def with_gpu_rules(ticks: Iterator[TickPoint]) -> Iterator[TickPoint]:
     """``ticks`` with the findings and verdict the rules give on them, still lazily."""
+    from gputop_doctor.report.gpu_headline import classify_gpu_only
     from gputop_doctor.rules import RULES
-    from gputop_doctor.rules.headline import classify
 
     waiting: deque[TickPoint] = deque()
 
@@ -85,7 +100,7 @@ def with_gpu_rules(ticks: Iterator[TickPoint]) -> Iterator[TickPoint]:
         target_pid=None,
         clock=session.clock,
         label="import",
-        headline=classify,
+        headline=classify_gpu_only,
     )
     while not session.finished:
         frame = engine.tick()

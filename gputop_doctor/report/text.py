@@ -81,6 +81,7 @@ def header_lines(report: Report) -> list[str]:
     ]
     lines += [f"  note: {note}" for note in time_notes(report)]
     lines += [f"  cannot know: {printable(u, 200)}" for u in report.unknown]
+    lines += [f"  assumed: {printable(a, 200)}" for a in report.assumed]
     return lines
 
 

@@ -77,8 +77,8 @@ def test_query_log_with_units_and_two_gpus(tmp_path: Path) -> None:
 
 def test_query_log_with_lms_times_and_no_units(tmp_path: Path) -> None:
     report = load_report(_write(tmp_path, "lms.csv", LMS_NO_UNITS))
-    assert report.ticks == 4 and len(report.gpus) == 2
-    assert report.duration_s == pytest.approx(1.0)  # 4 samples 250 ms apart
+    assert report.ticks == 1 and len(report.gpus) == 2  # 4 samples 250 ms apart: one 1 s bin
+    assert report.duration_s == pytest.approx(1.0)
     assert report.gpus[0].util_mean_pct == 91.5 and report.gpus[1].util_mean_pct == 50.0
 
 

@@ -1,0 +1,59 @@
+"""The headline of a GPU-only log (nvidia-smi, dmon, DCGM, Prometheus): what the GPUs alone say.
+
+The live headline judges the GPUs that hold the job's processes and weighs the job's CPU; an
+imported log has neither, so the live one never speaks on it. From the GPUs alone one case is
+plain: GPUs busy at least :data:`GPU_BOUND_PCT` % of the time, steadily, are GPU-bound. Light
+and steady work is plain too. A sawtooth is not: without the host's side nobody can say whether
+the data pipeline starves the GPU or the loop itself syncs, and naming the wrong party sends
+the user to tune what is fine, so that case stays unknown and says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gputop_doctor.core.history import History
+from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
+from gputop_doctor.rules import _stats
+from gputop_doctor.rules._gpu import live, util_values
+from gputop_doctor.rules._window import enough_span, gpu_columns, window
+from gputop_doctor.rules.headline import decide
+
+GPU_BOUND_PCT = 90.0  # mean utilization of the GPUs in use for "GPU-bound" from a log alone
+
+
+def classify_gpu_only(history: History, ctx: RuleContext) -> Verdict:
+    """The headline from GPU readings alone: GPU-bound, light, or unknown (with the reason)."""
+    t = replace(ctx.settings.rules.headline, gpu_busy_pct=GPU_BOUND_PCT)
+    win = window(history, t.window_s)
+    if win.latest is None or not enough_span(win, t.min_span_s):
+        return Verdict(Case.UNKNOWN, Bottleneck.UNKNOWN, "Not enough of the log to classify")
+    in_use = [
+        values
+        for series in gpu_columns(win).values()
+        if (values := util_values(live(series))) and (_stats.mean(values) or 0.0) > t.idle_util_pct
+    ]
+    if not in_use:
+        return Verdict(Case.UNKNOWN, Bottleneck.UNKNOWN, "No GPU in use in this part of the log")
+    samples = [v for values in in_use for v in values]
+    verdict = decide(
+        util=_stats.mean(samples) or 0.0,
+        idle=_stats.fraction(samples, lambda v: v <= t.idle_util_pct),
+        cv=_stats.coefficient_of_variation(samples),
+        cpu=None,
+        gpus=len(in_use),
+        t=t,
+    )
+    if verdict.bottleneck in (Bottleneck.GPU, Bottleneck.NONE):
+        return verdict
+    return Verdict(
+        Case.UNKNOWN,
+        Bottleneck.UNKNOWN,
+        f"GPU utilization saws ({verdict.gpu_util_pct:.0f} % mean): a GPU-only log cannot tell "
+        "whether the host starves it or the loop itself waits",
+        gpu_util_pct=verdict.gpu_util_pct,
+        gpu_idle_fraction=verdict.gpu_idle_fraction,
+        gpu_util_cv=verdict.gpu_util_cv,
+        gpus=verdict.gpus,
+    )
