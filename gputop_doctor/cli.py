@@ -127,6 +127,24 @@ def _add_source_options(parser: argparse.ArgumentParser, demo_help: str, sub: bo
         help="attach to this PID and its descendants",
     )
     parser.add_argument(
+        "--job",
+        metavar="SLURM_JOB_ID",
+        default=default(None),
+        help="attach to every process of this Slurm job on this node",
+    )
+    parser.add_argument(
+        "--container",
+        metavar="ID",
+        default=default(None),
+        help="attach to every process of this container (Docker, containerd, CRI-O, Podman)",
+    )
+    parser.add_argument(
+        "--pod",
+        metavar="NAME|UID",
+        default=default(None),
+        help="attach to every process of this Kubernetes pod",
+    )
+    parser.add_argument(
         "--demo", metavar="SCENARIO", nargs="?", const="", default=default(None), help=demo_help
     )
     parser.add_argument(

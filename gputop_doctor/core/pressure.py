@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # model imports this module; the annotation is only a string here
+    from gputop_doctor.core.model import JobIdentity
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +58,4 @@ class OutsideProcess:
     d_share: float = 0.0  # share of looks that found it in D state (waiting on storage)
     io_mib_s: float | None = None  # storage bytes read + written (/proc/PID/io), when readable
     swap_mib: float | None = None  # VmSwap, when read
+    job: JobIdentity | None = None  # its job (Slurm, container, pod), when known

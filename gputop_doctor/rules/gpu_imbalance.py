@@ -8,12 +8,15 @@ otherwise the whole job is slow and that is ``gpu-starvation``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gputop_doctor.config.thresholds import ImbalanceThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
+from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, tick_utils
+from gputop_doctor.rules._gpu import job_gpu_groups, job_pids_on, live, tick_utils
 from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "gpu-imbalance"
@@ -25,10 +28,22 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
-    job = {g.index for g in job_gpus(latest)}
+    cols = gpu_columns(win)
+    out: list[Finding] = []
+    for gpus in job_gpu_groups(latest):
+        out += _laggards({g.index for g in gpus}, cols, latest, t)
+    return out
+
+
+def _laggards(
+    job: set[int],
+    cols: Mapping[int, tuple[GpuSample, ...]],
+    latest: Snapshot,
+    t: ImbalanceThresholds,
+) -> list[Finding]:
+    """The GPUs of one job well below the median of that job's other GPUs."""
     if len(job) < 2:
         return []
-    cols = gpu_columns(win)
     means: dict[int, float] = {}
     for index in sorted(job):
         avg = _stats.mean(tick_utils(live(cols.get(index, ()))))
@@ -40,21 +55,21 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         peer = _stats.median(peers)
         if peer is None or peer < t.min_peer_util_pct or avg > peer - t.gap_pct:
             continue
-        out.append(_finding(index, avg, peer, len(peers), latest.gpus, t))
+        out.append(_finding(index, avg, peer, len(peers), latest, t))
     return out
 
 
 def _finding(
-    index: int, avg: float, peer: float, n_peers: int, gpus: tuple, t: ImbalanceThresholds
+    index: int, avg: float, peer: float, n_peers: int, latest: Snapshot, t: ImbalanceThresholds
 ) -> Finding:
-    gpu = next((g for g in gpus if g.index == index), None)
+    gpu = next((g for g in latest.gpus if g.index == index), None)
     evidence = [
         Evidence("utilization", round(avg, 1), "%"),
         Evidence("peers' median utilization", round(peer, 1), "%"),
         Evidence("peers", n_peers),
     ]
     if gpu is not None:
-        evidence.append(Evidence("processes on this GPU", len(gpu_pids(gpu))))
+        evidence.append(Evidence("processes of the job on this GPU", len(job_pids_on(gpu, latest))))
     return Finding(
         rule_id=RULE_ID,
         blame=Blame.JOB,

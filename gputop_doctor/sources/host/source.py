@@ -18,11 +18,12 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psutil
 
 from gputop_doctor.core import measures
+from gputop_doctor.core.jobs import JobSelector
 from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
 from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.core.pressure import OutsideProcess, Pressure
@@ -135,6 +136,41 @@ class ProcfsHostSource:
             clock(),
         )
         self._no_swap = False  # the last tick found no swap device
+        self._job: JobSelector | None = None  # attached by job: its processes are the tree
+        self._jobs_retained_at = clock()
+
+    # -- attach by job ----------------------------------------------------------------------
+
+    def job_members(self, selector: JobSelector) -> list[int]:
+        """The PIDs of ``selector``'s job on this host, oldest first (the first is the anchor
+        the engine calls its target: the batch script, or the first task)."""
+        table = self._procs.table
+        table.refresh()
+        pids = self._procs.jobs.members(selector, self._host_keys())
+        return sorted(pids, key=lambda pid: (table.entries[pid][1], pid))
+
+    def scope_to_job(self, selector: JobSelector | None) -> None:
+        """From now on the attached "tree" is every process of this job (``None``: the
+        target PID's descendants again)."""
+        self._job = selector
+        self._target = None
+
+    def _host_keys(self) -> list[tuple[int, int]]:
+        return [(pid, start) for pid, (_, start) in self._procs.table.entries.items()]
+
+    def _job_tree(self, selector: JobSelector) -> list[tuple[int, int]]:
+        """Every process of the job, each launcher tree from its root: a member whose parent
+        is not a member (slurmstepd's children, a container's init) is a root at depth 0."""
+        members = set(self.job_members(selector))
+        entries = self._procs.table.entries
+        roots = [pid for pid in members if entries[pid][0] not in members]
+        return self._procs.table.forest(roots)
+
+    def _retain_jobs(self, now: float) -> None:
+        """Forget the identities of processes gone from the host (every half minute)."""
+        if now - self._jobs_retained_at >= 30.0:
+            self._jobs_retained_at = now
+            self._procs.jobs.retain(set(self._host_keys()))
 
     # -- HostSource ---------------------------------------------------------------------
 
@@ -237,27 +273,42 @@ class ProcfsHostSource:
             if busy - named >= 0.5:
                 top = self._top.get(now, hurry=True)
                 outside = outside_top(top, tree)
-        return top, outside
+        return top, tuple(self._with_job(p) for p in outside)
+
+    def _with_job(self, proc: OutsideProcess) -> OutsideProcess:
+        """``proc`` with its job, so that a finding names the neighbouring job and its user."""
+        entry = self._procs.table.entries.get(proc.pid)
+        stat = None if entry is not None else self._procs.peek_stat(proc.pid)
+        start = entry[1] if entry is not None else (stat.start if stat is not None else None)
+        job = None if start is None else self._procs.jobs.get(proc.pid, start)
+        return proc if job is None else replace(proc, job=job)
 
     def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
         now = self._clock()
         attached_now = target_pid != self._last_target
         if attached_now:
             self._target = None  # identity is taken afresh at each attach
+            if self._last_target is not None:
+                self._job = None  # another target picked (the TUI's attach): no job scope
         # The first look at a newly attached tree reads all its maps at once.
         self._info.begin_tick(unbounded=attached_now)
         self._last_target = target_pid
         alive: bool | None = None
         tree: list[tuple[int, int]] = []
-        if target_pid is not None:
+        if self._job is not None:
+            tree = self._job_tree(self._job)
+        elif target_pid is not None:
             tree = self._tree(target_pid)
         extras = list(extra_pids)
         samples = self._procs.read(tree, extras, now)
         samples += _unseen(extras, samples)
         tree_samples = measures.in_tree(samples)
-        if target_pid is not None:
+        if self._job is not None:  # a job lives while any of its processes does
+            alive = any(s.state != "Z" for s in tree_samples)
+        elif target_pid is not None:
             target = next((s for s in tree_samples if s.pid == target_pid), None)
             alive = target is not None and target.state != "Z"
+        self._retain_jobs(now)
         self._gone = target_pid if alive is False else None
         self._tree_pids = {s.pid for s in tree_samples}
         self._tree_cpus = measures.cpu_pct(tree_samples) / 100.0
