@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum, IntFlag
 
 from gputop_doctor.core.health import GpuHealth, NumaNode
-from gputop_doctor.core.pressure import JobPressure, OutsideProcess, Pressure
+from gputop_doctor.core.pressure import JobPressure, OutsideJob, OutsideProcess, Pressure
 from gputop_doctor.core.probe_stats import ProbeStats
 
 MIB = 1024 * 1024
@@ -180,6 +180,7 @@ class HostSample:
     # Attribution (only with a job attached): the job's own pressure and who else is busy.
     job_pressure: JobPressure | None = None
     outside_top: tuple[OutsideProcess, ...] = ()  # busiest outside processes by CPU
+    outside_jobs: tuple[OutsideJob, ...] = ()  # busiest other jobs by CPU (Slurm, pods, ...)
     io_waiters: tuple[OutsideProcess, ...] = ()  # outside processes seen waiting on storage
     swap_holders: tuple[OutsideProcess, ...] = ()  # processes with the most memory in swap
 

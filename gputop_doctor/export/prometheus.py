@@ -23,6 +23,7 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import CLOCK_EVENT_NAMES, MIB, GpuSample, HostSample, Snapshot
 from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.export.prometheus_health import XidCounts, health_metrics
+from gputop_doctor.export.prometheus_processes import process_metrics
 
 PREFIX = "gputop_doctor_"
 GPU_LABELS = ("gpu", "uuid", "name")
@@ -352,4 +353,5 @@ class FrameCollector(Collector):
         yield from health_metrics(snap.gpus, xids)
         yield from host_metrics(snap.host)
         yield from job_metrics(snap, cpu_seconds)
+        yield from process_metrics(snap)
         yield from finding_metrics(frame)

@@ -26,7 +26,7 @@ from gputop_doctor.core import measures
 from gputop_doctor.core.jobs import JobSelector
 from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
 from gputop_doctor.core.ports import ProcessReading
-from gputop_doctor.core.pressure import OutsideProcess, Pressure
+from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure
 from gputop_doctor.sources.host.attribution import Attribution, outside_top
 from gputop_doctor.sources.host.cgroup import (
     CgroupCpu,
@@ -238,6 +238,7 @@ class ProcfsHostSource:
             top_processes=top,
             job_pressure=attribution.job_pressure(target_pid, psi),
             outside_top=outside,
+            outside_jobs=self._outside_jobs() if target_pid is not None else (),
             io_waiters=attribution.io_waiters(self._tree_pids, psi[1], iowait)
             if target_pid is not None
             else (),
@@ -274,6 +275,28 @@ class ProcfsHostSource:
                 top = self._top.get(now, hurry=True)
                 outside = outside_top(top, tree)
         return top, tuple(self._with_job(p) for p in outside)
+
+    def _outside_jobs(self, count: int = 3) -> tuple[OutsideJob, ...]:
+        """The busiest other jobs: the host ranking's CPU of every busy process outside the
+        attached tree, summed by the job it belongs to (processes of no job are left out)."""
+        entries = self._procs.table.entries
+        totals: dict[str, list[float]] = {}
+        owners: dict[str, tuple[str, str | None]] = {}
+        for pid, pct in self._top.busy().items():
+            if pid in self._tree_pids or pid not in entries:
+                continue
+            job = self._procs.jobs.get(pid, entries[pid][1])
+            if job is None or job.key is None or job.label is None:
+                continue
+            total = totals.setdefault(job.key, [0.0, 0])
+            total[0] += pct
+            total[1] += 1
+            owners[job.key] = (job.label, job.user)
+        ranked = sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0]))[:count]
+        return tuple(
+            OutsideJob(owners[key][0], owners[key][1], round(cpu, 1), int(n))
+            for key, (cpu, n) in ranked
+        )
 
     def _with_job(self, proc: OutsideProcess) -> OutsideProcess:
         """``proc`` with its job, so that a finding names the neighbouring job and its user."""
