@@ -305,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument(
         "--series", action="store_true", help="with --json: include the chart series"
     )
+    from gputop_doctor.commands import epilog
+
+    epilog.add_parser(sub)
     _add_lab_commands(sub)
     return parser
 
@@ -393,6 +396,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gputop_doctor.commands.analyze import run_analyze
 
         return run_analyze(args)
+    if args.command == "epilog":
+        from gputop_doctor.commands.epilog import run_epilog
+
+        return run_epilog(args)
     if args.command == "sweep":
         from gputop_doctor.commands.sweep import run_sweep
 
