@@ -197,6 +197,8 @@ def frame_to_text(frame: Frame, history: History) -> str:
         out.append(f"Driver {frame.system.driver_version}  ({len(snap.gpus)} GPUs)")
     if frame.system.topology_note:
         out.append(f"Note: {frame.system.topology_note}")
+    if frame.system.pid_namespace_note:
+        out.append(f"Note: {frame.system.pid_namespace_note}")
     out += [_gpu_line(g) for g in snap.gpus]
     out.append("")
     out += _host_lines(snap.host, frame)

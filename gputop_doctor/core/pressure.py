@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # model imports this module; the annotation is only a string here
-    from gputop_doctor.core.model import JobIdentity
+from gputop_doctor.core.job_identity import JobIdentity
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -80,3 +81,21 @@ def test_container_and_pod_cgroups_are_read_back() -> None:
             assert other.job is not None and other.job.key == f"pod:{pod_uid}"
         finally:
             source.close()
+
+
+def test_a_pid_namespace_of_its_own_is_detected() -> None:
+    """``unshare --pid`` is what a container runtime does without ``--pid=host``."""
+    from gputop_doctor.sources.host.identity import PID_NAMESPACE_NOTE
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("unshare --pid needs root and util-linux")
+    code = "from gputop_doctor.sources.host.identity import pid_namespace_note as n; print(n())"
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == PID_NAMESPACE_NOTE

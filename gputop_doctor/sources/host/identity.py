@@ -31,6 +31,24 @@ class _Entry:
     due: float
 
 
+# The inode of the host's (initial) PID namespace: PROC_PID_INIT_INO in the kernel's
+# include/linux/proc_ns.h, the same on every Linux since 3.8.
+HOST_PID_NAMESPACE_INODE = 0xEFFFFFFC
+PID_NAMESPACE_NOTE = (
+    "in a container without the host's PID namespace: NVML's GPU processes are host PIDs this "
+    "container cannot see, so their attribution is approximate (run with --pid=host)"
+)
+
+
+def pid_namespace_note(proc_root: str = "/proc") -> str | None:
+    """The note to show when this process is not in the host's PID namespace, else None."""
+    try:
+        inode = os.stat(f"{proc_root}/self/ns/pid").st_ino
+    except OSError:
+        return None  # no namespaces (or not Linux): nothing to say
+    return None if inode == HOST_PID_NAMESPACE_INODE else PID_NAMESPACE_NOTE
+
+
 def read_identity(pid: int, proc_root: str = "/proc") -> JobIdentity | None:
     """``pid``'s identity now; None when it is gone. An environment we may not read (another
     user's process, without root) leaves only what the cgroup path says."""

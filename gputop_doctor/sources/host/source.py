@@ -37,6 +37,7 @@ from gputop_doctor.sources.host.cgroup import (
     read_cpu_stat,
     throttled_fraction,
 )
+from gputop_doctor.sources.host.identity import pid_namespace_note
 from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs
 from gputop_doctor.sources.host.pids import read_stat
 from gputop_doctor.sources.host.procinfo import ProcInfoCache, read_cpuinfo
@@ -186,6 +187,7 @@ class ProcfsHostSource:
                 physical_cpus=psutil.cpu_count(logical=False),
                 numa_nodes=read_numa_nodes(self.node_root),
                 cpus=read_host_cpus(),
+                pid_namespace_note=pid_namespace_note(self.proc_root),
             )
         return self._system
 
@@ -422,8 +424,9 @@ class ProcfsHostSource:
         return count
 
 
-# NVML lists host PIDs; inside a container without --pid=host they are not in our /proc.
-UNSEEN_NAME = "(not in this PID namespace)"
+# NVML lists host PIDs; inside a container without --pid=host they are not in our /proc,
+# and which of the container's processes holds the GPU is approximate.
+UNSEEN_NAME = "(not in this PID namespace: approximate)"
 
 
 def _unseen(extra_pids: list[int], samples: list[ProcSample]) -> list[ProcSample]:

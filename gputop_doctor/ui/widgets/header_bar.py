@@ -180,6 +180,8 @@ class HeaderBar(Widget):
             problem = f"no GPU readings: {printable(system.gpu_problem)}"
         if problem is None and system.topology_note:
             problem = printable(system.topology_note)
+        if problem is None and system.pid_namespace_note:
+            problem = printable(system.pid_namespace_note)
         if problem:
             text.append("\n")
             text.append(problem, style("header-bar--warn"))
