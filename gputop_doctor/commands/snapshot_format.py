@@ -160,8 +160,9 @@ def _job_cell(proc: ProcSample) -> str:
     job = proc.job
     if job is None or job.label is None:
         return ""
+    step = f" step {job.slurm_step}" if job.slurm_step is not None else ""
     rank = f" rank {job.rank}" if job.rank is not None else ""
-    return printable(f"  {job.label}{rank}", _NAME_MAX * 2)
+    return printable(f"  {job.label}{step}{rank}", _NAME_MAX * 2)
 
 
 def _tree_probe(tree: TreeTotals | None) -> str:

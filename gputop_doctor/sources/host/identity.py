@@ -2,8 +2,10 @@
 
 A process's cgroup changes only when something moves it (rarely: a Slurm step adopting a
 process, a container runtime's exec) and its environment never changes after execve, so both
-are read when a process is first seen and again only every ``ttl_s``: about 20 µs of reads per
-new process (``benchmarks/bench_job_identity.py``), nothing per tick for the known ones.
+are read when a process is first seen and again only every ``ttl_s`` (spread by PID, so that
+processes first seen together are not re-read together): three small reads per new process,
+environ the largest (``benchmarks/bench_job_identity.py`` prints the cost: 0.2-0.7 ms on a
+loaded 2-CPU VM), and a dictionary lookup (under 1 µs) per tick for the known ones.
 
 The entries are keyed by (PID, start time), so a reused PID is a new process.
 """
@@ -88,7 +90,8 @@ class JobIdentityCache:
         if job is None:
             self._entries.pop((pid, start), None)
             return None
-        self._entries[(pid, start)] = _Entry(job, now + self.ttl_s)
+        spread = 0.75 + 0.5 * (((pid * 2654435761) % 1000) / 1000.0)  # Knuth hash: stable
+        self._entries[(pid, start)] = _Entry(job, now + self.ttl_s * spread)
         return job
 
     def members(self, selector: JobSelector, table: Iterable[tuple[int, int]]) -> list[int]:

@@ -148,7 +148,10 @@ class ProcfsHostSource:
         table = self._procs.table
         table.refresh()
         pids = self._procs.jobs.members(selector, self._host_keys())
-        return sorted(pids, key=lambda pid: (table.entries[pid][1], pid))
+        # Started inside the job (a `record --job` line in the batch script), the monitor is
+        # one of its processes: it must not watch and count itself.
+        me = os.getpid()
+        return sorted((p for p in pids if p != me), key=lambda pid: (table.entries[pid][1], pid))
 
     def scope_to_job(self, selector: JobSelector | None) -> None:
         """From now on the attached "tree" is every process of this job (``None``: the
@@ -165,7 +168,8 @@ class ProcfsHostSource:
         members = set(self.job_members(selector))
         entries = self._procs.table.entries
         roots = [pid for pid in members if entries[pid][0] not in members]
-        return self._procs.table.forest(roots)
+        me = os.getpid()
+        return [(pid, depth) for pid, depth in self._procs.table.forest(roots) if pid != me]
 
     def _retain_jobs(self, now: float) -> None:
         """Forget the identities of processes gone from the host (every half minute)."""
