@@ -2,7 +2,8 @@
 names the second in ``cpu-contention``, and ``serve --job`` labels its series with the job.
 
 One cluster for the module (see cluster.py); the jobs are a training-like spinning task and a
-CPU-hungry neighbour that spins on every CPU.
+CPU-hungry neighbour that spins on every CPU, both until the contention test is done (then they
+sleep, so the rest costs no CPU).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from tests.slurm.cluster import SlurmCluster, missing, poll
 
 pytestmark = pytest.mark.xdist_group("slurm")
 
-SPIN = "import time\nwhile True: pass"
-TASK = f"srun -n1 {sys.executable} -c '{SPIN}'"  # a step launched by srun, as training is
-HUNGRY = " & ".join([f"{sys.executable} -c '{SPIN}'"] * (os.cpu_count() or 2)) + " & wait"
+
+def _spin(stop: Path) -> str:
+    """A python command line that spins until ``stop`` exists, then sleeps."""
+    code = f"import os, time\nwhile not os.path.exists({str(stop)!r}): pass\ntime.sleep(600)"
+    return f'{sys.executable} -c "{code}"'
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +43,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 
 
 @pytest.fixture(scope="module")
-def jobs(cluster: SlurmCluster) -> tuple[str, str]:
+def stop_spinning(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Created when the jobs' CPU is no longer needed."""
+    return tmp_path_factory.mktemp("spin") / "stop"
+
+
+@pytest.fixture(scope="module")
+def jobs(cluster: SlurmCluster, stop_spinning: Path) -> tuple[str, str]:
     """(training job, neighbour job), both running, the training task's python started."""
-    train, neighbour = cluster.sbatch(TASK), cluster.sbatch(HUNGRY)
+    spin = _spin(stop_spinning)
+    hungry = " & ".join([spin] * (os.cpu_count() or 2)) + " & wait"
+    train, neighbour = cluster.sbatch(f"srun -n1 {spin}"), cluster.sbatch(hungry)
     poll(lambda: cluster.running(train) and cluster.running(neighbour), 60.0, "both jobs to run")
     poll(lambda: _pids_of(train, "python"), 60.0, "the training step's task")
     return train, neighbour
@@ -78,10 +89,13 @@ def _doctor(*argv: str, timeout: float = 120.0) -> subprocess.CompletedProcess[s
 
 
 def test_snapshot_by_job_lists_its_processes_and_names_the_neighbour(
-    jobs: tuple[str, str],
+    jobs: tuple[str, str], stop_spinning: Path
 ) -> None:
     train, neighbour = jobs
-    done = _doctor("snapshot", "--json", "--job", train, "--window", "4")
+    try:
+        done = _doctor("snapshot", "--json", "--job", train, "--window", "3")
+    finally:
+        stop_spinning.touch()
     assert done.returncode in (0, 1), done.stderr
     frame = json.loads(done.stdout)
     in_tree = {p["pid"] for p in frame["processes"] if p["in_tree"]}
