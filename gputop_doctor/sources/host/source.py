@@ -121,6 +121,7 @@ class ProcfsHostSource:
         self._attribution = Attribution(proc_root, cgroup_root, clock=clock)
         self._tree_pids: set[int] = set()  # the attached tree as of the last process reading
         self._tree_cpus = 0.0  # its CPUs busy (reaped children included) at that reading
+        self._tree_jobs: set[str] = set()  # the job keys of the attached tree's processes
         self._system: SystemInfo | None = None
         self._limit: _Limit | None = None
         self._last_affinity: tuple[int, int | None] | None = None  # (pid, CPUs) of the last read
@@ -284,7 +285,9 @@ class ProcfsHostSource:
 
     def _outside_jobs(self, count: int = 3) -> tuple[OutsideJob, ...]:
         """The busiest other jobs: the host ranking's CPU of every busy process outside the
-        attached tree, summed by the job it belongs to (processes of no job are left out)."""
+        attached tree, summed by the job it belongs to (processes of no job are left out, and
+        so are those of the attached job's own job: inside one container every process is
+        the container's, and the container is no neighbour of itself)."""
         entries = self._procs.table.entries
         totals: dict[str, list[float]] = {}
         owners: dict[str, tuple[str, str | None]] = {}
@@ -292,7 +295,7 @@ class ProcfsHostSource:
             if pid in self._tree_pids or pid not in entries:
                 continue
             job = self._procs.jobs.get(pid, entries[pid][1])
-            if job is None or job.key is None or job.label is None:
+            if job is None or job.key is None or job.label is None or job.key in self._tree_jobs:
                 continue
             total = totals.setdefault(job.key, [0.0, 0])
             total[0] += pct
@@ -310,7 +313,9 @@ class ProcfsHostSource:
         stat = None if entry is not None else self._procs.peek_stat(proc.pid)
         start = entry[1] if entry is not None else (stat.start if stat is not None else None)
         job = None if start is None else self._procs.jobs.get(proc.pid, start)
-        return proc if job is None else replace(proc, job=job)
+        if job is None or job.key is None or job.key in self._tree_jobs:
+            return proc  # of no job, or of the attached one's (a container's other processes)
+        return replace(proc, job=job)
 
     def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
         now = self._clock()
@@ -340,6 +345,7 @@ class ProcfsHostSource:
         self._retain_jobs(now)
         self._gone = target_pid if alive is False else None
         self._tree_pids = {s.pid for s in tree_samples}
+        self._tree_jobs = {s.job.key for s in tree_samples if s.job is not None and s.job.key}
         self._tree_cpus = measures.cpu_pct(tree_samples) / 100.0
         return ProcessReading(tuple(samples), alive)
 
