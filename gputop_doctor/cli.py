@@ -127,6 +127,24 @@ def _add_source_options(parser: argparse.ArgumentParser, demo_help: str, sub: bo
         help="attach to this PID and its descendants",
     )
     parser.add_argument(
+        "--job",
+        metavar="SLURM_JOB_ID",
+        default=default(None),
+        help="attach to every process of this Slurm job on this node",
+    )
+    parser.add_argument(
+        "--container",
+        metavar="ID",
+        default=default(None),
+        help="attach to every process of this container (Docker, containerd, CRI-O, Podman)",
+    )
+    parser.add_argument(
+        "--pod",
+        metavar="NAME|UID",
+        default=default(None),
+        help="attach to every process of this Kubernetes pod",
+    )
+    parser.add_argument(
         "--demo", metavar="SCENARIO", nargs="?", const="", default=default(None), help=demo_help
     )
     parser.add_argument(
@@ -313,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument(
         "--series", action="store_true", help="with --json: include the chart series"
     )
+    from gputop_doctor.commands import epilog
+
+    epilog.add_parser(sub)
     _add_lab_commands(sub)
     explain = sub.add_parser("explain", help="print a finding's page: what it measures, the fix")
     explain.add_argument("rule", metavar="RULE", nargs="?", help="a rule id; none: list them")
@@ -423,6 +444,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gputop_doctor.commands.analyze import run_analyze
 
         return run_analyze(args)
+    if args.command == "epilog":
+        from gputop_doctor.commands.epilog import run_epilog
+
+        return run_epilog(args)
     if args.command == "sweep":
         from gputop_doctor.commands.sweep import run_sweep
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.errors import UsageError
+from gputop_doctor.core.jobs import JobKind, JobSelector, parse_selector
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
 from gputop_doctor.core.text import printable
@@ -63,6 +64,7 @@ class EngineOptions:
     seed: int
     interval_s: float
     pid: int | None
+    job: JobSelector | None = None  # --job, --container or --pod: every process of that job
     hold_s: float | None = None
     backfill_s: float = 0.0  # demo only: seconds of simulated past to fill the history with
     unbudgeted: bool = False  # read every thread and library each tick (one-off snapshots)
@@ -90,11 +92,28 @@ def options_from(
         seed=args.seed,
         interval_s=interval_s,
         pid=args.pid,
+        job=job_selector(args),
         hold_s=hold_s,
         backfill_s=backfill_s if args.demo else 0.0,
         unbudgeted=unbudgeted,
         config=getattr(args, "config", None),
     )
+
+
+def job_selector(args: argparse.Namespace) -> JobSelector | None:
+    """The job named by ``--job``, ``--container`` or ``--pod`` (at most one, and not with
+    ``--pid``); UsageError on a malformed one."""
+    given = [
+        (kind, getattr(args, kind.value, None))
+        for kind in JobKind
+        if getattr(args, kind.value, None) is not None
+    ]
+    if not given:
+        return None
+    if len(given) > 1 or getattr(args, "pid", None) is not None:
+        raise UsageError("attach to one of --pid, --job, --container or --pod, not several")
+    kind, text = given[0]
+    return parse_selector(kind, str(text))
 
 
 def load_settings(config: str | None, **overrides: Any) -> Settings:
@@ -140,8 +159,24 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
         overrides["hold_s"] = options.hold_s
     settings = load_settings(options.config, **overrides)
     target = options.pid if options.pid is not None else sources.default_target
+    if options.job is not None:
+        target = _job_anchor(options.job, sources.attach_job)
     engine = _engine(sources.gpu, sources.host, settings, target, clock, sources.label)
+    if options.job is not None:
+        engine.target_name = options.job.label
     return Run(engine=engine, list_processes=sources.list_processes, prime_s=options.backfill_s)
+
+
+def _job_anchor(
+    selector: JobSelector, attach_job: Callable[[JobSelector], list[int]] | None
+) -> int:
+    """Scope the host source to the job and return the PID the engine calls its target."""
+    if attach_job is None:
+        raise UsageError(f"{selector.text} needs the live host (not --demo)")
+    members = attach_job(selector)
+    if not members:
+        raise UsageError(f"no process of {selector.label} on this host")
+    return members[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +186,7 @@ class ReplayOpened:
     clock: Callable[[], float]
     interval_s: float
     target_pid: int | None
+    target_job: str | None = None  # the recording was attached by job: its name
 
 
 def open_replay(path: str) -> ReplayOpened:
@@ -180,6 +216,7 @@ def open_replay(path: str) -> ReplayOpened:
         clock=session.clock,
         interval_s=session.interval_s,
         target_pid=first.snapshot.target_pid,
+        target_job=first.snapshot.target_job,
     )
 
 
@@ -190,6 +227,7 @@ def open_replay_run(path: str, speed: float, config: str | None = None) -> Run:
     engine = _engine(
         replay.gpu, replay.host, settings, replay.target_pid, replay.clock, f"replay:{path}"
     )
+    engine.target_name = replay.target_job
     return Run(engine=engine, list_processes=list)
 
 

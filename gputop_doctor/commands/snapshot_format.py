@@ -12,7 +12,7 @@ from typing import Any
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, HostSample, ProcSample, TreeTotals
+from gputop_doctor.core.model import GpuSample, HostSample, ProcSample, Snapshot, TreeTotals
 from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.text import printable
 from gputop_doctor.core.verdict import Bottleneck, Verdict
@@ -61,7 +61,7 @@ def frame_to_json(frame: Frame, history: History) -> dict[str, Any]:
     return {
         "time": snap.time,
         "system": system,
-        "target": {"pid": snap.target_pid, "alive": snap.target_alive},
+        "target": {"pid": snap.target_pid, "alive": snap.target_alive, "job": snap.target_job},
         "gpus": [_gpu_json(g) for g in snap.gpus],
         "host": _host_json(snap.host),
         "processes": [_proc_json(p) for p in snap.processes],
@@ -134,6 +134,7 @@ def _proc_line(proc: ProcSample) -> str:
         f"  cpu {_num(proc.cpu_pct, '.0f', '%'):>5}"
         f"  rss {_num(proc.rss_mib, '.0f', ' MiB'):>9}  threads {proc.num_threads or '?':>3}"
         f"  delay {_num(proc.run_delay_ratio, '.2f')}  blas {blas}"
+        + _job_cell(proc)
         + (
             f"\n  {'':>7}  {indent}  threads: {printable(proc.thread_summary, _NAME_MAX)}"
             if proc.thread_names
@@ -141,6 +142,27 @@ def _proc_line(proc: ProcSample) -> str:
         )
         + (f"\n  {'':>7}  {indent}  probe: {probe_summary(proc.probe)}" if proc.probe else "")
     )
+
+
+def _target_title(snap: Snapshot) -> str:
+    """``Processes of Slurm job 48213`` when attached by job, else the PID's tree (and the job
+    it belongs to, when it belongs to one)."""
+    if snap.target_job:
+        return f"Processes of {printable(snap.target_job, _NAME_MAX)} on this host"
+    root = snap.process(snap.target_pid) if snap.target_pid is not None else None
+    job = root.job.label if root is not None and root.job is not None else None
+    title = f"Process tree of PID {snap.target_pid}"
+    return title + (f" ({printable(job, _NAME_MAX)})" if job else "")
+
+
+def _job_cell(proc: ProcSample) -> str:
+    """``  job 48213 rank 3``: the job a process belongs to, and its rank when known."""
+    job = proc.job
+    if job is None or job.label is None:
+        return ""
+    step = f" step {job.slurm_step}" if job.slurm_step is not None else ""
+    rank = f" rank {job.rank}" if job.rank is not None else ""
+    return printable(f"  {job.label}{step}{rank}", _NAME_MAX * 2)
 
 
 def _tree_probe(tree: TreeTotals | None) -> str:
@@ -176,13 +198,15 @@ def frame_to_text(frame: Frame, history: History) -> str:
         out.append(f"Driver {frame.system.driver_version}  ({len(snap.gpus)} GPUs)")
     if frame.system.topology_note:
         out.append(f"Note: {frame.system.topology_note}")
+    if frame.system.pid_namespace_note:
+        out.append(f"Note: {frame.system.pid_namespace_note}")
     out += [_gpu_line(g) for g in snap.gpus]
     out.append("")
     out += _host_lines(snap.host, frame)
     out.append("")
     if snap.target_pid is not None:
         state = "running" if snap.target_alive else "not running"
-        out.append(f"Process tree of PID {snap.target_pid} ({state}):{_tree_probe(snap.tree)}")
+        out.append(f"{_target_title(snap)} ({state}):{_tree_probe(snap.tree)}")
     elif snap.processes:
         out.append("GPU processes:")
     out += [_proc_line(p) for p in snap.processes]

@@ -99,6 +99,8 @@ class Engine:
         self.waste = WasteLedger(loss_rules(rules, settings))
         self.sinks: list[Sink] = []
         self.target_exit_time: float | None = None
+        # How notes name the target: "Slurm job 48213" when attached by job (None: "PID N").
+        self.target_name: str | None = None
         self.lost_gpus: set[int] = set()
         self._clock = clock
         self._tick = 0
@@ -129,6 +131,7 @@ class Engine:
         """Change the target (producer thread only; use ``submit`` from elsewhere)."""
         self.target_pid = pid
         self.target_exit_time = None
+        self.target_name = None
         self._target_seen_alive = False
 
     def add_sink(self, sink: Sink) -> None:
@@ -226,6 +229,7 @@ class Engine:
             processes=reading.processes,
             target_pid=self.target_pid,
             target_alive=reading.target_alive,
+            target_job=self.target_name,
             tree=reading.tree if reading.tree is not None else tree_totals(reading.processes),
         )
 
@@ -259,7 +263,10 @@ class Engine:
             and self.target_exit_time is None
         ):
             self.target_exit_time = snapshot.time
-            notes.append(f"PID {snapshot.target_pid} exited")
+            if self.target_name is not None:
+                notes.append(f"{self.target_name} ended")
+            else:
+                notes.append(f"PID {snapshot.target_pid} exited")
         for gpu in snapshot.gpus:
             if gpu.lost and gpu.index not in self.lost_gpus:
                 self.lost_gpus.add(gpu.index)

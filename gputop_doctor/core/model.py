@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum, IntFlag
 
 from gputop_doctor.core.health import GpuHealth, NumaNode
-from gputop_doctor.core.pressure import JobPressure, OutsideProcess, Pressure
+from gputop_doctor.core.job_identity import JobIdentity as JobIdentity  # re-exported
+from gputop_doctor.core.pressure import JobPressure, OutsideJob, OutsideProcess, Pressure
 from gputop_doctor.core.probe_stats import ProbeStats
 
 MIB = 1024 * 1024
@@ -193,6 +194,7 @@ class HostSample:
     # Attribution (only with a job attached): the job's own pressure and who else is busy.
     job_pressure: JobPressure | None = None
     outside_top: tuple[OutsideProcess, ...] = ()  # busiest outside processes by CPU
+    outside_jobs: tuple[OutsideJob, ...] = ()  # busiest other jobs by CPU (Slurm, pods, ...)
     io_waiters: tuple[OutsideProcess, ...] = ()  # outside processes seen waiting on storage
     swap_holders: tuple[OutsideProcess, ...] = ()  # processes with the most memory in swap
 
@@ -258,6 +260,7 @@ class ProcSample:
     probe: ProbeStats | None = None  # published by the in-process probe, when it runs
     last_cpu: int | None = None  # the CPU it last ran on (/proc/PID/stat ``processor``)
     allowed_cpus: str | None = None  # CPU list it may run on (Cpus_allowed_list); None: unread
+    job: JobIdentity | None = None  # None: not read yet (or not readable)
 
     @property
     def thread_summary(self) -> str:
@@ -316,6 +319,9 @@ class SystemInfo:
     cpus: str | None = None  # the CPUs the host has, as in /sys (None: not read)
     # Set by the engine when the GPUs' topology contradicts this host (core.topology_check).
     topology_note: str | None = None
+    # Set when this monitor runs in a PID namespace of its own (a container without
+    # --pid=host): NVML's PIDs are the host's, so which process holds a GPU is approximate.
+    pid_namespace_note: str | None = None
 
     @property
     def gpu_problem(self) -> str | None:
@@ -341,6 +347,7 @@ class Snapshot:
     target_pid: int | None = None
     target_alive: bool | None = None
     tree: TreeTotals | None = None
+    target_job: str | None = None  # attached by job: how it is named ("Slurm job 48213")
 
     @property
     def outside_cpus(self) -> float | None:

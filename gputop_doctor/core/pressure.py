@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from gputop_doctor.core.job_identity import JobIdentity
+
 
 @dataclass(frozen=True, slots=True)
 class Pressure:
@@ -54,3 +56,15 @@ class OutsideProcess:
     d_share: float = 0.0  # share of looks that found it in D state (waiting on storage)
     io_mib_s: float | None = None  # storage bytes read + written (/proc/PID/io), when readable
     swap_mib: float | None = None  # VmSwap, when read
+    job: JobIdentity | None = None  # its job (Slurm, container, pod), when known
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideJob:
+    """Another job on this host (Slurm job, pod, container) and the CPU all its processes use:
+    on a shared node the party to talk to is the job's owner, not one of its PIDs."""
+
+    label: str  # "Slurm job 48214"
+    user: str | None
+    cpu_pct: float  # percent of one core, summed over its processes
+    processes: int

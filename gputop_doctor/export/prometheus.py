@@ -29,6 +29,7 @@ from gputop_doctor.export.prometheus_health import (
     gpu_labels,
     health_metrics,
 )
+from gputop_doctor.export.prometheus_processes import process_metrics
 
 PREFIX = "gputop_doctor_"
 NS_PER_S = 1e9
@@ -375,4 +376,5 @@ class FrameCollector(Collector):
         yield from health_metrics(snap.gpus, xids, hostname)
         yield from host_metrics(snap.host)
         yield from job_metrics(snap, cpu_seconds)
+        yield from process_metrics(snap)
         yield from finding_metrics(frame)

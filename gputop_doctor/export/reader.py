@@ -18,20 +18,13 @@ from gputop_doctor.core.errors import DoctorError
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.export.finding_marks import cell_ids
 from gputop_doctor.export.rows import snapshot_from_rows
-from gputop_doctor.export.schema import (
-    ADDED_IN_3,
-    COLUMNS,
-    PREVIOUS_COLUMNS,
-    PREVIOUS_SCHEMA_VERSION,
-    SCHEMA_VERSION,
-)
+from gputop_doctor.export.schema import COLUMNS, LAYOUTS, SCHEMA_VERSION
 from gputop_doctor.export.stream import StreamError, session_parts, text_lines
 from gputop_doctor.export.validate import CellError, check_cells
 
 COLUMN_AT: dict[str, int] = {name: i for i, name in enumerate(COLUMNS)}
 _TICK = COLUMN_AT["tick"]
 _TIME = COLUMN_AT["time_unix_s"]
-_ADDED_AT = COLUMN_AT[ADDED_IN_3]  # where a previous-version row gets its empty cell
 
 
 class SessionFormatError(DoctorError):
@@ -87,20 +80,27 @@ class SessionReader:
             raise SessionFormatError(
                 f"{path} is not a gputop-doctor session CSV (no schema_version)"
             )
-        previous = tuple(header) == PREVIOUS_COLUMNS
-        if tuple(header) != COLUMNS and not previous:
+        layout = next((v for v, cols in LAYOUTS.items() if tuple(header) == cols), None)
+        if layout is None:
+            known = " or ".join(str(v) for v in LAYOUTS)
             raise SessionFormatError(
                 f"{path} uses a different session CSV layout than this version "
-                f"(schema {SCHEMA_VERSION} or {PREVIOUS_SCHEMA_VERSION} expected)"
+                f"(schema {known} expected)"
             )
         torn_line = 0
-        version = str(PREVIOUS_SCHEMA_VERSION if previous else SCHEMA_VERSION)
-        width = len(PREVIOUS_COLUMNS if previous else COLUMNS)
+        version = str(layout)
+        width = len(LAYOUTS[layout])
+        # An earlier layout's row gets empty cells for the columns it did not have.
+        at = (
+            None
+            if layout == SCHEMA_VERSION
+            else [header.index(c) if c in header else -1 for c in COLUMNS]
+        )
         for cells in reader:
             if not cells:
                 continue
-            if previous and len(cells) == width:
-                cells.insert(_ADDED_AT, "")  # the energy counter was not recorded
+            if at is not None and len(cells) == width:
+                cells = [cells[i] if i >= 0 else "" for i in at]
             if len(cells) != len(COLUMNS):
                 torn_line = torn_line or reader.line_num
                 self.dropped_rows += 1

@@ -44,7 +44,14 @@ def snapshot_rows(
     lead = _lead_cells(snapshot, source)
     rest = _shared_cells(snapshot, verdict)
     gpus: Iterable[GpuSample | None] = snapshot.gpus or (None,)
-    return [[*lead, *_gpu_cells(gpu), *rest, _findings_cell(findings, gpu)] for gpu in gpus]
+    jobs = _job_keys(snapshot)
+    return [[*lead, *_gpu_cells(gpu, jobs), *rest, _findings_cell(findings, gpu)] for gpu in gpus]
+
+
+def _job_keys(snapshot: Snapshot) -> dict[int, str | None]:
+    """PID -> job key (``slurm:48213``, ``pod:<uid>``, ``container:<id>``), for the GPU
+    processes' ``gpu_process_jobs`` cell."""
+    return {p.pid: p.job.key for p in snapshot.processes if p.job is not None}
 
 
 def _findings_cell(findings: Sequence[Finding], gpu: GpuSample | None) -> str:
@@ -66,14 +73,16 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _gpu_cells(gpu: GpuSample | None) -> list[str]:
+def _gpu_cells(gpu: GpuSample | None, jobs: dict[int, str | None]) -> list[str]:
+    """``jobs``: the job key of each process (see :func:`_job_keys`)."""
     if gpu is None:
-        return [""] * (len(GPU_FIELDS) + 3 + len(THROTTLE_FIELDS) + HEALTH_WIDTH)
+        return [""] * (len(GPU_FIELDS) + 4 + len(THROTTLE_FIELDS) + HEALTH_WIDTH)
     scalars = [encode(getattr(gpu, f.attr)) for f in GPU_FIELDS]
     extra = [
         LIST_SEP.join(gpu.clock_events) if gpu.clock_event_bits is not None else "",
         LIST_SEP.join(encode(v) for v in gpu.util_samples),
         LIST_SEP.join(_encode_gpu_process(p) for p in gpu.processes),
+        LIST_SEP.join(jobs.get(p.pid) or "" for p in gpu.processes) if gpu.processes else "",
     ]
     throttle = gpu.throttle or ThrottleCounters()
     counters = [encode(getattr(throttle, f.attr)) for f in THROTTLE_FIELDS]
@@ -103,7 +112,11 @@ def _shared_cells(snapshot: Snapshot, verdict: Verdict | None) -> list[str]:
     for _, attr, part in PSI_COLUMNS:
         pressure = getattr(host, attr)
         cells.append(encode(None if pressure is None else getattr(pressure, part)))
-    cells += [encode(snapshot.target_pid), encode(snapshot.target_alive)]
+    cells += [
+        encode(snapshot.target_pid),
+        encode(snapshot.target_alive),
+        encode(snapshot.target_job),
+    ]
     cells += [encode(None if tree is None else getattr(tree, f.attr)) for f in TREE_FIELDS]
     cells += ["", ""] if verdict is None else [verdict.case.value, verdict.bottleneck.value]
     return cells
@@ -179,5 +192,6 @@ def snapshot_from_rows(rows: Sequence[dict[str, str]]) -> Snapshot:
         processes=(),
         target_pid=decode(first["target_pid"], int),  # type: ignore[arg-type]
         target_alive=decode(first["target_alive"], bool),  # type: ignore[arg-type]
+        target_job=first["target_job"] or None,
         tree=tree_from_row(first),
     )

@@ -13,10 +13,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 3
-# Version 2 lacked only ``gpu_energy_j``; its files are read with that cell empty.
-PREVIOUS_SCHEMA_VERSION = 2
-ADDED_IN_3 = "gpu_energy_j"
+SCHEMA_VERSION = 4
+# Version 2 lacked ``gpu_energy_j``, version 3 the job identity columns; their files are read
+# with those cells empty (see ``LAYOUTS``).
+ADDED_IN_3 = ("gpu_energy_j",)
+ADDED_IN_4 = ("gpu_process_jobs", "target_job")
 
 # Separators inside one cell. Neither appears in numbers or in finding ids.
 LIST_SEP = "|"
@@ -132,8 +133,8 @@ TREE_FIELDS: tuple[Field, ...] = (
 )
 
 LEAD_COLUMNS = ("schema_version", "time_unix_s", "time_iso", "tick", "interval_s", "source")
-GPU_EXTRA_COLUMNS = ("gpu_clock_events", "gpu_util_samples", "gpu_processes")
-TARGET_COLUMNS = ("target_pid", "target_alive")
+GPU_EXTRA_COLUMNS = ("gpu_clock_events", "gpu_util_samples", "gpu_processes", "gpu_process_jobs")
+TARGET_COLUMNS = ("target_pid", "target_alive", "target_job")
 VERDICT_COLUMNS = ("job_case", "bottleneck")
 
 COLUMNS: tuple[str, ...] = (
@@ -150,7 +151,13 @@ COLUMNS: tuple[str, ...] = (
     *VERDICT_COLUMNS,
     "findings",
 )
-PREVIOUS_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c != ADDED_IN_3)
+_V3_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_IN_4)
+# Every layout a reader accepts, by the version its rows carry.
+LAYOUTS: dict[int, tuple[str, ...]] = {
+    SCHEMA_VERSION: COLUMNS,
+    3: _V3_COLUMNS,
+    2: tuple(c for c in _V3_COLUMNS if c not in ADDED_IN_3),
+}
 
 
 def encode(value: object) -> str:

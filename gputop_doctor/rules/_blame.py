@@ -9,11 +9,12 @@ processes, so a finding can say whose doing it is.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from gputop_doctor.core import measures
 from gputop_doctor.core.history import Window
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.core.pressure import OutsideProcess, Pressure, PressureScope
+from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure, PressureScope
 from gputop_doctor.core.text import printable
 from gputop_doctor.rules import _stats
 
@@ -72,22 +73,52 @@ def outside_ranked(win: Window, count: int = 3) -> tuple[OutsideProcess, ...]:
     short-lived process can't outrank a neighbour that spins all the time."""
     ticks = 0
     total: dict[int, float] = {}
-    names: dict[int, str] = {}
+    last: dict[int, OutsideProcess] = {}
     for snap in win:
         ticks += 1
         for proc in snap.host.outside_top:
             total[proc.pid] = total.get(proc.pid, 0.0) + proc.cpu_pct
-            names[proc.pid] = proc.name
+            last[proc.pid] = proc
     if not ticks:
         return ()
     ranked = sorted(total.items(), key=lambda item: (-item[1], item[0]))[:count]
     return tuple(
-        OutsideProcess(pid, names[pid], cpu_pct=round(cpu / ticks, 1)) for pid, cpu in ranked
+        OutsideProcess(pid, last[pid].name, cpu_pct=round(cpu / ticks, 1), job=last[pid].job)
+        for pid, cpu in ranked
     )
 
 
+def outside_jobs_ranked(win: Window, count: int = 3) -> tuple[OutsideJob, ...]:
+    """The busiest other jobs over the window, each one's CPU averaged over every tick (as
+    :func:`outside_ranked` does for processes)."""
+    ticks = 0
+    total: dict[str, float] = {}
+    last: dict[str, OutsideJob] = {}
+    for snap in win:
+        ticks += 1
+        for job in snap.host.outside_jobs:
+            total[job.label] = total.get(job.label, 0.0) + job.cpu_pct
+            last[job.label] = job
+    if not ticks:
+        return ()
+    ranked = sorted(total.items(), key=lambda item: (-item[1], item[0]))[:count]
+    return tuple(replace(last[name], cpu_pct=round(cpu / ticks, 1)) for name, cpu in ranked)
+
+
+def job_label(job: OutsideJob) -> str:
+    """``Slurm job 48214 of bob``."""
+    owner = f" of {printable(job.user, 32)}" if job.user else ""
+    return f"{printable(job.label, 48)}{owner}"
+
+
 def label(proc: OutsideProcess) -> str:
-    return f"{printable(proc.name, 32)} ({proc.pid})"
+    """``stress (812)``, or ``stress (812, Slurm job 48214 of bob)`` when it belongs to a job:
+    on a shared node the neighbour to talk to is the job's owner."""
+    job = proc.job
+    if job is None or job.label is None:
+        return f"{printable(proc.name, 32)} ({proc.pid})"
+    owner = f" of {printable(job.user, 32)}" if job.user else ""
+    return f"{printable(proc.name, 32)} ({proc.pid}, {printable(job.label, 48)}{owner})"
 
 
 def named(procs: Iterable[OutsideProcess], value: Callable[[OutsideProcess], str]) -> str:

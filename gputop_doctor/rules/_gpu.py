@@ -54,3 +54,32 @@ def job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:
     if snap.target_pid is not None and tree:
         return tuple(g for g in gpus if tree.intersection(gpu_pids(g)))
     return tuple(g for g in gpus if gpu_pids(g))
+
+
+def job_gpu_groups(snap: Snapshot) -> list[tuple[GpuSample, ...]]:
+    """The GPUs of each job, for rules that compare ranks: with a target attached, its GPUs;
+    without, the GPUs in use grouped by the job of their processes (Slurm job, pod,
+    container), so two unrelated jobs sharing a node are never compared as ranks of one.
+    Processes of no known job form one group, as before jobs were known."""
+    if snap.target_pid is not None and measures.tree_pids(snap.processes):
+        return [job_gpus(snap)]
+    groups: dict[str | None, list[GpuSample]] = {}
+    for gpu in job_gpus(snap):
+        for key in {_job_key(snap, pid) for pid in gpu_pids(gpu)}:
+            groups.setdefault(key, []).append(gpu)
+    return [tuple(gpus) for _, gpus in sorted(groups.items(), key=lambda kv: kv[0] or "")]
+
+
+def job_pids_on(gpu: GpuSample, snap: Snapshot) -> tuple[int, ...]:
+    """The attached job's processes on ``gpu`` (every process when none is attached): another
+    job's process sharing the GPU is never counted as one of the job's ranks."""
+    tree = measures.tree_pids(snap.processes)
+    pids = gpu_pids(gpu)
+    if snap.target_pid is None or not tree:
+        return pids
+    return tuple(pid for pid in pids if pid in tree)
+
+
+def _job_key(snap: Snapshot, pid: int) -> str | None:
+    proc = snap.process(pid)
+    return None if proc is None or proc.job is None else proc.job.key

@@ -23,7 +23,7 @@ from gputop_doctor.config.thresholds import CpuContentionThresholds
 from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History
-from gputop_doctor.core.pressure import OutsideProcess
+from gputop_doctor.core.pressure import OutsideJob, OutsideProcess
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._tree import cpu_budget
@@ -60,8 +60,11 @@ def _judge(win: Window, ctx: RuleContext, t: CpuContentionThresholds) -> list[Fi
     used = (measures.tree_cpus(s.processes) for s in win)
     job = _stats.mean([v for v in used if v is not None]) or 0.0
     who = _blame.outside_ranked(win)
+    jobs = _blame.outside_jobs_ranked(win)
     title = f"CPU contention: other processes use {outside:.1f} CPUs"
-    if who:
+    if jobs:
+        title += f" (busiest job: {_blame.job_label(jobs[0])})"
+    elif who:
         title += f" (busiest: {_blame.label(who[0])})"
     if delay is not None:
         title += f"; the job waits {delay * 100:.0f} % of its runnable time for a CPU"
@@ -73,8 +76,12 @@ def _judge(win: Window, ctx: RuleContext, t: CpuContentionThresholds) -> list[Fi
             severity=Severity.CRITICAL if critical else Severity.WARN,
             scope=HOST,
             title=title,
-            evidence=_evidence(outside, job, cpus, delay, pressure, who),
-            fix=_fix(who),
+            evidence=_evidence(outside, job, cpus, delay, pressure, who)
+            + tuple(
+                Evidence(f"neighbour job: {_blame.job_label(j)}", j.cpu_pct, "% of a core")
+                for j in jobs
+            ),
+            fix=_fix(who, jobs),
         )
     ]
 
@@ -101,13 +108,20 @@ def _evidence(
     return tuple(items)
 
 
-def _fix(who: tuple[OutsideProcess, ...]) -> str:
+def _fix(who: tuple[OutsideProcess, ...], jobs: tuple[OutsideJob, ...]) -> str:
     named = _blame.named(who, lambda p: f"{p.cpu_pct:.0f} % of a core")
     lead = (
         f"Processes outside the job take the CPUs it waits for ({named}). "
         if who
         else ("Processes outside the job take the CPUs it waits for. ")
     )
+    if jobs:
+        busiest = ", ".join(f"{_blame.job_label(j)} {j.cpu_pct:.0f} % of a core" for j in jobs)
+        lead += (
+            f"Other jobs share this node ({busiest}): on a cluster, ask the admin for exclusive "
+            "nodes or CPU binding (Slurm: --exclusive, or TaskPlugin=task/cgroup with "
+            "ConstrainCores). "
+        )
     return lead + (
         "The job itself is fine: stop those processes or lower their priority "
         "(renice -n 19 -p PID), pin the job to CPUs of its own and the others away from them "

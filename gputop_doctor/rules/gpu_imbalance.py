@@ -8,7 +8,7 @@ otherwise the whole job is slow and that is ``gpu-starvation``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from gputop_doctor.config.thresholds import ImbalanceThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
@@ -16,7 +16,7 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, tick_utils
+from gputop_doctor.rules._gpu import gpu_pids, job_gpu_groups, job_pids_on, live, tick_utils
 from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "gpu-imbalance"
@@ -29,49 +29,63 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if latest is None or not enough_span(win, t.min_span_s):
         return []
     cols = gpu_columns(win)
-    means = _job_means(latest, cols, t)
-    if len(means) < 2:
+    listed = any(gpu_pids(g) for g in latest.gpus)
+    out: list[Finding] = []
+    for job in _jobs(latest, cols, listed):
+        out += _laggards(job, cols, latest, t, working_only=not listed)
+    return out
+
+
+def _jobs(
+    latest: Snapshot, cols: Mapping[int, tuple[GpuSample, ...]], listed: bool
+) -> list[set[int]]:
+    """The GPUs of each job: those its processes are on, grouped by job so two jobs sharing a
+    node are never compared. Where no GPU lists any process (an imported nvidia-smi log has
+    none; a container whose NVML hides PIDs), every GPU, of which those that worked stand for
+    the job (see ``_laggards``)."""
+    if not listed:
+        return [set(cols)]
+    return [{g.index for g in gpus} for gpus in job_gpu_groups(latest)]
+
+
+def _laggards(
+    job: set[int],
+    cols: Mapping[int, tuple[GpuSample, ...]],
+    latest: Snapshot,
+    t: ImbalanceThresholds,
+    working_only: bool = False,
+) -> list[Finding]:
+    """The GPUs of one job well below the median of that job's other GPUs. ``working_only``:
+    only GPUs with a mean of ``working_util_pct`` or more count (an idle GPU beside busy ones
+    is unused, not a straggler)."""
+    if len(job) < 2:
         return []
+    means: dict[int, float] = {}
+    for index in sorted(job):
+        avg = _stats.mean(tick_utils(live(cols.get(index, ()))))
+        if avg is not None and (not working_only or avg >= t.working_util_pct):
+            means[index] = avg
     out = []
     for index, avg in means.items():
         peers = [m for i, m in means.items() if i != index]
         peer = _stats.median(peers)
         if peer is None or peer < t.min_peer_util_pct or avg > peer - t.gap_pct:
             continue
-        out.append(_finding(index, avg, peer, len(peers), latest.gpus, t))
+        out.append(_finding(index, avg, peer, len(peers), latest, t))
     return out
 
 
-def _job_means(
-    latest: Snapshot, cols: Mapping[int, Sequence[GpuSample]], t: ImbalanceThresholds
-) -> dict[int, float]:
-    """Each job GPU's mean utilization over the window.
-
-    The job's GPUs are those its processes are on. Where no GPU lists any process (an
-    imported nvidia-smi log has none; a container whose NVML hides PIDs), the GPUs that
-    worked (a mean of ``working_util_pct`` or more) stand for the job: an idle GPU beside
-    them is unused, not a straggler."""
-    listed = any(gpu_pids(g) for g in latest.gpus)
-    indexes = {g.index for g in job_gpus(latest)} if listed else set(cols)
-    means = {}
-    for index in sorted(indexes):
-        avg = _stats.mean(tick_utils(live(cols.get(index, ()))))
-        if avg is not None and (listed or avg >= t.working_util_pct):
-            means[index] = avg
-    return means
-
-
 def _finding(
-    index: int, avg: float, peer: float, n_peers: int, gpus: tuple, t: ImbalanceThresholds
+    index: int, avg: float, peer: float, n_peers: int, latest: Snapshot, t: ImbalanceThresholds
 ) -> Finding:
-    gpu = next((g for g in gpus if g.index == index), None)
+    gpu = next((g for g in latest.gpus if g.index == index), None)
     evidence = [
         Evidence("utilization", round(avg, 1), "%"),
         Evidence("peers' median utilization", round(peer, 1), "%"),
         Evidence("peers", n_peers),
     ]
     if gpu is not None:
-        evidence.append(Evidence("processes on this GPU", len(gpu_pids(gpu))))
+        evidence.append(Evidence("processes of the job on this GPU", len(job_pids_on(gpu, latest))))
     return Finding(
         rule_id=RULE_ID,
         blame=Blame.JOB,

@@ -17,7 +17,7 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._gpu import job_gpus
+from gputop_doctor.rules._gpu import job_gpu_groups
 from gputop_doctor.rules._window import enough_span, per_snapshot, window
 
 RULE_ID = "rank-straggler"
@@ -29,15 +29,15 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
-    job = sorted(g.index for g in job_gpus(latest))
-    if len(job) < 2:
-        return []
-    stalls = _stalls(win, job, t)
     out = []
-    for index, ticks in stalls.items():
-        episodes = _episodes(ticks)
-        if len(episodes) >= t.min_episodes:
-            out.append(_finding(index, episodes, len(job) - 1, win, t))
+    for gpus in job_gpu_groups(latest):
+        job = sorted(g.index for g in gpus)
+        if len(job) < 2:
+            continue
+        for index, ticks in _stalls(win, job, t).items():
+            episodes = _episodes(ticks)
+            if len(episodes) >= t.min_episodes:
+                out.append(_finding(index, episodes, len(job) - 1, win, t))
     return out
 
 

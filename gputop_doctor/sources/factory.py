@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 from gputop_doctor.core.ports import GpuSource, HostSource
 
 if TYPE_CHECKING:
+    from gputop_doctor.core.jobs import JobSelector
     from gputop_doctor.sources.demo.machine import DemoMachine
+    from gputop_doctor.sources.host.source import ProcfsHostSource
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +40,9 @@ class OpenedSources:
     default_target: int | None  # what to attach to when the user named no PID
     label: str  # "live" or "demo:<scenario>"
     list_processes: Callable[[], list[ProcessRow]]
+    # Scope the host source to a job and return its PIDs, oldest first (None: the source
+    # cannot, a demo or a replay).
+    attach_job: Callable[[JobSelector], list[int]] | None = None
 
 
 def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None) -> OpenedSources:
@@ -63,12 +68,19 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
     from gputop_doctor.sources.nvml.source import NvmlGpuSource
     from gputop_doctor.sources.probe_reader import ProbedHostSource
 
+    procfs = _host_source(choice.unbudgeted)
+
+    def attach_job(selector: JobSelector) -> list[int]:
+        procfs.scope_to_job(selector)
+        return procfs.job_members(selector)
+
     return OpenedSources(
         gpu=NvmlGpuSource(),
-        host=ProbedHostSource(_host_source(choice.unbudgeted)),
+        host=ProbedHostSource(procfs),
         default_target=None,
         label="live",
         list_processes=live_process_rows,
+        attach_job=attach_job,
     )
 
 
@@ -104,7 +116,7 @@ def live_process_rows() -> list[ProcessRow]:
     return rows
 
 
-def _host_source(unbudgeted: bool) -> HostSource:
+def _host_source(unbudgeted: bool) -> ProcfsHostSource:
     from gputop_doctor.sources.host.source import ProcfsHostSource
 
     if unbudgeted:

@@ -146,6 +146,15 @@ def test_engine_notes_target_exit_and_lost_gpu_once() -> None:
     assert engine.target_exit_time == 5.0
 
 
+def test_engine_says_a_watched_job_ended_like_a_pid_that_exits() -> None:
+    host = StubHostSource(tree=(ProcSample(pid=9),), alive_script=[True, False, False])
+    engine = Engine(StubGpuSource(), host, Settings(), target_pid=9, clock=lambda: 5.0)
+    engine.target_name = "Slurm job 48213"
+    frames = [engine.tick() for _ in range(3)]
+    assert [f.note for f in frames] == [None, "Slurm job 48213 ended", None]
+    assert {f.snapshot.target_job for f in frames} == {"Slurm job 48213"}
+
+
 def test_engine_commands_run_in_producer_before_tick() -> None:
     engine = Engine(StubGpuSource(), StubHostSource(), Settings())
     engine.submit(lambda e: e.attach(1234))

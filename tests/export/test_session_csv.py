@@ -16,7 +16,7 @@ from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, Xid
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot, SystemInfo, TreeTotals
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 from gputop_doctor.export.reader import SessionFormatError
-from gputop_doctor.export.schema import COLUMNS
+from gputop_doctor.export.schema import COLUMNS, LAYOUTS
 from tests.builders import full_gpu, full_host
 from tests.helpers import StubGpuSource, StubHostSource
 from tests.sessions import read_session
@@ -125,12 +125,12 @@ def test_previous_schema_is_read_without_the_energy_counter(tmp_path: Path) -> N
     sink.close()
     with new.open(newline="") as handle:
         rows = list(csv.reader(handle))
-    energy_at = rows[0].index("gpu_energy_j")
+    keep = [rows[0].index(c) for c in LAYOUTS[2]]  # v2 lacked energy and the job columns
     old = tmp_path / "v2.csv"
     with old.open("w", newline="") as handle:
         writer = csv.writer(handle)
         for i, row in enumerate(rows):
-            cells = row[:energy_at] + row[energy_at + 1 :]
+            cells = [row[k] for k in keep]
             writer.writerow(cells if i == 0 else ["2", *cells[1:]])
     session = read_session(str(old))
     expected = [recorded_view(f.snapshot) for f in frames]
@@ -138,7 +138,7 @@ def test_previous_schema_is_read_without_the_energy_counter(tmp_path: Path) -> N
         tuple(replace(g, energy_j=None) for g in s.gpus) for s in expected
     ]
     with old.open("a") as handle:
-        handle.write("3," + ",".join(rows[1][1:energy_at] + rows[1][energy_at + 1 :]) + "\n")
+        handle.write("3," + ",".join(rows[1][k] for k in keep[1:]) + "\n")
     with pytest.raises(SessionFormatError, match="unsupported schema_version '3'"):
         read_session(str(old))
 

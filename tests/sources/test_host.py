@@ -286,7 +286,7 @@ def test_gpu_pids_missing_from_proc_are_labelled_not_dropped(fake: FakeProc) -> 
     source = ProcfsHostSource(proc_root=str(fake.root))
     reading = source.read_processes(100, [100, 4242])
     assert [(p.pid, p.in_tree) for p in reading.processes] == [(100, True), (4242, False)]
-    assert reading.processes[1].name == "(not in this PID namespace)"
+    assert reading.processes[1].name == "(not in this PID namespace: approximate)"
 
 
 def test_steady_process_gets_its_last_sample_again(fake: FakeProc) -> None:

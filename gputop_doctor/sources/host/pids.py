@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import pwd
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -205,6 +206,26 @@ class PidTable:
             below = sorted(children.get(pid, ()), reverse=True)
             stack.extend((child, depth + 1) for child in below)
         self._tree = (root, self._version, order)
+        return order
+
+    def forest(self, roots: Iterable[int]) -> list[tuple[int, int]]:
+        """(pid, depth) of every root and everything below it (a Slurm job's several launcher
+        trees, one per task and step), each root at depth 0, parents before children."""
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _) in self.entries.items():
+            children.setdefault(ppid, []).append(pid)
+        order: list[tuple[int, int]] = []
+        done: set[int] = set()
+        for root in sorted(roots):
+            stack = [(root, 0)]
+            while stack:
+                pid, depth = stack.pop()
+                if pid in done:
+                    continue
+                done.add(pid)
+                order.append((pid, depth))
+                below = sorted(children.get(pid, ()), reverse=True)
+                stack.extend((child, depth + 1) for child in below)
         return order
 
 

@@ -18,14 +18,15 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psutil
 
 from gputop_doctor.core import measures
+from gputop_doctor.core.jobs import JobSelector
 from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
 from gputop_doctor.core.ports import ProcessReading
-from gputop_doctor.core.pressure import OutsideProcess, Pressure
+from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure
 from gputop_doctor.sources.host.attribution import Attribution, outside_top
 from gputop_doctor.sources.host.cgroup import (
     CgroupCpu,
@@ -36,6 +37,7 @@ from gputop_doctor.sources.host.cgroup import (
     read_cpu_stat,
     throttled_fraction,
 )
+from gputop_doctor.sources.host.identity import pid_namespace_note
 from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs
 from gputop_doctor.sources.host.pids import read_stat
 from gputop_doctor.sources.host.procinfo import ProcInfoCache, read_cpuinfo
@@ -119,6 +121,7 @@ class ProcfsHostSource:
         self._attribution = Attribution(proc_root, cgroup_root, clock=clock)
         self._tree_pids: set[int] = set()  # the attached tree as of the last process reading
         self._tree_cpus = 0.0  # its CPUs busy (reaped children included) at that reading
+        self._tree_jobs: set[str] = set()  # the job keys of the attached tree's processes
         self._system: SystemInfo | None = None
         self._limit: _Limit | None = None
         self._last_affinity: tuple[int, int | None] | None = None  # (pid, CPUs) of the last read
@@ -135,6 +138,45 @@ class ProcfsHostSource:
             clock(),
         )
         self._no_swap = False  # the last tick found no swap device
+        self._job: JobSelector | None = None  # attached by job: its processes are the tree
+        self._jobs_retained_at = clock()
+
+    # -- attach by job ----------------------------------------------------------------------
+
+    def job_members(self, selector: JobSelector) -> list[int]:
+        """The PIDs of ``selector``'s job on this host, oldest first (the first is the anchor
+        the engine calls its target: the batch script, or the first task)."""
+        table = self._procs.table
+        table.refresh()
+        pids = self._procs.jobs.members(selector, self._host_keys())
+        # Started inside the job (a `record --job` line in the batch script), the monitor is
+        # one of its processes: it must not watch and count itself.
+        me = os.getpid()
+        return sorted((p for p in pids if p != me), key=lambda pid: (table.entries[pid][1], pid))
+
+    def scope_to_job(self, selector: JobSelector | None) -> None:
+        """From now on the attached "tree" is every process of this job (``None``: the
+        target PID's descendants again)."""
+        self._job = selector
+        self._target = None
+
+    def _host_keys(self) -> list[tuple[int, int]]:
+        return [(pid, start) for pid, (_, start) in self._procs.table.entries.items()]
+
+    def _job_tree(self, selector: JobSelector) -> list[tuple[int, int]]:
+        """Every process of the job, each launcher tree from its root: a member whose parent
+        is not a member (slurmstepd's children, a container's init) is a root at depth 0."""
+        members = set(self.job_members(selector))
+        entries = self._procs.table.entries
+        roots = [pid for pid in members if entries[pid][0] not in members]
+        me = os.getpid()
+        return [(pid, depth) for pid, depth in self._procs.table.forest(roots) if pid != me]
+
+    def _retain_jobs(self, now: float) -> None:
+        """Forget the identities of processes gone from the host (every half minute)."""
+        if now - self._jobs_retained_at >= 30.0:
+            self._jobs_retained_at = now
+            self._procs.jobs.retain(set(self._host_keys()))
 
     # -- HostSource ---------------------------------------------------------------------
 
@@ -150,6 +192,7 @@ class ProcfsHostSource:
                 physical_cpus=psutil.cpu_count(logical=False),
                 numa_nodes=read_numa_nodes(self.node_root),
                 cpus=read_host_cpus(),
+                pid_namespace_note=pid_namespace_note(self.proc_root),
             )
         return self._system
 
@@ -202,6 +245,7 @@ class ProcfsHostSource:
             top_processes=top,
             job_pressure=attribution.job_pressure(target_pid, psi),
             outside_top=outside,
+            outside_jobs=self._outside_jobs() if target_pid is not None else (),
             io_waiters=attribution.io_waiters(self._tree_pids, psi[1], iowait)
             if target_pid is not None
             else (),
@@ -237,29 +281,71 @@ class ProcfsHostSource:
             if busy - named >= 0.5:
                 top = self._top.get(now, hurry=True)
                 outside = outside_top(top, tree)
-        return top, outside
+        return top, tuple(self._with_job(p) for p in outside)
+
+    def _outside_jobs(self, count: int = 3) -> tuple[OutsideJob, ...]:
+        """The busiest other jobs: the host ranking's CPU of every busy process outside the
+        attached tree, summed by the job it belongs to (processes of no job are left out, and
+        so are those of the attached job's own job: inside one container every process is
+        the container's, and the container is no neighbour of itself)."""
+        entries = self._procs.table.entries
+        totals: dict[str, list[float]] = {}
+        owners: dict[str, tuple[str, str | None]] = {}
+        for pid, pct in self._top.busy().items():
+            if pid in self._tree_pids or pid not in entries:
+                continue
+            job = self._procs.jobs.get(pid, entries[pid][1])
+            if job is None or job.key is None or job.label is None or job.key in self._tree_jobs:
+                continue
+            total = totals.setdefault(job.key, [0.0, 0])
+            total[0] += pct
+            total[1] += 1
+            owners[job.key] = (job.label, job.user)
+        ranked = sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0]))[:count]
+        return tuple(
+            OutsideJob(owners[key][0], owners[key][1], round(cpu, 1), int(n))
+            for key, (cpu, n) in ranked
+        )
+
+    def _with_job(self, proc: OutsideProcess) -> OutsideProcess:
+        """``proc`` with its job, so that a finding names the neighbouring job and its user."""
+        entry = self._procs.table.entries.get(proc.pid)
+        stat = None if entry is not None else self._procs.peek_stat(proc.pid)
+        start = entry[1] if entry is not None else (stat.start if stat is not None else None)
+        job = None if start is None else self._procs.jobs.get(proc.pid, start)
+        if job is None or job.key is None or job.key in self._tree_jobs:
+            return proc  # of no job, or of the attached one's (a container's other processes)
+        return replace(proc, job=job)
 
     def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
         now = self._clock()
         attached_now = target_pid != self._last_target
         if attached_now:
             self._target = None  # identity is taken afresh at each attach
+            if self._last_target is not None:
+                self._job = None  # another target picked (the TUI's attach): no job scope
         # The first look at a newly attached tree reads all its maps at once.
         self._info.begin_tick(unbounded=attached_now)
         self._last_target = target_pid
         alive: bool | None = None
         tree: list[tuple[int, int]] = []
-        if target_pid is not None:
+        if self._job is not None:
+            tree = self._job_tree(self._job)
+        elif target_pid is not None:
             tree = self._tree(target_pid)
         extras = list(extra_pids)
         samples = self._procs.read(tree, extras, now)
         samples += _unseen(extras, samples)
         tree_samples = measures.in_tree(samples)
-        if target_pid is not None:
+        if self._job is not None:  # a job lives while any of its processes does
+            alive = any(s.state != "Z" for s in tree_samples)
+        elif target_pid is not None:
             target = next((s for s in tree_samples if s.pid == target_pid), None)
             alive = target is not None and target.state != "Z"
+        self._retain_jobs(now)
         self._gone = target_pid if alive is False else None
         self._tree_pids = {s.pid for s in tree_samples}
+        self._tree_jobs = {s.job.key for s in tree_samples if s.job is not None and s.job.key}
         self._tree_cpus = measures.cpu_pct(tree_samples) / 100.0
         return ProcessReading(tuple(samples), alive)
 
@@ -348,8 +434,9 @@ class ProcfsHostSource:
         return count
 
 
-# NVML lists host PIDs; inside a container without --pid=host they are not in our /proc.
-UNSEEN_NAME = "(not in this PID namespace)"
+# NVML lists host PIDs; inside a container without --pid=host they are not in our /proc,
+# and which of the container's processes holds the GPU is approximate.
+UNSEEN_NAME = "(not in this PID namespace: approximate)"
 
 
 def _unseen(extra_pids: list[int], samples: list[ProcSample]) -> list[ProcSample]:

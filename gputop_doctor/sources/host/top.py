@@ -85,6 +85,11 @@ class TopProcesses:
         self._read(batch, now)
         return self._ranked()
 
+    def busy(self) -> dict[int, float]:
+        """CPU % of every process that used some CPU at its last reading (all of them, not
+        only the top: a neighbouring job of many small processes adds up)."""
+        return {pid: pct for pid, (pct, _) in self._busy.items()}
+
     def _ranked(self) -> tuple[tuple[int, str, float], ...]:
         ranked = ((pct, pid, name) for pid, (pct, name) in self._busy.items())
         return tuple((pid, name, pct) for pct, pid, name in heapq.nlargest(self.count, ranked))

@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gputop_doctor.core.model import MIB, ProcSample, ThreadEnv
+from gputop_doctor.sources.host.identity import JobIdentityCache
 from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
@@ -115,6 +116,7 @@ class ProcessTreeReader:
         keep = is_procfs(proc_root) if keep_files is None else keep_files
         self.files = KeptFiles(keep, _max_files() if max_files is None else max_files)
         self.table = PidTable(proc_root, keep)
+        self.jobs = JobIdentityCache(proc_root)  # shared with the host source's job scope
         self._known: dict[int, _Known] = {}
 
     def close(self) -> None:
@@ -209,6 +211,7 @@ class ProcessTreeReader:
     def _sample(self, s: _Seen, now: float, passed: dict[int, Threads | None]) -> ProcSample:
         stat, prior = s.stat, s.prior
         maps, env = self.info.lookup((s.pid, stat.start))
+        job = self.jobs.get(s.pid, stat.start)
         if (
             s.same
             and prior is not None
@@ -219,6 +222,7 @@ class ProcessTreeReader:
             and prior.sample.in_tree == s.in_tree
             and prior.maps is maps
             and prior.env is env
+            and prior.sample.job is job
             and now - prior.allowed_at < ALLOWED_TTL_S
         ):
             # Steady and unchanged: this tick's sample is the last one (see the module doc).
@@ -281,6 +285,7 @@ class ProcessTreeReader:
             has_cuda_context=cuda,
             last_cpu=stat.processor,
             allowed_cpus=known.allowed,
+            job=job,
         )
         known.raw, known.stat = s.raw, stat
         if quiet and cpu_pct == 0.0 and not children_pct and not read_mib_s and not write_mib_s:

@@ -59,6 +59,7 @@ class HeaderBar(Widget):
         self._logical: int | None = system.logical_cpus
         self._target: int | None = None
         self._target_name: str | None = None
+        self._job: str | None = None  # the attached job's name, or the attached PID's job
         self._target_alive: bool | None = None
         self._recording: str | None = None
         self._rec_error = False  # the last recording stopped on its own (disk full, ...)
@@ -79,6 +80,8 @@ class HeaderBar(Widget):
         self._target = snap.target_pid
         root = snap.process(snap.target_pid) if snap.target_pid is not None else None
         self._target_name = printable(root.name, NAME_MAX) if root else None
+        job = snap.target_job or (root.job.label if root and root.job else None)
+        self._job = printable(job, NAME_MAX) if job else None
         self._target_alive = snap.target_alive
         self._recording = printable(frame.recording) if frame.recording else None
         self._rec_error = frame.recording_error is not None
@@ -109,6 +112,7 @@ class HeaderBar(Widget):
             self._logical,
             self._target,
             self._target_name,
+            self._job,
             self._target_alive,
             self._recording,
             self._rec_error,
@@ -146,8 +150,10 @@ class HeaderBar(Widget):
             label = f"PID {self._target}"
             if self._target_name:
                 label += f" {self._target_name}"
+            if self._job:
+                label = f"{self._job} · {label}"
             if self._target_alive is False:
-                label += " (exited)"
+                label += " (ended)" if self._job else " (exited)"
             parts.append((0, label, "header-bar--pid"))
         if self._recording:
             parts.append((0, f"● REC {self._recording}", "header-bar--rec"))
@@ -179,6 +185,8 @@ class HeaderBar(Widget):
             problem = f"no GPU readings: {printable(system.gpu_problem)}"
         if problem is None and system.topology_note:
             problem = printable(system.topology_note)
+        if problem is None and system.pid_namespace_note:
+            problem = printable(system.pid_namespace_note)
         if problem:
             text.append("\n")
             text.append(problem, style("header-bar--warn"))

@@ -1,0 +1,189 @@
+"""Which job a process belongs to, from the text of ``/proc/PID/cgroup`` and its environment.
+
+Pure parsing: the host source reads the two files and hands their bytes here. The path
+formats (docs/containers.md and docs/slurm.md show examples of each):
+
+- Slurm, cgroup v1: ``/slurm/uid_U/job_J/step_S/task_T`` (``slurm_<node>`` when slurmd runs
+  with a node name, as several slurmd on one host do); cgroup v2:
+  ``/system.slice/slurmstepd.scope/job_J/step_S/user/task_T``.
+- Docker: ``/docker/<id>`` (cgroupfs driver) or ``/system.slice/docker-<id>.scope`` (systemd);
+  containerd ``cri-containerd-<id>.scope``, CRI-O ``crio-<id>.scope``, Podman
+  ``libpod-<id>.scope``. ``<id>`` is 64 hex digits.
+- Kubernetes: ``/kubepods/<qos>/pod<uid>/<id>`` (cgroupfs) or
+  ``/kubepods.slice/kubepods-<qos>.slice/kubepods-<qos>-pod<uid_with_underscores>.slice/
+  <runtime>-<id>.scope`` (systemd); the guaranteed class has no ``<qos>`` level.
+
+The environment adds what no path says (the rank) and what a node without Slurm's cgroup
+plugin (``proctrack/linuxproc``) only has there: ``SLURM_JOB_ID``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from gputop_doctor.core.errors import UsageError
+from gputop_doctor.core.model import JobIdentity
+
+_SLURM_V1 = re.compile(r"/slurm[^/]*/uid_(\d+)/job_(\d+)(?:/step_([^/]+))?")
+_SLURM_V2 = re.compile(r"/slurmstepd\.scope/job_(\d+)(?:/step_([^/]+))?")
+_HEX_ID = r"([0-9a-f]{64})"
+_SCOPE = re.compile(r"(docker|cri-containerd|crio|libpod|containerd)-" + _HEX_ID + r"\.scope")
+_BARE = re.compile(r"/" + _HEX_ID + r"(?:/|$)")
+_POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
+_RUNTIMES = {
+    "docker": "docker",
+    "cri-containerd": "containerd",
+    "containerd": "containerd",
+    "crio": "cri-o",
+    "libpod": "podman",
+}
+
+# The variables kept from an environment; every other one (secrets) is dropped at once.
+JOB_ENV = (
+    b"SLURM_JOB_ID",
+    b"SLURM_STEP_ID",
+    b"SLURM_PROCID",
+    b"SLURM_LOCALID",
+    b"RANK",
+    b"LOCAL_RANK",
+    b"CUDA_VISIBLE_DEVICES",
+)
+
+
+def cgroup_paths(text: str) -> list[str]:
+    """The paths of a ``/proc/PID/cgroup`` text, v2's ``0::`` line first."""
+    paths: list[str] = []
+    for line in text.splitlines():
+        hierarchy, _, rest = line.partition(":")
+        _, sep, path = rest.partition(":")
+        if sep:
+            paths.insert(0, path) if hierarchy == "0" else paths.append(path)
+    return paths
+
+
+def identity_from_cgroup(text: str) -> JobIdentity:
+    """The Slurm job, container and pod the cgroup paths name (no part set: none of them)."""
+    found = JobIdentity()
+    for path in cgroup_paths(text):
+        found = _merge(found, _from_path(path))
+    return found
+
+
+def _from_path(path: str) -> JobIdentity:
+    slurm_job = step = None
+    if m := _SLURM_V1.search(path):
+        slurm_job, step = m.group(2), m.group(3)
+    elif m := _SLURM_V2.search(path):
+        slurm_job, step = m.group(1), m.group(2)
+    container = runtime = None
+    if m := _SCOPE.search(path):
+        runtime, container = _RUNTIMES[m.group(1)], m.group(2)
+    elif m := _BARE.search(path):
+        container = m.group(1)
+        runtime = "docker" if "/docker/" in path else None
+    pod = _POD.search(path) if "kubepods" in path else None
+    return JobIdentity(
+        slurm_job=slurm_job,
+        slurm_step=step,
+        container=container,
+        runtime=runtime,
+        pod_uid=pod.group(1).replace("_", "-") if pod else None,
+    )
+
+
+def _merge(first: JobIdentity, more: JobIdentity) -> JobIdentity:
+    """``first`` with the parts it lacks taken from ``more`` (v2's line wins, then v1's)."""
+    taken = {
+        name: getattr(more, name)
+        for name in JobIdentity.__slots__
+        if getattr(first, name) is None and getattr(more, name) is not None
+    }
+    return replace(first, **taken) if taken else first
+
+
+def job_environ(data: bytes) -> dict[str, str]:
+    """The job variables of a NUL-separated environ block (see ``JOB_ENV``)."""
+    values: dict[str, str] = {}
+    for entry in data.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name in JOB_ENV:
+            values[name.decode()] = value.decode("utf-8", "replace")
+    return values
+
+
+def job_identity(cgroup: str, env: dict[str, str], owner: str | None) -> JobIdentity:
+    """One process's identity: its cgroup paths, completed by its environment and owner."""
+    found = identity_from_cgroup(cgroup)
+    from_env = JobIdentity(
+        slurm_job=env.get("SLURM_JOB_ID"),
+        slurm_step=env.get("SLURM_STEP_ID"),
+        rank=env.get("SLURM_PROCID") or env.get("RANK"),
+        local_rank=env.get("LOCAL_RANK") or env.get("SLURM_LOCALID"),
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+    )
+    if found.slurm_job and from_env.slurm_job and found.slurm_job != from_env.slurm_job:
+        # The cgroup is where the process is now; an environment inherited from a job it
+        # left (a daemon started inside a job) must not move it back.
+        from_env = replace(from_env, slurm_job=None, slurm_step=None, rank=None)
+    return replace(_merge(found, from_env), user=owner)
+
+
+class JobKind(Enum):
+    """What ``--job``, ``--container`` and ``--pod`` select by."""
+
+    SLURM = "job"
+    CONTAINER = "container"
+    POD = "pod"
+
+
+MIN_CONTAINER_PREFIX = 4  # ``docker ps`` shows 12 digits; fewer is allowed, as docker allows
+
+
+@dataclass(frozen=True, slots=True)
+class JobSelector:
+    """The job to attach to: every process of it on this node, whatever its parent."""
+
+    kind: JobKind
+    value: str
+
+    def matches(self, job: JobIdentity | None) -> bool:
+        if job is None:
+            return False
+        if self.kind is JobKind.SLURM:
+            return job.slurm_job == self.value
+        if self.kind is JobKind.CONTAINER:
+            return job.container is not None and job.container.startswith(self.value)
+        return self.value in (job.pod_uid, job.pod_name)
+
+    @property
+    def text(self) -> str:
+        """As typed: ``--job 48213``."""
+        return f"--{self.kind.value} {self.value}"
+
+    @property
+    def label(self) -> str:
+        """How the header and notes name it."""
+        if self.kind is JobKind.SLURM:
+            return f"Slurm job {self.value}"
+        return f"{self.kind.value} {self.value}"
+
+
+_SLURM_ID = re.compile(r"\d{1,12}")
+_CONTAINER_ID = re.compile(rf"[0-9a-f]{{{MIN_CONTAINER_PREFIX},64}}")
+_POD_VALUE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def parse_selector(kind: JobKind, text: str) -> JobSelector:
+    """A selector from what was typed; UsageError (one line, exit 2) on anything else."""
+    value = text.strip().lower() if kind is not JobKind.SLURM else text.strip()
+    pattern = {JobKind.SLURM: _SLURM_ID, JobKind.CONTAINER: _CONTAINER_ID, JobKind.POD: _POD_VALUE}
+    if not pattern[kind].fullmatch(value):
+        expected = {
+            JobKind.SLURM: "a Slurm job ID (digits)",
+            JobKind.CONTAINER: f"a container ID ({MIN_CONTAINER_PREFIX} to 64 hex digits)",
+            JobKind.POD: "a pod name or UID",
+        }[kind]
+        raise UsageError(f"--{kind.value}: expected {expected}, got {text[:80]!r}")
+    return JobSelector(kind, value)
