@@ -212,6 +212,8 @@ def shell_commands(text: str) -> Iterator[str]:
 def _words(command: str) -> list[str]:
     words = shlex.split(command.replace("$(id -u)", "0"))
     words = [w for w in words if w != "&"]
+    redirect = next((i for i, w in enumerate(words) if w.startswith((">", "2>", "<"))), None)
+    words = words[:redirect]  # a redirection is the shell's, not an argument
     while (words and words[0] in ("sudo", "env")) or (words and "=" in words[0]):
         words = words[1:]
     return words

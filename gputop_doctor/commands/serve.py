@@ -72,7 +72,6 @@ def _listen(args: argparse.Namespace) -> Listen | None:
         return None
     if args.textfile is not None and args.listen is None and not args.ui:
         return None
-        return None
     listen = Listen.parse(args.listen or DEFAULT_LISTEN)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
