@@ -1520,6 +1520,7 @@ class Harness:
             ["nvidia-smi", "dmon", "-s", "pucm", "-c", str(IMPORT_DMON_COUNT), "-i", "0"], dmon
         )
         time.sleep(min(IMPORT_CAPTURE_S, max(1.0, self.step_left() - 30)))
+        interrupt(lms)  # nvidia-smi's own way out of a loop: its buffered rows reach the file
         self.stop(lms)
         with contextlib.suppress(subprocess.TimeoutExpired):
             dm.wait(timeout=max(1.0, min(10.0, self.step_left() - 25)))
@@ -1967,6 +1968,16 @@ def effective_cpus_check(seen: dict) -> dict:
         None,
         f"other values at [s after the workload started, value]: {odd}" if odd else "",
     )
+
+
+def interrupt(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGINT (Ctrl-C) to a process group, then wait: a looping nvidia-smi writes what it has
+    buffered and exits; SIGTERM could lose the file's last rows."""
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
 
 
 def parse_json(text: str) -> Any:
