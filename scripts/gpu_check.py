@@ -1628,7 +1628,8 @@ class Harness:
         t0, cpu0 = time.monotonic(), cpu_seconds(srv.pid)
         ready = wait_ready(base, srv, min(30.0, self.step_left() - 12))
         page = http_get(base + "/")
-        stream = read_events(base + "/events", count=2, timeout=10.0)
+        # 10 s on a GPU, as judged; a loaded CI machine running three steps at once gets more.
+        stream = read_events(base + "/events", count=2, timeout=30.0 if self.dry else 10.0)
         cpu1, t1 = cpu_seconds(srv.pid), time.monotonic()
         self.stop(srv)
         serve_cpu = (
@@ -2173,7 +2174,7 @@ def web_checks(data: dict) -> list[dict]:
         ),
         check(
             "/events: two SSE messages",
-            "2 within 10 s",
+            "2 within 10 s (dry run: 30 s)",
             f"{stream.get('messages')} in {stream.get('seconds')} s",
             stream.get("messages") == 2,
             stream.get("error", ""),
