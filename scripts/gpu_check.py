@@ -17,6 +17,9 @@ Steps, in order (each independent; a failure is recorded and the next step runs)
   profile    a loop with one .item() per step, profiled on demand: host-sync, tiny-kernels
   costs      NVML calls and time per tick, record/serve CPU %, the TUI's first frame,
              detection latency of starvation
+  import     nvidia-smi's own logs of a GEMM (-lms 10 query, dmon) read back by analyze
+  web        serve --ui under a GEMM: the page, /-/ready, two /events messages
+  identity   snapshot --pid on a GPU workload: job/container identity, cgroup, PID namespace
   sweep      the DataLoader sweep on a CPU-heavy Dataset
   lab        fp32 / bf16 / bf16 + torch.compile on a small model
 
@@ -48,6 +51,7 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -61,7 +65,20 @@ NVML_PROBE = PARTS / "nvml_probe.py"
 LAB_TARGET = PARTS / "lab_target.py"
 HOOK = PARTS / "append_event.py"
 
-STEPS = ("readings", "gpu-bound", "starved", "fed", "creep", "profile", "costs", "sweep", "lab")
+STEPS = (
+    "readings",
+    "gpu-bound",
+    "starved",
+    "fed",
+    "creep",
+    "profile",
+    "costs",
+    "import",
+    "web",
+    "identity",
+    "sweep",
+    "lab",
+)
 # Each step's own time limit (seconds) on a GPU; the whole run also stops at --budget.
 STEP_BUDGET_S = {
     "readings": 90,
@@ -71,6 +88,9 @@ STEP_BUDGET_S = {
     "creep": 50,
     "profile": 60,
     "costs": 40,
+    "import": 75,  # 20 s of logs under a GEMM, then analyze twice
+    "web": 45,
+    "identity": 40,
     "sweep": 80,
     "lab": 150,
 }
@@ -81,6 +101,24 @@ DRY_RECORD_S = 2.0
 DRY_PARALLEL = 3  # dry run: steps run side by side, this many at a time
 CLEAR_S = 10.0  # the product's default clear delay (Settings.clear_s)
 PROBE_FED_PCT = 10.0  # gpu-starvation's probe_fed_pct: under this data wait the loop is fed
+# The import step: nvidia-smi's own logs of a GEMM, read back by analyze.
+IMPORT_QUERY_FIELDS = (
+    "timestamp",
+    "index",
+    "name",
+    "utilization.gpu",
+    "power.draw",
+    "power.limit",
+    "temperature.gpu",
+    "clocks.sm",
+    "clocks.max.sm",
+    "memory.used",
+    "memory.total",
+)
+IMPORT_CAPTURE_S = 20.0  # the -lms 10 log: about 2,000 rows
+IMPORT_DMON_COUNT = 15  # dmon samples, one a second
+IMPORT_DRY_ROWS = 300  # the dry run's canned query log (analyze's time grows with rows)
+IMPORT_ANALYZE_MAX_S = 10.0
 ARTIFACTS = "gpu_check_artifacts.tar.gz"
 ARTIFACTS_MAX_BYTES = 9_500_000  # the device returns files under 10 MB
 # What each case leaves in the work directory, kept in the artifacts tarball.
@@ -1440,6 +1478,219 @@ class Harness:
             "ui_to_frame_s": None if first_byte is None else round(found[0] - first_byte, 2),
         }
 
+    # import, web, identity ------------------------------------------------------------------
+
+    def step_import(self, budget: float) -> dict:
+        """nvidia-smi's own logs of a GEMM, read back by ``analyze``: a 10 ms query log (about
+        2,000 rows in 20 s) and a 1 s dmon log, each timed, with its peak memory."""
+        if self.dry:
+            logs = self.canned_logs()
+        else:
+            problem = self.needs_cuda() or (None if self.smi else "no nvidia-smi")
+            if problem:
+                return {"skipped": problem}
+            logs = self.capture_logs()
+        checks: list[dict] = []
+        data: dict[str, Any] = {"logs": {}}
+        for kind, path in logs.items():
+            summary = self.analyze_measured(path)
+            data["logs"][kind] = summary
+            checks += import_checks(kind, summary)
+        return self.finish_case(data, checks)
+
+    def canned_logs(self) -> dict[str, Path]:
+        """The dry run's stand-ins for nvidia-smi's logs of a GEMM: short, but in its formats."""
+        query = self.work / "import-query.csv"
+        query.write_text(canned_query_log(IMPORT_DRY_ROWS, time.time()))
+        dmon = self.work / "import-dmon.log"
+        dmon.write_text(canned_dmon_log(IMPORT_DMON_COUNT))
+        return {"query": query, "dmon": dmon}
+
+    def capture_logs(self) -> dict[str, Path]:
+        """Both nvidia-smi logs at once, under the GEMM workload."""
+        proc, status = self.workload("gemm", IMPORT_CAPTURE_S + 30, "import-gemm")
+        self.wait_started(proc, status, timeout=min(60, self.step_left() - 30))
+        query = self.work / "import-query.csv"
+        dmon = self.work / "import-dmon.log"
+        fields = ",".join(IMPORT_QUERY_FIELDS)
+        lms = self.capture(
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv", "-lms", "10", "-i", "0"], query
+        )
+        dm = self.capture(
+            ["nvidia-smi", "dmon", "-s", "pucm", "-c", str(IMPORT_DMON_COUNT), "-i", "0"], dmon
+        )
+        time.sleep(min(IMPORT_CAPTURE_S, max(1.0, self.step_left() - 30)))
+        interrupt(lms)  # nvidia-smi's own way out of a loop: its buffered rows reach the file
+        self.stop(lms)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            dm.wait(timeout=max(1.0, min(10.0, self.step_left() - 25)))
+        self.stop(dm)
+        self.stop(proc)
+        return {"query": query, "dmon": dmon}
+
+    def capture(self, cmd: list[str], path: Path) -> subprocess.Popen:
+        """A process whose standard output is the file ``path`` (its errors go beside it)."""
+        with open(path, "wb") as out, open(path.with_suffix(".err.log"), "wb") as err:
+            proc = subprocess.Popen(
+                cmd, env=self.env, stdout=out, stderr=err, cwd=self.work, start_new_session=True
+            )
+        self.track(proc)
+        return proc
+
+    def analyze_measured(self, path: Path) -> dict:
+        """``analyze LOG --json``: exit, seconds, peak RSS (this child's own, from wait4), and
+        what it concluded, read tolerantly (the keys differ between versions)."""
+        lines = [
+            line
+            for line in path.read_text(errors="replace").splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+        rows = len(lines) - (1 if lines and lines[0].startswith("timestamp") else 0)
+        rc, out, err, secs, rss = self.run_measured(
+            self.doctor("analyze", str(path), "--json"), timeout=min(60, self.step_left() - 2)
+        )
+        summary: dict[str, Any] = {
+            "lines": rows,
+            "exit": rc,
+            "seconds": round(secs, 2),
+            "peak_rss_mib": rss,
+        }
+        if rc != 0:
+            summary["error"] = (err or out).strip()[-300:]
+            return summary
+        try:
+            report = json.loads(out)
+        except ValueError:
+            summary["error"] = "not JSON: " + out.strip()[:200]
+            return summary
+        gpus = report.get("gpus") or [{}]
+        summary.update(
+            {
+                "ticks": report.get("ticks"),
+                "kind": report.get("kind"),
+                "verdict_totals": report.get("verdict_totals"),
+                "verdict": report.get("verdict"),
+                "headline": report.get("headline"),
+                "findings": [f.get("rule_id") for f in report.get("findings") or []],
+                "util_mean_pct": gpus[0].get("util_mean_pct"),
+            }
+        )
+        return summary
+
+    def run_measured(self, cmd: list[str], timeout: float) -> tuple[int, str, str, float, Any]:
+        """``run`` plus the child's own peak RSS in MiB (os.wait4 gives one child's rusage)."""
+        out_path, err_path = (self.scratch_file() for _ in range(2))
+        started = time.monotonic()
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(
+                cmd, env=self.env, stdout=out, stderr=err, cwd=self.work, start_new_session=True
+            )
+        self.track(proc)
+        rc, rss = 124, None
+        while time.monotonic() - started < timeout:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                rc = os.waitstatus_to_exitcode(status)
+                proc.returncode = rc
+                rss = round(usage.ru_maxrss / 1024, 1)  # KiB on Linux
+                break
+            time.sleep(0.05)
+        secs = time.monotonic() - started
+        self.stop(proc)
+        text = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
+        out_path.unlink()
+        err_path.unlink()
+        return rc, text[0], text[1], secs, rss
+
+    def scratch_file(self) -> Path:
+        fd, name = tempfile.mkstemp(dir=self.work, suffix=".out")
+        os.close(fd)
+        return Path(name)
+
+    def step_web(self, budget: float) -> dict:
+        """``serve --ui`` under a GEMM: the page, its readiness probe and two live messages."""
+        problem = self.needs_cuda()
+        if problem:
+            return {"skipped": problem}
+        attach: list[str] = []
+        if not self.dry:  # the dry run's fake NVML has no GEMM to attach to: the whole machine
+            proc, status = self.workload("gemm", budget, "web-gemm")
+            self.wait_started(proc, status, timeout=min(60, self.step_left() - 25))
+            attach = ["--pid", str(proc.pid)]
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        srv = self.spawn(
+            self.doctor(
+                "serve", "--ui", "--listen", f"127.0.0.1:{port}", "--interval", "1", *attach
+            ),
+            "web-serve",
+        )
+        t0, cpu0 = time.monotonic(), cpu_seconds(srv.pid)
+        ready = wait_ready(base, srv, min(30.0, self.step_left() - 12))
+        page = http_get(base + "/")
+        # 10 s on a GPU, as judged; a loaded CI machine running three steps at once gets more.
+        stream = read_events(base + "/events", count=2, timeout=30.0 if self.dry else 10.0)
+        cpu1, t1 = cpu_seconds(srv.pid), time.monotonic()
+        self.stop(srv)
+        serve_cpu = (
+            round(100 * (cpu1 - cpu0) / (t1 - t0), 2)
+            if cpu0 is not None and cpu1 is not None and t1 > t0
+            else None
+        )
+        data: dict[str, Any] = {
+            "ready": ready,
+            "page": page,
+            "stream": stream,
+            "serve_cpu_pct": serve_cpu,
+        }
+        if ready.get("status") is None:
+            data["serve_log"] = self.log_tail("web-serve")
+        return self.finish_case(data, web_checks(data))
+
+    def step_identity(self, budget: float) -> dict:
+        """What this machine can say about the job's identity: ``snapshot --pid`` on a GPU
+        workload, this process's cgroup, and whether NVML lists the workload's PID as seen
+        here (a container without the host's PID namespace sees other PIDs). Facts, not
+        judged, except that snapshot exits 0."""
+        problem = self.needs_cuda()
+        if problem:
+            return {"skipped": problem}
+        if self.dry:
+            proc = self.spawn([sys.executable, "-c", "import time; time.sleep(60)"], "id-sleep")
+        else:
+            proc, status = self.workload("gemm", budget, "identity-gemm")
+            self.wait_started(proc, status, timeout=min(60, self.step_left() - 20))
+        window = "0.5" if self.dry else "2"
+        rc, out, err, secs = self.run(
+            self.doctor("snapshot", "--json", "--pid", str(proc.pid), "--window", window),
+            timeout=min(60, self.step_left() - 8),
+        )
+        snap = parse_json(out) if rc == 0 else None
+        listed = self.nvml_processes()
+        facts = identity_facts(proc.pid, snap, listed)  # while the workload still runs
+        self.stop(proc)
+        found = keys_about_identity(snap) if snap is not None else {}
+        checks = [
+            check(
+                "snapshot --json --pid exits 0",
+                "0",
+                rc if rc == 0 else f"{rc}: {(err or out).strip()[-200:]}",
+                rc == 0 and snap is not None,
+            )
+        ]
+        checks[0]["judged_in_dry_run"] = True
+        checks += [check(what, "recorded", got, None, note) for what, got, note in facts]
+        return self.finish_case({"snapshot_s": round(secs, 1), "identity": found}, checks)
+
+    def nvml_processes(self) -> dict:
+        """GPU 0's compute processes as NVML lists them to this machine (nvml_probe procs)."""
+        rc, out, err, _ = self.run(
+            [sys.executable, str(NVML_PROBE), "procs"], timeout=min(30, self.step_left() - 5)
+        )
+        return parse_json(out.strip().splitlines()[-1] if out.strip() else "") or {
+            "error": (err or f"exit {rc}").strip()[-200:]
+        }
+
     # lab and sweep ----------------------------------------------------------------------------
 
     def step_sweep(self, budget: float) -> dict:
@@ -1718,6 +1969,292 @@ def effective_cpus_check(seen: dict) -> dict:
     )
 
 
+def interrupt(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGINT (Ctrl-C) to a process group, then wait: a looping nvidia-smi writes what it has
+    buffered and exits; SIGTERM could lose the file's last rows."""
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+
+
+def parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def canned_query_log(rows: int, start: float) -> str:
+    """``nvidia-smi --query-gpu=IMPORT_QUERY_FIELDS --format=csv -lms 10`` of a busy H100."""
+    header = (
+        "timestamp, index, name, utilization.gpu [%], power.draw [W], power.limit [W], "
+        "temperature.gpu, clocks.current.sm [MHz], clocks.max.sm [MHz], memory.used [MiB], "
+        "memory.total [MiB]"
+    )
+    lines = [header]
+    for i in range(rows):
+        t = start + i * 0.01
+        stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t)) + f".{int(t % 1 * 1000):03d}"
+        lines.append(
+            f"{stamp}, 0, NVIDIA H100 80GB HBM3, {97 + i % 4} %, {640 + i % 20}.00 W, "
+            "700.00 W, 61, 1980 MHz, 1980 MHz, 30000 MiB, 81559 MiB"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def canned_dmon_log(count: int) -> str:
+    """``nvidia-smi dmon -s pucm -c COUNT`` of the same GPU (its headers repeat as a real one's
+    do)."""
+    header = [
+        "# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk   pclk"
+        "     fb   bar1   ccpm",
+        "# Idx      W      C      C      %      %      %      %      %      %    MHz    MHz"
+        "     MB     MB     MB",
+    ]
+    lines: list[str] = []
+    for i in range(count):
+        if i % 10 == 0:
+            lines += header
+        lines.append(
+            f"    0    {650 + i % 7}     61     55     {98 + i % 2}     40      0      0      0"
+            "      0   2619   1980  30000      3      0"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def gpu_busy_verdict(summary: dict) -> tuple[bool, str]:
+    """GPU-bound or busy, read tolerantly: a verdict naming the GPU for most of the time, a
+    headline that says so, or (an imported log has no host side, so the verdict may be
+    'unknown') a mean utilization of 50 % or more."""
+    totals = summary.get("verdict_totals") or {}
+    if isinstance(totals, dict) and totals:
+        top = max(totals, key=lambda k: totals[k] or 0)
+        if "gpu" in str(top).lower():
+            return True, f"verdict {top} most of the time"
+    headline = str(summary.get("headline") or "").lower()
+    if "gpu-bound" in headline or "gpu bound" in headline or "busy" in headline:
+        return True, "the headline says so"
+    util = summary.get("util_mean_pct")
+    busy = isinstance(util, (int, float)) and util >= 50
+    return busy, f"verdict not GPU; judged on mean utilization {util} (busy: 50 % or more)"
+
+
+def import_checks(kind: str, summary: dict) -> list[dict]:
+    label = {"query": "query log (-lms 10)", "dmon": "dmon log (-s pucm)"}[kind]
+    exited = check(
+        f"{label}: analyze --json exits 0",
+        "0",
+        summary["exit"] if not summary.get("error") else f"{summary['exit']}: {summary['error']}",
+        summary["exit"] == 0 and not summary.get("error"),
+    )
+    exited["judged_in_dry_run"] = True
+    checks = [
+        exited,
+        check(
+            f"{label}: rows read",
+            "the log's rows" + (" (~2,000 in 20 s)" if kind == "query" else " (15)"),
+            {"ticks": summary.get("ticks"), "data lines": summary["lines"]},
+            None,
+        ),
+        check(
+            f"{label}: analyze seconds",
+            "< 10 s",
+            summary["seconds"],
+            summary["seconds"] < IMPORT_ANALYZE_MAX_S,
+            f"peak RSS {summary['peak_rss_mib']} MiB",
+        ),
+    ]
+    if summary.get("error"):
+        return checks
+    busy_ok, why = gpu_busy_verdict(summary)
+    busy = check(
+        f"{label}: verdict under the GEMM",
+        "GPU-bound or busy",
+        {
+            "verdict_totals": summary.get("verdict_totals"),
+            "headline": summary.get("headline"),
+            "util_mean_pct": summary.get("util_mean_pct"),
+        },
+        busy_ok,
+        f"{why}; findings: {summary.get('findings')}",
+    )
+    busy["judged_in_dry_run"] = True
+    return [*checks, busy]
+
+
+def http_get(url: str) -> dict:
+    """Status, Content-Security-Policy and size of one answer; errors as one line."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            body = resp.read()
+            return {
+                "status": resp.status,
+                "csp": resp.headers.get("Content-Security-Policy"),
+                "bytes": len(body),
+            }
+    except urllib.error.HTTPError as exc:
+        return {"status": exc.code, "csp": exc.headers.get("Content-Security-Policy")}
+    except Exception as exc:
+        return {"status": None, "error": one_line(exc)}
+
+
+def wait_ready(base: str, srv: subprocess.Popen, timeout: float) -> dict:
+    """Poll ``/-/ready`` until 200 (a frame exists); the answers seen before it."""
+    started = time.monotonic()
+    seen: list[Any] = []
+    answer: dict = {"status": None}
+    while time.monotonic() - started < timeout and srv.poll() is None:
+        answer = http_get(base + "/-/ready")
+        if not seen or seen[-1] != answer.get("status"):
+            seen.append(answer.get("status"))
+        if answer.get("status") == 200:
+            break
+        time.sleep(0.2)
+    return {**answer, "after_s": round(time.monotonic() - started, 2), "answers_seen": seen}
+
+
+def read_events(url: str, count: int, timeout: float) -> dict:
+    """The first ``count`` server-sent events of ``url`` (``data:`` lines joined, as JSON),
+    within ``timeout`` seconds: how many came, how long they took, the GPU utilization each
+    reported."""
+    started = time.monotonic()
+    messages: list[Any] = []
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            data: list[str] = []
+            while len(messages) < count and time.monotonic() - started < timeout:
+                line = resp.readline().decode(errors="replace")
+                if not line:
+                    break
+                line = line.rstrip("\r\n")
+                if line.startswith("data:"):
+                    data.append(line[5:].lstrip(" "))
+                elif not line and data:
+                    messages.append(parse_json("\n".join(data)))
+                    data = []
+    except Exception as exc:
+        return {"messages": len(messages), "error": one_line(exc), "util_pct": []}
+    return {
+        "messages": len(messages),
+        "seconds": round(time.monotonic() - started, 2),
+        "util_pct": [message_util(m) for m in messages],
+    }
+
+
+def message_util(message: Any) -> Any:
+    """GPU 0's utilization in one live message (the frame view's ``gpus[0].util_pct``)."""
+    gpus = message.get("gpus") if isinstance(message, dict) else None
+    if not gpus or not isinstance(gpus, list) or not isinstance(gpus[0], dict):
+        return None
+    value = gpus[0].get("util_pct")
+    return value if isinstance(value, (int, float)) else None
+
+
+def web_checks(data: dict) -> list[dict]:
+    ready, page, stream = data["ready"], data["page"], data["stream"]
+    utils = [u for u in stream.get("util_pct") or [] if isinstance(u, (int, float))]
+    functional = [
+        check(
+            "GET /-/ready",
+            "200 once a frame exists",
+            f"{ready.get('status')} after {ready.get('after_s')} s",
+            ready.get("status") == 200,
+            f"answers before: {ready.get('answers_seen')}",
+        ),
+        check("GET /", "200", page.get("status"), page.get("status") == 200),
+        check(
+            "GET / Content-Security-Policy",
+            "a header",
+            page.get("csp") or "none",
+            bool(page.get("csp")),
+        ),
+        check(
+            "/events: two SSE messages",
+            "2 within 10 s (dry run: 30 s)",
+            f"{stream.get('messages')} in {stream.get('seconds')} s",
+            stream.get("messages") == 2,
+            stream.get("error", ""),
+        ),
+    ]
+    for c in functional:
+        c["judged_in_dry_run"] = True
+    return [
+        *functional,
+        check(
+            "GPU utilization in the stream under a GEMM",
+            "> 50 %",
+            stream.get("util_pct"),
+            bool(utils) and max(utils) > 50,
+        ),
+        check(
+            "serve --ui CPU over the step (% of one core)",
+            "reported",
+            data.get("serve_cpu_pct"),
+            None,
+            "start-up included; from /proc/PID/stat",
+        ),
+    ]
+
+
+IDENTITY_WORDS = ("job", "container", "pod", "namespace", "identity")
+
+
+def keys_about_identity(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Every key of a JSON document whose name holds one of IDENTITY_WORDS, by path."""
+    found: dict[str, Any] = {}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if any(w in str(key).lower() for w in IDENTITY_WORDS):
+                found[path] = value
+            else:
+                found.update(keys_about_identity(value, path))
+    elif isinstance(data, list):
+        for i, value in enumerate(data[:50]):
+            found.update(keys_about_identity(value, f"{prefix}[{i}]"))
+    return found
+
+
+def read_text(path: str, limit: int = 2000) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(limit).strip()
+    except OSError as exc:
+        return "error: " + one_line(exc)
+
+
+def ns_pid_line(pid: int) -> str:
+    """``NSpid`` of /proc/PID/status: the PID in each PID namespace, outermost visible first."""
+    status = read_text(f"/proc/{pid}/status", 10_000)
+    return next((line for line in status.splitlines() if line.startswith("NSpid")), "none")
+
+
+def identity_facts(pid: int, snap: Any, listed: dict) -> list[tuple[str, Any, str]]:
+    """(what, value, note) for each fact the identity step records."""
+    pids = [p.get("pid") for p in listed.get("processes") or []]
+    try:
+        pid_ns = os.readlink("/proc/self/ns/pid")
+    except OSError as exc:
+        pid_ns = "error: " + one_line(exc)
+    found = sorted(keys_about_identity(snap)) if snap is not None else "no snapshot"
+    return [
+        (
+            "identity keys in snapshot --json",
+            found or "none",
+            "keys naming " + "/".join(IDENTITY_WORDS) + "; their values under details (identity)",
+        ),
+        ("/proc/self/cgroup", read_text("/proc/self/cgroup"), ""),
+        ("PID namespace here", pid_ns, f"workload {ns_pid_line(pid)}"),
+        (
+            "NVML lists the workload's PID as seen here",
+            pid in pids if "error" not in listed else f"unknown: {listed['error']}",
+            f"workload PID {pid}; NVML's PIDs {pids}",
+        ),
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -1881,6 +2418,9 @@ def main(argv: list[str] | None = None) -> int:
             ("creep", h.step_creep),
             ("profile", h.step_profile),
             ("costs", h.step_costs),
+            ("import", h.step_import),
+            ("web", h.step_web),
+            ("identity", h.step_identity),
             ("sweep", h.step_sweep),
             ("lab", h.step_lab),
         ]

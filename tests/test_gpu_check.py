@@ -19,7 +19,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_check.py"
-STEPS = ("readings", "gpu-bound", "starved", "fed", "creep", "profile", "costs", "sweep", "lab")
+STEPS = (
+    "readings",
+    "gpu-bound",
+    "starved",
+    "fed",
+    "creep",
+    "profile",
+    "costs",
+    "import",
+    "web",
+    "identity",
+    "sweep",
+    "lab",
+)
 
 pytest.importorskip("torch")
 pytestmark = [
@@ -89,6 +102,22 @@ def test_dry_run_writes_a_summary_with_every_step(tmp_path: Path) -> None:
     # `lab --json` gives the three runs by name (the lab command's JSON, as tests/lab reads
     # its table).
     assert [r["name"] for r in steps["lab"]["runs"]] == ["fp32", "bf16", "bf16 + compile"]
+    # nvidia-smi's logs (canned in the dry run) are read back by analyze, exit and verdict judged.
+    imported = {c["what"]: c for c in steps["import"]["checks"]}
+    for label in ("query log (-lms 10)", "dmon log (-s pucm)"):
+        assert imported[f"{label}: analyze --json exits 0"]["ok"] is True, imported
+        assert imported[f"{label}: verdict under the GEMM"]["ok"] is True, imported
+    assert steps["import"]["logs"]["dmon"]["ticks"] == 15
+    assert steps["import"]["logs"]["query"]["peak_rss_mib"] > 0
+    # serve --ui: the page with its CSP, readiness, and two live messages read as JSON.
+    web = {c["what"]: c["ok"] for c in steps["web"]["checks"]}
+    assert web["GET /"] and web["GET / Content-Security-Policy"] and web["GET /-/ready"], web
+    assert web["/events: two SSE messages"] is True, steps["web"]
+    # identity: facts recorded, snapshot judged.
+    ident = {c["what"]: c for c in steps["identity"]["checks"]}
+    assert ident["snapshot --json --pid exits 0"]["ok"] is True
+    assert "NVML lists the workload's PID as seen here" in ident
+    assert "/proc/self/cgroup" in ident
     # Costs were measured, not only named.
     costs = steps["costs"]["costs"]
     assert costs["nvml"].get("calls_per_tick_median", 0) > 0, costs

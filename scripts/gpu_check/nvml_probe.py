@@ -2,12 +2,15 @@
 
     python nvml_probe.py gpm [--gap 1.0]      # GPM of GPU 0 read directly, as a reference
     python nvml_probe.py cost [--ticks 20] [--gap 0.25]
+    python nvml_probe.py procs                # GPU 0's compute processes, as NVML lists them
 
 ``gpm`` reads SM activity, tensor activity and DRAM bandwidth utilization (NVML GPM metrics 2,
 5 and 10) from a pair of samples ``--gap`` seconds apart, with pynvml alone, so the harness can
 hold the product's GPM figures against a second reading. ``cost`` builds the product's own NVML
 source and times ``read_gpus()`` ``--ticks`` times, counting the pynvml calls each tick makes.
-Both print one JSON object; a failure is ``{"error": "..."}``.
+``procs`` lists the PIDs NVML gives for GPU 0's compute processes: inside a container without
+the host's PID namespace they are host PIDs, not the ones this machine's /proc shows.
+Each prints one JSON object; a failure is ``{"error": "..."}``.
 """
 
 from __future__ import annotations
@@ -101,15 +104,34 @@ def cost(ticks: int, gap: float) -> dict:
     }
 
 
+def procs() -> dict:
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        listed = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        return {
+            "processes": [
+                {"pid": int(p.pid), "used_mib": (p.usedGpuMemory or 0) // (1024 * 1024)}
+                for p in listed
+            ]
+        }
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=("gpm", "cost"))
+    parser.add_argument("what", choices=("gpm", "cost", "procs"))
     parser.add_argument("--gap", type=float, default=None)
     parser.add_argument("--ticks", type=int, default=20)
     args = parser.parse_args()
     try:
         if args.what == "gpm":
             out = gpm(args.gap or 1.0)
+        elif args.what == "procs":
+            out = procs()
         else:
             out = cost(args.ticks, 0.25 if args.gap is None else args.gap)
     except Exception as exc:
