@@ -4,6 +4,13 @@ Also compiles the package's bytecode once, before the workers start: many tests 
 command (``python -m gputop_doctor``) in a subprocess, and where ``PYTHONDONTWRITEBYTECODE`` is
 set (as on the CI machines) every one of them would otherwise compile the package's modules
 from source again. Compiling writes only ``__pycache__`` folders, which git ignores.
+
+For the same reason the test modules' assertion rewriting is done once, here, too: pytest caches
+a rewritten module only where bytecode may be written, so with ``PYTHONDONTWRITEBYTECODE`` each
+of the four workers rewrote every test module again (about 11 CPU-seconds each, the largest part
+of collection). The workers read the cached rewrite whatever that setting says. This goes
+through pytest's own rewrite functions, which are not a public API: if they move, the step is
+skipped and the workers rewrite for themselves, as before.
 """
 
 from __future__ import annotations
@@ -31,3 +38,27 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # an xdist worker: the controller compiled before starting it
     for folder in ("gputop_doctor", "tests"):
         compileall.compile_dir(ROOT / folder, quiet=1, workers=0)
+    _rewrite_test_modules_once(config)
+
+
+def _rewrite_test_modules_once(config: pytest.Config) -> None:
+    """Cache the assertion-rewritten code of every test module and conftest for the workers."""
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    needed = ("assertstate_key", "get_cache_dir", "try_makedirs", "_read_pyc", "_rewrite_test")
+    if not all(hasattr(rewrite, name) for name in (*needed, "_write_pyc", "PYC_TAIL")):
+        return
+    state = config.stash.get(rewrite.assertstate_key, None)
+    if state is None:
+        return  # --assert=plain: nothing is rewritten
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if not (path.name.startswith("test_") or path.name == "conftest.py"):
+            continue
+        cache = rewrite.get_cache_dir(path)
+        pyc = cache / (path.name[:-3] + rewrite.PYC_TAIL)
+        if rewrite._read_pyc(path, pyc) is not None or not rewrite.try_makedirs(cache):
+            continue
+        source_stat, code = rewrite._rewrite_test(path, config)
+        rewrite._write_pyc(state, code, source_stat, pyc)

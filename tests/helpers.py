@@ -6,6 +6,7 @@ The model's builders (GPUs, processes, snapshots, histories) are in tests/builde
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import subprocess
@@ -24,6 +25,13 @@ from gputop_doctor.core.model import (
     SystemInfo,
 )
 from gputop_doctor.core.ports import GpuStatus, ProcessReading
+
+# Skips a test where torch is not installed, without importing it at collection: each of the
+# four workers collects every module, and ``pytest.importorskip("torch")`` there cost each of
+# them the ~2 s torch import before a single test ran.
+needs_torch = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None, reason="torch is not installed"
+)
 
 
 @dataclass

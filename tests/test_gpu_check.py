@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import needs_torch
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_check.py"
 STEPS = (
@@ -34,8 +36,8 @@ STEPS = (
     "lab",
 )
 
-pytest.importorskip("torch")
 pytestmark = [
+    needs_torch,
     pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc builds the fake NVML"),
     pytest.mark.timeout(400),
 ]

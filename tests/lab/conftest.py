@@ -1,7 +1,3 @@
-"""The lab runs real torch on the CPU; without torch these tests have nothing to run."""
-
-from __future__ import annotations
-
-import pytest
-
-torch = pytest.importorskip("torch")
+"""The lab runs real torch on the CPU; without torch these tests have nothing to run (each
+module is marked ``needs_torch``; ``user_code`` is imported inside the tests that use it, so
+collecting them does not import torch)."""

@@ -12,9 +12,10 @@ import pytest
 from gputop_doctor.lab import LoaderSetting, SweepOptions, sweep_loader
 from gputop_doctor.lab.machine import LabError, Machine
 from gputop_doctor.lab.sweep import SweepReport, SweepResult, default_grid
-from tests.lab.user_code import BusyDataset
+from tests.helpers import needs_torch
 
 USER_CODE = Path(__file__).with_name("user_code.py")
+pytestmark = needs_torch
 TWO_CPUS = Machine(effective_cpus=2, torch_threads=1, cuda=False)
 
 
@@ -47,6 +48,8 @@ def test_workers_beat_loading_in_the_main_process_on_cpu_heavy_items() -> None:
         LoaderSetting(num_workers=2, persistent_workers=True, prefetch_factor=2),
     ]
     options = SweepOptions(grid=grid, batches=8, warmup=1, passes=1)
+    from tests.lab.user_code import BusyDataset  # torch: imported by the test, not collection
+
     report = sweep_loader(BusyDataset(48), 4, options, machine=TWO_CPUS)
     assert report.best is not None and report.baseline is not None
     assert report.best.setting.num_workers == 2

@@ -10,14 +10,17 @@ import pytest
 
 from gputop_doctor.lab import LabOptions, LabReport, LabRun, three_run
 from gputop_doctor.lab.machine import Machine
-from tests.lab.user_code import setup
+from tests.helpers import needs_torch
 
 USER_CODE = Path(__file__).with_name("user_code.py")
+pytestmark = needs_torch
 CPU = Machine(effective_cpus=2, torch_threads=1, cuda=False)
 
 
 @pytest.mark.slow
 def test_three_configurations_run_with_numbers_on_the_cpu() -> None:
+    from tests.lab.user_code import setup  # torch: imported by the test, not collection
+
     model_fn, loader = setup()
     options = LabOptions(steps=4, warmup=1, compile_backend="eager")
     report = three_run(model_fn, loader, options, machine=CPU)

@@ -14,9 +14,9 @@ import pytest
 
 from gputop_doctor.cli import main
 from gputop_doctor.sources.profile_reader import load_answer, parse_profile
+from tests.helpers import needs_torch
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.torch]
-pytest.importorskip("torch")
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.torch, needs_torch]
 
 Start = Callable[[str], "subprocess.Popen[str]"]
 
