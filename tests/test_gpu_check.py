@@ -137,11 +137,11 @@ def test_only_and_unknown_steps(tmp_path: Path) -> None:
     )
     assert bad.returncode == 2 and "unknown steps" in bad.stderr
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(tmp_path), "--dry-run", "--only", "costs"],
+        [sys.executable, str(SCRIPT), str(tmp_path), "--dry-run", "--only", "import"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     assert report["steps"]["readings"] == {"status": "skipped", "reason": "not selected (--only)"}
-    assert report["steps"]["costs"]["status"] == "ok", done.stderr[-2000:]
+    assert report["steps"]["import"]["status"] == "ok", done.stderr[-2000:]

@@ -55,6 +55,8 @@ class Result:
     raised: frozenset[str]
     causes: frozenset[str]  # gpu-starvation causes shown
     first_shown_s: dict[str, float]  # rule id -> seconds after onset (or after the start)
+    # Whether io-contention's measured inputs held its thresholds (see ``pressure_held``).
+    io_pressure_held: bool = False
     lost_gpu_s: float = 0.0  # the header's GPU time lost over the run
     idle_gpu_s: float = 0.0  # the GPUs' idle share over the same ticks, from their readings
 
@@ -135,10 +137,12 @@ def _watch(case: Case, pids: Pids, scenario_path: Path) -> Result:
     first: dict[str, float] = {}
     onset = case.onset_tick or 0
     idle_s = lost_h = 0.0
+    frames: list[Frame] = []
     try:
         for k in range(case.ticks):
             write(k)
             frame = engine.tick()
+            frames.append(frame)
             lost_h = frame.gpu_hours_lost
             idle_s += _idle_gpu_s(frame)
             for finding in frame.findings:
@@ -149,7 +153,35 @@ def _watch(case: Case, pids: Pids, scenario_path: Path) -> Result:
             time.sleep(SETTINGS.interval_s)
     finally:
         engine.close()
-    return Result(case, frozenset(raised), frozenset(causes), first, lost_h * 3600, idle_s)
+    held = pressure_held(frames, SETTINGS)
+    return Result(case, frozenset(raised), frozenset(causes), first, held, lost_h * 3600, idle_s)
+
+
+def pressure_held(frames: list[Frame], settings: Settings) -> bool:
+    """Whether io-contention's inputs, as measured, met its thresholds for the hold time: PSI
+    io some (mean over the window so far) at ``psi_io_some_pct`` after ``min_span_s``, with an
+    outside process seen waiting on storage. A disk a loaded machine never kept that busy
+    (PSI io 7-17 % per tick beside other tests) expects no io-contention."""
+    if not frames:
+        return False
+    t = settings.rules.io_contention
+    start = frames[0].snapshot.time
+    values: list[float] = []
+    since: float | None = None
+    for frame in frames:
+        snap = frame.snapshot
+        if snap.host.psi_io is not None and snap.host.psi_io.some_pct is not None:
+            values.append(snap.host.psi_io.some_pct)
+        mean = sum(values) / len(values) if values else 0.0
+        ok = (
+            snap.time - start >= t.min_span_s
+            and mean >= t.psi_io_some_pct
+            and bool(snap.host.io_waiters)
+        )
+        since = (since if since is not None else snap.time) if ok else None
+        if since is not None and snap.time - since >= settings.hold_s:
+            return True
+    return False
 
 
 def _idle_gpu_s(frame: Frame) -> float:

@@ -27,6 +27,7 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import GpuProcess, GpuSample
 from gputop_doctor.core.ports import GpuSource, GpuStatus
 from gputop_doctor.rules import RULES
+from tests.cases.runner import pressure_held
 from tests.rules.workloads import NullGpuSource
 
 # One at a time with the labelled cases that load the host: spinners and dd are neighbours.
@@ -117,30 +118,6 @@ def _mean_outside_cpu(frames: list[Frame]) -> dict[int, float]:
     return {pid: total / len(frames) for pid, total in totals.items()}
 
 
-def pressure_held(frames: list[Frame]) -> bool:
-    """Whether io-contention's inputs, as measured, met its thresholds for the hold time: PSI
-    io some (mean over the window so far) at ``psi_io_some_pct`` after ``min_span_s``, with an
-    outside process seen waiting on storage."""
-    t = SETTINGS.rules.io_contention
-    start = frames[0].snapshot.time
-    values: list[float] = []
-    since: float | None = None
-    for frame in frames:
-        snap = frame.snapshot
-        if snap.host.psi_io is not None and snap.host.psi_io.some_pct is not None:
-            values.append(snap.host.psi_io.some_pct)
-        mean = sum(values) / len(values) if values else 0.0
-        ok = (
-            snap.time - start >= t.min_span_s
-            and mean >= t.psi_io_some_pct
-            and bool(snap.host.io_waiters)
-        )
-        since = (since if since is not None else snap.time) if ok else None
-        if since is not None and snap.time - since >= SETTINGS.hold_s:
-            return True
-    return False
-
-
 def raised(frames: list[Frame], rule_id: str) -> list[Finding]:
     return [f for frame in frames for f in frame.findings if f.rule_id == rule_id]
 
@@ -151,7 +128,7 @@ def test_busy_neighbours_are_contention_not_saturation() -> None:
     pytest.importorskip("torch")
     spin = ["nice", "-n", "-5", sys.executable, "-c", SPIN]
     with started(torch_job(), ready=True) as job, started(spin) as a, started(spin) as b:
-        frames = watch(job.pid, 24)
+        frames = watch(job.pid, 16)  # judged over the last 4 s too: shown within ~6 s
     assert not raised(frames, "cpu-saturation")
     found = raised(frames, "cpu-contention")
     assert found, "two busy loops outside the job: contention expected"
@@ -197,7 +174,7 @@ def test_a_disk_writer_outside_is_contention_naming_it_not_io_bound() -> None:
     # disk that a loaded machine never kept that busy (PSI io 7-17 % per tick beside other
     # tests) expects nothing; whenever the pressure was there, the neighbour must be named.
     psi = [f.snapshot.host.psi_io.some_pct if f.snapshot.host.psi_io else None for f in frames]
-    if not found and not pressure_held(frames):
+    if not found and not pressure_held(frames, SETTINGS):
         pytest.skip(
             f"the disk never stayed under pressure (PSI io per tick {psi}, dd ran {dd_alive})"
         )
