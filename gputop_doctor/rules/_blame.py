@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import TypeVar
 
 from gputop_doctor.core import measures
 from gputop_doctor.core.history import Window
@@ -17,6 +18,9 @@ from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure, PressureScope
 from gputop_doctor.core.text import printable
 from gputop_doctor.rules import _stats
+
+_Ranked = TypeVar("_Ranked", OutsideProcess, OutsideJob)
+_Key = TypeVar("_Key", int, str)
 
 HOST_NOTE = (
     "No job is attached, so this is about the whole host: attach to the training process "
@@ -71,38 +75,40 @@ def outside_ranked(win: Window, count: int = 3) -> tuple[OutsideProcess, ...]:
     """The busiest outside processes over the window: each one's CPU % averaged over every
     tick of the window (a tick that did not rank it counts as 0), so one tick's burst from a
     short-lived process can't outrank a neighbour that spins all the time."""
-    ticks = 0
-    total: dict[int, float] = {}
-    last: dict[int, OutsideProcess] = {}
-    for snap in win:
-        ticks += 1
-        for proc in snap.host.outside_top:
-            total[proc.pid] = total.get(proc.pid, 0.0) + proc.cpu_pct
-            last[proc.pid] = proc
-    if not ticks:
-        return ()
-    ranked = sorted(total.items(), key=lambda item: (-item[1], item[0]))[:count]
+    ranked = _window_ranked(win, lambda snap: snap.host.outside_top, lambda p: p.pid, count)
     return tuple(
-        OutsideProcess(pid, last[pid].name, cpu_pct=round(cpu / ticks, 1), job=last[pid].job)
-        for pid, cpu in ranked
+        OutsideProcess(pid, last.name, cpu_pct=cpu, job=last.job) for pid, cpu, last in ranked
     )
 
 
 def outside_jobs_ranked(win: Window, count: int = 3) -> tuple[OutsideJob, ...]:
     """The busiest other jobs over the window, each one's CPU averaged over every tick (as
     :func:`outside_ranked` does for processes)."""
+    ranked = _window_ranked(win, lambda snap: snap.host.outside_jobs, lambda j: j.label, count)
+    return tuple(replace(last, cpu_pct=cpu) for _, cpu, last in ranked)
+
+
+def _window_ranked(
+    win: Window,
+    items: Callable[[Snapshot], Iterable[_Ranked]],
+    key: Callable[[_Ranked], _Key],
+    count: int,
+) -> list[tuple[_Key, float, _Ranked]]:
+    """The ``count`` busiest of ``items`` over the window by mean CPU % per tick (0 on ticks
+    that did not list one), ties by key: each with its mean (rounded to 0.1) and its latest."""
     ticks = 0
-    total: dict[str, float] = {}
-    last: dict[str, OutsideJob] = {}
+    total: dict[_Key, float] = {}
+    last: dict[_Key, _Ranked] = {}
     for snap in win:
         ticks += 1
-        for job in snap.host.outside_jobs:
-            total[job.label] = total.get(job.label, 0.0) + job.cpu_pct
-            last[job.label] = job
+        for item in items(snap):
+            k = key(item)
+            total[k] = total.get(k, 0.0) + item.cpu_pct
+            last[k] = item
     if not ticks:
-        return ()
-    ranked = sorted(total.items(), key=lambda item: (-item[1], item[0]))[:count]
-    return tuple(replace(last[name], cpu_pct=round(cpu / ticks, 1)) for name, cpu in ranked)
+        return []
+    ranked = sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))[:count]
+    return [(k, round(cpu / ticks, 1), last[k]) for k, cpu in ranked]
 
 
 def job_label(job: OutsideJob) -> str:
