@@ -1,10 +1,10 @@
 """The page's files and the headers every answer of the page carries.
 
 The page is static: its HTML holds no data and no script, its script and styles are files of
-their own (``/live.js``, ``/live.css``, and uPlot, the chart library the HTML report already
-ships, at ``/uPlot.js`` and ``/uPlot.css``), and everything live arrives as JSON over
-``/events``. With ``--hosts``, ``/fleet`` is a second such page fed by ``/fleet/events``.
-That is what lets the Content-Security-Policy forbid inline scripts, inline event
+their own (``/common.js``, ``/live.js``, ``/live.css``, and uPlot, the chart library the
+HTML report already ships, at ``/uPlot.js`` and ``/uPlot.css``), and everything live arrives
+as JSON over ``/events``. With ``--hosts``, ``/fleet`` is a second such page fed by
+``/fleet/events``. That is what lets the Content-Security-Policy forbid inline scripts, inline event
 handlers, other origins and framing: text from the monitored machine can only ever be text.
 """
 
@@ -35,6 +35,7 @@ _CSS = "text/css; charset=utf-8"
 # path -> (package, file, content type)
 _FILES = {
     "/": ("gputop_doctor.web", "live.html", _HTML),
+    "/common.js": ("gputop_doctor.web", "common.js", _JS),
     "/live.js": ("gputop_doctor.web", "live.js", _JS),
     "/live.css": ("gputop_doctor.web", "live.css", _CSS),
     "/uPlot.js": ("gputop_doctor.report", "uPlot.iife.min.js", _JS),

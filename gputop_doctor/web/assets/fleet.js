@@ -6,22 +6,6 @@ const SEVERITIES = new Set(["critical", "warn", "info"]);
 const RANK = { critical: 0, warn: 1, info: 2 };
 let updates = 0;
 
-function $(id) {
-  return document.getElementById(id);
-}
-
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-function num(value, digits, unit) {
-  if (value === null || value === undefined) return "–";
-  return value.toFixed(digits) + (unit || "");
-}
-
 function findingItem(f) {
   const severity = SEVERITIES.has(f.severity) ? f.severity : "info";
   const card = el("div", "finding " + severity);
@@ -78,18 +62,4 @@ function apply(view) {
   document.body.dataset.updates = String(updates);
 }
 
-function connect() {
-  const source = new EventSource("/fleet/events");
-  const status = $("status");
-  source.addEventListener("open", () => {
-    status.textContent = "live";
-    status.classList.remove("down");
-  });
-  source.addEventListener("error", () => {
-    status.textContent = "reconnecting…";
-    status.classList.add("down");
-  });
-  source.addEventListener("frame", (event) => apply(JSON.parse(event.data)));
-}
-
-connect();
+stream("/fleet/events", apply);

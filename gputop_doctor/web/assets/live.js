@@ -19,22 +19,6 @@ let updates = 0;
 let changed = 0;
 let lastReadouts = null;
 
-function $(id) {
-  return document.getElementById(id);
-}
-
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-function num(value, digits, unit) {
-  if (value === null || value === undefined) return "–";
-  return value.toFixed(digits) + (unit || "");
-}
-
 function age(since, now) {
   const s = Math.max(0, now - since);
   if (s < 90) return "for " + Math.round(s) + " s";
@@ -230,18 +214,4 @@ function apply(view) {
   document.body.dataset.changed = String(changed);
 }
 
-function connect() {
-  const source = new EventSource("/events");
-  const status = $("status");
-  source.addEventListener("open", () => {
-    status.textContent = "live";
-    status.classList.remove("down");
-  });
-  source.addEventListener("error", () => {
-    status.textContent = "reconnecting…";
-    status.classList.add("down");
-  });
-  source.addEventListener("frame", (event) => apply(JSON.parse(event.data)));
-}
-
-connect();
+stream("/events", apply);
