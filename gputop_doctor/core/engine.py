@@ -294,6 +294,9 @@ class Engine:
     def prime(self, seconds: float, stop: threading.Event | None = None) -> None:
         """Fill the history with ``seconds`` of past ticks read back-to-back (demo sources only).
 
+        The primed past always ends one interval before the first real tick, however long
+        priming took (a slow machine stretches its spacing slightly instead of leaving a gap).
+
         A simulated machine has no real past, but a demo that starts with empty sparklines and
         needs minutes before a slow finding (memory creep) can show anything is a poor demo.
         Primed ticks get negative tick numbers, go to no sink, and their notes are dropped.
@@ -301,16 +304,19 @@ class Engine:
         ``stop`` ends priming at once, so quitting never waits for it.
         """
         count = min(int(seconds / self.settings.interval_s), MAX_PRIMED_TICKS)
+        interval = self.settings.interval_s
         sinks = self.sinks
-        start = self._clock() - count * self.settings.interval_s
         self.sinks = []
         try:
             for k in range(count):
                 if stop is not None and stop.is_set():
                     break
                 self._tick = k - count
+                # Stamped back from the clock as read now, not from when priming began: on a
+                # loaded machine priming can take longer than the past it fills, and a gap
+                # between the primed window and the first real tick would empty every window.
                 # Queued requests (start recording...) wait for the real ticks.
-                self._step(start + k * self.settings.interval_s)
+                self._step(self._clock() - (count - k) * interval)
         finally:
             self.sinks, self._tick = sinks, 0
 

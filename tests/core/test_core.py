@@ -22,7 +22,7 @@ from gputop_doctor.core.findings import (
 )
 from gputop_doctor.core.history import History
 from gputop_doctor.core.measures import tree_totals
-from gputop_doctor.core.model import ProcSample, Snapshot, decode_clock_events
+from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot, decode_clock_events
 from gputop_doctor.core.rule import RuleContext
 from tests.builders import bare_gpu
 from tests.helpers import StubGpuSource, StubHostSource
@@ -312,3 +312,24 @@ def test_evidence_keeps_the_digits_that_matter() -> None:
     assert str(Evidence("ratio", 0.0)) == "ratio: 0.00"
     assert str(Evidence("tiny", 0.00123)) == "tiny: 0.0012"
     assert str(Evidence("n", 3)) == "n: 3"
+
+
+def test_slow_priming_leaves_no_gap_before_the_first_real_tick() -> None:
+    """Priming that takes longer than the past it fills (a loaded machine: here each reading
+    costs 2 s of a 1 s interval) still ends right before the first real tick, so the windows
+    the rules read are not left empty by a gap."""
+    now = [1000.0]
+
+    class SlowGpus(StubGpuSource):
+        def read_gpus(self) -> tuple[GpuSample, ...]:
+            now[0] += 2.0
+            return super().read_gpus()
+
+    engine = Engine(
+        SlowGpus(script=[(bare_gpu(0),)]), StubHostSource(), Settings(), clock=lambda: now[0]
+    )
+    engine.prime(5.0)
+    primed = [s.time for s in engine.history.all()]
+    frame = engine.tick()
+    assert primed == sorted(primed) and len(primed) == 5
+    assert frame.snapshot.time - primed[-1] <= 1.0 + 2.0
