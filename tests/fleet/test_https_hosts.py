@@ -50,6 +50,11 @@ def make_ca_and_cert(tmp: Path) -> tuple[Path, Path, Path]:
     return tmp / "ca.pem", tmp / "node.pem", tmp / "node.key"
 
 
+# The tests that share ``tls_exporter`` run on one worker (one xdist group): its CA, key pair
+# and demo exporter are made once, not once per worker that runs one of them.
+ONE_EXPORTER = pytest.mark.xdist_group("https-exporter")
+
+
 @pytest.fixture(scope="module")
 def tls_exporter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Exporter, Path]]:
     ca, cert, key = make_ca_and_cert(tmp_path_factory.mktemp("tls"))
@@ -78,6 +83,7 @@ def _snapshot(*args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@ONE_EXPORTER
 def test_snapshot_reads_an_https_exporter_with_its_private_ca(
     tls_exporter: tuple[Exporter, Path],
 ) -> None:
@@ -87,6 +93,7 @@ def test_snapshot_reads_an_https_exporter_with_its_private_ca(
     assert f"{exporter.address} (demo-8xh100)  8 GPUs" in done.stdout
 
 
+@ONE_EXPORTER
 def test_an_https_exporter_without_its_ca_is_unreachable_and_says_why(
     tls_exporter: tuple[Exporter, Path],
 ) -> None:
@@ -98,6 +105,7 @@ def test_an_https_exporter_without_its_ca_is_unreachable_and_says_why(
     assert "CERTIFICATE_VERIFY_FAILED" in done.stdout, done.stdout
 
 
+@ONE_EXPORTER
 def test_the_fleet_view_polls_an_https_exporter(tls_exporter: tuple[Exporter, Path]) -> None:
     exporter, ca = tls_exporter
     watcher = FleetWatcher(parse_hosts(f"https://{exporter.address}"), 0.5, tls_context(str(ca)))

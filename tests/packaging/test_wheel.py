@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+# One xdist group: every test here on one worker, so the module's wheel and venv are built once
+# (spread over workers, each built its own: ~5 CPU-seconds apiece).
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.xdist_group("wheel")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "docs/pypi.md", "gputop_doctor")

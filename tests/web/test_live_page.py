@@ -39,6 +39,11 @@ PAINTED = """[...document.querySelectorAll('.gpu canvas')].map((c) => {
 UNREACHABLE = "127.0.0.1:1"  # nothing listens on port 1
 
 
+# The tests that share the ``page`` exporter run on one worker (one xdist group), so it is
+# started once: a demo exporter primes its history through every rule (~3 CPU-seconds).
+ONE_PAGE = pytest.mark.xdist_group("live-page")
+
+
 @pytest.fixture(scope="module")
 def page() -> Iterator[Exporter]:
     """``serve --demo thermal --ui`` whose fleet page watches itself and a host that is down."""
@@ -63,6 +68,7 @@ def _headers(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]
 
 
 @needs_chromium
+@ONE_PAGE
 def test_chromium_shows_the_verdict_findings_and_live_charts(page: Exporter) -> None:
     with Browser(f"http://{page.address}/") as browser:
         browser.wait_for("Number(document.body.dataset.updates) >= 3")  # history + 2 updates
@@ -85,6 +91,7 @@ def test_chromium_shows_the_verdict_findings_and_live_charts(page: Exporter) -> 
 
 
 @needs_chromium
+@ONE_PAGE
 def test_the_fleet_page_shows_each_node(page: Exporter) -> None:
     with Browser(f"http://{page.address}/fleet") as browser:
         states = browser.wait_for(
@@ -104,6 +111,7 @@ def test_the_fleet_page_shows_each_node(page: Exporter) -> None:
     assert UNREACHABLE in down and "unreachable" in down
 
 
+@ONE_PAGE
 def test_page_is_static_and_strict(page: Exporter) -> None:
     status, headers, body = _headers(f"http://{page.address}/")
     assert status == 200 and headers["Content-Security-Policy"] == CSP
@@ -119,6 +127,7 @@ def test_page_is_static_and_strict(page: Exporter) -> None:
     assert status == 200 and headers["X-Content-Type-Options"] == "nosniff"
 
 
+@ONE_PAGE
 def test_probes_and_read_only(page: Exporter) -> None:
     assert _headers(f"http://{page.address}/-/healthy")[0] == 200
     status, _, body = _headers(f"http://{page.address}/-/ready")
