@@ -442,7 +442,7 @@ async def test_command_palette_lists_the_app_commands() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await feed(app, pilot, engine, clock)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for wanted in ("Attach to a process", "Detach", "Record to CSV", "GPU 0 detail"):
+        for wanted in ("Attach to a job or process", "Detach", "Record to CSV", "GPU 0 detail"):
             assert wanted in titles
 
 
