@@ -63,7 +63,10 @@ from gputop_doctor.ui.widgets.host_panel import HostPanel
 from gputop_doctor.ui.widgets.process_table import ProcessTable
 from gputop_doctor.ui.widgets.verdict_bar import VerdictBar
 
-_LIVE_ONLY_ACTIONS = frozenset({"attach", "detach", "record"})
+# Keys that do nothing in a replay: there is no live process to attach to, it is a recording
+# already, and its processes carry no job to group by (the table shows only their GPU use).
+_LIVE_ONLY_ACTIONS = frozenset({"attach", "detach", "record", "group_by_job"})
+_SORT_KEYS = Binding.Group("Sort", compact=True)
 
 
 class GpuTopApp(App[int]):
@@ -82,10 +85,11 @@ class GpuTopApp(App[int]):
         Binding("d", "detach", "Detach", show=False),
         Binding("r", "record", "Record"),
         Binding("p", "pause", "Pause", tooltip="Pause the view; sampling and recording go on"),
-        Binding("s", "sort", "Sort", tooltip="Sort the processes by the next key"),
-        Binding("I", "reverse_sort", "Reverse", tooltip="Reverse the processes' sort order"),
         Binding("slash", "search", "Search", tooltip="Search the processes: PID, user, name, job"),
         Binding("g", "group_by_job", "Jobs", tooltip="Group the processes by job, with totals"),
+        # s and S share one footer entry ("sS Sort"), as I, T and K do ("ITK Signal").
+        Binding("s", "sort", "Sort the processes by the next key", group=_SORT_KEYS),
+        Binding("S", "reverse_sort", "Reverse the processes' sort order", group=_SORT_KEYS),
         Binding("escape", "clear_search", "Clear the search", show=False),
         Binding("P", "profile", "Profile the selected process's next steps", show=False),
         *(Binding(str(i), f"gpu_detail({i})", f"GPU {i} detail", show=False) for i in range(10)),
@@ -267,7 +271,12 @@ class GpuTopApp(App[int]):
             ("Group by job", "Processes by Slurm job, container or pod", self.action_group_by_job),
             ("Help", "Keys and how to read the screen", self.action_help),
         ]
-        live_only = {self.action_attach, self.action_detach, self.action_record}
+        live_only = {
+            self.action_attach,
+            self.action_detach,
+            self.action_record,
+            self.action_group_by_job,
+        }
         for title, help_text, callback in entries:
             if not (self.replaying and callback in live_only):
                 yield SystemCommand(title, help_text, callback)
@@ -398,10 +407,10 @@ class GpuTopApp(App[int]):
     # -- signals: the keys, the desk, and the record of what was sent ----------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """A replay has no processes to attach to and is a recording already: those keys go.
-        The signal keys exist only with a desk (never in a replay), and act here only on the
-        main screen (the detail screens bind their own; a help or finding screen signals
-        nothing)."""
+        """A replay has no processes to attach to or group and is a recording already: those
+        keys go. The signal keys exist only with a desk (never in a replay), and act here only
+        on the main screen (the detail screens bind their own; a help or finding screen
+        signals nothing)."""
         if self.replaying and action in _LIVE_ONLY_ACTIONS:
             return False
         if action == "clear_search":  # Esc acts only while a search is shown or typed

@@ -250,16 +250,16 @@ async def test_sort_key_cycles_and_reorders_the_table() -> None:
     async with app.run_test(size=SIZE) as pilot:
         frame = await feed(app, pilot, engine, clock, 3)
         table = app.query_one(ProcessTable)
-        assert table.sort_mode == "tree"
+        assert table.view.sort == "tree"
         await pilot.press("s")
-        assert table.sort_mode == "cpu"
+        assert table.view.sort == "cpu"
         cpu = {p.pid: p.cpu_pct or 0.0 for p in frame.snapshot.processes}
         shown = [cpu[pid] for pid in table.pids if pid in cpu]
         assert shown == sorted(shown, reverse=True)
         assert "sort: cpu" in screen_text(app)
         for _ in range(6):
             await pilot.press("s")
-        assert table.sort_mode == "tree"
+        assert table.view.sort == "tree"
 
 
 @run_async

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from gputop_doctor.core.model import GpuProcess, GpuSample, JobIdentity, ProcSample, Snapshot
+from gputop_doctor.sources.host.signals import HostSignaller
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
 from gputop_doctor.ui.widgets.header_bar import HeaderBar
@@ -38,7 +39,13 @@ def shared_node() -> Snapshot:
 def test_reverse_turns_each_sort_around_and_keeps_the_tree_shape() -> None:
     snap = shared_node()
     assert [k for k, _ in ordered_rows(snap, TableView("cpu"))] == [11, 12, 21, 10, 30]
-    assert [k for k, _ in ordered_rows(snap, TableView("cpu", reverse=True))] == [30, 10, 21, 12, 11]
+    assert [k for k, _ in ordered_rows(snap, TableView("cpu", reverse=True))] == [
+        30,
+        10,
+        21,
+        12,
+        11,
+    ]
     tree = ordered_rows(snap, TableView(reverse=True))
     assert [k for k, _ in tree] == [10, 12, 11, 30, 21]  # siblings and the others by falling PID
     assert [cells[2] for _, cells in tree[:3]] == ["srun", "├─ rank 4", "└─ rank 3"]
@@ -81,23 +88,29 @@ def test_a_recording_hides_the_columns_it_does_not_hold() -> None:
 async def test_table_keys_footer_and_the_demo_header_at_80_columns() -> None:
     engine, clock, machine = demo_engine("starved")
     engine.prime(30.0)  # as --demo does with minutes: the header says what that past lost
-    app = GpuTopApp(engine, sampler=False)
+    # With the signal keys, as a live session has them: the footer must still fit 80 columns.
+    app = GpuTopApp(engine, sampler=False, signaller=HostSignaller())
     async with app.run_test(size=(80, 24)) as pilot:
         frame = tick(engine, clock)
         app.post_message(FrameReady(frame))
         await pilot.pause()
-        footer = screen_text(app).splitlines()[-1]
-        for key in ("a Attach", "s Sort", "I Reverse", "/ Search", "g Jobs"):
+        footer = ""
+        for _ in range(50):  # the footer draws after the first frame: poll, never sleep blindly
+            footer = screen_text(app).splitlines()[-1]
+            if footer.strip():
+                break
+            await pilot.pause(0.1)
+        for key in ("a Attach", "sS Sort", "/ Search", "g Jobs", "ITK Signal"):
             assert key in footer
         assert frame.simulated_gpu_hours_lost >= 0.01
         await pilot.resize_terminal(160, 24)  # at 80 the header has no room for GPU-h lost
         await pilot.pause()
         header = app.query_one(HeaderBar).render().plain
-        assert f"({frame.simulated_gpu_hours_lost:.2f} in the simulated past)" in header
+        assert f"GPU-h lost ({frame.simulated_gpu_hours_lost:.2f} simulated)" in header
         await pilot.resize_terminal(80, 24)
         table = app.query_one(ProcessTable)
         before = table.pids
-        await pilot.press("I")
+        await pilot.press("S")
         after = table.pids  # the tree keeps its launcher on top, its ranks come last first
         assert after[0] == before[0] and after != before and set(after) == set(before)
         assert after.index(machine.rank_pids[-1]) < after.index(machine.rank_pids[0])
@@ -105,7 +118,7 @@ async def test_table_keys_footer_and_the_demo_header_at_80_columns() -> None:
         cpu = {p.pid: p.cpu_pct or 0.0 for p in frame.snapshot.processes}
         shown = [cpu[pid] for pid in table.pids if pid in cpu]
         assert shown == sorted(shown) and "sort: cpu, reversed" in str(table.border_title)
-        await pilot.press("slash", *"worker", "enter")
+        await pilot.press("slash", "q", "backspace", *"worker", "enter")  # q is typed, not Quit
         workers = {w for rank in range(8) for w in machine.worker_pids(rank)}
         assert set(table.pids) == workers and app.focused is table
         assert "q Quit" in screen_text(app).splitlines()[-1]  # the search field is closed
@@ -132,4 +145,4 @@ async def test_a_replay_table_shows_what_the_recording_holds() -> None:
         lines = screen_text(app).splitlines()
         header = next(line for line in lines if line.strip().startswith("PID"))
         assert header.split() == ["PID", "GPU", "GMEM", "SM%"]
-        assert not {"a", "d", "r"} & app.screen.active_bindings.keys()
+        assert not {"a", "d", "r", "g"} & app.screen.active_bindings.keys()

@@ -34,7 +34,8 @@ threshold, power up to the limit and SM clock up to its maximum, each drawn as a
 idle share of each tick, the ticks a GPU spins waiting for a stalled rank, idle ticks, and the
 clock deficit of a throttled GPU (docs/report.md, "GPU time lost"). The demo starts with
 minutes of simulated past already filled in (so the charts have a history); the header's
-GPU-h lost counts that past too, and says how much of it the simulated past lost.
+GPU-h lost counts that past too, and says how much of it the simulated past lost ("0.41 GPU-h
+lost (0.40 simulated)").
 
 The line above the findings is the verdict: which of the four cases the job is in (small or
 large model, simple or complex data) and where its bottleneck is.
@@ -46,7 +47,7 @@ NVML lists on a GPU. CPU% is of one core; THR is threads; BLAS is the library ma
 (? when it cannot be read: no permission, run as the job's user or root); WAIT% is the share
 of each step spent waiting for data, measured by the in-process probe (on narrow
 terminals it takes BLAS's place while a probe runs). Enter on a process shows all about it.
-s cycles the sort key and I reverses it; / narrows the table to the PIDs, users, names or jobs
+s cycles the sort key and S reverses it; / narrows the table to the PIDs, users, names or jobs
 typed (Enter keeps the search, Esc clears it); g groups the processes by job (Slurm job,
 container or Kubernetes pod, read from each process's cgroup) under a row with the job's
 totals. a attaches to a whole job as well as to one process.

@@ -201,7 +201,7 @@ class HeaderBar(Widget):
         without saying why reads like a bug."""
         text = f"{self._lost_gpu_h:.2f} GPU-h lost"
         if self._simulated_gpu_h >= 0.01:
-            text += f" ({self._simulated_gpu_h:.2f} in the simulated past)"
+            text += f" ({self._simulated_gpu_h:.2f} simulated)"
         return text
 
     def on_resize(self) -> None:

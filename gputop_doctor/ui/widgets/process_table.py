@@ -223,10 +223,6 @@ class ProcessTable(ScrollView, can_focus=True):
             self._relayout()
         self._apply(frame.snapshot)
 
-    @property
-    def sort_mode(self) -> str:
-        return self.view.sort
-
     def cycle_sort(self) -> str:
         """Next sort mode; the table is re-ordered at once from the last snapshot."""
         modes = process_rows.SORT_MODES

@@ -44,7 +44,7 @@ class TableView:
     @property
     def title(self) -> str:
         """The table's border title: the state of each key, so none is a hidden mode."""
-        parts = [f"sort: {self.sort}{', reversed' if self.reverse else ''} (s, I)"]
+        parts = [f"sort: {self.sort}{', reversed' if self.reverse else ''} (s, S)"]
         if self.by_job:
             parts.append("by job (g)")
         if self.search:
