@@ -122,11 +122,14 @@ async def test_table_keys_footer_and_the_demo_header_at_80_columns() -> None:
         workers = {w for rank in range(8) for w in machine.worker_pids(rank)}
         assert set(table.pids) == workers and app.focused is table
         assert "q Quit" in screen_text(app).splitlines()[-1]  # the search field is closed
-        workers_cursor = table.cursor_pid
         await pilot.press("escape")
         assert len(table.pids) == len(before) and "search" not in str(table.border_title)
+        await pilot.press("slash", *"zzz")  # Esc while typing clears and closes the field too
+        assert table.pids == [] and app.search_field.display
+        await pilot.press("escape")
+        assert len(table.pids) == len(before) and not app.search_field.display
         await pilot.press("g")
-        assert table.row_keys[0] == "job:-" and table.cursor_pid == workers_cursor
+        assert table.row_keys[0] == "job:-" and table.cursor_pid in table.pids  # kept its PID
         await pilot.press("home", "enter")  # a job's total row is no process: nothing opens
         assert table.cursor_pid is None and app.screen is app.screen_stack[0]
         await pilot.press("down", "enter")  # a process's row opens its detail as before
