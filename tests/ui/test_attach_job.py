@@ -77,10 +77,12 @@ async def test_the_picker_offers_the_job_and_attaches_to_it_like_job(job_task: i
         assert table.row_keys[:2] == [f"job:slurm:{JOB}", job_task]
 
         # A job with no process here changes nothing and says why.
-        app.control.attach_job(JobSelector(JobKind.SLURM, "1"))
+        missing = "999999999999"  # twelve digits: no Slurm hands out such an ID
+        app.control.attach_job(JobSelector(JobKind.SLURM, missing))
         await feed()
         assert engine.history.latest.target_pid == job_task
-        assert any("no process of Slurm job 1" in n.message for n in app._notifications)
+        notes = [n.message for n in app._notifications]
+        assert any(f"no process of Slurm job {missing}" in n for n in notes)
 
         # Detaching leaves the job too (the host source no longer scoped to it).
         await pilot.press("d")
