@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import Input, OptionList
+from textual.widgets import Input, OptionList, Static
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
@@ -82,7 +83,10 @@ async def test_help_screen_opens_and_closes() -> None:
         assert isinstance(app.screen, HelpScreen)
         assert "Attach" in screen_text(app)
         assert "Pause the view; sampling and recording go on" in screen_text(app)
-        assert "GPU-h lost counts that past too" in " ".join(screen_text(app).split())
+        texts = [s.content for s in app.screen.query(Static) if isinstance(s.content, Text)]
+        guide = " ".join(" ".join(str(t) for t in texts).split())  # the box wraps and scrolls
+        assert "GPU-h lost counts that past too" in guide
+        assert "S reverses it; / narrows the table" in guide and "g groups the processes" in guide
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 

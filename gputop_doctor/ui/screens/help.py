@@ -68,7 +68,8 @@ MONITOR_MOVES = (
 
 def _key_label(binding: Binding) -> str:
     keys = binding.key.split(",")
-    return " / ".join(k.strip().replace("question_mark", "?") for k in keys)
+    names = {"question_mark": "?", "slash": "/", "escape": "Esc"}
+    return " / ".join(names.get(k.strip(), k.strip()) for k in keys)
 
 
 class HelpScreen(ModalScreen[None]):
