@@ -61,6 +61,7 @@ _.cursor_row  # ui/widgets/process_table.py
 _.hover_row  # ui/widgets/process_table.py
 _.lines_rendered  # ui/widgets/process_table.py: what a frame repainted (docs/architecture.md)
 _.rows_built  # ui/widgets/process_table.py
+_.row_keys  # ui/widgets/process_table.py: the rows in order, jobs' total rows included
 _.elapsed_s  # sources/demo/machine.py: the simulated clock, beside DemoMachine.tick
 
 # -- urllib's OpenerDirector calls a handler's <scheme>_open by name

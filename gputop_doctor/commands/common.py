@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.errors import UsageError
+from gputop_doctor.core.job_list import HostProcess
 from gputop_doctor.core.jobs import JobKind, JobSelector, parse_selector
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
@@ -131,7 +132,9 @@ def load_settings(config: str | None, **overrides: Any) -> Settings:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Run:
     engine: Engine
-    list_processes: Callable[[], list[tuple[int, str, str]]]  # for the UI's attach picker
+    list_processes: Callable[[], list[HostProcess]]  # for the UI's attach picker
+    # Scope the host to a job (None: back to PID trees); its PIDs. None: no live host.
+    attach_job: Callable[[JobSelector | None], list[int]] | None = None
     prime_s: float = 0.0  # simulated past to fill in when the engine starts (demo only)
 
 
@@ -164,11 +167,16 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
     engine = _engine(sources.gpu, sources.host, settings, target, clock, sources.label)
     if options.job is not None:
         engine.target_name = options.job.label
-    return Run(engine=engine, list_processes=sources.list_processes, prime_s=options.backfill_s)
+    return Run(
+        engine=engine,
+        list_processes=sources.list_processes,
+        attach_job=sources.attach_job,
+        prime_s=options.backfill_s,
+    )
 
 
 def _job_anchor(
-    selector: JobSelector, attach_job: Callable[[JobSelector], list[int]] | None
+    selector: JobSelector, attach_job: Callable[[JobSelector | None], list[int]] | None
 ) -> int:
     """Scope the host source to the job and return the PID the engine calls its target."""
     if attach_job is None:

@@ -48,6 +48,7 @@ def run_ui(args: argparse.Namespace) -> int:
         run.engine,
         csv_path=args.csv,
         list_processes=run.list_processes,
+        attach_job=run.attach_job,
         prime_s=run.prime_s,
         alerts=alerts,
         make_sink=make_sink,

@@ -101,6 +101,7 @@ class Engine:
         self.target_exit_time: float | None = None
         # How notes name the target: "Slurm job 48213" when attached by job (None: "PID N").
         self.target_name: str | None = None
+        self.primed_gpu_hours_lost = 0.0  # what the simulated past lost (see ``prime``)
         self.lost_gpus: set[int] = set()
         self._clock = clock
         self._tick = 0
@@ -183,6 +184,7 @@ class Engine:
             verdict=self.headline(self.history, ctx) if self.headline else None,
             settings=self.settings,
             gpu_hours_lost=self.waste.lost_gpu_hours,
+            simulated_gpu_hours_lost=self.primed_gpu_hours_lost,
         )
         for sink in list(self.sinks):
             try:
@@ -319,6 +321,7 @@ class Engine:
                 self._step(self._clock() - (count - k) * interval)
         finally:
             self.sinks, self._tick = sinks, 0
+            self.primed_gpu_hours_lost = self.waste.lost_gpu_hours
 
     # -- the loop --------------------------------------------------------------------------
 

@@ -45,6 +45,9 @@ class Frame:
     # (a settings file changes both), and a remote host's frame brings its own.
     settings: Settings = field(default_factory=Settings)
     gpu_hours_lost: float = 0.0  # this session so far: starved, idle, throttled (core.waste)
+    # Of gpu_hours_lost, what a demo's filled-in past lost (Engine.prime): a header that
+    # starts at "0.72 GPU-h lost" says how much of it no one watched happen.
+    simulated_gpu_hours_lost: float = 0.0
 
 
 class Sink(Protocol):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gputop_doctor.core.job_list import HostProcess
 from gputop_doctor.core.ports import GpuSource, HostSource
 
 if TYPE_CHECKING:
@@ -28,9 +29,9 @@ class SourceChoice:
     unbudgeted: bool = False
 
 
-# (pid, user, command) rows for the attach picker. Called from the UI thread, so it must not
-# touch the producer's sources: it reads /proc afresh (live) or a fixed list (demo).
-ProcessRow = tuple[int, str, str]
+# (pid, user, command, job) rows for the attach picker. Called from the UI's worker thread, so
+# it must not touch the producer's sources: it reads /proc afresh (live) or a fixed list (demo).
+ProcessRow = HostProcess
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +41,9 @@ class OpenedSources:
     default_target: int | None  # what to attach to when the user named no PID
     label: str  # "live" or "demo:<scenario>"
     list_processes: Callable[[], list[ProcessRow]]
-    # Scope the host source to a job and return its PIDs, oldest first (None: the source
-    # cannot, a demo or a replay).
-    attach_job: Callable[[JobSelector], list[int]] | None = None
+    # Scope the host source to a job and return its PIDs, oldest first; given None, back to
+    # the target PID's tree (None: the source cannot, a demo or a replay). Producer thread.
+    attach_job: Callable[[JobSelector | None], list[int]] | None = None
 
 
 def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None) -> OpenedSources:
@@ -69,19 +70,27 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
     from gputop_doctor.sources.probe_reader import ProbedHostSource
 
     procfs = _host_source(choice.unbudgeted)
-
-    def attach_job(selector: JobSelector) -> list[int]:
-        procfs.scope_to_job(selector)
-        return procfs.job_members(selector)
-
     return OpenedSources(
         gpu=NvmlGpuSource(),
         host=ProbedHostSource(procfs),
         default_target=None,
         label="live",
         list_processes=live_process_rows,
-        attach_job=attach_job,
+        attach_job=job_attacher(procfs),
     )
+
+
+def job_attacher(procfs: ProcfsHostSource) -> Callable[[JobSelector | None], list[int]]:
+    """``OpenedSources.attach_job`` for a host source (``--job`` at start, the picker later)."""
+
+    def attach_job(selector: JobSelector | None) -> list[int]:
+        """A job with no process here leaves the source as it was (the caller says so)."""
+        members = procfs.job_members(selector) if selector is not None else []
+        if selector is None or members:
+            procfs.scope_to_job(selector)
+        return members
+
+    return attach_job
 
 
 def demo_scenarios() -> dict[str, str]:
@@ -97,22 +106,30 @@ def pid_exists(pid: int) -> bool:
 
 
 def _demo_rows(machine: DemoMachine) -> list[ProcessRow]:
-    rows = [(machine.launcher_pid, "trainer", "torchrun --nproc-per-node 8 train.py (demo)")]
+    launcher = "torchrun --nproc-per-node 8 train.py (demo)"
+    rows = [HostProcess(machine.launcher_pid, "trainer", launcher)]
     for rank, pid in enumerate(machine.rank_pids):
-        rows.append((pid, "trainer", f"python train.py --local-rank {rank} (demo)"))
-        rows += [(w, "trainer", "pt_data_worker (demo)") for w in machine.worker_pids(rank)]
+        rows.append(HostProcess(pid, "trainer", f"python train.py --local-rank {rank} (demo)"))
+        workers = machine.worker_pids(rank)
+        rows += [HostProcess(w, "trainer", "pt_data_worker (demo)") for w in workers]
     return rows
 
 
 def live_process_rows() -> list[ProcessRow]:
-    """Every process the monitor can see, for the attach picker (a one-off, not per tick)."""
+    """Every process the monitor can see, with its job, for the attach picker (a one-off when
+    the picker opens, not per tick: its cgroup and environment are read here, about 0.2-0.7 ms
+    a process, see ``sources.host.identity``)."""
     import psutil
+
+    from gputop_doctor.sources.host.identity import read_identity
 
     rows: list[ProcessRow] = []
     for proc in psutil.process_iter(["pid", "username", "name", "cmdline"]):
         info = proc.info
+        pid = int(info["pid"])
         command = " ".join(info.get("cmdline") or []) or info.get("name") or "?"
-        rows.append((int(info["pid"]), str(info.get("username") or "?"), command))
+        user = str(info.get("username") or "?")
+        rows.append(HostProcess(pid, user, command, read_identity(pid)))
     return rows
 
 

@@ -14,25 +14,33 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.jobs import JobSelector
 from gputop_doctor.core.signals import SignalKind, Signaller
 from gputop_doctor.core.text import printable
 from gputop_doctor.sources.profile_request import DEFAULT_STEPS, ProfileRequestError, send_request
 from gputop_doctor.ui.alert_bell import CriticalBell
-from gputop_doctor.ui.control import EngineControl, MakeSink, csv_sink
+from gputop_doctor.ui.control import AttachJob, EngineControl, MakeSink, csv_sink
 from gputop_doctor.ui.frame_view import FrameView
 from gputop_doctor.ui.lifecycle import RunLifecycle
-from gputop_doctor.ui.messages import FrameReady, RecordingFailed, RecordingStarted, SamplerStopped
+from gputop_doctor.ui.messages import (
+    AttachFailed,
+    FrameReady,
+    RecordingFailed,
+    RecordingStarted,
+    SamplerStopped,
+)
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
 from gputop_doctor.ui.screens.help import HelpScreen
@@ -55,7 +63,10 @@ from gputop_doctor.ui.widgets.host_panel import HostPanel
 from gputop_doctor.ui.widgets.process_table import ProcessTable
 from gputop_doctor.ui.widgets.verdict_bar import VerdictBar
 
-_LIVE_ONLY_ACTIONS = frozenset({"attach", "detach", "record"})
+# Keys that do nothing in a replay: there is no live process to attach to, it is a recording
+# already, and its processes carry no job to group by (the table shows only their GPU use).
+_LIVE_ONLY_ACTIONS = frozenset({"attach", "detach", "record", "group_by_job"})
+_SORT_KEYS = Binding.Group("Sort", compact=True)
 
 
 class GpuTopApp(App[int]):
@@ -68,12 +79,18 @@ class GpuTopApp(App[int]):
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),  # not Textual's notice
         Binding("question_mark", "help", "Help"),
-        Binding("a", "attach", "Attach"),
-        Binding("d", "detach", "Detach"),
+        Binding("a", "attach", "Attach", tooltip="Follow a job (Slurm, container, pod) or a PID"),
+        # The footer has room at 80 columns for the keys a first look needs; d, P, the digits
+        # and ctrl+p (the palette) are listed by ? instead.
+        Binding("d", "detach", "Detach", show=False),
         Binding("r", "record", "Record"),
         Binding("p", "pause", "Pause", tooltip="Pause the view; sampling and recording go on"),
-        Binding("s", "sort", "Sort"),
-        # Hidden from the footer (it is full at 80 columns); listed by ? like every key.
+        Binding("slash", "search", "Search", tooltip="Search the processes: PID, user, name, job"),
+        Binding("g", "group_by_job", "Jobs", tooltip="Group the processes by job, with totals"),
+        # s and S share one footer entry ("sS Sort"), as I, T and K do ("ITK Signal").
+        Binding("s", "sort", "Sort the processes by the next key", group=_SORT_KEYS),
+        Binding("S", "reverse_sort", "Reverse the processes' sort order", group=_SORT_KEYS),
+        Binding("escape", "clear_search", "Clear the search", show=False),
         Binding("P", "profile", "Profile the selected process's next steps", show=False),
         *(Binding(str(i), f"gpu_detail({i})", f"GPU {i} detail", show=False) for i in range(10)),
         *signal_bindings("the selected process (after a confirmation)"),
@@ -92,12 +109,17 @@ class GpuTopApp(App[int]):
         alerts: AlertDispatcher | None = None,
         exit_watchdog: bool = False,
         signaller: Signaller | None = None,
+        attach_job: AttachJob | None = None,
     ) -> None:
         super().__init__()
         self.engine = engine
-        self.control = EngineControl(engine, self, make_sink)
+        self.control = EngineControl(engine, self, make_sink, attach_job)
         self.frame: Frame | None = None
         self.paused = False
+        self.table = ProcessTable(id="processes")
+        self.search_field = Input(
+            placeholder="search: PID, user, name or job (Enter keeps, Esc clears)", id="search"
+        )
         self._csv_path = csv_path
         self.list_processes = list_processes
         self._sampler = sampler
@@ -118,7 +140,6 @@ class GpuTopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         self.header = HeaderBar(self.engine.system, self.engine.settings.interval_s, id="header")
-        self.table = ProcessTable(id="processes")
         widgets = (
             self.header,
             GpuPanels(id="gpus"),
@@ -129,7 +150,8 @@ class GpuTopApp(App[int]):
         )
         self._views: tuple[FrameView, ...] = widgets
         yield from widgets
-        yield Footer()
+        yield self.search_field
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.table.focus()
@@ -186,6 +208,9 @@ class GpuTopApp(App[int]):
         self.control.pending_path = None
         self.notify(printable(f"cannot record: {message.reason}"), severity="error", markup=False)
 
+    def on_attach_failed(self, message: AttachFailed) -> None:
+        self.notify(printable(message.reason), severity="warning", markup=False)
+
     def on_sampler_stopped(self, message: SamplerStopped) -> None:
         """Why sampling ended, in the header (it stays) and as a notification."""
         self.control.pending_path = None
@@ -214,6 +239,7 @@ class GpuTopApp(App[int]):
             self.control.send_history,  # seeds the screen's CPU sparkline
             wait_warn_pct=message.wait_warn_pct,
             can_signal=self.signals is not None,
+            recorded=self.replaying,
         )
         self.push_screen(screen)
 
@@ -235,14 +261,22 @@ class GpuTopApp(App[int]):
             else ("Record to CSV", "Write every tick to a session CSV")
         )
         entries: list[tuple[str, str, Callable[[], object]]] = [
-            ("Attach to a process", "Pick a PID to follow", self.action_attach),
+            ("Attach to a job or process", "Pick a job or a PID to follow", self.action_attach),
             ("Detach", "Stop following the attached process tree", self.action_detach),
             (*record, self.action_record),
             ("Pause / resume", "Freeze the display; sampling goes on", self.action_pause),
             ("Sort processes", "Cycle the process table's sort key", self.action_sort),
+            ("Reverse the sort", "Reverse the process table's order", self.action_reverse_sort),
+            ("Search processes", "Show the PIDs, users, names or jobs typed", self.action_search),
+            ("Group by job", "Processes by Slurm job, container or pod", self.action_group_by_job),
             ("Help", "Keys and how to read the screen", self.action_help),
         ]
-        live_only = {self.action_attach, self.action_detach, self.action_record}
+        live_only = {
+            self.action_attach,
+            self.action_detach,
+            self.action_record,
+            self.action_group_by_job,
+        }
         for title, help_text, callback in entries:
             if not (self.replaying and callback in live_only):
                 yield SystemCommand(title, help_text, callback)
@@ -264,12 +298,15 @@ class GpuTopApp(App[int]):
         return super().deliver_screenshot(filename, path or os.getcwd(), time_format)
 
     def action_attach(self) -> None:
-        """Open the picker; a chosen PID is attached, a cancel does nothing."""
+        """Open the picker; a chosen PID or job is attached, a cancel does nothing."""
 
-        def attach(pid: int | None) -> None:
-            if pid is not None:
-                self.control.attach(pid)
-                self.notify(f"attaching to PID {pid}")
+        def attach(picked: int | JobSelector | None) -> None:
+            if isinstance(picked, JobSelector):
+                self.control.attach_job(picked)
+                self.notify(printable(f"attaching to {picked.label}"), markup=False)
+            elif picked is not None:
+                self.control.attach(picked)
+                self.notify(f"attaching to PID {picked}")
 
         self.push_screen(ProcessPicker(self.list_processes), attach)
 
@@ -295,6 +332,36 @@ class GpuTopApp(App[int]):
 
     def action_sort(self) -> None:
         self.table.cycle_sort()
+
+    def action_reverse_sort(self) -> None:
+        self.table.set_view(replace(self.table.view, reverse=not self.table.view.reverse))
+
+    def action_group_by_job(self) -> None:
+        self.table.set_view(replace(self.table.view, by_job=not self.table.view.by_job))
+
+    def action_search(self) -> None:
+        """Type to narrow the process table (every word must match); Enter keeps it."""
+        field = self.search_field
+        field.value = self.table.view.search
+        field.display = True
+        field.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "search":
+            self.table.set_view(replace(self.table.view, search=event.value.strip()))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter keeps the search (the table's title shows it) and goes back to the table."""
+        if event.input.id == "search":
+            event.input.display = False
+            self.table.focus()
+
+    def action_clear_search(self) -> None:
+        field = self.search_field
+        field.value = ""  # Input.Changed clears the table's search
+        field.display = False
+        self.table.set_view(replace(self.table.view, search=""))
+        self.table.focus()
 
     def action_profile(self) -> None:
         """Ask the probe in the selected process to profile its next steps. The summary comes
@@ -340,12 +407,16 @@ class GpuTopApp(App[int]):
     # -- signals: the keys, the desk, and the record of what was sent ----------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """A replay has no processes to attach to and is a recording already: those keys go.
-        The signal keys exist only with a desk (never in a replay), and act here only on the
-        main screen (the detail screens bind their own; a help or finding screen signals
-        nothing)."""
+        """A replay has no processes to attach to or group and is a recording already: those
+        keys go. The signal keys exist only with a desk (never in a replay), and act here only
+        on the main screen (the detail screens bind their own; a help or finding screen
+        signals nothing)."""
         if self.replaying and action in _LIVE_ONLY_ACTIONS:
             return False
+        if action == "clear_search":  # Esc acts only while a search is shown or typed
+            return len(self.screen_stack) == 1 and (
+                bool(self.table.view.search) or self.search_field.display
+            )
         if action == SIGNAL_ACTION:
             return self.signals is not None and not self.replaying and len(self.screen_stack) == 1
         return True
@@ -404,6 +475,7 @@ def run_tui(
     alerts: AlertDispatcher | None = None,
     make_sink: MakeSink = csv_sink,
     signaller: Signaller | None = None,
+    attach_job: AttachJob | None = None,
 ) -> int:
     """Run the monitor until the user quits; returns the exit status.
 
@@ -411,6 +483,7 @@ def run_tui(
     ``csv_path`` starts recording at once; ``list_processes`` backs the attach picker with
     ``(pid, user, command)`` tuples from the host source (the UI may not read /proc itself).
     ``signaller`` enables the signal keys (live, not read-only: see ``signal_desk``).
+    ``attach_job`` lets the picker attach to a whole job, as ``--job`` does (live host only).
     """
     app = GpuTopApp(
         engine,
@@ -422,6 +495,7 @@ def run_tui(
         make_sink=make_sink,
         exit_watchdog=True,
         signaller=signaller,
+        attach_job=attach_job,
     )
     try:
         result = app.run()

@@ -15,9 +15,13 @@ from textual.message_pump import MessagePump
 
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame, Sink
-from gputop_doctor.ui.messages import HistoryReady, RecordingFailed, RecordingStarted
+from gputop_doctor.core.jobs import JobSelector
+from gputop_doctor.ui.messages import AttachFailed, HistoryReady, RecordingFailed, RecordingStarted
 
 MakeSink = Callable[[str], Sink]
+# Scopes the host source to a job and returns its PIDs (None: back to PID trees); see
+# ``sources.factory.OpenedSources.attach_job``. Runs in the producer thread.
+AttachJob = Callable[[JobSelector | None], list[int]]
 
 
 def csv_sink(path: str) -> Sink:
@@ -30,10 +34,17 @@ def csv_sink(path: str) -> Sink:
 class EngineControl:
     """Queues requests for one engine; replies go to ``reply_to`` as messages."""
 
-    def __init__(self, engine: Engine, reply_to: MessagePump, make_sink: MakeSink) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        reply_to: MessagePump,
+        make_sink: MakeSink,
+        attach_job: AttachJob | None = None,
+    ) -> None:
         self.engine = engine
         self._post: Callable[[Message], bool] = reply_to.post_message
         self._make_sink = make_sink
+        self.attach_job_source = attach_job
         self.pending_path: str | None = None  # asked for, not yet confirmed by a frame
 
     def seen(self, frame: Frame) -> None:
@@ -41,8 +52,28 @@ class EngineControl:
             self.pending_path = None
 
     def attach(self, pid: int | None) -> None:
+        """Follow ``pid``'s tree (None: nothing), leaving a job attached before."""
+        scope = self.attach_job_source
+
         def request(engine: Engine) -> None:
+            if scope is not None:
+                scope(None)
             engine.attach(pid)
+
+        self.engine.submit(request)
+
+    def attach_job(self, selector: JobSelector) -> None:
+        """Follow every process of a job on this host, as ``--job`` does; a job with no
+        process here is reported back and changes nothing."""
+        scope, post = self.attach_job_source, self._post
+
+        def request(engine: Engine) -> None:
+            members = scope(selector) if scope is not None else []
+            if not members:
+                post(AttachFailed(f"no process of {selector.label} on this host"))
+                return
+            engine.attach(members[0])
+            engine.target_name = selector.label
 
         self.engine.submit(request)
 

@@ -58,3 +58,12 @@ class SamplerStopped(Message):
     def __init__(self, reason: str) -> None:
         super().__init__()
         self.reason = reason
+
+
+class AttachFailed(Message):
+    """The job picked in the attach picker has no process on this host (any more): the
+    monitor stays attached to what it watched before."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import Input, OptionList
+from textual.widgets import Input, OptionList, Static
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
@@ -82,7 +83,10 @@ async def test_help_screen_opens_and_closes() -> None:
         assert isinstance(app.screen, HelpScreen)
         assert "Attach" in screen_text(app)
         assert "Pause the view; sampling and recording go on" in screen_text(app)
-        assert "GPU-h lost counts that past too" in " ".join(screen_text(app).split())
+        texts = [s.content for s in app.screen.query(Static) if isinstance(s.content, Text)]
+        guide = " ".join(" ".join(str(t) for t in texts).split())  # the box wraps and scrolls
+        assert "GPU-h lost counts that past too" in guide
+        assert "S reverses it; / narrows the table" in guide and "g groups the processes" in guide
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
@@ -250,16 +254,16 @@ async def test_sort_key_cycles_and_reorders_the_table() -> None:
     async with app.run_test(size=SIZE) as pilot:
         frame = await feed(app, pilot, engine, clock, 3)
         table = app.query_one(ProcessTable)
-        assert table.sort_mode == "tree"
+        assert table.view.sort == "tree"
         await pilot.press("s")
-        assert table.sort_mode == "cpu"
+        assert table.view.sort == "cpu"
         cpu = {p.pid: p.cpu_pct or 0.0 for p in frame.snapshot.processes}
         shown = [cpu[pid] for pid in table.pids if pid in cpu]
         assert shown == sorted(shown, reverse=True)
         assert "sort: cpu" in screen_text(app)
         for _ in range(6):
             await pilot.press("s")
-        assert table.sort_mode == "tree"
+        assert table.view.sort == "tree"
 
 
 @run_async
@@ -442,7 +446,7 @@ async def test_command_palette_lists_the_app_commands() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await feed(app, pilot, engine, clock)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for wanted in ("Attach to a process", "Detach", "Record to CSV", "GPU 0 detail"):
+        for wanted in ("Attach to a job or process", "Detach", "Record to CSV", "GPU 0 detail"):
             assert wanted in titles
 
 

@@ -8,7 +8,8 @@ from gputop_doctor.ui.render import fmt_mib, sparkline
 from gputop_doctor.ui.scopes import compress, scopes_text
 from gputop_doctor.ui.widgets.findings_list import group_findings
 from gputop_doctor.ui.widgets.gpu_lines import CARD_LINES, card_lines, choose_layout, compact_lines
-from gputop_doctor.ui.widgets.process_rows import ordered_rows, tree_rows
+from gputop_doctor.ui.widgets.process_rows import tree_rows
+from gputop_doctor.ui.widgets.process_view import TableView, ordered_rows
 
 
 def test_sparkline_keeps_the_on_off_pattern_and_pads_on_the_left() -> None:
@@ -90,9 +91,9 @@ def test_ordered_rows_show_gpu_use_and_sort_by_cpu() -> None:
         ),
         target_pid=10,
     )
-    rows = dict(ordered_rows(snap, "tree"))
+    rows = dict(ordered_rows(snap, TableView()))
     assert rows[11][3:6] == ("0", "2.0G", "70")
-    assert [pid for pid, _ in ordered_rows(snap, "cpu")] == [11, 10]
+    assert [pid for pid, _ in ordered_rows(snap, TableView("cpu"))] == [11, 10]
 
 
 def test_findings_on_many_gpus_share_one_line() -> None:

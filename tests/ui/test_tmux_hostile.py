@@ -68,7 +68,7 @@ def test_escapes_in_a_process_name_and_argv_do_not_reach_the_terminal(
 
     # The attach picker lists every process's command line, the hostile argv included.
     tmux("send-keys", "-t", session, "a")
-    wait_for(lambda: "Attach to a process" in screen(), START_S, "the picker", screen)
+    wait_for(lambda: "Attach to a job or a process" in screen(), START_S, "the picker", screen)
     tmux("send-keys", "-t", session, "-l", "hostile")
     wait_for(lambda: "--hostile" in screen(), START_S, "the picker listing the child", screen)
     line = next(row for row in screen().splitlines() if "--hostile" in row)

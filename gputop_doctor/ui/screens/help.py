@@ -33,8 +33,9 @@ threshold, power up to the limit and SM clock up to its maximum, each drawn as a
 "GPU-h lost" in the header is GPU time that did no training work this session: a starved GPU's
 idle share of each tick, the ticks a GPU spins waiting for a stalled rank, idle ticks, and the
 clock deficit of a throttled GPU (docs/report.md, "GPU time lost"). The demo starts with
-minutes of simulated past already filled in (so the charts have a history), and the header's
-GPU-h lost counts that past too.
+minutes of simulated past already filled in (so the charts have a history); the header's
+GPU-h lost counts that past too, and says how much of it the simulated past lost ("0.41 GPU-h
+lost (0.40 simulated)").
 
 The line above the findings is the verdict: which of the four cases the job is in (small or
 large model, simple or complex data) and where its bottleneck is.
@@ -45,7 +46,15 @@ Processes: the attached PID's whole tree (launcher, ranks, DataLoader workers) a
 NVML lists on a GPU. CPU% is of one core; THR is threads; BLAS is the library mapped in
 (? when it cannot be read: no permission, run as the job's user or root); WAIT% is the share
 of each step spent waiting for data, measured by the in-process probe (on narrow
-terminals it takes BLAS's place while a probe runs). Enter on a process shows all about it."""
+terminals it takes BLAS's place while a probe runs). Enter on a process shows all about it.
+s cycles the sort key and S reverses it; / narrows the table to the PIDs, users, names or jobs
+typed (Enter keeps the search, Esc clears it); g groups the processes by job (Slurm job,
+container or Kubernetes pod, read from each process's cgroup) under a row with the job's
+totals. a attaches to a whole job as well as to one process.
+
+A replay shows what the recording holds of each process: its PID and its use of the GPUs (a
+session CSV keeps no per-process CPU, memory or threads), and no keys that act on live
+processes."""
 READING = "\n".join(" ".join(block.split()) for block in _GUIDE.split("\n\n"))
 
 
@@ -59,7 +68,8 @@ MONITOR_MOVES = (
 
 def _key_label(binding: Binding) -> str:
     keys = binding.key.split(",")
-    return " / ".join(k.strip().replace("question_mark", "?") for k in keys)
+    names = {"question_mark": "?", "slash": "/", "escape": "Esc"}
+    return " / ".join(names.get(k.strip(), k.strip()) for k in keys)
 
 
 class HelpScreen(ModalScreen[None]):

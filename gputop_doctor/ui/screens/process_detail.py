@@ -69,7 +69,9 @@ RequestHistory = Callable[[MessagePump], None]
 _NUMBERED = re.compile(r"(?<=[_-])\d+$")  # pt_autograd_3, pt_data_worker-12
 
 
-def _summary(pid: int, proc: ProcSample | None) -> str:
+def _summary(pid: int, proc: ProcSample | None, recorded: bool) -> str:
+    if proc is None and recorded:
+        return f"PID {pid}: the recording keeps its GPU use only (no CPU, memory or threads)"
     if proc is None:
         return f"PID {pid}: not readable on the host (only what NVML reports is known)"
     state = f"{proc.state} ({STATES[proc.state]})" if proc.state in STATES else proc.state
@@ -168,10 +170,11 @@ def _lines_printable(text: str) -> str:
     return "\n".join(printable(line) for line in text.split("\n"))
 
 
-def sections(pid: int, snapshot: Snapshot) -> dict[str, str]:
-    """The text of each section for one PID in one snapshot (pure, for tests too)."""
+def sections(pid: int, snapshot: Snapshot, recorded: bool = False) -> dict[str, str]:
+    """The text of each section for one PID in one snapshot (pure, for tests too);
+    ``recorded``: the snapshot comes from a replayed session CSV."""
     proc = snapshot.process(pid)
-    out = {"summary": _summary(pid, proc), "gpus": _gpus(pid, snapshot)}
+    out = {"summary": _summary(pid, proc, recorded), "gpus": _gpus(pid, snapshot)}
     if proc is not None:
         out["threads"] = _threads(proc)
         out["libraries"] = _libraries(proc)
@@ -196,10 +199,12 @@ class ProcessScreen(ModalScreen[None]):
         *,
         wait_warn_pct: float = float("inf"),
         can_signal: bool = False,
+        recorded: bool = False,
     ) -> None:
         super().__init__()
         self.pid = pid
         self.can_signal = can_signal  # the app has a signal desk (not read-only)
+        self.recorded = recorded  # a replay: the recording holds only the GPU use
         self.snapshot = snapshot
         self.wait_warn_pct = wait_warn_pct  # the settings in force; updated with each frame
         self._request_history = request_history
@@ -265,10 +270,10 @@ class ProcessScreen(ModalScreen[None]):
         snapshot = self.snapshot
         proc = snapshot.process(self.pid)
         box = self.query_one("#process-box", VerticalScroll)
-        name = printable(proc.name, NAME_MAX) if proc is not None else "?"
+        name = f" {printable(proc.name, NAME_MAX)}" if proc is not None else ""
         # A Text title: a str border title is parsed as markup, and a name is outside text.
-        box.border_title = Text(f"PID {self.pid} {name}{'  (exited)' if self.exited else ''}")
-        texts = sections(self.pid, snapshot)
+        box.border_title = Text(f"PID {self.pid}{name}{'  (exited)' if self.exited else ''}")
+        texts = sections(self.pid, snapshot, self.recorded)
         texts["cpu"] = self.cpu_line()
         for key in ("summary", "cpu", *SECTIONS[1:]):
             text = texts.get(key)

@@ -1,13 +1,18 @@
-"""Pick a host process to attach to, by typing part of its PID, user or command.
+"""Pick a host process or a whole job to attach to, by typing part of its PID, user, command
+or job.
 
 The UI may not read /proc or import psutil, so the list comes from a callable the CLI passes in
 (backed by the host source). It is called in a thread worker because walking every process on
-a busy host takes tens of milliseconds, which would freeze key handling if done on the loop.
+a busy host (and reading each one's job) takes tens of milliseconds or more, which would
+freeze key handling if done on the loop.
+
+Jobs (a Slurm job, a container, a pod) come first, each with its user and process count:
+picking one returns the selector ``--job``, ``--container`` or ``--pod`` would build, so
+the app attaches to it exactly as those flags do.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
 from rich.text import Text
@@ -19,36 +24,32 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
+from gputop_doctor.core.job_list import HostProcess, JobEntry, job_entries
+from gputop_doctor.core.jobs import JobSelector
 from gputop_doctor.core.text import printable
 from gputop_doctor.ui.render import NAME_MAX
+from gputop_doctor.ui.search import matches_words
 
-HostProcess = tuple[int, str, str]  # (pid, user, command line or name)
-ListProcesses = Callable[[], Sequence[HostProcess]]
+ListProcesses = Callable[[], Sequence[tuple[int, str, str] | HostProcess]]
 MAX_SHOWN = 200
+JOB_ID = "job:"  # option ids: a PID, or "job:<index into the listed jobs>"
+Picked = int | JobSelector | None
 
 
-def matches(proc: HostProcess, needle: str) -> bool:
-    """Every word of the filter must appear in ``"pid user command"`` (case-insensitive).
+def matches(proc: tuple[int, str, str] | HostProcess, needle: str) -> bool:
+    """Every word of the filter appears in ``"pid user command"`` (see ``ui.search``)."""
+    return matches_words(proc[0], f"{proc[1]} {proc[2]}", needle)
 
-    A number alone also matches the start of a PID (typing a PID narrows as it goes). Beside
-    other words a number must be a whole number: "rank 3" is the process whose command says
-    rank 3, not every process with a 3 in its PID (which put rank 2, PID 4203, first).
-    """
+
+def job_matches(job: JobEntry, needle: str) -> bool:
+    """A job matches on its name (``Slurm job 48213``), its ID and its user."""
     words = needle.lower().split()
-    if len(words) == 1 and words[0].isdigit() and str(proc[0]).startswith(words[0]):
-        return True
-    hay = f"{proc[0]} {proc[1]} {proc[2]}".lower()
-    return all(_has_word(hay, word) for word in words)
+    hay = f"{job.label} {job.selector.value} {job.user}".lower()
+    return all(word in hay for word in words)
 
 
-def _has_word(hay: str, word: str) -> bool:
-    if word.isdigit():
-        return re.search(rf"(?<!\d){word}(?!\d)", hay) is not None
-    return word in hay
-
-
-class ProcessPicker(ModalScreen[int | None]):
-    """Returns the chosen PID, or None when cancelled."""
+class ProcessPicker(ModalScreen[Picked]):
+    """Returns the chosen PID or job, or None when cancelled."""
 
     BINDINGS = [  # noqa: RUF012 (Textual reads this class attribute)
         Binding("escape", "cancel", "Cancel"),
@@ -59,12 +60,13 @@ class ProcessPicker(ModalScreen[int | None]):
         super().__init__()
         self._list_processes = list_processes
         self._procs: list[HostProcess] = []
+        self._jobs: list[JobEntry] = []
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker-box") as box:
-            box.border_title = "Attach to a process"
+            box.border_title = "Attach to a job or a process"
             box.border_subtitle = "type to filter · ↓ list · Enter attach · Esc cancel"
-            yield Input(placeholder="filter: pid, user or command", id="picker-filter")
+            yield Input(placeholder="filter: pid, user, command or job", id="picker-filter")
             yield OptionList(Option("loading processes…", disabled=True), id="picker-list")
 
     def on_mount(self) -> None:
@@ -78,14 +80,15 @@ class ProcessPicker(ModalScreen[int | None]):
     def _load(self) -> None:
         assert self._list_processes is not None
         try:
-            procs = list(self._list_processes())
+            procs = [HostProcess(*row) for row in self._list_processes()]
         except Exception as exc:  # the host source said no; say why instead of crashing
             self.app.call_from_thread(self._show_message, f"cannot list processes: {exc}")
             return
         self.app.call_from_thread(self._loaded, procs)
 
     def _loaded(self, procs: list[HostProcess]) -> None:
-        self._procs = sorted(procs, key=lambda p: p[0])
+        self._procs = sorted(procs, key=lambda p: p.pid)
+        self._jobs = job_entries(self._procs)
         self._refilter(self.query_one(Input).value)
 
     def _show_message(self, text: str) -> None:
@@ -94,22 +97,15 @@ class ProcessPicker(ModalScreen[int | None]):
         options.add_option(Option(Text(printable(text)), disabled=True))
 
     def _refilter(self, needle: str) -> None:
+        jobs = [(i, job) for i, job in enumerate(self._jobs) if job_matches(job, needle)]
         shown = [p for p in self._procs if matches(p, needle)]
         options = self.query_one(OptionList)
         options.clear_options()
-        if not shown:
+        if not shown and not jobs:
             options.add_option(Option("no process matches", disabled=True))
             return
-        options.add_options(
-            Option(
-                Text(
-                    f"{pid:>7}  {printable(user, 10):<10}  {printable(cmd, NAME_MAX)}",
-                    no_wrap=True,
-                ),
-                id=str(pid),
-            )
-            for pid, user, cmd in shown[:MAX_SHOWN]
-        )
+        options.add_options(_job_option(index, job) for index, job in jobs)
+        options.add_options(_process_option(proc) for proc in shown[:MAX_SHOWN])
         options.highlighted = 0
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -117,23 +113,47 @@ class ProcessPicker(ModalScreen[int | None]):
             self._refilter(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        """Enter in the filter: a bare number attaches to that PID, else the first match."""
+        """Enter in the filter: a bare number attaches to that PID (or to the job of that ID
+        when no process has it), else the first match."""
         value = event.value.strip()
         if value.isdigit():
-            self.dismiss(int(value))
+            self.dismiss(self._by_number(value))
             return
         options = self.query_one(OptionList)
         if options.option_count and options.highlighted is not None:
             option = options.get_option_at_index(options.highlighted)
             if option.id is not None:
-                self.dismiss(int(option.id))
+                self.dismiss(self._picked(option.id))
+
+    def _by_number(self, value: str) -> int | JobSelector:
+        pid = int(value)
+        if any(p.pid == pid for p in self._procs):
+            return pid
+        jobs = [job.selector for job in self._jobs if job.selector.value == value]
+        return jobs[0] if jobs else pid
+
+    def _picked(self, option_id: str) -> int | JobSelector:
+        if option_id.startswith(JOB_ID):
+            return self._jobs[int(option_id.removeprefix(JOB_ID))].selector
+        return int(option_id)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option.id is not None:
-            self.dismiss(int(event.option.id))
+            self.dismiss(self._picked(event.option.id))
 
     def action_focus_list(self) -> None:
         self.query_one(OptionList).focus()
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+def _job_option(index: int, job: JobEntry) -> Option:
+    count = f"{job.processes} process{'es' if job.processes != 1 else ''}"
+    text = f"{'job':>7}  {printable(job.user, 10):<10}  {printable(job.label, NAME_MAX)} · {count}"
+    return Option(Text(text, style="bold", no_wrap=True), id=f"{JOB_ID}{index}")
+
+
+def _process_option(proc: HostProcess) -> Option:
+    text = f"{proc.pid:>7}  {printable(proc.user, 10):<10}  {printable(proc.command, NAME_MAX)}"
+    return Option(Text(text, no_wrap=True), id=str(proc.pid))

@@ -69,6 +69,7 @@ class HeaderBar(Widget):
         self._text = Text()
         self._lines = 1
         self._lost_gpu_h = 0.0  # rounded to what is shown, so the bar rebuilds rarely
+        self._simulated_gpu_h = 0.0  # of it, lost in a demo's filled-in past
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -87,6 +88,7 @@ class HeaderBar(Widget):
         self._rec_error = frame.recording_error is not None
         self._interval_s = snap.interval_s
         self._lost_gpu_h = round(frame.gpu_hours_lost, 2)
+        self._simulated_gpu_h = round(frame.simulated_gpu_hours_lost, 2)
         self._update()
 
     def set_paused(self, paused: bool) -> None:
@@ -120,6 +122,7 @@ class HeaderBar(Widget):
             self._problem,
             self._interval_s,
             self._lost_gpu_h,
+            self._simulated_gpu_h,
         )
         if key == self._key:
             return
@@ -162,7 +165,7 @@ class HeaderBar(Widget):
         if self._paused:
             parts.append((0, "PAUSED", "header-bar--warn"))
         if self._lost_gpu_h >= 0.01:
-            parts.append((2, f"{self._lost_gpu_h:.2f} GPU-h lost", "header-bar--warn"))
+            parts.append((2, self._lost_text(), "header-bar--warn"))
         width = (self.size.width or self.app.size.width) - 2
 
         def length(limit: int) -> int:
@@ -190,6 +193,15 @@ class HeaderBar(Widget):
         if problem:
             text.append("\n")
             text.append(problem, style("header-bar--warn"))
+        return text
+
+    def _lost_text(self) -> str:
+        """GPU-h lost, saying how much of it the demo's simulated past lost: a demo starts
+        with minutes of history (so the charts have one), and a count that starts high
+        without saying why reads like a bug."""
+        text = f"{self._lost_gpu_h:.2f} GPU-h lost"
+        if self._simulated_gpu_h >= 0.01:
+            text += f" ({self._simulated_gpu_h:.2f} simulated)"
         return text
 
     def on_resize(self) -> None:

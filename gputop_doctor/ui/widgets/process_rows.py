@@ -73,11 +73,14 @@ def gpu_use(snapshot: Snapshot) -> dict[int, GpuUse]:
     }
 
 
-def tree_rows(processes: Iterable[ProcSample]) -> list[tuple[ProcSample, str]]:
+def tree_rows(
+    processes: Iterable[ProcSample], reverse: bool = False
+) -> list[tuple[ProcSample, str]]:
     """Attached tree first in depth-first order with box-drawing prefixes, then the others.
 
     Parents come from ``ppid``; a process whose parent is not in the tree is a root (normally
-    only the attached PID). Children are ordered by PID so the order is stable tick to tick.
+    only the attached PID). Children are ordered by PID so the order is stable tick to tick;
+    ``reverse`` orders siblings and the others by falling PID (the tree's shape stays).
     """
     procs = list(processes)
     tree = {p.pid: p for p in measures.in_tree(procs)}
@@ -92,15 +95,16 @@ def tree_rows(processes: Iterable[ProcSample]) -> list[tuple[ProcSample, str]]:
 
     def walk(proc: ProcSample, prefix: str, branch: str) -> None:
         out.append((proc, prefix + branch))
-        kids = sorted(children.get(proc.pid, ()), key=lambda p: p.pid)
+        kids = sorted(children.get(proc.pid, ()), key=lambda p: p.pid, reverse=reverse)
         below = prefix + ("" if not branch else "   " if branch == "└─ " else "│  ")
         for i, kid in enumerate(kids):
             walk(kid, below, "└─ " if i == len(kids) - 1 else "├─ ")
 
-    for root in sorted(roots, key=lambda p: (p.depth, p.pid)):
+    for root in sorted(roots, key=lambda p: (p.depth, -p.pid if reverse else p.pid)):
         walk(root, "", "")
     seen = {p.pid for p, _ in out}
-    out.extend((p, "") for p in sorted(procs, key=lambda p: p.pid) if p.pid not in seen)
+    others = sorted(procs, key=lambda p: p.pid, reverse=reverse)
+    out.extend((p, "") for p in others if p.pid not in seen)
     return out
 
 
@@ -134,7 +138,8 @@ def row_cells(proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[str, .
     )
 
 
-_SORT_KEYS = {
+# The sort keys besides "tree": biggest first (the reverse toggle turns each around).
+SORT_KEYS = {
     "cpu": lambda p, u: -(p.cpu_pct or 0.0),
     "gpu-mem": lambda p, u: -((u.mem_mib or 0.0) if u else 0.0),
     "sm": lambda p, u: -((u.sm_pct or 0.0) if u else 0.0),
@@ -144,32 +149,29 @@ _SORT_KEYS = {
 }
 
 
-def ordered_rows(snapshot: Snapshot, mode: str) -> list[tuple[int, tuple[str, ...]]]:
-    """(pid, cells) in display order for a sort mode."""
-    uses = gpu_use(snapshot)
-    procs = list(snapshot.processes)
-    known = {p.pid for p in procs}
-    # A GPU process the host source could not read is still shown, with what NVML knows.
-    procs.extend(ProcSample(pid=pid, in_tree=False) for pid in sorted(uses) if pid not in known)
-    if mode == "tree":
-        rows = tree_rows(procs)
-    else:
-        sort_key = _SORT_KEYS[mode]
-        rows = [(p, "") for p in sorted(procs, key=lambda p: (sort_key(p, uses.get(p.pid)), p.pid))]
-    return [(p.pid, row_cells(p, prefix, uses.get(p.pid))) for p, prefix in rows]
+# What a session CSV holds of each process: the GPU process lists (PID, GPU, memory, SM share),
+# not the host's per-process readings, so a replay's table shows these columns alone rather
+# than columns of "?" and "-".
+RECORDED_COLUMNS = frozenset({"pid", "gpu", "gmem", "sm"})
 
 
-def column_widths(width: int, probing: bool = False) -> dict[str, int]:
+def column_widths(
+    width: int, probing: bool = False, held: frozenset[str] | None = None
+) -> dict[str, int]:
     """Narrow widths below 110 columns; the name column (tree prefixes) gets the rest.
 
-    A width of 0 hides a column: on narrow terminals WAIT% and BLAS share one slot.
+    A width of 0 hides a column: on narrow terminals WAIT% and BLAS share one slot, and the
+    columns a source does not hold (``held``; None: all of them) are hidden.
     """
     narrow = width < NARROW_BELOW
     widths = {key: (n if narrow else w) for key, _, w, n, _ in COLUMNS}
     if narrow:
         widths[NARROW_SWAP[1] if probing else NARROW_SWAP[0]] = 0
-    fixed = sum(w + GAP for k, w in widths.items() if k != "name" and w) + GAP
-    widths["name"] = max(MIN_NAME, width - fixed - GAP - SCROLLBAR)
+    if held is not None:
+        widths = {key: (w if key in held else 0) for key, w in widths.items()}
+    if widths["name"]:
+        fixed = sum(w + GAP for k, w in widths.items() if k != "name" and w) + GAP
+        widths["name"] = max(MIN_NAME, width - fixed - GAP - SCROLLBAR)
     return widths
 
 

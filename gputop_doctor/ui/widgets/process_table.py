@@ -11,10 +11,14 @@ The cursor is a row index kept on its PID across frames, and on the same screen 
 come or go above it, so a user can keep their eye on one DataLoader worker while the table
 refreshes every second. Enter on a row (or a click on the cursor's row) posts ``Selected``;
 the app opens the process's detail screen.
+
+What rows there are and in which order (sort, reverse, search, grouped by job) is
+``process_view``'s: a job's total row is keyed by the job, so it diffs like a process's.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from rich.style import Style
@@ -34,12 +38,14 @@ from gputop_doctor.ui.widgets import process_rows
 from gputop_doctor.ui.widgets.process_rows import (
     GAP,
     KEYS,
+    RECORDED_COLUMNS,
     Emphasis,
     Row,
-    ordered_rows,
+    cell_text,
     row_texts,
 )
 from gputop_doctor.ui.widgets.process_strips import Paint, RowLook, body_strip, header_strip
+from gputop_doctor.ui.widgets.process_view import RowKey, TableView, is_group, ordered_rows
 
 HEADER_LINES = 1
 STRIP_CACHE_SIZE = 1024  # a few screens of rows, each with and without the cursor
@@ -86,14 +92,15 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.sort_mode = "tree"
+        self.view = TableView()
+        self.held: frozenset[str] | None = None  # the columns the source holds (None: all)
         self.probing = False  # some process publishes probe stats (a WAIT% value)
         self._warn: Style | None = None
         self._wait_warn_pct = float("inf")  # from the settings in force, with the first frame
         self._emphasis: Emphasis | None = None  # last used to style cells
-        self._rows: dict[int, Row] = {}
-        self._order: list[int] = []
-        self._index: dict[int, int] = {}
+        self._rows: dict[RowKey, Row] = {}
+        self._order: list[RowKey] = []
+        self._index: dict[RowKey, int] = {}
         self._target: int | None = None
         self._snapshot: Snapshot | None = None
         self._spans: tuple[int, ...] = ()  # each column's width on screen (0: hidden)
@@ -122,7 +129,8 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def _relayout(self) -> None:
         """Column widths for the current width (narrow terminals swap WAIT% and BLAS)."""
-        widths = process_rows.column_widths(self.size.width or self.app.size.width, self.probing)
+        width = self.size.width or self.app.size.width
+        widths = process_rows.column_widths(width, self.probing, self.held)
         spans = tuple(widths[key] + GAP if widths[key] else 0 for key in KEYS)
         if spans != self._spans:
             self._spans = spans
@@ -209,28 +217,40 @@ class ProcessTable(ScrollView, can_focus=True):
     def show_frame(self, frame: Frame) -> None:
         self._snapshot = frame.snapshot
         self._wait_warn_pct = data_wait_warn_pct(frame)
+        held = RECORDED_COLUMNS if frame.system.source.startswith("replay:") else None
+        if held != self.held:
+            self.held = held
+            self._relayout()
         self._apply(frame.snapshot)
 
     def cycle_sort(self) -> str:
         """Next sort mode; the table is re-ordered at once from the last snapshot."""
-        index = process_rows.SORT_MODES.index(self.sort_mode)
-        self.sort_mode = process_rows.SORT_MODES[(index + 1) % len(process_rows.SORT_MODES)]
+        modes = process_rows.SORT_MODES
+        sort = modes[(modes.index(self.view.sort) + 1) % len(modes)]
+        self.set_view(replace(self.view, sort=sort))
+        return sort
+
+    def set_view(self, view: TableView) -> None:
+        """Show the rows as ``view`` says, at once (from the last snapshot)."""
+        self.view = view
         self._update_title()
         if self._snapshot is not None:
             self._apply(self._snapshot)
-        return self.sort_mode
 
     def _update_title(self) -> None:
-        self.border_title = f"processes · sort: {self.sort_mode} (s)"
+        self.border_title = self.view.title
 
-    def _row(self, pid: int, cells: tuple[str, ...], old: Row | None, restyle: bool) -> Row:
+    def _row(self, key: RowKey, cells: tuple[str, ...], old: Row | None, restyle: bool) -> Row:
         """The row to show for these cells: the old one if nothing about it changed."""
-        target = pid == self._target
+        target = key == self._target
         if old is not None and old.cells == cells and old.target == target and not restyle:
             return old
         assert self._emphasis is not None
         self._version += 1
-        texts = row_texts(cells, target, self._emphasis, None if restyle else old)
+        if is_group(key):  # a job's total row: bold, like a header over its processes
+            texts = tuple(cell_text(k, text, "bold") for k, text in zip(KEYS, cells, strict=True))
+        else:
+            texts = row_texts(cells, target, self._emphasis, None if restyle else old)
         return Row(cells, texts, self._version, target)
 
     def _current_emphasis(self) -> Emphasis:
@@ -246,9 +266,9 @@ class ProcessTable(ScrollView, can_focus=True):
             self.probing = probing
             self._relayout()
         self._target = snapshot.target_pid
-        cursor_pid = self.cursor_pid
+        cursor_key = self._order[self._cursor] if self._cursor < len(self._order) else None
         on_screen = self._cursor - round(self.scroll_y)  # the cursor's line in the window
-        rows = ordered_rows(snapshot, self.sort_mode)
+        rows = ordered_rows(snapshot, self.view)
         emphasis = self._current_emphasis()
         restyle = emphasis != self._emphasis  # new threshold or theme: restyle every cell
         self._emphasis = emphasis
@@ -262,8 +282,8 @@ class ProcessTable(ScrollView, can_focus=True):
         self._order = order
         self._index = {pid: i for i, pid in enumerate(order)}
         self._resize_virtual()
-        if cursor_pid in self._index:
-            self._cursor = self._index[cursor_pid]
+        if cursor_key in self._index:
+            self._cursor = self._index[cursor_key]
             # Rows came or went above it: keep the cursor's PID on the same screen line.
             self.scroll_to(y=max(0, self._cursor - on_screen), animate=False, force=True)
         else:
@@ -279,8 +299,10 @@ class ProcessTable(ScrollView, can_focus=True):
 
     @property
     def cursor_pid(self) -> int | None:
-        """The PID under the cursor, for tests and for commands that act on a process."""
-        return self._order[self._cursor] if self._cursor < len(self._order) else None
+        """The PID under the cursor, for tests and for commands that act on a process (None
+        on a job's total row)."""
+        key = self._order[self._cursor] if self._cursor < len(self._order) else None
+        return key if isinstance(key, int) else None
 
     @property
     def hover_row(self) -> int | None:
@@ -289,10 +311,15 @@ class ProcessTable(ScrollView, can_focus=True):
 
     @property
     def pids(self) -> list[int]:
-        """PIDs in display order."""
+        """PIDs in display order (the processes' rows, not the jobs' totals)."""
+        return [key for key in self._order if isinstance(key, int)]
+
+    @property
+    def row_keys(self) -> list[RowKey]:
+        """Every row's key in display order: PIDs and the jobs' ``job:...`` totals."""
         return list(self._order)
 
-    def cell(self, pid: int, key: str) -> Text:
+    def cell(self, pid: RowKey, key: str) -> Text:
         """The Text shown for a process in a column (``process_rows.COLUMNS`` keys)."""
         return self._rows[pid].texts[KEYS.index(key)]
 
