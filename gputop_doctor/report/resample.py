@@ -79,6 +79,7 @@ class _GpuBin:
         return GpuPoint(
             gpu=self.first.gpu,
             name=self.first.name or last.name,
+            uuid=self.first.uuid or last.uuid,
             lost=last.lost,
             util_pct=self.mean("util_pct"),
             mem_used_mib=self.mean("mem_used_mib"),

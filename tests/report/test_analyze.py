@@ -285,6 +285,11 @@ def test_record_gzip_with_rotation_then_replay_and_analyze(tmp_path: Path) -> No
     assert ticks >= 10
     analyzed = json.loads(run("analyze", str(path), "--json").stdout)
     assert analyzed["ticks"] == ticks and analyzed["source"] == "demo:starved"
+    # The machine and the attached command, from rec.meta.json beside the rotated parts.
+    machine = analyzed["machine"]
+    assert machine["hostname"] == "demo-8xh100" and machine["target_pid"] == 4200
+    assert machine["command"].startswith("torchrun --nproc-per-node=8 ")
+    assert len(machine["gpus"]) == 8 and machine["gpus"][0]["uuid"].startswith("GPU-")
     one_line_error(run("record", "--csv", str(path), "--max-size", "1K"), "below 64K")
     one_line_error(
         run("--demo", "starved", "record", "--csv", str(path), "--duration", "1"),
