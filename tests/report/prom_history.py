@@ -23,6 +23,7 @@ class Gpu:
     util: float
     temp: float
     bits: int = 0  # clock-event reasons (0x20: software thermal slowdown)
+    sm_active: float | None = None  # DCGM_FI_PROF_SM_ACTIVE (0-1), exported only where set
 
 
 FIELDS: dict[str, Callable[[Gpu, int], float]] = {
@@ -62,6 +63,13 @@ def openmetrics_lines(
                 bad = nan is not None and nan == (gpu, i)
                 reading = "NaN" if bad else f"{value(gpu, i):g}"
                 yield f"{name}{{{labels}}} {reading} {start + i * step_s}\n"
+    profiled = [g for g in gpus if g.sm_active is not None]
+    if profiled:  # a profiling field: only where DCGM's profiling is enabled
+        yield "# TYPE DCGM_FI_PROF_SM_ACTIVE gauge\n"
+        for gpu in profiled:
+            for i in range(points):
+                stamp = start + i * step_s
+                yield f"DCGM_FI_PROF_SM_ACTIVE{{{_labels(gpu)}}} {gpu.sm_active:g} {stamp}\n"
     yield "# EOF\n"
 
 

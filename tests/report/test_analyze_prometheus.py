@@ -39,6 +39,10 @@ FLEET = (
     Gpu("node2", 1, 38, 50),
     Gpu("node3", 0, 90, 60),
     Gpu("node4", 0, 95, 60),
+    # Busy by utilization, SMs active 12 %: spinning, not computing (DCGM profiling on).
+    Gpu("node5", 0, 97, 60, sm_active=0.12),
+    Gpu("node5", 1, 97, 60, sm_active=0.12),
+    Gpu("node6", 0, 97, 60, sm_active=0.85),  # busy and computing
 )
 NAN_HOST = "node9"
 # The tests over the history server share one worker, so one server is started for them.
@@ -103,6 +107,18 @@ def test_dcgm_history_per_host_with_fleet_findings(history: Server) -> None:
     ]
     text = _analyze(*_range(history), "--match", match)
     assert text.returncode == 0 and "straggler-node: Hostname=node2 ran slower" in text.stdout
+
+
+@ONE_SERVER
+def test_dcgm_sm_active_is_the_sm_activity_the_verdict_reads(history: Server) -> None:
+    """DCGM_FI_PROF_SM_ACTIVE, where exported, is read as SM activity: GPUs at 97 % utilization
+    whose SMs are active 12 % of the time are not called GPU-bound; at 85 % they are."""
+    done = _analyze(*_range(history), "--match", '{Hostname=~"node[56]"}', "--json")
+    assert done.returncode == 0, done.stderr
+    reports = {h["host"]: h["report"] for h in json.loads(done.stdout)["hosts"]}
+    assert "GPU" in reports["Hostname=node6"]["verdict_totals"]
+    spinning = reports["Hostname=node5"]["verdict_totals"]
+    assert "GPU" not in spinning and "unknown" in spinning, spinning
 
 
 @ONE_SERVER

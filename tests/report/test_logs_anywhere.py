@@ -138,3 +138,19 @@ def test_dcgmi_dmon_bad_cell_is_one_line(tmp_path: Path) -> None:
     path.write_text(dcgmi_log(3).replace("GPU 1     0 ", "GPU 1     \x1b[2J "))
     with pytest.raises(LogFormatError, match=r"line \d+, field util_pct"):
         load_report(str(path))
+
+
+@pytest.mark.parametrize(("smact", "gpu_bound"), [("0.120", False), ("0.870", True)])
+def test_dcgmi_smact_column_is_the_sm_activity_the_verdict_reads(
+    tmp_path: Path, smact: str, gpu_bound: bool
+) -> None:
+    """``dcgmi dmon -e 203,1002``: SMACT (0-1) read as SM activity in percent; busy GPUs
+    whose SMs mostly wait are not called GPU-bound."""
+    rows = [f"GPU {i}     97     {smact}" for _ in range(60) for i in range(2)]
+    path = tmp_path / "smact.txt"
+    path.write_text("#Entity   GPUTL  SMACT\nID\n" + "\n".join(rows) + "\n")
+    report = load_report(str(path))
+    assert ("GPU" in report.verdict_totals) is gpu_bound, report.verdict_totals
+    path.write_text("#Entity   GPUTL  SMACT\nID\nGPU 0     97     87\n")
+    with pytest.raises(LogFormatError, match=r"SMACT.*not a ratio"):
+        load_report(str(path))
