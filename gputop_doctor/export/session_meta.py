@@ -77,6 +77,8 @@ class SessionMeta:
     def lines(self) -> list[str]:
         """The report's lines for it (outside text: the caller makes it printable/escapes it)."""
         out = [f"host {self.hostname or '?'}, driver {self.driver_text}"]
+        if self.written_by:
+            out[0] += f"; recorded by {self.written_by}"
         if self.attached is not None:
             out.append(f"attached to {self.attached}: {self.command or 'command not readable'}")
         return out

@@ -43,6 +43,11 @@ FLEET = (
     Gpu("node5", 0, 97, 60, sm_active=0.12),
     Gpu("node5", 1, 97, 60, sm_active=0.12),
     Gpu("node6", 0, 97, 60, sm_active=0.85),  # busy and computing
+    # One job on three nodes: locka works alone every other sample while the others wait.
+    Gpu("locka", 0, 97, 60),
+    Gpu("lockb", 0, 97, 60, waits=True),
+    Gpu("lockb", 1, 97, 60, waits=True),
+    Gpu("lockc", 0, 97, 60, waits=True),
 )
 NAN_HOST = "node9"
 # The tests over the history server share one worker, so one server is started for them.
@@ -119,6 +124,18 @@ def test_dcgm_sm_active_is_the_sm_activity_the_verdict_reads(history: Server) ->
     assert "GPU" in reports["Hostname=node6"]["verdict_totals"]
     spinning = reports["Hostname=node5"]["verdict_totals"]
     assert "GPU" not in spinning and "unknown" in spinning, spinning
+
+
+@ONE_SERVER
+def test_the_host_the_others_wait_on_is_named_not_the_waiting_ones(history: Server) -> None:
+    """Three hosts in lockstep, two idle (memory held) every other step while locka works:
+    locka is named; lockb and lockc, whose mean utilization is half, are not stragglers."""
+    done = _analyze(*_range(history), "--match", '{Hostname=~"lock[abc]"}', "--json")
+    assert done.returncode == 0, done.stderr
+    fleet = json.loads(done.stdout)["fleet"]
+    assert [(f["rule_id"], f["host"]) for f in fleet] == [("waiting-for-rank", "Hostname=locka")]
+    assert fleet[0]["value"] == pytest.approx(50.0, abs=1.0)
+    assert "Hostname=lockb, Hostname=lockc sat idle" in fleet[0]["title"]
 
 
 @ONE_SERVER
