@@ -118,9 +118,11 @@ def chart_data(report: Report) -> dict[str, Any]:
 
 
 def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]], cls: str) -> str:
+    """A table; ``head`` empty: none (a two-column list of names and values)."""
     top = "".join(f"<th>{h}</th>" for h in head)
+    thead = f"<thead><tr>{top}</tr></thead>" if head else ""
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="{cls}"><thead><tr>{top}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<table class="{cls}">{thead}<tbody>{body}</tbody></table>'
 
 
 def _num(value: float | None, unit: str = "") -> str:
@@ -143,7 +145,7 @@ def identity(report: Report) -> str:
         ("attached PID", _e(pids)),
         *_machine_rows(report),
     ]
-    return _table(("", ""), rows, "identity")
+    return _table((), rows, "identity")
 
 
 def _machine_rows(report: Report) -> list[tuple[str, str]]:
@@ -152,8 +154,9 @@ def _machine_rows(report: Report) -> list[tuple[str, str]]:
         return [("host, driver, command", "not recorded (see below)")]
     rows = [("host", _e(meta.hostname or "?", 200)), ("driver", _e(meta.driver_text, 200))]
     if meta.attached is not None:
-        command = meta.command or "not readable"
-        rows.append(("command", f"{_e(meta.attached)}: <code>{_e(command, 2000)}</code>"))
+        job = f"{_e(meta.target_job)}: " if meta.target_job else ""  # the PID is a row above
+        command = f"<code>{_e(meta.command, 2000)}</code>" if meta.command else "not readable"
+        rows.append(("command", job + command))
     return rows
 
 
@@ -283,6 +286,9 @@ table { border-collapse: collapse; margin: 8px 0; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 13px; }
 code { white-space: pre; background: #f3f3f3; }
 .identity code { white-space: pre-wrap; word-break: break-all; }
+.identity td:first-child { font-weight: 600; }
+.gpus td:nth-child(3) { font-family: monospace; font-size: 12px; white-space: nowrap; }
+.chart { margin-bottom: 22px; }
 pre { background: #f6f6f6; padding: 6px 8px; font-size: 12px; white-space: pre-wrap; }
 .headline { font-size: 17px; font-weight: 600; }
 .unknown { color: #8a5a00; }
