@@ -138,3 +138,28 @@ def test_an_nvidia_smi_log_shows_the_names_and_uuids_it_has(tmp_path: Path) -> N
     assert [g.uuid for g in report.gpus] == ["GPU-0abc", "GPU-1abc"]
     assert report.machine is None and NO_MACHINE in report.unknown
     assert "GPU-1abc" in render_html(report)
+
+
+def test_record_attached_to_a_real_process_keeps_its_command_with_secrets_masked(
+    tmp_path: Path,
+) -> None:
+    """``record --pid`` on a real process of this machine: psutil reads its argv."""
+    from tests.fleet.servers import cli_env
+
+    code = "import time; time.sleep(60)"
+    target = subprocess.Popen([sys.executable, "-c", code, "--api-key", "s3cret", "--lr=0.1"])
+    try:
+        path = tmp_path / "live.csv"
+        done = subprocess.run(
+            [sys.executable, "-m", "gputop_doctor", "record", "--pid", str(target.pid),
+             "--csv", str(path), "--duration", "1", "--interval", "0.5", "--quiet"],
+            capture_output=True, text=True, timeout=120, env=cli_env(),
+        )  # fmt: skip
+    finally:
+        target.kill()
+        target.wait(10)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(Path(meta_path(str(path))).read_text())
+    assert data["target_pid"] == target.pid and data["hostname"]
+    command = data["command"]
+    assert command.endswith(f"--api-key {MASK} --lr=0.1") and "s3cret" not in command
