@@ -214,6 +214,13 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
         help="also write DIR/gputop_doctor.prom atomically each tick (node_exporter textfile)",
     )
     serve.add_argument(
+        "--labels",
+        choices=("prometheus", "dcgm"),
+        default="prometheus",
+        help="GPU identity labels: prometheus (uuid, name, hostname; the default) or dcgm "
+        "(dcgm-exporter's UUID, modelName, Hostname)",
+    )
+    serve.add_argument(
         "--stdout-json",
         action="store_true",
         help="no HTTP: one JSON frame per line on stdout (the ssh:// transport of --hosts)",

@@ -36,15 +36,17 @@ def record_demo(path: str, scenario: str = "starved", gpus: int = 4) -> None:
         rules=RULES,
         target_pid=machine.launcher_pid,
         clock=lambda: next(clock),
+        label=f"demo:{scenario}",
         headline=classify,
     )
-    engine.add_sink(CsvSink(path))
+    # The recorder as `record` builds it: the demo's launcher command goes to session.meta.json.
+    engine.add_sink(CsvSink(path, command_of=machine.host_source().command_line))
     for _ in range(TICKS):
         engine.tick()
     engine.close()
 
 
-def screenshot(html: Path, png: Path, size: str = "1200,1900") -> None:
+def screenshot(html: Path, png: Path, size: str = "1200,2060") -> None:
     subprocess.run(
         [
             "chromium",

@@ -73,7 +73,7 @@ def fleet_lines(findings: tuple[FleetFinding, ...], count: int) -> list[str]:
     if not findings:
         return [f"Fleet ({count} hosts): no node slower than its peers"]
     return [f"Fleet ({count} hosts):"] + [
-        f"  {f.rule_id}: {printable(f.title, 200)}" for f in findings
+        f"  {f.rule_id}: {printable(f.title, 400)}" for f in findings
     ]
 
 

@@ -143,6 +143,15 @@ def build_engine(options: EngineOptions, clock: Callable[[], float] = time.time)
     return open_run(options, clock).engine
 
 
+def command_lookup(engine: Engine) -> Callable[[int], tuple[str, ...] | None] | None:
+    """How a recording of ``engine`` learns what the attached PID runs (for the metadata file
+    beside the CSV): its host source's, when the source can tell (a replay cannot)."""
+    from gputop_doctor.core.ports import CommandSource
+
+    host = engine.host
+    return host.command_line if isinstance(host, CommandSource) else None
+
+
 def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> Run:
     """The engine and what the UI needs besides it, from validated options."""
     from gputop_doctor.sources.factory import SourceChoice, open_sources, pid_exists

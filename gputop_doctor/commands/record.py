@@ -14,7 +14,13 @@ import time
 from types import FrameType
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher
-from gputop_doctor.commands.common import alert_hooks, build_engine, options_from, say
+from gputop_doctor.commands.common import (
+    alert_hooks,
+    build_engine,
+    command_lookup,
+    options_from,
+    say,
+)
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
@@ -48,7 +54,8 @@ def run_record(args: argparse.Namespace) -> int:
     # No simulated past in a recording: the CSV holds exactly the ticks sampled from now on.
     engine = build_engine(options_from(args, args.interval, backfill_s=0.0))
     try:
-        sink = CsvSink(args.csv, max_bytes=args.max_size)  # checked before any sampling starts
+        # Checked before any sampling starts.
+        sink = CsvSink(args.csv, max_bytes=args.max_size, command_of=command_lookup(engine))
     except CsvError:
         engine.close()
         raise

@@ -38,6 +38,7 @@ from gputop_doctor.config.network import DEFAULT_LISTEN
 from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.frame_view import frame_view
+from gputop_doctor.export.label_style import LabelStyle
 from gputop_doctor.export.prometheus import FrameCollector
 from gputop_doctor.export.textfile import TextfileError, directory_warning, write_textfile
 from gputop_doctor.fleet.hosts import parse_hosts
@@ -119,7 +120,7 @@ def run_serve(args: argparse.Namespace) -> int:
     backfill = DEMO_BACKFILL_S if args.backfill is None else args.backfill
     run = open_run(options_from(args, args.interval, backfill_s=backfill))
     engine = run.engine
-    collector = FrameCollector()
+    collector = FrameCollector(LabelStyle(args.labels))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     box = FrameBox(registry, stale_after_s=max(STALE_AFTER_S, 10 * args.interval))

@@ -7,6 +7,7 @@ import argparse
 from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.commands.common import (
     alert_hooks,
+    command_lookup,
     open_replay_run,
     open_run,
     options_from,
@@ -40,9 +41,10 @@ def run_ui(args: argparse.Namespace) -> int:
 
     alerts = AlertDispatcher(hooks, say) if hooks else None
     max_bytes: int | None = args.max_size
+    command_of = command_lookup(run.engine)
 
     def make_sink(path: str) -> CsvSink:  # the UI's recorder, rotating if asked to
-        return CsvSink(path, max_bytes=max_bytes)
+        return CsvSink(path, max_bytes=max_bytes, command_of=command_of)
 
     return run_tui(
         run.engine,

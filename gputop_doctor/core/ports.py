@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gputop_doctor.core.model import (
     GpuSample,
@@ -66,3 +66,13 @@ class HostSource(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class CommandSource(Protocol):
+    """A host source that can say what a process runs (its argv), for the session's metadata.
+
+    Optional: a replay has no processes to ask, and a source without it leaves the command
+    unknown. Asked once per attached PID, never per tick."""
+
+    def command_line(self, pid: int) -> tuple[str, ...] | None: ...

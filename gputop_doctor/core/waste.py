@@ -10,9 +10,11 @@ Per GPU per tick of ``dt`` seconds, first match wins:
   tick; such a finding is shown only while the wait lasts);
 - **idle**: utilization under ``rules.gpu_time_lost.idle_util_pct`` (the whole tick);
 - **throttled**: a thermal or hardware power-brake clock-event reason is set, or a rule whose
-  spec says ``Loss.THROTTLED`` (``thermal-throttle``) is active (the software power cap at full
-  load is how a GPU is meant to run, not lost time); it loses the clock
-  deficit ``1 - clock / max clock`` of the tick (the whole tick when the clocks are unknown).
+  spec says ``Loss.THROTTLED`` (``thermal-throttle``, ``power-cap``) is active; it loses the
+  clock deficit ``1 - clock / max clock`` of the tick (the whole tick when the clocks are
+  unknown). The software power-cap reason bit alone is not lost time: at full load a GPU runs
+  at its limit by design, with its clock near the maximum. ``power-cap`` fires, and so costs
+  time, only while the busy GPU's clock is held well below its maximum.
 
 Which rules lose time is declared by each rule's spec (:class:`gputop_doctor.core.rule.RuleSpec`)
 and handed in as :class:`LossRules`, so this module names no rule.

@@ -29,6 +29,7 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.event_log import append_event
 from gputop_doctor.export.rows import snapshot_rows
 from gputop_doctor.export.schema import COLUMNS
+from gputop_doctor.export.session_meta import CommandOf, MetaWriter
 from gputop_doctor.export.stream import part_path
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
@@ -41,13 +42,18 @@ class CsvError(UsageError):
 class CsvSink:
     """Writes one row per GPU per tick to ``path`` (gzip if it ends in ``.gz``)."""
 
-    def __init__(self, path: str, max_bytes: int | None = None) -> None:
+    def __init__(
+        self, path: str, max_bytes: int | None = None, command_of: CommandOf | None = None
+    ) -> None:
+        """``command_of``: what a PID runs, for the metadata file beside the CSV (see
+        ``session_meta``); None leaves the attached command unknown."""
         self.path = path  # the first part's name: what a reader is given
         self.max_bytes = max_bytes
         self.part = 0
         self.rows_written = 0
         self.ticks_written = 0
         self._out: _PlainOut | _GzipOut = self._open_part(path)
+        self._meta = MetaWriter(path, command_of)
 
     @staticmethod
     def _open_part(path: str) -> _PlainOut | _GzipOut:
@@ -60,6 +66,7 @@ class CsvSink:
         self._out.write_tick(rows)
         self.rows_written += len(rows)
         self.ticks_written += 1
+        self._meta.update(frame)
         if self.max_bytes is not None and self._out.size() >= self.max_bytes:
             self._rotate()
 

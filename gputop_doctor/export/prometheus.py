@@ -23,6 +23,7 @@ from gputop_doctor.core.findings import Finding, ScopeKind
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import CLOCK_EVENT_NAMES, MIB, GpuSample, HostSample, Snapshot
 from gputop_doctor.core.pressure import Pressure
+from gputop_doctor.export.label_style import LabelStyle, restyled
 from gputop_doctor.export.prometheus_health import (
     GPU_LABELS,
     XidCounts,
@@ -333,7 +334,9 @@ def finding_metrics(frame: Frame) -> Iterator[Metric]:
 class FrameCollector(Collector):
     """Holds the latest frame and renders it at each scrape. Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, labels: LabelStyle = LabelStyle.PROMETHEUS) -> None:
+        """``labels``: how the GPU identity labels are spelt (see ``label_style``)."""
+        self._labels = labels
         self._lock = threading.Lock()
         self._frame: Frame | None = None
         self._ticks = 0
@@ -349,6 +352,9 @@ class FrameCollector(Collector):
             self._xids.add(frame.snapshot.gpus, frame.system.hostname)
 
     def collect(self) -> Iterator[Metric]:
+        return restyled(self._collect(), self._labels)
+
+    def _collect(self) -> Iterator[Metric]:
         with self._lock:
             frame, ticks, cpu_seconds = self._frame, self._ticks, self._job_cpu.seconds
             xids = self._xids.copy()

@@ -4,7 +4,8 @@ Column names carry their units. Plain scalar fields are declared as (column, att
 triples so the writer and the reader cannot drift apart; the few composite columns (buffered
 samples, GPU processes, throttle counters, PSI, findings) have explicit codecs below.
 
-Command lines and environments are never written: they hold secrets. Process names are.
+Command lines and environments are never written here: they hold secrets. The attached
+command, masked, goes to the metadata file beside the CSV (``session_meta``). Process names are.
 """
 
 from __future__ import annotations

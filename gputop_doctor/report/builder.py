@@ -19,6 +19,7 @@ from gputop_doctor.core.findings import Blame, ScopeKind, Severity
 from gputop_doctor.core.rule import loss_rules
 from gputop_doctor.core.waste import THERMAL_BITS, Loss, LossRules
 from gputop_doctor.export.finding_marks import FindingMark
+from gputop_doctor.export.session_meta import SessionMeta
 from gputop_doctor.report.energy import EnergyAcc, EnergySource, energy_from
 from gputop_doctor.report.points import GpuPoint, TickPoint
 from gputop_doctor.report.series import Downsampler, Run, RunTracker, Span, SpanTracker
@@ -122,6 +123,9 @@ class Report:
     target_pids: tuple[int, ...] = ()  # the PIDs the recording was attached to
     # Figures an imported log lacked, taken from the built-in spec table (report.gpu_specs).
     assumed: tuple[str, ...] = ()
+    # The machine and the run (host, driver, GPUs, attached command): a recording's metadata
+    # file (export.session_meta), or what an imported log names; None when nothing says.
+    machine: SessionMeta | None = None
 
 
 @dataclass(slots=True)

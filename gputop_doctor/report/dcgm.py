@@ -30,6 +30,7 @@ class DcgmField:
     short: str  # the column ``dcgmi dmon`` prints
     series: str  # the series dcgm-exporter exports
     attr: str  # the GpuPoint attribute it fills
+    scale: float = 1.0  # to the attribute's unit (DCGM's profiling fields are 0-1 ratios)
 
 
 FIELDS: tuple[DcgmField, ...] = (
@@ -43,13 +44,16 @@ FIELDS: tuple[DcgmField, ...] = (
     DcgmField(110, "SMMAX", "DCGM_FI_DEV_MAX_SM_CLOCK", "sm_clock_max_mhz"),
     DcgmField(112, "DVCCTR", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "clock_event_bits"),
     DcgmField(112, "CEVRS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "clock_event_bits"),
+    # Profiling (DCP) field, exported only where enabled: the share of time at least one warp
+    # was resident on an SM, averaged over SMs, 0-1; the rules read it as GPM's SM activity.
+    DcgmField(1002, "SMACT", "DCGM_FI_PROF_SM_ACTIVE", "sm_active_pct", 100.0),
 )
 BY_SHORT = {f.short: f for f in FIELDS}
 
 
 @dataclass(frozen=True, slots=True)
 class _Columns:
-    cells: tuple[tuple[int, str], ...]  # (word after the entity, GpuPoint attribute)
+    cells: tuple[tuple[int, DcgmField], ...]  # (word after the entity, its field)
 
 
 def is_dcgmi_header(line: str) -> bool:
@@ -78,9 +82,7 @@ def dcgmi_samples(lines: Iterator[str], path: str) -> Iterator[Sample]:
 
 def _columns(header: str, path: str) -> _Columns:
     names = header.lstrip("#").split()[1:]  # after "Entity"
-    cells = tuple(
-        (i, BY_SHORT[n.upper()].attr) for i, n in enumerate(names) if n.upper() in BY_SHORT
-    )
+    cells = tuple((i, BY_SHORT[n.upper()]) for i, n in enumerate(names) if n.upper() in BY_SHORT)
     if not cells:
         shown = ", ".join(n[:12] for n in names[:6])
         raise LogFormatError(
@@ -97,5 +99,14 @@ def _point(words: list[str], columns: _Columns) -> GpuPoint:
     if not 0 <= index <= 4096:
         raise CellError(f"field entity: GPU id {index} is out of range")
     values = words[2:]
-    found = {attr: metric(values[i], attr) for i, attr in columns.cells if i < len(values)}
+    found = {f.attr: _scaled(values[i], f) for i, f in columns.cells if i < len(values)}
     return GpuPoint(gpu=index, **found)  # type: ignore[arg-type]
+
+
+def _scaled(cell: str, field: DcgmField) -> float | int | None:
+    value = metric(cell, field.attr)
+    if value is None or field.scale == 1.0:
+        return value
+    if not 0 <= value <= 1:  # a ratio field: 0-1 and nothing else
+        raise CellError(f"field {field.short}: {cell[:20]!r} is not a ratio from 0 to 1")
+    return value * field.scale

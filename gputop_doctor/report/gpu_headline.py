@@ -6,13 +6,20 @@ plain: GPUs busy at least :data:`GPU_BOUND_PCT` % of the time, steadily, are GPU
 and steady work is plain too. A sawtooth is not: without the host's side nobody can say whether
 the data pipeline starves the GPU or the loop itself syncs, and naming the wrong party sends
 the user to tune what is fine, so that case stays unknown and says why.
+
+Utilization counts any kernel running, NCCL's spin in a collective included. Where the log
+carries SM activity (GPM in a recording, ``DCGM_FI_PROF_SM_ACTIVE`` or ``dcgmi dmon``'s SMACT in
+DCGM history), "busy" GPUs whose SMs are active under ``rules.comm_bound.max_sm_active_pct``
+(the threshold ``comm-bound`` and ``waiting-for-rank`` read it by) are not called GPU-bound:
+they wait (a collective, a stalled rank) or run tiny kernels, and a GPU-only log cannot say
+which.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from gputop_doctor.core.history import History
+from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
@@ -45,13 +52,39 @@ def classify_gpu_only(history: History, ctx: RuleContext) -> Verdict:
         gpus=len(in_use),
         t=t,
     )
-    if verdict.bottleneck in (Bottleneck.GPU, Bottleneck.NONE):
+    if verdict.bottleneck is Bottleneck.GPU:
+        return _unless_sms_idle(verdict, win, ctx.settings.rules.comm_bound.max_sm_active_pct)
+    if verdict.bottleneck is Bottleneck.NONE:
         return verdict
     return Verdict(
         Case.UNKNOWN,
         Bottleneck.UNKNOWN,
         f"GPU utilization saws ({verdict.gpu_util_pct:.0f} % mean): a GPU-only log cannot tell "
         "whether the host starves it or the loop itself waits",
+        gpu_util_pct=verdict.gpu_util_pct,
+        gpu_idle_fraction=verdict.gpu_idle_fraction,
+        gpu_util_cv=verdict.gpu_util_cv,
+        gpus=verdict.gpus,
+    )
+
+
+def _unless_sms_idle(verdict: Verdict, win: Window, max_sm_active_pct: float) -> Verdict:
+    """``verdict`` (GPU-bound by utilization), or unknown when the SMs say they mostly wait."""
+    active = [
+        g.sm_active_pct
+        for snap in win
+        for g in snap.gpus
+        if g.sm_active_pct is not None and not g.lost and (g.util_pct or 0.0) > 0.0
+    ]
+    sm = _stats.mean(active)
+    if sm is None or sm >= max_sm_active_pct:
+        return verdict
+    return Verdict(
+        Case.UNKNOWN,
+        Bottleneck.UNKNOWN,
+        f"GPUs busy by utilization ({verdict.gpu_util_pct:.0f} %) but their SMs active only "
+        f"{sm:.0f} % of the time: waiting in communication or for a stalled rank, or tiny "
+        "kernels; a GPU-only log cannot tell which",
         gpu_util_pct=verdict.gpu_util_pct,
         gpu_idle_fraction=verdict.gpu_idle_fraction,
         gpu_util_cv=verdict.gpu_util_cv,

@@ -118,9 +118,11 @@ def chart_data(report: Report) -> dict[str, Any]:
 
 
 def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]], cls: str) -> str:
+    """A table; ``head`` empty: none (a two-column list of names and values)."""
     top = "".join(f"<th>{h}</th>" for h in head)
+    thead = f"<thead><tr>{top}</tr></thead>" if head else ""
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="{cls}"><thead><tr>{top}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<table class="{cls}">{thead}<tbody>{body}</tbody></table>'
 
 
 def _num(value: float | None, unit: str = "") -> str:
@@ -133,16 +135,29 @@ def _lines(lines: Sequence[str], cls: str) -> str:
 
 
 def identity(report: Report) -> str:
-    """What a ticket needs to name the machine and the run."""
+    """What a ticket needs to name the machine and the run (GPU names and UUIDs: the GPU
+    table)."""
     pids = ", ".join(str(p) for p in report.target_pids) or "none (the whole machine)"
     rows = [
         ("file", _e(report.path)),
         ("source", _e(report.source or report.kind)),
         ("from", f"{clock(report.start)} UTC for {duration(report.duration_s)}"),
         ("attached PID", _e(pids)),
-        ("host name, driver, command", "not kept in a session file (commands hold secrets)"),
+        *_machine_rows(report),
     ]
-    return _table(("", ""), rows, "identity")
+    return _table((), rows, "identity")
+
+
+def _machine_rows(report: Report) -> list[tuple[str, str]]:
+    meta = report.machine
+    if meta is None:
+        return [("host, driver, command", "not recorded (see below)")]
+    rows = [("host", _e(meta.hostname or "?", 200)), ("driver", _e(meta.driver_text, 200))]
+    if meta.attached is not None:
+        job = f"{_e(meta.target_job)}: " if meta.target_job else ""  # the PID is a row above
+        command = f"<code>{_e(meta.command, 2000)}</code>" if meta.command else "not readable"
+        rows.append(("command", job + command))
+    return rows
 
 
 def _findings_table(report: Report) -> str:
@@ -200,6 +215,7 @@ def body(report: Report) -> str:
     ]
     parts += [f'<p class="unknown">note: {_e(n)}</p>' for n in time_notes(report)]
     parts += [f'<p class="unknown">cannot know: {_e(u)}</p>' for u in report.unknown]
+    parts += [f'<p class="unknown">assumed: {_e(a, 400)}</p>' for a in report.assumed]
     parts.append("<h2>What to change first</h2>")
     parts.append(_lines(recommendation_lines(report) or ["Nothing: no findings."], "advice"))
     parts.append("<h2>Findings</h2>")
@@ -269,6 +285,10 @@ body { font-family: system-ui, sans-serif; margin: 20px; color: #222; max-width:
 table { border-collapse: collapse; margin: 8px 0; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 13px; }
 code { white-space: pre; background: #f3f3f3; }
+.identity code { white-space: pre-wrap; word-break: break-all; }
+.identity td:first-child { font-weight: 600; }
+.gpus td:nth-child(3) { font-family: monospace; font-size: 12px; white-space: nowrap; }
+.chart { margin-bottom: 22px; }
 pre { background: #f6f6f6; padding: 6px 8px; font-size: 12px; white-space: pre-wrap; }
 .headline { font-size: 17px; font-weight: 600; }
 .unknown { color: #8a5a00; }

@@ -13,11 +13,13 @@ assumed.
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Iterator
 from dataclasses import replace
 from itertools import chain
 
 from gputop_doctor.export.reader import SessionFormatError, SessionReader
+from gputop_doctor.export.session_meta import MetaError, meta_path, read_meta
 from gputop_doctor.export.stream import StreamError, text_lines
 from gputop_doctor.report.builder import Report, ReportBuilder
 from gputop_doctor.report.dcgm import dcgmi_samples, is_dcgmi_header
@@ -41,6 +43,8 @@ IMPORT_UNKNOWN = (
     "steps/s and data wait (the in-process probe did not run)",
     "whether low utilization is starvation: only GPU-side rules ran",
 )
+# A log file names no machine; Prometheus history is read per host (the report says which).
+NO_MACHINE = "host name, driver and the command that ran (not in this log)"
 
 UNKNOWN_TIMES = {
     "dmon": ("the exact time of each sample unless dmon ran with -o DT",),
@@ -100,7 +104,8 @@ def imported_report(path: str, kind: str, ticks: Iterator[TickPoint]) -> Report:
         raise LogFormatError(str(exc)) from None
     except csv.Error as exc:
         raise LogFormatError(f"{path} is not a valid CSV: {exc}") from None
-    unknown = (*IMPORT_UNKNOWN, *UNKNOWN_TIMES.get(kind, ()))
+    machine = () if kind == "prometheus" else (NO_MACHINE,)
+    unknown = (*IMPORT_UNKNOWN, *machine, *UNKNOWN_TIMES.get(kind, ()))
     report = builder.build(unknown=unknown)
     return replace(report, assumed=tuple(a.line() for a in filler.assumed))
 
@@ -119,5 +124,19 @@ def load_report(path: str) -> Report:
                 builder.add(tick)
         except TimeOrderError as exc:
             raise SessionFormatError(str(exc)) from None
-        return builder.build(dropped_rows=reader.dropped_rows)
+        report = builder.build(dropped_rows=reader.dropped_rows)
+        return with_machine(report, path)
     return imported_report(path, kind, import_ticks(path, kind, lines))
+
+
+def with_machine(report: Report, path: str) -> Report:
+    """``report`` with the recording's metadata file read (see export.session_meta); without
+    one (an older recording, a CSV copied alone) or with a broken one, it says so."""
+    try:
+        meta = read_meta(path)
+    except MetaError as exc:
+        return replace(report, unknown=(*report.unknown, f"host, driver and command: {exc}"))
+    if meta is None:
+        missing = f"host, driver and attached command (no {os.path.basename(meta_path(path))})"
+        return replace(report, unknown=(*report.unknown, missing))
+    return replace(report, machine=meta)

@@ -71,6 +71,7 @@ METRICS: dict[str, str] = {
 TIME_COLUMNS = ("timestamp", "time", "time_unix_s", "time_iso")
 INDEX_COLUMNS = ("index", "gpu", "gpu_index", "idx")
 NAME_COLUMNS = ("name", "gpu_name")
+UUID_COLUMNS = ("uuid", "gpu_uuid")
 _RANGES = {"util_pct": Range(0, 100), "temp_c": Range(-100, 500)}
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
 _UNIT_CHARS = " %WMiBHzC"  # what nvidia-smi writes after a number (45 %, 1410 MHz)
@@ -92,6 +93,7 @@ class Layout:
     name: int | None
     metrics: tuple[tuple[int, str], ...]  # (cell, GpuPoint attribute)
     date: int | None = None  # dmon -o D: YYYYMMDD in its own column
+    uuid: int | None = None  # a query log's ``uuid``: shown beside the name in the report
 
 
 def layout_of(header: list[str], path: str) -> Layout:
@@ -107,7 +109,13 @@ def layout_of(header: list[str], path: str) -> Layout:
             f"{path} is not a gputop-doctor session CSV nor a GPU log this reader knows "
             f"(unknown columns: {shown})"
         )
-    return Layout(find(TIME_COLUMNS), find(INDEX_COLUMNS), find(NAME_COLUMNS), metrics)
+    return Layout(
+        find(TIME_COLUMNS),
+        find(INDEX_COLUMNS),
+        find(NAME_COLUMNS),
+        metrics,
+        uuid=find(UUID_COLUMNS),
+    )
 
 
 def parse_time(text: str) -> float:
@@ -214,7 +222,9 @@ def row_sample(cells: list[str], layout: Layout, position: int) -> Sample:
             stamp = f"{cells[layout.date].strip()} {stamp.strip()}"
         when = parse_time(stamp)
     name = cells[layout.name].strip() if layout.name is not None else ""
-    return Sample(when, GpuPoint(gpu=index, name=name, **values))  # type: ignore[arg-type]
+    uuid = cells[layout.uuid].strip() if layout.uuid is not None else ""
+    point = GpuPoint(gpu=index, name=name, uuid=uuid, **values)  # type: ignore[arg-type]
+    return Sample(when, point)
 
 
 def ticks_from_samples(samples: Iterator[Sample], default_dt: float = 1.0) -> Iterator[TickPoint]:

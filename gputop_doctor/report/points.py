@@ -37,6 +37,9 @@ class GpuPoint(NamedTuple):
     # A resampled bin (see report.resample): the lowest and highest utilization within it.
     util_min_pct: float | None = None
     util_max_pct: float | None = None
+    # Share of SM cycles active (0-100): NVML's GPM in a recording, DCGM_FI_PROF_SM_ACTIVE
+    # (dcgmi dmon SMACT) in DCGM history. What tells "busy" (utilization) from "computing".
+    sm_active_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

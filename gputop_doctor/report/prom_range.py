@@ -65,7 +65,7 @@ class Family:
 DCGM = Family(
     "dcgm-exporter",
     "DCGM_FI_DEV_GPU_UTIL",
-    tuple(Series(f.series, f.attr) for f in FIELDS),
+    tuple(Series(f.series, f.attr, f.scale) for f in FIELDS),
     "modelName",
     ("Hostname", "instance"),
 )
@@ -83,6 +83,7 @@ SERVE = Family(
         Series(_OURS + "sm_clock_max_hertz", "sm_clock_max_mhz", 1e-6),
         Series(_OURS + "memory_used_bytes", "mem_used_mib", 1 / MIB),
         Series(_OURS + "memory_total_bytes", "mem_total_mib", 1 / MIB),
+        Series(_OURS + "sm_active_ratio", "sm_active_pct", 100.0),
     ),
     "name",
     ("instance",),

@@ -46,6 +46,7 @@ def _sample(gpu: GpuPoint) -> GpuSample:
         power_limit_w=gpu.power_limit_w,
         mem_total_mib=gpu.mem_total_mib,
         temp_slowdown_c=gpu.slowdown_temp_c,
+        sm_active_pct=gpu.sm_active_pct,
     )
 
 

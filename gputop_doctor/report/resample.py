@@ -28,7 +28,7 @@ BIN_S = 1.0
 PROBE_TICKS = 64  # ticks read to learn the log's sample rate
 DENSE_FACTOR = 0.5  # rows at most this many bins apart are resampled
 
-_MEANS = ("util_pct", "mem_used_mib", "temp_c", "power_w", "sm_clock_mhz")
+_MEANS = ("util_pct", "mem_used_mib", "temp_c", "power_w", "sm_clock_mhz", "sm_active_pct")
 _means_of = operator.attrgetter(*_MEANS)
 
 
@@ -79,6 +79,7 @@ class _GpuBin:
         return GpuPoint(
             gpu=self.first.gpu,
             name=self.first.name or last.name,
+            uuid=self.first.uuid or last.uuid,
             lost=last.lost,
             util_pct=self.mean("util_pct"),
             mem_used_mib=self.mean("mem_used_mib"),
@@ -93,6 +94,7 @@ class _GpuBin:
             slowdown_temp_c=last.slowdown_temp_c,
             util_min_pct=self.low,
             util_max_pct=self.high,
+            sm_active_pct=self.mean("sm_active_pct"),
         )
 
 

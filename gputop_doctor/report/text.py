@@ -79,6 +79,8 @@ def header_lines(report: Report) -> list[str]:
         f"{duration(report.duration_s)} ({printable(report.source or report.kind, 80)}), "
         f"from {clock(report.start)} UTC"
     ]
+    if report.machine is not None:
+        lines += [f"  {printable(line, 400)}" for line in report.machine.lines()]
     lines += [f"  note: {note}" for note in time_notes(report)]
     lines += [f"  cannot know: {printable(u, 200)}" for u in report.unknown]
     lines += [f"  assumed: {printable(a, 200)}" for a in report.assumed]
@@ -156,13 +158,18 @@ def gpu_lines(report: Report) -> list[str]:
     for g in report.gpus:
         low = "?" if g.util_low_share is None else f"{100 * g.util_low_share:.0f}%"
         lines.append(
-            f"  GPU {g.index} {printable(g.name, 40)}: util mean {_num(g.util_mean_pct, '%')}"
+            f"  GPU {g.index} {printable(g.name, 40)}{_uuid(g.uuid)}: util mean "
+            f"{_num(g.util_mean_pct, '%')}"
             f" (under 70% for {low} of the time), temp mean {_num(g.temp_mean_c, ' °C')}"
             f" max {_num(g.temp_max_c, ' °C')}, power mean {_num(g.power_mean_w, ' W')}"
             f" max {_num(g.power_max_w, ' W')}, thermal slowdown {duration(g.thermal_s)}"
             + (", LOST" if g.lost else "")
         )
     return lines
+
+
+def _uuid(uuid: str) -> str:
+    return f" ({printable(uuid, 60)})" if uuid else ""
 
 
 def cost_lines(report: Report) -> list[str]:

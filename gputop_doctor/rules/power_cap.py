@@ -1,11 +1,14 @@
 """``power-cap`` (info): the software power cap holds the SM clock well below its maximum.
 
-A GPU at full load often sits at its power limit and trades clock for watts: that is how the
-card is meant to work, not a fault, so this is information, never a warning, and it costs no
-GPU time in the lost-time ledger (the work is done at the speed the limit allows). It is worth
-knowing when the limit was lowered by someone (``nvidia-smi -pl``) or when a card runs far
-below its peers. The power-cap reason bit (0x04) is read alone: heat is ``thermal-throttle``.
-Without reason bits, power at the limit with a low clock stands in for the bit.
+A GPU at full load often sits at its power limit and trades a little clock for watts: that is
+how the card is meant to work, not a fault, so this is information, never a warning. The reason
+bit alone costs no GPU time (at the cap with the clock near its maximum the work runs at full
+speed). Only when the rule fires, that is when the busy GPU's clock is held at or below
+``max_clock_ratio`` of its maximum, does the lost-time ledger charge it the clock deficit
+(``Loss.THROTTLED``, as heat): the work then runs well below the speed the card can give it,
+and a limit lowered by someone (``nvidia-smi -pl``) is the usual cause. The power-cap reason
+bit (0x04) is read alone: heat is ``thermal-throttle``. Without reason bits, power at the limit
+with a low clock stands in for the bit.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ClockEvent, GpuSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._gpu import is_busy
 from gputop_doctor.rules._window import enough_span, gpu_columns, window
@@ -124,7 +128,11 @@ RULE = RuleSpec(
     check=check,
     thresholds=PowerCapThresholds,
     advice=(
-        "usually nothing: at full load a GPU runs at its power limit by design; only a limit "
-        "lowered below the default is worth raising (the machine's administrator or provider)"
+        "the power limit holds the clock well below its maximum: check whether the limit was "
+        "lowered below the card's default (administrator: nvidia-smi -pl; renter: ask the "
+        "provider); bf16 autocast does more work per watt"
     ),
+    # Charged only while the rule fires, that is while the clock is held at or below
+    # max_clock_ratio: at the cap with the clock near its maximum nothing is lost.
+    gpu_time=Loss.THROTTLED,
 )

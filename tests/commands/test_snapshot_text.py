@@ -83,4 +83,4 @@ def test_analyze_and_replay_of_a_csv_with_hostile_gpu_names(tmp_path: Path) -> N
     )
     assert result.returncode == 0, result.stderr
     assert_no_raw_controls(result.stdout)
-    assert "GPU 3 [/]:" in result.stdout and "^[]0;pwned^G" in result.stdout
+    assert "GPU 3 [/] (GPU-" in result.stdout and "^[]0;pwned^G" in result.stdout

@@ -19,12 +19,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_doctor.core.findings import Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot, SystemInfo
+from gputop_doctor.export.label_style import LabelStyle
 from gputop_doctor.export.prometheus import FrameCollector
 from tests.builders import full_gpu
 from tests.fake_nvml.fixtures import fake_nvml_build, fake_nvml_env, fake_nvml_lib  # noqa: F401
@@ -104,9 +105,11 @@ def _finding_frame(severity: Severity) -> Frame:
 
 
 @contextlib.contextmanager
-def _switching_exporter() -> Iterator[tuple[FrameCollector, int]]:
+def _switching_exporter(
+    labels: LabelStyle = LabelStyle.PROMETHEUS,
+) -> Iterator[tuple[FrameCollector, int]]:
     """An exporter whose finding the test turns from warn to critical between scrapes."""
-    collector = FrameCollector()
+    collector = FrameCollector(labels)
     collector.update(_finding_frame(Severity.WARN))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
@@ -136,9 +139,17 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
     changes keeps one series (severity is a value, not a label)."""
     binary = shutil.which("prometheus")
     assert binary, "Debian's prometheus package is required (.ci/run installs it)"
-    with exporter(scenario="thermal") as serve, _switching_exporter() as (switch, switch_port):
+    with (
+        exporter(scenario="thermal") as serve,
+        _switching_exporter() as (switch, switch_port),
+        _switching_exporter(LabelStyle.DCGM) as (_, dcgm_port),
+    ):
         config = tmp_path / "prometheus.yml"
-        targets = {"gputop": serve.address, "switch": f"127.0.0.1:{switch_port}"}
+        targets = {
+            "gputop": serve.address,
+            "switch": f"127.0.0.1:{switch_port}",
+            "dcgm": f"127.0.0.1:{dcgm_port}",
+        }
         _prometheus_config(config, targets)
         port = free_port()
         log = (tmp_path / "prometheus.log").open("w")
@@ -174,6 +185,15 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
             gpus = _wait_for(port, 'gputop_doctor_gpu_temperature_celsius{job="gputop"}', want=8)
             energy = _wait_for(port, "rate(gputop_doctor_gpu_energy_joules_total[5s]) > 0", want=8)
             up = _query(port, 'up{job="gputop"}')
+            # dcgm-exporter's spelling (serve --labels dcgm), selected and joined as a fleet's
+            # dcgm-exporter queries do.
+            dcgm = _wait_for(
+                port,
+                'gputop_doctor_finding_active{job="dcgm",Hostname="switcher"} * on(gpu)'
+                ' group_right gputop_doctor_gpu_temperature_celsius{job="dcgm",'
+                'Hostname="switcher",modelName!="",UUID!="",pci_bus_id!=""}',
+                want=1,
+            )
             # The shipped rules file, loaded and evaluated: the critical finding is pending
             # (its `for:` has not passed yet) or firing.
             alerts = _wait_for(port, 'ALERTS{alertname="GpuDoctorCritical"}', want=1)
@@ -199,6 +219,9 @@ def test_prometheus_scrapes_thermal_finding_and_all_gpus(tmp_path: Path) -> None
     assert all(m["uuid"] and m["name"] and m["hostname"] for m in labels)  # type: ignore[index]
     assert all(m["pci_bus_id"] for m in labels)  # type: ignore[index]
     assert up and up[0]["value"][1] == "1"  # type: ignore[index]
+    dcgm_labels = dcgm[0]["metric"]
+    assert {"UUID", "modelName", "Hostname", "pci_bus_id", "gpu"} <= set(dcgm_labels)  # type: ignore[arg-type]
+    assert not {"uuid", "name", "hostname"} & set(dcgm_labels)  # type: ignore[arg-type]
     assert {a["metric"]["id"] for a in alerts} == {"thermal-throttle"}  # type: ignore[index]
     assert len(energy) == 8  # the demo's counter grows at its power draw: rate() works on it
     blames = {(r["metric"]["id"], r["metric"]["blame"]) for r in table}  # type: ignore[index]
@@ -219,6 +242,24 @@ def test_promtool_accepts_the_exposition() -> None:
     done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert b"gputop_doctor_gpu_utilization_ratio{" in text
+
+
+def test_promtool_lints_dcgm_spelling_as_style_not_as_invalid() -> None:
+    """Why ``--labels dcgm`` is an option, not the default: ``promtool check metrics`` lints
+    camelCase label names (a style rule, exit 3), though Prometheus accepts and stores them."""
+    promtool = shutil.which("promtool")
+    assert promtool, "Debian's prometheus package (promtool) is required"
+    collector = FrameCollector(LabelStyle.DCGM)
+    collector.update(_finding_frame(Severity.WARN))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    text = generate_latest(registry)
+    assert b'UUID="' in text and b'modelName="' in text and b'Hostname="switcher"' in text
+    assert b'uuid="' not in text and b'hostname="' not in text
+    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
+    lint = (done.stdout + done.stderr).decode()
+    assert done.returncode == 3 and "snake_case" in lint and "camelCase" in lint
+    assert all("camelCase" in line for line in lint.splitlines() if line.strip())
 
 
 def _sick_machine() -> Scenario:

@@ -32,15 +32,16 @@ def lms_rows(
         yield f"{stamp(i * every_ms / 1000)}, {name}, {util(i):.0f} %, 200.00 W, 1700 MHz, 60\n"
 
 
-def capped_log(seconds: int, every_ms: int = 100) -> str:
-    """A GEMM on an H100 PCIe held by its 350 W cap: 835 MHz of 1755, no limit, no reason bits."""
+def capped_log(seconds: int, every_ms: int = 100, clock_mhz: int = 835) -> str:
+    """A GEMM on an H100 PCIe at its 350 W cap: held at 835 MHz of 1755 unless ``clock_mhz``
+    says otherwise; no limit, no reason bits."""
     rows = seconds * 1000 // every_ms
     head = (
         "timestamp, name, utilization.gpu [%], power.draw [W], clocks.sm [MHz], temperature.gpu\n"
     )
     body = "".join(
         f"{stamp(i * every_ms / 1000)}, {H100_PCIE}, 100 %, {348.5 + i % 3 * 0.5:.2f} W, "
-        f"{835 + i % 5} MHz, 71\n"
+        f"{clock_mhz + i % 5} MHz, 71\n"
         for i in range(rows)
     )
     return head + body

@@ -23,11 +23,17 @@ class Gpu:
     util: float
     temp: float
     bits: int = 0  # clock-event reasons (0x20: software thermal slowdown)
+    sm_active: float | None = None  # DCGM_FI_PROF_SM_ACTIVE (0-1), exported only where set
+    waits: bool = False  # idle every other sample (memory held): waiting on another host
+
+
+def _util(gpu: Gpu, i: int) -> float:
+    return 0.0 if gpu.waits and i % 2 == 0 else gpu.util + i % 3
 
 
 FIELDS: dict[str, Callable[[Gpu, int], float]] = {
-    "DCGM_FI_DEV_GPU_UTIL": lambda g, i: g.util + i % 3,
-    "DCGM_FI_DEV_POWER_USAGE": lambda g, i: 3 * g.util + 100,
+    "DCGM_FI_DEV_GPU_UTIL": _util,
+    "DCGM_FI_DEV_POWER_USAGE": lambda g, i: 3 * _util(g, i) + 100,
     "DCGM_FI_DEV_GPU_TEMP": lambda g, i: g.temp,
     "DCGM_FI_DEV_SM_CLOCK": lambda g, i: 1980 if g.bits == 0 else 1100,
     "DCGM_FI_DEV_FB_USED": lambda g, i: 40000,
@@ -62,6 +68,13 @@ def openmetrics_lines(
                 bad = nan is not None and nan == (gpu, i)
                 reading = "NaN" if bad else f"{value(gpu, i):g}"
                 yield f"{name}{{{labels}}} {reading} {start + i * step_s}\n"
+    profiled = [g for g in gpus if g.sm_active is not None]
+    if profiled:  # a profiling field: only where DCGM's profiling is enabled
+        yield "# TYPE DCGM_FI_PROF_SM_ACTIVE gauge\n"
+        for gpu in profiled:
+            for i in range(points):
+                stamp = start + i * step_s
+                yield f"DCGM_FI_PROF_SM_ACTIVE{{{_labels(gpu)}}} {gpu.sm_active:g} {stamp}\n"
     yield "# EOF\n"
 
 

@@ -252,15 +252,18 @@ def test_waste_ledger_counts_starved_idle_and_throttle_deficit() -> None:
     rules = loss_rules(RULES, Settings())
     lost_time = rules.lost_time
     assert rules.starved_ids == {"gpu-starvation"}
-    assert rules.throttled_ids == {"thermal-throttle"}
+    assert rules.throttled_ids == {"thermal-throttle", "power-cap"}
     kind, seconds = lost_time(["gpu-starvation"], 43.0, 0, None, None, 2.0)
     assert kind is Loss.STARVED and seconds == pytest.approx(2.0 * 0.57)  # the idle share
     assert lost_time(["gpu-starvation"], None, 0, None, None, 2.0) == (Loss.STARVED, 2.0)
     assert lost_time([], 1.0, 0, None, None, 2.0) == (Loss.IDLE, 2.0)
     assert lost_time([], 90.0, 0x20, 990.0, 1980.0, 2.0) == (Loss.THROTTLED, 1.0)
     assert lost_time([], 90.0, 0, 1980.0, 1980.0, 2.0) == (Loss.NONE, 0.0)
-    # The power cap at full load is how the card runs, not lost time.
-    assert lost_time(["power-cap"], 99.0, 0x4, 1500.0, 1980.0, 2.0) == (Loss.NONE, 0.0)
+    # The power-cap bit alone at full load is how the card runs, not lost time; the finding
+    # (clocks held well below max) costs the clock deficit.
+    assert lost_time([], 99.0, 0x4, 1900.0, 1980.0, 2.0) == (Loss.NONE, 0.0)
+    kind, seconds = lost_time(["power-cap"], 99.0, 0x4, 990.0, 1980.0, 2.0)
+    assert kind is Loss.THROTTLED and seconds == pytest.approx(1.0)
     ledger = WasteLedger(rules)
     starved = frame(0, 2, starved=True)
     for _ in range(1800):
@@ -282,6 +285,11 @@ def test_record_gzip_with_rotation_then_replay_and_analyze(tmp_path: Path) -> No
     assert ticks >= 10
     analyzed = json.loads(run("analyze", str(path), "--json").stdout)
     assert analyzed["ticks"] == ticks and analyzed["source"] == "demo:starved"
+    # The machine and the attached command, from rec.meta.json beside the rotated parts.
+    machine = analyzed["machine"]
+    assert machine["hostname"] == "demo-8xh100" and machine["target_pid"] == 4200
+    assert machine["command"].startswith("torchrun --nproc-per-node=8 ")
+    assert len(machine["gpus"]) == 8 and machine["gpus"][0]["uuid"].startswith("GPU-")
     one_line_error(run("record", "--csv", str(path), "--max-size", "1K"), "below 64K")
     one_line_error(
         run("--demo", "starved", "record", "--csv", str(path), "--duration", "1"),

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from gputop_doctor.commands.analyze_prometheus import host_reports
+from gputop_doctor.report.fleet_history import fleet_findings
+from gputop_doctor.report.prom_range import RangeQuery
 from tests.fleet.servers import cli_env, exporter, free_port
 from tests.report.prom_history import (
     H100,
@@ -39,6 +42,15 @@ FLEET = (
     Gpu("node2", 1, 38, 50),
     Gpu("node3", 0, 90, 60),
     Gpu("node4", 0, 95, 60),
+    # Busy by utilization, SMs active 12 %: spinning, not computing (DCGM profiling on).
+    Gpu("node5", 0, 97, 60, sm_active=0.12),
+    Gpu("node5", 1, 97, 60, sm_active=0.12),
+    Gpu("node6", 0, 97, 60, sm_active=0.85),  # busy and computing
+    # One job on three nodes: locka works alone every other sample while the others wait.
+    Gpu("locka", 0, 97, 60),
+    Gpu("lockb", 0, 97, 60, waits=True),
+    Gpu("lockb", 1, 97, 60, waits=True),
+    Gpu("lockc", 0, 97, 60, waits=True),
 )
 NAN_HOST = "node9"
 # The tests over the history server share one worker, so one server is started for them.
@@ -79,6 +91,10 @@ def _analyze(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CMD, *args], capture_output=True, text=True, env=cli_env(), timeout=300)
 
 
+def _query(server: Server, match: str) -> RangeQuery:
+    return RangeQuery(server.url, server.start, server.end, STEP_S, match)
+
+
 def _range(server: Server) -> list[str]:
     return ["--prometheus", server.url, "--from", str(server.start), "--to", str(server.end)]
 
@@ -103,6 +119,26 @@ def test_dcgm_history_per_host_with_fleet_findings(history: Server) -> None:
     ]
     text = _analyze(*_range(history), "--match", match)
     assert text.returncode == 0 and "straggler-node: Hostname=node2 ran slower" in text.stdout
+
+
+@ONE_SERVER
+def test_dcgm_sm_active_is_the_sm_activity_the_verdict_reads(history: Server) -> None:
+    """DCGM_FI_PROF_SM_ACTIVE, where exported, is read as SM activity: GPUs at 97 % utilization
+    whose SMs are active 12 % of the time are not called GPU-bound; at 85 % they are."""
+    reports = dict(host_reports(_query(history, 'Hostname=~"node[56]"')))  # in-process: cheap
+    assert "GPU" in reports["Hostname=node6"].verdict_totals
+    spinning = reports["Hostname=node5"].verdict_totals
+    assert "GPU" not in spinning and "unknown" in spinning, spinning
+
+
+@ONE_SERVER
+def test_the_host_the_others_wait_on_is_named_not_the_waiting_ones(history: Server) -> None:
+    """Three hosts in lockstep, two idle (memory held) every other step while locka works:
+    locka is named; lockb and lockc, whose mean utilization is half, are not stragglers."""
+    fleet = fleet_findings(host_reports(_query(history, 'Hostname=~"lock[abc]"')))
+    assert [(f.rule_id, f.host) for f in fleet] == [("waiting-for-rank", "Hostname=locka")]
+    assert fleet[0].value == pytest.approx(50.0, abs=1.0)
+    assert "Hostname=lockb, Hostname=lockc sat idle" in fleet[0].title
 
 
 @ONE_SERVER

@@ -54,11 +54,21 @@ def test_power_capped_h100_log_without_limit_or_bits_gets_a_verdict(tmp_path: Pa
     assert [f.rule_id for f in report.findings] == ["power-cap"]
     assert max(report.verdict_totals, key=report.verdict_totals.__getitem__) == "GPU"
     assert report.assumed and "1755 MHz" in report.assumed[0] and "350 W" in report.assumed[0]
-    # A card at its power limit under full load spends its budget: named (info), not lost time.
-    assert report.cost.throttled_gpu_hours == 0
+    # Held at 835 of 1755 MHz by the cap while busy: info, and the clock deficit is lost.
+    assert report.cost.throttled_gpu_hours == pytest.approx(120 * (1 - 835 / 1755) / 3600, rel=0.05)
     done = subprocess.run([*CMD, "analyze", str(path), "--no-charts"], capture_output=True)
     assert done.returncode == 0, done.stderr
     assert b"assumed: GPU 0: max SM clock 1755 MHz, power limit 350 W" in done.stdout
+
+
+def test_power_cap_with_clocks_near_max_is_information_not_lost_time(tmp_path: Path) -> None:
+    """At full load at the cap with the clock at 95 % of max the card spends its budget as
+    designed: no finding, nothing lost (only a clock held well below max costs time)."""
+    path = tmp_path / "near-max.csv"
+    path.write_text(capped_log(seconds=60, every_ms=500, clock_mhz=1670))
+    report = load_report(str(path))
+    assert "power-cap" not in [f.rule_id for f in report.findings]
+    assert report.cost.throttled_gpu_hours == 0 and report.cost.lost_gpu_hours == 0
 
 
 def test_a_power_limit_in_the_log_wins_over_the_table(tmp_path: Path) -> None:
@@ -127,4 +137,20 @@ def test_dcgmi_dmon_bad_cell_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.txt"
     path.write_text(dcgmi_log(3).replace("GPU 1     0 ", "GPU 1     \x1b[2J "))
     with pytest.raises(LogFormatError, match=r"line \d+, field util_pct"):
+        load_report(str(path))
+
+
+@pytest.mark.parametrize(("smact", "gpu_bound"), [("0.120", False), ("0.870", True)])
+def test_dcgmi_smact_column_is_the_sm_activity_the_verdict_reads(
+    tmp_path: Path, smact: str, gpu_bound: bool
+) -> None:
+    """``dcgmi dmon -e 203,1002``: SMACT (0-1) read as SM activity in percent; busy GPUs
+    whose SMs mostly wait are not called GPU-bound."""
+    rows = [f"GPU {i}     97     {smact}" for _ in range(60) for i in range(2)]
+    path = tmp_path / "smact.txt"
+    path.write_text("#Entity   GPUTL  SMACT\nID\n" + "\n".join(rows) + "\n")
+    report = load_report(str(path))
+    assert ("GPU" in report.verdict_totals) is gpu_bound, report.verdict_totals
+    path.write_text("#Entity   GPUTL  SMACT\nID\nGPU 0     97     87\n")
+    with pytest.raises(LogFormatError, match=r"SMACT.*not a ratio"):
         load_report(str(path))

@@ -18,11 +18,13 @@ from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
 
+from gputop_doctor.commands.common import command_lookup
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame, Sink
 from gputop_doctor.core.model import GpuProcess, GpuSample, ProcSample, Snapshot, SystemInfo
 from gputop_doctor.export.csv_sink import CsvSink
+from gputop_doctor.export.session_meta import read_meta
 from gputop_doctor.sources.demo.machine import DemoMachine
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady, HistoryReady
@@ -206,8 +208,8 @@ async def test_record_toggle_writes_every_tick_then_closes(tmp_path: Path) -> No
     engine, clock, _ = demo_engine("healthy")
     sinks: list[CsvSink] = []
 
-    def make_sink(path: str) -> Sink:
-        sinks.append(CsvSink(path))
+    def make_sink(path: str) -> Sink:  # as the tui command builds it
+        sinks.append(CsvSink(path, command_of=command_lookup(engine)))
         return sinks[-1]
 
     app = GpuTopApp(engine, sampler=False, make_sink=make_sink)
@@ -231,6 +233,11 @@ async def test_record_toggle_writes_every_tick_then_closes(tmp_path: Path) -> No
     assert sinks and sinks[0].ticks_written == 3
     session = read_session(str(target))
     assert len(session.ticks) == 3 and session.dropped_rows == 0
+    machine = read_meta(str(target))  # the UI's recording names the machine and the command
+    assert machine is not None and machine.hostname.startswith("demo-")
+    assert machine.command.startswith("torchrun ") and len(machine.gpus) == len(
+        engine.gpu.read_gpus()
+    )
 
 
 @run_async

@@ -224,6 +224,13 @@ class DemoHostSource:
     def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
         return self._machine.processes(target_pid, extra_pids)
 
+    def command_line(self, pid: int) -> tuple[str, ...] | None:
+        """The simulated launcher's command (a torchrun of one rank per GPU); the demo's other
+        PIDs have none to show."""
+        if pid != self._machine.launcher_pid:
+            return None
+        return ("torchrun", f"--nproc-per-node={self._machine.gpus}", "train.py", "--bf16")
+
     def close(self) -> None:
         """Nothing to release: the machine lives in memory."""
 

@@ -349,6 +349,15 @@ class ProcfsHostSource:
         self._tree_cpus = measures.cpu_pct(tree_samples) / 100.0
         return ProcessReading(tuple(samples), alive)
 
+    def command_line(self, pid: int) -> tuple[str, ...] | None:
+        """What ``pid`` runs (its argv), for the session's metadata; None when it is gone or
+        not readable. Asked once per attached PID (core.ports.CommandSource), not per tick."""
+        try:
+            argv = psutil.Process(pid).cmdline()
+        except (psutil.Error, OSError):
+            return None
+        return tuple(argv) or None
+
     def close(self) -> None:
         """Close the descriptors kept open between ticks."""
         self._files.close()
