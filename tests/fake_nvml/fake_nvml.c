@@ -18,6 +18,9 @@
  *   unsupported FN                   FN returns NOT_SUPPORTED on every GPU
  *   error FN CODE                    FN returns CODE on every GPU (and for system calls)
  *   gpu.N.unsupported FN | gpu.N.error FN CODE
+ *                                    FN may be field.ID: that field value of
+ *                                    nvmlDeviceGetFieldValues answers NOT_SUPPORTED / CODE
+ *                                    in its own nvmlReturn (the call itself succeeds)
  *   gpu.N.fail CODE                  every call on GPU N returns CODE (0 = off)
  *   gpu.N.name S | gpu.N.uuid S | gpu.N.bus_id S
  *   gpu.N.samples TS:VAL TS:VAL ...  buffered GPU utilization samples (us, percent)
@@ -1608,9 +1611,28 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t h,
 
 /* ---- field values ----------------------------------------------------------------------- */
 
-static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
+/* NVML_FI_DEV_NVLINK_GET_STATE: one link's state, the link given as scopeId. */
+static void nvlink_state_field(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
+    fv->nvmlReturn = nvlink_check(g, fv->scopeId);
+    if (fv->nvmlReturn) return;
+    fv->valueType = 1;
+    fv->value.uiVal = (g->v[F_NVLINK_DOWN] >> fv->scopeId) & 1 ? 0 : 1;
+}
+
+static void field_value(const struct fake_gpu *g, int gi, nvmlFieldValue_t *fv) {
     int f = -1, links = 0, zero = 0, remap = 0; /* remap: no remapper when remap_corr is na */
     unsigned int type = 3; /* unsigned long long */
+    char inject_name[32]; /* "field.ID" in the scenario's unsupported/error lines */
+    snprintf(inject_name, sizeof(inject_name), "field.%u", fv->fieldId);
+    fv->timestamp = (long long)now_us();
+    fv->latencyUsec = 0;
+    fv->value.ullVal = 0;
+    fv->nvmlReturn = injected(gi, inject_name);
+    if (fv->nvmlReturn) return;
+    if (fv->fieldId == 165) {
+        nvlink_state_field(g, fv);
+        return;
+    }
     switch (fv->fieldId) {
     case 74: f = F_THR_SW_POWER_CAP; break;
     case 76: f = F_THR_SYNC_BOOST; break;
@@ -1620,6 +1642,7 @@ static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
     case 82: f = F_MEM_TEMP; type = 1; break;
     case 185:
     case 186: f = F_POWER_MW; type = 1; break;
+    case 83:
     case 191: f = F_ENERGY_MJ; break;
     case 193: f = F_TEMP_SHUTDOWN; type = 5; break;
     case 194: f = F_TEMP_SLOWDOWN; type = 5; break;
@@ -1647,9 +1670,6 @@ static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
     case 139: f = F_NVLINK_RX_KIB; links = 2; break;
     default: break;
     }
-    fv->timestamp = (long long)now_us();
-    fv->latencyUsec = 0;
-    fv->value.ullVal = 0;
     if (f < 0) {
         fv->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
         return;
@@ -1679,7 +1699,7 @@ static void field_value(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
 EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t *values) {
     DEV_BEGIN(h, 1);
     if (count < 0 || (count > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
-    for (int i = 0; i < count; i++) field_value(g, &values[i]);
+    for (int i = 0; i < count; i++) field_value(g, gi, &values[i]);
     return NVML_SUCCESS;
 }
 

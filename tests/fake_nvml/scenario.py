@@ -139,8 +139,10 @@ class FakeGpu:
     gpm_tensor_pct: int | None = 0
     gpm_dram_pct: int | None = 0
     processes: tuple[FakeProcess, ...] = ()
-    unsupported: tuple[str, ...] = ()  # NVML function names answering NOT_SUPPORTED
-    errors: tuple[tuple[str, int], ...] = ()  # (NVML function name, error code)
+    # NVML function names answering NOT_SUPPORTED, or "field.ID": that field value of
+    # nvmlDeviceGetFieldValues answers NOT_SUPPORTED in its own nvmlReturn
+    unsupported: tuple[str, ...] = ()
+    errors: tuple[tuple[str, int], ...] = ()  # (NVML function name or "field.ID", error code)
 
     def lines(self, index: int) -> list[str]:
         uuid = self.uuid or f"GPU-fa4e{index:04x}-0000-4000-8000-{index:012x}"

@@ -143,7 +143,9 @@ def test_unsupported_is_none_and_asked_once(
     symbol: str,
     code: int,
 ) -> None:
-    scenario = Scenario.uniform(2, util=30, errors=((symbol, code),))
+    # The power reading's call stands in only where the driver lacks its field (185).
+    missing = ("field.185",) if symbol == "nvmlDeviceGetPowerUsage" else ()
+    scenario = Scenario.uniform(2, util=30, errors=((symbol, code),), unsupported=missing)
     if symbol == "nvmlDeviceGetPcieThroughput":  # only asked where the byte counters are missing
         scenario = scenario.with_all(pcie_rx_bytes=None, pcie_tx_bytes=None)
     fake_nvml.write(scenario)
@@ -167,9 +169,10 @@ def test_other_errors_are_none_each_time_and_logged_once(
     open_source: Callable[[], NvmlGpuSource],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    fake_nvml.write(
-        Scenario(gpus=(FakeGpu(errors=(("nvmlDeviceGetPowerUsage", NVML_ERROR_UNKNOWN),)),))
+    gpu = FakeGpu(
+        errors=(("nvmlDeviceGetPowerUsage", NVML_ERROR_UNKNOWN),), unsupported=("field.185",)
     )
+    fake_nvml.write(Scenario(gpus=(gpu,)))
     source = open_source()
     with caplog.at_level(logging.WARNING, logger="gputop_doctor.sources"):
         for _ in range(3):
@@ -401,7 +404,11 @@ def test_flaky_fields_are_not_a_failing_gpu(
     """Single UNKNOWN answers between good ones are flaky fields: None, logged once each."""
     flaky = tuple(
         (name, NVML_ERROR_UNKNOWN)
-        for name in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetFanSpeed", "nvmlDeviceGetFieldValues")
+        for name in (
+            "nvmlDeviceGetEnforcedPowerLimit",
+            "nvmlDeviceGetFanSpeed",
+            "nvmlDeviceGetFieldValues",
+        )
     )
     fake_nvml.write(Scenario.uniform(1, util=20, errors=flaky))
     source = open_source()
@@ -409,6 +416,6 @@ def test_flaky_fields_are_not_a_failing_gpu(
         for _ in range(WHOLE_FAILURE_TICKS + 2):
             (gpu,) = source.read_gpus()
             assert gpu.util_pct == 20.0 and gpu.temp_c == 35.0
-            assert gpu.power_w is None and gpu.fan_pct is None
+            assert gpu.power_w is None and gpu.fan_pct is None and gpu.power_limit_w is None
     assert source.status().text == "ok"
     assert len(nvml_records(caplog)) == 3  # one per flaky call

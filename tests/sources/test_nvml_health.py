@@ -97,6 +97,7 @@ def test_counters_come_with_the_field_values(
     for name in ("nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRemappedRows"):
         assert fake_nvml.calls(name) == 0, name  # the fields answered: no dedicated call
     assert fake_nvml.calls("nvmlDeviceGetNvLinkErrorCounter") == 0
+    assert fake_nvml.calls("nvmlDeviceGetNvLinkState") == 5  # discovery; states by field
 
 
 def test_dedicated_calls_stand_in_without_field_values(
@@ -120,9 +121,10 @@ def test_link_states_are_read_once_a_period(
     for _ in range(ticks):
         source.read_gpus()
         clock.advance(1.0)
-    states = fake_nvml.calls("nvmlDeviceGetNvLinkState")
-    # Discovery asks links 0..4 (4 answers NOT_FOUND), then 4 links once per period.
-    assert 5 + 4 * 3 <= states <= 5 + 4 * 4
+    # Discovery asks links 0..4 (4 answers NOT_FOUND); then the 4 links' states are one
+    # batched field call once per period, beside the tick's own batch.
+    assert fake_nvml.calls("nvmlDeviceGetNvLinkState") == 5
+    assert ticks + 3 <= fake_nvml.calls("nvmlDeviceGetFieldValues") <= ticks + 4
     assert fake_nvml.calls("nvmlDeviceGetNvLinkVersion") == 4  # once per link
     assert fake_nvml.calls("nvmlDeviceGetMaxPcieLinkWidth") == 1
 

@@ -228,7 +228,11 @@ def test_slow_facts_are_read_once(
         assert fake_nvml.calls("nvmlDeviceGetName", gpu) == 1
         assert fake_nvml.calls("nvmlDeviceGetUUID", gpu) == 1
         assert fake_nvml.calls("nvmlDeviceGetMigMode", gpu) == 1
-        assert fake_nvml.calls("nvmlDeviceGetPowerUsage", gpu) == 4
+        assert fake_nvml.calls("nvmlDeviceGetEnforcedPowerLimit", gpu) == 1  # a slow period
+        # Power and energy ride in the tick's one field-value call.
+        assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu) == 4
+        assert fake_nvml.calls("nvmlDeviceGetPowerUsage", gpu) == 0
+        assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", gpu) == 0
     assert fake_nvml.calls("nvmlInitWithFlags") == 1
 
 
@@ -306,6 +310,8 @@ def test_throttle_counters_keep_supported_fields(
                     thr_hw_power_brake_ns=None,
                     pcie_rx_bytes=None,
                     pcie_tx_bytes=None,
+                    power_w=None,
+                    energy_mj=None,
                 ).without_health(),  # and no health counters: no field left at all
             )
         )

@@ -1,8 +1,12 @@
 """One GPU's reading per tick, assembled from tolerant NVML calls.
 
 Slow facts (identity, MIG mode, temperature thresholds, max SM clock) are read once and cached:
-they cannot change without a driver reload or GPU reset. Everything else is read every tick,
-except PCIe throughput where the driver lacks the byte counters (see :mod:`nvml_pcie`).
+they cannot change without a driver reload or GPU reset. The enforced power limit is read once
+a slow period (:mod:`nvml_cadence`). Everything else is read every tick, except PCIe throughput
+where the driver lacks the byte counters (see :mod:`nvml_pcie`). Readings that have an NVML
+field id (power, energy, and the counters of :mod:`nvml_fields`, :mod:`nvml_pcie`,
+:mod:`nvml_health`) come from the one batched ``nvmlDeviceGetFieldValues`` call of the tick;
+only where the driver will never give such a field does the dedicated call stand in.
 Units are converted here, at the edge, so the model only ever holds MiB, W, °C, MHz and KiB/s.
 
 A GPU that answers only driver errors this tick (:class:`GpuFailingError`) gives an identity-only
@@ -13,12 +17,13 @@ of NVML, and logs it. NVML failing as a whole (:class:`NvmlFailedError`) propaga
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuSample
+from gputop_doctor.sources.nvml.cadence import SLOW_PERIOD_S, Every
 from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
     GpuFailingError,
@@ -30,6 +35,7 @@ from gputop_doctor.sources.nvml.fields import (
     THROTTLE_FIELD_IDS,
     FieldBatch,
     FieldKey,
+    Number,
     sample_value,
     throttle_counters,
 )
@@ -50,6 +56,11 @@ THRESHOLD_SLOWDOWN = 1
 THRESHOLD_GPU_MAX = 3
 GPU_UTILIZATION_SAMPLES = 1
 FIRST_READ_WINDOW_US = 1_000_000  # the first GetSamples returns the whole ring; keep ~1 tick
+# NVML_FI_DEV_POWER_AVERAGE: the 1 s average that nvmlDeviceGetPowerUsage gives from Ampere on.
+# GA100 and older lack it, and there the call (an instantaneous reading) stands in, as before.
+FIELD_POWER = 185
+FIELD_ENERGY = 83  # NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: mJ since the driver loaded
+READING_FIELD_IDS = (FIELD_POWER, FIELD_ENERGY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +109,8 @@ class DeviceReader:
         self._handle = handle
         self._util_cursor = 0
         self._cache: dict[str, float | None] = {}
-        self._fields = FieldBatch(
-            self._field_values,
-            THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS,
-            lambda: caller.skipped(index, "nvmlDeviceGetFieldValues"),
+        self._fields = self._batch(
+            READING_FIELD_IDS + THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS
         )
         self._pcie = PcieReader(
             self._fields,
@@ -111,9 +120,14 @@ class DeviceReader:
             budget or SlowCallBudget(),
         )
         self.identity = Identity()
+        self._power_limit = Every(
+            lambda: self._watts("nvmlDeviceGetEnforcedPowerLimit"), clock, SLOW_PERIOD_S
+        )
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
         self._procs = GpuProcessReader(nvml, caller, index, handle, clock)
-        self.health = HealthReader(nvml, caller, index, handle, clock, self._fields.unsupported)
+        self.health = HealthReader(
+            nvml, caller, index, handle, clock, self._fields.unsupported, self._batch
+        )
         self._nvlink = NvLinkTrafficReader(self._fields, clock)
         if self._usable and not self.lost:
             self._guard(self._read_identity)
@@ -233,9 +247,11 @@ class DeviceReader:
             temp_slowdown_c=self._threshold(THRESHOLD_SLOWDOWN),
             temp_shutdown_c=self._threshold(THRESHOLD_SHUTDOWN),
             temp_max_operating_c=self._threshold(THRESHOLD_GPU_MAX),
-            power_w=self._watts("nvmlDeviceGetPowerUsage"),
-            power_limit_w=self._watts("nvmlDeviceGetEnforcedPowerLimit"),
-            energy_j=self._joules(),
+            power_w=_per_thousand(self._from_field(fields, FIELD_POWER, "nvmlDeviceGetPowerUsage")),
+            power_limit_w=self._power_limit.get(),
+            energy_j=_per_thousand(
+                self._from_field(fields, FIELD_ENERGY, "nvmlDeviceGetTotalEnergyConsumption")
+            ),
             sm_clock_mhz=self._clock(CLOCK_SM),
             sm_clock_max_mhz=self._max_clock(CLOCK_SM),
             mem_clock_mhz=self._clock(CLOCK_MEM),
@@ -340,13 +356,19 @@ class DeviceReader:
         return self._cached(what, lambda: _float(self._call(what, fn, kind)))
 
     def _watts(self, what: str) -> float | None:
-        milliwatts = self._number(what)
-        return None if milliwatts is None else milliwatts / 1000.0
+        return _per_thousand(self._number(what))
 
-    def _joules(self) -> float | None:
-        """The total energy counter (mJ since driver load, Volta and newer), in joules."""
-        millijoules = self._number("nvmlDeviceGetTotalEnergyConsumption")
-        return None if millijoules is None else millijoules / 1000.0
+    def _from_field(
+        self, values: dict[FieldKey, Number] | None, field_id: int, what: str
+    ) -> float | None:
+        """A reading with a field id: from this tick's batch, else the dedicated call ``what``
+        where the driver will never give the field. A field missing for a transient reason
+        gives None this tick, as a transient error of the call did (no extra round trip)."""
+        if values is not None and field_id in values:
+            return float(values[field_id])
+        if self._fields.unsupported(field_id):
+            return self._number(what)
+        return None
 
     def _clock(self, clock_type: int) -> float | None:
         what = f"nvmlDeviceGetClockInfo({clock_type})"
@@ -364,6 +386,14 @@ class DeviceReader:
         return _float(self._call(what, self._nvml.nvmlDeviceGetPcieThroughput, counter))
 
     # -- clock events and throttle counters ------------------------------------------------
+
+    def _batch(self, field_ids: Iterable[FieldKey]) -> FieldBatch:
+        """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call."""
+        return FieldBatch(
+            self._field_values,
+            field_ids,
+            lambda: self._caller.skipped(self.index, "nvmlDeviceGetFieldValues"),
+        )
 
     def _field_values(self, field_ids: list[FieldKey]) -> Any:
         return self._call(
@@ -392,6 +422,11 @@ class DeviceReader:
 
 def _throughput_what(counter: int) -> str:
     return f"nvmlDeviceGetPcieThroughput({counter})"
+
+
+def _per_thousand(value: float | None) -> float | None:
+    """mW to W, mJ to J."""
+    return None if value is None else value / 1000.0
 
 
 def _float(value: Any) -> float | None:

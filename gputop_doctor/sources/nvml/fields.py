@@ -91,19 +91,28 @@ class FieldBatch:
     ) -> None:
         self._get = get
         self._call_skipped = call_skipped
-        self._ids: tuple[FieldKey, ...] = tuple(dict.fromkeys(field_ids))
+        self._ids: tuple[FieldKey, ...] = ()
+        self._request: list[FieldKey] = []
         self._dropped: set[FieldKey] = set()
+        self._ask(dict.fromkeys(field_ids))
 
     def add(self, keys: Iterable[FieldKey]) -> None:
         """Ask for ``keys`` too from the next read on (fields found to exist after the start)."""
         new = [key for key in keys if key not in self._dropped]
-        self._ids = tuple(dict.fromkeys((*self._ids, *new)))
+        self._ask(dict.fromkeys((*self._ids, *new)))
+
+    def _ask(self, ids: Iterable[FieldKey]) -> None:
+        """Ask for ``ids`` from now on. The request names every field as (id, scope): pynvml
+        sets a bare id only after the pair form raised TypeError, an exception per field per
+        tick; scope 0 is what a bare id means."""
+        self._ids = tuple(ids)
+        self._request = [key if isinstance(key, tuple) else (key, 0) for key in self._ids]
 
     def read(self) -> dict[FieldKey, Number] | None:
         """This tick's values by field id (those that answered); None when the call failed."""
         if not self._ids:
             return {}
-        values = self._get(list(self._ids))
+        values = self._get(self._request)
         if values is None:
             return None
         out: dict[FieldKey, Number] = {}
@@ -115,7 +124,8 @@ class FieldBatch:
                 self._dropped.add(field_id)
             else:
                 keep.append(field_id)
-        self._ids = tuple(keep)
+        if len(keep) != len(self._ids):
+            self._ask(keep)
         return out
 
     def unsupported(self, field_id: FieldKey) -> bool:

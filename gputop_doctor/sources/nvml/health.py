@@ -11,21 +11,24 @@ What has no field is read at most every :data:`HEALTH_PERIOD_S` of the reader's 
 current PCIe generation and width (a link downshifts when idle, so the rule judges them only on
 busy ticks) and each NVLink's state. The first tick reads them at once, so a machine that
 arrives broken shows in the first snapshot; later reads are spread over the period by GPU index,
-so 8 GPUs do not all pay in the same tick. The NVLink count is found once (link states until the
-first link that does not exist), link versions and the maximum PCIe generation and width are
-read once. Every call is optional: NOT_SUPPORTED is remembered by the caller and never asked
-again, so a card without ECC or NVLink pays for each call once.
+so 8 GPUs do not all pay in the same tick. The link states are one more batched field call
+(``NVML_FI_DEV_NVLINK_GET_STATE``, the link as the field's scope), not one call per link (18
+on a Hopper board); ``nvmlDeviceGetNvLinkState`` stands in only for a link whose field the
+driver will never give. The NVLink count is found once (link states until the first link that
+does not exist), link versions and the maximum PCIe generation and width are read once. Every
+call is optional: NOT_SUPPORTED is remembered by the caller and never asked again, so a card
+without ECC or NVLink pays for each call once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gputop_doctor.core.health import GpuHealth, NvLink, Topology, XidEvent
 from gputop_doctor.sources.nvml.call import NvmlCaller
-from gputop_doctor.sources.nvml.fields import FieldKey, Number
+from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number
 
 HEALTH_PERIOD_S = 5.0
 STAGGER_SLOTS = 5  # later periodic reads of GPU i are offset by (i % slots) / slots periods
@@ -36,6 +39,7 @@ RETIRED_FIELDS = (29, 30, 31)  # retired SBE, retired DBE, retirement pending
 REMAP_FIELDS = (142, 143, 144, 145)  # remapped correctable, uncorrectable, pending, failure
 NVLINK_FIELDS = (38, 45, 52, 59)  # CRC flit, CRC data, replay, recovery: totals over links
 FIELD_PCIE_REPLAY = 94
+FIELD_NVLINK_STATE = 165  # NVML_FI_DEV_NVLINK_GET_STATE, scoped by link: 1 active, 0 not
 HEALTH_FIELD_IDS = (
     *ECC_FIELDS,
     *RETIRED_FIELDS,
@@ -78,6 +82,7 @@ class HealthReader:
         handle: Any,
         clock: Callable[[], float],
         field_unsupported: Callable[[FieldKey], bool],
+        batch: Callable[[Iterable[FieldKey]], FieldBatch],
         period_s: float = HEALTH_PERIOD_S,
     ) -> None:
         self._nvml = nvml
@@ -86,6 +91,8 @@ class HealthReader:
         self._handle = handle
         self._clock = clock
         self._unsupported = field_unsupported
+        self._batch = batch
+        self._states: FieldBatch | None = None  # the links' state fields, once links are known
         self._period_s = period_s
         self._due: float | None = None
         self._slow = _Slow()
@@ -198,13 +205,30 @@ class HealthReader:
     def _nvlinks(self) -> tuple[NvLink, ...]:
         if self._links is None:
             self._links = self._find_links()
-        out = []
-        for link in self._links:
-            what = f"nvmlDeviceGetNvLinkState({link})"
-            state = self._call(what, self._nvml.nvmlDeviceGetNvLinkState, link)
-            active = None if state is None else bool(state)
-            out.append(NvLink(link=link, active=active, version=self._version(link)))
-        return tuple(out)
+            self._states = self._batch((FIELD_NVLINK_STATE, link) for link in self._links)
+        if not self._links or self._states is None:
+            return ()
+        states, values = self._states, self._states.read()
+        return tuple(
+            NvLink(
+                link=link, active=self._active(link, states, values), version=self._version(link)
+            )
+            for link in self._links
+        )
+
+    def _active(
+        self, link: int, states: FieldBatch, values: Mapping[FieldKey, Number] | None
+    ) -> bool | None:
+        """The link's state from the batched fields; its own call where the field is missing
+        for good; None when this period's batch failed (as a failed call gave)."""
+        key = (FIELD_NVLINK_STATE, link)
+        if values is not None and key in values:
+            return bool(values[key])
+        if not states.unsupported(key):
+            return None
+        what = f"nvmlDeviceGetNvLinkState({link})"
+        state = self._call(what, self._nvml.nvmlDeviceGetNvLinkState, link)
+        return None if state is None else bool(state)
 
     def _find_links(self) -> tuple[int, ...]:
         """Links the GPU has: states answer until the first link that does not exist.

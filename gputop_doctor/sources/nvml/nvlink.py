@@ -68,9 +68,19 @@ class NvLinkTrafficReader:
     def _total(
         self, field_id: int, links: tuple[int, ...], values: Mapping[FieldKey, Number] | None
     ) -> Number | None:
-        """The counter summed over the links the driver still gives; None if one is missing."""
-        keys = [(field_id, link) for link in links]
-        kept = [key for key in keys if not self._fields.unsupported(key)]
-        if values is None or not kept or any(key not in values for key in kept):
+        """The counter summed over the links the driver still gives; None if one is missing.
+
+        Whether a key is unsupported is asked only for a key without a value (rare), not for
+        every link of every GPU every tick."""
+        if values is None:
             return None
-        return sum(values[key] for key in kept)
+        total: Number = 0
+        kept = 0
+        for link in links:
+            value = values.get((field_id, link))
+            if value is not None:
+                total += value
+                kept += 1
+            elif not self._fields.unsupported((field_id, link)):
+                return None  # missed this tick, not for good: no sum over fewer links
+        return total if kept else None

@@ -1,0 +1,126 @@
+"""Readings with a field id come from the tick's one batched call; slow facts once a period.
+
+Through the real pynvml bindings and the fake libnvidia-ml: the fake answers each field with
+its own nvmlReturn (``field.ID`` in a scenario's unsupported/errors lines), so a field one GPU
+lacks falls back to the dedicated call there and nowhere else, and a field neither gives stays
+None, never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from gputop_doctor.sources.nvml.cadence import SLOW_PERIOD_S
+from gputop_doctor.sources.nvml.source import NvmlGpuSource
+from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
+    FakeNvml,
+    ManualClock,
+    fake_nvml,
+    fake_nvml_build,
+    fake_nvml_lib,
+)
+from tests.fake_nvml.scenario import FakeGpu, Scenario
+
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_UNKNOWN = 999
+POWER_FIELD = "field.185"  # NVML_FI_DEV_POWER_AVERAGE
+ENERGY_FIELD = "field.83"  # NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+
+
+def test_power_and_energy_come_from_the_field_batch(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+) -> None:
+    # The dedicated calls would fail: only the fields can give these values.
+    calls_fail = tuple(
+        (name, NVML_ERROR_NOT_SUPPORTED)
+        for name in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetTotalEnergyConsumption")
+    )
+    fake_nvml.write(Scenario(gpus=(FakeGpu(power_w=250.0, energy_mj=9000, errors=calls_fail),)))
+    source = open_source()
+    for _ in range(3):
+        (gpu,) = source.read_gpus()
+        assert (gpu.power_w, gpu.energy_j) == (250.0, 9.0)
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage") == 0
+    assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption") == 0
+    assert fake_nvml.calls("nvmlDeviceGetFieldValues") == 3
+
+
+def test_a_missing_field_falls_back_to_its_call_on_that_gpu_only(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+) -> None:
+    old_driver = FakeGpu(power_w=120.0, energy_mj=4000, unsupported=(POWER_FIELD, ENERGY_FIELD))
+    fake_nvml.write(Scenario(gpus=(old_driver, FakeGpu(power_w=300.0))))
+    source = open_source()
+    for _ in range(3):
+        fallback, batched = source.read_gpus()
+        assert (fallback.power_w, fallback.energy_j) == (120.0, 4.0)
+        assert batched.power_w == 300.0
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage", gpu=0) == 3
+    assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", gpu=0) == 3
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage", gpu=1) == 0
+
+
+def test_neither_field_nor_call_is_none_never_zero(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+) -> None:
+    fake_nvml.write(Scenario(gpus=(FakeGpu(power_w=None, energy_mj=None),)))
+    source = open_source()
+    for _ in range(3):
+        (gpu,) = source.read_gpus()
+        assert gpu.power_w is None and gpu.energy_j is None
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage") == 1  # NOT_SUPPORTED: asked once
+
+
+def test_a_flaky_field_is_none_that_tick_and_asked_again(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+) -> None:
+    scenario = Scenario(gpus=(FakeGpu(errors=((POWER_FIELD, NVML_ERROR_UNKNOWN),)),))
+    fake_nvml.write(scenario)
+    source = open_source()
+    (gpu,) = source.read_gpus()
+    assert gpu.power_w is None and gpu.temp_c == 35.0
+    fake_nvml.write(scenario.with_gpu(0, errors=()))
+    (gpu,) = source.read_gpus()
+    assert gpu.power_w == 70.0
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage") == 0  # no fallback for a flaky field
+
+
+def test_power_limit_is_read_once_a_slow_period(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: ManualClock,
+) -> None:
+    scenario = Scenario(gpus=(FakeGpu(power_limit_w=700.0),))
+    fake_nvml.write(scenario)
+    source = open_source()
+    (gpu,) = source.read_gpus()
+    assert gpu.power_limit_w == 700.0
+    fake_nvml.write(scenario.with_gpu(0, power_limit_w=400.0))  # nvidia-smi -pl 400
+    seen = []
+    for _ in range(int(SLOW_PERIOD_S) + 1):
+        clock.advance(1.0)
+        (gpu,) = source.read_gpus()
+        seen.append(gpu.power_limit_w)
+    assert seen[: int(SLOW_PERIOD_S) - 1] == [700.0] * (int(SLOW_PERIOD_S) - 1)
+    assert seen[-1] == 400.0
+    assert fake_nvml.calls("nvmlDeviceGetEnforcedPowerLimit") == 2
+
+
+def test_link_states_fall_back_to_their_call_without_the_field(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+) -> None:
+    linked = FakeGpu(nvlinks=3, nvlink_down=0b010)
+    fake_nvml.write(Scenario(gpus=(linked, replace(linked, unsupported=("field.165",)))))
+    source = open_source()
+    for gpu in source.read_gpus():
+        assert gpu.health is not None
+        assert [link.active for link in gpu.health.nvlinks] == [True, False, True]
+    # Discovery asks links 0..3 on both GPUs; only GPU 1 then asks each link's state.
+    assert fake_nvml.calls("nvmlDeviceGetNvLinkState", gpu=0) == 4
+    assert fake_nvml.calls("nvmlDeviceGetNvLinkState", gpu=1) == 4 + 3
