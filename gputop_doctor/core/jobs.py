@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from gputop_doctor.core.errors import UsageError
-from gputop_doctor.core.model import JobIdentity
+from gputop_doctor.core.model import JobIdentity, Snapshot
 
 _SLURM_V1 = re.compile(r"/slurm[^/]*/uid_(\d+)/job_(\d+)(?:/step_([^/]+))?")
 _SLURM_V2 = re.compile(r"/slurmstepd\.scope/job_(\d+)(?:/step_([^/]+))?")
@@ -187,3 +187,20 @@ def parse_selector(kind: JobKind, text: str) -> JobSelector:
         }[kind]
         raise UsageError(f"--{kind.value}: expected {expected}, got {text[:80]!r}")
     return JobSelector(kind, value)
+
+
+def jobs_on_gpus(snap: Snapshot) -> dict[int, tuple[JobIdentity, ...]]:
+    """Each GPU's distinct jobs (by index), from the identities of the processes NVML lists on
+    it, ordered by job key so that the same jobs always come out the same way.
+
+    A process of no job (a login shell's python, a daemon) names none: the GPU is then
+    attributed to the jobs that do hold it, or to none."""
+    owners: dict[int, tuple[str, JobIdentity]] = {}
+    for proc in snap.processes:
+        if proc.job is not None and proc.job.key is not None:
+            owners[proc.pid] = (proc.job.key, proc.job)
+    found: dict[int, tuple[JobIdentity, ...]] = {}
+    for gpu in snap.gpus:
+        jobs = dict(owners[gp.pid] for gp in gpu.processes if gp.pid in owners)
+        found[gpu.index] = tuple(jobs[key] for key in sorted(jobs))
+    return found
