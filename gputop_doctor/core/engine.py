@@ -21,6 +21,7 @@ from gputop_doctor.core.frame import EventSink, Frame, GpuSeries, Sink
 from gputop_doctor.core.history import History
 from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import GpuSample, GpuState, Snapshot
+from gputop_doctor.core.pid_namespace import with_local_pids
 from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
 from gputop_doctor.core.rule import Rule, RuleContext, loss_rules
 from gputop_doctor.core.topology_check import mismatch_note, topology_conflicts
@@ -224,7 +225,7 @@ class Engine:
             time=now,
             tick=self._tick,
             interval_s=self.settings.interval_s,
-            gpus=gpus,
+            gpus=with_local_pids(gpus, dict(reading.host_to_local)),
             host=host,
             processes=reading.processes,
             target_pid=self.target_pid,
