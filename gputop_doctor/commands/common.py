@@ -15,7 +15,7 @@ from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.jobs import JobKind, JobSelector, parse_selector
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
+from gputop_doctor.core.ports import GpuSource, HostSource, PodDirectory, SourceExhausted
 from gputop_doctor.core.text import printable
 
 if TYPE_CHECKING:
@@ -161,7 +161,9 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
     target = options.pid if options.pid is not None else sources.default_target
     if options.job is not None:
         target = _job_anchor(options.job, sources.attach_job)
-    engine = _engine(sources.gpu, sources.host, settings, target, clock, sources.label)
+    engine = _engine(
+        sources.gpu, sources.host, settings, target, clock, sources.label, pods=sources.pods
+    )
     if options.job is not None:
         engine.target_name = options.job.label
     return Run(engine=engine, list_processes=sources.list_processes, prime_s=options.backfill_s)
@@ -238,6 +240,7 @@ def _engine(
     target_pid: int | None,
     clock: Callable[[], float],
     label: str,
+    pods: PodDirectory | None = None,
 ) -> Engine:
     """The one place a command builds an Engine: every rule, and the headline as its judge."""
     from gputop_doctor.rules import RULES
@@ -252,4 +255,5 @@ def _engine(
         clock=clock,
         label=label,
         headline=classify,
+        pods=pods,
     )

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gputop_doctor.core.ports import GpuSource, HostSource
+from gputop_doctor.core.ports import GpuSource, HostSource, PodDirectory
 
 if TYPE_CHECKING:
     from gputop_doctor.core.jobs import JobSelector
@@ -43,6 +43,7 @@ class OpenedSources:
     # Scope the host source to a job and return its PIDs, oldest first (None: the source
     # cannot, a demo or a replay).
     attach_job: Callable[[JobSelector], list[int]] | None = None
+    pods: PodDirectory | None = None  # the kubelet's pod-resources, when mounted (k8s extra)
 
 
 def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None) -> OpenedSources:
@@ -81,7 +82,15 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
         label="live",
         list_processes=live_process_rows,
         attach_job=attach_job,
+        pods=_pod_resources(),
     )
+
+
+def _pod_resources() -> PodDirectory | None:
+    from gputop_doctor.config import environment
+    from gputop_doctor.sources.pod_resources import SOCKET, open_pod_resources
+
+    return open_pod_resources(environment.pod_resources_socket() or SOCKET)
 
 
 def demo_scenarios() -> dict[str, str]:
