@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE = "docker.io/library/python:3.12-slim"
 IMAGE = "localhost/gputop-doctor:check"
 MIRROR = "http://deb.debian.org/debian"
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 STORE_VARIABLE = "CONTAINER_CHECK_STORE"
@@ -55,10 +56,13 @@ def _stand_in_base() -> None:
         packages = "--include=python3,python3-pip,ca-certificates"
         cmd = ["debootstrap", "--variant=minbase", packages, "bookworm", rootfs, MIRROR]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        os.chmod(rootfs, 0o755)  # the image's / (mkdtemp made it 0700: USER 10001 could not run)
         shutil.copy("/etc/ssl/certs/ca-certificates.crt", f"{rootfs}/etc/ssl/certs/")
         Path(f"{rootfs}/etc/pip.conf").write_text("[global]\nbreak-system-packages = true\n")
         tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
-        subprocess.run([*podman(), "import", "-", BASE], stdin=tar.stdout, check=True)
+        # The official image's PATH and CMD: without an ENV PATH, runc finds no command.
+        config = ["--change", f"ENV PATH={PATH}", "--change", 'CMD ["python3"]']
+        subprocess.run([*podman(), "import", *config, "-", BASE], stdin=tar.stdout, check=True)
         tar.wait()
 
 
