@@ -16,7 +16,7 @@ from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.job_list import HostProcess
 from gputop_doctor.core.jobs import JobKind, JobSelector, parse_selector
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
+from gputop_doctor.core.ports import GpuSource, HostSource, PodDirectory, SourceExhausted
 from gputop_doctor.core.text import printable
 
 if TYPE_CHECKING:
@@ -173,7 +173,9 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
     target = options.pid if options.pid is not None else sources.default_target
     if options.job is not None:
         target = _job_anchor(options.job, sources.attach_job)
-    engine = _engine(sources.gpu, sources.host, settings, target, clock, sources.label)
+    engine = _engine(
+        sources.gpu, sources.host, settings, target, clock, sources.label, pods=sources.pods
+    )
     if options.job is not None:
         engine.target_name = options.job.label
     return Run(
@@ -255,6 +257,7 @@ def _engine(
     target_pid: int | None,
     clock: Callable[[], float],
     label: str,
+    pods: PodDirectory | None = None,
 ) -> Engine:
     """The one place a command builds an Engine: every rule, and the headline as its judge."""
     from gputop_doctor.rules import RULES
@@ -269,4 +272,5 @@ def _engine(
         clock=clock,
         label=label,
         headline=classify,
+        pods=pods,
     )

@@ -1,15 +1,18 @@
-"""``gputop-doctor epilog --job J [--csv PATH]``: a job's summary on this node, for Slurm's
-epilog, with an exit status an admin's script can act on.
+"""``gputop-doctor epilog --job J [--csv PATH | --from URL]``: a job's summary on this node,
+for Slurm's epilog, with an exit status an admin's script can act on.
 
 With ``--csv`` it reads the recording ``record --job J`` made of that job and judges the whole
-run; without it, it looks at the GPUs for a couple of seconds now (the job has ended; what is
-left to judge is the machine). The exit status says whose problem it was:
+run; with ``--from URL`` it asks the node's running ``serve`` what it saw while the job ran
+(``URL/api/v1/jobs/J``: the findings shown while a process of the job held a GPU or belonged to
+the attached job); with neither it looks at the GPUs for a couple of seconds now (the job has
+ended; what is left to judge is the machine). The exit status says whose problem it was:
 
 - 0: the machine was healthy (the job's own findings are printed, they are the user's);
 - 3: the machine was at fault (an Xid, ECC errors, a lost GPU, a degraded PCIe or NVLink
   link): an epilog can drain the node;
-- 2: bad input (a malformed job ID, a recording of another job);
-- 1: the recording could not be read.
+- 2: bad input (a malformed job ID or URL, a recording of another job, a job ``serve`` has not
+  seen);
+- 1: the recording could not be read, or ``serve`` did not answer.
 """
 
 from __future__ import annotations
@@ -18,29 +21,34 @@ import argparse
 import threading
 
 from gputop_doctor.core.errors import UsageError
+from gputop_doctor.core.job_ledger import GPU_LOST, split_faults
 from gputop_doctor.core.jobs import JobKind, JobSelector, parse_selector
 from gputop_doctor.core.text import printable
 
 EXIT_HEALTHY = 0
 EXIT_MACHINE_FAULT = 3
-# Findings that say the hardware or driver failed, not the job nor its neighbours.
-MACHINE_FAULTS = ("gpu-xid", "ecc-errors", "gpu-lost", "pcie-link-degraded", "nvlink-errors")
 LIVE_LOOK_S = 2.0
 
 
 def run_epilog(args: argparse.Namespace) -> int:
     selector = parse_selector(JobKind.SLURM, args.job)
+    if args.csv and args.from_url:
+        raise UsageError("epilog: give --csv or --from, not both")
     if args.csv:
         found = _recorded_findings(args.csv, selector)
         where = f"recording {printable(args.csv)}"
+    elif args.from_url:
+        from gputop_doctor.commands.epilog_remote import served_findings
+
+        found = served_findings(args.from_url, selector)
+        where = f"serve at {printable(args.from_url)}"
     else:
         found = _live_findings()
         where = "the GPUs now"
-    faults = sorted(f for f in found if f in MACHINE_FAULTS)
-    others = sorted(f for f in found if f not in MACHINE_FAULTS)
+    faults, others = split_faults(found)
     print(f"{selector.label} on this node ({where}):")
-    print(f"  machine faults: {', '.join(faults) or 'none'}")
-    print(f"  the job's own findings: {', '.join(others) or 'none'}")
+    print(f"  machine faults: {printable(', '.join(faults)) or 'none'}")
+    print(f"  the job's own findings: {printable(', '.join(others)) or 'none'}")
     if faults:
         print("  verdict: the machine was at fault (drain the node and check the GPUs)")
         return EXIT_MACHINE_FAULT
@@ -64,7 +72,7 @@ def _recorded_findings(path: str, selector: JobSelector) -> set[str]:
         raise SessionFormatError(f"{path} holds no recorded ticks")
     found = {f.rule_id for f in report.findings}
     if any(g.lost for g in report.gpus):
-        found.add("gpu-lost")
+        found.add(GPU_LOST)
     return found
 
 
@@ -84,7 +92,7 @@ def _live_findings() -> set[str]:
             duration_s=LIVE_LOOK_S,
         )
         if engine.lost_gpus:
-            found.add("gpu-lost")
+            found.add(GPU_LOST)
     finally:
         engine.close()
     return found
@@ -97,3 +105,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     epilog.add_argument("--job", required=True, metavar="SLURM_JOB_ID", help="the job")
     epilog.add_argument("--csv", metavar="PATH", help="the job's recording (record --job J)")
+    epilog.add_argument(
+        "--from",
+        dest="from_url",
+        metavar="URL",
+        help="ask the node's running serve what it saw of the job (http://127.0.0.1:19400)",
+    )

@@ -1,4 +1,5 @@
-"""The exporter's HTTP side: ``/metrics`` (Prometheus text), ``/api/v1/frame`` (JSON), the
+"""The exporter's HTTP side: ``/metrics`` (Prometheus text), ``/api/v1/frame`` (JSON),
+``/api/v1/jobs/J`` (what it saw of Slurm job J, for ``epilog --from``), the
 probes ``/-/healthy`` and ``/-/ready``, and with ``--ui`` the live page (``gputop_doctor.web``).
 
 Scrapes are served on their own threads from the latest frame the sampler handed over; a slow
@@ -38,6 +39,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.job_ledger import JOBS_PATH, JobLedger
+from gputop_doctor.core.jobs import JobKind, parse_selector
 from gputop_doctor.export.frame_view import frame_view
 from gputop_doctor.web.hub import EventHub, pump
 from gputop_doctor.web.site import PAGE_HEADERS, LiveSite
@@ -106,12 +109,20 @@ class FrameBox:
         self._json: bytes | None = None
         self._metrics: bytes | None = None
         self._metrics_gz: bytes | None = None
+        self._jobs = JobLedger()
 
     def put(self, frame: Frame) -> None:
         with self._lock:
             self._frame, self._json = frame, None
             self._metrics = self._metrics_gz = None
             self._put_at = time.monotonic()
+            self._jobs.add(frame)
+
+    def job_bytes(self, key: str) -> bytes | None:
+        """What was seen of the job ``key`` (``slurm:48213``) as JSON; None: never seen."""
+        with self._lock:
+            watch = self._jobs.get(key)
+            return None if watch is None else json.dumps(watch.view()).encode()
 
     def readiness(self) -> str | None:
         """None when ready; else why not (no frame yet, or the sampler has stalled)."""
@@ -346,10 +357,25 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(503, "text/plain", b"no frame yet\n")
             else:
                 self._send(200, "application/json", view)
+        elif path.startswith(JOBS_PATH):
+            self._job(path[len(JOBS_PATH) :])
         elif path == "/":
             self._send(200, "text/plain", f"gputop-doctor: /metrics {FRAME_PATH}\n".encode())
         else:
             self._send(404, "text/plain", b"not found\n")
+
+    def _job(self, job_id: str) -> None:
+        """``/api/v1/jobs/J``: 404 for what is not a Slurm job ID or a job never seen."""
+        try:
+            selector = parse_selector(JobKind.SLURM, job_id)
+        except UsageError:
+            self._send(404, "text/plain", b"not a Slurm job ID\n")
+            return
+        body = self.server.box.job_bytes(f"slurm:{selector.value}")
+        if body is None:
+            self._send(404, "text/plain", b"job not seen\n")
+        else:
+            self._send(200, "application/json", body)
 
     def _page(self, ui: LiveSite, path: str) -> bool:
         """Answer a path of the live pages; False when ``path`` is not one of their paths."""

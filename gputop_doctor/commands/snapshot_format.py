@@ -12,7 +12,14 @@ from typing import Any
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, HostSample, ProcSample, Snapshot, TreeTotals
+from gputop_doctor.core.model import (
+    GpuProcess,
+    GpuSample,
+    HostSample,
+    ProcSample,
+    Snapshot,
+    TreeTotals,
+)
 from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.text import printable
 from gputop_doctor.core.verdict import Bottleneck, Verdict
@@ -28,6 +35,8 @@ def _num(value: float | None, fmt: str = ".0f", unit: str = "") -> str:
 def _gpu_json(gpu: GpuSample) -> dict[str, Any]:
     data = dataclasses.asdict(gpu)
     data["clock_events"] = list(gpu.clock_events)
+    for entry, proc in zip(data["processes"], gpu.processes, strict=True):
+        entry["attribution"] = "approximate" if proc.approximate else "exact"
     return data
 
 
@@ -75,7 +84,7 @@ def _gpu_line(gpu: GpuSample) -> str:
     if gpu.lost:
         return f"GPU {gpu.index}  {printable(gpu.name or '', _NAME_MAX)}  LOST"
     reasons = ",".join(r for r in gpu.clock_events if r != "idle") or "-"
-    procs = ", ".join(f"{p.pid} ({_num(p.used_mem_mib, '.0f', ' MiB')})" for p in gpu.processes)
+    procs = ", ".join(_gpu_process_text(p) for p in gpu.processes)
     return (
         f"GPU {gpu.index}  {printable(gpu.name or '?', _NAME_MAX)}"
         f"  util {_num(gpu.util_pct, '.0f', '%')}"
@@ -86,6 +95,15 @@ def _gpu_line(gpu: GpuSample) -> str:
         f"  SM {_num(gpu.sm_clock_mhz)}/{_num(gpu.sm_clock_max_mhz, '.0f', ' MHz')}"
         f"  reasons: {reasons}" + (f"\n        processes: {procs}" if procs else "")
     )
+
+
+def _gpu_process_text(proc: GpuProcess) -> str:
+    """``4203 (1024 MiB)``; a PID matched to NVML's host PID says so: ``7 (1024 MiB, host PID
+    48213: approximate)``."""
+    memory = _num(proc.used_mem_mib, ".0f", " MiB")
+    if proc.host_pid is None:
+        return f"{proc.pid} ({memory})"
+    return f"{proc.pid} ({memory}, host PID {proc.host_pid}: approximate)"
 
 
 def _host_lines(host: HostSample, frame: Frame) -> list[str]:

@@ -20,6 +20,8 @@ CPU_VENDOR = "GPUTOP_DOCTOR_CPU_VENDOR"  # overrides the detected CPU vendor (te
 NODE_ROOT = "GPUTOP_DOCTOR_NODE_ROOT"  # another NUMA node map (tests: a fake two-socket host)
 SSH_COMMAND = "GPUTOP_DOCTOR_SSH_COMMAND"  # the ssh client and its options for ssh:// hosts
 REMOTE_COMMAND = "GPUTOP_DOCTOR_REMOTE_COMMAND"  # what an ssh:// host runs to stream frames
+# The kubelet's pod-resources socket, when not at /var/lib/kubelet/pod-resources/kubelet.sock
+POD_RESOURCES = "GPUTOP_DOCTOR_POD_RESOURCES"
 
 
 def _get(name: str, env: Mapping[str, str] | None = None) -> str | None:
@@ -61,3 +63,7 @@ def ssh_command() -> str | None:
 
 def remote_command() -> str | None:
     return _get(REMOTE_COMMAND)
+
+
+def pod_resources_socket() -> str | None:
+    return _get(POD_RESOURCES)

@@ -19,9 +19,11 @@ from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding, FindingTracker
 from gputop_doctor.core.frame import EventSink, Frame, GpuSeries, Sink
 from gputop_doctor.core.history import History
+from gputop_doctor.core.jobs import with_pod_names
 from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import GpuSample, GpuState, Snapshot
-from gputop_doctor.core.ports import GpuSource, HostSource, SourceExhausted
+from gputop_doctor.core.pid_namespace import with_local_pids
+from gputop_doctor.core.ports import GpuSource, HostSource, PodDirectory, SourceExhausted
 from gputop_doctor.core.rule import Rule, RuleContext, loss_rules
 from gputop_doctor.core.topology_check import mismatch_note, topology_conflicts
 from gputop_doctor.core.verdict import Verdict
@@ -85,9 +87,11 @@ class Engine:
         clock: Callable[[], float] = time.time,
         label: str = "live",
         headline: Callable[[History, RuleContext], Verdict] | None = None,
+        pods: PodDirectory | None = None,
     ) -> None:
         self.gpu = gpu
         self.host = host
+        self.pods = pods  # names the pods of GPU processes (the kubelet's), when mounted
         self.settings = settings
         self.rules = rules
         self.headline = headline
@@ -222,13 +226,17 @@ class Engine:
         host = self.host.read_host(self.target_pid)
         reading = self.host.read_processes(self.target_pid, sorted(gpu_pids))
         self._source_note = reading.note
+        gpus = with_local_pids(gpus, dict(reading.host_to_local))
+        processes = reading.processes
+        if self.pods is not None:
+            processes = with_pod_names(processes, gpus, self.pods.devices())
         return Snapshot(
             time=now,
             tick=self._tick,
             interval_s=self.settings.interval_s,
             gpus=gpus,
             host=host,
-            processes=reading.processes,
+            processes=processes,
             target_pid=self.target_pid,
             target_alive=reading.target_alive,
             target_job=self.target_name,
@@ -375,3 +383,5 @@ class Engine:
         self.sinks.clear()
         self.gpu.close()
         self.host.close()
+        if self.pods is not None:
+            self.pods.close()

@@ -53,3 +53,12 @@ class JobIdentity:
         if self.container:
             return f"container {self.container[:12]}"
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """A pod as the kubelet names it (its pod-resources API): what a UID alone does not say."""
+
+    name: str
+    namespace: str
+    container: str = ""  # the container's name in the pod spec

@@ -20,11 +20,13 @@ plugin (``proctrack/linuxproc``) only has there: ``SLURM_JOB_ID``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
 from gputop_doctor.core.errors import UsageError
-from gputop_doctor.core.model import JobIdentity
+from gputop_doctor.core.job_identity import PodRef
+from gputop_doctor.core.model import GpuSample, JobIdentity, ProcSample, Snapshot
 
 _SLURM_V1 = re.compile(r"/slurm[^/]*/uid_(\d+)/job_(\d+)(?:/step_([^/]+))?")
 _SLURM_V2 = re.compile(r"/slurmstepd\.scope/job_(\d+)(?:/step_([^/]+))?")
@@ -187,3 +189,54 @@ def parse_selector(kind: JobKind, text: str) -> JobSelector:
         }[kind]
         raise UsageError(f"--{kind.value}: expected {expected}, got {text[:80]!r}")
     return JobSelector(kind, value)
+
+
+def jobs_on_gpus(snap: Snapshot) -> dict[int, tuple[JobIdentity, ...]]:
+    """Each GPU's distinct jobs (by index), from the identities of the processes NVML lists on
+    it, ordered by job key so that the same jobs always come out the same way.
+
+    A process of no job (a login shell's python, a daemon) names none: the GPU is then
+    attributed to the jobs that do hold it, or to none."""
+    owners: dict[int, tuple[str, JobIdentity]] = {}
+    for proc in snap.processes:
+        if proc.job is not None and proc.job.key is not None:
+            owners[proc.pid] = (proc.job.key, proc.job)
+    found: dict[int, tuple[JobIdentity, ...]] = {}
+    for gpu in snap.gpus:
+        jobs = dict(owners[gp.pid] for gp in gpu.processes if gp.pid in owners)
+        found[gpu.index] = tuple(jobs[key] for key in sorted(jobs))
+    return found
+
+
+def with_pod_names(
+    processes: tuple[ProcSample, ...],
+    gpus: tuple[GpuSample, ...],
+    devices: Mapping[str, PodRef],
+) -> tuple[ProcSample, ...]:
+    """``processes`` with their pod's name and namespace, from the kubelet's device assignments
+    (``devices``: GPU UUID -> pod): a pod whose process holds a GPU the kubelet assigned is
+    that pod, and every process of the same pod UID gets its name. A pod holding no assigned
+    GPU keeps its UID; a GPU process of no pod is left alone."""
+    if not devices:
+        return processes
+    by_pid = {p.pid: p for p in processes}
+    names: dict[str, PodRef] = {}
+    for gpu in gpus:
+        ref = devices.get(gpu.uuid or "")
+        if ref is None:
+            continue
+        for gp in gpu.processes:
+            job = by_pid[gp.pid].job if gp.pid in by_pid else None
+            if job is not None and job.pod_uid:
+                names.setdefault(job.pod_uid, ref)
+    if not names:
+        return processes
+    return tuple(_named(p, names) for p in processes)
+
+
+def _named(proc: ProcSample, names: Mapping[str, PodRef]) -> ProcSample:
+    job = proc.job
+    ref = names.get(job.pod_uid or "") if job is not None else None
+    if job is None or ref is None:
+        return proc
+    return replace(proc, job=replace(job, pod_name=ref.name, namespace=ref.namespace))

@@ -93,6 +93,14 @@ class GpuProcess:
     used_mem_mib: float | None = None
     sm_util_pct: float | None = None
     mem_util_pct: float | None = None
+    # The PID NVML reported, when ``pid`` is this PID namespace's match for it (a container
+    # without --pid=host, core.pid_namespace): the attribution is then approximate.
+    host_pid: int | None = None
+
+    @property
+    def approximate(self) -> bool:
+        """Whether ``pid`` was matched to NVML's host PID rather than reported by NVML."""
+        return self.host_pid is not None
 
 
 def slowdown_point(slowdown_c: float | None, max_operating_c: float | None) -> float | None:

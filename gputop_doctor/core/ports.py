@@ -6,10 +6,11 @@ reader, the demo machine and a replayed recording all meet the engine here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from gputop_doctor.core.job_identity import PodRef
 from gputop_doctor.core.model import (
     GpuSample,
     GpuState,
@@ -50,6 +51,16 @@ class ProcessReading:
     target_alive: bool | None  # None when nothing is attached
     tree: TreeTotals | None = None  # only for sources that know totals but not processes
     note: str | None = None  # a one-time warning for the status line (a refused probe dir)
+    # NVML's host PIDs matched to this PID namespace's processes (core.pid_namespace).
+    host_to_local: tuple[tuple[int, int], ...] = ()
+
+
+class PodDirectory(Protocol):
+    """Which pod each device is assigned to (the kubelet's pod-resources API)."""
+
+    def devices(self) -> Mapping[str, PodRef]: ...
+
+    def close(self) -> None: ...
 
 
 class SourceExhausted(Exception):

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from gputop_doctor import __version__
 from gputop_doctor.core.findings import Finding, ScopeKind
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.jobs import jobs_on_gpus
 from gputop_doctor.core.model import CLOCK_EVENT_NAMES, MIB, GpuSample, HostSample, Snapshot
 from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.export.label_style import LabelStyle, restyled
@@ -30,7 +31,11 @@ from gputop_doctor.export.prometheus_health import (
     gpu_labels,
     health_metrics,
 )
-from gputop_doctor.export.prometheus_processes import process_metrics
+from gputop_doctor.export.prometheus_processes import (
+    GPU_JOB_LABELS,
+    gpu_job_labels,
+    process_metrics,
+)
 
 PREFIX = "gputop_doctor_"
 NS_PER_S = 1e9
@@ -124,20 +129,30 @@ THROTTLE_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def gpu_metrics(gpus: tuple[GpuSample, ...], hostname: str) -> Iterator[Metric]:
+# The labels of the per-GPU series: the GPU's identity, then the jobs that hold it.
+GPU_SERIES_LABELS = (*GPU_LABELS, *GPU_JOB_LABELS)
+
+
+def gpu_metrics(snap: Snapshot, hostname: str) -> Iterator[Metric]:
+    gpus = snap.gpus
     live = [g for g in gpus if not g.lost]
+    jobs = jobs_on_gpus(snap)
+    labels_of = {
+        gpu.index: [*gpu_labels(gpu, hostname), *gpu_job_labels(jobs.get(gpu.index, ()))]
+        for gpu in gpus
+    }
 
     def _gpu_labels(gpu: GpuSample) -> list[str]:
-        return gpu_labels(gpu, hostname)
+        return labels_of[gpu.index]
 
     lost = GaugeMetricFamily(
-        PREFIX + "gpu_lost", "1 when the GPU fell off the bus.", labels=GPU_LABELS
+        PREFIX + "gpu_lost", "1 when the GPU fell off the bus.", labels=GPU_SERIES_LABELS
     )
     for gpu in gpus:
         lost.add_metric(_gpu_labels(gpu), 1.0 if gpu.lost else 0.0)
     yield lost
     for gauge in GPU_GAUGES:
-        family = GaugeMetricFamily(PREFIX + gauge.name, gauge.doc, labels=GPU_LABELS)
+        family = GaugeMetricFamily(PREFIX + gauge.name, gauge.doc, labels=GPU_SERIES_LABELS)
         for gpu in live:
             value = gauge.read(gpu)
             if value is not None:
@@ -146,12 +161,12 @@ def gpu_metrics(gpus: tuple[GpuSample, ...], hostname: str) -> Iterator[Metric]:
     events = GaugeMetricFamily(
         PREFIX + "gpu_clock_event_active",
         "1 while the clock-event (throttle) reason is active.",
-        labels=(*GPU_LABELS, "reason"),
+        labels=(*GPU_SERIES_LABELS, "reason"),
     )
     throttle = CounterMetricFamily(
         PREFIX + "gpu_clock_event_seconds",
         "Time spent in the clock-event reason since the driver loaded.",
-        labels=(*GPU_LABELS, "reason"),
+        labels=(*GPU_SERIES_LABELS, "reason"),
     )
     for gpu in live:
         if gpu.clock_event_bits is not None:
@@ -168,7 +183,7 @@ def gpu_metrics(gpus: tuple[GpuSample, ...], hostname: str) -> Iterator[Metric]:
     energy = CounterMetricFamily(
         PREFIX + "gpu_energy_joules",
         "Energy the board used since the driver loaded (NVML's counter).",
-        labels=GPU_LABELS,
+        labels=GPU_SERIES_LABELS,
     )
     for gpu in live:
         if gpu.energy_j is not None:
@@ -378,7 +393,7 @@ class FrameCollector(Collector):
         yield _gauge("last_tick_timestamp_seconds", "Unix time of the latest tick.", snap.time)
         yield _gauge("tick_duration_seconds", "Time the latest tick took.", frame.tick_cost_s)
         hostname = frame.system.hostname
-        yield from gpu_metrics(snap.gpus, hostname)
+        yield from gpu_metrics(snap, hostname)
         yield from health_metrics(snap.gpus, xids, hostname)
         yield from host_metrics(snap.host)
         yield from job_metrics(snap, cpu_seconds)

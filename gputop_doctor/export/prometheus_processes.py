@@ -13,7 +13,7 @@ being exported, as every series of this exporter does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -23,6 +23,9 @@ PREFIX = "gputop_doctor_"
 MAX_PROCESSES = 64
 PROCESS_LABELS = ("pid", "job", "pod", "namespace", "container", "rank")
 GPU_PROCESS_LABELS = ("gpu", *PROCESS_LABELS)
+# The job labels of a per-GPU series: those of the jobs whose processes hold the GPU (no
+# ``rank``: a GPU is not a rank's, and a rank label would restart the series at each restart).
+GPU_JOB_LABELS = ("job", "pod", "namespace", "container")
 
 
 def job_labels(job: JobIdentity | None) -> list[str]:
@@ -36,6 +39,20 @@ def job_labels(job: JobIdentity | None) -> list[str]:
         (job.container or "")[:12],
         job.rank or "",
     ]
+
+
+def gpu_job_labels(jobs: Iterable[JobIdentity]) -> list[str]:
+    """A GPU's ``job``, ``pod``, ``namespace`` and ``container`` values from the jobs that hold
+    it: one job's own values; for a GPU shared by several jobs, each label the jobs' distinct
+    values, sorted and joined by commas (``48213,48214``), so the GPU keeps one series that
+    names every job on it (never one copy per job, which would count its power twice in a
+    ``sum``), and the label set changes only when a job arrives or leaves."""
+    columns: list[set[str]] = [set() for _ in GPU_JOB_LABELS]
+    for job in jobs:
+        for column, value in zip(columns, job_labels(job), strict=False):
+            if value:
+                column.add(value)
+    return [",".join(sorted(column)) for column in columns]
 
 
 def exported_processes(snap: Snapshot) -> list[ProcSample]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gputop_doctor.core.job_list import HostProcess
-from gputop_doctor.core.ports import GpuSource, HostSource
+from gputop_doctor.core.ports import GpuSource, HostSource, PodDirectory
 
 if TYPE_CHECKING:
     from gputop_doctor.core.jobs import JobSelector
@@ -44,6 +44,7 @@ class OpenedSources:
     # Scope the host source to a job and return its PIDs, oldest first; given None, back to
     # the target PID's tree (None: the source cannot, a demo or a replay). Producer thread.
     attach_job: Callable[[JobSelector | None], list[int]] | None = None
+    pods: PodDirectory | None = None  # the kubelet's pod-resources, when mounted (k8s extra)
 
 
 def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None) -> OpenedSources:
@@ -77,6 +78,7 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
         label="live",
         list_processes=live_process_rows,
         attach_job=job_attacher(procfs),
+        pods=_pod_resources(),
     )
 
 
@@ -91,6 +93,13 @@ def job_attacher(procfs: ProcfsHostSource) -> Callable[[JobSelector | None], lis
         return members
 
     return attach_job
+
+
+def _pod_resources() -> PodDirectory | None:
+    from gputop_doctor.config import environment
+    from gputop_doctor.sources.pod_resources import SOCKET, open_pod_resources
+
+    return open_pod_resources(environment.pod_resources_socket() or SOCKET)
 
 
 def demo_scenarios() -> dict[str, str]:

@@ -10,16 +10,18 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.model import GpuProcess, JobIdentity, Snapshot, SystemInfo
 from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.export.prometheus import FrameCollector
 from gputop_doctor.export.prometheus_processes import MAX_PROCESSES
 from gputop_doctor.export.reader import SessionReader
-from tests.builders import gpu, proc
+from tests.builders import full_gpu, gpu, proc
 from tests.sessions import read_session
 
 CID = "3f2a1b2c3d4e" + "0" * 52
 POD = "74c13223-5a00-11e9-b385-42010a80018d"
+FAULTY = GpuHealth(ecc_volatile_uncorrected=2)
 RANK3 = JobIdentity(slurm_job="48213", rank="3")
 IN_POD = JobIdentity(pod_uid=POD, container=CID)
 
@@ -101,3 +103,46 @@ def test_csv_keeps_each_gpu_process_job_and_the_attached_job(tmp_path: Path) -> 
     row = next(SessionReader(str(path)).rows())
     assert row.get("gpu_process_jobs") == f"slurm:48213|pod:{POD}"
     assert session.ticks[0].snapshot.target_job == "Slurm job 48213"
+
+
+def _gpu_series(
+    snap: Snapshot, name: str = "gputop_doctor_gpu_utilization_ratio"
+) -> dict[str, dict[str, str]]:
+    got = _samples(snap)
+    return {labels["gpu"]: labels for labels, _ in got[name]}
+
+
+def test_a_gpu_carries_the_labels_of_the_job_that_holds_it() -> None:
+    other = JobIdentity(slurm_job="48214", rank="0")
+    snap = replace(
+        _snapshot(),
+        gpus=(
+            replace(full_gpu(0), processes=(GpuProcess(10, 0),), health=FAULTY),  # 48213 alone
+            replace(gpu(1, 50.0), processes=(GpuProcess(10, 1), GpuProcess(30, 1))),  # shared
+            replace(gpu(2, 10.0), processes=(GpuProcess(20, 2),)),  # a pod's container
+            replace(gpu(3, 10.0), processes=(GpuProcess(40, 3),)),  # a process of no job
+            gpu(4, 0.0),  # idle
+        ),
+        processes=(
+            proc(10, job=RANK3),
+            proc(20, job=IN_POD, in_tree=False),
+            proc(30, job=other, in_tree=False),
+            proc(40, job=JobIdentity(user="alice"), in_tree=False),
+        ),
+    )
+    series = _gpu_series(snap)
+    jobs = {index: (s["job"], s["pod"], s["container"]) for index, s in series.items()}
+    assert (
+        jobs
+        == {
+            "0": ("48213", "", ""),
+            "1": ("48213,48214", "", ""),  # one series naming both jobs, never one copy each
+            "2": ("", POD, CID[:12]),
+            "3": ("", "", ""),
+            "4": ("", "", ""),
+        }
+    )
+    assert "rank" not in series["0"]  # a GPU is not a rank's: a restart keeps its series
+    # The machine's health series keep the GPU's identity only: a fault outlives the job.
+    ecc = _gpu_series(snap, "gputop_doctor_gpu_ecc_errors_total")
+    assert "job" not in ecc["0"] and ecc["0"]["uuid"] == "GPU-00000000-aaaa"

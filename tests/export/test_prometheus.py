@@ -48,12 +48,16 @@ def _frame() -> Frame:
     return Frame(snap, (HOT,), SystemInfo(hostname="n1", source="demo:x"), verdict=verdict)
 
 
+JOBS = ("job", "pod", "namespace", "container")
+
+
 def _samples(collector: FrameCollector) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     text = generate_latest(registry).decode()
+    # A GPU held by no job has empty job labels: Prometheus reads them as absent, so do we.
     return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if v or k not in JOBS))): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }

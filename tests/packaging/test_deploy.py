@@ -108,6 +108,38 @@ def test_daemonset_sees_the_host_processes_and_the_probe_folder() -> None:
     assert "hostPath" in volumes[mounts[env[PROBE_DIR]]]
 
 
+def test_daemonset_mounts_the_kubelet_pod_resources_socket() -> None:
+    from gputop_doctor.sources.pod_resources import SOCKET
+
+    pod = _manifests()["DaemonSet"]["spec"]["template"]["spec"]
+    folder = str(Path(SOCKET).parent)
+    (container,) = pod["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts[folder]]["hostPath"]["path"] == folder
+
+
+# The Kubernetes versions the manifests are checked against: the newest schemas the pinned
+# kubernetes-validate bundles, and an older release still in wide use.
+KUBERNETES_VERSIONS = ("1.30", "1.37")
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_manifests_validate_against_the_kubernetes_schemas(version: str) -> None:
+    """Strict: an unknown field (a typo such as ``volumeMount``) fails like a wrong type. The
+    ServiceMonitor is the Prometheus Operator's custom resource, not in Kubernetes' schemas:
+    it is checked by the test above only."""
+    import kubernetes_validate  # the test extra pins it: missing is a failure, not a skip
+
+    checked = []
+    for kind, doc in _manifests().items():
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue
+        kubernetes_validate.validate(doc, version, strict=True)  # raises ValidationError
+        checked.append(kind)
+    assert sorted(checked) == ["DaemonSet", "Service"]
+
+
 def test_service_and_servicemonitor_reach_the_daemonset_port() -> None:
     found = _manifests()
     pod = found["DaemonSet"]["spec"]["template"]

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_nvml.fixtures import fake_nvml_env
+from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario
 from tests.slurm.cluster import SlurmCluster, missing, poll
 
 pytestmark = pytest.mark.xdist_group("slurm")
@@ -127,16 +129,27 @@ def test_unknown_job_is_one_line_and_exit_2(cluster: SlurmCluster) -> None:
     )
 
 
-def test_serve_by_job_labels_its_series(jobs: tuple[str, str]) -> None:
+def test_serve_by_job_labels_its_series(
+    jobs: tuple[str, str], fake_nvml_lib: Path, tmp_path: Path
+) -> None:
+    """The fake NVML puts the training task on GPU 0, a neighbour's task on GPU 1 and both on
+    GPU 2: each GPU's series carry the jobs that hold it, the per-process ones their own."""
     from tests.fleet.servers import free_port
 
-    train, _ = jobs
+    train, neighbour = jobs
+    mine, theirs = min(_pids_of(train, "python")), min(_pids_of(neighbour, "python"))
+    on_gpu = ((mine,), (theirs,), (mine, theirs))
+    scenario = tmp_path / "scenario.txt"
+    Scenario(gpus=tuple(FakeGpu(processes=tuple(map(FakeProcess, p))) for p in on_gpu)).write(
+        scenario
+    )
     port = free_port()
     serve = subprocess.Popen(
         [*DOCTOR, "serve", "--job", train, "--interval", "0.5", "--listen", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env=fake_nvml_env(fake_nvml_lib, scenario),
     )
     try:
         wanted = f'job="{train}"'
@@ -149,11 +162,24 @@ def test_serve_by_job_labels_its_series(jobs: tuple[str, str]) -> None:
                 return None
             lines = [line for line in text.splitlines() if line.startswith("gputop_doctor_")]
             cpu = [line for line in lines if line.startswith("gputop_doctor_process_cpu_ratio")]
-            return text if cpu and all(wanted in line for line in cpu) else None
+            in_job = [line for line in cpu if wanted in line]
+            return text if in_job and _gpu_jobs(text).get("0") == train else None
 
         text = str(poll(scrape, 90.0, "serve --job to export the job's processes"))
         info = [line for line in text.splitlines() if line.startswith("gputop_doctor_attached_")]
         assert len(info) == 1 and f'name="Slurm job {train}"' in info[0] and wanted in info[0]
+        both = ",".join(sorted((train, neighbour)))
+        assert _gpu_jobs(text) == {"0": train, "1": neighbour, "2": both}
     finally:
         serve.terminate()
         serve.wait(timeout=30)
+
+
+def _gpu_jobs(text: str) -> dict[str, str]:
+    """GPU index -> its ``job`` label, from the ``gpu_utilization_ratio`` series."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        if family.name == "gputop_doctor_gpu_utilization_ratio":
+            return {s.labels["gpu"]: s.labels.get("job", "") for s in family.samples}
+    return {}

@@ -37,6 +37,7 @@ from gputop_doctor.sources.host.cgroup import (
     read_cpu_stat,
     throttled_fraction,
 )
+from gputop_doctor.sources.host.gpu_holders import HostPidMatcher
 from gputop_doctor.sources.host.identity import pid_namespace_note
 from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs
 from gputop_doctor.sources.host.pids import read_stat
@@ -119,6 +120,8 @@ class ProcfsHostSource:
             self._procs.table, top_count, top_cycle_s, read=self._procs.peek_stat
         )
         self._attribution = Attribution(proc_root, cgroup_root, clock=clock)
+        # In a PID namespace of its own, NVML's host PIDs are matched to ours (gpu_holders).
+        self._host_pids = HostPidMatcher(proc_root) if pid_namespace_note(proc_root) else None
         self._tree_pids: set[int] = set()  # the attached tree as of the last process reading
         self._tree_cpus = 0.0  # its CPUs busy (reaped children included) at that reading
         self._tree_jobs: set[str] = set()  # the job keys of the attached tree's processes
@@ -334,6 +337,8 @@ class ProcfsHostSource:
         elif target_pid is not None:
             tree = self._tree(target_pid)
         extras = list(extra_pids)
+        host_to_local = self._host_pids.match(extras) if self._host_pids is not None else {}
+        extras = [host_to_local.get(pid, pid) for pid in extras]
         samples = self._procs.read(tree, extras, now)
         samples += _unseen(extras, samples)
         tree_samples = measures.in_tree(samples)
@@ -347,7 +352,7 @@ class ProcfsHostSource:
         self._tree_pids = {s.pid for s in tree_samples}
         self._tree_jobs = {s.job.key for s in tree_samples if s.job is not None and s.job.key}
         self._tree_cpus = measures.cpu_pct(tree_samples) / 100.0
-        return ProcessReading(tuple(samples), alive)
+        return ProcessReading(tuple(samples), alive, host_to_local=tuple(host_to_local.items()))
 
     def command_line(self, pid: int) -> tuple[str, ...] | None:
         """What ``pid`` runs (its argv), for the session's metadata; None when it is gone or
