@@ -41,6 +41,8 @@ class Window:
     # still holds its processes, and the history's store of such views. None outside a history.
     serial: int = field(default=-1, compare=False, hash=False)
     seconds: float | None = field(default=None, compare=False, hash=False)  # None: all
+    # Every ``stride``-th snapshot of the history's run (a sampled view, see ``every``).
+    stride: int = field(default=1, compare=False, hash=False)
     detail_serial: int = field(default=0, compare=False, hash=False)
     running: dict[object, object] | None = field(default=None, compare=False, hash=False)
 
@@ -61,6 +63,18 @@ class Window:
             return 0.0
         first, last = self.snapshots[0], self.snapshots[-1]
         return last.time - first.time + last.interval_s
+
+    def every(self, stride: int, start: int) -> Window:
+        """Every ``stride``-th snapshot from position ``start`` to the end (which must be one of
+        them): a sampled view that still knows where it sits in its history."""
+        snapshots = self.snapshots[start::stride]
+        end = start + (len(snapshots) - 1) * stride
+        return replace(
+            self,
+            snapshots=snapshots,
+            serial=self.serial - (len(self.snapshots) - 1 - end),
+            stride=self.stride * stride,
+        )
 
     def gpu_series(self, index: int) -> tuple[GpuSample, ...]:
         """The samples of GPU ``index`` in order, skipping ticks where it was absent."""

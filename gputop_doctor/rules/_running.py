@@ -8,8 +8,9 @@ order; what a snapshot adds is derived once when it enters the window and droppe
 The groups come out as tuples, the same values in the same order as a rebuild over the window
 would give, so sums, means and shares computed from them are the same numbers to the last bit.
 
-A view is valid for one window length of one history; the history keeps its views
-(``History.running``), and a window from elsewhere (a test's hand-made one) is rebuilt each call.
+A view is valid for one window length (and sampling stride) of one history; the history keeps
+its views (``History.running``), and a window from elsewhere (a test's hand-made one) is
+rebuilt each call.
 A view that reads a snapshot's processes is rebuilt whenever its window reaches back past the
 snapshots that still hold theirs (the history strips them with age), so it never keeps what an
 old snapshot no longer says.
@@ -34,10 +35,12 @@ Derive = Callable[[Snapshot], Iterable[tuple[Hashable, T]]]
 
 @dataclass(slots=True)
 class _Groups(Generic[T]):
-    """A view's state: the values of snapshots ``first``..``last`` (serials), by group."""
+    """A view's state: the values of snapshots ``first``..``last`` (serials, every
+    ``stride``-th), by group."""
 
     first: int
     last: int
+    stride: int
     by_appearance: bool
     added: deque[tuple[Hashable, ...]] = field(default_factory=deque)  # per snapshot: groups
     values: dict[Hashable, deque[T]] = field(default_factory=dict)
@@ -54,10 +57,10 @@ class _Groups(Generic[T]):
             if not values:
                 del self.values[group]
                 self.origins.pop(group, None)
-        self.first += 1
+        self.first += self.stride
 
     def add(self, snap: Snapshot, derive: Derive[T]) -> None:
-        self.last += 1
+        self.last += self.stride
         groups = []
         for position, (group, value) in enumerate(derive(snap)):
             groups.append(group)
@@ -89,15 +92,17 @@ def running_groups(
     must be in it, and it must not vary from tick to tick. ``reads_processes``: ``derive``
     reads ``snap.processes``, which old snapshots lose.
     """
-    first = win.serial - len(win.snapshots) + 1
+    step = win.stride
+    first = win.serial - (len(win.snapshots) - 1) * step
     store = win.running
     if store is None:
         return _rebuilt(win, first, derive, by_appearance).freeze()
-    name = (key, win.seconds)
+    name = (key, win.seconds, step)
     state = store.get(name)
     if (
         not isinstance(state, _Groups)
-        or not state.first <= first <= state.last + 1
+        or not state.first <= first <= state.last + step
+        or (first - state.first) % step
         or win.serial < state.last
         or (reads_processes and first < win.detail_serial)
     ):
@@ -106,14 +111,14 @@ def running_groups(
         return state.view
     while state.first < first:
         state.drop_oldest()
-    for snap in win.snapshots[len(win.snapshots) - (win.serial - state.last) :]:
+    for snap in win.snapshots[len(win.snapshots) - (win.serial - state.last) // step :]:
         state.add(snap, derive)
     state.view = state.freeze()
     return state.view
 
 
 def _rebuilt(win: Window, first: int, derive: Derive[T], by_appearance: bool) -> _Groups[T]:
-    state: _Groups[T] = _Groups(first, first - 1, by_appearance)
+    state: _Groups[T] = _Groups(first, first - win.stride, win.stride, by_appearance)
     for snap in win.snapshots:
         state.add(snap, derive)
     return state

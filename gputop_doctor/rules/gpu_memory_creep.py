@@ -8,22 +8,24 @@ own buffers), and fits a robust Theil–Sen line. It fires when the line climbs 
 floor, almost every step goes up or stays, and the line explains the points.
 
 Cost: only every Nth snapshot is read, aligned to tick numbers so the sampled set (and the
-cached result) changes once per ``sample_every_s``, and the O(n^2) fit runs only for series
-that passed cheap checks first.
+cached result) changes once per ``sample_every_s``; the series are kept in step with the
+sampled snapshots as they enter and leave (``_running``), not regrouped from the whole history
+each time; and the O(n^2) fit runs only for series that passed cheap checks first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from gputop_doctor.config.thresholds import MemoryCreepThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope, pid_scope
-from gputop_doctor.core.history import History
+from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._window import memoised
 
 RULE_ID = "gpu-memory-creep"
@@ -61,33 +63,42 @@ class _Series:
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.gpu_memory_creep
-    snaps = sampled(history, t.sample_every_s)
+    win = sampled_window(history, t.sample_every_s)
+    snaps = win.snapshots
     if len(snaps) < 3:
         return []
-    creeps = memoised(("creep", t), snaps, lambda: find_creeps(snaps, t), history.memo)
+    creeps = memoised(("creep", t), snaps, lambda: find_creeps(win, t), history.memo)
     return [_finding(c, t) for c in creeps]
 
 
 def sampled(history: History, every_s: float) -> tuple[Snapshot, ...]:
     """One snapshot per ``every_s``: those whose tick number is a multiple of the stride."""
-    latest = history.latest
+    return sampled_window(history, every_s).snapshots
+
+
+def sampled_window(history: History, every_s: float) -> Window:
+    """The history's snapshots whose tick number is a multiple of the stride, as a window."""
+    whole = history.all()
+    latest = whole.latest
     if latest is None:
-        return ()
-    snaps = history.all().snapshots
+        return whole
+    snaps = whole.snapshots
     stride = max(1, round(every_s / (latest.interval_s or 1.0)))
     end = len(snaps) - 1
     while end >= 0 and snaps[end].tick % stride:
         end -= 1
     if end < 0:
-        return ()
-    return snaps[end % stride : end + 1 : stride]
+        return Window(())
+    return replace(
+        whole, snapshots=snaps[: end + 1], serial=whole.serial - (len(snaps) - 1 - end)
+    ).every(stride, end % stride)
 
 
-def find_creeps(snaps: Sequence[Snapshot], t: MemoryCreepThresholds) -> tuple[Creep, ...]:
+def find_creeps(win: Window, t: MemoryCreepThresholds) -> tuple[Creep, ...]:
     out = []
-    last = snaps[-1]
+    last = win.snapshots[-1]
     devices = {g.index: g for g in last.gpus if not g.lost}
-    for series in _series(snaps):
+    for series in _series(win):
         gpu = devices.get(series.gpu)
         if gpu is None:
             continue
@@ -99,27 +110,29 @@ def find_creeps(snaps: Sequence[Snapshot], t: MemoryCreepThresholds) -> tuple[Cr
     return tuple(out)
 
 
-def _series(snaps: Sequence[Snapshot]) -> list[_Series]:
-    """Per-process memory on each GPU; per-GPU memory where processes report none."""
-    points: dict[tuple[int | None, int], tuple[list[float], list[float]]] = {}
-    for snap in snaps:
-        for gpu in snap.gpus:
-            if gpu.lost:
-                continue
-            reported = False
-            for proc in gpu.processes:
-                if proc.used_mem_mib is not None:
-                    times, mib = points.setdefault((proc.pid, gpu.index), ([], []))
-                    times.append(snap.time)
-                    mib.append(proc.used_mem_mib)
-                    reported = True
-            if not reported and gpu.mem_used_mib is not None:
-                times, mib = points.setdefault((None, gpu.index), ([], []))
-                times.append(snap.time)
-                mib.append(gpu.mem_used_mib)
-    return [
-        _Series(pid, gpu, tuple(times), tuple(mib)) for (pid, gpu), (times, mib) in points.items()
-    ]
+def _series(win: Window) -> list[_Series]:
+    """Per-process memory on each GPU; per-GPU memory where processes report none (in the
+    order the sampled snapshots first show them)."""
+    points = running_groups(win, RULE_ID, _points, by_appearance=True)
+    out = []
+    for (pid, gpu), pairs in points.items():  # type: ignore[misc]
+        times, mib = zip(*pairs, strict=True)
+        out.append(_Series(pid, gpu, times, mib))
+    return out
+
+
+def _points(snap: Snapshot) -> Iterator[tuple[tuple[int | None, int], tuple[float, float]]]:
+    """One snapshot's memory readings: (pid, GPU) or (None, GPU) -> (time, MiB)."""
+    for gpu in snap.gpus:
+        if gpu.lost:
+            continue
+        reported = False
+        for proc in gpu.processes:
+            if proc.used_mem_mib is not None:
+                yield (proc.pid, gpu.index), (snap.time, proc.used_mem_mib)
+                reported = True
+        if not reported and gpu.mem_used_mib is not None:
+            yield (None, gpu.index), (snap.time, gpu.mem_used_mib)
 
 
 def _judge(

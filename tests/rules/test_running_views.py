@@ -8,6 +8,7 @@ from __future__ import annotations
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.rules._window import gpu_columns, proc_columns
+from gputop_doctor.rules.gpu_memory_creep import sampled_window
 from tests.builders import bare_gpu, proc
 
 # A clock that steps back once (tick 17), as a wall clock may.
@@ -54,3 +55,14 @@ def test_window_picks_the_snapshots_after_the_cutoff() -> None:
                     break
                 expected.insert(0, s)
             assert history.window(seconds).snapshots == tuple(expected)
+
+
+def test_sampled_views_equal_rebuilt_ones_every_tick() -> None:
+    """Every third snapshot, aligned to tick numbers (gpu-memory-creep's sampling): kept in
+    step all the same, and the sample is every third tick of the history."""
+    history = History(20)
+    for k in range(len(TIMES)):
+        history.append(snap(k))
+        win = sampled_window(history, 3.0)
+        assert [s.tick for s in win] == [s.tick for s in history.all() if s.tick % 3 == 0]
+        assert list(gpu_columns(win).items()) == list(gpu_columns(rebuilt(win)).items())
