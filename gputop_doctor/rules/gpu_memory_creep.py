@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
+from typing import cast
 
 from gputop_doctor.config.thresholds import MemoryCreepThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope, pid_scope
@@ -71,11 +72,6 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     return [_finding(c, t) for c in creeps]
 
 
-def sampled(history: History, every_s: float) -> tuple[Snapshot, ...]:
-    """One snapshot per ``every_s``: those whose tick number is a multiple of the stride."""
-    return sampled_window(history, every_s).snapshots
-
-
 def sampled_window(history: History, every_s: float) -> Window:
     """The history's snapshots whose tick number is a multiple of the stride, as a window."""
     whole = history.all()
@@ -115,9 +111,10 @@ def _series(win: Window) -> list[_Series]:
     order the sampled snapshots first show them)."""
     points = running_groups(win, RULE_ID, _points, by_appearance=True)
     out = []
-    for (pid, gpu), pairs in points.items():  # type: ignore[misc]
+    for key, pairs in points.items():
+        pid, index = cast(tuple[int | None, int], key)
         times, mib = zip(*pairs, strict=True)
-        out.append(_Series(pid, gpu, times, mib))
+        out.append(_Series(pid, index, times, mib))
     return out
 
 
