@@ -15,6 +15,7 @@ each time; and the O(n^2) fit runs only for series that passed cheap checks firs
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
@@ -139,9 +140,7 @@ def _judge(
     t: MemoryCreepThresholds,
 ) -> Creep | None:
     """The normal path after warm-up, else the fast path for a leak that fills the card soon."""
-    cutoff = series.times[-1] - t.window_s
-    recent = [i for i, x in enumerate(series.times) if x >= cutoff]
-    settled = [i for i in recent if series.times[i] >= series.times[0] + t.warmup_s]
+    recent, settled = _recent_and_settled(series.times, t)
     creep = _fit(series, settled, t.min_span_s, device_used, device_total, t)
     if creep is not None:
         return creep
@@ -149,6 +148,21 @@ def _judge(
     if creep is None or creep.eta_min is None or creep.eta_min > t.fast_eta_min:
         return None
     return creep
+
+
+def _recent_and_settled(
+    times: tuple[float, ...], t: MemoryCreepThresholds
+) -> tuple[Sequence[int], Sequence[int]]:
+    """Positions of the points within the window, and of those after the warm-up. Times in
+    order (always, but for a clock that stepped back) make both a run to the end, found by
+    bisection; otherwise each point is looked at."""
+    cutoff = times[-1] - t.window_s
+    warm = times[0] + t.warmup_s
+    if list(times) == sorted(times):
+        start = bisect_left(times, cutoff)
+        return range(start, len(times)), range(max(start, bisect_left(times, warm)), len(times))
+    recent = [i for i, x in enumerate(times) if x >= cutoff]
+    return recent, [i for i in recent if times[i] >= warm]
 
 
 def _fit(
@@ -161,11 +175,13 @@ def _fit(
 ) -> Creep | None:
     if len(keep) < 3:
         return None
-    xs = [series.times[i] for i in keep]
-    ys = [series.mib[i] for i in keep]
-    span_s = xs[-1] - xs[0]
-    if span_s < min_span_s or not _cheap_pass(ys, t):
+    span_s = series.times[keep[-1]] - series.times[keep[0]]
+    if span_s < min_span_s or not _grew(series.mib, keep, t):
         return None
+    ys = [series.mib[i] for i in keep]
+    if not _cheap_pass(ys, t):
+        return None
+    xs = [series.times[i] for i in keep]
     line = _stats.theil_sen([(x - xs[0]) / 60.0 for x in xs], ys)
     if line is None or line.r2 < t.min_r2:
         return None
@@ -184,6 +200,14 @@ def _fit(
         r2=line.r2,
         span_min=span_s / 60.0,
     )
+
+
+def _grew(mib: tuple[float, ...], keep: Sequence[int], t: MemoryCreepThresholds) -> bool:
+    """``_cheap_pass``'s first test on the kept points' ends alone: most series never grow,
+    and these are told without copying the window's points."""
+    head = _stats.median([mib[i] for i in keep[:3]]) or 0.0
+    tail = _stats.median([mib[i] for i in keep[-3:]]) or 0.0
+    return tail - head >= t.min_growth_mib
 
 
 def _cheap_pass(ys: Sequence[float], t: MemoryCreepThresholds) -> bool:
