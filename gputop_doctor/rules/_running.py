@@ -42,6 +42,7 @@ class _Groups(Generic[T]):
     last: int
     stride: int
     by_appearance: bool
+    numbered: bool
     added: deque[tuple[Hashable, ...]] = field(default_factory=deque)  # per snapshot: groups
     values: dict[Hashable, deque[T]] = field(default_factory=dict)
     # Per group, where each value came from (serial, position): orders groups by first sight.
@@ -64,7 +65,8 @@ class _Groups(Generic[T]):
         groups = []
         for position, (group, value) in enumerate(derive(snap)):
             groups.append(group)
-            self.values.setdefault(group, deque()).append(value)
+            item = (self.last, value) if self.numbered else value
+            self.values.setdefault(group, deque()).append(item)  # type: ignore[arg-type]
             if self.by_appearance:
                 self.origins.setdefault(group, deque()).append((self.last, position))
         self.added.append(tuple(groups))
@@ -84,20 +86,23 @@ def running_groups(
     *,
     reads_processes: bool = False,
     by_appearance: bool = False,
+    numbered: bool = False,
 ) -> Mapping[Hashable, tuple[T, ...]]:
     """The window's values by group, oldest first, as ``derive`` gives them per snapshot.
 
     Groups come sorted (``by_appearance``: in the order the window first meets them). ``key``
     names the view: what ``derive`` depends on besides the snapshot (the rule, its thresholds)
     must be in it, and it must not vary from tick to tick. ``reads_processes``: ``derive``
-    reads ``snap.processes``, which old snapshots lose.
+    reads ``snap.processes``, which old snapshots lose. ``numbered``: each value comes as
+    (serial number of its snapshot, value), for rules that need to know which ticks were
+    consecutive.
     """
     step = win.stride
     first = win.serial - (len(win.snapshots) - 1) * step
     store = win.running
     if store is None:
-        return _rebuilt(win, first, derive, by_appearance).freeze()
-    name = (key, win.seconds, step)
+        return _rebuilt(win, first, derive, by_appearance, numbered).freeze()
+    name = (key, win.seconds, step, numbered)
     state = store.get(name)
     if (
         not isinstance(state, _Groups)
@@ -106,7 +111,7 @@ def running_groups(
         or win.serial < state.last
         or (reads_processes and first < win.detail_serial)
     ):
-        state = store[name] = _rebuilt(win, first, derive, by_appearance)
+        state = store[name] = _rebuilt(win, first, derive, by_appearance, numbered)
     elif state.last == win.serial and state.first == first and state.view is not None:
         return state.view
     while state.first < first:
@@ -117,8 +122,10 @@ def running_groups(
     return state.view
 
 
-def _rebuilt(win: Window, first: int, derive: Derive[T], by_appearance: bool) -> _Groups[T]:
-    state: _Groups[T] = _Groups(first, first - win.stride, win.stride, by_appearance)
+def _rebuilt(
+    win: Window, first: int, derive: Derive[T], by_appearance: bool, numbered: bool
+) -> _Groups[T]:
+    state: _Groups[T] = _Groups(first, first - win.stride, win.stride, by_appearance, numbered)
     for snap in win.snapshots:
         state.add(snap, derive)
     return state
