@@ -29,6 +29,11 @@ from gputop_doctor.core.model import Snapshot
 
 T = TypeVar("T")
 
+# Views a history keeps at most: each rule's few (one per window length it reads) are far
+# fewer; the bound is for keys that would vary (a window length computed from a changing
+# interval), whose oldest views go first and are rebuilt if asked for again.
+_VIEWS_MAX = 128
+
 # What one snapshot adds to a view: (group, value) pairs in the order a rebuild would meet them.
 Derive = Callable[[Snapshot], Iterable[tuple[Hashable, T]]]
 
@@ -112,6 +117,8 @@ def running_groups(
         or (reads_processes and first < win.detail_serial)
     ):
         state = store[name] = _rebuilt(win, first, derive, by_appearance, numbered)
+        while len(store) > _VIEWS_MAX:
+            del store[next(iter(store))]
     elif state.last == win.serial and state.first == first and state.view is not None:
         return state.view
     while state.first < first:

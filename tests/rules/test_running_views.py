@@ -66,3 +66,15 @@ def test_sampled_views_equal_rebuilt_ones_every_tick() -> None:
         win = sampled_window(history, 3.0)
         assert [s.tick for s in win] == [s.tick for s in history.all() if s.tick % 3 == 0]
         assert list(gpu_columns(win).items()) == list(gpu_columns(rebuilt(win)).items())
+
+
+def test_a_history_keeps_a_bounded_number_of_views() -> None:
+    """Window lengths that change from tick to tick never make the store grow without end."""
+    history = History(12)
+    for k in range(len(TIMES)):
+        history.append(snap(k))
+        gpu_columns(history.window(1.0 + k))
+    assert len(history.running) == k + 1
+    for k in range(300):
+        gpu_columns(history.window(100.0 + k))
+    assert len(history.running) <= 128
