@@ -11,9 +11,8 @@ would give, so sums, means and shares computed from them are the same numbers to
 A view is valid for one window length (and sampling stride) of one history; the history keeps
 its views (``History.running``), and a window from elsewhere (a test's hand-made one) is
 rebuilt each call.
-A view that reads a snapshot's processes is rebuilt whenever its window reaches back past the
-snapshots that still hold theirs (the history strips them with age), so it never keeps what an
-old snapshot no longer says.
+A view that reads a snapshot's processes drops what an old snapshot said about them when the
+history strips them with age, so it never keeps what an old snapshot no longer says.
 """
 
 from __future__ import annotations
@@ -53,8 +52,12 @@ class _Groups(Generic[T]):
     # Per group, where each value came from (serial, position): orders groups by first sight.
     origins: dict[Hashable, deque[tuple[int, int]]] = field(default_factory=dict)
     view: Mapping[Hashable, tuple[T, ...]] | None = None
+    # Leading snapshots whose values were taken out when they lost their processes.
+    bare: int = 0
 
     def drop_oldest(self) -> None:
+        if self.bare:
+            self.bare -= 1
         for group in self.added.popleft():
             values = self.values[group]
             values.popleft()
@@ -75,6 +78,22 @@ class _Groups(Generic[T]):
             if self.by_appearance:
                 self.origins.setdefault(group, deque()).append((self.last, position))
         self.added.append(tuple(groups))
+
+    def strip_before(self, serial: int) -> None:
+        """Take out the values of the snapshots before ``serial``, which the history has
+        replaced by copies without processes: they are the oldest held, so their values are
+        the first of each group."""
+        while self.bare < len(self.added) and self.first + self.bare * self.stride < serial:
+            for group in self.added[self.bare]:
+                values = self.values[group]
+                values.popleft()
+                if self.by_appearance:
+                    self.origins[group].popleft()
+                if not values:
+                    del self.values[group]
+                    self.origins.pop(group, None)
+            self.added[self.bare] = ()
+            self.bare += 1
 
     def freeze(self) -> Mapping[Hashable, tuple[T, ...]]:
         if self.by_appearance:
@@ -114,7 +133,6 @@ def running_groups(
         or not state.first <= first <= state.last + step
         or (first - state.first) % step
         or win.serial < state.last
-        or (reads_processes and first < win.detail_serial)
     ):
         state = store[name] = _rebuilt(win, first, derive, by_appearance, numbered)
         while len(store) > _VIEWS_MAX:
@@ -125,6 +143,8 @@ def running_groups(
         state.drop_oldest()
     for snap in win.snapshots[len(win.snapshots) - (win.serial - state.last) // step :]:
         state.add(snap, derive)
+    if reads_processes:
+        state.strip_before(win.detail_serial)
     state.view = state.freeze()
     return state.view
 
