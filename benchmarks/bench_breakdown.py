@@ -4,7 +4,10 @@ Setup as in bench_record.py: 8 GPUs from NVML through the real pynvml bindings a
 fake libnvidia-ml (every hardware-health reading answering, one rank per GPU), the real host
 source attached to a real 64-process tree, every rule, the headline and the CSV sink. The
 history is filled first (``--fill`` ticks, default: as many as it holds), since the rules
-cost most on a full history, as in a session that has run for 15 minutes.
+cost most on a full history, as in a session that has run for 15 minutes. The filling and the
+measured ticks run back to back on a clock that advances one interval (1 s) per tick, so each
+rule's window holds what it holds in a real session (30 snapshots in a 30 s window), not the
+hundreds that fit into 30 s of ticks run without pause.
 
 Then ``--ticks`` ticks run back to back with every part timed in-process (``thread_time``,
 CPU only, so other processes on a loaded machine do not count):
@@ -252,6 +255,21 @@ def measure_serve(frames: list[Any]) -> None:
     LEDGER.report("serve", len(frames))
 
 
+class SessionClock:
+    """A clock one interval (1 s) further on at each reading, as ticks paced at 1 s see it,
+    until ``real`` is set (for the paced run, which the simulated time ends just before)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+        self.real = False
+
+    def __call__(self) -> float:
+        if self.real:
+            return time.time()
+        self.now += 1.0
+        return self.now
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=30, help="measured ticks")
@@ -266,9 +284,11 @@ def main() -> None:
         watch_nvml()
         watch_files()
         watch_gc()
-        engine = build_engine(tree.pid, str(tmp / "bench.csv"), "fake")
+        clock = SessionClock()
+        engine = build_engine(tree.pid, str(tmp / "bench.csv"), "fake", clock)
         watch_engine(engine)
         fill = engine.history.capacity if args.fill is None else args.fill
+        clock.now = time.time() - fill - args.ticks  # the simulated session ends by now
         for _ in range(fill):
             engine.tick()
         frames = []
@@ -295,6 +315,7 @@ def main() -> None:
         if not args.no_tui:
             measure_tui(frames, engine)
         if args.seconds > 0:
+            clock.real = True
             cpu0, wall0 = cpu_seconds(), time.monotonic()
             ticks = engine.run(threading.Event(), lambda f: None, duration_s=args.seconds)
             cpu, wall = cpu_seconds() - cpu0, time.monotonic() - wall0

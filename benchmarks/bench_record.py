@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 TREE = """
@@ -98,7 +99,9 @@ def use_fake_nvml(root_pid: int, workdir: Path, health: str = "nvlink") -> None:
     os.environ["GPUTOP_DOCTOR_NVML_LIB"] = str(build_fake(workdir / "lib"))
 
 
-def build_engine(root_pid: int, csv_path: str, gpu_source: str):  # type: ignore[no-untyped-def]
+def build_engine(  # type: ignore[no-untyped-def]
+    root_pid: int, csv_path: str, gpu_source: str, clock: Callable[[], float] = time.time
+):
     from gputop_doctor.config import Settings
     from gputop_doctor.core.engine import Engine
     from gputop_doctor.export.csv_sink import CsvSink
@@ -120,6 +123,7 @@ def build_engine(root_pid: int, csv_path: str, gpu_source: str):  # type: ignore
         RULES,
         target_pid=root_pid,
         headline=classify,
+        clock=clock,
     )
     engine.add_sink(CsvSink(csv_path))
     return engine

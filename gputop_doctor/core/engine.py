@@ -88,7 +88,11 @@ class Engine:
         label: str = "live",
         headline: Callable[[History, RuleContext], Verdict] | None = None,
         pods: PodDirectory | None = None,
+        charts: bool = True,
     ) -> None:
+        """``charts``: frames carry each GPU's recent series for the charts; a reader that
+        only wants findings and verdicts (``analyze`` re-running the rules on a log, tick by
+        tick for days of ticks) saves the copies."""
         self.gpu = gpu
         self.host = host
         self.pods = pods  # names the pods of GPU processes (the kubelet's), when mounted
@@ -113,6 +117,7 @@ class Engine:
         self.recording_error: str | None = None  # why the last sink stopped on its own
         self._requests: queue.SimpleQueue[Callable[[Engine], None]] = queue.SimpleQueue()
         self._series = _SeriesBuffer(settings.series_len)
+        self._charts = charts
         self._target_seen_alive = False
         self._topologies: tuple[object, ...] = ()  # the GPUs' topology objects last checked
         gpu_status = gpu.status()
@@ -171,7 +176,8 @@ class Engine:
         started = time.perf_counter()
         snapshot = self._sample(now)
         self.history.append(snapshot)
-        self._series.add(snapshot)
+        if self._charts:
+            self._series.add(snapshot)
         ctx = self._context(snapshot)
         findings = self.tracker.update(now, self._diagnose(ctx))
         note = self._notice_changes(snapshot)  # before the frame: it may update self.system
@@ -180,8 +186,8 @@ class Engine:
             snapshot=snapshot,
             findings=findings,
             system=self.system,
-            gpu_series=self._series.frozen(),
-            cpu_series=tuple(self._series.cpu),
+            gpu_series=self._series.frozen() if self._charts else (),
+            cpu_series=tuple(self._series.cpu) if self._charts else (),
             recording=self.sinks[0].path if self.sinks else None,
             recording_error=self.recording_error,
             note=note,

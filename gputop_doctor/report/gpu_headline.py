@@ -23,8 +23,8 @@ from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._gpu import live, util_values
-from gputop_doctor.rules._window import enough_span, gpu_columns, window
+from gputop_doctor.rules._gpu import util_columns
+from gputop_doctor.rules._window import enough_span, window
 from gputop_doctor.rules.headline import decide
 
 GPU_BOUND_PCT = 90.0  # mean utilization of the GPUs in use for "GPU-bound" from a log alone
@@ -38,8 +38,8 @@ def classify_gpu_only(history: History, ctx: RuleContext) -> Verdict:
         return Verdict(Case.UNKNOWN, Bottleneck.UNKNOWN, "Not enough of the log to classify")
     in_use = [
         values
-        for series in gpu_columns(win).values()
-        if (values := util_values(live(series))) and (_stats.mean(values) or 0.0) > t.idle_util_pct
+        for values in util_columns(win).values()
+        if (_stats.mean(values) or 0.0) > t.idle_util_pct
     ]
     if not in_use:
         return Verdict(Case.UNKNOWN, Bottleneck.UNKNOWN, "No GPU in use in this part of the log")

@@ -102,6 +102,7 @@ def with_gpu_rules(ticks: Iterator[TickPoint]) -> Iterator[TickPoint]:
         clock=session.clock,
         label="import",
         headline=classify_gpu_only,
+        charts=False,
     )
     while not session.finished:
         frame = engine.tick()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 
 from gputop_doctor.core import measures
+from gputop_doctor.core.history import Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot
+from gputop_doctor.rules._running import running_groups
 
 
 def util_values(samples: Iterable[GpuSample]) -> list[float]:
@@ -19,9 +21,31 @@ def util_values(samples: Iterable[GpuSample]) -> list[float]:
     return out
 
 
-def tick_utils(samples: Iterable[GpuSample]) -> list[float]:
-    """One utilization per tick (the mean of its buffered samples): enough for long means."""
-    return [g.util_pct for g in samples if g.util_pct is not None]
+def util_columns(win: Window) -> Mapping[int, tuple[float, ...]]:
+    """``util_values`` of each GPU's live samples over the window (GPUs sorted; only those
+    with a reading), kept in step with the window instead of gathered each tick."""
+    return running_groups(win, "util", _utils)  # type: ignore[return-value]
+
+
+def tick_util_columns(win: Window) -> Mapping[int, tuple[float, ...]]:
+    """One utilization per tick (the mean of its buffered samples: enough for long means) of
+    each GPU's live samples over the window, kept in step with it."""
+    return running_groups(win, "tick util", _tick_utils)  # type: ignore[return-value]
+
+
+def _utils(snap: Snapshot) -> Iterator[tuple[int, float]]:
+    for gpu in snap.gpus:
+        if gpu.lost:
+            continue
+        if gpu.util_samples:
+            for value in gpu.util_samples:
+                yield gpu.index, value
+        elif gpu.util_pct is not None:
+            yield gpu.index, gpu.util_pct
+
+
+def _tick_utils(snap: Snapshot) -> Iterator[tuple[int, float]]:
+    return ((g.index, g.util_pct) for g in snap.gpus if not g.lost and g.util_pct is not None)
 
 
 def live(samples: Iterable[GpuSample]) -> list[GpuSample]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from gputop_doctor.core.health import GpuHealth
-from gputop_doctor.core.model import GpuSample
+from gputop_doctor.core.history import Window
+from gputop_doctor.core.model import Snapshot
+from gputop_doctor.rules._running import running_groups
 
 MACHINE_FIX = (
     "Ask the provider for another node (or for this GPU to be serviced), quoting the numbers "
@@ -13,9 +15,15 @@ MACHINE_FIX = (
 )
 
 
-def healths(series: Sequence[GpuSample]) -> list[GpuHealth]:
-    """The health readings of a GPU's samples, oldest first, skipping ticks without one."""
-    return [g.health for g in series if g.health is not None and not g.lost]
+def health_columns(win: Window) -> Mapping[int, tuple[GpuHealth, ...]]:
+    """Each GPU's health readings over the window (GPUs sorted), oldest first, skipping ticks
+    without one and ticks it was lost; only GPUs with a reading. Kept in step with the window
+    (read once as a tick enters it), not gathered again each tick."""
+    return running_groups(win, "health", _healths)  # type: ignore[return-value]
+
+
+def _healths(snap: Snapshot) -> Iterator[tuple[int, GpuHealth]]:
+    return ((g.index, g.health) for g in snap.gpus if g.health is not None and not g.lost)
 
 
 def rise(readings: Sequence[GpuHealth], counter: Callable[[GpuHealth], int | None]) -> int:

@@ -2,21 +2,23 @@
 
 Every rule is a pure function of the history, but fourteen rules each regrouping the same
 30 s of snapshots by GPU and by PID would blow the per-tick budget (8 GPUs, a 64-process
-tree). So the regrouped views are memoised: the cache entry for a window is valid exactly while
-the window starts and ends at the same snapshot objects, which the cache keeps alive, so an
-``id`` can never be reused under it. Results are tuples and read-only mappings, so sharing them
-between rules cannot leak state from one rule into another.
+tree). So the regrouped views by GPU and by PID are kept in step with their window as
+snapshots enter and leave it (``_running``), and other derived views are memoised: the cache
+entry for a window is valid exactly while the window starts and ends at the same snapshot
+objects, which the cache keeps alive, so an ``id`` can never be reused under it. Results are
+tuples and read-only mappings, so sharing them between rules cannot leak state from one rule
+into another.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import TypeVar
 
 from gputop_doctor.core.history import History, PerSnapshot, Window
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
+from gputop_doctor.rules._running import running_groups
 
 T = TypeVar("T")
 
@@ -94,26 +96,21 @@ def enough_span(win: Window, min_span_s: float) -> bool:
 
 
 def gpu_columns(win: Window) -> Mapping[int, tuple[GpuSample, ...]]:
-    """The window's GPU samples grouped by GPU index, oldest first, in one pass."""
-
-    def build() -> Mapping[int, tuple[GpuSample, ...]]:
-        cols: dict[int, list[GpuSample]] = {}
-        for snap in win.snapshots:
-            for gpu in snap.gpus:
-                cols.setdefault(gpu.index, []).append(gpu)
-        return MappingProxyType({i: tuple(c) for i, c in sorted(cols.items())})
-
-    return memoised(("gpu", len(win)), win.snapshots, build, win.memo)
+    """The window's GPU samples grouped by GPU index (sorted), oldest first."""
+    return running_groups(win, "gpu", _gpu_pairs)  # type: ignore[return-value]
 
 
 def proc_columns(win: Window) -> Mapping[int, tuple[ProcSample, ...]]:
-    """The window's process samples grouped by PID, oldest first, in one pass."""
+    """The window's process samples grouped by PID (in the order the window first lists
+    them), oldest first."""
+    return running_groups(  # type: ignore[return-value]
+        win, "proc", _proc_pairs, reads_processes=True, by_appearance=True
+    )
 
-    def build() -> Mapping[int, tuple[ProcSample, ...]]:
-        cols: dict[int, list[ProcSample]] = {}
-        for snap in win.snapshots:
-            for proc in snap.processes:
-                cols.setdefault(proc.pid, []).append(proc)
-        return MappingProxyType({pid: tuple(c) for pid, c in cols.items()})
 
-    return memoised(("proc", len(win)), win.snapshots, build, win.memo)
+def _gpu_pairs(snap: Snapshot) -> Iterator[tuple[int, GpuSample]]:
+    return ((gpu.index, gpu) for gpu in snap.gpus)
+
+
+def _proc_pairs(snap: Snapshot) -> Iterator[tuple[int, ProcSample]]:
+    return ((proc.pid, proc) for proc in snap.processes)

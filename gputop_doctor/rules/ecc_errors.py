@@ -13,8 +13,8 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_
 from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._hardware import MACHINE_FIX, healths, rise
-from gputop_doctor.rules._window import gpu_columns, window
+from gputop_doctor.rules._hardware import MACHINE_FIX, health_columns, rise
+from gputop_doctor.rules._window import window
 
 RULE_ID = "ecc-errors"
 
@@ -23,10 +23,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.ecc_errors
     win = window(history, t.window_s)
     out = []
-    for index, series in gpu_columns(win).items():
-        readings = healths(series)
-        if not readings:
-            continue
+    for index, readings in health_columns(win).items():
         now = readings[-1]
         corrected = rise(readings, lambda h: h.ecc_volatile_corrected)
         if now.memory_faulty or corrected >= t.corrected_ecc_rise:

@@ -16,7 +16,7 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._gpu import gpu_pids, job_gpu_groups, job_pids_on, live, tick_utils
+from gputop_doctor.rules._gpu import gpu_pids, job_gpu_groups, job_pids_on, tick_util_columns
 from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "gpu-imbalance"
@@ -31,8 +31,9 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     cols = gpu_columns(win)
     listed = any(gpu_pids(g) for g in latest.gpus)
     out: list[Finding] = []
+    utils = tick_util_columns(win)
     for job in _jobs(latest, cols, listed):
-        out += _laggards(job, cols, latest, t, working_only=not listed)
+        out += _laggards(job, utils, latest, t, working_only=not listed)
     return out
 
 
@@ -50,7 +51,7 @@ def _jobs(
 
 def _laggards(
     job: set[int],
-    cols: Mapping[int, tuple[GpuSample, ...]],
+    utils: Mapping[int, tuple[float, ...]],
     latest: Snapshot,
     t: ImbalanceThresholds,
     working_only: bool = False,
@@ -62,7 +63,7 @@ def _laggards(
         return []
     means: dict[int, float] = {}
     for index in sorted(job):
-        avg = _stats.mean(tick_utils(live(cols.get(index, ()))))
+        avg = _stats.mean(utils.get(index, ()))
         if avg is not None and (not working_only or avg >= t.working_util_pct):
             means[index] = avg
     out = []

@@ -8,22 +8,26 @@ own buffers), and fits a robust Theil–Sen line. It fires when the line climbs 
 floor, almost every step goes up or stays, and the line explains the points.
 
 Cost: only every Nth snapshot is read, aligned to tick numbers so the sampled set (and the
-cached result) changes once per ``sample_every_s``, and the O(n^2) fit runs only for series
-that passed cheap checks first.
+cached result) changes once per ``sample_every_s``; the series are kept in step with the
+sampled snapshots as they enter and leave (``_running``), not regrouped from the whole history
+each time; and the O(n^2) fit runs only for series that passed cheap checks first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from itertools import pairwise
+from typing import cast
 
 from gputop_doctor.config.thresholds import MemoryCreepThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope, pid_scope
-from gputop_doctor.core.history import History
+from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._window import memoised
 
 RULE_ID = "gpu-memory-creep"
@@ -61,33 +65,37 @@ class _Series:
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.gpu_memory_creep
-    snaps = sampled(history, t.sample_every_s)
+    win = sampled_window(history, t.sample_every_s)
+    snaps = win.snapshots
     if len(snaps) < 3:
         return []
-    creeps = memoised(("creep", t), snaps, lambda: find_creeps(snaps, t), history.memo)
+    creeps = memoised(("creep", t), snaps, lambda: find_creeps(win, t), history.memo)
     return [_finding(c, t) for c in creeps]
 
 
-def sampled(history: History, every_s: float) -> tuple[Snapshot, ...]:
-    """One snapshot per ``every_s``: those whose tick number is a multiple of the stride."""
-    latest = history.latest
+def sampled_window(history: History, every_s: float) -> Window:
+    """The history's snapshots whose tick number is a multiple of the stride, as a window."""
+    whole = history.all()
+    latest = whole.latest
     if latest is None:
-        return ()
-    snaps = history.all().snapshots
+        return whole
+    snaps = whole.snapshots
     stride = max(1, round(every_s / (latest.interval_s or 1.0)))
     end = len(snaps) - 1
     while end >= 0 and snaps[end].tick % stride:
         end -= 1
     if end < 0:
-        return ()
-    return snaps[end % stride : end + 1 : stride]
+        return Window(())
+    return replace(
+        whole, snapshots=snaps[: end + 1], serial=whole.serial - (len(snaps) - 1 - end)
+    ).every(stride, end % stride)
 
 
-def find_creeps(snaps: Sequence[Snapshot], t: MemoryCreepThresholds) -> tuple[Creep, ...]:
+def find_creeps(win: Window, t: MemoryCreepThresholds) -> tuple[Creep, ...]:
     out = []
-    last = snaps[-1]
+    last = win.snapshots[-1]
     devices = {g.index: g for g in last.gpus if not g.lost}
-    for series in _series(snaps):
+    for series in _series(win):
         gpu = devices.get(series.gpu)
         if gpu is None:
             continue
@@ -99,27 +107,30 @@ def find_creeps(snaps: Sequence[Snapshot], t: MemoryCreepThresholds) -> tuple[Cr
     return tuple(out)
 
 
-def _series(snaps: Sequence[Snapshot]) -> list[_Series]:
-    """Per-process memory on each GPU; per-GPU memory where processes report none."""
-    points: dict[tuple[int | None, int], tuple[list[float], list[float]]] = {}
-    for snap in snaps:
-        for gpu in snap.gpus:
-            if gpu.lost:
-                continue
-            reported = False
-            for proc in gpu.processes:
-                if proc.used_mem_mib is not None:
-                    times, mib = points.setdefault((proc.pid, gpu.index), ([], []))
-                    times.append(snap.time)
-                    mib.append(proc.used_mem_mib)
-                    reported = True
-            if not reported and gpu.mem_used_mib is not None:
-                times, mib = points.setdefault((None, gpu.index), ([], []))
-                times.append(snap.time)
-                mib.append(gpu.mem_used_mib)
-    return [
-        _Series(pid, gpu, tuple(times), tuple(mib)) for (pid, gpu), (times, mib) in points.items()
-    ]
+def _series(win: Window) -> list[_Series]:
+    """Per-process memory on each GPU; per-GPU memory where processes report none (in the
+    order the sampled snapshots first show them)."""
+    points = running_groups(win, RULE_ID, _points, by_appearance=True)
+    out = []
+    for key, pairs in points.items():
+        pid, index = cast(tuple[int | None, int], key)
+        times, mib = zip(*pairs, strict=True)
+        out.append(_Series(pid, index, times, mib))
+    return out
+
+
+def _points(snap: Snapshot) -> Iterator[tuple[tuple[int | None, int], tuple[float, float]]]:
+    """One snapshot's memory readings: (pid, GPU) or (None, GPU) -> (time, MiB)."""
+    for gpu in snap.gpus:
+        if gpu.lost:
+            continue
+        reported = False
+        for proc in gpu.processes:
+            if proc.used_mem_mib is not None:
+                yield (proc.pid, gpu.index), (snap.time, proc.used_mem_mib)
+                reported = True
+        if not reported and gpu.mem_used_mib is not None:
+            yield (None, gpu.index), (snap.time, gpu.mem_used_mib)
 
 
 def _judge(
@@ -129,9 +140,7 @@ def _judge(
     t: MemoryCreepThresholds,
 ) -> Creep | None:
     """The normal path after warm-up, else the fast path for a leak that fills the card soon."""
-    cutoff = series.times[-1] - t.window_s
-    recent = [i for i, x in enumerate(series.times) if x >= cutoff]
-    settled = [i for i in recent if series.times[i] >= series.times[0] + t.warmup_s]
+    recent, settled = _recent_and_settled(series.times, t)
     creep = _fit(series, settled, t.min_span_s, device_used, device_total, t)
     if creep is not None:
         return creep
@@ -139,6 +148,21 @@ def _judge(
     if creep is None or creep.eta_min is None or creep.eta_min > t.fast_eta_min:
         return None
     return creep
+
+
+def _recent_and_settled(
+    times: tuple[float, ...], t: MemoryCreepThresholds
+) -> tuple[Sequence[int], Sequence[int]]:
+    """Positions of the points within the window, and of those after the warm-up. Times in
+    order (always, but for a clock that stepped back) make both a run to the end, found by
+    bisection; otherwise each point is looked at."""
+    cutoff = times[-1] - t.window_s
+    warm = times[0] + t.warmup_s
+    if list(times) == sorted(times):
+        start = bisect_left(times, cutoff)
+        return range(start, len(times)), range(max(start, bisect_left(times, warm)), len(times))
+    recent = [i for i, x in enumerate(times) if x >= cutoff]
+    return recent, [i for i in recent if times[i] >= warm]
 
 
 def _fit(
@@ -151,11 +175,13 @@ def _fit(
 ) -> Creep | None:
     if len(keep) < 3:
         return None
-    xs = [series.times[i] for i in keep]
-    ys = [series.mib[i] for i in keep]
-    span_s = xs[-1] - xs[0]
-    if span_s < min_span_s or not _cheap_pass(ys, t):
+    span_s = series.times[keep[-1]] - series.times[keep[0]]
+    if span_s < min_span_s or not _grew(series.mib, keep, t):
         return None
+    ys = [series.mib[i] for i in keep]
+    if not _cheap_pass(ys, t):
+        return None
+    xs = [series.times[i] for i in keep]
     line = _stats.theil_sen([(x - xs[0]) / 60.0 for x in xs], ys)
     if line is None or line.r2 < t.min_r2:
         return None
@@ -174,6 +200,14 @@ def _fit(
         r2=line.r2,
         span_min=span_s / 60.0,
     )
+
+
+def _grew(mib: tuple[float, ...], keep: Sequence[int], t: MemoryCreepThresholds) -> bool:
+    """``_cheap_pass``'s first test on the kept points' ends alone: most series never grow,
+    and these are told without copying the window's points."""
+    head = _stats.median([mib[i] for i in keep[:3]]) or 0.0
+    tail = _stats.median([mib[i] for i in keep[-3:]]) or 0.0
+    return tail - head >= t.min_growth_mib
 
 
 def _cheap_pass(ys: Sequence[float], t: MemoryCreepThresholds) -> bool:

@@ -9,6 +9,7 @@ the driver documentation as the fix.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gputop_doctor.config.thresholds import XidThresholds
@@ -17,7 +18,8 @@ from gputop_doctor.core.health import XidEvent
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._window import per_snapshot, window
+from gputop_doctor.rules._running import running_groups
+from gputop_doctor.rules._window import window
 
 RULE_ID = "gpu-xid"
 
@@ -60,17 +62,18 @@ def meaning(code: int) -> XidMeaning:
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.gpu_xid
-    seen: dict[int, list[XidEvent]] = {}
     win = window(history, t.event_window_s)
-    for snap in win:
-        for index, xids in per_snapshot(win, RULE_ID, snap, _xids):
-            seen.setdefault(index, []).extend(xids)
-    return [_finding(index, events) for index, events in sorted(seen.items())]
+    seen = running_groups(win, RULE_ID, _xids)
+    return [
+        _finding(index, [event for xids in ticks for event in xids])  # type: ignore[arg-type]
+        for index, ticks in seen.items()
+    ]
 
 
-def _xids(snap: Snapshot) -> tuple[tuple[int, tuple[XidEvent, ...]], ...]:
-    """The Xid events of one tick by GPU index (almost always none); read once per tick."""
-    return tuple(
+def _xids(snap: Snapshot) -> Iterator[tuple[int, tuple[XidEvent, ...]]]:
+    """The Xid events of one tick by GPU index (almost always none): read as the tick enters
+    the window, kept until it leaves."""
+    return (
         (gpu.index, gpu.health.xids)
         for gpu in snap.gpus
         if gpu.health is not None and gpu.health.xids

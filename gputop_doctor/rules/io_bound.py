@@ -19,9 +19,9 @@ from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, util_values
+from gputop_doctor.rules._gpu import gpu_pids, job_gpus, util_columns
 from gputop_doctor.rules._tree import descendants, is_worker
-from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
+from gputop_doctor.rules._window import enough_span, proc_columns, window
 
 RULE_ID = "io-bound"
 
@@ -102,8 +102,8 @@ def _gpus_saturated(win: Window, latest: Snapshot, t: IoBoundThresholds) -> bool
     gpus = job_gpus(latest)
     if not gpus:
         return False
-    cols = gpu_columns(win)
-    means = [_stats.mean(util_values(live(cols.get(g.index, ())))) for g in gpus]
+    utils = util_columns(win)
+    means = [_stats.mean(utils.get(g.index, ())) for g in gpus]
     return all(m is not None and m >= t.gpu_busy_util_pct for m in means)
 
 

@@ -20,18 +20,19 @@ does not have: a VM, a container or a mock driver, see :mod:`gputop_doctor.core.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config.thresholds import NumaThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import NumaNode, Topology, node_of_cpu, parse_cpu_list
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, ProcSample
+from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.text import pct
 from gputop_doctor.core.topology_check import seen_gpus, trusted_topology
 from gputop_doctor.rules._gpu import gpu_pids
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import children_map, descendants
 from gputop_doctor.rules._window import proc_columns, window
 
@@ -66,10 +67,14 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         if topo is None or not near or not ranks:
             continue
         members = descendants(snap.processes, ranks, children)
+        busy_cpus = running_groups(
+            win, (RULE_ID, t.min_cpu_pct), lambda s: _busy_cpus(s, t), reads_processes=True
+        )
         misplaced = [
             m
             for pid in sorted(members)
-            if (m := _judge(columns.get(pid, ()), near, by_pid, t)) is not None
+            if (m := _judge(columns.get(pid, ()), busy_cpus.get(pid, ()), near, by_pid, t))
+            is not None
         ]
         if misplaced:
             out.append(_finding(gpu, topo, near, misplaced, ranks, ctx.system.numa_nodes))
@@ -87,8 +92,16 @@ def _near_cpus(topo: Topology | None, nodes: tuple[NumaNode, ...]) -> frozenset[
     return next((n.cpu_set for n in nodes if n.node == topo.numa_node), frozenset())
 
 
+def _busy_cpus(snap: Snapshot, t: NumaThresholds) -> Iterator[tuple[int, int]]:
+    """The CPU each process of a tick last ran on, for the processes busy at that tick."""
+    for p in snap.processes:
+        if p.last_cpu is not None and (p.cpu_pct or 0.0) >= t.min_cpu_pct:
+            yield p.pid, p.last_cpu
+
+
 def _judge(
     series: Sequence[ProcSample],
+    busy: Sequence[int],
     near: frozenset[int],
     by_pid: Mapping[int, ProcSample],
     t: NumaThresholds,
@@ -99,9 +112,6 @@ def _judge(
     allowed = parse_cpu_list(last.allowed_cpus)
     if allowed and not allowed & near:
         return Misplaced(last, True, _narrowed(last, allowed, by_pid), 1.0)
-    busy = [
-        p.last_cpu for p in series if p.last_cpu is not None and (p.cpu_pct or 0.0) >= t.min_cpu_pct
-    ]
     if len(busy) < t.min_ticks:
         return None
     far = sum(cpu not in near for cpu in busy) / len(busy)

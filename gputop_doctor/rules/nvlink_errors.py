@@ -10,8 +10,8 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_
 from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules._hardware import MACHINE_FIX, healths, rise
-from gputop_doctor.rules._window import gpu_columns, window
+from gputop_doctor.rules._hardware import MACHINE_FIX, health_columns, rise
+from gputop_doctor.rules._window import window
 
 RULE_ID = "nvlink-errors"
 
@@ -20,9 +20,8 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.nvlink_errors
     win = window(history, t.window_s)
     out = []
-    for index, series in gpu_columns(win).items():
-        readings = healths(series)
-        if not readings or not readings[-1].nvlinks:
+    for index, readings in health_columns(win).items():
+        if not readings[-1].nvlinks:
             continue  # no NVLink on this GPU: nothing to judge, nothing asked
         errors = rise(readings, lambda h: h.nvlink_errors)
         if readings[-1].links_down or errors >= t.nvlink_error_rise:

@@ -9,14 +9,17 @@ A rising replay counter means packets are resent on a noisy link.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from gputop_doctor.config.thresholds import PcieLinkThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._gpu import is_busy
-from gputop_doctor.rules._hardware import MACHINE_FIX, healths, rise
-from gputop_doctor.rules._window import gpu_columns, per_snapshot, window
+from gputop_doctor.rules._hardware import MACHINE_FIX, health_columns, rise
+from gputop_doctor.rules._running import running_groups
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "pcie-link-degraded"
 
@@ -24,32 +27,32 @@ RULE_ID = "pcie-link-degraded"
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.pcie_link_degraded
     win = window(history, t.window_s)
-    busy: dict[int, int] = {}
-    degraded: dict[int, list[GpuSample]] = {}
-    key = (RULE_ID, t.busy_util_pct)
-    for snap in win:
-        for gpu, low_link in per_snapshot(win, key, snap, lambda s: _busy_links(s, t)):
-            busy[gpu.index] = busy.get(gpu.index, 0) + 1
-            if low_link:
-                degraded.setdefault(gpu.index, []).append(gpu)
+    links = running_groups(win, (RULE_ID, t.busy_util_pct), lambda s: _busy_links(s, t))
+    readings = health_columns(win)
     out = []
     for index, series in gpu_columns(win).items():
-        n_busy, low_links = busy.get(index, 0), degraded.get(index, [])
+        n_busy = len(links.get((index, _BUSY), ()))
+        low_links = links.get((index, _LOW), ())
         low = n_busy >= t.min_busy_ticks and len(low_links) >= t.degraded_fraction * n_busy
-        replays = rise(healths(series), lambda h: h.pcie_replays)
+        replays = rise(readings.get(index, ()), lambda h: h.pcie_replays)
         if low or replays >= t.pcie_replay_rise:
             out.append(_finding(index, low_links[-1] if low else series[-1], replays, low))
     return out
 
 
-def _busy_links(snap: Snapshot, t: PcieLinkThresholds) -> tuple[tuple[GpuSample, bool], ...]:
-    """The GPUs busy at this tick, each with whether its link ran degraded; judged once per
-    tick while it stays in the history."""
-    return tuple(
-        (g, bool(g.health.pcie_degraded))
-        for g in snap.gpus
-        if not g.lost and g.health and is_busy(g, t.busy_util_pct)
-    )
+_BUSY, _LOW = 0, 1  # a GPU's busy ticks, and those of them on a degraded link
+
+
+def _busy_links(
+    snap: Snapshot, t: PcieLinkThresholds
+) -> Iterator[tuple[tuple[int, int], GpuSample]]:
+    """The GPUs busy at this tick, each once as busy and again if its link ran degraded;
+    judged as the tick enters the window, kept until it leaves."""
+    for g in snap.gpus:
+        if not g.lost and g.health and is_busy(g, t.busy_util_pct):
+            yield (g.index, _BUSY), g
+            if g.health.pcie_degraded:
+                yield (g.index, _LOW), g
 
 
 def _finding(index: int, gpu: GpuSample, replays: int, low: bool) -> Finding:

@@ -11,6 +11,7 @@ the peers' own GPUs while they wait.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 from gputop_doctor.config.thresholds import StragglerThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
@@ -18,7 +19,8 @@ from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._gpu import job_gpu_groups
-from gputop_doctor.rules._window import enough_span, per_snapshot, window
+from gputop_doctor.rules._running import running_groups
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "rank-straggler"
 
@@ -42,16 +44,22 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
 
 
 def _stalls(win: Window, job: Sequence[int], t: StragglerThresholds) -> dict[int, list[int]]:
-    """For each GPU, the ticks where it sat idle while every other job GPU stayed busy.
-
-    Each tick is judged once, while it stays in the history (see ``per_snapshot``)."""
+    """For each GPU (in the order of their first stall), the ticks (serial numbers) where it
+    sat idle while every other job GPU stayed busy. Each tick is judged as it enters the
+    window and kept until it leaves."""
     key = (RULE_ID, tuple(job), t.idle_util_pct, t.busy_util_pct)
-    out: dict[int, list[int]] = {}
-    for tick, snap in enumerate(win):
-        stalled = per_snapshot(win, key, snap, lambda s: _stalled(s, job, t))
-        if stalled is not None:
-            out.setdefault(stalled, []).append(tick)
-    return out
+    stalls = running_groups(
+        win, key, lambda s: _stalled_pairs(s, job, t), numbered=True, by_appearance=True
+    )
+    numbered = cast(Mapping[int, tuple[tuple[int, None], ...]], stalls)
+    return {index: [serial for serial, _ in ticks] for index, ticks in numbered.items()}
+
+
+def _stalled_pairs(
+    snap: Snapshot, job: Sequence[int], t: StragglerThresholds
+) -> tuple[tuple[int, None], ...]:
+    stalled = _stalled(snap, job, t)
+    return () if stalled is None else ((stalled, None),)
 
 
 def _stalled(snap: Snapshot, job: Sequence[int], t: StragglerThresholds) -> int | None:

@@ -8,7 +8,7 @@ import pytest
 
 from gputop_doctor.core.findings import Severity
 from gputop_doctor.rules import gpu_memory_creep
-from gputop_doctor.rules.gpu_memory_creep import growing_segments, sampled
+from gputop_doctor.rules.gpu_memory_creep import growing_segments, sampled_window
 from tests.builders import Tick, gpu, history, run
 
 TOTAL = 81_920.0
@@ -67,7 +67,7 @@ def test_whole_gpu_when_processes_report_no_memory() -> None:
 
 def test_samples_every_nth_tick_aligned_to_tick_numbers() -> None:
     hist = history(_mem(lambda k: 1.0), 95)
-    ticks = [s.tick for s in sampled(hist, 10.0)]
+    ticks = [s.tick for s in sampled_window(hist, 10.0)]
     assert ticks == list(range(0, 95, 10))
 
 
