@@ -51,6 +51,11 @@ JOB_ENV = (
     b"RANK",
     b"LOCAL_RANK",
     b"CUDA_VISIBLE_DEVICES",
+    # A pod's name as its containers see it: the downward API's usual names, else the
+    # hostname the runtime gives every container of a pod (see ``_pod_name``).
+    b"POD_NAME",
+    b"POD_NAMESPACE",
+    b"HOSTNAME",
 )
 
 
@@ -115,21 +120,40 @@ def job_environ(data: bytes) -> dict[str, str]:
     return values
 
 
-def job_identity(cgroup: str, env: dict[str, str], owner: str | None) -> JobIdentity:
-    """One process's identity: its cgroup paths, completed by its environment and owner."""
+def job_identity(
+    cgroup: str, env: dict[str, str], owner: str | None, node_name: str | None = None
+) -> JobIdentity:
+    """One process's identity: its cgroup paths, completed by its environment and owner.
+    ``node_name`` is this machine's host name (see ``_pod_name``)."""
     found = identity_from_cgroup(cgroup)
+    in_pod = found.pod_uid is not None
     from_env = JobIdentity(
         slurm_job=env.get("SLURM_JOB_ID"),
         slurm_step=env.get("SLURM_STEP_ID"),
         rank=env.get("SLURM_PROCID") or env.get("RANK"),
         local_rank=env.get("LOCAL_RANK") or env.get("SLURM_LOCALID"),
         cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+        pod_name=_pod_name(env, node_name) if in_pod else None,
+        namespace=env.get("POD_NAMESPACE") or None if in_pod else None,
     )
     if found.slurm_job and from_env.slurm_job and found.slurm_job != from_env.slurm_job:
         # The cgroup is where the process is now; an environment inherited from a job it
         # left (a daemon started inside a job) must not move it back.
         from_env = replace(from_env, slurm_job=None, slurm_step=None, rank=None)
     return replace(_merge(found, from_env), user=owner)
+
+
+def _pod_name(env: dict[str, str], node_name: str | None) -> str | None:
+    """The pod's name from inside it, for ``--pod NAME`` without the kubelet's socket.
+
+    ``POD_NAME`` where the pod spec passes it (the downward API's usual name), else
+    ``HOSTNAME``: the container runtimes give every container of a pod the pod's name as its
+    host name and set that variable. A pod on the host's network has the node's name there
+    instead, which names no pod, so it is left out. Only read for processes whose cgroup is a
+    pod's: elsewhere HOSTNAME is just the machine's name.
+    """
+    name = env.get("POD_NAME") or env.get("HOSTNAME")
+    return name if name and name != node_name else None
 
 
 class JobKind(Enum):

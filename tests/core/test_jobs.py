@@ -86,6 +86,23 @@ def test_the_cgroup_wins_over_an_inherited_environment() -> None:
     assert (found.slurm_job, found.rank) == ("6", None)
 
 
+def test_a_pod_is_named_from_inside_it_unless_it_shares_the_nodes_name() -> None:
+    """``--pod NAME`` without the kubelet's socket: a pod's containers carry its name as
+    HOSTNAME (or POD_NAME from the downward API); a pod on the host's network carries the
+    node's name, and a process outside any pod never gets one."""
+    pod = f"0::/kubepods/pod{POD}/{CID}\n"
+    named = job_identity(pod, job_environ(b"HOSTNAME=train-0\0"), None, "node7")
+    assert (named.pod_name, named.namespace) == ("train-0", None)
+    assert parse_selector(JobKind.POD, "train-0").matches(named)
+    spec = job_environ(b"HOSTNAME=x\0POD_NAME=train-1\0POD_NAMESPACE=research\0")
+    assert job_identity(pod, spec, None, "node7").pod_name == "train-1"
+    assert job_identity(pod, spec, None, "node7").namespace == "research"
+    on_host_network = job_identity(pod, job_environ(b"HOSTNAME=node7\0"), None, "node7")
+    assert on_host_network.pod_name is None
+    outside = job_identity("0::/user.slice\n", job_environ(b"HOSTNAME=train-0\0"), None, "n")
+    assert outside.pod_name is None and outside.namespace is None
+
+
 def test_selectors_match_and_refuse_bad_input() -> None:
     job = identity_from_cgroup(f"0::/kubepods/pod{POD}/{CID}\n")
     assert parse_selector(JobKind.CONTAINER, CID[:12]).matches(job)

@@ -39,12 +39,13 @@ def _hierarchy() -> Path:
 
 
 @contextlib.contextmanager
-def _process_in(root: Path, relative: str) -> Iterator[int]:
+def _process_in(root: Path, relative: str, hostname: str | None = None) -> Iterator[int]:
     """A sleeping process moved into the cgroup ``root/relative`` (made here, removed after
-    with the directories made for it)."""
+    with the directories made for it); ``hostname``: its HOSTNAME, as a pod's runtime sets it."""
     cgroup = root / relative
     cgroup.mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    env = {**os.environ, "HOSTNAME": hostname} if hostname else None
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
     try:
         (cgroup / "cgroup.procs").write_text(str(proc.pid))
         yield proc.pid
@@ -63,16 +64,22 @@ def test_container_and_pod_cgroups_are_read_back() -> None:
     container = uuid.uuid4().hex * 2  # 64 hex digits, as runtimes name containers
     pod_uid, pod_container = str(uuid.uuid4()), uuid.uuid4().hex * 2
     in_pod = f"kubepods/besteffort/pod{pod_uid}/{pod_container}"
-    with _process_in(root, f"docker/{container}") as first, _process_in(root, in_pod) as second:
+    with (
+        _process_in(root, f"docker/{container}", hostname="web-7") as first,
+        _process_in(root, in_pod, hostname="train-0") as second,
+    ):
         job = read_identity(first)
         assert job is not None and (job.container, job.runtime) == (container, "docker")
+        assert job.pod_name is None  # a container's host name is no pod's name
         job = read_identity(second)
         assert job is not None and (job.pod_uid, job.container) == (pod_uid, pod_container)
+        assert (job.pod_name, job.label) == ("train-0", "pod train-0")
         source = ProcfsHostSource()
         try:
             by_container = parse_selector(JobKind.CONTAINER, container[:12])
             assert source.job_members(by_container) == [first]
             assert source.job_members(parse_selector(JobKind.POD, pod_uid)) == [second]
+            assert source.job_members(parse_selector(JobKind.POD, "train-0")) == [second]
             source.scope_to_job(by_container)
             reading = source.read_processes(first, [second])
             in_tree = {p.pid for p in reading.processes if p.in_tree}

@@ -13,6 +13,7 @@ The entries are keyed by (PID, start time), so a reused PID is a new process.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ def read_identity(pid: int, proc_root: str = "/proc") -> JobIdentity | None:
     except OSError:
         owner = None
     env = job_environ(environ) if environ else {}
-    return job_identity(cgroup.decode("utf-8", "replace"), env, owner)
+    return job_identity(cgroup.decode("utf-8", "replace"), env, owner, socket.gethostname())
 
 
 class JobIdentityCache:
