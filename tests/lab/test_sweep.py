@@ -16,7 +16,9 @@ from tests.cli_run import run_main
 from tests.helpers import needs_torch
 
 USER_CODE = Path(__file__).with_name("user_code.py")
-pytestmark = needs_torch
+# One worker runs the lab modules: torch (and dynamo, for the compiled run) starts once in it
+# for every in-process lab, sweep and CLI run here, not once in each worker.
+pytestmark = [needs_torch, pytest.mark.xdist_group("torch-lab")]
 TWO_CPUS = Machine(effective_cpus=2, torch_threads=1, cuda=False)
 
 
