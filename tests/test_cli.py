@@ -16,6 +16,7 @@ import pytest
 
 from gputop_doctor.export.finding_marks import cell_ids
 from gputop_doctor.export.reader import SessionFormatError
+from tests.cli_run import Ran, run_main
 from tests.sessions import read_session
 
 CMD = [sys.executable, "-m", "gputop_doctor"]
@@ -25,7 +26,7 @@ def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=timeout)
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess[str], fragment: str) -> None:
+def assert_one_line_error(result: subprocess.CompletedProcess[str] | Ran, fragment: str) -> None:
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -50,10 +51,32 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], fragment: st
         (["profile", "--pid", "0"], "must be greater than 0"),
     ],
 )
-def test_bad_input_is_one_line_and_non_zero(args: list[str], fragment: str, tmp_path: Path) -> None:
+def test_bad_input_is_one_line_and_non_zero(
+    args: list[str],
+    fragment: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The CLI in this process (the parsing and the one-line errors); the real command's
+    boundary is the next test and the other subprocess tests of this file."""
+    monkeypatch.chdir(tmp_path)
+    assert_one_line_error(run_main(capsys, *args), fragment)
+    assert not (tmp_path / "x.csv").exists() or "--csv" not in args
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["record", "--demo", "healthy", "--csv", "x.csv", "--interval", "0"], "greater than 0"),
+        (["bogus-command"], "invalid choice"),
+        (["sweep", "x.py:f", "--warmup", "-1"], "must be 0 or more: -1"),
+    ],
+)
+def test_bad_input_from_the_real_command(args: list[str], fragment: str, tmp_path: Path) -> None:
     result = subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert_one_line_error(result, fragment)
-    assert not (tmp_path / "x.csv").exists() or "--csv" not in args
+    assert result.stdout == "" and not (tmp_path / "x.csv").exists()
 
 
 def test_demo_without_scenario_lists_scenarios() -> None:

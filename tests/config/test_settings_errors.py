@@ -1,6 +1,8 @@
 """Settings files and numbers from the command line a user (or an attacker) gets wrong.
 
-Every bad value is one line naming the file and the key, exit 2, never "unexpected ...".
+Every bad value is one line naming the file and the key, exit 2, never "unexpected ...". The
+cases run the CLI in this process (tests/cli_run.py); one bad file and one bad PID also run as
+a real command, for what only a process shows: the status a shell sees, no traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 
 from gputop_doctor.config import Settings
 from gputop_doctor.config.file import SettingsError, apply, load_settings
+from tests.cli_run import Ran, run_main
 
 pytestmark = pytest.mark.hostile
 
@@ -27,7 +30,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=60)
 
 
-def _one_line(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+def _one_line(result: subprocess.CompletedProcess[str] | Ran, *fragments: str) -> None:
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1, result.stderr
@@ -56,11 +59,18 @@ def _one_line(result: subprocess.CompletedProcess[str], *fragments: str) -> None
     ],
 )
 def test_bad_values_are_one_line_errors_naming_file_and_key(
-    tmp_path: Path, text: str, key: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, key: str
 ) -> None:
     path = tmp_path / "c.toml"
     path.write_text(text + "\n")
-    _one_line(_run("snapshot", "--demo", "healthy", "--config", str(path)), str(path), key)
+    ran = run_main(capsys, "snapshot", "--demo", "healthy", "--config", str(path))
+    _one_line(ran, str(path), key)
+
+
+def test_a_bad_value_is_one_line_from_the_real_command(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("hold_s = nan\n")
+    _one_line(_run("snapshot", "--demo", "healthy", "--config", str(path)), str(path), "hold_s")
 
 
 @pytest.mark.parametrize(
@@ -72,23 +82,39 @@ def test_bad_values_are_one_line_errors_naming_file_and_key(
         b"\x00\x01\x1b]0;pwned\x07 = 1",
     ],
 )
-def test_unparseable_files_are_one_line_errors(tmp_path: Path, content: bytes) -> None:
+def test_unparseable_files_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes
+) -> None:
     path = tmp_path / "c.toml"
     path.write_bytes(content)
+    ran = run_main(capsys, "snapshot", "--demo", "healthy", "--config", str(path))
+    _one_line(ran, str(path))
+
+
+def test_a_parser_recursion_error_is_one_line_from_the_real_command(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(b"a = " + b"[" * 5000 + b"]" * 5000)
     _one_line(_run("snapshot", "--demo", "healthy", "--config", str(path)), str(path))
 
 
-def test_a_fifo_as_settings_file_is_refused_without_blocking(tmp_path: Path) -> None:
+def test_a_fifo_as_settings_file_is_refused_without_blocking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import os
 
     path = tmp_path / "c.toml"
     os.mkfifo(path)
-    _one_line(_run("snapshot", "--demo", "healthy", "--config", str(path)), "regular file")
+    ran = run_main(capsys, "snapshot", "--demo", "healthy", "--config", str(path))
+    _one_line(ran, "regular file")
 
 
 @pytest.mark.parametrize("pid", ["99999999999999999999", "4194305", "-1", "1e3"])
-def test_an_impossible_pid_is_one_line(pid: str) -> None:
-    _one_line(_run("snapshot", "--pid", pid), "--pid")
+def test_an_impossible_pid_is_one_line(capsys: pytest.CaptureFixture[str], pid: str) -> None:
+    _one_line(run_main(capsys, "snapshot", "--pid", pid), "--pid")
+
+
+def test_an_impossible_pid_is_one_line_from_the_real_command() -> None:
+    _one_line(_run("snapshot", "--pid", "4194305"), "--pid")
 
 
 # -- fuzz: random documents of the right shape, with wrong values everywhere ----------------

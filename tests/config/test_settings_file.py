@@ -13,6 +13,7 @@ import pytest
 
 from gputop_doctor.config import Settings
 from gputop_doctor.config.file import SettingsError, apply, load_settings
+from tests.cli_run import run_main
 
 DOCS = Path(__file__).resolve().parents[2] / "gputop_doctor" / "rules" / "pages"
 
@@ -159,16 +160,17 @@ def test_bad_file_is_a_one_line_cli_error(tmp_path: Path) -> None:
     ]
 
 
-def test_a_stricter_threshold_changes_the_diagnosis(tmp_path: Path) -> None:
+def test_a_stricter_threshold_changes_the_diagnosis(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The healthy demo runs ~95 % busy: demanding 99 % makes it starved (one GPU is enough
-    to show it, and costs an eighth of the default eight)."""
+    to show it, and costs an eighth of the default eight). The CLI in this process: the real
+    command's handling of a settings file is the test above."""
     path = tmp_path / "c.toml"
     path.write_text("[rules.gpu_starvation]\nmean_util_pct = 99.5\n")
-    args = [sys.executable, "-m", "gputop_doctor", "snapshot", "--demo", "healthy", "--json"]
-    args += ["--gpus", "1"]
-    plain = subprocess.run(args, capture_output=True, text=True, timeout=60)
-    strict = subprocess.run(
-        [*args, "--config", str(path)], capture_output=True, text=True, timeout=60
-    )
+    args = ["snapshot", "--demo", "healthy", "--json", "--gpus", "1"]
+    plain = run_main(capsys, *args)
+    strict = run_main(capsys, *args, "--config", str(path))
+    assert plain.returncode == 0 and strict.returncode == 0, strict.stderr
     assert '"gpu-starvation"' not in plain.stdout
     assert '"gpu-starvation"' in strict.stdout, strict.stderr

@@ -1,9 +1,13 @@
 """The training jobs the integration tests run in a subprocess (their own PID, their own
 imports): a tiny model, a Dataset that sleeps per item when slow, a few dozen steps each.
 
-``python -m tests.integrations.jobs lightning|hf OUT SERVE_URL``: waits for one line on stdin
-(the test attaches ``record --pid`` first), then trains a slow run and a fast run, each logging
-into OUT through the library's own loggers, and prints ``done``.
+``python -m tests.integrations.jobs OUT SERVE_URL``: waits for one line on stdin (the test
+attaches ``record --pid`` first), then trains a slow run and a fast run with Lightning, logging
+into OUT/lightning, and the same with the Hugging Face ``Trainer`` into OUT/hf, each through the
+library's own loggers, and prints ``done``. Both trainers run in one process: Lightning's
+import (through torchmetrics) already imports transformers, so a second process paid torch,
+transformers and TensorBoard again, the costliest part of these tests; each trainer closes its
+probe at the end of each run, as it would between two jobs.
 """
 
 from __future__ import annotations
@@ -114,15 +118,18 @@ def hf_job(out: str, serve_url: str) -> None:
         trainer.train()
 
 
+JOBS = {"lightning": lightning_job, "hf": hf_job}  # run in this order, each into OUT/NAME
+
+
 def main(argv: list[str]) -> None:
-    kind, out, serve_url = argv
+    out, serve_url = argv
     import torch
 
     torch.set_num_threads(1)
-    job = lightning_job if kind == "lightning" else hf_job
     print("ready", flush=True)
     sys.stdin.readline()
-    job(out, serve_url)
+    for name, job in JOBS.items():
+        job(os.path.join(out, name), serve_url)
     print("done", flush=True)
 
 

@@ -1,12 +1,13 @@
-"""The real trainers on the CPU: Lightning and the Hugging Face ``Trainer``, each in its own
-process, with the real loggers writing their own files, the findings read from a real
-``serve --demo starved`` on loopback, and a real ``record --pid`` attached to the Lightning job.
+"""The real trainers on the CPU: Lightning and the Hugging Face ``Trainer``, one after the
+other in one job process of their own (one start of torch, transformers and TensorBoard for
+both), with the real loggers writing their own files, the findings read from a real
+``serve --demo starved`` on loopback, and a real ``record --pid`` attached to the job.
 
-Each job (``tests/integrations/jobs.py``) trains a slow run (the Dataset sleeps per item) and a
-fast one; what is asserted is what the loggers wrote and the recording holds, read back with
-TensorBoard's own reader and from MLflow's file store. The jobs' "compute" is a sleep, so the
-shares hold on a loaded machine. These are the suite's most expensive tests (the libraries'
-imports): ``-m trainers --durations=0`` measures them.
+Each trainer (``tests/integrations/jobs.py``) trains a slow run (the Dataset sleeps per item)
+and a fast one; what is asserted is what the loggers wrote and the recording holds, read back
+with TensorBoard's own reader and from MLflow's file store. The jobs' "compute" is a sleep, so
+the shares hold on a loaded machine. These are the suite's most expensive tests (the
+libraries' imports): ``-m trainers --durations=0`` measures them.
 """
 
 from __future__ import annotations
@@ -64,11 +65,11 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _start_job(kind: str, tmp_path: Path, serve_url: str) -> subprocess.Popen[str]:
+def _start_job(out: Path, serve_url: str) -> subprocess.Popen[str]:
     job = subprocess.Popen(
-        [sys.executable, "-m", "tests.integrations.jobs", kind, str(tmp_path), serve_url],
+        [sys.executable, "-m", "tests.integrations.jobs", str(out), serve_url],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=_env(tmp_path), cwd=ROOT,
+        env=_env(out), cwd=ROOT,
     )  # fmt: skip
     assert job.stdout is not None
     assert job.stdout.readline().strip() == "ready", job.stderr and job.stderr.read()
@@ -78,6 +79,32 @@ def _start_job(kind: str, tmp_path: Path, serve_url: str) -> subprocess.Popen[st
 def _finish(job: subprocess.Popen[str]) -> None:
     out, err = job.communicate("go\n", timeout=JOB_TIMEOUT_S)
     assert job.returncode == 0 and "done" in out, err[-3000:]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory, serve_url: str) -> Path:
+    """One job process trains with both libraries, a real ``record --pid`` attached to it from
+    before the first step to its exit; returns the directory holding what they wrote."""
+    out = tmp_path_factory.mktemp("trainers")
+    job = _start_job(out, serve_url)
+    record = subprocess.Popen(
+        [sys.executable, "-m", "gputop_doctor", "record", "--pid", str(job.pid),
+         "--interval", "0.5", "--csv", str(out / "session.csv")],
+        stderr=subprocess.PIPE, text=True, env=_env(out), cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert record.stderr is not None
+        for line in record.stderr:  # the engine is sampling before the job trains
+            if line.startswith("recording PID"):
+                break
+        _finish(job)
+    finally:
+        record.send_signal(signal.SIGINT)
+        record.communicate(timeout=60)
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    return out
 
 
 def _scalars(run_dir: Path, tag: str) -> list[float]:
@@ -115,36 +142,17 @@ def _waits_differ(slow: list[float], fast: list[float]) -> None:
 
 
 def test_lightning_logs_to_tensorboard_and_mlflow_and_record_sees_the_probe(
-    tmp_path: Path, serve_url: str
+    trained: Path,
 ) -> None:
-    job = _start_job("lightning", tmp_path, serve_url)
-    csv_path = tmp_path / "session.csv"
-    record = subprocess.Popen(
-        [sys.executable, "-m", "gputop_doctor", "record", "--pid", str(job.pid),
-         "--interval", "0.5", "--csv", str(csv_path)],
-        stderr=subprocess.PIPE, text=True, env=_env(tmp_path), cwd=ROOT,
-    )  # fmt: skip
-    try:
-        assert record.stderr is not None
-        for line in record.stderr:  # the engine is sampling before the job trains
-            if line.startswith("recording PID"):
-                break
-        _finish(job)
-    finally:
-        record.send_signal(signal.SIGINT)
-        record.communicate(timeout=60)
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-
-    tb_slow = _scalars(tmp_path / "slow" / "version_0", "doctor/data_wait_pct")
-    tb_fast = _scalars(tmp_path / "fast" / "version_0", "doctor/data_wait_pct")
+    out = trained / "lightning"
+    tb_slow = _scalars(out / "slow" / "version_0", "doctor/data_wait_pct")
+    tb_fast = _scalars(out / "fast" / "version_0", "doctor/data_wait_pct")
     _waits_differ(tb_slow, tb_fast)
-    assert min(_scalars(tmp_path / "slow" / "version_0", "doctor/steps_per_s")) > 0
+    assert min(_scalars(out / "slow" / "version_0", "doctor/steps_per_s")) > 0
     # The exporter's findings, as scalars and as text.
-    assert _scalars(tmp_path / "fast" / "version_0", "doctor/finding/gpu-starvation")[-1] == 1.0
+    assert _scalars(out / "fast" / "version_0", "doctor/finding/gpu-starvation")[-1] == 1.0
 
-    runs = _mlflow_runs(tmp_path / "mlruns")
+    runs = _mlflow_runs(out / "mlruns")
     assert _mlflow_values(runs["slow"], "doctor/data_wait_pct") == pytest.approx(tb_slow)
     assert _mlflow_values(runs["fast"], "doctor/data_wait_pct") == pytest.approx(tb_fast)
     assert _mlflow_values(runs["slow"], "doctor/finding/gpu-starvation")[0] == 1.0
@@ -152,27 +160,21 @@ def test_lightning_logs_to_tensorboard_and_mlflow_and_record_sees_the_probe(
     assert texts and "warn gpu-starvation [gpu:0]" in texts[0].read_text()
 
     # The monitor attached to the job read its probe: steps/s and a data wait in the recording.
-    with csv_path.open(newline="") as handle:
+    with (trained / "session.csv").open(newline="") as handle:
         rows = [row for row in csv.DictReader(line for line in handle if not line.startswith("#"))]
     probed = [row for row in rows if row.get("tree_steps_per_s")]
     assert probed, f"no probe reading in {len(rows)} rows"
     assert max(float(row["tree_data_wait_pct"]) for row in probed) > 50.0
 
 
-def test_hf_trainer_logs_through_its_report_to_callbacks(tmp_path: Path, serve_url: str) -> None:
-    job = _start_job("hf", tmp_path, serve_url)
-    try:
-        _finish(job)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-    (slow_dir,) = (tmp_path / "slow" / "runs").iterdir()
-    (fast_dir,) = (tmp_path / "fast" / "runs").iterdir()
+def test_hf_trainer_logs_through_its_report_to_callbacks(trained: Path) -> None:
+    out = trained / "hf"
+    (slow_dir,) = (out / "slow" / "runs").iterdir()
+    (fast_dir,) = (out / "fast" / "runs").iterdir()
     # transformers' TensorBoard callback files training logs under "train/".
     _waits_differ(
         _scalars(slow_dir, "train/doctor/data_wait_pct"),
         _scalars(fast_dir, "train/doctor/data_wait_pct"),
     )
     assert _scalars(slow_dir, "train/doctor/finding/gpu-starvation")[-1] == 1.0
-    assert os.listdir(tmp_path / "probe") == []  # the job removed its probe file at exit
+    assert os.listdir(trained / "probe") == []  # the job removed its probe file at exit

@@ -12,10 +12,13 @@ import pytest
 from gputop_doctor.lab import LoaderSetting, SweepOptions, sweep_loader
 from gputop_doctor.lab.machine import LabError, Machine
 from gputop_doctor.lab.sweep import SweepReport, SweepResult, default_grid
+from tests.cli_run import run_main
 from tests.helpers import needs_torch
 
 USER_CODE = Path(__file__).with_name("user_code.py")
-pytestmark = needs_torch
+# One worker runs the lab modules: torch (and dynamo, for the compiled run) starts once in it
+# for every in-process lab, sweep and CLI run here, not once in each worker.
+pytestmark = [needs_torch, pytest.mark.xdist_group("torch-lab")]
 TWO_CPUS = Machine(effective_cpus=2, torch_threads=1, cuda=False)
 
 
@@ -113,7 +116,11 @@ def test_bad_sweep_arguments_are_one_line_errors() -> None:
 
 
 @pytest.mark.slow
-def test_sweep_command_prints_the_table_and_the_line_to_paste(tmp_path: Path) -> None:
+def test_sweep_command_prints_the_table_and_the_line_to_paste(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The JSON run is the real command (the process boundary, torch started in it); the text
+    run is the same CLI in this process (one torch start fewer)."""
     out_csv = tmp_path / "sweep.csv"
     args = ["--batch-size", "4", "--batches", "5", "--warmup", "1", "--passes", "2"]
     done = _run(
@@ -132,7 +139,7 @@ def test_sweep_command_prints_the_table_and_the_line_to_paste(tmp_path: Path) ->
     assert data["best_line"].startswith("DataLoader(dataset, batch_size=4, num_workers=")
     assert all(r["restart_s"] is not None for r in data["results"])  # two passes each
     assert out_csv.read_text().splitlines()[0].startswith("num_workers,pin_memory")
-    text = _run("sweep", f"{USER_CODE}:loader_kwargs", *args, "--max-workers", "1")
+    text = run_main(capsys, "sweep", f"{USER_CODE}:loader_kwargs", *args, "--max-workers", "1")
     assert text.returncode == 0, text.stderr
     assert "Use:  DataLoader(dataset, batch_size=4, shuffle=True, num_workers=" in text.stdout
     assert "sweep [" in text.stderr  # the progress bar
@@ -147,7 +154,16 @@ def test_sweep_command_prints_the_table_and_the_line_to_paste(tmp_path: Path) ->
         (f"{USER_CODE}", "expected FILE.py:FUNC"),
     ],
 )
-def test_bad_targets_are_one_line_errors(target: str, message: str) -> None:
-    done = _run("sweep", target)
+def test_bad_targets_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], target: str, message: str
+) -> None:
+    """In this process: loading the user's file imports torch once per worker, not per case."""
+    done = run_main(capsys, "sweep", target)
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_a_bad_target_is_one_line_from_the_real_command() -> None:
+    done = _run("sweep", "nowhere.py:dataset")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "no such file" in done.stderr, done.stderr

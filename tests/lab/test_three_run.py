@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gputop_doctor.lab import LabOptions, LabReport, LabRun, three_run
 from gputop_doctor.lab.machine import Machine
+from tests.cli_run import run_main
 from tests.helpers import needs_torch
 
 USER_CODE = Path(__file__).with_name("user_code.py")
-pytestmark = needs_torch
+# One worker runs the lab modules: torch (and dynamo, for the compiled run) starts once in it
+# for every in-process lab, sweep and CLI run here, not once in each worker.
+pytestmark = [needs_torch, pytest.mark.xdist_group("torch-lab")]
 CPU = Machine(effective_cpus=2, torch_threads=1, cuda=False)
 
 
@@ -61,24 +62,19 @@ def test_a_failed_configuration_is_reported_not_hidden() -> None:
 
 
 @pytest.mark.slow
-def test_lab_command_prints_three_rows(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gputop_doctor",
-            "lab",
-            f"{USER_CODE}:setup",
-            "--steps",
-            "3",
-            "--warmup",
-            "1",
-            "--compile-backend",
-            "eager",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+def test_lab_command_prints_three_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI in this process (torch already started for this module's other lab run); the
+    GPU check's dry run (tests/test_gpu_check.py) runs `lab` as a real command."""
+    done = run_main(
+        capsys,
+        "lab",
+        f"{USER_CODE}:setup",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--compile-backend",
+        "eager",
     )
     assert done.returncode == 0, done.stderr
     rows = [line.split()[0] for line in done.stdout.splitlines()[3:6]]

@@ -17,16 +17,20 @@ from gputop_doctor.export.reader import SessionFormatError
 from gputop_doctor.export.schema import COLUMNS
 from gputop_doctor.export.stream import part_path, session_parts
 from gputop_doctor.report.imports import load_report
+from tests.cli_run import Ran, run_main
 from tests.sessions import frame, read_session, write_session
 
 CMD = [sys.executable, "-m", "gputop_doctor"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real command: kept where the process boundary is what is tested (a recording, a
+    hostile name reaching a real stdout, a 3 MiB line); the other cases run the CLI in this
+    process (tests/cli_run.py), without a Python start each."""
     return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=60)
 
 
-def one_line_error(result: subprocess.CompletedProcess[str], fragment: str) -> None:
+def one_line_error(result: subprocess.CompletedProcess[str] | Ran, fragment: str) -> None:
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -55,7 +59,9 @@ def test_report_spans_verdict_and_cost(tmp_path: Path) -> None:
     assert gpu0.util_mean_pct == round((45 * 95 + 15 * 10) / 60, 2)
 
 
-def test_energy_comes_from_the_counter_where_recorded(tmp_path: Path) -> None:
+def test_energy_comes_from_the_counter_where_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = str(tmp_path / "s.csv")
     # The counter moves 450 J a second while the sampled power says 400 W: the spikes between
     # ticks that one reading per tick misses. 59 steps between readings, then the last tick.
@@ -65,15 +71,17 @@ def test_energy_comes_from_the_counter_where_recorded(tmp_path: Path) -> None:
     assert [g.energy_wh for g in report.gpus] == [round(per_gpu_j / 3600, 3)] * 2
     assert report.cost.energy_kwh == round(2 * round(per_gpu_j / 3600, 3) / 1000, 4)
     assert report.cost.energy_from == "NVML energy counter"
-    result = run("analyze", path)
+    result = run_main(capsys, "analyze", path)
     assert result.returncode == 0, result.stderr
     assert "(NVML energy counter)" in result.stdout
 
 
-def test_text_output_has_every_section_and_charts(tmp_path: Path) -> None:
+def test_text_output_has_every_section_and_charts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = str(tmp_path / "s.csv")
     write_session(path, 60)
-    result = run("analyze", path, "--price-per-gpu-hour", "2.5")
+    result = run_main(capsys, "analyze", path, "--price-per-gpu-hour", "2.5")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     for part in (
@@ -92,10 +100,10 @@ def test_text_output_has_every_section_and_charts(tmp_path: Path) -> None:
     assert "\x1b" not in out  # not a terminal: no colour codes
 
 
-def test_json_is_strict_and_never_nan(tmp_path: Path) -> None:
+def test_json_is_strict_and_never_nan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = str(tmp_path / "s.csv")
     write_session(path, 5, starved=lambda t: False)
-    result = run("analyze", path, "--json")
+    result = run_main(capsys, "analyze", path, "--json")
     data = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
     assert data["ticks"] == 5 and data["findings"] == []
     assert "NaN" not in result.stdout and "Infinity" not in result.stdout
@@ -147,12 +155,12 @@ def test_rotated_gzip_session(tmp_path: Path) -> None:
     assert load_report(path).ticks == 3000
 
 
-def test_plain_session_killed_mid_row(tmp_path: Path) -> None:
+def test_plain_session_killed_mid_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "s.csv"
     write_session(str(path), 10)
     text = path.read_text()
     path.write_text(text[: len(text) - 40])  # the last row is cut in the middle
-    result = run("analyze", str(path), "--json")
+    result = run_main(capsys, "analyze", str(path), "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["dropped_rows"] == 1
     assert "incomplete row" in result.stderr
@@ -177,13 +185,15 @@ def _poke(path: Path, line: int, column: str, value: str) -> None:
     ("column", "value"),
     [("gpu_power_w", "nan"), ("gpu_temp_c", "inf"), ("gpu_util_pct", "-1e309"), ("tick", "1.5")],
 )
-def test_bad_numbers_name_file_line_and_field(tmp_path: Path, column: str, value: str) -> None:
+def test_bad_numbers_name_file_line_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], column: str, value: str
+) -> None:
     path = tmp_path / "s.csv"
     write_session(str(path), 5, gpus=2)
     _poke(path, 7, column, value)  # line 7 = tick 2, GPU 1 (header is line 1)
     with pytest.raises(SessionFormatError, match=rf"s\.csv: line 7, field {column}"):
         read_session(str(path))
-    one_line_error(run("analyze", str(path)), f"line 7, field {column}")
+    one_line_error(run_main(capsys, "analyze", str(path)), f"line 7, field {column}")
 
 
 def test_nan_in_replay_ends_the_replay_instead_of_crashing(tmp_path: Path) -> None:
@@ -220,14 +230,14 @@ def test_a_line_without_end_is_capped(tmp_path: Path) -> None:
     one_line_error(run("analyze", str(path)), "line longer than")
 
 
-def test_compare_two_runs(tmp_path: Path) -> None:
+def test_compare_two_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = str(tmp_path / "a.csv"), str(tmp_path / "b.csv")
     write_session(a, 30, starved=lambda t: t >= 5, steps=10.0)
     write_session(b, 30, starved=lambda t: False, steps=18.0)
-    result = run("analyze", a, b)
+    result = run_main(capsys, "analyze", a, b)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "B: 1.8x the steps/s; gpu-starvation gone"
-    data = json.loads(run("analyze", a, b, "--json").stdout)
+    data = json.loads(run_main(capsys, "analyze", a, b, "--json").stdout)
     assert data["gone"] == ["gpu-starvation"] and data["b"]["steps_per_s"] == 18.0
 
 
@@ -274,7 +284,9 @@ def test_waste_ledger_counts_starved_idle_and_throttle_deficit() -> None:
     assert ledger.lost_gpu_hours == pytest.approx(0.45)
 
 
-def test_record_gzip_with_rotation_then_replay_and_analyze(tmp_path: Path) -> None:
+def test_record_gzip_with_rotation_then_replay_and_analyze(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "rec.csv.gz"
     result = run(
         "--demo", "starved", "record", "--csv", str(path), "--interval", "0.05",
@@ -283,20 +295,22 @@ def test_record_gzip_with_rotation_then_replay_and_analyze(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     ticks = len(read_session(str(path)).ticks)
     assert ticks >= 10
-    analyzed = json.loads(run("analyze", str(path), "--json").stdout)
+    analyzed = json.loads(run_main(capsys, "analyze", str(path), "--json").stdout)
     assert analyzed["ticks"] == ticks and analyzed["source"] == "demo:starved"
     # The machine and the attached command, from rec.meta.json beside the rotated parts.
     machine = analyzed["machine"]
     assert machine["hostname"] == "demo-8xh100" and machine["target_pid"] == 4200
     assert machine["command"].startswith("torchrun --nproc-per-node=8 ")
     assert len(machine["gpus"]) == 8 and machine["gpus"][0]["uuid"].startswith("GPU-")
-    one_line_error(run("record", "--csv", str(path), "--max-size", "1K"), "below 64K")
+    one_line_error(run_main(capsys, "record", "--csv", str(path), "--max-size", "1K"), "below 64K")
     one_line_error(
-        run("--demo", "starved", "record", "--csv", str(path), "--duration", "1"),
+        run_main(capsys, "--demo", "starved", "record", "--csv", str(path), "--duration", "1"),
         "already holds a recording: add --append",
     )
     one_line_error(
-        run("--demo", "starved", "record", "--csv", str(path), "--duration", "1", "--append"),
+        run_main(
+            capsys, "--demo", "starved", "record", "--csv", str(path), "--duration", "1", "--append"
+        ),
         "refusing to append to compressed CSV",
     )
 

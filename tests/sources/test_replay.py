@@ -7,6 +7,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from gputop_doctor.commands.common import open_replay_run
 from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
@@ -14,6 +16,7 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.rules import RULES
 from gputop_doctor.sources.demo.machine import DemoMachine
+from tests.cli_run import run_main
 from tests.sessions import read_session
 
 
@@ -62,21 +65,26 @@ def test_replay_of_a_healthy_run_raises_nothing(tmp_path: Path) -> None:
     assert all(not f.findings for f in frames)
 
 
-def test_bad_replay_input_is_one_line(tmp_path: Path) -> None:
+def test_bad_replay_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI in this process for each bad input; the first also as the real command."""
     bad = tmp_path / "bad.csv"
     bad.write_text("not,a,session\n")
+    missing = ["--replay", str(tmp_path / "missing.csv")]
     for args in (
-        ["--replay", str(tmp_path / "missing.csv")],
+        missing,
         ["--replay", str(bad)],
         ["--replay", str(bad), "--demo", "healthy"],
         ["--replay", str(bad), "--speed", "0"],
     ):
-        result = subprocess.run(
-            [sys.executable, "-m", "gputop_doctor", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert result.returncode != 0
-        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-        assert "Traceback" not in result.stderr
+        ran = run_main(capsys, *args)
+        assert ran.returncode != 0
+        assert len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "gputop_doctor", *missing],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr
