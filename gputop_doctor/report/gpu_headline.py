@@ -56,15 +56,10 @@ def classify_gpu_only(history: History, ctx: RuleContext) -> Verdict:
         return _unless_sms_idle(verdict, win, ctx.settings.rules.comm_bound.max_sm_active_pct)
     if verdict.bottleneck is Bottleneck.NONE:
         return verdict
-    return Verdict(
-        Case.UNKNOWN,
-        Bottleneck.UNKNOWN,
+    return _undecided(
+        verdict,
         f"GPU utilization saws ({verdict.gpu_util_pct:.0f} % mean): a GPU-only log cannot tell "
         "whether the host starves it or the loop itself waits",
-        gpu_util_pct=verdict.gpu_util_pct,
-        gpu_idle_fraction=verdict.gpu_idle_fraction,
-        gpu_util_cv=verdict.gpu_util_cv,
-        gpus=verdict.gpus,
     )
 
 
@@ -79,12 +74,21 @@ def _unless_sms_idle(verdict: Verdict, win: Window, max_sm_active_pct: float) ->
     sm = _stats.mean(active)
     if sm is None or sm >= max_sm_active_pct:
         return verdict
-    return Verdict(
-        Case.UNKNOWN,
-        Bottleneck.UNKNOWN,
+    return _undecided(
+        verdict,
         f"GPUs busy by utilization ({verdict.gpu_util_pct:.0f} %) but their SMs active only "
         f"{sm:.0f} % of the time: waiting in communication or for a stalled rank, or tiny "
         "kernels; a GPU-only log cannot tell which",
+    )
+
+
+def _undecided(verdict: Verdict, why: str) -> Verdict:
+    """Unknown, saying ``why``, with the GPU measures ``verdict`` was decided on kept for the
+    report (what a GPU-only log shows, even where it cannot say what limits the run)."""
+    return Verdict(
+        Case.UNKNOWN,
+        Bottleneck.UNKNOWN,
+        why,
         gpu_util_pct=verdict.gpu_util_pct,
         gpu_idle_fraction=verdict.gpu_idle_fraction,
         gpu_util_cv=verdict.gpu_util_cv,

@@ -58,14 +58,7 @@ class _Groups(Generic[T]):
     def drop_oldest(self) -> None:
         if self.bare:
             self.bare -= 1
-        for group in self.added.popleft():
-            values = self.values[group]
-            values.popleft()
-            if self.by_appearance:
-                self.origins[group].popleft()
-            if not values:
-                del self.values[group]
-                self.origins.pop(group, None)
+        self._take_out_first(self.added.popleft())
         self.first += self.stride
 
     def add(self, snap: Snapshot, derive: Derive[T]) -> None:
@@ -84,16 +77,20 @@ class _Groups(Generic[T]):
         replaced by copies without processes: they are the oldest held, so their values are
         the first of each group."""
         while self.bare < len(self.added) and self.first + self.bare * self.stride < serial:
-            for group in self.added[self.bare]:
-                values = self.values[group]
-                values.popleft()
-                if self.by_appearance:
-                    self.origins[group].popleft()
-                if not values:
-                    del self.values[group]
-                    self.origins.pop(group, None)
+            self._take_out_first(self.added[self.bare])
             self.added[self.bare] = ()
             self.bare += 1
+
+    def _take_out_first(self, groups: tuple[Hashable, ...]) -> None:
+        """Take out the first value of each of ``groups`` (one snapshot's: the oldest held)."""
+        for group in groups:
+            values = self.values[group]
+            values.popleft()
+            if self.by_appearance:
+                self.origins[group].popleft()
+            if not values:
+                del self.values[group]
+                self.origins.pop(group, None)
 
     def freeze(self) -> Mapping[Hashable, tuple[T, ...]]:
         if self.by_appearance:

@@ -128,17 +128,20 @@ def live_process_rows() -> list[ProcessRow]:
     """Every process the monitor can see, with its job, for the attach picker (a one-off when
     the picker opens, not per tick: its cgroup and environment are read here, about 0.2-0.7 ms
     a process, see ``sources.host.identity``)."""
+    import socket
+
     import psutil
 
     from gputop_doctor.sources.host.identity import read_identity
 
+    node_name = socket.gethostname()
     rows: list[ProcessRow] = []
     for proc in psutil.process_iter(["pid", "username", "name", "cmdline"]):
         info = proc.info
         pid = int(info["pid"])
         command = " ".join(info.get("cmdline") or []) or info.get("name") or "?"
         user = str(info.get("username") or "?")
-        rows.append(HostProcess(pid, user, command, read_identity(pid)))
+        rows.append(HostProcess(pid, user, command, read_identity(pid, node_name=node_name)))
     return rows
 
 

@@ -52,9 +52,13 @@ def pid_namespace_note(proc_root: str = "/proc") -> str | None:
     return None if inode == HOST_PID_NAMESPACE_INODE else PID_NAMESPACE_NOTE
 
 
-def read_identity(pid: int, proc_root: str = "/proc") -> JobIdentity | None:
+def read_identity(
+    pid: int, proc_root: str = "/proc", node_name: str | None = None
+) -> JobIdentity | None:
     """``pid``'s identity now; None when it is gone. An environment we may not read (another
-    user's process, without root) leaves only what the cgroup path says."""
+    user's process, without root) leaves only what the cgroup path says. ``node_name``: this
+    machine's host name (a pod's processes carry a name of their own), asked once by a
+    caller reading many processes; None asks the system."""
     cgroup = read_file(f"{proc_root}/{pid}/cgroup", limit=CGROUP_LIMIT)
     if cgroup is None:
         return None
@@ -64,7 +68,8 @@ def read_identity(pid: int, proc_root: str = "/proc") -> JobIdentity | None:
     except OSError:
         owner = None
     env = job_environ(environ) if environ else {}
-    return job_identity(cgroup.decode("utf-8", "replace"), env, owner, socket.gethostname())
+    node = socket.gethostname() if node_name is None else node_name
+    return job_identity(cgroup.decode("utf-8", "replace"), env, owner, node)
 
 
 class JobIdentityCache:
@@ -79,6 +84,7 @@ class JobIdentityCache:
         self.proc_root = proc_root
         self.ttl_s = ttl_s
         self._clock = clock
+        self._node_name = socket.gethostname()
         self._entries: dict[ProcKey, _Entry] = {}
 
     def get(self, pid: int, start: int) -> JobIdentity | None:
@@ -87,7 +93,7 @@ class JobIdentityCache:
         entry = self._entries.get((pid, start))
         if entry is not None and now < entry.due:
             return entry.job
-        job = read_identity(pid, self.proc_root)
+        job = read_identity(pid, self.proc_root, self._node_name)
         if job is None:
             self._entries.pop((pid, start), None)
             return None

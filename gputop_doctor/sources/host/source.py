@@ -121,7 +121,9 @@ class ProcfsHostSource:
         )
         self._attribution = Attribution(proc_root, cgroup_root, clock=clock)
         # In a PID namespace of its own, NVML's host PIDs are matched to ours (gpu_holders).
-        self._host_pids = HostPidMatcher(proc_root) if pid_namespace_note(proc_root) else None
+        # Asked once: a process does not change PID namespace.
+        self._pid_namespace_note = pid_namespace_note(proc_root)
+        self._host_pids = HostPidMatcher(proc_root) if self._pid_namespace_note else None
         self._tree_pids: set[int] = set()  # the attached tree as of the last process reading
         self._tree_cpus = 0.0  # its CPUs busy (reaped children included) at that reading
         self._tree_jobs: set[str] = set()  # the job keys of the attached tree's processes
@@ -195,7 +197,7 @@ class ProcfsHostSource:
                 physical_cpus=psutil.cpu_count(logical=False),
                 numa_nodes=read_numa_nodes(self.node_root),
                 cpus=read_host_cpus(),
-                pid_namespace_note=pid_namespace_note(self.proc_root),
+                pid_namespace_note=self._pid_namespace_note,
             )
         return self._system
 
