@@ -51,6 +51,21 @@ def _frame() -> Frame:
 JOBS = ("job", "pod", "namespace", "container")
 
 
+# GPU 0's identity labels in the frames below, as the exporter puts them on its series
+# (dcgm-exporter's: gpu, name, uuid, pci_bus_id, hostname).
+GPU0_LABELS = tuple(
+    sorted(
+        (
+            ("gpu", "0"),
+            ("name", "NVIDIA H100 80GB HBM3"),
+            ("uuid", "GPU-00000000-aaaa"),
+            ("pci_bus_id", "00000000:10:00.0"),
+            ("hostname", "n1"),
+        )
+    )
+)
+
+
 def _samples(collector: FrameCollector) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
@@ -68,18 +83,7 @@ def test_metrics_are_in_base_units_and_unknown_values_are_left_out() -> None:
     collector.update(_frame())
     collector.update(_frame())  # two ticks: the job's CPU seconds add up
     got = _samples(collector)
-    model = "NVIDIA H100 80GB HBM3"
-    gpu0 = tuple(
-        sorted(
-            (
-                ("gpu", "0"),
-                ("name", model),
-                ("uuid", "GPU-00000000-aaaa"),
-                ("pci_bus_id", "00000000:10:00.0"),  # dcgm-exporter's identity labels
-                ("hostname", "n1"),
-            )
-        )
-    )
+    gpu0 = GPU0_LABELS
     assert got[("gputop_doctor_gpu_memory_used_bytes", gpu0)] == 40123.25 * 1024 * 1024
     assert got[("gputop_doctor_gpu_utilization_ratio", gpu0)] == 0.515
     assert got[("gputop_doctor_gpu_sm_clock_hertz", gpu0)] == 1755e6
@@ -178,18 +182,7 @@ def test_energy_and_hardware_health_are_exported_in_base_units() -> None:
     collector.update(_sick_frame((XidEvent(79, 1.0), XidEvent(48, 1.5))))
     collector.update(_sick_frame((XidEvent(48, 2.0),)))
     got = _samples(collector)
-    model = "NVIDIA H100 80GB HBM3"
-    gpu0 = tuple(
-        sorted(
-            (
-                ("gpu", "0"),
-                ("name", model),
-                ("uuid", "GPU-00000000-aaaa"),
-                ("pci_bus_id", "00000000:10:00.0"),  # dcgm-exporter's identity labels
-                ("hostname", "n1"),
-            )
-        )
-    )
+    gpu0 = GPU0_LABELS
 
     def value(name: str, **labels: str) -> float:
         return got[("gputop_doctor_" + name, tuple(sorted((*gpu0, *labels.items()))))]
