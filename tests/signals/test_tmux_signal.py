@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.signals.trees import Tree, alive, wait_until
+from tests.ui.test_tmux import stop_server
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 START_S = 60.0  # a loaded 2-core runner can take many seconds to start Python and Textual
@@ -70,7 +71,7 @@ def pane() -> Iterator[Pane]:
     try:
         yield pane
     finally:
-        subprocess.run(["tmux", "-L", pane.socket, "kill-server"], check=False, capture_output=True)
+        stop_server(pane.socket)
 
 
 def _start(pane: Pane, tree: Tree) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from gputop_doctor.export.reader import SessionFormatError
 from tests.sessions import read_session
-from tests.ui.test_tmux import BIN, START_S, session, tmux, wait_for
+from tests.ui.test_tmux import BIN, START_S, session, stop_server, tmux, wait_for
 
 __all__ = ["session"]
 
@@ -89,7 +89,7 @@ def test_a_ui_that_hangs_while_quitting_is_ended_after_the_csv_is_closed(tmp_pat
 
 
 def _pid_of(name: str) -> int | None:
-    shell = int(tmux("display", "-p", "-t", name, "#{pane_pid}").strip())
+    shell = int(tmux(name, "display", "-p", "-t", name, "#{pane_pid}").strip())
     out = subprocess.run(
         ["ps", "-o", "pid=", "--ppid", str(shell)], capture_output=True, text=True, check=False
     ).stdout.split()
@@ -109,17 +109,17 @@ def test_killing_the_terminal_right_after_q_leaves_no_orphan(session: str, tmp_p
     csv_path = tmp_path / "s.csv"
 
     def screen() -> str:
-        return tmux("capture-pane", "-p", "-t", session)
+        return tmux(session, "capture-pane", "-p", "-t", session)
 
-    # This tree's code even if the tmux server was started elsewhere (it keeps its own env).
+    # This tree's code, whatever the environment the shell inherited.
     root = Path(__file__).resolve().parents[2]
     command = f"PYTHONPATH={root} {BIN} --demo healthy --interval 0.25 --csv {csv_path}"
-    tmux("send-keys", "-t", session, command, "Enter")
+    tmux(session, "send-keys", "-t", session, command, "Enter")
     wait_for(lambda: "REC" in screen() and _ticks(csv_path) >= 4, START_S, "recording", screen)
     pid = _pid_of(session)
     assert pid is not None
-    tmux("send-keys", "-t", session, "q")
-    subprocess.run(["tmux", "kill-session", "-t", session], check=False, capture_output=True)
+    tmux(session, "send-keys", "-t", session, "q")
+    stop_server(session)
     deadline = time.monotonic() + 30.0  # a hang guard; the watchdog allows ~3 s after the CSV
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -11,6 +11,7 @@ CI runner is slow but not flaky.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -37,19 +38,33 @@ pytestmark = [
 ]
 
 
-def tmux(*args: str) -> str:
-    out = subprocess.run(["tmux", *args], check=True, capture_output=True, text=True)
+_SESSIONS = itertools.count()
+
+
+def tmux(session: str, *args: str) -> str:
+    """Run a tmux command on ``session``'s own server (its socket is named after it)."""
+    out = subprocess.run(["tmux", "-L", session, *args], check=True, capture_output=True, text=True)
     return out.stdout
 
 
 @pytest.fixture
 def session() -> Iterator[str]:
-    name = f"gputop-e2e-{os.getpid()}"
+    """A 120x40 shell in a tmux server of its own.
+
+    One server per test, never the user's default one: with a shared server, one worker's
+    last session ending takes the server down while another worker's ``new-session`` is
+    connecting to it ("server exited unexpectedly").
+    """
+    name = f"gputop-e2e-{os.getpid()}-{next(_SESSIONS)}"
     env = {**os.environ, "TERM": "xterm-256color"}
     env.pop("TMUX", None)
     subprocess.run(
         [
             "tmux",
+            "-L",
+            name,
+            "-f",
+            "/dev/null",
             "new-session",
             "-d",
             "-s",
@@ -66,7 +81,14 @@ def session() -> Iterator[str]:
     try:
         yield name
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], check=False, capture_output=True)
+        stop_server(name)
+
+
+def stop_server(socket: str) -> None:
+    """Stop a test's own tmux server and remove its socket (tmux leaves the file behind)."""
+    subprocess.run(["tmux", "-L", socket, "kill-server"], check=False, capture_output=True)
+    tmpdir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp")
+    (tmpdir / f"tmux-{os.getuid()}" / socket).unlink(missing_ok=True)
 
 
 def wait_for(
@@ -82,14 +104,19 @@ def wait_for(
 
 def test_demo_starved_shows_gpus_and_the_finding_then_quits_cleanly(session: str) -> None:
     def screen() -> str:
-        return tmux("capture-pane", "-p", "-t", session)
+        return tmux(session, "capture-pane", "-p", "-t", session)
 
     def flags() -> list[str]:
         return tmux(
-            "display", "-p", "-t", session, "#{alternate_on} #{mouse_any_flag} #{cursor_flag}"
+            session,
+            "display",
+            "-p",
+            "-t",
+            session,
+            "#{alternate_on} #{mouse_any_flag} #{cursor_flag}",
         ).split()
 
-    tmux("send-keys", "-t", session, f"{BIN} --demo starved; echo EXIT=$?", "Enter")
+    tmux(session, "send-keys", "-t", session, f"{BIN} --demo starved; echo EXIT=$?", "Enter")
     wait_for(
         lambda: "GPU0" in screen() and "GPU7" in screen() and "gpu-starvation" in screen(),
         START_S,
@@ -100,12 +127,12 @@ def test_demo_starved_shows_gpus_and_the_finding_then_quits_cleanly(session: str
     assert "util" in text and "PID 4200 torchrun" in text
     assert flags()[0] == "1"  # the TUI runs on the alternate screen
 
-    tmux("send-keys", "-t", session, "q")
+    tmux(session, "send-keys", "-t", session, "q")
     wait_for(lambda: "EXIT=0" in screen(), STOP_S, "the command to exit with status 0", screen)
     alternate, mouse, cursor = flags()
     assert (alternate, mouse, cursor) == ("0", "0", "1"), "terminal modes were not restored"
 
-    tmux("send-keys", "-t", session, "echo still-$((6 * 7))", "Enter")
+    tmux(session, "send-keys", "-t", session, "echo still-$((6 * 7))", "Enter")
     wait_for(lambda: "still-42" in screen(), STOP_S, "the shell to answer", screen)
 
 
@@ -138,12 +165,12 @@ def test_stopping_quits_like_q_and_leaves_every_sampled_tick_in_the_csv(
     csv_path = tmp_path / f"{how}.csv"
 
     def screen() -> str:
-        return tmux("capture-pane", "-p", "-t", session)
+        return tmux(session, "capture-pane", "-p", "-t", session)
 
     command = f"{BIN} --demo healthy --interval 0.25 --csv {csv_path}; echo EXIT=$?"
-    tmux("send-keys", "-t", session, command, "Enter")
+    tmux(session, "send-keys", "-t", session, command, "Enter")
     wait_for(lambda: "GPU7" in screen() and "REC" in screen(), START_S, "the recording TUI", screen)
-    shell = int(tmux("display", "-p", "-t", session, "#{pane_pid}").strip())
+    shell = int(tmux(session, "display", "-p", "-t", session, "#{pane_pid}").strip())
     wait_for(lambda: _only_child(shell) is not None, START_S, "the gputop-doctor process", screen)
     child = _only_child(shell)
     assert child is not None
@@ -155,9 +182,11 @@ def test_stopping_quits_like_q_and_leaves_every_sampled_tick_in_the_csv(
     if how == "sigterm":
         os.kill(child, signal.SIGTERM)
     else:
-        tmux("send-keys", "-t", session, "C-c")
+        tmux(session, "send-keys", "-t", session, "C-c")
     wait_for(lambda: "EXIT=0" in screen(), STOP_S, f"exit status 0 after {how}", screen)
-    modes = tmux("display", "-p", "-t", session, "#{alternate_on} #{mouse_any_flag}").split()
+    modes = tmux(
+        session, "display", "-p", "-t", session, "#{alternate_on} #{mouse_any_flag}"
+    ).split()
     assert modes == ["0", "0"]
 
     recorded = read_session(str(csv_path))

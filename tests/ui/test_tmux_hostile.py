@@ -52,32 +52,32 @@ def test_escapes_in_a_process_name_and_argv_do_not_reach_the_terminal(
         assert comm.read().startswith(b"\x1b]0;pwned")  # the kernel kept the hostile name
 
     def screen() -> str:
-        return tmux("capture-pane", "-p", "-t", session)
+        return tmux(session, "capture-pane", "-p", "-t", session)
 
     def title() -> str:
-        return tmux("display", "-p", "-t", session, "#{pane_title}").strip()
+        return tmux(session, "display", "-p", "-t", session, "#{pane_title}").strip()
 
-    tmux("select-pane", "-t", session, "-T", "before")
-    # This tree's code even if the tmux server was started elsewhere (it keeps its own env).
+    tmux(session, "select-pane", "-t", session, "-T", "before")
+    # This tree's code, whatever the environment the shell inherited.
     command = f"PYTHONPATH={ROOT} {BIN} --pid {pid} --interval 0.5; echo EXIT=$?"
-    tmux("send-keys", "-t", session, command, "Enter")
+    tmux(session, "send-keys", "-t", session, command, "Enter")
     wait_for(lambda: f"PID {pid}" in screen(), START_S, "the header naming the PID", screen)
     wait_for(lambda: "^[]0;pwned^G" in screen(), START_S, "the name, made visible", screen)
     assert title() != "pwned"
     assert "gputop-doctor" in screen()
 
     # The attach picker lists every process's command line, the hostile argv included.
-    tmux("send-keys", "-t", session, "a")
+    tmux(session, "send-keys", "-t", session, "a")
     wait_for(lambda: "Attach to a job or a process" in screen(), START_S, "the picker", screen)
-    tmux("send-keys", "-t", session, "-l", "hostile")
+    tmux(session, "send-keys", "-t", session, "-l", "hostile")
     wait_for(lambda: "--hostile" in screen(), START_S, "the picker listing the child", screen)
     line = next(row for row in screen().splitlines() if "--hostile" in row)
     assert "^[[2J" in line
     assert title() != "pwned"
-    tmux("send-keys", "-t", session, "Escape")
+    tmux(session, "send-keys", "-t", session, "Escape")
     wait_for(lambda: "--hostile" not in screen(), STOP_S, "the picker to close", screen)
     assert "gputop-doctor" in screen()
 
-    tmux("send-keys", "-t", session, "q")
+    tmux(session, "send-keys", "-t", session, "q")
     wait_for(lambda: "EXIT=0" in screen(), STOP_S, "the command to exit with status 0", screen)
     assert title() != "pwned"
