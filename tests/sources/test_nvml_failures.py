@@ -396,6 +396,29 @@ def test_one_failing_gpu_is_not_nvml_failing(
     assert "GPU 1 answers NVML again" in caplog.messages
 
 
+def test_a_driver_dying_partway_through_a_tick_is_one_event(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The GPUs read after the driver died fail one tick before the others: still one line."""
+    scenario = Scenario.uniform(8, util=70)
+    fake_nvml.write(scenario)
+    source = open_source()
+    source.read_gpus()
+    partway = scenario
+    for index in range(4, 8):
+        partway = partway.with_gpu(index, failure=NVML_ERROR_UNKNOWN)
+    with caplog.at_level(logging.INFO, logger="gputop_doctor.sources"):
+        fake_nvml.write(partway)
+        source.read_gpus()
+        fake_nvml.write(replace(scenario, failure=NVML_ERROR_UNKNOWN))
+        for _ in range(WHOLE_FAILURE_TICKS):
+            source.read_gpus()
+    (line,) = nvml_records(caplog)
+    assert line.startswith("NVML failed mid-session: Unknown Error")
+
+
 def test_flaky_fields_are_not_a_failing_gpu(
     fake_nvml: FakeNvml,  # noqa: F811
     open_source: Callable[[], NvmlGpuSource],

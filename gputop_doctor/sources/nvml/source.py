@@ -106,6 +106,7 @@ class NvmlGpuSource:
         self._failed = False
         self._all_failing_ticks = 0
         self._failing_reported: set[int] = set()
+        self._failing_ticks: dict[int, int] = {}  # GPU index: ticks in a row answering only errors
         self._budget = SlowCallBudget()
         self._xids: XidWatcher | None = None
         nvml, reason = load_pynvml()
@@ -192,7 +193,12 @@ class NvmlGpuSource:
     # -- NVML failing ----------------------------------------------------------------------
 
     def _watch_failing(self) -> None:
-        """After a tick: every readable GPU failing for a while is NVML failing as a whole."""
+        """After a tick: every readable GPU failing for a while is NVML failing as a whole.
+
+        A GPU failing alone is named only after the same patience: a driver that dies partway
+        through a tick fails the GPUs read after that moment first, and one tick later all of
+        them, which is one event (NVML failed), not four lost GPUs and then NVML.
+        """
         readable = [d for d in self._devices if d.readable]
         failing = [d for d in readable if d.failing is not None]
         if readable and len(failing) == len(readable):
@@ -202,16 +208,28 @@ class NvmlGpuSource:
             return
         self._all_failing_ticks = 0
         for device in readable:
-            if device.failing is not None and device.index not in self._failing_reported:
-                self._failing_reported.add(device.index)
-                logger.warning(
-                    "GPU %d answers NVML only with errors (%s); no readings until it answers",
-                    device.index,
-                    device.failing,
-                )
-            elif device.failing is None and device.index in self._failing_reported:
-                self._failing_reported.discard(device.index)
-                logger.info("GPU %d answers NVML again", device.index)
+            self._watch_one_failing(device)
+
+    def _watch_one_failing(self, device: DeviceReader) -> None:
+        """Name a GPU that has answered only errors for WHOLE_FAILURE_TICKS ticks, once."""
+        index = device.index
+        if device.failing is None:
+            self._failing_ticks.pop(index, None)
+            if index in self._failing_reported:
+                self._failing_reported.discard(index)
+                logger.info("GPU %d answers NVML again", index)
+            return
+        self._failing_ticks[index] = self._failing_ticks.get(index, 0) + 1
+        if (
+            self._failing_ticks[index] >= WHOLE_FAILURE_TICKS
+            and index not in self._failing_reported
+        ):
+            self._failing_reported.add(index)
+            logger.warning(
+                "GPU %d answers NVML only with errors (%s); no readings until it answers",
+                index,
+                device.failing,
+            )
 
     def _fail(self, reason: str) -> None:
         """NVML as a whole has gone: say so once, and never call it again in this session."""
