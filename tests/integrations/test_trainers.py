@@ -164,7 +164,10 @@ def test_lightning_logs_to_tensorboard_and_mlflow_and_record_sees_the_probe(
         rows = [row for row in csv.DictReader(line for line in handle if not line.startswith("#"))]
     probed = [row for row in rows if row.get("tree_steps_per_s")]
     assert probed, f"no probe reading in {len(rows)} rows"
-    assert max(float(row["tree_data_wait_pct"]) for row in probed) > 50.0
+    # The probe leaves the wait empty for a window with no timed step (while steps go on):
+    # a row with steps and an empty wait is a reading, not a failure.
+    waits = [float(row["tree_data_wait_pct"]) for row in probed if row["tree_data_wait_pct"]]
+    assert waits and max(waits) > 50.0, f"no data wait in {len(probed)} probed rows"
 
 
 def test_hf_trainer_logs_through_its_report_to_callbacks(trained: Path) -> None:
