@@ -191,3 +191,18 @@ def run_async(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., N
         asyncio.run(test(*args, **kwargs))
 
     return wrapper
+
+
+async def until(pilot: Any, check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    """Let the app run until ``check()`` holds: a pushed screen, a worker's note.
+
+    One ``pilot.pause()`` is enough on a quiet machine; under heavy load a screen push or a
+    message from a worker thread can take several turns of the event loop, so tests poll
+    with a generous deadline instead of asserting after a single pause.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)

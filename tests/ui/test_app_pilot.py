@@ -39,7 +39,15 @@ from gputop_doctor.ui.widgets.header_bar import HeaderBar
 from gputop_doctor.ui.widgets.process_table import ProcessTable
 from tests.helpers import StubGpuSource, StubHostSource
 from tests.sessions import read_session
-from tests.ui.engines import FakeClock, LosingGpu, demo_engine, run_async, screen_text, tick
+from tests.ui.engines import (
+    FakeClock,
+    LosingGpu,
+    demo_engine,
+    run_async,
+    screen_text,
+    tick,
+    until,
+)
 
 SIZE = (120, 40)
 
@@ -248,10 +256,12 @@ async def test_record_to_a_bad_path_says_why_and_keeps_sampling(tmp_path: Path) 
         await feed(app, pilot, engine, clock)
         app.control.start_recording(str(tmp_path))  # a directory
         frame = await feed(app, pilot, engine, clock)
-        await pilot.pause()
+        await until(
+            pilot,
+            lambda: any("cannot record" in n.message for n in app._notifications),
+            "the note that says why it cannot record",
+        )
         assert frame.recording is None and app.recording_path is None
-        notes = [n.message for n in app._notifications]
-        assert any("cannot record" in n for n in notes)
 
 
 @run_async
@@ -280,11 +290,17 @@ async def test_detail_screen_charts_the_gpu_and_goes_back() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await feed(app, pilot, engine, clock, 40)
         await pilot.press("2")
+        await until(pilot, lambda: isinstance(app.screen, GpuDetailScreen), "the detail screen")
         screen = app.screen
         assert isinstance(screen, GpuDetailScreen) and screen.index == 2
-        await feed(app, pilot, engine, clock)  # runs the history request in the "sampler"
-        await pilot.pause()
-        assert len(screen.points) == 41
+        # Each tick runs the queued history request in the "sampler"; until the screen has
+        # asked (a loaded machine mounts it late), a tick brings only its own frame.
+        feeds = 0
+        while len(screen.points) != 40 + feeds and feeds < 20:
+            await feed(app, pilot, engine, clock)
+            feeds += 1
+            await until(pilot, lambda n=feeds: len(screen.points) >= n, "the new tick's point")
+        assert len(screen.points) == 40 + feeds
         assert any(p.thermal for p in screen.points)
         text = screen_text(app)
         assert "utilization %" in text and "SM clock MHz" in text
@@ -345,7 +361,7 @@ async def test_finding_opens_its_evidence_fix_and_docs() -> None:
         index = next(i for i, g in enumerate(findings.groups) if g[0].rule_id == "gpu-starvation")
         findings.highlighted = index
         await pilot.press("enter")
-        assert isinstance(app.screen, FindingScreen)
+        await until(pilot, lambda: isinstance(app.screen, FindingScreen), "the finding's screen")
         await pilot.pause()
         text = screen_text(app)
         assert "Evidence" in text and "Fix" in text

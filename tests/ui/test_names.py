@@ -22,7 +22,7 @@ from gputop_doctor.ui.screens.process_detail import ProcessScreen
 from gputop_doctor.ui.screens.process_picker import ProcessPicker
 from gputop_doctor.ui.widgets.process_table import ProcessTable
 from tests.hostile import HOSTILE_NAMES, HostileGpu, HostileHost, assert_no_raw_controls
-from tests.ui.engines import demo_engine, run_async, screen_text, tick
+from tests.ui.engines import demo_engine, run_async, screen_text, tick, until
 
 pytestmark = pytest.mark.hostile
 
@@ -69,7 +69,7 @@ async def test_process_detail_of_a_process_named_markup_opens_and_shows_it_as_te
         for pid in table.pids[:8]:  # pids cycle through every hostile name
             table.move_cursor(row=table.pids.index(pid))
             await pilot.press("enter")
-            assert isinstance(app.screen, ProcessScreen)
+            await until(pilot, lambda: isinstance(app.screen, ProcessScreen), "the process screen")
             await feed(app, pilot, tick(engine, clock))
             text = _clean_screen(app)
             proc = frame.snapshot.process(pid)
