@@ -167,10 +167,15 @@ def watch_nvml() -> None:
     """Time every pynvml function by name (before the source binds any of them)."""
     import pynvml
 
+    from gputop_doctor.sources.nvml.kept_request import FieldValuesCall
+
     for name in dir(pynvml):
         fn = getattr(pynvml, name)
         if name.startswith("nvml") and callable(fn) and not isinstance(fn, type):
             setattr(pynvml, name, LEDGER.timed("NVML", name, fn))
+    # The field values are asked through the library pynvml loaded, the request kept.
+    kept = LEDGER.timed("NVML", "nvmlDeviceGetFieldValues (request kept)", FieldValuesCall.__call__)
+    FieldValuesCall.__call__ = kept  # type: ignore[method-assign]
 
 
 def watch_engine(engine: Any) -> None:

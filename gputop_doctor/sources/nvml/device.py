@@ -41,6 +41,7 @@ from gputop_doctor.sources.nvml.fields import (
 )
 from gputop_doctor.sources.nvml.gpm import GpmReader
 from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader
+from gputop_doctor.sources.nvml.kept_request import FieldValuesCall
 from gputop_doctor.sources.nvml.nvlink import NvLinkTrafficReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml.processes import GpuProcessReader
@@ -388,16 +389,13 @@ class DeviceReader:
     # -- clock events and throttle counters ------------------------------------------------
 
     def _batch(self, field_ids: Iterable[FieldKey]) -> FieldBatch:
-        """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call."""
+        """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call, its
+        request laid out once (each batch keeps its own, see :mod:`nvml_kept_request`)."""
+        call = FieldValuesCall(self._nvml)
         return FieldBatch(
-            self._field_values,
+            lambda request: self._call("nvmlDeviceGetFieldValues", call, request),
             field_ids,
             lambda: self._caller.skipped(self.index, "nvmlDeviceGetFieldValues"),
-        )
-
-    def _field_values(self, field_ids: list[FieldKey]) -> Any:
-        return self._call(
-            "nvmlDeviceGetFieldValues", self._nvml.nvmlDeviceGetFieldValues, field_ids
         )
 
     def _clock_events(self) -> int | None:
