@@ -2,7 +2,8 @@
 
 Slow facts (identity, MIG mode, temperature thresholds, max SM clock) are read once and cached:
 they cannot change without a driver reload or GPU reset. The enforced power limit is read once
-a slow period (:mod:`nvml_cadence`). Everything else is read every tick, except PCIe throughput
+a slow period and the fan speed every few seconds (:mod:`nvml_cadence`), the graphics process
+list too (:mod:`nvml_processes`). Everything else is read every tick, except PCIe throughput
 where the driver lacks the byte counters (see :mod:`nvml_pcie`). Readings that have an NVML
 field id (power, energy, and the counters of :mod:`nvml_fields`, :mod:`nvml_pcie`,
 :mod:`nvml_health`) come from the one batched ``nvmlDeviceGetFieldValues`` call of the tick;
@@ -23,7 +24,7 @@ from statistics import fmean
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuSample
-from gputop_doctor.sources.nvml.cadence import SLOW_PERIOD_S, Every
+from gputop_doctor.sources.nvml.cadence import FAN_PERIOD_S, SLOW_PERIOD_S, Every
 from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
     GpuFailingError,
@@ -124,6 +125,7 @@ class DeviceReader:
         self._power_limit = Every(
             lambda: self._watts("nvmlDeviceGetEnforcedPowerLimit"), clock, SLOW_PERIOD_S
         )
+        self._fan = Every(lambda: self._number("nvmlDeviceGetFanSpeed"), clock, FAN_PERIOD_S)
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
         self._procs = GpuProcessReader(nvml, caller, index, handle, clock)
         self.health = HealthReader(
@@ -257,7 +259,7 @@ class DeviceReader:
             sm_clock_max_mhz=self._max_clock(CLOCK_SM),
             mem_clock_mhz=self._clock(CLOCK_MEM),
             mem_clock_max_mhz=self._max_clock(CLOCK_MEM),
-            fan_pct=self._number("nvmlDeviceGetFanSpeed"),
+            fan_pct=self._fan.get(),
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
             clock_event_bits=self._clock_events(),

@@ -1,5 +1,12 @@
 """The processes NVML lists on one GPU, with their memory and per-process SM/memory utilization.
 
+The compute list is read every tick: the rules and the views follow the job's processes, and a
+new rank shows on the tick it appears. The graphics list (a desktop, a visualiser) is read
+every :data:`GRAPHICS_PERIOD_S` and kept in between: no rule reads graphics processes (they are
+left out of every per-process judgement), so only the process table and the recording see one
+that starts or ends up to that much later, for one driver call less per GPU per tick. A
+process with a compute context is in the compute list and shows at once, whatever else it has.
+
 Two traps shape this module (docs/nvml-notes.md has the rest of NVML's process API):
 
 * The process-list wrappers default to the ``_v3`` symbol; on drivers older than 510 pynvml's
@@ -19,9 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuProcess
+from gputop_doctor.sources.nvml.cadence import Every
 from gputop_doctor.sources.nvml.call import NvmlCaller, Option
 
 PROC_UTIL_STALE_S = 5.0
+GRAPHICS_PERIOD_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +60,10 @@ class GpuProcessReader:
         self._cursor = 0
         self._util: dict[int, _ProcUtil] = {}
         self._fn_util = nvml.nvmlDeviceGetProcessUtilization
-        self._lists: tuple[tuple[str, tuple[Option, ...]], ...] = (
-            ("compute", self._options(nvml, "Compute")),
-            ("graphics", self._options(nvml, "Graphics")),
+        self._compute = self._options(nvml, "Compute")
+        graphics = self._options(nvml, "Graphics")
+        self._graphics: Every[list[Any]] = Every(
+            lambda: self._caller.first(index, graphics), clock, GRAPHICS_PERIOD_S
         )
 
     def _options(self, nvml: Any, kind: str) -> tuple[Option, ...]:
@@ -65,8 +75,9 @@ class GpuProcessReader:
 
     def read(self) -> tuple[GpuProcess, ...]:
         listed: dict[int, tuple[str, float | None]] = {}
-        for kind, options in self._lists:
-            for entry in self._caller.first(self._index, options) or ():
+        compute = self._caller.first(self._index, self._compute)
+        for kind, entries in (("compute", compute), ("graphics", self._graphics.get())):
+            for entry in entries or ():
                 used = entry.usedGpuMemory
                 listed.setdefault(int(entry.pid), (kind, None if used is None else used / MIB))
         if not listed:
