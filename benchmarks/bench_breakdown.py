@@ -167,7 +167,7 @@ def watch_nvml() -> None:
     """Time every pynvml function by name (before the source binds any of them)."""
     import pynvml
 
-    from gputop_doctor.sources.nvml.kept_request import FieldValuesCall
+    from gputop_doctor.sources.nvml.kept_buffers import FieldValuesCall
 
     for name in dir(pynvml):
         fn = getattr(pynvml, name)

@@ -172,6 +172,6 @@ def test_a_compute_process_shows_on_its_first_tick_a_graphics_one_within_the_per
     on_time = {4001: "compute", 4003: "compute"}
     assert kinds_by_tick[: int(GRAPHICS_PERIOD_S) - 1] == [on_time] * (int(GRAPHICS_PERIOD_S) - 1)
     assert kinds_by_tick[-1] == {**on_time, 4002: "graphics"}
-    # Two reads in 6 ticks: the first tick's (an empty list, one call), then the period's
-    # (pynvml asks for the count, then the list).
-    assert fake_nvml.calls("nvmlDeviceGetGraphicsRunningProcesses_v3") == 1 + 2
+    # Two reads in 6 ticks: the first tick's, then the period's, one driver call each.
+    assert fake_nvml.calls("nvmlDeviceGetGraphicsRunningProcesses_v3") == 2
+    assert fake_nvml.calls("nvmlDeviceGetComputeRunningProcesses_v3") == 1 + int(GRAPHICS_PERIOD_S)

@@ -13,7 +13,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from gputop_doctor.sources.nvml.kept_request import FieldValuesCall
+from gputop_doctor.sources.nvml.kept_buffers import FieldValuesCall
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,

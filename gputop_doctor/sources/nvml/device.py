@@ -37,12 +37,11 @@ from gputop_doctor.sources.nvml.fields import (
     FieldBatch,
     FieldKey,
     Number,
-    sample_value,
     throttle_counters,
 )
 from gputop_doctor.sources.nvml.gpm import GpmReader
 from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader
-from gputop_doctor.sources.nvml.kept_request import FieldValuesCall
+from gputop_doctor.sources.nvml.kept_buffers import FieldValuesCall, SamplesCall
 from gputop_doctor.sources.nvml.nvlink import NvLinkTrafficReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml.processes import GpuProcessReader
@@ -110,6 +109,7 @@ class DeviceReader:
         self._caller = caller
         self._handle = handle
         self._util_cursor = 0
+        self._samples = SamplesCall(nvml)
         self._cache: dict[str, float | None] = {}
         self._fields = self._batch(
             READING_FIELD_IDS + THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS
@@ -306,25 +306,21 @@ class DeviceReader:
         """Utilization samples newer than the cursor, oldest first; () means none are new."""
         got = self._call(
             "nvmlDeviceGetSamples",
-            self._nvml.nvmlDeviceGetSamples,
+            self._samples,
             GPU_UTILIZATION_SAMPLES,
             self._util_cursor,
             not_found=(0, []),
         )
         if not got or not got[1]:
             return ()
-        value_type, raw = got
-        ordered = sorted(
-            (int(s.timeStamp), s.sampleValue) for s in raw if s.timeStamp > self._util_cursor
-        )
+        ordered = sorted((i for i in got[1] if i[0] > self._util_cursor), key=lambda i: i[0])
         if not ordered:
             return ()
         newest = ordered[-1][0]
         if self._util_cursor == 0:  # whole ring on the first call: keep the last ~tick
             ordered = [item for item in ordered if item[0] >= newest - FIRST_READ_WINDOW_US]
         self._util_cursor = newest
-        values = (sample_value(value_type, value) for _, value in ordered)
-        return tuple(v for v in values if v is not None)
+        return tuple(float(value) for _, value in ordered if value is not None)
 
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
@@ -392,7 +388,7 @@ class DeviceReader:
 
     def _batch(self, field_ids: Iterable[FieldKey]) -> FieldBatch:
         """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call, its
-        request laid out once (each batch keeps its own, see :mod:`nvml_kept_request`)."""
+        request laid out once (each batch keeps its own, see :mod:`nvml_kept_buffers`)."""
         call = FieldValuesCall(self._nvml)
         return FieldBatch(
             lambda request: self._call("nvmlDeviceGetFieldValues", call, request),

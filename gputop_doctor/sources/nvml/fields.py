@@ -74,12 +74,6 @@ def raw_value(value_type: int, value: Any) -> Number | None:
     return None if attr is None else getattr(value, attr)
 
 
-def sample_value(value_type: int, value: Any) -> float | None:
-    """Read an ``nvmlValue_t`` union according to its NVML value type, as a float."""
-    number = raw_value(value_type, value)
-    return None if number is None else float(number)
-
-
 class FieldBatch:
     """The field values of one GPU, all read by one tolerant ``get(field_ids)`` call a tick.
 

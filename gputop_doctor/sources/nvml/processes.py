@@ -9,9 +9,9 @@ process with a compute context is in the compute list and shows at once, whateve
 
 Two traps shape this module (docs/nvml-notes.md has the rest of NVML's process API):
 
-* The process-list wrappers default to the ``_v3`` symbol; on drivers older than 510 pynvml's
-  unversioned wrapper raises ``NVMLLibraryMismatchError`` (not an ``NVMLError``), so we fall
-  back to ``_v2`` explicitly.
+* The process lists have a ``_v3`` symbol only from driver 510 on (pynvml's unversioned
+  wrapper raises ``NVMLLibraryMismatchError`` there, not an ``NVMLError``), so the reader asks
+  ``_v3`` and falls back to ``_v2`` explicitly, each by its own symbol.
 * ``nvmlDeviceGetProcessUtilization`` returns one sample per process *that had non-zero
   utilization* since the timestamp we pass, and NOT_FOUND when there is none. Passing 0 every
   time would give a stale average over the driver's whole buffer, so we keep a cursor (the
@@ -28,6 +28,7 @@ from typing import Any
 from gputop_doctor.core.model import MIB, GpuProcess
 from gputop_doctor.sources.nvml.cadence import Every
 from gputop_doctor.sources.nvml.call import NvmlCaller, Option
+from gputop_doctor.sources.nvml.kept_buffers import ListedProcess, ProcessListCall
 
 PROC_UTIL_STALE_S = 5.0
 GRAPHICS_PERIOD_S = 5.0
@@ -62,15 +63,17 @@ class GpuProcessReader:
         self._fn_util = nvml.nvmlDeviceGetProcessUtilization
         self._compute = self._options(nvml, "Compute")
         graphics = self._options(nvml, "Graphics")
-        self._graphics: Every[list[Any]] = Every(
+        self._graphics: Every[list[ListedProcess]] = Every(
             lambda: self._caller.first(index, graphics), clock, GRAPHICS_PERIOD_S
         )
 
     def _options(self, nvml: Any, kind: str) -> tuple[Option, ...]:
+        """The ``_v3`` list, else (a driver before 510) the ``_v2`` one: each in one driver
+        call with a kept buffer (:mod:`nvml_kept_buffers`)."""
         base = f"nvmlDeviceGet{kind}RunningProcesses"
-        return (
-            (f"{base}_v3", getattr(nvml, base), (self._handle,)),
-            (f"{base}_v2", getattr(nvml, f"{base}_v2"), (self._handle,)),
+        return tuple(
+            (symbol, ProcessListCall(nvml, symbol), (self._handle,))
+            for symbol in (f"{base}_v3", f"{base}_v2")
         )
 
     def read(self) -> tuple[GpuProcess, ...]:
@@ -78,8 +81,8 @@ class GpuProcessReader:
         compute = self._caller.first(self._index, self._compute)
         for kind, entries in (("compute", compute), ("graphics", self._graphics.get())):
             for entry in entries or ():
-                used = entry.usedGpuMemory
-                listed.setdefault(int(entry.pid), (kind, None if used is None else used / MIB))
+                used = entry.used_bytes
+                listed.setdefault(entry.pid, (kind, None if used is None else used / MIB))
         if not listed:
             self._util.clear()
             return ()
