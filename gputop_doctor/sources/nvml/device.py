@@ -268,7 +268,7 @@ class DeviceReader:
             tensor_active_pct=tensor_active,
             dram_active_pct=dram_active,
             processes=self._procs.read(),
-            health=self._nvlink.added_to(self.health.read(fields), self.health.links, fields),
+            health=self.health.read(fields, self._nvlink.rates),
         )
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, not_found: Any = None) -> Any:
