@@ -178,6 +178,7 @@ def watch_nvml() -> None:
         (kept_buffers.FieldValuesCall, "nvmlDeviceGetFieldValues (kept buffer)"),
         (kept_buffers.SamplesCall, "nvmlDeviceGetSamples (kept buffer)"),
         (kept_buffers.ProcessListCall, "nvmlDeviceGet*RunningProcesses_v3 (kept buffer)"),
+        (kept_buffers.ProcessUtilizationCall, "nvmlDeviceGetProcessUtilization (kept buffer)"),
     ):
         cls.__call__ = LEDGER.timed("NVML", name, cls.__call__)  # type: ignore[method-assign]
 

@@ -10,12 +10,14 @@ the driver twice, once for the count and once for the list:
   call, over 1 ms a tick on 8 GPUs, for a request that is the same every tick. Here the
   request's bytes are laid out once per field list and each tick copies them into a fresh
   array in one C-level step.
-* ``nvmlDeviceGetSamples`` and the running-process lists: two driver calls each per GPU per
-  tick (count, then list). Here the buffer is kept and sized once, so one call gives the list;
-  only a list that outgrew it (INSUFFICIENT_SIZE) is asked again with a bigger one.
+* ``nvmlDeviceGetSamples``, the running-process lists and the per-process utilization: two
+  driver calls each per GPU per tick (count, then list). Here the buffer is kept and sized
+  once, so one call gives the list; only a list that outgrew it (INSUFFICIENT_SIZE) is asked
+  again with a bigger one.
 
 Each is NVML's own symbol in the library pynvml loaded (``pynvml.nvmlLib``), given the same
-structures (pynvml's ``c_nvmlFieldValue_t``, ``c_nvmlSample_t``, ``c_nvmlProcessInfo_v3_t``).
+structures (pynvml's ``c_nvmlFieldValue_t``, ``c_nvmlSample_t``, ``c_nvmlProcessInfo_v3_t``,
+``c_nvmlProcessUtilizationSample_t``).
 An error code is raised as pynvml raises it (``NVMLError(code)``, which pynvml maps to its
 subclass), and a library without the symbol gives FUNCTION_NOT_FOUND, as pynvml's lookup does,
 so the caller's failure model (:mod:`nvml_call`) and its fallbacks are unchanged.
@@ -43,6 +45,16 @@ class ListedProcess:
 
     pid: int
     used_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessUtilization:
+    """One process's SM and memory utilization sample (percent) at the driver's ``timestamp``."""
+
+    pid: int
+    timestamp: int
+    sm_pct: float
+    mem_pct: float
 
 
 class _Symbol:
@@ -158,3 +170,30 @@ class ProcessListCall:
     def _listed(self, entry: Any) -> ListedProcess:
         used = int(entry.usedGpuMemory)
         return ListedProcess(int(entry.pid), None if used == self._not_available else used)
+
+
+class ProcessUtilizationCall:
+    """``call(handle, last_seen)``: the per-process utilization samples newer than
+    ``last_seen`` (``nvmlDeviceGetProcessUtilization``) in one driver call; NOT_FOUND (no
+    process had a sample since) is raised as pynvml raises it."""
+
+    def __init__(self, nvml: Any) -> None:
+        self._nvml = nvml
+        self._symbol = _Symbol(nvml, "nvmlDeviceGetProcessUtilization")
+        self._buffer = (nvml.c_nvmlProcessUtilizationSample_t * FIRST_PROCESSES)()
+
+    def __call__(self, handle: Any, last_seen: int) -> list[ProcessUtilization]:
+        count = ctypes.c_uint(len(self._buffer))
+        since = ctypes.c_ulonglong(last_seen)
+        code = self._symbol(handle, self._buffer, ctypes.byref(count), since)
+        if code == NVML_ERROR_INSUFFICIENT_SIZE:  # more processes than ever: a bigger buffer
+            self._buffer = (self._nvml.c_nvmlProcessUtilizationSample_t * (2 * count.value + 5))()
+            count.value = len(self._buffer)
+            code = self._symbol(handle, self._buffer, ctypes.byref(count), since)
+        self._symbol.check(code)
+        return [
+            ProcessUtilization(
+                int(sample.pid), int(sample.timeStamp), float(sample.smUtil), float(sample.memUtil)
+            )
+            for sample in self._buffer[: count.value]
+        ]

@@ -28,7 +28,12 @@ from typing import Any
 from gputop_doctor.core.model import MIB, GpuProcess
 from gputop_doctor.sources.nvml.cadence import Every
 from gputop_doctor.sources.nvml.call import NvmlCaller, Option
-from gputop_doctor.sources.nvml.kept_buffers import ListedProcess, ProcessListCall
+from gputop_doctor.sources.nvml.kept_buffers import (
+    ListedProcess,
+    ProcessListCall,
+    ProcessUtilization,
+    ProcessUtilizationCall,
+)
 
 PROC_UTIL_STALE_S = 5.0
 GRAPHICS_PERIOD_S = 5.0
@@ -60,7 +65,7 @@ class GpuProcessReader:
         self._stale_s = stale_s
         self._cursor = 0
         self._util: dict[int, _ProcUtil] = {}
-        self._fn_util = nvml.nvmlDeviceGetProcessUtilization
+        self._fn_util = ProcessUtilizationCall(nvml)
         self._compute = self._options(nvml, "Compute")
         graphics = self._options(nvml, "Graphics")
         self._graphics: Every[list[ListedProcess]] = Every(
@@ -114,20 +119,19 @@ class GpuProcessReader:
 
     def _update_util(self) -> bool:
         """Fold new samples into the per-PID state; False when utilization can't be read."""
-        samples: list[Any] | None = self._caller.call(
+        none_new: list[ProcessUtilization] = []  # NOT_FOUND: no process had a sample since
+        samples = self._caller.call(
             self._index,
             "nvmlDeviceGetProcessUtilization",
             self._fn_util,
             self._handle,
             self._cursor,
-            not_found=[],
+            not_found=none_new,
         )
         if samples is None:
             return False
         now = self._clock()
-        for sample in sorted(samples, key=lambda s: int(s.timeStamp)):
-            self._util[int(sample.pid)] = _ProcUtil(
-                float(sample.smUtil), float(sample.memUtil), now
-            )
-            self._cursor = max(self._cursor, int(sample.timeStamp))
+        for sample in sorted(samples, key=lambda s: s.timestamp):
+            self._util[sample.pid] = _ProcUtil(sample.sm_pct, sample.mem_pct, now)
+            self._cursor = max(self._cursor, sample.timestamp)
         return True
