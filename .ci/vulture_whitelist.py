@@ -77,3 +77,7 @@ _.teardown  # integrations/lightning.py: Lightning's Callback.teardown
 _.outputs  # integrations/lightning.py: on_train_batch_end's arguments (positional)
 _.batch_idx  # integrations/lightning.py: on_train_batch_start/_end's arguments (positional)
 _.add_doctor  # integrations/hf.py: the public way to add the callback (docs/integrations.md)
+
+# -- ctypes structure fields set for the C library to read
+_.fieldId  # sources/nvml/kept_buffers.py: nvmlFieldValue_t's request, read by NVML
+_.scopeId  # sources/nvml/kept_buffers.py: the link of a scoped field

@@ -167,10 +167,20 @@ def watch_nvml() -> None:
     """Time every pynvml function by name (before the source binds any of them)."""
     import pynvml
 
+    from gputop_doctor.sources.nvml import kept_buffers
+
     for name in dir(pynvml):
         fn = getattr(pynvml, name)
         if name.startswith("nvml") and callable(fn) and not isinstance(fn, type):
             setattr(pynvml, name, LEDGER.timed("NVML", name, fn))
+    # These are asked through the library pynvml loaded, their buffers kept between ticks.
+    for cls, name in (
+        (kept_buffers.FieldValuesCall, "nvmlDeviceGetFieldValues (kept buffer)"),
+        (kept_buffers.SamplesCall, "nvmlDeviceGetSamples (kept buffer)"),
+        (kept_buffers.ProcessListCall, "nvmlDeviceGet*RunningProcesses_v3 (kept buffer)"),
+        (kept_buffers.ProcessUtilizationCall, "nvmlDeviceGetProcessUtilization (kept buffer)"),
+    ):
+        cls.__call__ = LEDGER.timed("NVML", name, cls.__call__)  # type: ignore[method-assign]
 
 
 def watch_engine(engine: Any) -> None:

@@ -1,4 +1,5 @@
-"""Readings with a field id come from the tick's one batched call; slow facts once a period.
+"""Readings with a field id come from the tick's one batched call; slow facts once a period;
+the fan speed and the graphics process list every few seconds.
 
 Through the real pynvml bindings and the fake libnvidia-ml: the fake answers each field with
 its own nvmlReturn (``field.ID`` in a scenario's unsupported/errors lines), so a field one GPU
@@ -11,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from gputop_doctor.sources.nvml.cadence import SLOW_PERIOD_S
+from gputop_doctor.sources.nvml.cadence import FAN_PERIOD_S, SLOW_PERIOD_S
+from gputop_doctor.sources.nvml.processes import GRAPHICS_PERIOD_S
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
@@ -20,7 +22,7 @@ from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     fake_nvml_build,
     fake_nvml_lib,
 )
-from tests.fake_nvml.scenario import FakeGpu, Scenario
+from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario
 
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_UNKNOWN = 999
@@ -124,3 +126,52 @@ def test_link_states_fall_back_to_their_call_without_the_field(
     # Discovery asks links 0..3 on both GPUs; only GPU 1 then asks each link's state.
     assert fake_nvml.calls("nvmlDeviceGetNvLinkState", gpu=0) == 4
     assert fake_nvml.calls("nvmlDeviceGetNvLinkState", gpu=1) == 4 + 3
+
+
+def test_fan_speed_is_at_most_one_fan_period_old(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: ManualClock,
+) -> None:
+    scenario = Scenario(gpus=(FakeGpu(fan_pct=45),))
+    fake_nvml.write(scenario)
+    source = open_source()
+    (gpu,) = source.read_gpus()
+    assert gpu.fan_pct == 45.0
+    fake_nvml.write(scenario.with_gpu(0, fan_pct=80))  # the fan spins up
+    seen = []
+    for _ in range(int(FAN_PERIOD_S)):
+        clock.advance(1.0)
+        (gpu,) = source.read_gpus()
+        seen.append(gpu.fan_pct)
+    assert seen == [45.0] * (int(FAN_PERIOD_S) - 1) + [80.0]
+    assert fake_nvml.calls("nvmlDeviceGetFanSpeed") == 2
+
+
+def test_a_compute_process_shows_on_its_first_tick_a_graphics_one_within_the_period(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: ManualClock,
+) -> None:
+    scenario = Scenario(gpus=(FakeGpu(),))
+    fake_nvml.write(scenario)
+    source = open_source()
+    (gpu,) = source.read_gpus()
+    assert gpu.processes == ()
+    rank, desktop, viewer = (
+        FakeProcess(4001, kind="compute"),
+        FakeProcess(4002, kind="graphics"),
+        FakeProcess(4003, kind="both"),  # a graphics context too: it is a compute process
+    )
+    fake_nvml.write(scenario.with_gpu(0, processes=(rank, desktop, viewer)))
+    kinds_by_tick = []
+    for _ in range(int(GRAPHICS_PERIOD_S)):
+        clock.advance(1.0)
+        (gpu,) = source.read_gpus()
+        kinds_by_tick.append({proc.pid: proc.kind for proc in gpu.processes})
+    on_time = {4001: "compute", 4003: "compute"}
+    assert kinds_by_tick[: int(GRAPHICS_PERIOD_S) - 1] == [on_time] * (int(GRAPHICS_PERIOD_S) - 1)
+    assert kinds_by_tick[-1] == {**on_time, 4002: "graphics"}
+    # Two reads in 6 ticks: the first tick's, then the period's, one driver call each.
+    assert fake_nvml.calls("nvmlDeviceGetGraphicsRunningProcesses_v3") == 2
+    assert fake_nvml.calls("nvmlDeviceGetComputeRunningProcesses_v3") == 1 + int(GRAPHICS_PERIOD_S)

@@ -220,9 +220,9 @@ def test_gpu_lost_on_any_field(
     fake_nvml.write(Scenario.uniform(2))
     source = open_source()
     source.read_gpus()
-    fake_nvml.write(
-        Scenario.uniform(2).with_gpu(1, errors=(("nvmlDeviceGetFanSpeed", NVML_ERROR_GPU_IS_LOST),))
-    )
+    # A call of every tick (the fan speed, read every 5 s, is not asked on this one).
+    lost = (("nvmlDeviceGetCurrentClocksEventReasons", NVML_ERROR_GPU_IS_LOST),)
+    fake_nvml.write(Scenario.uniform(2).with_gpu(1, errors=lost))
     assert [g.lost for g in source.read_gpus()] == [False, True]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from gputop_doctor.sources.nvml.kept_buffers import FieldValuesCall
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
@@ -33,13 +34,13 @@ NVLINK_FIELDS = {
 def asked(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[Any]]]:
     """Every field-id list passed to nvmlDeviceGetFieldValues (the real call still runs)."""
     calls: list[list[Any]] = []
-    real = pynvml.nvmlDeviceGetFieldValues
+    real = FieldValuesCall.__call__
 
-    def spy(handle: Any, field_ids: list[Any]) -> Any:
+    def spy(self: FieldValuesCall, handle: Any, field_ids: list[Any]) -> Any:
         calls.append(list(field_ids))
-        return real(handle, field_ids)
+        return real(self, handle, field_ids)
 
-    monkeypatch.setattr(pynvml, "nvmlDeviceGetFieldValues", spy)
+    monkeypatch.setattr(FieldValuesCall, "__call__", spy)
     yield calls
 
 

@@ -388,7 +388,7 @@ def test_process_list_falls_back_to_v2(
     for _ in range(2):
         (gpu,) = source.read_gpus()
         assert [(p.pid, p.used_mem_mib) for p in gpu.processes] == [(PID, 300.0)]
-    assert fake.calls("nvmlDeviceGetComputeRunningProcesses_v2") == 4  # probe + fill, twice
+    assert fake.calls("nvmlDeviceGetComputeRunningProcesses_v2") == 2  # one call a tick
 
 
 def test_no_process_list_at_all_is_empty(

@@ -11,7 +11,11 @@ every reading under one of them):
 * once: static facts (name, UUID, PCI bus id, maximum clocks, temperature thresholds, maximum
   PCIe generation and width, NVLink versions, the topology, the driver and NVML versions);
 * every :data:`SLOW_PERIOD_S`: facts that an administrator or the driver changes rarely
-  (the enforced power limit), read by :class:`Every`.
+  (the enforced power limit), read by :class:`Every`;
+* every :data:`FAN_PERIOD_S`: the fan speed. A fan controller ramps over seconds, no rule
+  judges it (the thermal-throttle finding quotes it as evidence beside the temperature and
+  the reason bits, which are read every tick), and the TUI does not show it; the recording and
+  the exporter carry a value at most that old.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 SLOW_PERIOD_S = 30.0
+FAN_PERIOD_S = 5.0
 
 
 class Every(Generic[T]):

@@ -2,7 +2,8 @@
 
 Slow facts (identity, MIG mode, temperature thresholds, max SM clock) are read once and cached:
 they cannot change without a driver reload or GPU reset. The enforced power limit is read once
-a slow period (:mod:`nvml_cadence`). Everything else is read every tick, except PCIe throughput
+a slow period and the fan speed every few seconds (:mod:`nvml_cadence`), the graphics process
+list too (:mod:`nvml_processes`). Everything else is read every tick, except PCIe throughput
 where the driver lacks the byte counters (see :mod:`nvml_pcie`). Readings that have an NVML
 field id (power, energy, and the counters of :mod:`nvml_fields`, :mod:`nvml_pcie`,
 :mod:`nvml_health`) come from the one batched ``nvmlDeviceGetFieldValues`` call of the tick;
@@ -23,7 +24,7 @@ from statistics import fmean
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuSample
-from gputop_doctor.sources.nvml.cadence import SLOW_PERIOD_S, Every
+from gputop_doctor.sources.nvml.cadence import FAN_PERIOD_S, SLOW_PERIOD_S, Every
 from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
     GpuFailingError,
@@ -36,11 +37,11 @@ from gputop_doctor.sources.nvml.fields import (
     FieldBatch,
     FieldKey,
     Number,
-    sample_value,
     throttle_counters,
 )
 from gputop_doctor.sources.nvml.gpm import GpmReader
 from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader
+from gputop_doctor.sources.nvml.kept_buffers import FieldValuesCall, SamplesCall
 from gputop_doctor.sources.nvml.nvlink import NvLinkTrafficReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml.processes import GpuProcessReader
@@ -108,6 +109,7 @@ class DeviceReader:
         self._caller = caller
         self._handle = handle
         self._util_cursor = 0
+        self._samples = SamplesCall(nvml)
         self._cache: dict[str, float | None] = {}
         self._fields = self._batch(
             READING_FIELD_IDS + THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS
@@ -123,6 +125,7 @@ class DeviceReader:
         self._power_limit = Every(
             lambda: self._watts("nvmlDeviceGetEnforcedPowerLimit"), clock, SLOW_PERIOD_S
         )
+        self._fan = Every(lambda: self._number("nvmlDeviceGetFanSpeed"), clock, FAN_PERIOD_S)
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
         self._procs = GpuProcessReader(nvml, caller, index, handle, clock)
         self.health = HealthReader(
@@ -256,7 +259,7 @@ class DeviceReader:
             sm_clock_max_mhz=self._max_clock(CLOCK_SM),
             mem_clock_mhz=self._clock(CLOCK_MEM),
             mem_clock_max_mhz=self._max_clock(CLOCK_MEM),
-            fan_pct=self._number("nvmlDeviceGetFanSpeed"),
+            fan_pct=self._fan.get(),
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
             clock_event_bits=self._clock_events(),
@@ -265,7 +268,7 @@ class DeviceReader:
             tensor_active_pct=tensor_active,
             dram_active_pct=dram_active,
             processes=self._procs.read(),
-            health=self._nvlink.added_to(self.health.read(fields), self.health.links, fields),
+            health=self.health.read(fields, self._nvlink.rates),
         )
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, not_found: Any = None) -> Any:
@@ -303,25 +306,21 @@ class DeviceReader:
         """Utilization samples newer than the cursor, oldest first; () means none are new."""
         got = self._call(
             "nvmlDeviceGetSamples",
-            self._nvml.nvmlDeviceGetSamples,
+            self._samples,
             GPU_UTILIZATION_SAMPLES,
             self._util_cursor,
             not_found=(0, []),
         )
         if not got or not got[1]:
             return ()
-        value_type, raw = got
-        ordered = sorted(
-            (int(s.timeStamp), s.sampleValue) for s in raw if s.timeStamp > self._util_cursor
-        )
+        ordered = sorted((i for i in got[1] if i[0] > self._util_cursor), key=lambda i: i[0])
         if not ordered:
             return ()
         newest = ordered[-1][0]
         if self._util_cursor == 0:  # whole ring on the first call: keep the last ~tick
             ordered = [item for item in ordered if item[0] >= newest - FIRST_READ_WINDOW_US]
         self._util_cursor = newest
-        values = (sample_value(value_type, value) for _, value in ordered)
-        return tuple(v for v in values if v is not None)
+        return tuple(float(value) for _, value in ordered if value is not None)
 
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
@@ -388,16 +387,13 @@ class DeviceReader:
     # -- clock events and throttle counters ------------------------------------------------
 
     def _batch(self, field_ids: Iterable[FieldKey]) -> FieldBatch:
-        """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call."""
+        """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call, its
+        request laid out once (each batch keeps its own, see :mod:`nvml_kept_buffers`)."""
+        call = FieldValuesCall(self._nvml)
         return FieldBatch(
-            self._field_values,
+            lambda request: self._call("nvmlDeviceGetFieldValues", call, request),
             field_ids,
             lambda: self._caller.skipped(self.index, "nvmlDeviceGetFieldValues"),
-        )
-
-    def _field_values(self, field_ids: list[FieldKey]) -> Any:
-        return self._call(
-            "nvmlDeviceGetFieldValues", self._nvml.nvmlDeviceGetFieldValues, field_ids
         )
 
     def _clock_events(self) -> int | None:

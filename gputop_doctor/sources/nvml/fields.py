@@ -13,7 +13,7 @@ episode was (the instantaneous reason bitmask only says what happens at the inst
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gputop_doctor.core.model import ThrottleCounters
@@ -51,29 +51,27 @@ FieldKey = int | tuple[int, int]
 # nvmlFieldValue_t as laid out by the C ABI (LP64, 40 bytes): fieldId, scopeId, timestamp,
 # latencyUsec, valueType, nvmlReturn, then the 8-byte value union. Reading the array's bytes
 # in one go costs a fraction of pynvml's per-attribute struct access (a custom
-# ``__getattribute__`` per field read), which matters once the batch holds two dozen fields.
-_RECORD = struct.Struct("=IIqqII8s")
+# ``__getattribute__`` per field read), which matters once the batch holds dozens of fields:
+# one unpack gives every entry's value type, return code and union (as an unsigned 64-bit
+# integer, which is the value itself for the 64-bit unsigned types, most of the counters).
+RECORD_SIZE = 40
+_UNION_OFFSET = 32
+_TAIL = "24xIIQ"  # per entry: valueType, nvmlReturn, the union's 8 bytes
+_U64_TYPES = frozenset({2, 3})  # unsigned long (LP64) and unsigned long long
 _UNION_FORMATS: dict[int, struct.Struct] = {
     0: struct.Struct("=d"),
     1: struct.Struct("=I"),
-    2: struct.Struct("=Q"),
-    3: struct.Struct("=Q"),
     4: struct.Struct("=q"),
     5: struct.Struct("=i"),
     6: struct.Struct("=H"),
 }
+_tails: dict[int, struct.Struct] = {}
 
 
 def raw_value(value_type: int, value: Any) -> Number | None:
     """An ``nvmlValue_t`` union read according to its NVML value type, ints kept exact."""
     attr = _VALUE_ATTRS.get(int(value_type))
     return None if attr is None else getattr(value, attr)
-
-
-def sample_value(value_type: int, value: Any) -> float | None:
-    """Read an ``nvmlValue_t`` union according to its NVML value type, as a float."""
-    number = raw_value(value_type, value)
-    return None if number is None else float(number)
 
 
 class FieldBatch:
@@ -85,14 +83,14 @@ class FieldBatch:
 
     def __init__(
         self,
-        get: Callable[[list[FieldKey]], Any],
+        get: Callable[[list[tuple[int, int]]], Any],
         field_ids: Iterable[FieldKey],
         call_skipped: Callable[[], bool],
     ) -> None:
         self._get = get
         self._call_skipped = call_skipped
         self._ids: tuple[FieldKey, ...] = ()
-        self._request: list[FieldKey] = []
+        self._request: list[tuple[int, int]] = []
         self._dropped: set[FieldKey] = set()
         self._ask(dict.fromkeys(field_ids))
 
@@ -115,9 +113,12 @@ class FieldBatch:
         values = self._get(self._request)
         if values is None:
             return None
+        returns, numbers = _answers(values)
+        if not any(returns) and None not in numbers:  # the usual tick: every field answered
+            return dict(zip(self._ids, numbers, strict=True))  # type: ignore[arg-type]
         out: dict[FieldKey, Number] = {}
         keep = []
-        for field_id, (ret, number) in zip(self._ids, _answers(values), strict=True):
+        for field_id, ret, number in zip(self._ids, returns, numbers, strict=True):
             if ret == 0 and number is not None:
                 out[field_id] = number
             if ret in FIELD_PERMANENT_ERRORS:
@@ -133,19 +134,41 @@ class FieldBatch:
         return field_id in self._dropped or self._call_skipped()
 
 
-def _answers(values: Any) -> Iterator[tuple[int, Number | None]]:
-    """(nvmlReturn, value) of each entry of an ``nvmlFieldValue_t`` array, in order."""
+def _answers(values: Any) -> tuple[Sequence[int], list[Number | None]]:
+    """The nvmlReturn and the value of each entry of an ``nvmlFieldValue_t`` array, in order."""
     try:
         raw = bytes(values)
     except TypeError:  # not a ctypes array (a stand-in in a test): read the attributes
         raw = b""
-    if len(raw) != _RECORD.size * len(values):
-        for value in values:
-            yield value.nvmlReturn, raw_value(value.valueType, value.value)
-        return
-    for _, _, _, _, value_type, ret, union in _RECORD.iter_unpack(raw):
-        fmt = _UNION_FORMATS.get(value_type)
-        yield ret, None if fmt is None else fmt.unpack_from(union)[0]
+    if len(raw) != RECORD_SIZE * len(values):
+        return (
+            [value.nvmlReturn for value in values],
+            [raw_value(value.valueType, value.value) for value in values],
+        )
+    flat = _tail(len(values)).unpack(raw)
+    types, returns, numbers = flat[0::3], flat[1::3], list(flat[2::3])
+    if not _U64_TYPES.issuperset(types):
+        for index, value_type in enumerate(types):
+            if value_type not in _U64_TYPES:
+                numbers[index] = _union(raw, index, value_type)
+    return returns, numbers
+
+
+def _tail(count: int) -> struct.Struct:
+    """The unpacking of ``count`` entries' type, return code and union, made once per size."""
+    tail = _tails.get(count)
+    if tail is None:
+        tail = _tails[count] = struct.Struct("=" + _TAIL * count)
+    return tail
+
+
+def _union(raw: bytes, index: int, value_type: int) -> Number | None:
+    """Entry ``index``'s union read as its (not 64-bit unsigned) value type."""
+    fmt = _UNION_FORMATS.get(value_type)
+    if fmt is None:
+        return None
+    number: Number = fmt.unpack_from(raw, RECORD_SIZE * index + _UNION_OFFSET)[0]
+    return number
 
 
 def throttle_counters(values: Mapping[FieldKey, Number] | None) -> ThrottleCounters | None:

@@ -55,6 +55,10 @@ RETIRED_SBE, RETIRED_DBE = 0, 1
 NVLINK_COUNTERS = (2, 3, 0, 1)
 
 Counters = tuple[int | None, ...]
+# (links, this tick's field values) -> (rx, tx) MiB/s over the links
+Traffic = Callable[
+    [Sequence[int], Mapping[FieldKey, Number] | None], tuple[float | None, float | None]
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +110,11 @@ class HealthReader:
         """The GPU's NVLinks, once found (empty before the first read and without NVLink)."""
         return self._links or ()
 
-    def read(self, fields: Mapping[FieldKey, Number] | None) -> GpuHealth:
+    def read(
+        self, fields: Mapping[FieldKey, Number] | None, traffic: Traffic | None = None
+    ) -> GpuHealth:
+        """This tick's health; ``traffic`` gives the NVLink rates once the links are known
+        (called after this tick's pass has found them, so the sample is built once)."""
         now = self._clock()
         if self._due is None or now >= self._due:
             stagger = 0.0 if self._due is not None else self._index % STAGGER_SLOTS
@@ -122,6 +130,7 @@ class HealthReader:
         retired = _group(values, RETIRED_FIELDS) or slow.retired or (None,) * 3
         remap = _group(values, REMAP_FIELDS) or slow.remapped or (None,) * 4
         links = _group(values, NVLINK_FIELDS) or slow.nvlink_errors or (None,) * 4
+        rx, tx = (None, None) if traffic is None else traffic(self.links, fields)
         return GpuHealth(
             ecc_volatile_corrected=ecc[0],
             ecc_volatile_uncorrected=ecc[1],
@@ -142,6 +151,8 @@ class HealthReader:
             nvlink_crc_errors=_sum(links[0], links[1]),
             nvlink_replay_errors=links[2],
             nvlink_recovery_errors=links[3],
+            nvlink_rx_mib_s=rx,
+            nvlink_tx_mib_s=tx,
             topology=self.topology,
         )
 

@@ -16,9 +16,7 @@ so a sum over fewer links never looks like a drop in traffic.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 
-from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number
 from gputop_doctor.sources.nvml.pcie import CounterRate
 
@@ -43,15 +41,13 @@ class NvLinkTrafficReader:
         self._links = tuple(links)
         self._fields.add((field_id, link) for field_id in self._rates for link in self._links)
 
-    def added_to(
-        self, health: GpuHealth, links: Sequence[int], values: Mapping[FieldKey, Number] | None
-    ) -> GpuHealth:
-        """``health`` with this tick's throughput; ``links`` as the health reader found them."""
+    def rates(
+        self, links: Sequence[int], values: Mapping[FieldKey, Number] | None
+    ) -> tuple[float | None, float | None]:
+        """(rx, tx) MiB/s this tick; ``links`` as the health reader found them (the counters
+        join the batch from the next tick on, once they are known)."""
         self.watch(links)
-        rx, tx = self.read(values)
-        if rx is None and tx is None:
-            return health
-        return replace(health, nvlink_rx_mib_s=rx, nvlink_tx_mib_s=tx)
+        return self.read(values)
 
     def read(self, values: Mapping[FieldKey, Number] | None) -> tuple[float | None, float | None]:
         """(rx, tx) MiB/s summed over the links, given this tick's field values."""

@@ -1,10 +1,17 @@
 """The processes NVML lists on one GPU, with their memory and per-process SM/memory utilization.
 
+The compute list is read every tick: the rules and the views follow the job's processes, and a
+new rank shows on the tick it appears. The graphics list (a desktop, a visualiser) is read
+every :data:`GRAPHICS_PERIOD_S` and kept in between: no rule reads graphics processes (they are
+left out of every per-process judgement), so only the process table and the recording see one
+that starts or ends up to that much later, for one driver call less per GPU per tick. A
+process with a compute context is in the compute list and shows at once, whatever else it has.
+
 Two traps shape this module (docs/nvml-notes.md has the rest of NVML's process API):
 
-* The process-list wrappers default to the ``_v3`` symbol; on drivers older than 510 pynvml's
-  unversioned wrapper raises ``NVMLLibraryMismatchError`` (not an ``NVMLError``), so we fall
-  back to ``_v2`` explicitly.
+* The process lists have a ``_v3`` symbol only from driver 510 on (pynvml's unversioned
+  wrapper raises ``NVMLLibraryMismatchError`` there, not an ``NVMLError``), so the reader asks
+  ``_v3`` and falls back to ``_v2`` explicitly, each by its own symbol.
 * ``nvmlDeviceGetProcessUtilization`` returns one sample per process *that had non-zero
   utilization* since the timestamp we pass, and NOT_FOUND when there is none. Passing 0 every
   time would give a stale average over the driver's whole buffer, so we keep a cursor (the
@@ -19,9 +26,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuProcess
+from gputop_doctor.sources.nvml.cadence import Every
 from gputop_doctor.sources.nvml.call import NvmlCaller, Option
+from gputop_doctor.sources.nvml.kept_buffers import (
+    ListedProcess,
+    ProcessListCall,
+    ProcessUtilization,
+    ProcessUtilizationCall,
+)
 
 PROC_UTIL_STALE_S = 5.0
+GRAPHICS_PERIOD_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,25 +65,29 @@ class GpuProcessReader:
         self._stale_s = stale_s
         self._cursor = 0
         self._util: dict[int, _ProcUtil] = {}
-        self._fn_util = nvml.nvmlDeviceGetProcessUtilization
-        self._lists: tuple[tuple[str, tuple[Option, ...]], ...] = (
-            ("compute", self._options(nvml, "Compute")),
-            ("graphics", self._options(nvml, "Graphics")),
+        self._fn_util = ProcessUtilizationCall(nvml)
+        self._compute = self._options(nvml, "Compute")
+        graphics = self._options(nvml, "Graphics")
+        self._graphics: Every[list[ListedProcess]] = Every(
+            lambda: self._caller.first(index, graphics), clock, GRAPHICS_PERIOD_S
         )
 
     def _options(self, nvml: Any, kind: str) -> tuple[Option, ...]:
+        """The ``_v3`` list, else (a driver before 510) the ``_v2`` one: each in one driver
+        call with a kept buffer (:mod:`nvml_kept_buffers`)."""
         base = f"nvmlDeviceGet{kind}RunningProcesses"
-        return (
-            (f"{base}_v3", getattr(nvml, base), (self._handle,)),
-            (f"{base}_v2", getattr(nvml, f"{base}_v2"), (self._handle,)),
+        return tuple(
+            (symbol, ProcessListCall(nvml, symbol), (self._handle,))
+            for symbol in (f"{base}_v3", f"{base}_v2")
         )
 
     def read(self) -> tuple[GpuProcess, ...]:
         listed: dict[int, tuple[str, float | None]] = {}
-        for kind, options in self._lists:
-            for entry in self._caller.first(self._index, options) or ():
-                used = entry.usedGpuMemory
-                listed.setdefault(int(entry.pid), (kind, None if used is None else used / MIB))
+        compute = self._caller.first(self._index, self._compute)
+        for kind, entries in (("compute", compute), ("graphics", self._graphics.get())):
+            for entry in entries or ():
+                used = entry.used_bytes
+                listed.setdefault(entry.pid, (kind, None if used is None else used / MIB))
         if not listed:
             self._util.clear()
             return ()
@@ -100,20 +119,19 @@ class GpuProcessReader:
 
     def _update_util(self) -> bool:
         """Fold new samples into the per-PID state; False when utilization can't be read."""
-        samples: list[Any] | None = self._caller.call(
+        none_new: list[ProcessUtilization] = []  # NOT_FOUND: no process had a sample since
+        samples = self._caller.call(
             self._index,
             "nvmlDeviceGetProcessUtilization",
             self._fn_util,
             self._handle,
             self._cursor,
-            not_found=[],
+            not_found=none_new,
         )
         if samples is None:
             return False
         now = self._clock()
-        for sample in sorted(samples, key=lambda s: int(s.timeStamp)):
-            self._util[int(sample.pid)] = _ProcUtil(
-                float(sample.smUtil), float(sample.memUtil), now
-            )
-            self._cursor = max(self._cursor, int(sample.timeStamp))
+        for sample in sorted(samples, key=lambda s: s.timestamp):
+            self._util[sample.pid] = _ProcUtil(sample.sm_pct, sample.mem_pct, now)
+            self._cursor = max(self._cursor, sample.timestamp)
         return True

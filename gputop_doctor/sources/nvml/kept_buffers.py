@@ -1,0 +1,199 @@
+"""The tick's hottest NVML calls with their ctypes buffers kept from tick to tick.
+
+pynvml builds every call's buffers anew in Python, and for calls that return a list it asks
+the driver twice, once for the count and once for the list:
+
+* ``nvmlDeviceGetFieldValues``: the wrapper builds the ``nvmlFieldValue_t`` array and fills in
+  each entry's ``fieldId`` and ``scopeId`` through a Python-level ``__setattr__``, about 2 µs
+  an entry. A GPU's batch (power, energy, throttle, PCIe and health counters, and the NVLink
+  throughput counters of 18 links: 61 entries) cost 135 µs of Python around a 10 µs library
+  call, over 1 ms a tick on 8 GPUs, for a request that is the same every tick. Here the
+  request's bytes are laid out once per field list and each tick copies them into a fresh
+  array in one C-level step.
+* ``nvmlDeviceGetSamples``, the running-process lists and the per-process utilization: two
+  driver calls each per GPU per tick (count, then list). Here the buffer is kept and sized
+  once, so one call gives the list; only a list that outgrew it (INSUFFICIENT_SIZE) is asked
+  again with a bigger one.
+
+Each is NVML's own symbol in the library pynvml loaded (``pynvml.nvmlLib``), given the same
+structures (pynvml's ``c_nvmlFieldValue_t``, ``c_nvmlSample_t``, ``c_nvmlProcessInfo_v3_t``,
+``c_nvmlProcessUtilizationSample_t``).
+An error code is raised as pynvml raises it (``NVMLError(code)``, which pynvml maps to its
+subclass), and a library without the symbol gives FUNCTION_NOT_FOUND, as pynvml's lookup does,
+so the caller's failure model (:mod:`nvml_call`) and its fallbacks are unchanged.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gputop_doctor.sources.nvml.fields import Number, raw_value
+
+NVML_SUCCESS = 0
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+FIRST_SAMPLES = 128  # the buffer before the driver said how many samples its ring holds
+FIRST_PROCESSES = 16  # grown when a GPU lists more
+
+
+@dataclass(frozen=True, slots=True)
+class ListedProcess:
+    """One entry of a running-process list; ``used_bytes`` None where NVML cannot tell."""
+
+    pid: int
+    used_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessUtilization:
+    """One process's SM and memory utilization sample (percent) at the driver's ``timestamp``."""
+
+    pid: int
+    timestamp: int
+    sm_pct: float
+    mem_pct: float
+
+
+class _Symbol:
+    """One NVML symbol of the library pynvml loaded, looked up on first use."""
+
+    def __init__(self, nvml: Any, name: str) -> None:
+        self._nvml = nvml
+        self._name = name
+        self._function: Any = None
+
+    def __call__(self, *args: Any) -> int:
+        if self._function is None:
+            try:
+                self._function = getattr(self._nvml.nvmlLib, self._name)
+            except AttributeError:
+                raise self._nvml.NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND) from None
+        code: int = self._function(*args)
+        return code
+
+    def check(self, code: int) -> None:
+        if code != NVML_SUCCESS:
+            raise self._nvml.NVMLError(code)
+
+
+class FieldValuesCall:
+    """``call(handle, request)``: this tick's ``nvmlFieldValue_t`` array for ``request``.
+
+    ``request`` is a list of (field id, scope id) pairs that the caller keeps as long as it
+    asks for the same fields (:class:`nvml_fields.FieldBatch` does): the layout is redone only
+    when a different list object arrives.
+    """
+
+    def __init__(self, nvml: Any) -> None:
+        self._nvml = nvml
+        self._symbol = _Symbol(nvml, "nvmlDeviceGetFieldValues")
+        self._request: Sequence[tuple[int, int]] | None = None
+        self._array_type: Any = None
+        self._layout = b""
+
+    def __call__(self, handle: Any, request: Sequence[tuple[int, int]]) -> Any:
+        if request is not self._request:
+            self._lay_out(request)
+        values = self._array_type.from_buffer_copy(self._layout)
+        count = ctypes.c_int32(len(request))
+        self._symbol.check(self._symbol(handle, count, ctypes.byref(values)))
+        return values
+
+    def _lay_out(self, request: Sequence[tuple[int, int]]) -> None:
+        array_type = self._nvml.c_nvmlFieldValue_t * len(request)
+        values = array_type()
+        for entry, (field_id, scope_id) in zip(values, request, strict=True):
+            entry.fieldId = field_id
+            entry.scopeId = scope_id
+        self._request, self._array_type, self._layout = request, array_type, bytes(values)
+
+
+class SamplesCall:
+    """``call(handle, sampling_type, last_seen)``: the value type and the (timestamp, value)
+    samples newer than ``last_seen``, in the driver's order, in one driver call.
+
+    The first call asks for the count (the whole ring, as the cursor starts at 0) and sizes the
+    buffer to it; a tick that fills the buffer doubles it for the next.
+    """
+
+    def __init__(self, nvml: Any) -> None:
+        self._nvml = nvml
+        self._symbol = _Symbol(nvml, "nvmlDeviceGetSamples")
+        self._buffer: Any = None
+
+    def __call__(
+        self, handle: Any, sampling_type: int, last_seen: int
+    ) -> tuple[int, list[tuple[int, Number | None]]]:
+        value_type = ctypes.c_uint(0)
+        count = ctypes.c_uint(0)
+        args = (handle, ctypes.c_uint(sampling_type), ctypes.c_ulonglong(last_seen))
+        if self._buffer is None:
+            ring = self._symbol(*args, ctypes.byref(value_type), ctypes.byref(count), None)
+            self._symbol.check(ring)
+            self._buffer = (self._nvml.c_nvmlSample_t * max(count.value, FIRST_SAMPLES))()
+        buffer = self._buffer
+        count.value = len(buffer)
+        code = self._symbol(*args, ctypes.byref(value_type), ctypes.byref(count), buffer)
+        self._symbol.check(code)
+        if count.value >= len(buffer):
+            self._buffer = (self._nvml.c_nvmlSample_t * (2 * len(buffer)))()
+        kind = value_type.value
+        return kind, [
+            (int(sample.timeStamp), raw_value(kind, sample.sampleValue))
+            for sample in buffer[: count.value]
+        ]
+
+
+class ProcessListCall:
+    """``call(handle)``: one running-process list (``symbol``, a ``_v3`` or ``_v2`` name: both
+    fill the same 24-byte ``nvmlProcessInfo_t``) in one driver call."""
+
+    def __init__(self, nvml: Any, symbol: str) -> None:
+        self._nvml = nvml
+        self._symbol = _Symbol(nvml, symbol)
+        self._buffer = (nvml.c_nvmlProcessInfo_v3_t * FIRST_PROCESSES)()
+        self._not_available = nvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
+
+    def __call__(self, handle: Any) -> list[ListedProcess]:
+        count = ctypes.c_uint(len(self._buffer))
+        code = self._symbol(handle, ctypes.byref(count), self._buffer)
+        if code == NVML_ERROR_INSUFFICIENT_SIZE:  # more processes than ever: a bigger buffer
+            self._buffer = (self._nvml.c_nvmlProcessInfo_v3_t * (2 * count.value + 5))()
+            count.value = len(self._buffer)
+            code = self._symbol(handle, ctypes.byref(count), self._buffer)
+        self._symbol.check(code)
+        return [self._listed(entry) for entry in self._buffer[: count.value]]
+
+    def _listed(self, entry: Any) -> ListedProcess:
+        used = int(entry.usedGpuMemory)
+        return ListedProcess(int(entry.pid), None if used == self._not_available else used)
+
+
+class ProcessUtilizationCall:
+    """``call(handle, last_seen)``: the per-process utilization samples newer than
+    ``last_seen`` (``nvmlDeviceGetProcessUtilization``) in one driver call; NOT_FOUND (no
+    process had a sample since) is raised as pynvml raises it."""
+
+    def __init__(self, nvml: Any) -> None:
+        self._nvml = nvml
+        self._symbol = _Symbol(nvml, "nvmlDeviceGetProcessUtilization")
+        self._buffer = (nvml.c_nvmlProcessUtilizationSample_t * FIRST_PROCESSES)()
+
+    def __call__(self, handle: Any, last_seen: int) -> list[ProcessUtilization]:
+        count = ctypes.c_uint(len(self._buffer))
+        since = ctypes.c_ulonglong(last_seen)
+        code = self._symbol(handle, self._buffer, ctypes.byref(count), since)
+        if code == NVML_ERROR_INSUFFICIENT_SIZE:  # more processes than ever: a bigger buffer
+            self._buffer = (self._nvml.c_nvmlProcessUtilizationSample_t * (2 * count.value + 5))()
+            count.value = len(self._buffer)
+            code = self._symbol(handle, self._buffer, ctypes.byref(count), since)
+        self._symbol.check(code)
+        return [
+            ProcessUtilization(
+                int(sample.pid), int(sample.timeStamp), float(sample.smUtil), float(sample.memUtil)
+            )
+            for sample in self._buffer[: count.value]
+        ]
