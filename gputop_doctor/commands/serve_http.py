@@ -31,11 +31,12 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
@@ -100,9 +101,12 @@ class FrameBox:
     a fleet view) of the same tick share one rendering.
     """
 
-    def __init__(self, registry: CollectorRegistry, stale_after_s: float = STALE_AFTER_S) -> None:
+    def __init__(
+        self, exposition: Callable[[], bytes], stale_after_s: float = STALE_AFTER_S
+    ) -> None:
+        """``exposition``: the latest frame's metrics as text (the collector's)."""
         self._lock = threading.Lock()
-        self._registry = registry
+        self._exposition = exposition
         self.stale_after_s = stale_after_s
         self._put_at = 0.0  # monotonic time of the latest frame
         self._frame: Frame | None = None
@@ -138,7 +142,7 @@ class FrameBox:
         """The exposition; gzipped (Prometheus asks for it) it is about a tenth of the size."""
         with self._lock:
             if self._metrics is None or self._frame is None:
-                self._metrics, self._metrics_gz = generate_latest(self._registry), None
+                self._metrics, self._metrics_gz = self._exposition(), None
             if not gzipped:
                 return self._metrics
             if self._metrics_gz is None:
