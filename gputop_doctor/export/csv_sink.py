@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.event_log import append_event
-from gputop_doctor.export.rows import snapshot_rows
+from gputop_doctor.export.rows import TickRows
 from gputop_doctor.export.schema import COLUMNS
 from gputop_doctor.export.session_meta import CommandOf, MetaWriter
 from gputop_doctor.export.stream import part_path
@@ -53,6 +53,7 @@ class CsvSink:
         self.rows_written = 0
         self.ticks_written = 0
         self._out: _PlainOut | _GzipOut = self._open_part(path)
+        self._rows = TickRows()
         self._meta = MetaWriter(path, command_of)
 
     @staticmethod
@@ -61,7 +62,7 @@ class CsvSink:
         return _GzipOut(path) if path.endswith(".gz") else _PlainOut(path)
 
     def write(self, frame: Frame) -> None:
-        rows = snapshot_rows(frame.snapshot, frame.findings, frame.system.source, frame.verdict)
+        rows = self._rows.rows(frame.snapshot, frame.findings, frame.system.source, frame.verdict)
         # One write per tick, not per row: all of its rows are on disk before the next tick.
         self._out.write_tick(rows)
         self.rows_written += len(rows)
