@@ -1,12 +1,16 @@
 """A recording's row writer remembers each GPU's health cells between ticks: what it writes
-must be what a fresh writer writes for the same tick, whatever changed in between."""
+must be what a fresh writer writes for the same tick, whatever changed in between; and rows
+are joined without the csv module where that writes the same bytes."""
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import replace
 
 from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
 from gputop_doctor.core.model import GpuSample, Snapshot
+from gputop_doctor.export.csv_sink import csv_bytes
 from gputop_doctor.export.rows import TickRows, gpu_from_row, snapshot_rows
 from gputop_doctor.export.schema import COLUMNS
 from tests.builders import full_gpu, full_host
@@ -50,3 +54,27 @@ def test_a_recordings_rows_are_a_fresh_writers_rows_tick_by_tick() -> None:
         read = [_gpu(row) for row in rows]
         kept = None if health is None else replace(health, nvlink_rx_mib_s=None)
         assert [g.health if g else None for g in read] == [kept, kept], f"tick {tick}"
+
+
+TRICKY_ROWS = (
+    ["4", "1.5", "", "a|b:c", "é 𝕏"],
+    [""],
+    ["only"],
+    ["", ""],
+    ["a,b", "c"],
+    ['say "hi"', "x"],
+    ["line\nbreak", "x"],
+    ["carriage\rreturn", "x"],
+    ["=cmd|' /C calc'!A0", "+1", "-1", "@x"],
+    [" lead", "trail ", "\t"],
+)
+
+
+def test_rows_are_written_as_the_csv_module_writes_them() -> None:
+    expected = io.StringIO()
+    csv.writer(expected, lineterminator="\n").writerows(TRICKY_ROWS)
+    assert csv_bytes(TRICKY_ROWS) == expected.getvalue().encode("utf-8")
+    # (A lone carriage return is left unquoted by Python 3.11's writer with "\n" lines, so
+    # that row does not read back whole; the bytes above are the writer's all the same.)
+    for row in (r for r in TRICKY_ROWS if not any("\r" in cell for cell in r)):
+        assert next(csv.reader(io.StringIO(csv_bytes([row]).decode(), newline=""))) == row
