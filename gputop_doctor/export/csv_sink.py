@@ -207,7 +207,7 @@ class _GzipOut:
         self._deflate = zlib.compressobj(6, zlib.DEFLATED, 31)
         _write_header(self._file, self._compressed([COLUMNS]))
 
-    def _compressed(self, rows: Iterable[Sequence[object]]) -> bytes:
+    def _compressed(self, rows: Iterable[Sequence[str]]) -> bytes:
         return self._deflate.compress(csv_bytes(rows)) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
 
     def write_tick(self, rows: list[list[str]]) -> None:

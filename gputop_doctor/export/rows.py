@@ -89,16 +89,6 @@ class TickRows:
         ]
 
 
-def snapshot_rows(
-    snapshot: Snapshot,
-    findings: Sequence[Finding],
-    source: str,
-    verdict: Verdict | None = None,
-) -> list[list[str]]:
-    """The rows of one tick on its own (a recording keeps one :class:`TickRows`)."""
-    return TickRows().rows(snapshot, findings, source, verdict)
-
-
 def _job_keys(snapshot: Snapshot) -> dict[int, str | None]:
     """PID -> job key (``slurm:48213``, ``pod:<uid>``, ``container:<id>``) of the processes on
     a GPU, for the GPU processes' ``gpu_process_jobs`` cell."""

@@ -11,7 +11,7 @@ from dataclasses import replace
 from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.export.csv_sink import csv_bytes
-from gputop_doctor.export.rows import TickRows, gpu_from_row, snapshot_rows
+from gputop_doctor.export.rows import TickRows, gpu_from_row
 from gputop_doctor.export.schema import COLUMNS
 from tests.builders import full_gpu, full_host
 
@@ -50,7 +50,7 @@ def test_a_recordings_rows_are_a_fresh_writers_rows_tick_by_tick() -> None:
     for tick, health in enumerate(_health_over_a_session()):
         snap = _snapshot(tick, health)
         rows = writer.rows(snap, (), "test")
-        assert rows == snapshot_rows(snap, (), "test"), f"tick {tick}"
+        assert rows == TickRows().rows(snap, (), "test"), f"tick {tick}"
         read = [_gpu(row) for row in rows]
         kept = None if health is None else replace(health, nvlink_rx_mib_s=None)
         assert [g.health if g else None for g in read] == [kept, kept], f"tick {tick}"
