@@ -138,7 +138,6 @@ def test_probes_and_read_only(page: Exporter) -> None:
 
 
 def test_ready_waits_for_a_fresh_frame() -> None:
-
     box = FrameBox(FrameCollector().exposition, stale_after_s=0.0)
     assert box.readiness() == "no frame yet"
     box.put(_hostile_frame(1))
@@ -175,7 +174,6 @@ def _hostile_frame(tick: int) -> Frame:
 
 @needs_chromium
 def test_hostile_text_shows_as_text() -> None:
-
     hub = EventHub(live_view)
     server = start_server(
         Listen("127.0.0.1", 0), FrameBox(FrameCollector().exposition), None, ui=LiveSite(hub)
