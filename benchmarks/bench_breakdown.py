@@ -249,19 +249,15 @@ def measure_tui(frames: list[Any], engine: Any) -> None:
 
 
 def measure_serve(frames: list[Any]) -> None:
-    from prometheus_client import CollectorRegistry, generate_latest
-
     from gputop_doctor.export.prometheus import FrameCollector
 
     collector = FrameCollector()
-    registry = CollectorRegistry()
-    registry.register(collector)
-    render = LEDGER.timed("serve", "exposition of one frame (a scrape)", generate_latest)
+    render = LEDGER.timed("serve", "exposition of one frame (a scrape)", collector.exposition)
     update = LEDGER.timed("serve", "collector.update (every tick)", collector.update)
     with measuring():
         for frame in frames:
             update(frame)
-            render(registry)
+            render()
     LEDGER.report("serve", len(frames))
 
 

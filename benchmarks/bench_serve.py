@@ -4,8 +4,9 @@ Setup: 8 GPUs from NVML through the real pynvml bindings and the tests' fake lib
 busy GPU per rank), the real host source attached to a real tree of 64 processes (a root, 7
 "ranks", 8 "workers" each), every rule. The exporter runs as its own process; its CPU time is
 read from /proc/PID/stat over the window while Prometheus-like scrapes arrive every 15 s.
-Then the scrape latency (one connection each): ``--fresh-scrapes`` spaced over a tick, so each
-renders a new frame as a Prometheus scrape does, and ``--scrapes`` back-to-back (the cache).
+Then the scrape latency (one connection each, gzip accepted as Prometheus does):
+``--fresh-scrapes`` spaced over a tick, so each renders a new frame as a Prometheus scrape
+does, and ``--scrapes`` back-to-back (the cache).
 
     .venv/bin/python benchmarks/bench_serve.py [--seconds 60] [--fresh-scrapes 60] [--scrapes 300]
 """
@@ -36,8 +37,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 def scrape(url: str) -> tuple[float, int]:
+    """One scrape as Prometheus makes it (gzip accepted); its latency and compressed size."""
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
     started = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=10) as resp:
+    with urllib.request.urlopen(request, timeout=10) as resp:
         size = len(resp.read())
     return time.perf_counter() - started, size
 

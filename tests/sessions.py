@@ -19,7 +19,7 @@ from gputop_doctor.core.model import GpuSample, Snapshot, SystemInfo, TreeTotals
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.export.reader import RecordedTick, SessionReader
-from gputop_doctor.export.rows import snapshot_rows
+from gputop_doctor.export.rows import TickRows
 from gputop_doctor.export.schema import COLUMNS
 from tests.builders import full_gpu, full_host
 
@@ -100,7 +100,8 @@ def write_long_session(path: str, ticks: int, gpus: int, stop_at_bytes: int | No
     rendered once by the real row writer, then repeated with each tick's time and number.
     Returns the number of ticks written."""
     cycle = [frame(t, gpus, starved=t < 60) for t in range(600)]
-    rendered = [snapshot_rows(f.snapshot, f.findings, SYSTEM.source, f.verdict) for f in cycle]
+    tick_rows = TickRows()
+    rendered = [tick_rows.rows(f.snapshot, f.findings, SYSTEM.source, f.verdict) for f in cycle]
     time_at, iso_at, tick_at = (COLUMNS.index(c) for c in ("time_unix_s", "time_iso", "tick"))
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle, lineterminator="\n")

@@ -16,8 +16,6 @@ import sys
 import threading
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, generate_latest
-
 from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.commands.common import (
     DEMO_BACKFILL_S,
@@ -121,9 +119,7 @@ def run_serve(args: argparse.Namespace) -> int:
     run = open_run(options_from(args, args.interval, backfill_s=backfill))
     engine = run.engine
     collector = FrameCollector(LabelStyle(args.labels))
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    box = FrameBox(registry, stale_after_s=max(STALE_AFTER_S, 10 * args.interval))
+    box = FrameBox(collector.exposition, stale_after_s=max(STALE_AFTER_S, 10 * args.interval))
     server = None
     if listen is not None:
         try:
@@ -150,7 +146,7 @@ def run_serve(args: argparse.Namespace) -> int:
             pages.publish(frame)
         if textfile is not None:
             try:
-                write_textfile(textfile, TEXTFILE_NAME, generate_latest(registry))
+                write_textfile(textfile, TEXTFILE_NAME, collector.exposition())
             except TextfileError as exc:
                 say(f"gputop-doctor: --textfile: {exc}")
         if to_stdout is not None:

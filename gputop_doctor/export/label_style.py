@@ -15,10 +15,7 @@ series use ``name`` for other things (the attached job's name).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from enum import Enum
-
-from prometheus_client.core import Metric
 
 
 class LabelStyle(Enum):
@@ -30,19 +27,12 @@ DCGM_NAMES = {"uuid": "UUID", "hostname": "Hostname"}
 DCGM_MODEL = "modelName"
 
 
-def restyled(metrics: Iterable[Metric], style: LabelStyle) -> Iterator[Metric]:
-    """``metrics`` with their identity labels spelt in ``style``."""
+def spelt_labels(names: tuple[str, ...], style: LabelStyle) -> tuple[str, ...]:
+    """A family's label ``names`` as ``style`` spells them."""
     if style is LabelStyle.PROMETHEUS:
-        yield from metrics
-        return
-    for metric in metrics:
-        metric.samples = [s._replace(labels=dcgm_labels(s.labels)) for s in metric.samples]
-        yield metric
-
-
-def dcgm_labels(labels: dict[str, str]) -> dict[str, str]:
-    gpu_identity = "uuid" in labels
-    return {
-        (DCGM_MODEL if key == "name" and gpu_identity else DCGM_NAMES.get(key, key)): value
-        for key, value in labels.items()
-    }
+        return names
+    gpu_identity = "uuid" in names
+    return tuple(
+        DCGM_MODEL if name == "name" and gpu_identity else DCGM_NAMES.get(name, name)
+        for name in names
+    )

@@ -1,8 +1,9 @@
-"""The latest frame as Prometheus metrics, through the official ``prometheus_client``.
+"""The latest frame as Prometheus metrics.
 
-One :class:`FrameCollector` is registered once; each tick only swaps the frame it holds, and a
-scrape renders that frame. Nothing is created or removed in the registry per tick, so a GPU
-that disappears or a finding that clears simply stops being exported.
+One :class:`FrameCollector` lives as long as the exporter; each tick only swaps the frame it
+holds, and a scrape renders that frame's families as text (``exposition``: written directly,
+see its module for why not through ``prometheus_client``). Nothing is kept per series between
+ticks, so a GPU that disappears or a finding that clears simply stops being exported.
 
 Names follow the Prometheus conventions: base units in the name (``_bytes``, ``_seconds``,
 ``_celsius``, ``_watts``, ``_hertz``), ratios 0-1 (``_ratio``), counters end in ``_total``.
@@ -15,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from gputop_doctor import __version__
@@ -24,7 +25,8 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.jobs import jobs_on_gpus
 from gputop_doctor.core.model import CLOCK_EVENT_NAMES, MIB, GpuSample, HostSample, Snapshot
 from gputop_doctor.core.pressure import Pressure
-from gputop_doctor.export.label_style import LabelStyle, restyled
+from gputop_doctor.export.exposition import Family, MetricKind, render
+from gputop_doctor.export.label_style import LabelStyle
 from gputop_doctor.export.prometheus_health import (
     GPU_LABELS,
     XidCounts,
@@ -133,7 +135,7 @@ THROTTLE_FIELDS: tuple[tuple[str, str], ...] = (
 GPU_SERIES_LABELS = (*GPU_LABELS, *GPU_JOB_LABELS)
 
 
-def gpu_metrics(snap: Snapshot, hostname: str) -> Iterator[Metric]:
+def gpu_metrics(snap: Snapshot, hostname: str) -> Iterator[Family]:
     gpus = snap.gpus
     live = [g for g in gpus if not g.lost]
     jobs = jobs_on_gpus(snap)
@@ -145,60 +147,60 @@ def gpu_metrics(snap: Snapshot, hostname: str) -> Iterator[Metric]:
     def _gpu_labels(gpu: GpuSample) -> list[str]:
         return labels_of[gpu.index]
 
-    lost = GaugeMetricFamily(
-        PREFIX + "gpu_lost", "1 when the GPU fell off the bus.", labels=GPU_SERIES_LABELS
-    )
+    lost = Family(PREFIX + "gpu_lost", "1 when the GPU fell off the bus.", labels=GPU_SERIES_LABELS)
     for gpu in gpus:
-        lost.add_metric(_gpu_labels(gpu), 1.0 if gpu.lost else 0.0)
+        lost.add(_gpu_labels(gpu), 1.0 if gpu.lost else 0.0)
     yield lost
     for gauge in GPU_GAUGES:
-        family = GaugeMetricFamily(PREFIX + gauge.name, gauge.doc, labels=GPU_SERIES_LABELS)
+        family = Family(PREFIX + gauge.name, gauge.doc, labels=GPU_SERIES_LABELS)
         for gpu in live:
             value = gauge.read(gpu)
             if value is not None:
-                family.add_metric(_gpu_labels(gpu), value)
+                family.add(_gpu_labels(gpu), value)
         yield family
-    events = GaugeMetricFamily(
+    events = Family(
         PREFIX + "gpu_clock_event_active",
         "1 while the clock-event (throttle) reason is active.",
         labels=(*GPU_SERIES_LABELS, "reason"),
     )
-    throttle = CounterMetricFamily(
+    throttle = Family(
         PREFIX + "gpu_clock_event_seconds",
         "Time spent in the clock-event reason since the driver loaded.",
+        MetricKind.COUNTER,
         labels=(*GPU_SERIES_LABELS, "reason"),
     )
     for gpu in live:
         if gpu.clock_event_bits is not None:
             for flag, reason in CLOCK_EVENT_NAMES.items():
                 active = 1.0 if gpu.clock_event_bits & flag else 0.0
-                events.add_metric([*_gpu_labels(gpu), reason], active)
+                events.add([*_gpu_labels(gpu), reason], active)
         if gpu.throttle is not None:
             for attr, reason in THROTTLE_FIELDS:
                 ns = getattr(gpu.throttle, attr)
                 if ns is not None:
-                    throttle.add_metric([*_gpu_labels(gpu), reason], ns / NS_PER_S)
+                    throttle.add([*_gpu_labels(gpu), reason], ns / NS_PER_S)
     yield events
     yield throttle
-    energy = CounterMetricFamily(
+    energy = Family(
         PREFIX + "gpu_energy_joules",
         "Energy the board used since the driver loaded (NVML's counter).",
+        MetricKind.COUNTER,
         labels=GPU_SERIES_LABELS,
     )
     for gpu in live:
         if gpu.energy_j is not None:
-            energy.add_metric(_gpu_labels(gpu), gpu.energy_j)
+            energy.add(_gpu_labels(gpu), gpu.energy_j)
     yield energy
 
 
-def _gauge(name: str, doc: str, value: float | None, unit_scale: float = 1.0) -> Metric:
-    family = GaugeMetricFamily(PREFIX + name, doc)
+def _gauge(name: str, doc: str, value: float | None, unit_scale: float = 1.0) -> Family:
+    family = Family(PREFIX + name, doc)
     if value is not None:
-        family.add_metric([], value * unit_scale)
+        family.add([], value * unit_scale)
     return family
 
 
-def host_metrics(host: HostSample) -> Iterator[Metric]:
+def host_metrics(host: HostSample) -> Iterator[Family]:
     yield _gauge(
         "host_cpu_utilization_ratio", "Busy share of all logical CPUs (0-1).", _pct(host.cpu_pct)
     )
@@ -227,12 +229,12 @@ def host_metrics(host: HostSample) -> Iterator[Metric]:
         "Share of CFS periods the job's cgroup was throttled this tick (0-1).",
         host.cgroup_throttled_frac,
     )
-    some = GaugeMetricFamily(
+    some = Family(
         PREFIX + "host_pressure_some_ratio",
         "PSI: share of wall time some task stalled on the resource (avg10, 0-1).",
         labels=("resource",),
     )
-    full = GaugeMetricFamily(
+    full = Family(
         PREFIX + "host_pressure_full_ratio",
         "PSI: share of wall time all tasks stalled on the resource (avg10, 0-1).",
         labels=("resource",),
@@ -245,9 +247,9 @@ def host_metrics(host: HostSample) -> Iterator[Metric]:
     for resource, pressure in pressures:
         if pressure is None:
             continue
-        some.add_metric([resource], pressure.some_avg10 / 100.0)
+        some.add([resource], pressure.some_avg10 / 100.0)
         if pressure.full_avg10 is not None:
-            full.add_metric([resource], pressure.full_avg10 / 100.0)
+            full.add([resource], pressure.full_avg10 / 100.0)
     yield some
     yield full
 
@@ -270,20 +272,23 @@ class JobCpuClock:
             self.seconds += snap.tree.cpu_pct / 100.0 * snap.interval_s
 
 
-def job_metrics(snap: Snapshot, cpu_seconds: float) -> Iterator[Metric]:
+def job_metrics(snap: Snapshot, cpu_seconds: float) -> Iterator[Family]:
     labels = ("pid",)
     pid = [str(snap.target_pid)]
-    alive = GaugeMetricFamily(PREFIX + "job_alive", "1 while the attached PID runs.", labels=labels)
+    alive = Family(PREFIX + "job_alive", "1 while the attached PID runs.", labels=labels)
     if snap.target_pid is not None:
-        alive.add_metric(pid, 1.0 if snap.target_alive else 0.0)
+        alive.add(pid, 1.0 if snap.target_alive else 0.0)
     yield alive
     tree = snap.tree
     if snap.target_pid is None or tree is None:
         return
-    cpu = CounterMetricFamily(
-        PREFIX + "job_cpu_seconds", "CPU time of the attached process tree.", labels=labels
+    cpu = Family(
+        PREFIX + "job_cpu_seconds",
+        "CPU time of the attached process tree.",
+        MetricKind.COUNTER,
+        labels=labels,
     )
-    cpu.add_metric(pid, cpu_seconds)
+    cpu.add(pid, cpu_seconds)
     yield cpu
     values: tuple[tuple[str, str, float | None], ...] = (
         ("job_processes", "Processes in the attached tree.", float(tree.processes)),
@@ -297,9 +302,9 @@ def job_metrics(snap: Snapshot, cpu_seconds: float) -> Iterator[Metric]:
         ),
     )
     for name, doc, value in values:
-        family = GaugeMetricFamily(PREFIX + name, doc, labels=labels)
+        family = Family(PREFIX + name, doc, labels=labels)
         if value is not None:
-            family.add_metric(pid, value)
+            family.add(pid, value)
         yield family
 
 
@@ -317,7 +322,7 @@ def finding_labels(finding: Finding, hostname: str) -> list[str]:
     return [finding.rule_id, str(scope), gpu, hostname, finding.blame.value]
 
 
-def finding_metrics(frame: Frame) -> Iterator[Metric]:
+def finding_metrics(frame: Frame) -> Iterator[Family]:
     families = {
         "active": ("finding_active", "1 while the finding is shown."),
         "severity": ("finding_severity", "The finding's severity: 1 info, 2 warn, 3 critical."),
@@ -327,27 +332,37 @@ def finding_metrics(frame: Frame) -> Iterator[Metric]:
         ),
     }
     made = {
-        key: GaugeMetricFamily(PREFIX + name, doc, labels=FINDING_LABELS)
+        key: Family(PREFIX + name, doc, labels=FINDING_LABELS)
         for key, (name, doc) in families.items()
     }
     for finding in frame.findings:
         labels = finding_labels(finding, frame.system.hostname)
-        made["active"].add_metric(labels, 1.0)
-        made["severity"].add_metric(labels, float(finding.severity))
-        made["since"].add_metric(labels, finding.since)
+        made["active"].add(labels, 1.0)
+        made["severity"].add(labels, float(finding.severity))
+        made["since"].add(labels, finding.since)
     yield from made.values()
-    verdict = GaugeMetricFamily(
+    verdict = Family(
         PREFIX + "verdict_info",
         "The headline: the job's case and bottleneck.",
         labels=("case", "bottleneck"),
     )
     if frame.verdict is not None:
-        verdict.add_metric([frame.verdict.case.value, frame.verdict.bottleneck.value], 1.0)
+        verdict.add([frame.verdict.case.value, frame.verdict.bottleneck.value], 1.0)
     yield verdict
 
 
+def _counter(name: str, doc: str, value: float) -> Family:
+    family = Family(PREFIX + name, doc, MetricKind.COUNTER)
+    family.add((), value)
+    return family
+
+
 class FrameCollector(Collector):
-    """Holds the latest frame and renders it at each scrape. Thread-safe."""
+    """Holds the latest frame and renders it at each scrape. Thread-safe.
+
+    :meth:`exposition` is what ``serve`` answers; :meth:`collect` makes it a
+    ``prometheus_client`` collector too, for a registry that wants it (same families, same text).
+    """
 
     def __init__(self, labels: LabelStyle = LabelStyle.PROMETHEUS) -> None:
         """``labels``: how the GPU identity labels are spelt (see ``label_style``)."""
@@ -366,27 +381,28 @@ class FrameCollector(Collector):
             self._job_cpu.add(frame.snapshot)
             self._xids.add(frame.snapshot.gpus, frame.system.hostname)
 
-    def collect(self) -> Iterator[Metric]:
-        return restyled(self._collect(), self._labels)
+    def exposition(self) -> bytes:
+        """The latest frame in Prometheus's text format."""
+        return render(self.families(), self._labels)
 
-    def _collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Metric]:
+        for family in self.families():
+            yield family.as_client_metric(self._labels)
+
+    def families(self) -> Iterator[Family]:
         with self._lock:
             frame, ticks, cpu_seconds = self._frame, self._ticks, self._job_cpu.seconds
             xids = self._xids.copy()
-        info = GaugeMetricFamily(
+        info = Family(
             PREFIX + "build_info",
             "The exporter's version and source.",
             labels=("version", "source", "hostname"),
         )
         if frame is not None:
-            info.add_metric([__version__, frame.system.source, frame.system.hostname], 1.0)
+            info.add([__version__, frame.system.source, frame.system.hostname], 1.0)
         yield info
-        yield CounterMetricFamily(PREFIX + "ticks", "Ticks sampled since start.", value=ticks)
-        yield CounterMetricFamily(
-            PREFIX + "hook_failures",
-            "Alert hooks that failed or timed out.",
-            value=self.hook_failures,
-        )
+        yield _counter("ticks", "Ticks sampled since start.", ticks)
+        yield _counter("hook_failures", "Alert hooks that failed or timed out.", self.hook_failures)
         if frame is None:
             return
         snap = frame.snapshot

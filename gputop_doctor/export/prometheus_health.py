@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-
 from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.model import GpuSample
+from gputop_doctor.export.exposition import Family, MetricKind
 
 PREFIX = "gputop_doctor_"
 # A GPU's identity on every per-GPU series: its index (``gpu``, the label findings join on),
@@ -106,28 +105,27 @@ class XidCounts:
 
 def health_metrics(
     gpus: tuple[GpuSample, ...], xids: dict[XidKey, int], hostname: str
-) -> Iterator[Metric]:
+) -> Iterator[Family]:
     """Every health family; a GPU without a reading is simply absent from it."""
     readable = [(g, g.health) for g in gpus if not g.lost and g.health is not None]
-    yield from _families(readable, COUNTERS, COUNTER_VALUES, CounterMetricFamily, hostname)
-    yield from _families(readable, GAUGES, GAUGE_VALUES, GaugeMetricFamily, hostname)
-    up = GaugeMetricFamily(
+    yield from _families(readable, COUNTERS, COUNTER_VALUES, MetricKind.COUNTER, hostname)
+    yield from _families(readable, GAUGES, GAUGE_VALUES, MetricKind.GAUGE, hostname)
+    up = Family(
         PREFIX + "gpu_nvlink_up", "1 while the NVLink is active.", labels=(*GPU_LABELS, "link")
     )
     for gpu, health in readable:
         for link in health.nvlinks:
             if link.active is not None:
-                up.add_metric(
-                    [*gpu_labels(gpu, hostname), str(link.link)], 1.0 if link.active else 0.0
-                )
+                up.add([*gpu_labels(gpu, hostname), str(link.link)], 1.0 if link.active else 0.0)
     yield up
-    events = CounterMetricFamily(
+    events = Family(
         PREFIX + "gpu_xid_events",
         "Xid critical errors the driver reported since the exporter started, by Xid code.",
+        MetricKind.COUNTER,
         labels=(*GPU_LABELS, "xid"),
     )
     for key, count in sorted(xids.items()):
-        events.add_metric(list(key), float(count))
+        events.add(list(key), float(count))
     yield events
 
 
@@ -135,11 +133,11 @@ def _families(
     readable: list[tuple[GpuSample, GpuHealth]],
     specs: dict[str, tuple[str, tuple[str, ...]]],
     values: tuple[HealthValue, ...],
-    kind: type[CounterMetricFamily] | type[GaugeMetricFamily],
+    kind: MetricKind,
     hostname: str,
-) -> Iterator[Metric]:
+) -> Iterator[Family]:
     families = {
-        name: kind(PREFIX + name, doc, labels=(*GPU_LABELS, *extra))
+        name: Family(PREFIX + name, doc, kind, labels=(*GPU_LABELS, *extra))
         for name, (doc, extra) in specs.items()
     }
     for gpu, health in readable:
@@ -147,5 +145,5 @@ def _families(
         for value in values:
             reading = getattr(health, value.attr)
             if reading is not None:
-                families[value.name].add_metric([*labels, *value.labels], float(reading))
+                families[value.name].add([*labels, *value.labels], float(reading))
     yield from families.values()

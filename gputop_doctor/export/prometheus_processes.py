@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric
-
 from gputop_doctor.core.model import MIB, JobIdentity, ProcSample, Snapshot
+from gputop_doctor.export.exposition import Family
 
 PREFIX = "gputop_doctor_"
 MAX_PROCESSES = 64
@@ -66,25 +65,25 @@ def exported_processes(snap: Snapshot) -> list[ProcSample]:
     return (first + rest)[:MAX_PROCESSES]
 
 
-def process_metrics(snap: Snapshot) -> Iterator[Metric]:
+def process_metrics(snap: Snapshot) -> Iterator[Family]:
     """CPU of each exported process; GPU memory and SM utilization of each on each GPU."""
     procs = exported_processes(snap)
     by_pid = {p.pid: p for p in procs}
-    cpu = GaugeMetricFamily(
+    cpu = Family(
         PREFIX + "process_cpu_ratio",
         "CPU of the process, in cores (1.0 = one core busy).",
         labels=PROCESS_LABELS,
     )
     for proc in procs:
         if proc.cpu_pct is not None:
-            cpu.add_metric([str(proc.pid), *job_labels(proc.job)], proc.cpu_pct / 100.0)
+            cpu.add([str(proc.pid), *job_labels(proc.job)], proc.cpu_pct / 100.0)
     yield cpu
-    memory = GaugeMetricFamily(
+    memory = Family(
         PREFIX + "process_gpu_memory_bytes",
         "GPU memory the process holds on this GPU.",
         labels=GPU_PROCESS_LABELS,
     )
-    sm = GaugeMetricFamily(
+    sm = Family(
         PREFIX + "process_sm_utilization_ratio",
         "Share of this GPU's SM time the process used over the last tick (0-1).",
         labels=GPU_PROCESS_LABELS,
@@ -96,12 +95,12 @@ def process_metrics(snap: Snapshot) -> Iterator[Metric]:
                 continue  # beyond the bound
             labels = [str(gpu.index), str(gp.pid), *job_labels(owner.job)]
             if gp.used_mem_mib is not None:
-                memory.add_metric(labels, gp.used_mem_mib * MIB)
+                memory.add(labels, gp.used_mem_mib * MIB)
             if gp.sm_util_pct is not None:
-                sm.add_metric(labels, gp.sm_util_pct / 100.0)
+                sm.add(labels, gp.sm_util_pct / 100.0)
     yield memory
     yield sm
-    attached = GaugeMetricFamily(
+    attached = Family(
         PREFIX + "attached_job_info",
         "1 while attached by job (--job, --container, --pod): its name and the anchor PID.",
         labels=("name", "pid", "job", "pod", "namespace", "container", "rank"),
@@ -109,5 +108,5 @@ def process_metrics(snap: Snapshot) -> Iterator[Metric]:
     if snap.target_job is not None and snap.target_pid is not None:
         root = snap.process(snap.target_pid)
         job = None if root is None else root.job
-        attached.add_metric([snap.target_job, str(snap.target_pid), *job_labels(job)], 1.0)
+        attached.add([snap.target_job, str(snap.target_pid), *job_labels(job)], 1.0)
     yield attached

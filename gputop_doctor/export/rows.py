@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 from gputop_doctor.core.findings import Finding, ScopeKind
@@ -15,11 +16,12 @@ from gputop_doctor.core.model import (
     Snapshot,
     ThrottleCounters,
     TreeTotals,
+    decode_clock_events,
 )
 from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.core.verdict import Verdict
 from gputop_doctor.export.finding_marks import encode_mark
-from gputop_doctor.export.health_cells import HEALTH_WIDTH, health_cells, health_from_row
+from gputop_doctor.export.health_cells import HEALTH_WIDTH, HealthCells, health_from_row
 from gputop_doctor.export.schema import (
     GPU_FIELDS,
     HOST_FIELDS,
@@ -31,27 +33,67 @@ from gputop_doctor.export.schema import (
     TREE_FIELDS,
     decode,
     encode,
+    encode_all,
+    values_of,
 )
 
+_GPU_VALUES = values_of(GPU_FIELDS)
+_THROTTLE_VALUES = values_of(THROTTLE_FIELDS)
+_HOST_VALUES = values_of(HOST_FIELDS)
+_TREE_VALUES = values_of(TREE_FIELDS)
+_NO_GPU: tuple[str, ...] = ("",) * (len(GPU_FIELDS) + 4 + len(THROTTLE_FIELDS) + HEALTH_WIDTH)
+_NO_THROTTLE: tuple[str, ...] = ("",) * len(THROTTLE_FIELDS)
+_NO_TREE: tuple[str, ...] = ("",) * len(TREE_FIELDS)
 
-def snapshot_rows(
-    snapshot: Snapshot,
-    findings: Sequence[Finding],
-    source: str,
-    verdict: Verdict | None = None,
-) -> list[list[str]]:
-    """The rows of one tick, in ``COLUMNS`` order."""
-    lead = _lead_cells(snapshot, source)
-    rest = _shared_cells(snapshot, verdict)
-    gpus: Iterable[GpuSample | None] = snapshot.gpus or (None,)
-    jobs = _job_keys(snapshot)
-    return [[*lead, *_gpu_cells(gpu, jobs), *rest, _findings_cell(findings, gpu)] for gpu in gpus]
+
+class TickRows:
+    """Turns ticks into CSV rows, in ``COLUMNS`` order: one row per GPU, or one host-only row
+    when there is no GPU. One per recording: it remembers what repeats from tick to tick (each
+    GPU's health cells), so that a tick re-encodes only what changed."""
+
+    def __init__(self) -> None:
+        self._health = HealthCells()
+
+    def rows(
+        self,
+        snapshot: Snapshot,
+        findings: Sequence[Finding],
+        source: str,
+        verdict: Verdict | None = None,
+    ) -> list[list[str]]:
+        lead = _lead_cells(snapshot, source)
+        rest = _shared_cells(snapshot, verdict)
+        if not snapshot.gpus:
+            return [[*lead, *_NO_GPU, *rest, _findings_cell(findings, None)]]
+        jobs = _job_keys(snapshot)
+        return [
+            [*lead, *self._gpu_cells(gpu, jobs), *rest, _findings_cell(findings, gpu)]
+            for gpu in snapshot.gpus
+        ]
+
+    def _gpu_cells(self, gpu: GpuSample, jobs: dict[int, str | None]) -> list[str]:
+        """``jobs``: the job key of each process (see :func:`_job_keys`)."""
+        extra = (
+            _clock_events_cell(gpu.clock_event_bits),
+            LIST_SEP.join(encode_all(gpu.util_samples)),
+            LIST_SEP.join(_encode_gpu_process(p) for p in gpu.processes),
+            LIST_SEP.join(jobs.get(p.pid) or "" for p in gpu.processes) if gpu.processes else "",
+        )
+        throttle = gpu.throttle
+        counters = _NO_THROTTLE if throttle is None else encode_all(_THROTTLE_VALUES(throttle))
+        return [
+            *encode_all(_GPU_VALUES(gpu)),
+            *extra,
+            *counters,
+            *self._health.of(gpu.index, gpu.health),
+        ]
 
 
 def _job_keys(snapshot: Snapshot) -> dict[int, str | None]:
-    """PID -> job key (``slurm:48213``, ``pod:<uid>``, ``container:<id>``), for the GPU
-    processes' ``gpu_process_jobs`` cell."""
-    return {p.pid: p.job.key for p in snapshot.processes if p.job is not None}
+    """PID -> job key (``slurm:48213``, ``pod:<uid>``, ``container:<id>``) of the processes on
+    a GPU, for the GPU processes' ``gpu_process_jobs`` cell."""
+    on_gpu = {p.pid for gpu in snapshot.gpus for p in gpu.processes}
+    return {p.pid: p.job.key for p in snapshot.processes if p.job is not None and p.pid in on_gpu}
 
 
 def _findings_cell(findings: Sequence[Finding], gpu: GpuSample | None) -> str:
@@ -73,25 +115,15 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _gpu_cells(gpu: GpuSample | None, jobs: dict[int, str | None]) -> list[str]:
-    """``jobs``: the job key of each process (see :func:`_job_keys`)."""
-    if gpu is None:
-        return [""] * (len(GPU_FIELDS) + 4 + len(THROTTLE_FIELDS) + HEALTH_WIDTH)
-    scalars = [encode(getattr(gpu, f.attr)) for f in GPU_FIELDS]
-    extra = [
-        LIST_SEP.join(gpu.clock_events) if gpu.clock_event_bits is not None else "",
-        LIST_SEP.join(encode(v) for v in gpu.util_samples),
-        LIST_SEP.join(_encode_gpu_process(p) for p in gpu.processes),
-        LIST_SEP.join(jobs.get(p.pid) or "" for p in gpu.processes) if gpu.processes else "",
-    ]
-    throttle = gpu.throttle or ThrottleCounters()
-    counters = [encode(getattr(throttle, f.attr)) for f in THROTTLE_FIELDS]
-    return [*scalars, *extra, *counters, *health_cells(gpu.health)]
+@lru_cache(maxsize=256)
+def _clock_events_cell(bits: int | None) -> str:
+    """The reasons' names; a GPU holds a handful of masks over a session, so each is named once."""
+    return "" if bits is None else LIST_SEP.join(decode_clock_events(bits))
 
 
 def _encode_gpu_process(proc: GpuProcess) -> str:
     parts = (proc.pid, proc.kind, proc.used_mem_mib, proc.sm_util_pct, proc.mem_util_pct)
-    return PART_SEP.join(encode(p) for p in parts)
+    return PART_SEP.join(encode_all(parts))
 
 
 def _lead_cells(snapshot: Snapshot, source: str) -> list[str]:
@@ -108,7 +140,7 @@ def _lead_cells(snapshot: Snapshot, source: str) -> list[str]:
 def _shared_cells(snapshot: Snapshot, verdict: Verdict | None) -> list[str]:
     host = snapshot.host
     tree = snapshot.tree
-    cells = [encode(getattr(host, f.attr)) for f in HOST_FIELDS]
+    cells = encode_all(_HOST_VALUES(host))
     for _, attr, part in PSI_COLUMNS:
         pressure = getattr(host, attr)
         cells.append(encode(None if pressure is None else getattr(pressure, part)))
@@ -117,7 +149,7 @@ def _shared_cells(snapshot: Snapshot, verdict: Verdict | None) -> list[str]:
         encode(snapshot.target_alive),
         encode(snapshot.target_job),
     ]
-    cells += [encode(None if tree is None else getattr(tree, f.attr)) for f in TREE_FIELDS]
+    cells += _NO_TREE if tree is None else encode_all(_TREE_VALUES(tree))
     cells += ["", ""] if verdict is None else [verdict.case.value, verdict.bottleneck.value]
     return cells
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_doctor.core.frame import Frame
@@ -56,9 +55,7 @@ def _snapshot(extra_tree: int = 0) -> Snapshot:
 def _samples(snap: Snapshot) -> dict[str, list[tuple[dict[str, str], float]]]:
     collector = FrameCollector()
     collector.update(Frame(snapshot=snap, findings=(), system=SystemInfo()))
-    registry = CollectorRegistry()
-    registry.register(collector)
-    text = generate_latest(registry).decode()
+    text = collector.exposition().decode()
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -14,7 +14,6 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_doctor.config.network import DEFAULT_PORT
@@ -67,9 +66,7 @@ GPU0_LABELS = tuple(
 
 
 def _samples(collector: FrameCollector) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    text = generate_latest(registry).decode()
+    text = collector.exposition().decode()
     # A GPU held by no job has empty job labels: Prometheus reads them as absent, so do we.
     return {
         (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if v or k not in JOBS))): s.value

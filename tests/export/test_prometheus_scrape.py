@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+from gputop_doctor.commands.serve_http import FrameBox, Listen, start_server
 from gputop_doctor.core.findings import Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot, SystemInfo
@@ -104,22 +104,32 @@ def _finding_frame(severity: Severity) -> Frame:
     return Frame(snap, (hot,), SystemInfo(hostname="switcher", source="test"))
 
 
+class _Switch:
+    """Hands a frame to the exporter as ``serve`` does: the collector, then the served box."""
+
+    def __init__(self, collector: FrameCollector, box: FrameBox) -> None:
+        self.collector, self.box = collector, box
+
+    def update(self, frame: Frame) -> None:
+        self.collector.update(frame)
+        self.box.put(frame)
+
+
 @contextlib.contextmanager
 def _switching_exporter(
     labels: LabelStyle = LabelStyle.PROMETHEUS,
-) -> Iterator[tuple[FrameCollector, int]]:
-    """An exporter whose finding the test turns from warn to critical between scrapes."""
+) -> Iterator[tuple[_Switch, int]]:
+    """An exporter (serve's HTTP side, the test's frames) whose finding the test turns from
+    warn to critical between scrapes."""
     collector = FrameCollector(labels)
-    collector.update(_finding_frame(Severity.WARN))
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    switch = _Switch(collector, FrameBox(collector.exposition))
+    switch.update(_finding_frame(Severity.WARN))
+    server = start_server(Listen("127.0.0.1", 0), switch.box, None)
     try:
-        yield collector, server.server_port
+        yield switch, server.server_address[1]
     finally:
         server.shutdown()
         server.server_close()
-        thread.join(5)
 
 
 def _prometheus_config(path: Path, targets: dict[str, str]) -> None:
@@ -251,9 +261,7 @@ def test_promtool_lints_dcgm_spelling_as_style_not_as_invalid() -> None:
     assert promtool, "Debian's prometheus package (promtool) is required"
     collector = FrameCollector(LabelStyle.DCGM)
     collector.update(_finding_frame(Severity.WARN))
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    text = generate_latest(registry)
+    text = collector.exposition()
     assert b'UUID="' in text and b'modelName="' in text and b'Hostname="switcher"' in text
     assert b'uuid="' not in text and b'hostname="' not in text
     done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)

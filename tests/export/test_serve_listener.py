@@ -18,17 +18,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from gputop_doctor.commands import serve_http
 from gputop_doctor.commands.serve_http import FrameBox, Listen, start_server
+from gputop_doctor.export.prometheus import FrameCollector
 
 DEADLINE_S = 60.0  # for anything the test waits on; the server's own limits are far lower
 
 
 @contextmanager
 def _server(**limits: float) -> Iterator[tuple[int, serve_http._Server]]:
-    server = start_server(Listen("127.0.0.1", 0), FrameBox(CollectorRegistry()), None, **limits)  # type: ignore[arg-type]
+    server = start_server(
+        Listen("127.0.0.1", 0), FrameBox(FrameCollector().exposition), None, **limits
+    )  # type: ignore[arg-type]
     assert isinstance(server, serve_http._Server)
     try:
         yield int(server.server_address[1]), server

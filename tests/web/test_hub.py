@@ -12,11 +12,10 @@ import time
 import urllib.request
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
 from gputop_doctor.commands.serve_http import FrameBox, Listen, start_server
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot, SystemInfo
+from gputop_doctor.export.prometheus import FrameCollector
 from gputop_doctor.web.hub import KEEPALIVE, QUEUE_FRAMES, Client, EventHub, pump, sse_message
 from gputop_doctor.web.site import LiveSite
 
@@ -108,7 +107,7 @@ def _read_until(sock: socket.socket, marker: bytes) -> bytes:
 def test_a_client_that_never_reads_is_dropped_and_costs_the_sampler_nothing() -> None:
     hub = EventHub(Renders(padding=256 * 1024))  # big messages fill the socket buffers fast
     server = start_server(
-        Listen("127.0.0.1", 0), FrameBox(CollectorRegistry()), None, ui=LiveSite(hub)
+        Listen("127.0.0.1", 0), FrameBox(FrameCollector().exposition), None, ui=LiveSite(hub)
     )
     port = server.server_address[1]
     try:
@@ -137,7 +136,7 @@ def test_a_client_that_never_reads_is_dropped_and_costs_the_sampler_nothing() ->
 def test_the_server_answers_503_past_the_cap_and_a_freed_place_is_taken_again() -> None:
     hub = EventHub(Renders(), max_clients=1)
     server = start_server(
-        Listen("127.0.0.1", 0), FrameBox(CollectorRegistry()), None, ui=LiveSite(hub)
+        Listen("127.0.0.1", 0), FrameBox(FrameCollector().exposition), None, ui=LiveSite(hub)
     )
     port = server.server_address[1]
     request = b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n"

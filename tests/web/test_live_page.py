@@ -20,6 +20,7 @@ from gputop_doctor.commands.serve_http import FrameBox, Listen, start_server
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Scope, ScopeKind, Severity
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot, SystemInfo, TreeTotals
+from gputop_doctor.export.prometheus import FrameCollector
 from gputop_doctor.web.hub import EventHub
 from gputop_doctor.web.live_view import live_view
 from gputop_doctor.web.site import CSP, LiveSite
@@ -137,9 +138,7 @@ def test_probes_and_read_only(page: Exporter) -> None:
 
 
 def test_ready_waits_for_a_fresh_frame() -> None:
-    from prometheus_client import CollectorRegistry
-
-    box = FrameBox(CollectorRegistry(), stale_after_s=0.0)
+    box = FrameBox(FrameCollector().exposition, stale_after_s=0.0)
     assert box.readiness() == "no frame yet"
     box.put(_hostile_frame(1))
     assert str(box.readiness()).startswith("no new frame for")  # a stalled sampler
@@ -175,11 +174,9 @@ def _hostile_frame(tick: int) -> Frame:
 
 @needs_chromium
 def test_hostile_text_shows_as_text() -> None:
-    from prometheus_client import CollectorRegistry
-
     hub = EventHub(live_view)
     server = start_server(
-        Listen("127.0.0.1", 0), FrameBox(CollectorRegistry()), None, ui=LiveSite(hub)
+        Listen("127.0.0.1", 0), FrameBox(FrameCollector().exposition), None, ui=LiveSite(hub)
     )
     stop = threading.Event()
 
