@@ -98,6 +98,8 @@ STEP_BUDGET_S = {
     "sweep": 80,
     "lab": 150,
 }
+# The steps that run a torch program in the dry run (readings, web and identity do not there).
+DRY_TORCH_STEPS = frozenset({"gpu-bound", "starved", "fed", "creep", "profile", "sweep", "lab"})
 MIN_STEP_S = 15  # a step with less time left than this is skipped, not started
 CASE_RECORD_S = 30.0  # each training case is recorded this long (dry run: DRY_RECORD_S)
 FED_RECORD_S = 40.0  # the fed case: long enough to judge the tail after the probe says fed
@@ -760,11 +762,14 @@ class Harness:
                 env["fake_nvml"] = problem or "built"
                 self.smi = None if problem else CannedSmi(self)
                 self.gpu_name = None if problem else self.fake_gpu().name
-                env["fork_server"] = self.start_fork_server()
-                if self.forks is not None:
-                    env["torch"] = self.forks.torch
+                if not self.selected() & DRY_TORCH_STEPS:
+                    env["torch"] = "not imported: no selected step runs a torch program"
                 else:
-                    torch_job = pool.submit(self.run, fresh_torch, 90)
+                    env["fork_server"] = self.start_fork_server()
+                    if self.forks is not None:
+                        env["torch"] = self.forks.torch
+                    else:
+                        torch_job = pool.submit(self.run, fresh_torch, 90)
             else:
                 self.smi = NvidiaSmi(self.run) if env["nvidia_smi"] else None
                 if self.smi is not None:
@@ -793,6 +798,9 @@ class Harness:
         elif not torch_info.get("available"):
             self.cuda_problem = "torch.cuda.is_available() is False"
         self.write()
+
+    def selected(self) -> set[str]:
+        return self.only or set(STEPS)
 
     def start_fork_server(self) -> str:
         """Dry run: start the fork server that imports torch once for every torch program;

@@ -147,4 +147,5 @@ def test_only_and_unknown_steps(tmp_path: Path) -> None:
     )
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     assert report["steps"]["readings"] == {"status": "skipped", "reason": "not selected (--only)"}
+    assert report["environment"]["torch"].startswith("not imported"), report["environment"]
     assert report["steps"]["import"]["status"] == "ok", done.stderr[-2000:]
