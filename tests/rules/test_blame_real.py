@@ -52,6 +52,7 @@ TORCH_JOB = textwrap.dedent(
     end = time.time() + 600
     go = [threading.Event() for _ in range(2)]
     def loop(i):
+        torch.set_num_threads(1)  # OpenMP's thread count is each thread's own: one per loop
         a = torch.randn(256, 256)
         while time.time() < end:
             go[i].wait()
