@@ -2263,7 +2263,7 @@ def http_get(url: str) -> dict:
         return {"status": None, "error": one_line(exc)}
 
 
-def wait_ready(base: str, srv: subprocess.Popen, timeout: float) -> dict:
+def wait_ready(base: str, srv: Started, timeout: float) -> dict:
     """Poll ``/-/ready`` until 200 (a frame exists); the answers seen before it."""
     started = time.monotonic()
     seen: list[Any] = []
