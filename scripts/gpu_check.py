@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import ctypes
 import io
 import itertools
 import json
@@ -64,6 +65,9 @@ WORKLOAD = PARTS / "workload.py"
 NVML_PROBE = PARTS / "nvml_probe.py"
 LAB_TARGET = PARTS / "lab_target.py"
 HOOK = PARTS / "append_event.py"
+FORK_SERVER = PARTS / "fork_server.py"
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2): orphaned descendants become this process's children
+LIBC = ctypes.CDLL(None, use_errno=True)
 
 STEPS = (
     "readings",
@@ -94,6 +98,8 @@ STEP_BUDGET_S = {
     "sweep": 80,
     "lab": 150,
 }
+# The steps that run a torch program in the dry run (readings, web and identity do not there).
+DRY_TORCH_STEPS = frozenset({"gpu-bound", "starved", "fed", "creep", "profile", "sweep", "lab"})
 MIN_STEP_S = 15  # a step with less time left than this is skipped, not started
 CASE_RECORD_S = 30.0  # each training case is recorded this long (dry run: DRY_RECORD_S)
 FED_RECORD_S = 40.0  # the fed case: long enough to judge the tail after the probe says fed
@@ -321,6 +327,99 @@ class CannedSmi:
         return [{"pid": p.pid, "used_mib": p.used_mib} for p in self.h.fake_gpu().processes]
 
 
+class ForkedProcess:
+    """A program the dry run's fork server started, adopted by this harness (a child
+    subreaper): it stands in for the ``subprocess.Popen`` of a fresh interpreter, waited for,
+    signalled (its own session) and read back the same way."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._lock = threading.Lock()  # a step and the final clean-up may both wait for it
+
+    def poll(self) -> int | None:
+        with self._lock:
+            if self.returncode is None:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if end is not None and time.monotonic() >= end:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            time.sleep(0.05)
+        return code
+
+
+Started = subprocess.Popen | ForkedProcess
+
+
+class ForkServer:
+    """The dry run's torch programs (workloads, sweep, lab) as forks of one process that has
+    imported torch (scripts/gpu_check/fork_server.py): one import instead of eight."""
+
+    def __init__(self, env: dict[str, str], work: Path) -> None:
+        prctl = getattr(LIBC, "prctl", None)  # Linux only
+        if prctl is None or prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "cannot adopt the forks (PR_SET_CHILD_SUBREAPER)")
+        self._lock = threading.Lock()  # one request and its answer at a time
+        self.proc = subprocess.Popen(
+            [sys.executable, str(FORK_SERVER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=work,
+            start_new_session=True,
+        )
+        try:
+            self.torch = self._answer(timeout=90)["torch"]
+        except Exception:
+            self.close()
+            raise
+
+    def _answer(self, timeout: float) -> dict:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else b""
+        if not line:
+            raise RuntimeError(f"the fork server gave no answer (exit {self.proc.poll()})")
+        return dict(json.loads(line))
+
+    def start(self, cmd: list[str], stdout: Path, stderr: Path, env: dict, cwd: Path) -> Started:
+        """``cmd`` (``[python, SCRIPT, ...]`` or ``[python, -m, MODULE, ...]``), forked."""
+        module = cmd[1] == "-m"
+        request = {
+            ("module" if module else "script"): cmd[2] if module else cmd[1],
+            "args": cmd[3:] if module else cmd[2:],
+            "cwd": str(cwd),
+            "env": env,
+            "stdout": str(stdout),
+            "stderr": str(stderr),
+        }
+        assert self.proc.stdin is not None
+        with self._lock:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+            reply = self._answer(timeout=30)
+        if "pid" not in reply:
+            raise RuntimeError(f"the fork server could not start {cmd[1:3]}: {reply}")
+        return ForkedProcess(int(reply["pid"]))
+
+    def close(self) -> None:
+        """End of input ends the server; its forks live on as the harness's children."""
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
 class Harness:
     def __init__(self, out: Path, dry: bool, only: set[str], budget_s: float) -> None:
         self.t0 = time.monotonic()
@@ -331,7 +430,8 @@ class Harness:
         self.work = Path(tempfile.mkdtemp(prefix="gpu_check."))
         self.device = "cpu" if dry else "cuda"
         self.record_s = DRY_RECORD_S if dry else CASE_RECORD_S
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[Started] = []
+        self.forks: ForkServer | None = None  # dry run: torch programs forked from one
         self._owner: dict[int, int] = {}  # PID -> the thread that started it
         self._lock = threading.RLock()  # results and the output files (dry run: steps overlap)
         self._local = threading.local()  # each step's deadline, per thread
@@ -377,9 +477,15 @@ class Harness:
     def doctor(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "gputop_doctor", *args]
 
-    def run(self, cmd: list[str], timeout: float) -> tuple[int, str, str, float]:
+    def run(
+        self, cmd: list[str], timeout: float, torch: bool = False
+    ) -> tuple[int, str, str, float]:
+        """Exit status, standard output and error, seconds; ``torch``: a torch program
+        (forked from the dry run's fork server, where there is one)."""
         started = time.monotonic()
         timeout = max(1.0, min(timeout, self.left() + 5))
+        if torch and self.forks is not None:
+            return self.run_forked(cmd, timeout)
         try:
             done = subprocess.run(
                 cmd,
@@ -397,7 +503,32 @@ class Harness:
             return 127, "", one_line(exc), time.monotonic() - started
         return done.returncode, done.stdout, done.stderr, time.monotonic() - started
 
-    def spawn(self, cmd: list[str], name: str) -> subprocess.Popen:
+    def run_forked(self, cmd: list[str], timeout: float) -> tuple[int, str, str, float]:
+        """``run`` of a torch program forked from the fork server, its output through files."""
+        assert self.forks is not None
+        started = time.monotonic()
+        out_path, err_path = (self.scratch_file() for _ in range(2))
+        proc = self.forks.start(cmd, out_path, err_path, self.env, self.work)
+        self.track(proc)
+        try:
+            rc = proc.wait(timeout)
+            late = ""
+        except subprocess.TimeoutExpired:
+            rc, late = 124, f"timed out after {timeout:.0f} s"
+        self.stop(proc)
+        out, err = (p.read_text(errors="replace") for p in (out_path, err_path))
+        out_path.unlink()
+        err_path.unlink()
+        return rc, out, late or err, time.monotonic() - started
+
+    def spawn(self, cmd: list[str], name: str, torch: bool = False) -> Started:
+        """``cmd`` in its own session, its output in NAME.log; ``torch``: a torch program
+        (forked from the dry run's fork server, where there is one)."""
+        if torch and self.forks is not None:
+            log_path = self.work / f"{name}.log"
+            forked = self.forks.start(cmd, log_path, log_path, self.env, self.work)
+            self.track(forked)
+            return forked
         log = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
             cmd,
@@ -417,7 +548,7 @@ class Harness:
         except OSError:
             return ""
 
-    def stop(self, proc: subprocess.Popen, grace: float = 5.0) -> None:
+    def stop(self, proc: Started, grace: float = 5.0) -> None:
         """SIGTERM to the process group this harness started, then SIGKILL."""
         if proc.poll() is None:
             with contextlib.suppress(OSError):
@@ -432,7 +563,7 @@ class Harness:
         with contextlib.suppress(ValueError):
             self.procs.remove(proc)
 
-    def track(self, proc: subprocess.Popen) -> None:
+    def track(self, proc: Started) -> None:
         """A process this harness started, stopped with its step (or at the end)."""
         self._owner[proc.pid] = threading.get_ident()
         self.procs.append(proc)
@@ -452,7 +583,7 @@ class Harness:
 
     def workload(
         self, mode: str, seconds: float, name: str, workers: int = 0
-    ) -> tuple[subprocess.Popen, Path]:
+    ) -> tuple[Started, Path]:
         status = self.work / f"{name}.status.json"
         cmd = [
             sys.executable,
@@ -467,9 +598,9 @@ class Harness:
             "--workers",
             str(workers),
         ]
-        return self.spawn(cmd, name), status
+        return self.spawn(cmd, name, torch=True), status
 
-    def wait_started(self, proc: subprocess.Popen, status: Path, timeout: float) -> dict:
+    def wait_started(self, proc: Started, status: Path, timeout: float) -> dict:
         """Wait for the workload's first timed step; raise with its error otherwise."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -620,15 +751,25 @@ class Harness:
             "torch.cuda.get_device_name(0) if c else None,"
             "'compile':hasattr(torch,'compile')}))"
         )
-        # Importing torch takes seconds: it runs beside the rest of the set-up.
+        fresh_torch = [sys.executable, "-c", code]
+        # Importing torch takes seconds: it runs beside the rest of the set-up (in the dry run,
+        # once the fake NVML is built: the fork server's children load that library).
         with ThreadPoolExecutor(2) as pool:
-            torch_job = pool.submit(self.run, [sys.executable, "-c", code], 90)
+            torch_job = None if self.dry else pool.submit(self.run, fresh_torch, 90)
             version_job = pool.submit(self.run, self.doctor("--version"), 60)
             if self.dry:
                 problem = self.setup_fake()
                 env["fake_nvml"] = problem or "built"
                 self.smi = None if problem else CannedSmi(self)
                 self.gpu_name = None if problem else self.fake_gpu().name
+                if not self.selected() & DRY_TORCH_STEPS:
+                    env["torch"] = "not imported: no selected step runs a torch program"
+                else:
+                    env["fork_server"] = self.start_fork_server()
+                    if self.forks is not None:
+                        env["torch"] = self.forks.torch
+                    else:
+                        torch_job = pool.submit(self.run, fresh_torch, 90)
             else:
                 self.smi = NvidiaSmi(self.run) if env["nvidia_smi"] else None
                 if self.smi is not None:
@@ -643,11 +784,12 @@ class Harness:
                     env["gpus"] = out.strip().splitlines() if rc == 0 else f"error: {err.strip()}"
                     if rc == 0 and out.strip():
                         self.gpu_name = out.split(",")[0].strip()
-            rc, out, err, _ = torch_job.result()
-            try:
-                env["torch"] = json.loads(out.strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                env["torch"] = f"error: {(err or out).strip()[-300:]}"
+            if torch_job is not None:
+                rc, out, err, _ = torch_job.result()
+                try:
+                    env["torch"] = json.loads(out.strip().splitlines()[-1])
+                except (ValueError, IndexError):
+                    env["torch"] = f"error: {(err or out).strip()[-300:]}"
             rc, out, err, _ = version_job.result()
             env["gputop_doctor"] = out.strip() if rc == 0 else f"error: {err.strip()[-200:]}"
         torch_info = env["torch"]
@@ -656,6 +798,23 @@ class Harness:
         elif not torch_info.get("available"):
             self.cuda_problem = "torch.cuda.is_available() is False"
         self.write()
+
+    def selected(self) -> set[str]:
+        return self.only or set(STEPS)
+
+    def start_fork_server(self) -> str:
+        """Dry run: start the fork server that imports torch once for every torch program;
+        what became of it, for the report (without it each program imports torch itself)."""
+        try:
+            self.forks = ForkServer(self.env, self.work)
+        except (OSError, RuntimeError, ValueError) as exc:
+            return "not used: " + one_line(exc)
+        return "used: the workloads, sweep and lab forked from one import of torch"
+
+    def close_fork_server(self) -> None:
+        if self.forks is not None:
+            self.forks.close()
+            self.forks = None
 
     # 1. readings ----------------------------------------------------------------------------
 
@@ -1711,7 +1870,9 @@ class Harness:
             "--json",
         ]
         rc, out, err, secs = self.run(
-            self.doctor("sweep", f"{LAB_TARGET}:dataset", *args), timeout=self.step_left() - 2
+            self.doctor("sweep", f"{LAB_TARGET}:dataset", *args),
+            timeout=self.step_left() - 2,
+            torch=True,
         )
         if rc != 0:
             raise RuntimeError(f"sweep exited {rc}: {err.strip()[-300:]}")
@@ -1755,7 +1916,9 @@ class Harness:
         if self.dry:
             args += ["--compile-backend", "eager"]
         rc, out, err, secs = self.run(
-            self.doctor("lab", f"{LAB_TARGET}:setup", *args), timeout=self.step_left() - 2
+            self.doctor("lab", f"{LAB_TARGET}:setup", *args),
+            timeout=self.step_left() - 2,
+            torch=True,
         )
         if rc != 0:
             raise RuntimeError(f"lab exited {rc}: {err.strip()[-300:]}")
@@ -2100,7 +2263,7 @@ def http_get(url: str) -> dict:
         return {"status": None, "error": one_line(exc)}
 
 
-def wait_ready(base: str, srv: subprocess.Popen, timeout: float) -> dict:
+def wait_ready(base: str, srv: Started, timeout: float) -> dict:
     """Poll ``/-/ready`` until 200 (a frame exists); the answers seen before it."""
     started = time.monotonic()
     seen: list[Any] = []
@@ -2396,6 +2559,7 @@ def main(argv: list[str] | None = None) -> int:
     h = Harness(args.outdir, args.dry_run, only, budget)
 
     def on_term(signum: int, _frame: Any) -> None:
+        h.close_fork_server()
         h.stop_all()
         with contextlib.suppress(Exception):
             h.pack_artifacts()
@@ -2442,6 +2606,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         h.results["interrupted"] = "Ctrl-C"
     finally:
+        h.close_fork_server()
         h.stop_all()
         try:
             h.pack_artifacts()

@@ -56,6 +56,9 @@ def test_dry_run_writes_a_summary_with_every_step(tmp_path: Path) -> None:
     md = (out / "gpu_check.md").read_text()
     steps = report["steps"]
     assert report["dry_run"] is True
+    # The torch programs were forks of one import of torch (the dry run's fork server).
+    assert report["environment"]["fork_server"].startswith("used"), report["environment"]
+    assert report["environment"]["torch"]["torch"], report["environment"]
     assert set(steps) == set(STEPS), done.stderr[-2000:]
     for name, step in steps.items():
         assert step["status"] in ("ok", "fail", "skipped"), (name, step)
@@ -144,4 +147,5 @@ def test_only_and_unknown_steps(tmp_path: Path) -> None:
     )
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     assert report["steps"]["readings"] == {"status": "skipped", "reason": "not selected (--only)"}
+    assert report["environment"]["torch"].startswith("not imported"), report["environment"]
     assert report["steps"]["import"]["status"] == "ok", done.stderr[-2000:]

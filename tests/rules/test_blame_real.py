@@ -1,8 +1,10 @@
 """Blame on a shared host, with real processes: the job's load against its neighbours'.
 
-The job is a one-thread torch matmul loop the engine attaches to; the neighbours are started
-separately, outside its tree. Nothing here asserts a duration: the checks are on what the
-rules raised and whom they named.
+The job is a torch matmul loop on one or two threads that the engine attaches to; the
+neighbours are started separately, outside its tree. Nothing here asserts a duration: the
+checks are on what the rules raised and whom they named. Each test watches until what it
+judges has shown (or for as long as before, at most): the spinners and the job burn the CPU
+they are there to burn only as long as that takes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,42 +40,80 @@ host = pytest.importorskip("gputop_doctor.sources.host.source")
 SETTINGS = Settings(interval_s=0.5, hold_s=1.0, clear_s=5.0)
 CPUS = len(os.sched_getaffinity(0))
 
-# A training-like job: torch with one intra-op thread (or ``threads``), a matmul loop.
+# A training-like job: torch with one intra-op thread, a matmul loop on as many threads as
+# the last line on its standard input says (0: all wait); it answers each line once the
+# threads run. One job serves every test here (torch is imported once); it ends with its
+# input (the test process gone) or after ten minutes.
 TORCH_JOB = textwrap.dedent(
     """
-    import sys, time, threading
+    import os, sys, time, threading
     import torch
-    threads = int(sys.argv[1])
     torch.set_num_threads(1)
-    end = time.time() + 90
-    def loop():
+    end = time.time() + 600
+    go = [threading.Event() for _ in range(2)]
+    def loop(i):
+        torch.set_num_threads(1)  # OpenMP's thread count is each thread's own: one per loop
         a = torch.randn(256, 256)
         while time.time() < end:
+            go[i].wait()
             a @ a
-    for _ in range(threads - 1):
-        threading.Thread(target=loop, daemon=True).start()
+    for i in range(2):
+        threading.Thread(target=loop, args=(i,), daemon=True).start()
     print("ready", flush=True)
-    loop()
+    for line in sys.stdin:
+        for i, event in enumerate(go):
+            event.set() if i < int(line) else event.clear()
+        print("running", int(line), flush=True)
+    os._exit(0)
     """
 )
 SPIN = "import time\nend = time.time() + 90\nwhile time.time() < end:\n    pass\n"
 
 
 @contextmanager
-def started(args: list[str], ready: bool = False) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+def started(args: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
     try:
-        if ready:
-            assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready"
         yield proc
     finally:
         proc.terminate()
         proc.wait(timeout=10)
 
 
-def torch_job(threads: int = 1) -> list[str]:
-    return [sys.executable, "-c", TORCH_JOB, str(threads)]
+class TorchJob:
+    """The shared job: ``running(n)`` has ``n`` threads spinning for the ``with`` block."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+
+    def _set(self, threads: int) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{threads}\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().split() == ["running", str(threads)]
+
+    @contextmanager
+    def running(self, threads: int) -> Iterator[TorchJob]:
+        self._set(threads)
+        try:
+            yield self
+        finally:
+            self._set(0)
+
+
+@pytest.fixture(scope="module")
+def torch_job() -> Iterator[TorchJob]:
+    pytest.importorskip("torch")
+    args = [sys.executable, "-c", TORCH_JOB]
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        yield TorchJob(proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 class OneGpu:
@@ -96,17 +136,32 @@ class OneGpu:
         """Nothing to release."""
 
 
-def watch(pid: int, ticks: int, gpu: GpuSource | None = None) -> list[Frame]:
+def watch(
+    pid: int, most_ticks: int, until: Callable[[list[Frame]], bool], gpu: GpuSource | None = None
+) -> list[Frame]:
+    """Tick until ``until(frames)`` holds, or ``most_ticks`` times."""
     source = gpu if gpu is not None else NullGpuSource()
     engine = Engine(source, host.ProcfsHostSource(), SETTINGS, RULES, target_pid=pid)
-    out = []
+    out: list[Frame] = []
     try:
-        for _ in range(ticks):
+        while len(out) < most_ticks and not (out and until(out)):
             out.append(engine.tick())
             time.sleep(SETTINGS.interval_s)
     finally:
         engine.close()
     return out
+
+
+def shown_on_last(rule_id: str, ticks: int) -> Callable[[list[Frame]], bool]:
+    """Whether ``rule_id`` is shown on each of the last ``ticks`` frames."""
+
+    def held(frames: list[Frame]) -> bool:
+        last = frames[-ticks:]
+        return len(last) == ticks and all(
+            any(f.rule_id == rule_id for f in frame.findings) for frame in last
+        )
+
+    return held
 
 
 def _mean_outside_cpu(frames: list[Frame]) -> dict[int, float]:
@@ -124,11 +179,12 @@ def raised(frames: list[Frame], rule_id: str) -> list[Finding]:
 
 @pytest.mark.torch
 @pytest.mark.skipif(CPUS != 2, reason="the scenario is sized for 2 CPUs")
-def test_busy_neighbours_are_contention_not_saturation() -> None:
-    pytest.importorskip("torch")
+def test_busy_neighbours_are_contention_not_saturation(torch_job: TorchJob) -> None:
     spin = ["nice", "-n", "-5", sys.executable, "-c", SPIN]
-    with started(torch_job(), ready=True) as job, started(spin) as a, started(spin) as b:
-        frames = watch(job.pid, 16)  # judged over the last 4 s too: shown within ~6 s
+    with torch_job.running(1) as job, started(spin) as a, started(spin) as b:
+        # Judged over the last 4 s too: shown within ~6 s. Watched until it has held for a
+        # second: cpu-saturation, judged over as long a span, had the same time to show.
+        frames = watch(job.pid, 16, until=shown_on_last("cpu-contention", 2))
     assert not raised(frames, "cpu-saturation")
     found = raised(frames, "cpu-contention")
     assert found, "two busy loops outside the job: contention expected"
@@ -148,7 +204,7 @@ def test_busy_neighbours_are_contention_not_saturation() -> None:
 
 
 @pytest.mark.torch
-def test_a_disk_writer_outside_is_contention_naming_it_not_io_bound() -> None:
+def test_a_disk_writer_outside_is_contention_naming_it_not_io_bound(torch_job: TorchJob) -> None:
     """A ``dd`` writing to a real disk beside a job that does no I/O of its own.
 
     The writer goes to /var/tmp (a disk, not a tmpfs where writes never wait) with
@@ -157,13 +213,13 @@ def test_a_disk_writer_outside_is_contention_naming_it_not_io_bound() -> None:
     "the job itself is not waiting") and name the writer by PID and name; io-bound must not
     fire. The dd is stopped when the watch ends and its file removed (the watch writes a few
     GB on a fast disk; the file never outlives the test)."""
-    pytest.importorskip("torch")
     spool = Path(tempfile.mkdtemp(prefix="gputop-dd-", dir="/var/tmp"))
     out = spool / "dd.out"
     dd = ["dd", "if=/dev/zero", f"of={out}", "bs=1M", "count=16000", "oflag=direct"]
     try:
-        with started(torch_job(), ready=True) as job, started(dd) as writer:
-            frames = watch(job.pid, 16, OneGpu(job.pid))
+        with torch_job.running(1) as job, started(dd) as writer:
+            until = shown_on_last("io-contention", 2)
+            frames = watch(job.pid, 16, until, OneGpu(job.pid))
             dd_alive = writer.poll() is None
     finally:
         shutil.rmtree(spool, ignore_errors=True)
@@ -199,10 +255,9 @@ def test_a_disk_writer_outside_is_contention_naming_it_not_io_bound() -> None:
 
 @pytest.mark.torch
 @pytest.mark.skipif(CPUS != 2, reason="the scenario is sized for 2 CPUs")
-def test_a_job_spinning_two_threads_on_two_cpus_is_saturated() -> None:
-    pytest.importorskip("torch")
-    with started(torch_job(threads=2), ready=True) as job:
-        frames = watch(job.pid, 20)
+def test_a_job_spinning_two_threads_on_two_cpus_is_saturated(torch_job: TorchJob) -> None:
+    with torch_job.running(2) as job:
+        frames = watch(job.pid, 20, until=shown_on_last("cpu-saturation", 1))
     found = raised(frames, "cpu-saturation")
     assert found and found[-1].blame is Blame.JOB
     print(found[-1].title)

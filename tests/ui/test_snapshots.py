@@ -26,30 +26,37 @@ SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
 HISTORY_S = 330.0  # what the CLI primes a demo with
 
 
-# Priming 330 s of an 8-GPU demo through every rule costs ~3 CPU-s. A picture that only
-# shows the primed frame (no key that ticks the engine) reuses one primed engine per scenario
-# for both terminal sizes; each scenario's two sizes share an xdist group so they meet on one
-# worker (the group changes the node id, not the snapshot's name).
+# Priming 330 s of an 8-GPU demo through every rule costs ~3 CPU-s, most of these pictures'
+# cost. A picture that only shows the primed frame (no key that ticks the engine) reuses one
+# primed engine per scenario for both terminal sizes; a picture that ticks the engine takes
+# that engine out of the cache (nothing after it sees the ticks), or primes its own when no
+# other picture left one. The pictures of one scenario (and probe setting) share an xdist
+# group so they meet on one worker, the ticking ones collected last (the group changes the
+# node id, not the snapshot's name).
 _PRIMED: dict[tuple[str, float | None], tuple[Engine, Frame]] = {}
 
 
-def _primed(scenario: str, probe_wait: float | None, fresh: bool) -> tuple[Engine, Frame]:
+def _prime(scenario: str, probe_wait: float | None) -> tuple[Engine, Frame]:
+    engine, clock, _ = demo_engine(scenario, probe_wait=probe_wait)
+    engine.prime(HISTORY_S)
+    return engine, tick(engine, clock, 3)
+
+
+def _primed(scenario: str, probe_wait: float | None, to_tick: bool) -> tuple[Engine, Frame]:
     key = (scenario, probe_wait)
-    if fresh or key not in _PRIMED:
-        engine, clock, _ = demo_engine(scenario, probe_wait=probe_wait)
-        engine.prime(HISTORY_S)
-        primed = (engine, tick(engine, clock, 3))
-        if fresh:
-            return primed
-        _PRIMED[key] = primed
+    if to_tick:
+        return _PRIMED.pop(key, None) or _prime(scenario, probe_wait)
+    if key not in _PRIMED:
+        _PRIMED[key] = _prime(scenario, probe_wait)
     return _PRIMED[key]
 
 
 def demo_app(
     scenario: str, probe_wait: float | None = None, ticks: bool = False
 ) -> tuple[GpuTopApp, Callable[[Pilot[Any]], Any]]:
-    """The app over a primed demo; ``ticks``: the test ticks the engine, so it gets its own."""
-    engine, frame = _primed(scenario, probe_wait, fresh=ticks)
+    """The app over a primed demo; ``ticks``: the test ticks the engine, which no other test
+    may then see."""
+    engine, frame = _primed(scenario, probe_wait, to_tick=ticks)
     app = GpuTopApp(engine, sampler=False)
 
     async def show(pilot: Pilot[Any]) -> None:
@@ -70,6 +77,7 @@ def test_demo_scenario(snap_compare: Any, scenario: str, size: str) -> None:
     assert snap_compare(app, terminal_size=SIZES[size], run_before=show)
 
 
+@pytest.mark.xdist_group("snapshots-thermal")
 def test_gpu_detail_screen(snap_compare: Any) -> None:
     app, show = demo_app("thermal", ticks=True)
 
@@ -92,6 +100,7 @@ def test_probe_columns(snap_compare: Any, size: str) -> None:
     assert snap_compare(app, terminal_size=SIZES[size], run_before=show)
 
 
+@pytest.mark.xdist_group("snapshots-probe")
 @pytest.mark.parametrize("size", sorted(SIZES))
 def test_process_detail_screen(snap_compare: Any, size: str) -> None:
     app, show = demo_app("starved", probe_wait=0.2, ticks=True)
