@@ -8,7 +8,7 @@ about updating, scrolling and drawing the table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rich.style import Style
@@ -135,6 +135,48 @@ def row_cells(proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[str, .
         str(proc.num_threads) if proc.num_threads is not None else "-",
         proc.state,
         _blas(proc),
+    )
+
+
+CellsOf = Callable[[ProcSample, str, "GpuUse | None"], tuple[str, ...]]
+
+
+class RememberedCells:
+    """``row_cells`` for one frame, reusing the last frame's cells of a process whose shown
+    readings did not change.
+
+    Most of a 64-process tree is idle DataLoader workers whose row reads the same tick after
+    tick, while their ``ProcSample`` is new each tick (run-queue times, last CPU); comparing
+    the few fields a row shows costs less than formatting its twelve cells again, and handing
+    back the very same tuple lets the table see the row is unchanged without comparing its
+    cells. Made once per frame from the previous frame's, so a PID that left is forgotten.
+    """
+
+    def __init__(self, previous: RememberedCells | None = None) -> None:
+        self._previous = previous._now if previous is not None else {}
+        self._now: dict[int, tuple[tuple[object, ...], tuple[str, ...]]] = {}
+
+    def __call__(self, proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[str, ...]:
+        shown = _shown_inputs(proc, prefix, use)
+        last = self._previous.get(proc.pid)
+        cells = last[1] if last is not None and last[0] == shown else row_cells(proc, prefix, use)
+        self._now[proc.pid] = (shown, cells)
+        return cells
+
+
+def _shown_inputs(proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[object, ...]:
+    """Everything ``row_cells`` reads of a process: equal inputs give equal cells."""
+    return (
+        prefix,
+        use,
+        proc.user,
+        proc.name,
+        proc.probe,
+        proc.cpu_pct,
+        proc.rss_mib,
+        proc.num_threads,
+        proc.state,
+        proc.libraries,
     )
 
 
