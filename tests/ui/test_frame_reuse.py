@@ -13,7 +13,7 @@ from gputop_doctor.core.job_identity import JobIdentity
 from gputop_doctor.core.model import GpuSample, ProcSample, Runtime, ThreadEnv
 from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.ui.widgets.gpu_lines import card_lines
-from gputop_doctor.ui.widgets.process_rows import GpuUse, RememberedCells, row_cells
+from gputop_doctor.ui.widgets.process_rows import GpuUse, RememberedCells, row_cells, tree_rows
 
 PROC = ProcSample(
     pid=4242,
@@ -118,3 +118,28 @@ def test_a_card_line_is_reused_until_what_it_shows_changes() -> None:
         == card_lines(hotter, replace(series, temp_c=(*series.temp_c[1:], 86.0)), 58, False)[2]
     )
     assert warm[0] is lines[0] and warm[1] is lines[1] and warm[3] is lines[3]
+
+
+def test_the_tree_order_of_a_new_frame_holds_that_frames_processes() -> None:
+    """The order is remembered by the tree's shape; the rows are the new frame's samples."""
+    root = ProcSample(10, ppid=1, depth=0, cpu_pct=1.0)
+    kids = [ProcSample(pid, ppid=10, depth=1, cpu_pct=0.0) for pid in (12, 11)]
+    outside = ProcSample(99, in_tree=False)
+    first = tree_rows([root, *kids, outside])
+    busier = [replace(p, cpu_pct=50.0) for p in (root, *kids, outside)]
+    second = tree_rows(busier)
+    assert [(p.pid, prefix) for p, prefix in second] == [(p.pid, prefix) for p, prefix in first]
+    assert [(p.pid, prefix) for p, prefix in second] == [
+        (10, ""),
+        (11, "├─ "),
+        (12, "└─ "),
+        (99, ""),
+    ]
+    assert all(p.cpu_pct == 50.0 for p, _ in second)
+    regrouped = tree_rows([busier[0], replace(busier[1], ppid=11, depth=2), busier[2], outside])
+    assert [(p.pid, prefix) for p, prefix in regrouped] == [
+        (10, ""),
+        (11, "└─ "),
+        (12, "   └─ "),
+        (99, ""),
+    ]

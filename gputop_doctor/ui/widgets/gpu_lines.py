@@ -252,6 +252,18 @@ def _pair_line(left: Metric, right: Metric, width: int) -> Line:
     return fit_line([*fit_line(pieces, half), (" │ ", "dim"), *right_pieces], width)
 
 
+@lru_cache(maxsize=LINE_CACHE)
+def join_cards(lines: tuple[Line, ...], width: int) -> Line:
+    """One screen line of a row of cards: their lines side by side, ``COLUMN_GAP`` between,
+    cut or padded to ``width``."""
+    pieces: list[Piece] = []
+    for c, line in enumerate(lines):
+        if c:
+            pieces.append((COLUMN_GAP, "dim"))
+        pieces.extend(line)
+    return fit_line(pieces, width)
+
+
 def health_mark(gpu: GpuSample) -> str:
     """``!ecc,nvlink``-style mark of the GPU's hardware faults now, or ``""``."""
     if gpu.health is None:

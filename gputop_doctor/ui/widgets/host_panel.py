@@ -44,6 +44,27 @@ def _psi(label: str, pressure: Pressure | None) -> str:
     return f"{label} {pressure.some_avg10:.0f}%" if pressure is not None else ""
 
 
+def _segments(line: Text, base: Style) -> list[Segment]:
+    """A line's segments over the widget's base style: a segment per span, one per stretch
+    between spans. The panel's spans never overlap (each is one ``append``), so this gives
+    what ``Text.render`` would without its general span-stack machinery, which cost more than
+    building the panel's text."""
+    plain = line.plain
+    segments: list[Segment] = []
+    offset = 0
+    for span in sorted(line.spans, key=lambda span: span.start):
+        start, end = max(span.start, offset), min(span.end, len(plain))
+        if start > offset:
+            segments.append(Segment(plain[offset:start], base))
+        if end > start:
+            style = span.style if isinstance(span.style, Style) else Style.parse(span.style)
+            segments.append(Segment(plain[start:end], base + style))
+        offset = max(offset, end)
+    if offset < len(plain):
+        segments.append(Segment(plain[offset:], base))
+    return segments
+
+
 class HostPanel(Widget):
     """One or two lines of host facts, rebuilt only when their text changes."""
 
@@ -256,12 +277,11 @@ class HostPanel(Widget):
         width = self.size.width
         if self._strips is None:
             base = self.rich_style
-            console = self.app.console
             self._strips = []
             for line in self._text.split("\n"):
                 line.truncate(width, overflow="ellipsis")
-                segments = Segment.apply_style(line.render(console), base)
-                self._strips.append(Strip(list(segments)).adjust_cell_length(width, base))
+                segments = _segments(line, base)
+                self._strips.append(Strip(segments).adjust_cell_length(width, base))
         if y < len(self._strips):
             return self._strips[y]
         return Strip.blank(width, self.rich_style)
