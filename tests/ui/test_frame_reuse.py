@@ -1,4 +1,5 @@
-"""What a frame reuses of the last one: a process row's cells, a GPU card's lines.
+"""What a frame reuses of the last one (a process row's cells, a GPU card's lines, the tree's
+order), and the shortcut from Text to segments of the one-line widgets.
 
 The reuse must never show a stale value: a reused result is always the one a fresh build
 would give, and anything the row or the card shows that changed is built again.
@@ -6,12 +7,19 @@ would give, and anything the row or the card shows that changed is built again.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import fields, replace
+
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
 
 from gputop_doctor.core.frame import GpuSeries
 from gputop_doctor.core.job_identity import JobIdentity
 from gputop_doctor.core.model import GpuSample, ProcSample, Runtime, ThreadEnv
 from gputop_doctor.core.probe_stats import ProbeStats
+from gputop_doctor.ui.text_strips import text_segments
 from gputop_doctor.ui.widgets.gpu_lines import card_lines
 from gputop_doctor.ui.widgets.process_rows import GpuUse, RememberedCells, row_cells, tree_rows
 
@@ -143,3 +151,23 @@ def test_the_tree_order_of_a_new_frame_holds_that_frames_processes() -> None:
         (12, "   └─ "),
         (99, ""),
     ]
+
+
+def _cells(segments: Iterable[Segment]) -> list[tuple[str, Style | None]]:
+    return [(char, segment.style) for segment in segments for char in segment.text]
+
+
+def test_text_segments_are_what_rich_renders() -> None:
+    """The host panel's and verdict bar's shortcut gives Text.render's characters and styles."""
+    base = Style(color="white", bgcolor="black")
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("CPU ", Style(bold=True))
+    text.append("▁▂▃█", Style(color="green"))
+    text.append(" 63% ")
+    text.append("job ", "dim")
+    text.append("97%", Style(color="red"))
+    text.append(" · iowait 0.0%")
+    text.truncate(24, overflow="ellipsis")
+    rich = Segment.apply_style(text.render(Console()), base)
+    assert _cells(text_segments(text, base)) == _cells(rich)
+    assert _cells(text_segments(Text("plain"), base)) == [(c, base) for c in "plain"]

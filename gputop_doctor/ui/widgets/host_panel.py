@@ -12,7 +12,6 @@ is ``core.measures.job_cpu_share``, the very measure the cpu-saturation rule jud
 
 from __future__ import annotations
 
-from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
@@ -32,6 +31,7 @@ from gputop_doctor.ui.render import (
     host_counts_for_job,
     sparkline,
 )
+from gputop_doctor.ui.text_strips import text_segments
 
 COMPACT_HEIGHT = 32  # below this terminal height the panel takes one line
 
@@ -42,27 +42,6 @@ def _eff(value: float) -> str:
 
 def _psi(label: str, pressure: Pressure | None) -> str:
     return f"{label} {pressure.some_avg10:.0f}%" if pressure is not None else ""
-
-
-def _segments(line: Text, base: Style) -> list[Segment]:
-    """A line's segments over the widget's base style: a segment per span, one per stretch
-    between spans. The panel's spans never overlap (each is one ``append``), so this gives
-    what ``Text.render`` would without its general span-stack machinery, which cost more than
-    building the panel's text."""
-    plain = line.plain
-    segments: list[Segment] = []
-    offset = 0
-    for span in sorted(line.spans, key=lambda span: span.start):
-        start, end = max(span.start, offset), min(span.end, len(plain))
-        if start > offset:
-            segments.append(Segment(plain[offset:start], base))
-        if end > start:
-            style = span.style if isinstance(span.style, Style) else Style.parse(span.style)
-            segments.append(Segment(plain[start:end], base + style))
-        offset = max(offset, end)
-    if offset < len(plain):
-        segments.append(Segment(plain[offset:], base))
-    return segments
 
 
 class HostPanel(Widget):
@@ -280,7 +259,7 @@ class HostPanel(Widget):
             self._strips = []
             for line in self._text.split("\n"):
                 line.truncate(width, overflow="ellipsis")
-                segments = _segments(line, base)
+                segments = text_segments(line, base)
                 self._strips.append(Strip(segments).adjust_cell_length(width, base))
         if y < len(self._strips):
             return self._strips[y]
