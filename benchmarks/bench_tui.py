@@ -3,7 +3,8 @@
 Both programs run at a 1 s interval in their own 120x40 tmux session, side by side, against
 the fake libnvidia-ml from tests/fake_nvml (8 busy H100s, one rank of a real 65-process tree on
 each GPU; each rank burns a few % of a core so CPU% keeps changing, as in a real job).
-gputop-doctor is attached to that tree. After a warm-up, each process's CPU time is
+gputop-doctor is attached to that tree. Once each has drawn its first frame (a start takes
+seconds of CPU, and longer on a loaded machine) and a warm-up after it, each process's CPU time is
 read from /proc/PID/stat (utime + stime, which already include all of its threads) at the
 start and end of the window; the figure is CPU seconds per wall second, in percent of one core.
 
@@ -134,6 +135,22 @@ _PASS = {
 }
 
 
+# What each program's screen shows once its first frame is drawn: the window starts after it
+# (plus --warmup), so a slow start on a loaded machine is not counted as steady-state CPU.
+DRAWN = {"gputop-doctor": "GPU0 ", "nvitop": "GiB"}
+DRAW_TIMEOUT_S = 90.0
+
+
+def wait_drawn(session: str, marker: str) -> bool:
+    """Poll the pane until ``marker`` is on it (the program drew its first frame)."""
+    deadline = time.monotonic() + DRAW_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if marker in tmux("capture-pane", "-p", "-t", session):
+            return True
+        time.sleep(0.25)
+    return False
+
+
 def stop_tmux() -> None:
     """Quit each TUI as a user would, then stop this benchmark's tmux server."""
     for session in tmux("list-sessions", "-F", "#{session_name}").split():
@@ -200,6 +217,11 @@ def main() -> int:
             base_env = {**env, "PYTHONPATH": str(args.baseline.resolve())}
             procs["baseline"] = tmux_start("baseline", doctor_cmd, base_env, args.baseline)
         procs["nvitop"] = tmux_start("nvitop", [nvitop, "--interval", "1"], env)
+        for name in procs:
+            if not wait_drawn(name, DRAWN[name if name != "baseline" else "gputop-doctor"]):
+                print(f"{name} drew no GPU within {DRAW_TIMEOUT_S:.0f} s; its pane:")
+                print(tmux("capture-pane", "-p", "-t", name))
+                return 1
         time.sleep(args.warmup)
         start = {name: cpu_seconds(pid) for name, pid in procs.items()}
         t0 = time.monotonic()
