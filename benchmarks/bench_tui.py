@@ -241,7 +241,7 @@ def main() -> int:
         for name, value in pct.items():
             print(f"  {name:<14} {value:6.2f} % of one core  (pid {procs[name]})")
         if pct["nvitop"] > 0:
-            for name in procs.keys() - {"nvitop"}:
+            for name in (name for name in procs if name != "nvitop"):
                 print(f"  ratio {name} / nvitop = {pct[name] / pct['nvitop']:.2f}")
         return 0
     finally:
