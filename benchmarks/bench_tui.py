@@ -3,14 +3,20 @@
 Both programs run at a 1 s interval in their own 120x40 tmux session, side by side, against
 the fake libnvidia-ml from tests/fake_nvml (8 busy H100s, one rank of a real 65-process tree on
 each GPU; each rank burns a few % of a core so CPU% keeps changing, as in a real job).
-gputop-doctor is attached to that tree. After a warm-up, each process's CPU time is
+gputop-doctor is attached to that tree. Once each has drawn its first frame (a start takes
+seconds of CPU, and longer on a loaded machine) and a warm-up after it, each process's CPU time is
 read from /proc/PID/stat (utime + stime, which already include all of its threads) at the
 start and end of the window; the figure is CPU seconds per wall second, in percent of one core.
 
     .venv/bin/python benchmarks/bench_tui.py [--seconds 60] [--warmup 5] [--busy 0.03] [--demo]
+        [--baseline DIR]
 
 ``--demo`` measures ``gputop-doctor --demo healthy`` instead of the fake NVML (nvitop still
-runs on the fake). Prints figures; asserts nothing (timings belong in benchmarks, not tests).
+runs on the fake). ``--baseline DIR`` runs a third TUI from another checkout (``git archive``
+of an older commit, say) beside the two, so a change is compared with the code before it in
+the same window on the same loaded machine. The sessions live on a tmux server of the
+benchmark's own (``tmux -L``), so two benchmarks running at once do not meet. Prints figures;
+asserts nothing (timings belong in benchmarks, not tests).
 """
 
 from __future__ import annotations
@@ -99,21 +105,22 @@ def scenario(ranks: list[int]) -> Scenario:
     return Scenario(gpus=gpus)
 
 
-def tmux_start(session: str, command: list[str], env: dict[str, str]) -> int:
+SOCKET = f"bench-tui-{os.getpid()}"  # this run's own tmux server
+
+
+def tmux(*args: str, check: bool = False) -> str:
+    """A command to this benchmark's tmux server; its stdout."""
+    out = subprocess.run(["tmux", "-L", SOCKET, *args], check=check, capture_output=True, text=True)
+    return out.stdout
+
+
+def tmux_start(session: str, command: list[str], env: dict[str, str], cwd: Path = ROOT) -> int:
     """Run ``command`` as the pane's own process (exec) in a detached 120x40 session."""
     exports = " ".join(f"{k}={_quote(v)}" for k, v in env.items() if k in _PASS)
-    shell = f"cd {_quote(str(ROOT))} && exec env {exports} " + " ".join(map(_quote, command))
-    subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", shell], check=True
-    )
-    subprocess.run(["tmux", "set-option", "-t", session, "remain-on-exit", "on"], check=False)
-    out = subprocess.run(
-        ["tmux", "display", "-p", "-t", session, "#{pane_pid}"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return int(out.stdout.strip())
+    shell = f"cd {_quote(str(cwd))} && exec env {exports} " + " ".join(map(_quote, command))
+    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", shell, check=True)
+    tmux("set-option", "-t", session, "remain-on-exit", "on")
+    return int(tmux("display", "-p", "-t", session, "#{pane_pid}", check=True).strip())
 
 
 _PASS = {
@@ -126,6 +133,32 @@ _PASS = {
     "PATH",
     "HOME",
 }
+
+
+# What each program's screen shows once its first frame is drawn: the window starts after it
+# (plus --warmup), so a slow start on a loaded machine is not counted as steady-state CPU.
+DRAWN = {"gputop-doctor": "GPU0 ", "nvitop": "GiB"}
+DRAW_TIMEOUT_S = 90.0
+
+
+def wait_drawn(session: str, marker: str) -> bool:
+    """Poll the pane until ``marker`` is on it (the program drew its first frame)."""
+    deadline = time.monotonic() + DRAW_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if marker in tmux("capture-pane", "-p", "-t", session):
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def stop_tmux() -> None:
+    """Quit each TUI as a user would, then stop this benchmark's tmux server."""
+    for session in tmux("list-sessions", "-F", "#{session_name}").split():
+        tmux("send-keys", "-t", session, "q")
+    time.sleep(1.0)
+    tmux("kill-server")
+    socket_dir = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
+    (socket_dir / SOCKET).unlink(missing_ok=True)
 
 
 def _quote(text: str) -> str:
@@ -143,7 +176,16 @@ def main() -> int:
         default=0.03,
         help="share of a core each rank burns, so the process table changes (default 0.03)",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout of gputop-doctor to run beside this one (e.g. the code before)",
+    )
     args = parser.parse_args()
+    if args.baseline is not None and not (args.baseline / "gputop_doctor").is_dir():
+        print(f"--baseline {args.baseline}: no gputop_doctor package there", file=sys.stderr)
+        return 2
     if shutil.which("tmux") is None:
         print("tmux is required", file=sys.stderr)
         return 2
@@ -158,7 +200,6 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
     tree, ranks = start_tree(args.busy)
-    sessions: list[str] = []
     try:
         lib = build_fake(tmp / "lib")
         scenario_path = tmp / "scenario.txt"
@@ -171,11 +212,16 @@ def main() -> int:
             doctor_cmd = [doctor, "--demo", "healthy", "--interval", "1"]
         else:
             doctor_cmd = [doctor, "--pid", str(tree.pid), "--interval", "1"]
-        procs = {
-            "gputop-doctor": tmux_start("bench-doctor", doctor_cmd, env),
-            "nvitop": tmux_start("bench-nvitop", [nvitop, "--interval", "1"], env),
-        }
-        sessions = ["bench-doctor", "bench-nvitop"]
+        procs = {"gputop-doctor": tmux_start("gputop-doctor", doctor_cmd, env)}
+        if args.baseline is not None:
+            base_env = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+            procs["baseline"] = tmux_start("baseline", doctor_cmd, base_env, args.baseline)
+        procs["nvitop"] = tmux_start("nvitop", [nvitop, "--interval", "1"], env)
+        for name in procs:
+            if not wait_drawn(name, DRAWN[name if name != "baseline" else "gputop-doctor"]):
+                print(f"{name} drew no GPU within {DRAW_TIMEOUT_S:.0f} s; its pane:")
+                print(tmux("capture-pane", "-p", "-t", name))
+                return 1
         time.sleep(args.warmup)
         start = {name: cpu_seconds(pid) for name, pid in procs.items()}
         t0 = time.monotonic()
@@ -183,10 +229,7 @@ def main() -> int:
         wall = time.monotonic() - t0
         for name, pid in procs.items():
             if not Path(f"/proc/{pid}").exists():
-                session = "bench-doctor" if name == "gputop-doctor" else "bench-nvitop"
-                screen = subprocess.run(
-                    ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
-                ).stdout
+                screen = tmux("capture-pane", "-p", "-t", name)
                 print(f"{name} (pid {pid}) exited during the run; its pane:\n{screen}")
                 return 1
         end = {name: cpu_seconds(pid) for name, pid in procs.items()}
@@ -198,16 +241,11 @@ def main() -> int:
         for name, value in pct.items():
             print(f"  {name:<14} {value:6.2f} % of one core  (pid {procs[name]})")
         if pct["nvitop"] > 0:
-            print(f"  ratio gputop-doctor / nvitop = {pct['gputop-doctor'] / pct['nvitop']:.2f}")
+            for name in (name for name in procs if name != "nvitop"):
+                print(f"  ratio {name} / nvitop = {pct[name] / pct['nvitop']:.2f}")
         return 0
     finally:
-        for session in sessions:
-            subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=False)
-        time.sleep(1.0)
-        for session in sessions:
-            subprocess.run(
-                ["tmux", "kill-session", "-t", session], check=False, capture_output=True
-            )
+        stop_tmux()
         os.killpg(tree.pid, 15)
         tree.wait()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -2,15 +2,28 @@
 
 Pure functions of a GpuSample and its series, kept apart from the widget that lays them out
 and repaints only what changed, so they can be tested (and read) without Textual's machinery.
+
+A card's lines are built from plain values (the texts, the series, the width) by functions
+that remember their last results (``functools.lru_cache``): a GpuSample changes every tick
+(its energy counter, its samples), but most of a card's lines do not, and a line whose inputs
+are those of the last frame costs one hash of its inputs instead of its sparklines. The
+clock-event reasons are decoded once per bitmask for the same reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gputop_doctor.core.frame import GpuSeries
-from gputop_doctor.core.model import CLOCK_EVENT_NAMES, THERMAL_EVENTS, ClockEvent, GpuSample
+from gputop_doctor.core.model import (
+    CLOCK_EVENT_NAMES,
+    THERMAL_EVENTS,
+    ClockEvent,
+    GpuSample,
+    decode_clock_events,
+)
 from gputop_doctor.ui.render import ellipsize, fmt_mib, short_gpu_name, sparkline, squeeze
 
 CARD_LINES = 4
@@ -19,6 +32,9 @@ MIN_CARD_WIDTH = 52
 COLUMN_GAP = " │ "
 _HOT_EVENTS = THERMAL_EVENTS | ClockEvent.HW_POWER_BRAKE
 _WARN_EVENTS = ClockEvent.SW_POWER_CAP
+# Lines remembered by the cached builders: a screenful of cards (8 GPUs x 4 lines, and the
+# detail screens' cards) several times over, so one frame's lines are still there at the next.
+LINE_CACHE = 512
 
 # A piece of a line: (text, component name or "" for the base style).
 Piece = tuple[str, str]
@@ -73,10 +89,16 @@ def _events_level(bits: int) -> str:
 
 def _events_text(gpu: GpuSample) -> tuple[str, str]:
     """Clock-event reasons in words, and how alarming they are."""
-    bits = gpu.clock_event_bits
+    return _events_of(gpu.clock_event_bits)
+
+
+@lru_cache(maxsize=64)
+def _events_of(bits: int | None) -> tuple[str, str]:
+    """``_events_text`` of a bitmask: decoding it walks every named flag, and a GPU reports
+    the same few masks tick after tick."""
     if bits is None:
         return "", "dim"
-    names = [n for n in gpu.clock_events if n != "display-clock"]
+    names = [n for n in decode_clock_events(bits) if n != "display-clock"]
     if not names:
         return "full clocks", "dim"
     return ",".join(names), _events_level(bits)
@@ -142,11 +164,11 @@ def fit_line(pieces: list[Piece], width: int) -> Line:
     return tuple(out)
 
 
-def _metric(label: str, spark: str, value: str, level: str) -> list[Piece]:
-    return [(label, "label"), (spark, "spark"), (value, level)]
+# One half of a card's lower lines: (label, series, low, high, value text, value level).
+Metric = tuple[str, tuple[float, ...], float, float, str, str]
 
 
-def _slow(values: tuple[float, ...], width: int, lo: float, hi: float) -> str:
+def _slow(values: Sequence[float], width: int, lo: float, hi: float) -> str:
     """A sparkline of a per-tick series, bucketed so the whole series fits."""
     return sparkline(squeeze(values, width), width, lo, hi)
 
@@ -164,57 +186,82 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
             fit_line([], width),
             fit_line([], width),
         ]
-    empty = GpuSeries(gpu.index)
-    s = series or empty
+    s = series or GpuSeries(gpu.index)
     events, events_level = _events_text(gpu)
     marks = health_mark(gpu)
     if marks:  # the machine's faults outrank the clock reasons in the corner
         events, events_level = f"{marks} {events}".rstrip(), "hot"
-    title = ellipsize(title, max(8, width - len(events) - 2))
-    gap = width - len(title) - len(events)
-    line1 = fit_line([(title, title_style), (" " * max(1, gap), ""), (events, events_level)], width)
-
     util = f" {gpu.util_pct:3.0f}%" if gpu.util_pct is not None else "    -"
-    util_spark = sparkline(s.util, width - 6 - len(util), 0.0, 100.0)
-    line2 = fit_line([(" util ", "label"), (util_spark, "spark"), (util, "value")], width)
+    util_width = width - 6 - len(util)
+    util_tail = s.util[-util_width:] if util_width > 0 else ()
+    return [
+        _title_line(title, title_style, events, events_level, width),
+        _util_line(util_tail, util, width),
+        _pair_line(*_mem_temp(gpu, s), width),
+        _pair_line(*_power_clock(gpu, s), width),
+    ]
 
-    half = (width - 3) // 2
+
+def _mem_temp(gpu: GpuSample, s: GpuSeries) -> tuple[Metric, Metric]:
     mem_value = f" {fmt_mib(gpu.mem_used_mib)}/{fmt_mib(gpu.mem_total_mib)}"
     mem_level = _ratio_level(gpu.mem_used_mib, gpu.mem_total_mib, 0.90, 0.97)
     temp_value = f" {_num(gpu.temp_c)}/{_num(gpu.slowdown_temp_c)}°C"
-    temp_lo = 20.0
     temp_hi = gpu.slowdown_temp_c or 90.0
-    left = _metric(
-        " mem  ", _slow(s.mem_pct, half - 6 - len(mem_value), 0, 100), mem_value, mem_level
+    return (
+        (" mem  ", s.mem_pct, 0.0, 100.0, mem_value, mem_level),
+        ("temp ", s.temp_c, 20.0, temp_hi, temp_value, _temp_level(gpu)),
     )
-    right = _metric(
-        "temp ",
-        _slow(s.temp_c, width - half - 3 - 5 - len(temp_value), temp_lo, temp_hi),
-        temp_value,
-        _temp_level(gpu),
-    )
-    line3 = fit_line([*fit_line(left, half), (" │ ", "dim"), *right], width)
 
+
+def _power_clock(gpu: GpuSample, s: GpuSeries) -> tuple[Metric, Metric]:
     power_value = f" {_num(gpu.power_w)}/{_num(gpu.power_limit_w)}W"
     power_level = _ratio_level(gpu.power_w, gpu.power_limit_w, 0.95, 1.0)
     clock_value = f" {_num(gpu.sm_clock_mhz)}/{_num(gpu.sm_clock_max_mhz)}"
     clock_level = "warn" if gpu.clock_event_bits and gpu.clock_event_bits & ~0x101 else ""
-    left = _metric(
-        " pwr  ",
-        _slow(s.power_w, half - 6 - len(power_value), 0, gpu.power_limit_w or 1.0),
-        power_value,
-        power_level,
+    return (
+        (" pwr  ", s.power_w, 0.0, gpu.power_limit_w or 1.0, power_value, power_level),
+        ("SM   ", s.sm_clock_mhz, 0.0, gpu.sm_clock_max_mhz or 1.0, clock_value, clock_level),
     )
-    right = _metric(
-        "SM   ",
-        _slow(
-            s.sm_clock_mhz, width - half - 3 - 5 - len(clock_value), 0, gpu.sm_clock_max_mhz or 1.0
-        ),
-        clock_value,
-        clock_level,
-    )
-    line4 = fit_line([*fit_line(left, half), (" │ ", "dim"), *right], width)
-    return [line1, line2, line3, line4]
+
+
+@lru_cache(maxsize=LINE_CACHE)
+def _title_line(title: str, title_style: str, events: str, events_level: str, width: int) -> Line:
+    """The GPU's name and, right-aligned, its clock-event reasons (or hardware faults)."""
+    title = ellipsize(title, max(8, width - len(events) - 2))
+    gap = width - len(title) - len(events)
+    return fit_line([(title, title_style), (" " * max(1, gap), ""), (events, events_level)], width)
+
+
+@lru_cache(maxsize=LINE_CACHE)
+def _util_line(util_tail: tuple[float, ...], util: str, width: int) -> Line:
+    """The sub-second utilization samples that fit, then the tick's mean."""
+    util_spark = sparkline(util_tail, width - 6 - len(util), 0.0, 100.0)
+    return fit_line([(" util ", "label"), (util_spark, "spark"), (util, "value")], width)
+
+
+@lru_cache(maxsize=LINE_CACHE)
+def _pair_line(left: Metric, right: Metric, width: int) -> Line:
+    """Two per-tick metrics side by side, each a squeezed sparkline and its value."""
+    half = (width - 3) // 2
+    left_label, left_values, left_lo, left_hi, left_value, left_level = left
+    label, values, lo, hi, value, level = right
+    left_spark = _slow(left_values, half - 6 - len(left_value), left_lo, left_hi)
+    pieces: list[Piece] = [(left_label, "label"), (left_spark, "spark"), (left_value, left_level)]
+    spark = _slow(values, width - half - 3 - 5 - len(value), lo, hi)
+    right_pieces: list[Piece] = [(label, "label"), (spark, "spark"), (value, level)]
+    return fit_line([*fit_line(pieces, half), (" │ ", "dim"), *right_pieces], width)
+
+
+@lru_cache(maxsize=LINE_CACHE)
+def join_cards(lines: tuple[Line, ...], width: int) -> Line:
+    """One screen line of a row of cards: their lines side by side, ``COLUMN_GAP`` between,
+    cut or padded to ``width``."""
+    pieces: list[Piece] = []
+    for c, line in enumerate(lines):
+        if c:
+            pieces.append((COLUMN_GAP, "dim"))
+        pieces.extend(line)
+    return fit_line(pieces, width)
 
 
 def health_mark(gpu: GpuSample) -> str:

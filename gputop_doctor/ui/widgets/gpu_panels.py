@@ -30,14 +30,13 @@ from gputop_doctor.core.frame import Frame, GpuSeries
 from gputop_doctor.core.model import GpuSample
 from gputop_doctor.ui.widgets.gpu_lines import (
     CARD_LINES,
-    COLUMN_GAP,
     Layout,
     Line,
-    Piece,
     card_lines,
     choose_layout,
     compact_lines,
     fit_line,
+    join_cards,
 )
 
 
@@ -168,13 +167,9 @@ class GpuPanels(Widget, can_focus=True):
                 )
                 for i, g in enumerate(gpus[row_start : row_start + cols])
             ]
-            for y in range(CARD_LINES):
-                pieces: list[Piece] = []
-                for c, card in enumerate(cards):
-                    if c:
-                        pieces.append((COLUMN_GAP, "dim"))
-                    pieces.extend(card[y])
-                out.append(fit_line(pieces, width))
+            out.extend(
+                join_cards(tuple(card[y] for card in cards), width) for y in range(CARD_LINES)
+            )
         return out
 
     def _style_map(self) -> dict[str, Style]:

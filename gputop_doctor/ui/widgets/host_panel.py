@@ -12,7 +12,6 @@ is ``core.measures.job_cpu_share``, the very measure the cpu-saturation rule jud
 
 from __future__ import annotations
 
-from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
@@ -32,6 +31,7 @@ from gputop_doctor.ui.render import (
     host_counts_for_job,
     sparkline,
 )
+from gputop_doctor.ui.text_strips import text_segments
 
 COMPACT_HEIGHT = 32  # below this terminal height the panel takes one line
 
@@ -256,12 +256,11 @@ class HostPanel(Widget):
         width = self.size.width
         if self._strips is None:
             base = self.rich_style
-            console = self.app.console
             self._strips = []
             for line in self._text.split("\n"):
                 line.truncate(width, overflow="ellipsis")
-                segments = Segment.apply_style(line.render(console), base)
-                self._strips.append(Strip(list(segments)).adjust_cell_length(width, base))
+                segments = text_segments(line, base)
+                self._strips.append(Strip(segments).adjust_cell_length(width, base))
         if y < len(self._strips):
             return self._strips[y]
         return Strip.blank(width, self.rich_style)

@@ -8,13 +8,13 @@ about updating, scrolling and drawing the table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rich.style import Style
 from rich.text import Text
 
-from gputop_doctor.core import measures
 from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.text import printable
 from gputop_doctor.ui.render import NAME_MAX, fmt_mib, wait_pct
@@ -83,29 +83,45 @@ def tree_rows(
     ``reverse`` orders siblings and the others by falling PID (the tree's shape stays).
     """
     procs = list(processes)
-    tree = {p.pid: p for p in measures.in_tree(procs)}
-    children: dict[int, list[ProcSample]] = {}
-    roots: list[ProcSample] = []
-    for proc in tree.values():
-        if proc.ppid is not None and proc.ppid in tree and proc.ppid != proc.pid:
-            children.setdefault(proc.ppid, []).append(proc)
-        else:
-            roots.append(proc)
-    out: list[tuple[ProcSample, str]] = []
+    shape = tuple((p.pid, p.ppid, p.depth, p.in_tree) for p in procs)
+    return [(procs[index], prefix) for index, prefix in _tree_order(shape, reverse)]
 
-    def walk(proc: ProcSample, prefix: str, branch: str) -> None:
-        out.append((proc, prefix + branch))
-        kids = sorted(children.get(proc.pid, ()), key=lambda p: p.pid, reverse=reverse)
+
+# (pid, ppid, depth, in the attached tree) of each process, in the snapshot's order.
+Shape = tuple[tuple[int, int | None, int, bool], ...]
+
+
+@lru_cache(maxsize=8)
+def _tree_order(shape: Shape, reverse: bool) -> tuple[tuple[int, str], ...]:
+    """``tree_rows`` as (index into the processes, prefix). A function of the tree's shape
+    alone, which stays the same for minutes while every process's readings change each tick,
+    so the walk and its sorts run when a process comes or goes, not every frame."""
+    tree = {shape[i][0]: i for i in range(len(shape)) if shape[i][3]}
+    children: dict[int, list[int]] = {}
+    roots: list[int] = []
+    for index in tree.values():
+        pid, ppid, _, _ = shape[index]
+        if ppid is not None and ppid in tree and ppid != pid:
+            children.setdefault(ppid, []).append(index)
+        else:
+            roots.append(index)
+    out: list[tuple[int, str]] = []
+
+    def walk(index: int, prefix: str, branch: str) -> None:
+        out.append((index, prefix + branch))
+        kids = sorted(children.get(shape[index][0], ()), key=lambda i: shape[i][0], reverse=reverse)
         below = prefix + ("" if not branch else "   " if branch == "└─ " else "│  ")
         for i, kid in enumerate(kids):
             walk(kid, below, "└─ " if i == len(kids) - 1 else "├─ ")
 
-    for root in sorted(roots, key=lambda p: (p.depth, -p.pid if reverse else p.pid)):
+    for root in sorted(
+        roots, key=lambda i: (shape[i][2], -shape[i][0] if reverse else shape[i][0])
+    ):
         walk(root, "", "")
-    seen = {p.pid for p, _ in out}
-    others = sorted(procs, key=lambda p: p.pid, reverse=reverse)
-    out.extend((p, "") for p in others if p.pid not in seen)
-    return out
+    seen = {shape[i][0] for i, _ in out}
+    others = sorted(range(len(shape)), key=lambda i: shape[i][0], reverse=reverse)
+    out.extend((i, "") for i in others if shape[i][0] not in seen)
+    return tuple(out)
 
 
 def _blas(proc: ProcSample) -> str:
@@ -135,6 +151,48 @@ def row_cells(proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[str, .
         str(proc.num_threads) if proc.num_threads is not None else "-",
         proc.state,
         _blas(proc),
+    )
+
+
+CellsOf = Callable[[ProcSample, str, "GpuUse | None"], tuple[str, ...]]
+
+
+class RememberedCells:
+    """``row_cells`` for one frame, reusing the last frame's cells of a process whose shown
+    readings did not change.
+
+    Most of a 64-process tree is idle DataLoader workers whose row reads the same tick after
+    tick, while their ``ProcSample`` is new each tick (run-queue times, last CPU); comparing
+    the few fields a row shows costs less than formatting its twelve cells again, and handing
+    back the very same tuple lets the table see the row is unchanged without comparing its
+    cells. Made once per frame from the previous frame's, so a PID that left is forgotten.
+    """
+
+    def __init__(self, previous: RememberedCells | None = None) -> None:
+        self._previous = previous._now if previous is not None else {}
+        self._now: dict[int, tuple[tuple[object, ...], tuple[str, ...]]] = {}
+
+    def __call__(self, proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[str, ...]:
+        shown = _shown_inputs(proc, prefix, use)
+        last = self._previous.get(proc.pid)
+        cells = last[1] if last is not None and last[0] == shown else row_cells(proc, prefix, use)
+        self._now[proc.pid] = (shown, cells)
+        return cells
+
+
+def _shown_inputs(proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[object, ...]:
+    """Everything ``row_cells`` reads of a process: equal inputs give equal cells."""
+    return (
+        prefix,
+        use,
+        proc.user,
+        proc.name,
+        proc.probe,
+        proc.cpu_pct,
+        proc.rss_mib,
+        proc.num_threads,
+        proc.state,
+        proc.libraries,
     )
 
 

@@ -40,6 +40,7 @@ from gputop_doctor.ui.widgets.process_rows import (
     KEYS,
     RECORDED_COLUMNS,
     Emphasis,
+    RememberedCells,
     Row,
     cell_text,
     row_texts,
@@ -99,6 +100,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self._wait_warn_pct = float("inf")  # from the settings in force, with the first frame
         self._emphasis: Emphasis | None = None  # last used to style cells
         self._rows: dict[RowKey, Row] = {}
+        self._cells = RememberedCells()  # the last frame's cells, reused where unchanged
         self._order: list[RowKey] = []
         self._index: dict[RowKey, int] = {}
         self._target: int | None = None
@@ -268,7 +270,8 @@ class ProcessTable(ScrollView, can_focus=True):
         self._target = snapshot.target_pid
         cursor_key = self._order[self._cursor] if self._cursor < len(self._order) else None
         on_screen = self._cursor - round(self.scroll_y)  # the cursor's line in the window
-        rows = ordered_rows(snapshot, self.view)
+        self._cells = RememberedCells(self._cells)
+        rows = ordered_rows(snapshot, self.view, self._cells)
         emphasis = self._current_emphasis()
         restyle = emphasis != self._emphasis  # new threshold or theme: restyle every cell
         self._emphasis = emphasis

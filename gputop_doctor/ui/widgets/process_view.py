@@ -21,6 +21,7 @@ from gputop_doctor.ui.render import NAME_MAX, fmt_mib
 from gputop_doctor.ui.search import matches_words
 from gputop_doctor.ui.widgets.process_rows import (
     SORT_KEYS,
+    CellsOf,
     GpuUse,
     gpu_use,
     row_cells,
@@ -57,8 +58,11 @@ def is_group(key: RowKey) -> bool:
     return isinstance(key, str)
 
 
-def ordered_rows(snapshot: Snapshot, view: TableView) -> list[tuple[RowKey, tuple[str, ...]]]:
-    """(key, cells) in display order for a view."""
+def ordered_rows(
+    snapshot: Snapshot, view: TableView, cells_of: CellsOf = row_cells
+) -> list[tuple[RowKey, tuple[str, ...]]]:
+    """(key, cells) in display order for a view; ``cells_of`` makes a process's cells (the
+    table passes a ``RememberedCells`` that reuses the last frame's)."""
     uses = gpu_use(snapshot)
     procs = list(snapshot.processes)
     known = {p.pid for p in procs}
@@ -68,12 +72,12 @@ def ordered_rows(snapshot: Snapshot, view: TableView) -> list[tuple[RowKey, tupl
         procs = [p for p in procs if matches_words(p.pid, _search_text(p), view.search)]
     if not view.by_job:
         ordered = _sorted(procs, uses, view)
-        return [(p.pid, row_cells(p, prefix, uses.get(p.pid))) for p, prefix in ordered]
+        return [(p.pid, cells_of(p, prefix, uses.get(p.pid))) for p, prefix in ordered]
     rows: list[tuple[RowKey, tuple[str, ...]]] = []
     for group in _groups(procs, snapshot):
         members = _sorted(group.members, uses, view)
         rows.append((group.key, group_cells(group, uses)))
-        rows.extend((p.pid, row_cells(p, "  " + prefix, uses.get(p.pid))) for p, prefix in members)
+        rows.extend((p.pid, cells_of(p, "  " + prefix, uses.get(p.pid))) for p, prefix in members)
     return rows
 
 

@@ -20,6 +20,7 @@ from textual.widget import Widget
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.text import printable
 from gputop_doctor.core.verdict import Bottleneck, Verdict
+from gputop_doctor.ui.text_strips import text_segments
 
 # The component class that styles each bottleneck; anything else (unknown) is dim.
 LEVEL = {
@@ -109,6 +110,5 @@ class VerdictBar(Widget):
             else:
                 text = self.line()
                 text.truncate(width, overflow="ellipsis")
-                segments = Segment.apply_style(text.render(self.app.console), base)
-                self._strip = Strip(list(segments)).adjust_cell_length(width, base)
+                self._strip = Strip(text_segments(text, base)).adjust_cell_length(width, base)
         return self._strip
