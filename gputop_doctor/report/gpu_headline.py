@@ -46,7 +46,7 @@ def classify_gpu_only(history: History, ctx: RuleContext) -> Verdict:
     samples = [v for values in in_use for v in values]
     verdict = decide(
         util=_stats.mean(samples) or 0.0,
-        idle=_stats.fraction(samples, lambda v: v <= t.idle_util_pct),
+        idle=_stats.share_at_most(samples, t.idle_util_pct),
         cv=_stats.coefficient_of_variation(samples),
         cpu=None,
         gpus=len(in_use),

@@ -20,6 +20,7 @@ the CPU is calm: the GPU waits for batches, and more workers would use the idle 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 
 from gputop_doctor.config.thresholds import HeadlineThresholds
 from gputop_doctor.core.history import History, Window
@@ -27,11 +28,17 @@ from gputop_doctor.core.model import GpuSample
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, util_values
+from gputop_doctor.rules._gpu import gpu_pids, job_gpus
 from gputop_doctor.rules._tree import cpu_budget
-from gputop_doctor.rules._window import enough_span, gpu_columns, window
+from gputop_doctor.rules._window import enough_span, window
 from gputop_doctor.rules.cpu_saturation import busy_fractions
-from gputop_doctor.rules.gpu_starvation import fed_now, fed_run, judged_series
+from gputop_doctor.rules.gpu_starvation import (
+    TickUtil,
+    fed_now,
+    fed_run,
+    judged_series,
+    tick_utils,
+)
 
 
 def classify(history: History, ctx: RuleContext) -> Verdict:
@@ -57,7 +64,7 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
     cpu = _stats.mean(busy_fractions(win, cpus, job))
     return decide(
         util=_stats.mean(samples) or 0.0,
-        idle=_stats.fraction(samples, lambda v: v <= t.idle_util_pct),
+        idle=_stats.share_at_most(samples, t.idle_util_pct),
         cv=_stats.coefficient_of_variation(samples),
         cpu=cpu,
         gpus=len(gpus),
@@ -74,20 +81,20 @@ def _job_samples(
     reading ``gpu-starvation`` clears on). None while every GPU is still in start-up."""
     st = ctx.settings.rules.gpu_starvation
     t = ctx.settings.rules.headline
-    cols = gpu_columns(win)
+    utils = tick_utils(win, st)
     out: list[float] = []
     starting = 0
     for g in gpus:
-        series: Sequence[GpuSample] = live(cols.get(g.index, ()))
+        ticks: Sequence[TickUtil] = utils.get(g.index, ())
         judged, _ = judged_series(history, t.window_s, g.index, gpu_pids(g), st)
         if judged is not None:
-            series = judged
-            if not series:
+            if not judged:
                 starting += 1
                 continue
-        if fed_now(series, win.snapshots[-1].interval_s, st):
-            series = fed_run(series, st)
-        out.extend(util_values(series))
+            ticks = [TickUtil.of(gpu, st) for gpu in judged]
+        if fed_now(ticks, win.snapshots[-1].interval_s, st):
+            ticks = fed_run(ticks)
+        out.extend(chain.from_iterable(tick.readings for tick in ticks))
     return None if starting and starting == len(gpus) else out
 
 
