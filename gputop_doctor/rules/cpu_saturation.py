@@ -106,6 +106,10 @@ def _tree_want(snap: Snapshot) -> float | None:
     return measures.tree_want_cpus(snap.processes)
 
 
+def _delay_ratio(snap: Snapshot) -> float | None:
+    return measures.delay_ratio(snap.processes)
+
+
 def _harm(win: Window, job: bool) -> _Harm:
     """Proof that the busy CPUs hurt: the job's own waiting when it is attached (its tree's
     run-queue delay, its cgroup's cpu pressure), the host's otherwise."""
@@ -113,7 +117,8 @@ def _harm(win: Window, job: bool) -> _Harm:
     if job:
         return _Harm(_blame.job_delay(win), _blame.cgroup_cpu_pct(win), _stats.mean(throttled))
     psi = [s.host.psi_cpu.some_avg10 for s in win if s.host.psi_cpu is not None]
-    delays = [d for d in (measures.delay_ratio(s.processes) for s in win) if d is not None]
+    per_tick = (per_snapshot(win, "delay ratio", s, _delay_ratio) for s in win)
+    delays = [d for d in per_tick if d is not None]
     return _Harm(
         delay_ratio=_stats.mean(delays),
         psi_cpu_pct=_stats.mean(psi),
