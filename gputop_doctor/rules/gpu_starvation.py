@@ -31,6 +31,7 @@ from gputop_doctor.rules._tree import (
     descendants,
     has_thread,
     is_worker,
+    process_of,
 )
 from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
 from gputop_doctor.rules.dataloader_config import knob_fix, slow_knobs
@@ -288,7 +289,7 @@ def _title(index: int, avg: float, idle: float, cause: Cause) -> str:
 def _probe_proves(latest: Snapshot, owners: Sequence[int], t: StarvationThresholds) -> bool:
     """An owner's in-process probe measured the loop waiting ``probe_wait_pct`` for data."""
     for pid in owners:
-        proc = latest.process(pid)
+        proc = process_of(latest, pid)
         probe = proc.probe if proc is not None else None
         if probe is not None and (probe.data_wait_frac or 0.0) * 100.0 >= t.probe_wait_pct:
             return True
@@ -300,7 +301,7 @@ def _probe_fed(latest: Snapshot, owners: Sequence[int], t: StarvationThresholds)
     data: batches are ready when it asks, so the data pipeline starves nothing."""
     waits = []
     for pid in owners:
-        proc = latest.process(pid)
+        proc = process_of(latest, pid)
         probe = proc.probe if proc is not None else None
         if probe is None or probe.data_wait_frac is None:
             return False
