@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from itertools import chain
 from typing import TypeVar
 
 from gputop_doctor.core import measures
@@ -48,17 +49,26 @@ def window_delay(win: Window, who: str, counts: Callable[[ProcSample], bool]) ->
     times = running_groups(
         win, ("run and wait", who), lambda snap: _run_wait(snap, counts), reads_processes=True
     )
-    return measures.wait_share(sum(times.get(_RUN, ())), sum(times.get(_WAIT, ())))
+    run = sum(chain.from_iterable(times.get(_RUN, ())))
+    return measures.wait_share(run, sum(chain.from_iterable(times.get(_WAIT, ()))))
 
 
 _RUN, _WAIT = "run", "wait"
 
 
-def _run_wait(snap: Snapshot, counts: Callable[[ProcSample], bool]) -> Iterator[tuple[str, float]]:
+def _run_wait(
+    snap: Snapshot, counts: Callable[[ProcSample], bool]
+) -> Iterator[tuple[str, tuple[float, ...]]]:
+    """A tick's run and wait times of the processes counted, as one tuple each (one entry per
+    tick in the view, not one per process)."""
+    runs, waits = [], []
     for proc in snap.processes:
         if proc.run_ns_per_s is not None and proc.wait_ns_per_s is not None and counts(proc):
-            yield _RUN, proc.run_ns_per_s
-            yield _WAIT, proc.wait_ns_per_s
+            runs.append(proc.run_ns_per_s)
+            waits.append(proc.wait_ns_per_s)
+    if runs:
+        yield _RUN, tuple(runs)
+        yield _WAIT, tuple(waits)
 
 
 def _in_tree(proc: ProcSample) -> bool:
