@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise, repeat
-from operator import le, sub
+from operator import le
 
 
 def mean(values: Sequence[float]) -> float | None:
@@ -41,8 +41,7 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
     avg = mean(values)
     if avg is None or avg <= 0.0 or len(values) < 2:
         return None
-    # The same squares summed in the same order as a generator would, but in C (map).
-    var = sum(map(pow, map(sub, values, repeat(avg)), repeat(2))) / len(values)
+    var = sum((v - avg) ** 2 for v in values) / len(values)
     return float(var**0.5 / avg)
 
 
