@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
+from operator import attrgetter
 
 from gputop_doctor.config.thresholds import HeadlineThresholds
 from gputop_doctor.core.history import History, Window
@@ -96,7 +97,7 @@ def _job_samples(
             ticks = [TickUtil.of(gpu, st) for gpu in judged]
         if fed_now(ticks, win.snapshots[-1].interval_s, st):
             ticks = fed_run(ticks)
-        out.extend(chain.from_iterable(tick.readings for tick in ticks))
+        out.extend(chain.from_iterable(map(_READINGS, ticks)))
     return None if starting and starting == len(gpus) else out
 
 
@@ -128,6 +129,9 @@ def util_figures(win: Window, name: str, samples: list[float], idle_pct: float) 
     if memo is not None:
         memo[key] = (samples, figures)
     return figures
+
+
+_READINGS = attrgetter("readings")
 
 
 def _measured_fed(win: Window, ctx: RuleContext) -> bool:

@@ -13,6 +13,7 @@ from gputop_doctor.rules._blame import window_delay
 from gputop_doctor.rules._gpu import live
 from gputop_doctor.rules._window import OfRecent, gpu_columns, proc_columns
 from gputop_doctor.rules.comm_bound import _busy_readings
+from gputop_doctor.rules.cpu_saturation import busy_fractions
 from gputop_doctor.rules.gpu_memory_creep import sampled_window
 from gputop_doctor.rules.gpu_starvation import TickUtil, tick_utils
 from gputop_doctor.rules.io_bound import job_d_fraction
@@ -124,8 +125,8 @@ def busy_snap(k: int) -> Snapshot:
 
 def test_per_sample_views_equal_rebuilt_ones_every_tick() -> None:
     """The views of judged samples (the fed test's ticks, recent heat, busy-but-idle SMs,
-    run and wait times, D states) against their rebuilds and against the judgement of the
-    window's own samples, every tick."""
+    run and wait times, the tree's CPU shares, D states) against their rebuilds and against
+    the judgement of the window's own samples, every tick."""
     history = History(12, detail_snapshots=5)
     starving = Settings().rules.gpu_starvation
     thermal = Settings().rules.thermal_throttle
@@ -148,6 +149,13 @@ def test_per_sample_views_equal_rebuilt_ones_every_tick() -> None:
                 assert kept == measures.delay_ratio(
                     p for s in win for p in s.processes if counts(p)
                 )
+            shares = [
+                b
+                for s in win
+                if (b := measures.share_of_cpus(measures.tree_want_cpus(s.processes), s.host, 2.0))
+                is not None
+            ]
+            assert busy_fractions(win, 2.0, True) == busy_fractions(fresh, 2.0, True) == shares
             pids = sorted({p.pid for s in win for p in s.processes})
             d_share = job_d_fraction(history, pids, seconds)
             samples = [s for pid in pids for s in proc_columns(fresh).get(pid, ())]
