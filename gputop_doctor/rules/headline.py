@@ -119,8 +119,8 @@ def util_figures(win: Window, name: str, samples: list[float], idle_pct: float) 
     memo = win.memo
     key = ("headline figures", name, idle_pct)
     last = memo.get(key) if memo is not None else None
-    if isinstance(last, tuple) and last[0] == samples:
-        return last[1]  # type: ignore[no-any-return]
+    if isinstance(last, tuple) and last[0] == samples and isinstance(last[1], UtilFigures):
+        return last[1]
     figures = UtilFigures(
         _stats.mean(samples) or 0.0,
         _stats.share_at_most(samples, idle_pct),
