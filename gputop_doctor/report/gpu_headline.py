@@ -25,7 +25,7 @@ from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._gpu import util_columns
 from gputop_doctor.rules._window import enough_span, window
-from gputop_doctor.rules.headline import decide
+from gputop_doctor.rules.headline import decide, util_figures
 
 GPU_BOUND_PCT = 90.0  # mean utilization of the GPUs in use for "GPU-bound" from a log alone
 
@@ -44,10 +44,11 @@ def classify_gpu_only(history: History, ctx: RuleContext) -> Verdict:
     if not in_use:
         return Verdict(Case.UNKNOWN, Bottleneck.UNKNOWN, "No GPU in use in this part of the log")
     samples = [v for values in in_use for v in values]
+    figures = util_figures(win, "gpu only", samples, t.idle_util_pct)
     verdict = decide(
-        util=_stats.mean(samples) or 0.0,
-        idle=_stats.fraction(samples, lambda v: v <= t.idle_util_pct),
-        cv=_stats.coefficient_of_variation(samples),
+        util=figures.mean,
+        idle=figures.idle,
+        cv=figures.cv,
         cpu=None,
         gpus=len(in_use),
         t=t,

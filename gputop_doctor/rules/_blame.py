@@ -8,16 +8,19 @@ processes, so a finding can say whose doing it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from itertools import chain
 from typing import TypeVar
 
 from gputop_doctor.core import measures
 from gputop_doctor.core.history import Window
-from gputop_doctor.core.model import Snapshot
+from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure, PressureScope
 from gputop_doctor.core.text import printable
 from gputop_doctor.rules import _stats
+from gputop_doctor.rules._running import running_groups
+from gputop_doctor.rules._window import per_snapshot
 
 _Ranked = TypeVar("_Ranked", OutsideProcess, OutsideJob)
 _Key = TypeVar("_Key", int, str)
@@ -35,14 +38,63 @@ def attached(snap: Snapshot) -> bool:
 
 def job_delay(win: Window) -> float | None:
     """Run-queue wait over runnable time of the job tree over the window."""
-    return measures.delay_ratio(p for snap in win for p in measures.in_tree(snap.processes))
+    return window_delay(win, "job tree", _in_tree)
+
+
+def window_delay(win: Window, who: str, counts: Callable[[ProcSample], bool]) -> float | None:
+    """``measures.delay_ratio`` of the samples of the window's processes that ``counts`` (named
+    ``who``, which names the view), from their run and wait times kept in step with the window:
+    64 processes x every tick of the window, each tick, were most of the CPU rules' cost. The
+    same times summed in the same order, so the same ratio."""
+    times = running_groups(
+        win, ("run and wait", who), lambda snap: _run_wait(snap, counts), reads_processes=True
+    )
+    run = sum(chain.from_iterable(times.get(_RUN, ())))
+    return measures.wait_share(run, sum(chain.from_iterable(times.get(_WAIT, ()))))
+
+
+_RUN, _WAIT = "run", "wait"
+
+
+def _run_wait(
+    snap: Snapshot, counts: Callable[[ProcSample], bool]
+) -> Iterator[tuple[str, tuple[float, ...]]]:
+    """A tick's run and wait times of the processes counted, as one tuple each (one entry per
+    tick in the view, not one per process)."""
+    runs, waits = [], []
+    for proc in snap.processes:
+        if proc.run_ns_per_s is not None and proc.wait_ns_per_s is not None and counts(proc):
+            runs.append(proc.run_ns_per_s)
+            waits.append(proc.wait_ns_per_s)
+    if runs:
+        yield _RUN, tuple(runs)
+        yield _WAIT, tuple(waits)
+
+
+def _in_tree(proc: ProcSample) -> bool:
+    return proc.in_tree
 
 
 def job_demand_cpus(win: Window) -> float | None:
     """CPUs the job wanted (on a CPU plus queued for one), mean per tick; None without
     schedstat."""
-    per_tick = (measures.demand_cpus(measures.in_tree(snap.processes)) for snap in win)
+    per_tick = (per_snapshot(win, "job demand cpus", snap, _demand_cpus) for snap in win)
     return _stats.mean([d for d in per_tick if d is not None])
+
+
+def job_used_cpus(win: Window) -> float | None:
+    """CPUs the job's tree used (reaped children included), mean per tick; None before any
+    of its processes has a CPU rate."""
+    per_tick = (per_snapshot(win, "job used cpus", snap, _used_cpus) for snap in win)
+    return _stats.mean([u for u in per_tick if u is not None])
+
+
+def _demand_cpus(snap: Snapshot) -> float | None:
+    return measures.demand_cpus(measures.in_tree(snap.processes))
+
+
+def _used_cpus(snap: Snapshot) -> float | None:
+    return measures.tree_cpus(snap.processes)
 
 
 def cgroup_cpu_pct(win: Window) -> float | None:

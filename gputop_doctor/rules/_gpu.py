@@ -8,6 +8,8 @@ from gputop_doctor.core import measures
 from gputop_doctor.core.history import Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot
 from gputop_doctor.rules._running import running_groups
+from gputop_doctor.rules._tree import process_of
+from gputop_doctor.rules._window import OfRecent
 
 
 def util_values(samples: Iterable[GpuSample]) -> list[float]:
@@ -71,8 +73,12 @@ def job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:
     """GPUs the job uses: those holding a process of the attached tree, else any in use.
 
     With a target attached that holds no GPU, the answer is empty on purpose: another user's
-    GPUs say nothing about this job.
+    GPUs say nothing about this job. Worked out once per snapshot for the tick's rules.
     """
+    return _JOB_GPUS(snap)
+
+
+def _job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:
     gpus = tuple(g for g in snap.gpus if not g.lost)
     tree = measures.tree_pids(snap.processes)
     if snap.target_pid is not None and tree:
@@ -80,18 +86,26 @@ def job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:
     return tuple(g for g in gpus if gpu_pids(g))
 
 
-def job_gpu_groups(snap: Snapshot) -> list[tuple[GpuSample, ...]]:
+def job_gpu_groups(snap: Snapshot) -> tuple[tuple[GpuSample, ...], ...]:
     """The GPUs of each job, for rules that compare ranks: with a target attached, its GPUs;
     without, the GPUs in use grouped by the job of their processes (Slurm job, pod,
     container), so two unrelated jobs sharing a node are never compared as ranks of one.
     Processes of no known job form one group, as before jobs were known."""
+    return _JOB_GPU_GROUPS(snap)
+
+
+def _job_gpu_groups(snap: Snapshot) -> tuple[tuple[GpuSample, ...], ...]:
     if snap.target_pid is not None and measures.tree_pids(snap.processes):
-        return [job_gpus(snap)]
+        return (job_gpus(snap),)
     groups: dict[str | None, list[GpuSample]] = {}
     for gpu in job_gpus(snap):
         for key in {_job_key(snap, pid) for pid in gpu_pids(gpu)}:
             groups.setdefault(key, []).append(gpu)
-    return [tuple(gpus) for _, gpus in sorted(groups.items(), key=lambda kv: kv[0] or "")]
+    return tuple(tuple(gpus) for _, gpus in sorted(groups.items(), key=lambda kv: kv[0] or ""))
+
+
+_JOB_GPUS = OfRecent(_job_gpus)
+_JOB_GPU_GROUPS = OfRecent(_job_gpu_groups)
 
 
 def job_pids_on(gpu: GpuSample, snap: Snapshot) -> tuple[int, ...]:
@@ -105,5 +119,5 @@ def job_pids_on(gpu: GpuSample, snap: Snapshot) -> tuple[int, ...]:
 
 
 def _job_key(snap: Snapshot, pid: int) -> str | None:
-    proc = snap.process(pid)
+    proc = process_of(snap, pid)
     return None if proc is None or proc.job is None else proc.job.key

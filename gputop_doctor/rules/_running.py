@@ -54,6 +54,8 @@ class _Groups(Generic[T]):
     view: Mapping[Hashable, tuple[T, ...]] | None = None
     # Leading snapshots whose values were taken out when they lost their processes.
     bare: int = 0
+    # The groups in sorted order, while no group came or went (views not ``by_appearance``).
+    order: list[Hashable] | None = None
 
     def drop_oldest(self) -> None:
         if self.bare:
@@ -63,13 +65,16 @@ class _Groups(Generic[T]):
 
     def add(self, snap: Snapshot, derive: Derive[T]) -> None:
         self.last += self.stride
-        groups = []
+        serial, values, groups = self.last, self.values, []
         for position, (group, value) in enumerate(derive(snap)):
             groups.append(group)
-            item = (self.last, value) if self.numbered else value
-            self.values.setdefault(group, deque()).append(item)  # type: ignore[arg-type]
+            column = values.get(group)
+            if column is None:
+                column = values[group] = deque()
+                self.order = None
+            column.append((serial, value) if self.numbered else value)  # type: ignore[arg-type]
             if self.by_appearance:
-                self.origins.setdefault(group, deque()).append((self.last, position))
+                self.origins.setdefault(group, deque()).append((serial, position))
         self.added.append(tuple(groups))
 
     def strip_before(self, serial: int) -> None:
@@ -91,13 +96,17 @@ class _Groups(Generic[T]):
             if not values:
                 del self.values[group]
                 self.origins.pop(group, None)
+                self.order = None
 
     def freeze(self) -> Mapping[Hashable, tuple[T, ...]]:
-        if self.by_appearance:
+        if self.by_appearance:  # a group's first sight moves as its oldest values leave
             order = sorted(self.values, key=lambda group: self.origins[group][0])
-        else:
-            order = sorted(self.values)  # type: ignore[type-var]
-        return MappingProxyType({group: tuple(self.values[group]) for group in order})
+        else:  # sorted again only when a group came or went
+            if self.order is None:
+                self.order = sorted(self.values)  # type: ignore[type-var]
+            order = self.order
+        values = self.values
+        return MappingProxyType({group: tuple(values[group]) for group in order})
 
 
 def running_groups(

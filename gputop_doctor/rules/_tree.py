@@ -6,13 +6,28 @@ Every walk stays within one snapshot (``ppid`` links of that tick).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules._window import OfRecent
 
 DATA_WORKER = "pt_data_worker"
 
 PIN_THREAD = "pt_data_pin"
+
+
+def process_of(snap: Snapshot, pid: int) -> ProcSample | None:
+    """``snap.process(pid)`` (its first sample of ``pid``) from a map built once per snapshot:
+    every GPU's check looks up its owners in the latest two snapshots each tick."""
+    return _BY_PID(snap).get(pid)
+
+
+def _by_pid(snap: Snapshot) -> Mapping[int, ProcSample]:
+    return MappingProxyType({p.pid: p for p in reversed(snap.processes)})
+
+
+_BY_PID = OfRecent(_by_pid, size=2)
 
 
 def children_map(processes: Iterable[ProcSample]) -> dict[int, list[int]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from gputop_doctor.core.history import History, PerSnapshot, Window
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
@@ -84,6 +84,29 @@ def per_snapshot(win: Window, key: Hashable, snap: Snapshot, derive: Callable[[S
         return values[key]  # type: ignore[return-value]
     value = values[key] = derive(snap)
     return value
+
+
+class OfRecent(Generic[T]):
+    """``derive(snap)`` for the last ``size`` snapshots asked about, reused while they are
+    asked again: the rules of one tick ask the same question (the job's GPUs, a PID's sample)
+    of the same latest snapshot, each for itself. For a function of a snapshot alone where no
+    window is at hand (``per_snapshot`` needs one). The snapshots are held, so an ``id`` is
+    never reused under a value; ``size`` entries, so nothing grows. A tuple swapped whole, so
+    two engines' threads asking at once each get a right answer (at worst computed again)."""
+
+    def __init__(self, derive: Callable[[Snapshot], T], size: int = 1) -> None:
+        self._derive = derive
+        self._size = size
+        self._recent: tuple[tuple[Snapshot, T], ...] = ()
+
+    def __call__(self, snap: Snapshot) -> T:
+        recent = self._recent
+        for seen, value in recent:
+            if seen is snap:
+                return value
+        value = self._derive(snap)
+        self._recent = ((snap, value), *recent[: self._size - 1])
+        return value
 
 
 def window(history: History, seconds: float) -> Window:

@@ -12,17 +12,18 @@ depends on the topology.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from gputop_doctor.config.thresholds import CommBoundThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.health import TopoLink, Topology
-from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, SystemInfo
+from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.model import GpuSample, Snapshot, SystemInfo
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.topology_check import seen_gpus, trusted_topology
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._gpu import job_gpus, live
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._window import enough_span, gpu_columns, window
 
 RULE_ID = "comm-bound"
@@ -47,26 +48,54 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     job = sorted(g.index for g in job_gpus(latest))
     if len(job) < 2:
         return []
-    cols = gpu_columns(win)
-    spinning = [i for i in job if _spinning(live(cols.get(i, ())), t)]
-    far = _socket_pairs(latest.gpus, job, ctx.system)
+    busy = _busy_readings(win, t)
+    spinning = [i for i in job if _spinning(busy, i, t)]
     if len(spinning) < 2:
         return []
+    cols = gpu_columns(win)
+    far = _socket_pairs(latest.gpus, job, ctx.system)
     pcie, nvlink = _heavy_pcie(cols, spinning, t), _heavy_nvlink(cols, spinning, t)
     if not (far or pcie or nvlink is not None):
         return []
     return [_finding(latest.gpus, job, spinning, far, cols, nvlink, ctx.system)]
 
 
-def _spinning(series: Sequence[GpuSample], t: CommBoundThresholds) -> bool:
+# What a busy sample says about its SMs: (GPU, BUSY) counts it, (GPU, SM) holds its SM activity,
+# (GPU, POWER) its power over the limit, each when known.
+_BUSY, _SM, _POWER = "busy", "sm active", "power"
+
+
+def _busy_readings(
+    win: Window, t: CommBoundThresholds
+) -> Mapping[tuple[int, str], tuple[float, ...]]:
+    """The live samples busy by utilization, each GPU's, kept in step with the window: a
+    sample is read once when it enters, not on every tick of the window."""
+    return running_groups(  # type: ignore[return-value]
+        win, (RULE_ID, t.busy_util_pct), lambda snap: _busy_of(snap, t)
+    )
+
+
+def _busy_of(snap: Snapshot, t: CommBoundThresholds) -> Iterator[tuple[tuple[int, str], float]]:
+    for g in snap.gpus:
+        if g.lost or g.util_pct is None or g.util_pct < t.busy_util_pct:
+            continue
+        yield (g.index, _BUSY), 1.0
+        if g.sm_active_pct is not None:
+            yield (g.index, _SM), g.sm_active_pct
+        if g.power_w and g.power_limit_w:
+            yield (g.index, _POWER), g.power_w / g.power_limit_w
+
+
+def _spinning(
+    busy: Mapping[tuple[int, str], tuple[float, ...]], index: int, t: CommBoundThresholds
+) -> bool:
     """Busy by utilization, not computing by SM activity (or, without GPM, by power)."""
-    busy = [g for g in series if g.util_pct is not None and g.util_pct >= t.busy_util_pct]
-    if len(busy) < 2:
+    if len(busy.get((index, _BUSY), ())) < 2:
         return False
-    sm = [g.sm_active_pct for g in busy if g.sm_active_pct is not None]
+    sm = busy.get((index, _SM), ())
     if sm:
         return (_stats.mean(sm) or 0.0) < t.max_sm_active_pct
-    ratios = [g.power_w / g.power_limit_w for g in busy if g.power_w and g.power_limit_w]
+    ratios = busy.get((index, _POWER), ())
     return bool(ratios) and (_stats.mean(ratios) or 1.0) < t.max_power_fraction
 
 

@@ -20,12 +20,11 @@ the next) is still held. Either one raises it; the tracker's clear time keeps it
 from __future__ import annotations
 
 from gputop_doctor.config.thresholds import CpuContentionThresholds
-from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History
 from gputop_doctor.core.pressure import OutsideJob, OutsideProcess
 from gputop_doctor.core.rule import RuleContext, RuleSpec
-from gputop_doctor.rules import _blame, _stats
+from gputop_doctor.rules import _blame
 from gputop_doctor.rules._tree import cpu_budget
 from gputop_doctor.rules._window import Window, enough_span, window
 
@@ -57,8 +56,7 @@ def _judge(win: Window, ctx: RuleContext, t: CpuContentionThresholds) -> list[Fi
     demand = _blame.job_demand_cpus(win)
     if demand is not None and demand > cpus + 0.25:
         return []  # the job alone wants more than it may use: it queues behind itself
-    used = (measures.tree_cpus(s.processes) for s in win)
-    job = _stats.mean([v for v in used if v is not None]) or 0.0
+    job = _blame.job_used_cpus(win) or 0.0
     who = _blame.outside_ranked(win)
     jobs = _blame.outside_jobs_ranked(win)
     title = f"CPU contention: other processes use {outside:.1f} CPUs"

@@ -12,7 +12,7 @@ about the whole host and says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config.thresholds import CpuSaturationThresholds
@@ -22,6 +22,7 @@ from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import cpu_budget
 from gputop_doctor.rules._window import enough_span, per_snapshot, window
 
@@ -88,22 +89,35 @@ def busy_fractions(win: Window, cpus: float, job: bool) -> list[float]:
 
     Other processes' load is never read as the job's: that is ``cpu-contention``. The tree's
     demand is summed once per snapshot (64 processes x every tick of the window, each tick,
-    for this rule and the headline, was the costliest part of diagnosis).
+    for this rule and the headline, was the costliest part of diagnosis), and its shares are
+    kept in step with the window.
     """
     if job:  # the share the host panel shows, too (None on a first tick without rates)
-        shares = (
-            measures.share_of_cpus(per_snapshot(win, TREE_WANT, s, _tree_want), s.host, cpus)
-            for s in win
+        shares = running_groups(
+            win, (TREE_SHARE, cpus), lambda s: _tree_share(win, s, cpus), reads_processes=True
         )
-        return [b for b in shares if b is not None]
+        return list(shares.get(TREE_SHARE, ()))
     return [s.host.cpu_pct / 100.0 for s in win if s.host.cpu_pct is not None]
 
 
 TREE_WANT = "tree-want-cpus"  # per_snapshot key: measures.tree_want_cpus of the snapshot
+TREE_SHARE = "tree share of cpus"  # the view of those shares, one group
+
+
+def _tree_share(win: Window, snap: Snapshot, cpus: float) -> Iterator[tuple[str, float]]:
+    """The tree's busy share of ``cpus`` at ``snap``, when known."""
+    want = per_snapshot(win, TREE_WANT, snap, _tree_want)
+    share = measures.share_of_cpus(want, snap.host, cpus)
+    if share is not None:
+        yield TREE_SHARE, share
 
 
 def _tree_want(snap: Snapshot) -> float | None:
     return measures.tree_want_cpus(snap.processes)
+
+
+def _delay_ratio(snap: Snapshot) -> float | None:
+    return measures.delay_ratio(snap.processes)
 
 
 def _harm(win: Window, job: bool) -> _Harm:
@@ -113,7 +127,8 @@ def _harm(win: Window, job: bool) -> _Harm:
     if job:
         return _Harm(_blame.job_delay(win), _blame.cgroup_cpu_pct(win), _stats.mean(throttled))
     psi = [s.host.psi_cpu.some_avg10 for s in win if s.host.psi_cpu is not None]
-    delays = [d for d in (measures.delay_ratio(s.processes) for s in win) if d is not None]
+    per_tick = (per_snapshot(win, "delay ratio", s, _delay_ratio) for s in win)
+    delays = [d for d in per_tick if d is not None]
     return _Harm(
         delay_ratio=_stats.mean(delays),
         psi_cpu_pct=_stats.mean(psi),

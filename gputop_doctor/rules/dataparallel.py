@@ -19,6 +19,7 @@ from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
+from gputop_doctor.rules._tree import process_of
 from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "dataparallel"
@@ -46,7 +47,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     for pid, mem in gpus_by_pid(latest).items():
         if len(mem) < t.min_gpus or _presence(win, pid, t) < t.min_presence:
             continue
-        proc = latest.process(pid)
+        proc = process_of(latest, pid)
         env = proc.env if proc is not None else None
         if env is not None and (env.rank or env.local_rank or env.world_size):
             continue  # a distributed rank that touches a second GPU is another story

@@ -17,6 +17,7 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._gpu import gpu_pids
+from gputop_doctor.rules._tree import process_of
 from gputop_doctor.rules._window import window
 
 RULE_ID = "gpu-idle-memory"
@@ -100,7 +101,7 @@ def _finding(
     pids = gpu_pids(gpu)
     names = []
     for pid in pids[:3]:
-        proc = latest.process(pid)
+        proc = process_of(latest, pid)
         names.append(f"{pid} ({proc.name})" if proc is not None else str(pid))
     share = idle.held_mib / gpu.mem_total_mib if gpu.mem_total_mib else None
     severity = Severity.WARN if share is None or share >= t.warn_mem_fraction else Severity.INFO

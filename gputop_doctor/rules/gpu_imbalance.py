@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 from gputop_doctor.config.thresholds import ImbalanceThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
-from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, Snapshot
+from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._gpu import gpu_pids, job_gpu_groups, job_pids_on, tick_util_columns
@@ -28,24 +28,21 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
-    cols = gpu_columns(win)
     listed = any(gpu_pids(g) for g in latest.gpus)
     out: list[Finding] = []
     utils = tick_util_columns(win)
-    for job in _jobs(latest, cols, listed):
+    for job in _jobs(latest, win, listed):
         out += _laggards(job, utils, latest, t, working_only=not listed)
     return out
 
 
-def _jobs(
-    latest: Snapshot, cols: Mapping[int, tuple[GpuSample, ...]], listed: bool
-) -> list[set[int]]:
+def _jobs(latest: Snapshot, win: Window, listed: bool) -> list[set[int]]:
     """The GPUs of each job: those its processes are on, grouped by job so two jobs sharing a
     node are never compared. Where no GPU lists any process (an imported nvidia-smi log has
     none; a container whose NVML hides PIDs), every GPU, of which those that worked stand for
     the job (see ``_laggards``)."""
     if not listed:
-        return [set(cols)]
+        return [set(gpu_columns(win))]
     return [{g.index for g in gpus} for gpus in job_gpu_groups(latest)]
 
 

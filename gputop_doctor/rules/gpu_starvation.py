@@ -10,7 +10,7 @@ process doing the loading itself (num_workers=0), or threads queueing for too fe
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gputop_doctor.config.thresholds import StarvationThresholds
@@ -23,6 +23,7 @@ from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._gpu import gpu_pids, live, util_values
 from gputop_doctor.rules._pid_stats import NO_STATS, PidStats, pid_stats
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import (
     PIN_THREAD,
     children_map,
@@ -30,6 +31,7 @@ from gputop_doctor.rules._tree import (
     descendants,
     has_thread,
     is_worker,
+    process_of,
 )
 from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
 from gputop_doctor.rules.dataloader_config import knob_fix, slow_knobs
@@ -53,8 +55,10 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     out = []
     causes = _Causes(history, latest, cpu_budget(ctx, latest), t)
     previous = win.snapshots[-2]
+    utils = tick_utils(win, t)
     for index, series in gpu_columns(win).items():
-        finding = _check_gpu(index, live(series), (previous, latest), history, causes, ctx, t)
+        live_series = (live(series), utils.get(index, ()))
+        finding = _check_gpu(index, live_series, (previous, latest), history, causes, ctx, t)
         if finding is not None:
             out.append(finding)
     return out
@@ -140,7 +144,7 @@ class _Causes:
 
 def _check_gpu(
     index: int,
-    series: Sequence[GpuSample],
+    live_series: tuple[Sequence[GpuSample], Sequence[TickUtil]],
     last_two: tuple[Snapshot, Snapshot],
     history: History,
     causes: _Causes,
@@ -150,7 +154,9 @@ def _check_gpu(
     """Starved over the window; or, sooner, a clear pattern over the last ``clear_window_s``,
     or the probe's measured wait on the last two readings (then shown without a hold).
 
-    Each gate below is one question; the first that says no ends the check."""
+    Each gate below is one question; the first that says no ends the check. ``live_series``:
+    the GPU's live samples over the window, and the same as :class:`TickUtil`."""
+    series, ticks = live_series
     latest = last_two[1]
     if not series or series[-1] is not _latest_gpu(latest, index):
         return None  # the GPU is gone or lost now
@@ -162,7 +168,7 @@ def _check_gpu(
         return None  # measured: the loop does not wait for data; its own speed is not this
     if _clearly_fed(series, t) and not proof.now:
         return None
-    if fed_now(series, latest.interval_s, t) and not (proof.now and _busy_enough(series, t)):
+    if fed_now(ticks, latest.interval_s, t) and not (proof.now and _busy_enough(series, t)):
         return None  # the last seconds are busy: fed now, whatever the window's mean holds
     series, span_s = _judged(history, index, owners, series, t)
     samples = util_values(series)
@@ -283,7 +289,7 @@ def _title(index: int, avg: float, idle: float, cause: Cause) -> str:
 def _probe_proves(latest: Snapshot, owners: Sequence[int], t: StarvationThresholds) -> bool:
     """An owner's in-process probe measured the loop waiting ``probe_wait_pct`` for data."""
     for pid in owners:
-        proc = latest.process(pid)
+        proc = process_of(latest, pid)
         probe = proc.probe if proc is not None else None
         if probe is not None and (probe.data_wait_frac or 0.0) * 100.0 >= t.probe_wait_pct:
             return True
@@ -295,7 +301,7 @@ def _probe_fed(latest: Snapshot, owners: Sequence[int], t: StarvationThresholds)
     data: batches are ready when it asks, so the data pipeline starves nothing."""
     waits = []
     for pid in owners:
-        proc = latest.process(pid)
+        proc = process_of(latest, pid)
         probe = proc.probe if proc is not None else None
         if probe is None or probe.data_wait_frac is None:
             return False
@@ -303,20 +309,46 @@ def _probe_fed(latest: Snapshot, owners: Sequence[int], t: StarvationThresholds)
     return bool(waits) and max(waits) < t.probe_fed_pct
 
 
-def fed_now(series: Sequence[GpuSample], interval_s: float, t: StarvationThresholds) -> bool:
+@dataclass(frozen=True, slots=True)
+class TickUtil:
+    """One live GPU sample as the fed test reads it: whether the tick was busy and its
+    utilization readings (:func:`~gputop_doctor.rules._gpu.util_values`), derived once as the
+    sample enters the window instead of on every tick it stays there."""
+
+    busy: bool
+    readings: tuple[float, ...]
+
+    @classmethod
+    def of(cls, gpu: GpuSample, t: StarvationThresholds) -> TickUtil:
+        return cls(_busy_tick(gpu, t), tuple(util_values((gpu,))))
+
+
+def tick_utils(win: Window, t: StarvationThresholds) -> Mapping[int, tuple[TickUtil, ...]]:
+    """Each GPU's live samples over the window as :class:`TickUtil`, kept in step with it:
+    position for position the samples of ``live(gpu_columns(win)[index])``."""
+    return running_groups(  # type: ignore[return-value]
+        win, ("tick utils", t.mean_util_pct, t.idle_util_pct), lambda snap: _tick_utils(snap, t)
+    )
+
+
+def _tick_utils(snap: Snapshot, t: StarvationThresholds) -> Iterator[tuple[int, TickUtil]]:
+    return ((g.index, TickUtil.of(g, t)) for g in snap.gpus if not g.lost)
+
+
+def fed_now(ticks: Sequence[TickUtil], interval_s: float, t: StarvationThresholds) -> bool:
     """The last ``fed_recent_s`` of ticks were all busy: every sample above ``idle_util_pct``
     and each tick's mean at or above ``mean_util_pct``. The GPU is fed now, so a window mean
     still holding an earlier idle stretch (start-up, a pause) says nothing about the present."""
     n = max(2, round(t.fed_recent_s / (interval_s or 1.0)))
-    return len(series) >= n and all(_busy_tick(g, t) for g in series[-n:])
+    return len(ticks) >= n and all(tick.busy for tick in ticks[-n:])
 
 
-def fed_run(series: Sequence[GpuSample], t: StarvationThresholds) -> Sequence[GpuSample]:
-    """The trailing ticks of ``series`` that were all busy (see :func:`fed_now`)."""
-    start = len(series)
-    while start > 0 and _busy_tick(series[start - 1], t):
+def fed_run(ticks: Sequence[TickUtil]) -> Sequence[TickUtil]:
+    """The trailing ticks of ``ticks`` that were all busy (see :func:`fed_now`)."""
+    start = len(ticks)
+    while start > 0 and ticks[start - 1].busy:
         start -= 1
-    return series[start:]
+    return ticks[start:]
 
 
 def _busy_tick(gpu: GpuSample, t: StarvationThresholds) -> bool:

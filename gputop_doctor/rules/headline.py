@@ -20,6 +20,9 @@ the CPU is calm: the GPU waits for batches, and more workers would use the idle 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 
 from gputop_doctor.config.thresholds import HeadlineThresholds
 from gputop_doctor.core.history import History, Window
@@ -27,11 +30,17 @@ from gputop_doctor.core.model import GpuSample
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
-from gputop_doctor.rules._gpu import gpu_pids, job_gpus, live, util_values
+from gputop_doctor.rules._gpu import gpu_pids, job_gpus
 from gputop_doctor.rules._tree import cpu_budget
-from gputop_doctor.rules._window import enough_span, gpu_columns, window
+from gputop_doctor.rules._window import enough_span, window
 from gputop_doctor.rules.cpu_saturation import busy_fractions
-from gputop_doctor.rules.gpu_starvation import fed_now, fed_run, judged_series
+from gputop_doctor.rules.gpu_starvation import (
+    TickUtil,
+    fed_now,
+    fed_run,
+    judged_series,
+    tick_utils,
+)
 
 
 def classify(history: History, ctx: RuleContext) -> Verdict:
@@ -55,10 +64,11 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
     cpus = cpu_budget(ctx, latest)
     job = latest.target_pid is not None and latest.tree is not None
     cpu = _stats.mean(busy_fractions(win, cpus, job))
+    figures = util_figures(win, "job", samples, t.idle_util_pct)
     return decide(
-        util=_stats.mean(samples) or 0.0,
-        idle=_stats.fraction(samples, lambda v: v <= t.idle_util_pct),
-        cv=_stats.coefficient_of_variation(samples),
+        util=figures.mean,
+        idle=figures.idle,
+        cv=figures.cv,
         cpu=cpu,
         gpus=len(gpus),
         t=t,
@@ -74,21 +84,54 @@ def _job_samples(
     reading ``gpu-starvation`` clears on). None while every GPU is still in start-up."""
     st = ctx.settings.rules.gpu_starvation
     t = ctx.settings.rules.headline
-    cols = gpu_columns(win)
+    utils = tick_utils(win, st)
     out: list[float] = []
     starting = 0
     for g in gpus:
-        series: Sequence[GpuSample] = live(cols.get(g.index, ()))
+        ticks: Sequence[TickUtil] = utils.get(g.index, ())
         judged, _ = judged_series(history, t.window_s, g.index, gpu_pids(g), st)
         if judged is not None:
-            series = judged
-            if not series:
+            if not judged:
                 starting += 1
                 continue
-        if fed_now(series, win.snapshots[-1].interval_s, st):
-            series = fed_run(series, st)
-        out.extend(util_values(series))
+            ticks = [TickUtil.of(gpu, st) for gpu in judged]
+        if fed_now(ticks, win.snapshots[-1].interval_s, st):
+            ticks = fed_run(ticks)
+        out.extend(chain.from_iterable(map(_READINGS, ticks)))
     return None if starting and starting == len(gpus) else out
+
+
+@dataclass(frozen=True, slots=True)
+class UtilFigures:
+    """What the four-case table reads from the utilization samples."""
+
+    mean: float
+    idle: float  # share of the samples at or below the idle line
+    cv: float | None  # coefficient of variation
+
+
+def util_figures(win: Window, name: str, samples: list[float], idle_pct: float) -> UtilFigures:
+    """The figures of ``samples``, or the last tick's again when its samples (of the headline
+    called ``name``) were the very same: a GPU pegged at 100 % or idle reads the same samples
+    tick after tick, and comparing them costs a fraction of the variation's pass over each
+    (thousands at 8 GPUs). Kept in the history's scratch space; a window outside a history
+    computes every time."""
+    memo = win.memo
+    key = ("headline figures", name, idle_pct)
+    last = memo.get(key) if memo is not None else None
+    if isinstance(last, tuple) and last[0] == samples and isinstance(last[1], UtilFigures):
+        return last[1]
+    figures = UtilFigures(
+        _stats.mean(samples) or 0.0,
+        _stats.share_at_most(samples, idle_pct),
+        _stats.coefficient_of_variation(samples),
+    )
+    if memo is not None:
+        memo[key] = (samples, figures)
+    return figures
+
+
+_READINGS = attrgetter("readings")
 
 
 def _measured_fed(win: Window, ctx: RuleContext) -> bool:

@@ -12,6 +12,8 @@ Host-wide PSI io alone mixes in every neighbour's writes (a backup, a ``dd``): t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from gputop_doctor.config.thresholds import IoBoundThresholds
 from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
@@ -20,8 +22,9 @@ from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._gpu import gpu_pids, job_gpus, util_columns
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import descendants, is_worker
-from gputop_doctor.rules._window import enough_span, proc_columns, window
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "io-bound"
 
@@ -70,12 +73,20 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
 
 
 def job_d_fraction(history: History, pids: list[int], seconds: float) -> tuple[float, int]:
-    """Share of the samples of ``pids`` in D state over the last ``seconds``, and their count."""
-    cols = proc_columns(window(history, seconds))
-    samples = [s for pid in pids for s in cols.get(pid, ())]
+    """Share of the samples of ``pids`` in D state over the last ``seconds``, and their count.
+
+    Read from each process's in-D flags, kept in step with the window (each sample judged
+    once, not on every tick it stays in the window)."""
+    flags = running_groups(window(history, seconds), "in D", _d_flags, reads_processes=True)
+    per_pid = [flags.get(pid, ()) for pid in pids]
+    samples = sum(map(len, per_pid))
     if not samples:
         return 0.0, 0
-    return sum(1 for s in samples if _in_d(s)) / len(samples), len(samples)
+    return sum(f.count(True) for f in per_pid) / samples, samples
+
+
+def _d_flags(snap: Snapshot) -> Iterator[tuple[int, bool]]:
+    return ((proc.pid, _in_d(proc)) for proc in snap.processes)
 
 
 def _job_pids(latest: Snapshot) -> tuple[list[int], str]:

@@ -34,7 +34,7 @@ from gputop_doctor.core.topology_check import seen_gpus, trusted_topology
 from gputop_doctor.rules._gpu import gpu_pids
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import children_map, descendants
-from gputop_doctor.rules._window import proc_columns, window
+from gputop_doctor.rules._window import window
 
 RULE_ID = "numa-mismatch"
 
@@ -55,7 +55,6 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     snap = win.latest
     if snap is None:
         return []
-    columns = proc_columns(win)
     children = children_map(snap.processes)
     by_pid = {p.pid: p for p in snap.processes}
     seen = seen_gpus(snap.gpus)
@@ -70,11 +69,12 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         busy_cpus = running_groups(
             win, (RULE_ID, t.min_cpu_pct), lambda s: _busy_cpus(s, t), reads_processes=True
         )
+        # Every member is a process of the latest tick (the ranks' tree in it), so its latest
+        # sample is the newest of its samples in the window.
         misplaced = [
             m
             for pid in sorted(members)
-            if (m := _judge(columns.get(pid, ()), busy_cpus.get(pid, ()), near, by_pid, t))
-            is not None
+            if (m := _judge(by_pid[pid], busy_cpus.get(pid, ()), near, by_pid, t)) is not None
         ]
         if misplaced:
             out.append(_finding(gpu, topo, near, misplaced, ranks, ctx.system.numa_nodes))
@@ -100,15 +100,13 @@ def _busy_cpus(snap: Snapshot, t: NumaThresholds) -> Iterator[tuple[int, int]]:
 
 
 def _judge(
-    series: Sequence[ProcSample],
+    last: ProcSample,
     busy: Sequence[int],
     near: frozenset[int],
     by_pid: Mapping[int, ProcSample],
     t: NumaThresholds,
 ) -> Misplaced | None:
-    if not series:
-        return None
-    last = series[-1]
+    """``last``, a process's latest sample, and the CPUs it last ran on at its busy ticks."""
     allowed = parse_cpu_list(last.allowed_cpus)
     if allowed and not allowed & near:
         return Misplaced(last, True, _narrowed(last, allowed, by_pid), 1.0)

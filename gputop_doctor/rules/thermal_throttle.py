@@ -15,7 +15,7 @@ cap (0x04) is never thermal; that is ``power-cap``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gputop_doctor.config.thresholds import ThermalThresholds
@@ -25,6 +25,7 @@ from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot, decode_clo
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules._gpu import is_busy
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "thermal-throttle"
@@ -52,13 +53,13 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         return []
     interval = latest.interval_s or 1.0
     recent_n = max(1, round(t.recent_s / interval))
-    recent = gpu_columns(window(history, recent_n * interval))
+    recent = _thermal_flags(window(history, recent_n * interval), t)
     out = []
     for gpu in latest.gpus:
         if gpu.lost:
             continue
         counters = _counter_fraction(win, gpu.index, recent_n)
-        if not counters and not any(is_thermal(g, t) for g in recent.get(gpu.index, ())):
+        if not counters and not any(recent.get(gpu.index, ())):
             continue  # nothing recent: the common case costs a few samples per GPU
         samples = [g for g in gpu_columns(win).get(gpu.index, ()) if not g.lost]
         tally = _tally(samples, recent_n, counters, t)
@@ -67,6 +68,14 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
             finding = _finding(gpu.index, samples, tally)
             out.append(replace(finding, hold_s=0.0) if direct else finding)
     return out
+
+
+def _thermal_flags(win: Window, t: ThermalThresholds) -> Mapping[int, tuple[bool, ...]]:
+    """Each GPU's samples over ``win`` judged by :func:`is_thermal`, kept in step with the
+    window: each sample judged once, not on every tick it stays recent."""
+    return running_groups(  # type: ignore[return-value]
+        win, ("thermal flags", t), lambda snap: ((g.index, is_thermal(g, t)) for g in snap.gpus)
+    )
 
 
 def _bits_on_last_two(samples: Sequence[GpuSample], t: ThermalThresholds) -> bool:

@@ -15,13 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config.thresholds import OversubscriptionThresholds
-from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.text import plural
-from gputop_doctor.rules import _stats
+from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._tree import cpu_budget, is_worker
 from gputop_doctor.rules._window import enough_span, proc_columns, window
 
@@ -87,7 +86,11 @@ def _hungry_per_tick(win: Window) -> list[float]:
 
 def _window_delay(win: Window) -> float | None:
     """Wait over runnable time across every process and tick of the window."""
-    return measures.delay_ratio(p for snap in win for p in snap.processes)
+    return _blame.window_delay(win, "every process", _everyone)
+
+
+def _everyone(_proc: ProcSample) -> bool:
+    return True
 
 
 def _pools(

@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.config import RuleThresholds, Settings
+from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleSpec
 from gputop_doctor.core.verdict import Bottleneck, Case
 from gputop_doctor.report.advice import advice
 from gputop_doctor.rules import RULES, cpu_saturation, gpu_starvation
-from gputop_doctor.rules.headline import classify, decide
+from gputop_doctor.rules.headline import UtilFigures, classify, decide, util_figures
 from tests.builders import (
     Tick,
     context,
@@ -188,3 +190,20 @@ def test_headline_says_why_it_cannot_classify(ticks: int, gpus: tuple, text: str
     assert headline.case is Case.UNKNOWN and headline.bottleneck is Bottleneck.UNKNOWN
     assert text in headline.text
     assert headline.model is None
+
+
+def test_headline_figures_are_reused_only_for_the_same_samples() -> None:
+    """The last tick's figures come back for equal samples (a pegged or idle GPU), and are
+    worked out again, the same as a window outside any history gets, when any sample moves."""
+    history = History(10)
+    history.append(Snapshot(time=0.0, tick=0, interval_s=1.0))
+    win = history.window(30.0)
+    pegged = [100.0, 100.0, 0.0, 97.0] * 50
+    first = util_figures(win, "job", pegged, 10.0)
+    assert first == UtilFigures(74.25, 0.25, first.cv) and first.cv is not None
+    assert util_figures(win, "job", list(pegged), 10.0) is first
+    moved = [*pegged[:-1], 96.0]
+    again = util_figures(win, "job", moved, 10.0)
+    assert again is not first and again.mean < first.mean
+    assert again == util_figures(Window(win.snapshots), "job", moved, 10.0)
+    assert util_figures(win, "job", moved, 0.0).idle == 0.25  # another idle line: computed

@@ -5,10 +5,19 @@ clock steps back."""
 
 from __future__ import annotations
 
+from gputop_doctor.config import Settings
+from gputop_doctor.core import measures
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.rules._window import gpu_columns, proc_columns
+from gputop_doctor.rules._blame import window_delay
+from gputop_doctor.rules._gpu import live
+from gputop_doctor.rules._window import OfRecent, gpu_columns, proc_columns
+from gputop_doctor.rules.comm_bound import _busy_readings
+from gputop_doctor.rules.cpu_saturation import busy_fractions
 from gputop_doctor.rules.gpu_memory_creep import sampled_window
+from gputop_doctor.rules.gpu_starvation import TickUtil, tick_utils
+from gputop_doctor.rules.io_bound import job_d_fraction
+from gputop_doctor.rules.thermal_throttle import _thermal_flags
 from tests.builders import bare_gpu, proc
 
 # A clock that steps back once (tick 17), as a wall clock may.
@@ -78,3 +87,93 @@ def test_a_history_keeps_a_bounded_number_of_views() -> None:
     for k in range(300):
         gpu_columns(history.window(100.0 + k))
     assert len(history.running) <= 128
+
+
+def busy_snap(k: int) -> Snapshot:
+    """A snapshot whose GPUs and processes vary in everything the per-sample views judge:
+    utilization samples and lows, heat, SM activity, power, schedstat times, D states, the
+    tree; GPUs are lost now and then, and PIDs come and go."""
+    gpus = tuple(
+        bare_gpu(
+            i,
+            util_pct=float(k * (i + 3) % 101),
+            util_min_pct=float(k * i % 13) if k % 5 else None,
+            util_samples=tuple(float((k + j) * (i + 1) % 100) for j in range(k % 4)),
+            temp_c=70.0 + (k * i) % 25,
+            temp_slowdown_c=90.0 if i != 1 else None,
+            clock_event_bits=(k * 37 + i) % 256 if i != 0 else None,
+            sm_active_pct=float(k * 7 % 100) if i != 2 else None,
+            power_w=float(100 + k * 13 % 500),
+            lost=(k + i) % 11 == 0,
+        )
+        for i in range(3)
+        if (k + i) % 7
+    )
+    pids = [100 + (k * 3 + j) % 9 for j in range(1 + k % 4)]
+    procs = tuple(
+        proc(
+            pid,
+            cpu=float(k * pid % 90),
+            wait_ns_per_s=float(k * pid % 7) * 1e7 if pid % 3 else None,
+            state="D" if (k + pid) % 5 == 0 else "S",
+            in_tree=pid % 2 == 0,
+        )
+        for pid in pids
+    )
+    return Snapshot(time=TIMES[k], tick=k, interval_s=1.0, gpus=gpus, processes=procs)
+
+
+def test_per_sample_views_equal_rebuilt_ones_every_tick() -> None:
+    """The views of judged samples (the fed test's ticks, recent heat, busy-but-idle SMs,
+    run and wait times, the tree's CPU shares, D states) against their rebuilds and against
+    the judgement of the window's own samples, every tick."""
+    history = History(12, detail_snapshots=5)
+    starving = Settings().rules.gpu_starvation
+    thermal = Settings().rules.thermal_throttle
+    comm = Settings().rules.comm_bound
+    for k in range(len(TIMES)):
+        history.append(busy_snap(k))
+        for seconds in (3.0, 8.0, 30.0):
+            win = history.window(seconds)
+            fresh = rebuilt(win)
+            kept_ticks = tick_utils(win, starving)
+            assert kept_ticks == tick_utils(fresh, starving)
+            for index, series in gpu_columns(win).items():
+                judged = tuple(TickUtil.of(g, starving) for g in live(series))
+                assert kept_ticks.get(index, ()) == judged
+            assert _thermal_flags(win, thermal) == _thermal_flags(fresh, thermal)
+            assert _busy_readings(win, comm) == _busy_readings(fresh, comm)
+            for who, counts in (("tree", lambda p: p.in_tree), ("all", lambda p: True)):
+                kept = window_delay(win, who, counts)
+                assert kept == window_delay(fresh, who, counts)
+                assert kept == measures.delay_ratio(
+                    p for s in win for p in s.processes if counts(p)
+                )
+            shares = [
+                b
+                for s in win
+                if (b := measures.share_of_cpus(measures.tree_want_cpus(s.processes), s.host, 2.0))
+                is not None
+            ]
+            assert busy_fractions(win, 2.0, True) == busy_fractions(fresh, 2.0, True) == shares
+            pids = sorted({p.pid for s in win for p in s.processes})
+            d_share = job_d_fraction(history, pids, seconds)
+            samples = [s for pid in pids for s in proc_columns(fresh).get(pid, ())]
+            in_d = sum(1 for s in samples if s.state == "D")
+            assert d_share == ((in_d / len(samples), len(samples)) if samples else (0.0, 0))
+
+
+def test_of_recent_derives_once_per_snapshot_it_holds() -> None:
+    """A value of one of the last ``size`` snapshots asked about is reused; an older one's is
+    derived again, and an equal but other snapshot is never taken for it."""
+    calls: list[int] = []
+
+    def derive(s: Snapshot) -> int:
+        calls.append(s.tick)
+        return s.tick * 10
+
+    of_recent = OfRecent(derive, size=2)
+    a, b, c = snap(1), snap(2), snap(3)
+    assert [of_recent(s) for s in (a, b, a, b, c, a)] == [10, 20, 10, 20, 30, 10]
+    assert calls == [1, 2, 3, 1]
+    assert of_recent(snap(3)) == 30 and calls[-1] == 3 and len(calls) == 5
