@@ -39,6 +39,7 @@ from bench_record import start_tree, use_fake_nvml
 
 REPO = Path(__file__).resolve().parent.parent
 SETTLE_S = 300.0  # "after 5 min"
+TAIL_S = 900.0  # the run's last 15 minutes, printed on their own: where a plateau is flat
 # A plateau may still move by a few pages of malloc's free lists; a creep of even 2 MiB/h
 # shows as more than this over the 40 minutes after a 15-minute fill.
 TOLERANCE_MIB = 1.0
@@ -65,6 +66,8 @@ class Plateau:
     end: Point
     slope_mib_per_h: float | None  # after the history filled
     settled_slope_mib_per_h: float | None  # after ``settled``: the plateau's own slope
+    tail: Point  # the first reading of the last ``TAIL_S``
+    tail_slope_mib_per_h: float | None
 
     @property
     def holds(self) -> bool | None:
@@ -98,6 +101,7 @@ def plateau(points: list[Point], capacity: int) -> Plateau:
             return None
         return slope_mib_per_hour([(p.at_s, p.rss_mib) for p in points if p.at_s >= first.at_s])
 
+    tail = next(p for p in points if p.at_s >= points[-1].at_s - TAIL_S)
     return Plateau(
         at_5_min=next((p for p in points if p.at_s >= SETTLE_S), None),
         filled=filled,
@@ -105,6 +109,8 @@ def plateau(points: list[Point], capacity: int) -> Plateau:
         end=points[-1],
         slope_mib_per_h=since(filled),
         settled_slope_mib_per_h=since(settled),
+        tail=tail,
+        tail_slope_mib_per_h=since(tail),
     )
 
 
@@ -204,6 +210,11 @@ def describe(verdict: Plateau, capacity: int) -> list[str]:
         f"5 min after it filled ({settled.at_s / 60:.1f} min): RSS {settled.rss_mib:.1f} MiB;"
         f" end - that: {end.rss_mib - settled.rss_mib:+.1f} MiB, slope since:"
         f" {verdict.settled_slope_mib_per_h or 0:+.2f} MiB per hour"
+    )
+    tail = verdict.tail
+    lines.append(
+        f"last {(end.at_s - tail.at_s) / 60:.0f} min: RSS {tail.rss_mib:.1f} -> {end.rss_mib:.1f}"
+        f" MiB, slope {verdict.tail_slope_mib_per_h or 0:+.2f} MiB per hour"
     )
     word = "PLATEAU" if verdict.holds else "GROWTH"
     lines.append(
