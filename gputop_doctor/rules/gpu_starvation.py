@@ -33,7 +33,13 @@ from gputop_doctor.rules._tree import (
     is_worker,
     process_of,
 )
-from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
+from gputop_doctor.rules._window import (
+    enough_span,
+    gpu_columns,
+    per_snapshot,
+    proc_columns,
+    window,
+)
 from gputop_doctor.rules.dataloader_config import knob_fix, slow_knobs
 from gputop_doctor.rules.starvation_causes import (
     FIXES,
@@ -82,7 +88,7 @@ class _Causes:
         self._io: float | None = None
         self._busy: float | None = None
         self._seen_workers: dict[int, set[int]] = {}
-        self._workers_per_tick: list[dict[int, set[int]]] = []  # per tick: ppid -> workers
+        self._workers_per_tick: list[Mapping[int, frozenset[int]]] = []  # ppid -> workers
 
     def job(self, owners: Sequence[int]) -> JobView:
         if self._stats is None:
@@ -96,17 +102,15 @@ class _Causes:
             if _blame.attached(self._latest):
                 self._outside = _blame.outside_cpus(win)
             self._io = _blame.cgroup_io_pct(win)
-            self._busy = _stats.mean([b for snap in win if (b := _busy_cpus(snap)) is not None])
-            for pid, samples in cols.items():
-                for s in samples:
-                    if is_worker(s) and s.ppid is not None:
-                        self._seen_workers.setdefault(s.ppid, set()).add(pid)
-            for snap in win:
-                tick: dict[int, set[int]] = {}
-                for p in snap.processes:
-                    if is_worker(p) and p.ppid is not None:
-                        tick.setdefault(p.ppid, set()).add(p.pid)
-                self._workers_per_tick.append(tick)
+            busy = (per_snapshot(win, "starvation busy cpus", s, _busy_cpus) for s in win)
+            self._busy = _stats.mean([b for b in busy if b is not None])
+            self._workers_per_tick = [
+                per_snapshot(win, "starvation workers by parent", s, _workers_by_parent)
+                for s in win
+            ]
+            for tick in self._workers_per_tick:
+                for ppid, workers in tick.items():
+                    self._seen_workers.setdefault(ppid, set()).update(workers)
         view = _job_view(
             self._latest,
             owners,
@@ -547,7 +551,20 @@ def _gpu_processes(snap: Snapshot) -> set[int]:
 
 
 def _hungry_per_tick(win: Window) -> list[float]:
-    return [float(sum(p.hungry_threads or 0 for p in snap.processes)) for snap in win]
+    return [per_snapshot(win, "starvation hungry threads", snap, _hungry) for snap in win]
+
+
+def _hungry(snap: Snapshot) -> float:
+    return float(sum(p.hungry_threads or 0 for p in snap.processes))
+
+
+def _workers_by_parent(snap: Snapshot) -> Mapping[int, frozenset[int]]:
+    """This tick's data-loader workers by their parent's PID (judged once per snapshot)."""
+    tick: dict[int, set[int]] = {}
+    for p in snap.processes:
+        if is_worker(p) and p.ppid is not None:
+            tick.setdefault(p.ppid, set()).add(p.pid)
+    return {ppid: frozenset(workers) for ppid, workers in tick.items()}
 
 
 def _evidence(
