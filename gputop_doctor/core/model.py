@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum, IntFlag
+from functools import lru_cache
 
 from gputop_doctor.core.health import GpuHealth, NumaNode
 from gputop_doctor.core.job_identity import JobIdentity as JobIdentity  # re-exported
@@ -50,8 +51,12 @@ CLOCK_EVENT_NAMES: dict[ClockEvent, str] = {
 THERMAL_EVENTS = ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL | ClockEvent.HW_SLOWDOWN
 
 
+@lru_cache(maxsize=256)
 def decode_clock_events(bits: int | None) -> tuple[str, ...]:
-    """Turn a reason bitmask into stable names; unknown bits become ``bit-0x...``."""
+    """Turn a reason bitmask into stable names; unknown bits become ``bit-0x...``.
+
+    Remembered per mask: a GPU reports a handful of masks over a session, and the cards, the
+    CSV rows and the rules each ask for the names of every GPU's mask every tick."""
     if bits is None:
         return ()
     names = [name for flag, name in CLOCK_EVENT_NAMES.items() if bits & flag]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from functools import lru_cache
 from typing import Any
 
 from gputop_doctor.core.findings import Finding, ScopeKind
@@ -115,9 +114,8 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
-@lru_cache(maxsize=256)
 def _clock_events_cell(bits: int | None) -> str:
-    """The reasons' names; a GPU holds a handful of masks over a session, so each is named once."""
+    """The reasons' names (each mask named once: ``decode_clock_events`` remembers them)."""
     return "" if bits is None else LIST_SEP.join(decode_clock_events(bits))
 
 

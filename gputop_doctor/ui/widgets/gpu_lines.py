@@ -7,7 +7,7 @@ A card's lines are built from plain values (the texts, the series, the width) by
 that remember their last results (``functools.lru_cache``): a GpuSample changes every tick
 (its energy counter, its samples), but most of a card's lines do not, and a line whose inputs
 are those of the last frame costs one hash of its inputs instead of its sparklines. The
-clock-event reasons are decoded once per bitmask for the same reason.
+clock-event reasons are decoded once per bitmask (``decode_clock_events`` remembers them).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from gputop_doctor.core.model import (
     THERMAL_EVENTS,
     ClockEvent,
     GpuSample,
-    decode_clock_events,
 )
 from gputop_doctor.ui.render import ellipsize, fmt_mib, short_gpu_name, sparkline, squeeze
 
@@ -89,16 +88,10 @@ def _events_level(bits: int) -> str:
 
 def _events_text(gpu: GpuSample) -> tuple[str, str]:
     """Clock-event reasons in words, and how alarming they are."""
-    return _events_of(gpu.clock_event_bits)
-
-
-@lru_cache(maxsize=64)
-def _events_of(bits: int | None) -> tuple[str, str]:
-    """``_events_text`` of a bitmask: decoding it walks every named flag, and a GPU reports
-    the same few masks tick after tick."""
+    bits = gpu.clock_event_bits
     if bits is None:
         return "", "dim"
-    names = [n for n in decode_clock_events(bits) if n != "display-clock"]
+    names = [n for n in gpu.clock_events if n != "display-clock"]
     if not names:
         return "full clocks", "dim"
     return ",".join(names), _events_level(bits)
