@@ -146,7 +146,7 @@ def run_serve(args: argparse.Namespace) -> int:
             pages.publish(frame)
         if textfile is not None:
             try:
-                write_textfile(textfile, TEXTFILE_NAME, collector.exposition())
+                write_textfile(textfile, TEXTFILE_NAME, box.metrics_bytes())  # shared with scrapes
             except TextfileError as exc:
                 say(f"gputop-doctor: --textfile: {exc}")
         if to_stdout is not None:
