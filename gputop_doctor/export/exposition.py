@@ -12,8 +12,9 @@ The bytes are exactly those ``generate_latest`` writes for the same families (a 
 them, hostile label values included), so the format's rules are kept: label values escape
 backslash, newline and double quote (``\\\\``, ``\\n``, ``\\"``); help text escapes backslash
 and newline; a counter's name ends in ``_total``; numbers are written as Go writes them
-(``+Inf``, ``NaN``, exponents from 1e+07 up). :meth:`Family.as_client_metric` gives the same
-family to ``prometheus_client`` for anyone who registers the collector in a registry.
+(``+Inf``, ``NaN``, exponents from 1e+07 up: the library's own ``floatToGoString``).
+:meth:`Family.as_client_metric` gives the same family to ``prometheus_client`` for anyone
+who registers the collector in a registry.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.utils import floatToGoString as go_float  # the library's own writer
 
 from gputop_doctor.export.label_style import LabelStyle, spelt_labels
 
@@ -113,20 +115,3 @@ def escape_label_value(value: str) -> str:
 
 def _escape_help(doc: str) -> str:
     return doc.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-_NOT_FINITE = {"inf": "+Inf", "-inf": "-Inf", "nan": "NaN"}
-
-
-def go_float(value: float) -> str:
-    """A sample value as Prometheus's own (Go) writers print it: ``+Inf``, ``-Inf``, ``NaN``,
-    Python's shortest repr otherwise, with an exponent where Go switches to one (from 1e+07)."""
-    number = float(value)
-    text = repr(number)
-    if text[-1] in "fn":  # inf, -inf, nan: the only reprs ending so
-        return _NOT_FINITE[text]
-    dot = text.find(".")
-    if number > 0 and dot > 6:
-        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
-        return f"{mantissa}e+{dot - 1:02d}"
-    return text
