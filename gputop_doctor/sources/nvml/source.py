@@ -105,8 +105,8 @@ class NvmlGpuSource:
         self._status = GpuStatus(GpuState.UNAVAILABLE, f"{UNAVAILABLE}: not initialised")
         self._failed = False
         self._all_failing_ticks = 0
-        self._failing_reported: set[int] = set()
-        self._failing_ticks: dict[int, int] = {}  # GPU index: ticks in a row answering only errors
+        # GPU index: ticks in a row answering only errors (named at WHOLE_FAILURE_TICKS)
+        self._failing_ticks: dict[int, int] = {}
         self._budget = SlowCallBudget()
         self._xids: XidWatcher | None = None
         nvml, reason = load_pynvml()
@@ -214,17 +214,11 @@ class NvmlGpuSource:
         """Name a GPU that has answered only errors for WHOLE_FAILURE_TICKS ticks, once."""
         index = device.index
         if device.failing is None:
-            self._failing_ticks.pop(index, None)
-            if index in self._failing_reported:
-                self._failing_reported.discard(index)
+            if self._failing_ticks.pop(index, 0) >= WHOLE_FAILURE_TICKS:
                 logger.info("GPU %d answers NVML again", index)
             return
-        self._failing_ticks[index] = self._failing_ticks.get(index, 0) + 1
-        if (
-            self._failing_ticks[index] >= WHOLE_FAILURE_TICKS
-            and index not in self._failing_reported
-        ):
-            self._failing_reported.add(index)
+        ticks = self._failing_ticks[index] = self._failing_ticks.get(index, 0) + 1
+        if ticks == WHOLE_FAILURE_TICKS:
             logger.warning(
                 "GPU %d answers NVML only with errors (%s); no readings until it answers",
                 index,
