@@ -309,11 +309,11 @@ class DeviceReader:
             self._samples,
             GPU_UTILIZATION_SAMPLES,
             self._util_cursor,
-            not_found=(0, []),
+            not_found=[],
         )
-        if not got or not got[1]:
+        if not got:
             return ()
-        ordered = sorted((i for i in got[1] if i[0] > self._util_cursor), key=lambda i: i[0])
+        ordered = sorted((i for i in got if i[0] > self._util_cursor), key=lambda i: i[0])
         if not ordered:
             return ()
         newest = ordered[-1][0]

@@ -112,8 +112,8 @@ class FieldValuesCall:
 
 
 class SamplesCall:
-    """``call(handle, sampling_type, last_seen)``: the value type and the (timestamp, value)
-    samples newer than ``last_seen``, in the driver's order, in one driver call.
+    """``call(handle, sampling_type, last_seen)``: the (timestamp, value) samples newer than
+    ``last_seen`` (values decoded by their type), in the driver's order, in one driver call.
 
     The first call asks for the count (the whole ring, as the cursor starts at 0) and sizes the
     buffer to it; a tick that fills the buffer doubles it for the next.
@@ -126,7 +126,7 @@ class SamplesCall:
 
     def __call__(
         self, handle: Any, sampling_type: int, last_seen: int
-    ) -> tuple[int, list[tuple[int, Number | None]]]:
+    ) -> list[tuple[int, Number | None]]:
         value_type = ctypes.c_uint(0)
         count = ctypes.c_uint(0)
         args = (handle, ctypes.c_uint(sampling_type), ctypes.c_ulonglong(last_seen))
@@ -141,7 +141,7 @@ class SamplesCall:
         if count.value >= len(buffer):
             self._buffer = (self._nvml.c_nvmlSample_t * (2 * len(buffer)))()
         kind = value_type.value
-        return kind, [
+        return [
             (int(sample.timeStamp), raw_value(kind, sample.sampleValue))
             for sample in buffer[: count.value]
         ]
