@@ -30,10 +30,18 @@ from gputop_doctor.sources.host.cgroup import (
     throttled_fraction,
 )
 from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs, read_file
-from gputop_doctor.sources.host.pids import CLK_TCK, PAGE_SIZE, thread_delta
+from gputop_doctor.sources.host.pids import (
+    CLK_TCK,
+    PAGE_SIZE,
+    PidTable,
+    Stat,
+    read_stat,
+    thread_delta,
+)
 from gputop_doctor.sources.host.procinfo import ProcInfoCache
 from gputop_doctor.sources.host.source import ProcfsHostSource, pid_exists
 from gputop_doctor.sources.host.system import parse_meminfo, parse_pressure, parse_vmstat
+from gputop_doctor.sources.host.top import TopProcesses
 from gputop_doctor.sources.host.tree import ProcessTreeReader
 from tests.helpers import Spawn
 
@@ -495,6 +503,35 @@ def test_top_processes_read_every_pid_once_per_cycle(fake: FakeProc) -> None:
         seen |= {pid for pid, _, _ in source.read_host(None).top_processes}
         clock.now += 1.0
     assert len(seen) == 100
+
+
+def test_a_hurried_ranking_reads_only_the_pids_it_has_not_measured(fake: FakeProc) -> None:
+    """Busy CPU that no long-lived process explains keeps a host in a hurry: each hurry must
+    not cost a whole pass, yet a neighbour started since the last listing is named at once."""
+    clock = Clock()
+    for pid in range(100, 200):
+        fake.process(pid, comm=f"p{pid}", ticks=0)
+    table = PidTable(str(fake.root))
+    reads: list[int] = []
+
+    def counted(pid: int) -> Stat | None:
+        reads.append(pid)
+        return read_stat(pid, str(fake.root))
+
+    top = TopProcesses(table, count=3, cycle_s=100.0, read=counted)
+    for _ in range(2):  # the two warm-up passes measure every PID
+        top.get(clock.now)
+        clock.now += 1.0
+    fake.process(500, comm="neighbour", ticks=0)  # starts after the last listing
+    reads.clear()
+    top.get(clock.now, hurry=True)
+    assert reads == [500]  # the baseline of the newcomer only
+    fake.process(500, comm="neighbour", ticks=2 * CLK_TCK)
+    clock.now += 2.0
+    reads.clear()
+    assert top.get(clock.now, hurry=True) == ((500, "neighbour", 100.0),)
+    assert reads == [500]
+    assert top.busy_cpus(leave_out=set()) == 1.0 and top.busy_cpus(leave_out={500}) == 0.0
 
 
 # -- cgroups ------------------------------------------------------------------------------

@@ -282,8 +282,7 @@ class ProcfsHostSource:
         outside = outside_top(top, tree)
         if cpu_pct is not None and logical:
             busy = cpu_pct / 100.0 * logical - self._tree_cpus
-            named = sum(p.cpu_pct for p in outside) / 100.0
-            if busy - named >= 0.5:
+            if busy - self._top.busy_cpus(leave_out=tree) >= 0.5:
                 top = self._top.get(now, hurry=True)
                 outside = outside_top(top, tree)
         return top, tuple(self._with_job(p) for p in outside)

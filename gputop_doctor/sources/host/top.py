@@ -56,12 +56,17 @@ class TopProcesses:
         """(pid, name, cpu %) busiest first, from the slice read this tick.
 
         ``hurry``: CPU is busy that the ranking doesn't explain (a neighbour just started);
-        then every PID is read, at most every ``2 * MIN_SPAN_S``, so it is named within
-        seconds rather than a cycle or two."""
+        then every PID the ranking has not measured yet (new since its last listing, or read
+        only once) is read, at most every ``2 * MIN_SPAN_S``, so a new neighbour is named
+        within seconds rather than a cycle or two. Only those: busy CPU that nothing
+        long-lived explains (short-lived compiler or shell processes, kernel work) keeps a
+        host in a hurry, and reading every PID then cost a whole pass every two seconds
+        (~1,500 reads on a large machine); a known process that turns busy is met by the
+        slices within a cycle."""
         due = self._full_at is None or now - self._full_at >= 2 * MIN_SPAN_S
         if hurry and due and self._warm and self._at is not None:
             self._full_at = self._at = now
-            self._read(list_pids(self.table.proc_root), now)
+            self._read(self._unmeasured(list_pids(self.table.proc_root)), now)
             return self._ranked()
         if self._at is None or not self._warm:
             # Two whole passes a second apart first, so that the first ranking is complete;
@@ -84,6 +89,16 @@ class TopProcesses:
         batch, self._queue = self._queue[:size], self._queue[size:]
         self._read(batch, now)
         return self._ranked()
+
+    def _unmeasured(self, pids: list[int]) -> list[int]:
+        """The PIDs with no CPU % yet: never read, or read once (a baseline)."""
+        seen = self._seen
+        return [pid for pid in pids if (known := seen.get(pid)) is None or known.pct is None]
+
+    def busy_cpus(self, leave_out: set[int]) -> float:
+        """CPUs used by every process measured busy, those in ``leave_out`` excepted: what
+        the ranking explains of the host's busy CPU (all of it, not only its top entries)."""
+        return sum(pct for pid, (pct, _) in self._busy.items() if pid not in leave_out) / 100.0
 
     def busy(self) -> dict[int, float]:
         """CPU % of every process that used some CPU at its last reading (all of them, not
