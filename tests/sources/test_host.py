@@ -73,6 +73,7 @@ class FakeProc:
         start: int = 100,
         rss_pages: int = 256,
         threads: dict[int, tuple[str, str, int, int]] | None = None,
+        kernel_thread: bool = False,
     ) -> None:
         """``threads``: tid -> (comm, state, run ns, wait ns); default one thread, the leader."""
         threads = threads if threads is not None else {pid: (comm, state, 0, 0)}
@@ -83,7 +84,7 @@ class FakeProc:
             shutil.rmtree(base / "task")
         (base / "task").mkdir(parents=True, exist_ok=True)
         (base / "stat").write_text(
-            stat_line(pid, comm, state, ppid, ticks, len(threads), start, rss_pages)
+            stat_line(pid, comm, state, ppid, ticks, len(threads), start, rss_pages, kernel_thread)
         )
         for tid, (name, tstate, run, wait) in threads.items():
             (base / "task" / str(tid)).mkdir(exist_ok=True)
@@ -98,12 +99,21 @@ class FakeProc:
 
 
 def stat_line(
-    pid: int, comm: str, state: str, ppid: int, ticks: int, threads: int, start: int, rss: int
+    pid: int,
+    comm: str,
+    state: str,
+    ppid: int,
+    ticks: int,
+    threads: int,
+    start: int,
+    rss: int,
+    kernel_thread: bool = False,
 ) -> str:
     # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
     # utime stime cutime cstime priority nice num_threads itreal starttime vsize rss ...
+    flags = 0x00208040 if kernel_thread else 0x00400100  # PF_KTHREAD is 0x00200000
     return (
-        f"{pid} ({comm}) {state} {ppid} {pid} {pid} 0 -1 4194560 10 0 0 0 "
+        f"{pid} ({comm}) {state} {ppid} {pid} {pid} 0 -1 {flags} 10 0 0 0 "
         f"{ticks} 0 0 0 20 0 {threads} 0 {start} 1000000 {rss} 18446744073709551615 0 0\n"
     )
 
@@ -532,6 +542,36 @@ def test_a_hurried_ranking_reads_only_the_pids_it_has_not_measured(fake: FakePro
     assert top.get(clock.now, hurry=True) == ((500, "neighbour", 100.0),)
     assert reads == [500]
     assert top.busy_cpus(leave_out=set()) == 1.0 and top.busy_cpus(leave_out={500}) == 0.0
+
+
+def test_kernel_threads_come_round_once_every_few_passes(fake: FakeProc) -> None:
+    """A large host has thousands of kernel threads: read on every 6th pass, not every pass,
+    and a busy one is still ranked (measured over the span between its readings)."""
+    clock = Clock()
+    for pid in range(100, 110):
+        fake.process(pid, comm=f"p{pid}")
+    for pid in range(200, 210):
+        fake.process(pid, ppid=2, comm=f"kworker/{pid}", kernel_thread=True)
+    table = PidTable(str(fake.root))
+    reads: list[int] = []
+
+    def counted(pid: int) -> Stat | None:
+        reads.append(pid)
+        return read_stat(pid, str(fake.root))
+
+    top = TopProcesses(table, count=3, cycle_s=5.0, read=counted)
+    for _ in range(2):  # the two warm-up passes read everything
+        top.get(clock.now)
+        clock.now += 1.0
+    reads.clear()
+    fake.process(205, ppid=2, comm="kworker/205", kernel_thread=True, ticks=60 * CLK_TCK)
+    ranked: tuple[tuple[int, str, float], ...] = ()
+    for _ in range(6 * 5):  # six 5 s passes at 1 s ticks
+        ranked = top.get(clock.now) or ranked
+        clock.now += 1.0
+    assert sorted(pid for pid in reads if pid >= 200) == list(range(200, 210))  # once each
+    assert sorted(pid for pid in reads if pid < 200) == sorted(list(range(100, 110)) * 6)
+    assert ranked[0][:2] == (205, "kworker/205")
 
 
 # -- cgroups ------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 HUNGRY_SHARE = 0.2  # a thread on or waiting for a CPU >= 20 % of the tick is CPU-hungry
 CUDA_EVENT_THREAD = "cuda-EvtHandlr"
+PF_KTHREAD = 0x00200000  # include/linux/sched.h: the task is a kernel thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,7 @@ class Stat:
     start: int
     rss_pages: int
     processor: int | None = None  # field 39: the CPU it last ran on (None: an old kernel)
+    kernel_thread: bool = False  # PF_KTHREAD in field 9 (flags): a kernel worker, no program
 
 
 def parse_stat(data: bytes) -> Stat | None:
@@ -68,6 +70,7 @@ def parse_stat(data: bytes) -> Stat | None:
         start=int(rest[19]),
         rss_pages=int(rest[21]),
         processor=int(rest[36]) if len(rest) > 36 else None,
+        kernel_thread=bool(int(rest[6]) & PF_KTHREAD),
     )
 
 

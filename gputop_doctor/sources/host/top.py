@@ -6,6 +6,11 @@ in slices instead, sized so that every PID comes round once per ``cycle_s``, and
 process's CPU % is measured over the span between its own two readings. The same reads keep
 the :class:`PidTable`'s ppids fresh, which heals the one case its cheap per-tick refresh
 misses (a process reparented into the attached tree).
+
+Kernel threads are read on every ``KERNEL_EVERY_PASSES``-th pass only: a large machine has
+thousands of them (several per CPU: 2,000 on a 224-CPU host, ten times its programs), they
+were most of every slice, and they rarely use CPU for long; one that does is still ranked,
+measured over the longer span between its readings.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from gputop_doctor.sources.host.pids import CLK_TCK, PidTable, Stat, list_pids, read_stat
 
 MIN_SPAN_S = 1.0  # shorter spans make 10 ms CPU ticks a coarse percentage
+KERNEL_EVERY_PASSES = 6  # kernel threads come round once a minute at the default 10 s cycle
 
 
 @dataclass(slots=True)
@@ -26,6 +32,7 @@ class _Seen:
     ticks: int
     at: float
     name: str
+    kernel: bool
     pct: float | None = None
 
 
@@ -48,6 +55,7 @@ class TopProcesses:
         self._seen: dict[int, _Seen] = {}
         self._busy: dict[int, tuple[float, str]] = {}  # pid -> (cpu %, name), when not 0
         self._queue: list[int] = []
+        self._passes = 0
         self._at: float | None = None
         self._full_at: float | None = None
         self._warm = False
@@ -79,16 +87,26 @@ class TopProcesses:
             return self._ranked()
         span, self._at = now - self._at, now
         if not self._queue:
-            self._queue = list_pids(self.table.proc_root)
+            self._queue = self._next_pass()
             self._pass_len = len(self._queue)
-            for pid in self._seen.keys() - set(self._queue):
-                del self._seen[pid]
-                self._busy.pop(pid, None)
         # Sized from the whole pass, not what is left of it, so a pass takes cycle_s.
         size = max(1, math.ceil(self._pass_len * min(1.0, span / self.cycle_s)))
         batch, self._queue = self._queue[:size], self._queue[size:]
         self._read(batch, now)
         return self._ranked()
+
+    def _next_pass(self) -> list[int]:
+        """The PIDs of the next pass: every one listed, kernel threads on every
+        ``KERNEL_EVERY_PASSES``-th pass only; what is gone is forgotten."""
+        listed = list_pids(self.table.proc_root)
+        for pid in self._seen.keys() - set(listed):
+            del self._seen[pid]
+            self._busy.pop(pid, None)
+        self._passes += 1
+        if self._passes % KERNEL_EVERY_PASSES == 0:
+            return listed
+        seen = self._seen
+        return [pid for pid in listed if (known := seen.get(pid)) is None or not known.kernel]
 
     def _unmeasured(self, pids: list[int]) -> list[int]:
         """The PIDs with no CPU % yet: never read, or read once (a baseline)."""
@@ -124,9 +142,12 @@ class TopProcesses:
                     continue  # keep the older baseline; measure next round
                 ticks = stat.cpu_ticks - before.ticks
                 pct = round(100.0 * ticks / CLK_TCK / (now - before.at), 1)
-                self._seen[pid] = _Seen(stat.start, stat.cpu_ticks, now, stat.comm, pct)
+                kernel = stat.kernel_thread
+                self._seen[pid] = _Seen(stat.start, stat.cpu_ticks, now, stat.comm, kernel, pct)
             else:
-                self._seen[pid] = _Seen(stat.start, stat.cpu_ticks, now, stat.comm)
+                self._seen[pid] = _Seen(
+                    stat.start, stat.cpu_ticks, now, stat.comm, stat.kernel_thread
+                )
             measured = self._seen[pid].pct
             if measured:  # only the processes that used some CPU are ranked
                 self._busy[pid] = (measured, stat.comm)
