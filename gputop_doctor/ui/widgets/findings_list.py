@@ -28,6 +28,8 @@ from gputop_doctor.core.text import printable
 from gputop_doctor.ui.scopes import scopes_text
 
 SEVERITY_LABEL = {Severity.CRITICAL: "CRIT", Severity.WARN: "WARN", Severity.INFO: "INFO"}
+# What a line shows of each finding of its group: a line is built again only when it changed.
+PromptKey = tuple[tuple[Severity, str, float, str], ...]
 
 
 def group_findings(findings: tuple[Finding, ...]) -> list[tuple[Finding, ...]]:
@@ -73,7 +75,7 @@ class FindingsList(OptionList):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(Option("no findings yet: watching"), **kwargs)  # type: ignore[arg-type]
         self._groups: dict[str, tuple[Finding, ...]] = {}
-        self._prompts: dict[str, tuple[tuple[Severity, str, float, str], ...]] = {}
+        self._prompts: dict[str, PromptKey] = {}
         self._ids: list[str] = []
         self._now: float | None = None
         self._seen_frame = False  # until then the list says it is still watching
@@ -125,7 +127,7 @@ class FindingsList(OptionList):
             self._rebuild(ids, groups)
         self._prompts = keys
 
-    def _relabel(self, ids: list[str], keys: dict[str, tuple[object, ...]]) -> None:
+    def _relabel(self, ids: list[str], keys: dict[str, PromptKey]) -> None:
         """Replace the prompts of the lines whose finding or text changed, in place."""
         for index, i in enumerate(ids):
             if self._ids[index] != i or keys[i] != self._prompts.get(i):
