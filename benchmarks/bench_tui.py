@@ -7,6 +7,10 @@ gputop-doctor is attached to that tree. Once each has drawn its first frame (a s
 seconds of CPU, and longer on a loaded machine) and a warm-up after it, each process's CPU time is
 read from /proc/PID/stat (utime + stime, which already include all of its threads) at the
 start and end of the window; the figure is CPU seconds per wall second, in percent of one core.
+Each Python program's threads are also read one by one (/proc/PID/task/TID/stat) and named by
+``py-spy dump`` when py-spy is installed beside the interpreter (``pip install py-spy``):
+gputop-doctor's UI thread (Textual's event loop: widgets, compositor), its sampler (the
+engine's tick), Textual's input and output threads; without py-spy they are named by thread id.
 
     .venv/bin/python benchmarks/bench_tui.py [--seconds 60] [--warmup 5] [--busy 0.03] [--demo]
         [--baseline DIR]
@@ -22,6 +26,7 @@ asserts nothing (timings belong in benchmarks, not tests).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -69,6 +74,55 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """utime + stime of each of a process's threads, by thread id, in seconds."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """What each thread of a Python process is, from ``py-spy dump`` (empty without py-spy).
+
+    gputop-doctor's sampler runs in a Textual thread worker named ``asyncio_N``; the stack
+    says which one it is, so it is named by what it does.
+    """
+    spy = Path(sys.executable).parent / "py-spy"
+    if not spy.exists():
+        return {}
+    dump = subprocess.run([str(spy), "dump", "--json", "--pid", str(pid)], capture_output=True)
+    try:
+        threads = json.loads(dump.stdout)
+    except ValueError:  # not a Python process, or no permission to read it
+        return {}
+    names = {}
+    for thread in threads:
+        frames = {frame["name"] for frame in thread.get("frames", ())}
+        name = "sampler" if "_run_sampler" in frames else thread.get("thread_name") or "?"
+        names[int(thread["os_thread_id"])] = "UI (event loop)" if name == "MainThread" else name
+    return names
+
+
+def print_threads(
+    name: str, pid: int, start: dict[int, float], end: dict[int, float], wall: float
+) -> None:
+    """One process's threads, busiest first, in percent of one core over the window."""
+    names = thread_names(pid)
+    used = {tid: end[tid] - start.get(tid, 0.0) for tid in end}
+    parts = [
+        f"{names.get(tid, f'tid {tid}')} {100.0 * seconds / wall:.2f}"
+        for tid, seconds in sorted(used.items(), key=lambda item: -item[1])
+        if seconds > 0 or tid in names
+    ]
+    print(f"    {name} threads (%): " + ", ".join(parts))
 
 
 def start_tree(busy: float = 0.0) -> tuple[subprocess.Popen[str], list[int]]:
@@ -224,6 +278,7 @@ def main() -> int:
                 return 1
         time.sleep(args.warmup)
         start = {name: cpu_seconds(pid) for name, pid in procs.items()}
+        threads_start = {name: thread_cpu_seconds(pid) for name, pid in procs.items()}
         t0 = time.monotonic()
         time.sleep(args.seconds)
         wall = time.monotonic() - t0
@@ -233,6 +288,7 @@ def main() -> int:
                 print(f"{name} (pid {pid}) exited during the run; its pane:\n{screen}")
                 return 1
         end = {name: cpu_seconds(pid) for name, pid in procs.items()}
+        threads_end = {name: thread_cpu_seconds(pid) for name, pid in procs.items()}
         pct = {name: 100.0 * (end[name] - start[name]) / wall for name in procs}
         mode = "demo healthy" if args.demo else "fake NVML, attached to a 65-process tree"
         if not args.demo:
@@ -240,6 +296,8 @@ def main() -> int:
         print(f"TUI CPU over {wall:.0f} s at 1 s interval, 8 GPUs ({mode}), 120x40 tmux:")
         for name, value in pct.items():
             print(f"  {name:<14} {value:6.2f} % of one core  (pid {procs[name]})")
+        for name, pid in procs.items():  # after the window: py-spy's pause is not counted
+            print_threads(name, pid, threads_start[name], threads_end[name], wall)
         if pct["nvitop"] > 0:
             for name in (name for name in procs if name != "nvitop"):
                 print(f"  ratio {name} / nvitop = {pct[name] / pct['nvitop']:.2f}")

@@ -5,6 +5,11 @@ job, neighbour, machine or unknown). The time is a clock time, not
 an age: an age would change the text every second and force a redraw of a list that is usually
 stable for minutes. Enter on a finding posts ``Selected``; the app opens its evidence, its fix
 and its docs page.
+
+Each line is known by its group's id, kept in ``_ids`` by position (the options carry none): a
+new set of findings that fills as many lines as the last one relabels the lines in place, where
+clearing and adding the options would lay the whole screen out again for a list of the same
+height.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from gputop_doctor.core.text import printable
 from gputop_doctor.ui.scopes import scopes_text
 
 SEVERITY_LABEL = {Severity.CRITICAL: "CRIT", Severity.WARN: "WARN", Severity.INFO: "INFO"}
-_EMPTY_ID = "-none-"
+# What a line shows of each finding of its group: a line is built again only when it changed.
+PromptKey = tuple[tuple[Severity, str, float, str], ...]
 
 
 def group_findings(findings: tuple[Finding, ...]) -> list[tuple[Finding, ...]]:
@@ -67,9 +73,9 @@ class FindingsList(OptionList):
             self.now = now
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(Option("no findings yet: watching", id=_EMPTY_ID), **kwargs)  # type: ignore[arg-type]
+        super().__init__(Option("no findings yet: watching"), **kwargs)  # type: ignore[arg-type]
         self._groups: dict[str, tuple[Finding, ...]] = {}
-        self._prompts: dict[str, tuple[tuple[Severity, str, float, str], ...]] = {}
+        self._prompts: dict[str, PromptKey] = {}
         self._ids: list[str] = []
         self._now: float | None = None
         self._seen_frame = False  # until then the list says it is still watching
@@ -112,22 +118,39 @@ class FindingsList(OptionList):
             for i, g in zip(ids, groups, strict=True)
         }
         if ids == self._ids and (ids or self._seen_frame):
-            for i in ids:
-                if keys[i] != self._prompts.get(i):
-                    self.replace_option_prompt(i, self._prompt(self._groups[i]))
-            self._prompts = keys
-            return
+            self._relabel(ids, keys)
+        elif ids and len(ids) == len(self._ids):
+            highlighted = self._highlighted_id()
+            self._relabel(ids, keys)
+            self._restore(ids, highlighted)
+        else:
+            self._rebuild(ids, groups)
+        self._prompts = keys
+
+    def _relabel(self, ids: list[str], keys: dict[str, PromptKey]) -> None:
+        """Replace the prompts of the lines whose finding or text changed, in place."""
+        for index, i in enumerate(ids):
+            if self._ids[index] != i or keys[i] != self._prompts.get(i):
+                self.replace_option_prompt_at_index(index, self._prompt(self._groups[i]))
+        self._ids = ids
+
+    def _restore(self, ids: list[str], highlighted: str | None) -> None:
+        """After another set of findings: the highlight follows its finding (none if it went)
+        and the list starts at its top, as a list cleared and filled again would."""
+        self.highlighted = ids.index(highlighted) if highlighted in ids else None
+        self.scroll_y = 0
+        self.scroll_to_highlight()
+
+    def _rebuild(self, ids: list[str], groups: list[tuple[Finding, ...]]) -> None:
+        """Another number of lines: the options are cleared and added again."""
         highlighted = self._highlighted_id()
         self.clear_options()
         if groups:
-            self.add_options(
-                [Option(self._prompt(g), id=i) for i, g in zip(ids, groups, strict=True)]
-            )
+            self.add_options([Option(self._prompt(g)) for g in groups])
         else:
             empty = Text("no findings: nothing looks wrong", self._style("dim"))
-            self.add_option(Option(empty, id=_EMPTY_ID))
+            self.add_option(Option(empty))
         self._ids = ids
-        self._prompts = keys
         self._seen_frame = True
         if highlighted in ids:
             self.highlighted = ids.index(highlighted)
@@ -138,10 +161,8 @@ class FindingsList(OptionList):
             self.highlighted = 0
 
     def _highlighted_id(self) -> str | None:
-        if self.highlighted is None or not self._ids:
-            return None
-        option = self.get_option_at_index(self.highlighted)
-        return option.id
+        index = self.highlighted
+        return self._ids[index] if index is not None and index < len(self._ids) else None
 
     @property
     def groups(self) -> list[tuple[Finding, ...]]:
@@ -149,6 +170,7 @@ class FindingsList(OptionList):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        group = self._groups.get(event.option.id or "")
+        index = event.option_index
+        group = self._groups.get(self._ids[index]) if index < len(self._ids) else None
         if group:
             self.post_message(self.Selected(group, self._now))

@@ -3,6 +3,8 @@ pressure stall information and the attached tree's totals.
 
 It draws its lines as strips (Line API) rather than through ``render``: the generic text path
 lays the lines out again on every repaint, which cost more than everything else this panel does.
+A new frame repaints only the lines whose text changed, never the border above them: each line
+the compositor repaints costs Textual's whole styling pass for it, more than building it.
 CPU shows the host-wide figure and, with a PID attached, the job's: the CPUs its tree wants
 (used, or on a CPU plus queued) as a share of its *effective* CPUs (affinity and cgroup quota).
 A container that may use 8 of 128 cores is saturated at 6 % host CPU, and an idle one on a host
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -64,7 +66,8 @@ class HostPanel(Widget):
         self._frame: Frame | None = None
         self._text = Text("host: waiting for the first sample")
         self._lines = 1
-        self._strips: list[Strip] | None = None
+        self._line_texts: list[Text] = [self._text]
+        self._strips: list[Strip | None] = [None]
         self._styles: dict[str, Style] | None = None
 
     def show_frame(self, frame: Frame) -> None:
@@ -72,13 +75,13 @@ class HostPanel(Widget):
         self._update()
 
     def on_resize(self) -> None:
-        self._strips = None
+        self._strips = [None] * len(self._line_texts)
         self._update()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._styles = None
-        self._strips = None
+        self._strips = [None] * len(self._line_texts)
 
     def _style(self, name: str) -> Style:
         if self._styles is None:
@@ -95,11 +98,23 @@ class HostPanel(Widget):
         text = self._one_line(frame) if short else self._two_lines(frame)
         if text.plain == self._text.plain and text.spans == self._text.spans:
             return
+        old = self._line_texts
         self._text = text
-        self._strips = None
+        self._line_texts = list(text.split("\n"))
         lines = text.plain.count("\n") + 1
-        self.refresh(layout=lines != self._lines)
-        self._lines = lines
+        if lines != self._lines or len(self._line_texts) != len(old):
+            self._strips = [None] * len(self._line_texts)
+            self.refresh(layout=lines != self._lines)
+            self._lines = lines
+            return
+        changed = [
+            y
+            for y, (new, was) in enumerate(zip(self._line_texts, old, strict=True))
+            if new.plain != was.plain or new.spans != was.spans
+        ]
+        for y in changed:
+            self._strips[y] = None
+        self.refresh(*(Region(0, y, self.size.width, 1) for y in changed))
 
     def _two_lines(self, frame: Frame) -> Text:
         """The host's CPU, iowait, load, memory and PSI; below it, the attached tree."""
@@ -254,13 +269,13 @@ class HostPanel(Widget):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        if self._strips is None:
+        if y >= len(self._strips):
+            return Strip.blank(width, self.rich_style)
+        strip = self._strips[y]
+        if strip is None:
             base = self.rich_style
-            self._strips = []
-            for line in self._text.split("\n"):
-                line.truncate(width, overflow="ellipsis")
-                segments = text_segments(line, base)
-                self._strips.append(Strip(segments).adjust_cell_length(width, base))
-        if y < len(self._strips):
-            return self._strips[y]
-        return Strip.blank(width, self.rich_style)
+            line = self._line_texts[y].copy()  # kept whole: a wider panel shows more of it
+            line.truncate(width, overflow="ellipsis")
+            strip = Strip(text_segments(line, base)).adjust_cell_length(width, base)
+            self._strips[y] = strip
+        return strip
