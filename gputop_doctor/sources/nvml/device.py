@@ -312,8 +312,8 @@ class DeviceReader:
             health=self.health.read(fields, self._nvlink.rates),
         )
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, not_found: Any = None) -> Any:
-        return self._caller.call(self.index, what, fn, self._handle, *args, not_found=not_found)
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._caller.call(self.index, what, fn, self._handle, *args)
 
     def _number(self, what: str, *args: Any) -> float | None:
         value = self._call(what, getattr(self._nvml, what), *args)
@@ -344,12 +344,15 @@ class DeviceReader:
 
     def _buffered_util(self) -> tuple[float, ...]:
         """Utilization samples newer than the cursor, oldest first; () means none are new."""
-        got = self._call(
+        none_new: list[tuple[int, Number | None]] = []  # NOT_FOUND: no sample since the cursor
+        got = self._caller.call(
+            self.index,
             "nvmlDeviceGetSamples",
             self._samples,
+            self._handle,
             GPU_UTILIZATION_SAMPLES,
             self._util_cursor,
-            not_found=[],
+            not_found=none_new,
         )
         if not got:
             return ()

@@ -29,7 +29,7 @@ import ctypes
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from gputop_doctor.sources.nvml.fields import UNION_CODES, Number
 
@@ -97,9 +97,9 @@ class Symbol:
         code: int = self._function(*args)
         return code
 
-    def check(self, code: int) -> None:
-        if code != NVML_SUCCESS:
-            raise self._nvml.NVMLError(code)
+    def fail(self, code: int) -> NoReturn:
+        """Raise a return code other than SUCCESS as pynvml raises it."""
+        raise self._nvml.NVMLError(code)
 
 
 class FieldValuesCall:
@@ -122,7 +122,9 @@ class FieldValuesCall:
             self._lay_out(request)
         values = self._array_type.from_buffer_copy(self._layout)
         count = ctypes.c_int32(len(request))
-        self._symbol.check(self._symbol(handle, count, ctypes.byref(values)))
+        code = self._symbol(handle, count, ctypes.byref(values))
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         return values
 
     def _lay_out(self, request: Sequence[tuple[int, int]]) -> None:
@@ -159,14 +161,16 @@ class SamplesCall:
         args = (handle, ctypes.c_uint(sampling_type), ctypes.c_ulonglong(last_seen))
         if self._buffer is None:
             ring = self._symbol(*args, ctypes.byref(value_type), ctypes.byref(count), None)
-            self._symbol.check(ring)
+            if ring != NVML_SUCCESS:
+                self._symbol.fail(ring)
             self._buffer = (self._nvml.c_nvmlSample_t * max(count.value, FIRST_SAMPLES))()
         buffer = self._buffer
         count.value = len(buffer)
         code = self._symbol(*args, ctypes.byref(value_type), ctypes.byref(count), buffer)
         if code == NVML_ERROR_NOT_FOUND:
             return []
-        self._symbol.check(code)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         if count.value >= len(buffer):
             self._buffer = (self._nvml.c_nvmlSample_t * (2 * len(buffer)))()
         value_code = UNION_CODES.get(value_type.value)
@@ -197,7 +201,8 @@ class ProcessListCall:
             self._buffer = (self._nvml.c_nvmlProcessInfo_v3_t * (2 * count.value + 5))()
             count.value = len(self._buffer)
             code = self._symbol(handle, ctypes.byref(count), self._buffer)
-        self._symbol.check(code)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         not_available = self._not_available
         return [
             ListedProcess(pid, None if used == not_available else used)
@@ -232,7 +237,8 @@ class ProcessUtilizationCall:
             code = self._symbol(handle, self._buffer, ctypes.byref(count), since)
         if code == NVML_ERROR_NOT_FOUND:
             return []
-        self._symbol.check(code)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         return [
             ProcessUtilization(pid, time, float(sm), float(mem))
             for pid, time, sm, mem in entries(self._buffer, count.value, self._sample)

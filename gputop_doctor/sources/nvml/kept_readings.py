@@ -23,7 +23,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from gputop_doctor.sources.nvml.kept_buffers import Symbol, unpacker
+from gputop_doctor.sources.nvml.kept_buffers import NVML_SUCCESS, Symbol, unpacker
 
 
 class _KeptCall:
@@ -47,7 +47,9 @@ class UIntCall(_KeptCall):
         self._ref = ctypes.byref(self._out)
 
     def __call__(self, handle: Any) -> int:
-        self._symbol.check(self._symbol(handle, *self._args, self._ref))
+        code = self._symbol(handle, *self._args, self._ref)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         value: int = self._out.value
         return value
 
@@ -64,7 +66,9 @@ class TemperatureCall(_KeptCall):
         self._unpack = unpacker(nvml.c_nvmlTemperature_v1_t, ("temperature", "i"))
 
     def __call__(self, handle: Any) -> int:
-        self._symbol.check(self._symbol(handle, self._ref))
+        code = self._symbol(handle, self._ref)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         (value,) = self._unpack(self._out)
         return int(value)
 
@@ -79,7 +83,9 @@ class UtilizationCall(_KeptCall):
         self._unpack = unpacker(nvml.c_nvmlUtilization_t, ("gpu", "I"), ("memory", "I"))
 
     def __call__(self, handle: Any) -> tuple[int, int]:
-        self._symbol.check(self._symbol(handle, self._ref))
+        code = self._symbol(handle, self._ref)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         gpu, memory = self._unpack(self._out)
         return gpu, memory
 
@@ -97,6 +103,8 @@ class MemoryCall(_KeptCall):
         )
 
     def __call__(self, handle: Any) -> tuple[int, int, int]:
-        self._symbol.check(self._symbol(handle, self._ref))
+        code = self._symbol(handle, self._ref)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         total, reserved, _, used = self._unpack(self._out)
         return used, total, reserved
