@@ -20,7 +20,10 @@ structures (pynvml's ``c_nvmlFieldValue_t``, ``c_nvmlSample_t``, ``c_nvmlProcess
 ``c_nvmlProcessUtilizationSample_t``).
 An error code is raised as pynvml raises it (``NVMLError(code)``, which pynvml maps to its
 subclass), and a library without the symbol gives FUNCTION_NOT_FOUND, as pynvml's lookup does,
-so the caller's failure model (:mod:`nvml_call`) and its fallbacks are unchanged.
+so the caller's failure model (:mod:`nvml_call`) and its fallbacks are unchanged. The one
+exception is NOT_FOUND from the two sample calls, which only says "nothing new since the
+cursor": it is the empty list the caller made of it anyway, without an exception per idle tick.
+Answers are read off the buffers' bytes with ``struct`` at the structures' field offsets.
 """
 
 from __future__ import annotations
