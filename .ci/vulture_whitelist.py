@@ -81,3 +81,7 @@ _.add_doctor  # integrations/hf.py: the public way to add the callback (docs/int
 # -- ctypes structure fields set for the C library to read
 _.fieldId  # sources/nvml/kept_buffers.py: nvmlFieldValue_t's request, read by NVML
 _.scopeId  # sources/nvml/kept_buffers.py: the link of a scoped field
+_.sensorType  # sources/nvml/kept_readings.py: the sensor nvmlDeviceGetTemperatureV reads
+
+# -- read by the benchmarks (outside vulture's paths)
+_.symbol_name  # sources/nvml/kept_readings.py: bench_breakdown.py names each getter's NVML time

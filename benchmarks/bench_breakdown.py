@@ -167,7 +167,7 @@ def watch_nvml() -> None:
     """Time every pynvml function by name (before the source binds any of them)."""
     import pynvml
 
-    from gputop_doctor.sources.nvml import kept_buffers
+    from gputop_doctor.sources.nvml import kept_buffers, kept_readings
 
     for name in dir(pynvml):
         fn = getattr(pynvml, name)
@@ -181,6 +181,29 @@ def watch_nvml() -> None:
         (kept_buffers.ProcessUtilizationCall, "nvmlDeviceGetProcessUtilization (kept buffer)"),
     ):
         cls.__call__ = LEDGER.timed("NVML", name, cls.__call__)  # type: ignore[method-assign]
+    # The one-answer getters with kept outputs, each named by its NVML symbol.
+    for cls in (
+        kept_readings.UIntCall,
+        kept_readings.TemperatureCall,
+        kept_readings.UtilizationCall,
+        kept_readings.MemoryCall,
+    ):
+        cls.__call__ = _timed_by_symbol(cls.__call__)  # type: ignore[method-assign]
+
+
+def _timed_by_symbol(call: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(self: Any, *args: Any) -> Any:
+        if not LEDGER.on:
+            return call(self, *args)
+        name = f"{self.symbol_name} (kept output)"
+        started = time.thread_time()
+        try:
+            return call(self, *args)
+        finally:
+            LEDGER.cpu["NVML", name] += time.thread_time() - started
+            LEDGER.count["NVML", name] += 1
+
+    return wrapper
 
 
 def watch_engine(engine: Any) -> None:

@@ -11,67 +11,25 @@ import contextlib
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding, FindingTracker
-from gputop_doctor.core.frame import EventSink, Frame, GpuSeries, Sink
+from gputop_doctor.core.frame import EventSink, Frame, Sink
 from gputop_doctor.core.history import History
 from gputop_doctor.core.jobs import with_pod_names
 from gputop_doctor.core.measures import tree_totals
-from gputop_doctor.core.model import GpuSample, GpuState, Snapshot
+from gputop_doctor.core.model import GpuState, Snapshot
 from gputop_doctor.core.pid_namespace import with_local_pids
 from gputop_doctor.core.ports import GpuSource, HostSource, PodDirectory, SourceExhausted
 from gputop_doctor.core.rule import Rule, RuleContext, loss_rules
+from gputop_doctor.core.series import SeriesBuffer
 from gputop_doctor.core.topology_check import mismatch_note, topology_conflicts
 from gputop_doctor.core.verdict import Verdict
 from gputop_doctor.core.waste import WasteLedger
 
 MAX_PRIMED_TICKS = 400  # ~2 s of work at most; enough for the demo's slow findings at 1 s
-
-
-_METRICS: tuple[tuple[str, Callable[[GpuSample], float | None]], ...] = (
-    ("mem_pct", lambda g: None if g.mem_used_frac is None else 100.0 * g.mem_used_frac),
-    ("temp_c", lambda g: g.temp_c),
-    ("power_w", lambda g: g.power_w),
-    ("sm_clock_mhz", lambda g: g.sm_clock_mhz),
-)
-
-
-@dataclass(slots=True)
-class _SeriesBuffer:
-    """Per-GPU bounded deques, appended once per tick; frames get tuple copies."""
-
-    length: int
-    by_gpu: dict[int, dict[str, deque[float]]] = field(default_factory=dict)
-    cpu: deque[float] = field(default_factory=deque)
-
-    def add(self, snapshot: Snapshot) -> None:
-        for gpu in snapshot.gpus:
-            series = self.by_gpu.setdefault(
-                gpu.index,
-                {name: deque(maxlen=self.length) for name in ("util", *dict(_METRICS))},
-            )
-            if gpu.util_samples:
-                series["util"].extend(gpu.util_samples)
-            elif gpu.util_pct is not None:
-                series["util"].append(gpu.util_pct)
-            for name, metric in _METRICS:
-                value = metric(gpu)
-                if value is not None:
-                    series[name].append(value)
-        if snapshot.host.cpu_pct is not None:
-            if self.cpu.maxlen != self.length:
-                self.cpu = deque(self.cpu, maxlen=self.length)
-            self.cpu.append(snapshot.host.cpu_pct)
-
-    def frozen(self) -> tuple[GpuSeries, ...]:
-        return tuple(
-            GpuSeries(index, **{name: tuple(values) for name, values in series.items()})
-            for index, series in sorted(self.by_gpu.items())
-        )
 
 
 class Engine:
@@ -116,7 +74,7 @@ class Engine:
         self._source_note: str | None = None  # a warning from the last process reading
         self.recording_error: str | None = None  # why the last sink stopped on its own
         self._requests: queue.SimpleQueue[Callable[[Engine], None]] = queue.SimpleQueue()
-        self._series = _SeriesBuffer(settings.series_len)
+        self._series = SeriesBuffer(settings.series_len)
         self._charts = charts
         self._target_seen_alive = False
         self._topologies: tuple[object, ...] = ()  # the GPUs' topology objects last checked
@@ -186,8 +144,8 @@ class Engine:
             snapshot=snapshot,
             findings=findings,
             system=self.system,
-            gpu_series=self._series.frozen() if self._charts else (),
-            cpu_series=tuple(self._series.cpu) if self._charts else (),
+            gpu_series=self._series.view() if self._charts else (),
+            cpu_series=self._series.cpu() if self._charts else (),
             recording=self.sinks[0].path if self.sinks else None,
             recording_error=self.recording_error,
             note=note,

@@ -5,6 +5,7 @@ A sink or a widget imports this module, not the engine that makes frames.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -33,7 +34,9 @@ class Frame:
     snapshot: Snapshot
     findings: tuple[Finding, ...]
     system: SystemInfo
-    gpu_series: tuple[GpuSeries, ...] = ()
+    # Each GPU's recent values, in index order; made into tuples when first read (a
+    # record or serve tick that charts nothing never pays for them; see core.series).
+    gpu_series: Sequence[GpuSeries] = ()
     cpu_series: tuple[float, ...] = ()
     tick_cost_s: float = 0.0
     recording: str | None = None  # CSV path while recording

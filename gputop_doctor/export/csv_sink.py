@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.event_log import append_event
-from gputop_doctor.export.rows import TickRows
+from gputop_doctor.export.rows import TickCells, TickRows
 from gputop_doctor.export.schema import COLUMNS
 from gputop_doctor.export.session_meta import CommandOf, MetaWriter
 from gputop_doctor.export.stream import part_path
@@ -62,10 +62,10 @@ class CsvSink:
         return _GzipOut(path) if path.endswith(".gz") else _PlainOut(path)
 
     def write(self, frame: Frame) -> None:
-        rows = self._rows.rows(frame.snapshot, frame.findings, frame.system.source, frame.verdict)
+        cells = self._rows.cells(frame.snapshot, frame.findings, frame.system.source, frame.verdict)
         # One write per tick, not per row: all of its rows are on disk before the next tick.
-        self._out.write_tick(rows)
-        self.rows_written += len(rows)
+        self._out.write_tick(tick_bytes(cells))
+        self.rows_written += len(cells.gpus)
         self.ticks_written += 1
         self._meta.update(frame)
         if self.max_bytes is not None and self._out.size() >= self.max_bytes:
@@ -147,19 +147,32 @@ def csv_bytes(rows: Iterable[Sequence[str]]) -> bytes:
     the writer. Telling them apart costs three scans of the joined line and a count of its
     commas, where the writer looked at each of a tick's ~800 cells.
     """
-    lines = []
-    for row in rows:
-        line = ",".join(row)
-        lines.append(line if _needs_no_quoting(row, line) else _quoted_line(row))
+    lines = [_csv_text(row) if len(row) > 1 else _quoted_line(row) for row in rows]
     lines.append("")
     return "\n".join(lines).encode("utf-8")
 
 
-def _needs_no_quoting(row: Sequence[str], line: str) -> bool:
-    """``line`` is ``row`` joined by commas; a lone empty cell is written as ``""``."""
-    if len(row) < 2 or line.count(",") != len(row) - 1:
-        return False
-    return '"' not in line and "\n" not in line and "\r" not in line
+def tick_bytes(tick: TickCells) -> bytes:
+    """A tick's rows as :func:`csv_bytes` writes them, each shared part made text once.
+
+    The writer quotes cell by cell (a cell is quoted for what it holds, never for its
+    neighbours; only a row of one empty cell is special, and a tick's rows hold ~100 cells),
+    so a row's text is its parts' texts joined by commas. The parts every row shares (the
+    time, the host, the verdict, whose text "large model, simple data" needs quoting) are
+    made text once per tick, not once per GPU.
+    """
+    lead, rest = _csv_text(tick.lead), _csv_text(tick.rest)
+    lines = [f"{lead},{_csv_text(gpu)},{rest},{_csv_text((marks,))}" for gpu, marks in tick.gpus]
+    lines.append("")
+    return "\n".join(lines).encode("utf-8")
+
+
+def _csv_text(cells: Sequence[str]) -> str:
+    """``cells`` as the writer writes them inside a row of two or more cells."""
+    line = ",".join(cells)
+    if line.count(",") != len(cells) - 1 or '"' in line or "\n" in line or "\r" in line:
+        return _quoted_line(cells)
+    return line
 
 
 def _quoted_line(row: Sequence[str]) -> str:
@@ -185,8 +198,8 @@ class _PlainOut:
         if self._file.size == 0:
             _write_header(self._file, csv_bytes([COLUMNS]))
 
-    def write_tick(self, rows: list[list[str]]) -> None:
-        self._file.write_whole(csv_bytes(rows))
+    def write_tick(self, data: bytes) -> None:
+        self._file.write_whole(data)
 
     def size(self) -> int:
         return self._file.size
@@ -205,13 +218,13 @@ class _GzipOut:
     def __init__(self, path: str) -> None:
         self._file = _Descriptor(path)
         self._deflate = zlib.compressobj(6, zlib.DEFLATED, 31)
-        _write_header(self._file, self._compressed([COLUMNS]))
+        _write_header(self._file, self._compressed(csv_bytes([COLUMNS])))
 
-    def _compressed(self, rows: Iterable[Sequence[str]]) -> bytes:
-        return self._deflate.compress(csv_bytes(rows)) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
+    def _compressed(self, data: bytes) -> bytes:
+        return self._deflate.compress(data) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
 
-    def write_tick(self, rows: list[list[str]]) -> None:
-        self._file.write_whole(self._compressed(rows))
+    def write_tick(self, data: bytes) -> None:
+        self._file.write_whole(self._compressed(data))
 
     def size(self) -> int:
         return self._file.size

@@ -31,17 +31,21 @@ class HealthCells:
     """
 
     def __init__(self) -> None:
-        self._last: dict[int, tuple[tuple[object, ...], tuple[str, ...]]] = {}
+        # GPU index -> its last health, the readings the CSV keeps of it, and their cells.
+        self._last: dict[int, tuple[GpuHealth, tuple[object, ...], tuple[str, ...]]] = {}
 
     def of(self, index: int, health: GpuHealth | None) -> tuple[str, ...]:
         if health is None:
             return NO_HEALTH
-        readings = (_HEALTH_VALUES(health), health.nvlinks, health.xids, health.topology)
         last = self._last.get(index)
-        if last is not None and last[0] == readings:
-            return last[1]
+        if last is not None and last[0] is health:  # the source handed on the same health
+            return last[2]
+        readings = (_HEALTH_VALUES(health), health.nvlinks, health.xids, health.topology)
+        if last is not None and last[1] == readings:
+            self._last[index] = (health, readings, last[2])
+            return last[2]
         cells = health_cells(health)
-        self._last[index] = (readings, cells)
+        self._last[index] = (health, readings, cells)
         return cells
 
 

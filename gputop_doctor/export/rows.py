@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -45,13 +45,29 @@ _NO_THROTTLE: tuple[str, ...] = ("",) * len(THROTTLE_FIELDS)
 _NO_TREE: tuple[str, ...] = ("",) * len(TREE_FIELDS)
 
 
+@dataclass(frozen=True, slots=True)
+class TickCells:
+    """One tick's cells in ``COLUMNS`` order, the parts every row shares kept apart: a row is
+    ``lead + gpu + rest + [findings]`` for each (gpu, findings) of ``gpus``. A writer turns
+    the shared parts into text once per tick instead of once per row."""
+
+    lead: list[str]  # schema version, time, tick, interval, source
+    gpus: Sequence[tuple[Sequence[str], str]]  # each row's GPU cells and its findings cell
+    rest: list[str]  # host, PSI, target, tree and verdict
+
+    def rows(self) -> list[list[str]]:
+        return [[*self.lead, *gpu, *self.rest, marks] for gpu, marks in self.gpus]
+
+
 class TickRows:
     """Turns ticks into CSV rows, in ``COLUMNS`` order: one row per GPU, or one host-only row
     when there is no GPU. One per recording: it remembers what repeats from tick to tick (each
-    GPU's health cells), so that a tick re-encodes only what changed."""
+    GPU's health cells, its processes' cell), so that a tick re-encodes only what changed."""
 
     def __init__(self) -> None:
         self._health = HealthCells()
+        # GPU index -> its last processes (the same tuple while they stand still) and cell.
+        self._processes: dict[int, tuple[tuple[GpuProcess, ...], str]] = {}
 
     def rows(
         self,
@@ -60,22 +76,31 @@ class TickRows:
         source: str,
         verdict: Verdict | None = None,
     ) -> list[list[str]]:
+        return self.cells(snapshot, findings, source, verdict).rows()
+
+    def cells(
+        self,
+        snapshot: Snapshot,
+        findings: Sequence[Finding],
+        source: str,
+        verdict: Verdict | None = None,
+    ) -> TickCells:
         lead = _lead_cells(snapshot, source)
         rest = _shared_cells(snapshot, verdict)
         if not snapshot.gpus:
-            return [[*lead, *_NO_GPU, *rest, _findings_cell(findings, None)]]
+            return TickCells(lead, [(_NO_GPU, _findings_cell(findings, None))], rest)
         jobs = _job_keys(snapshot)
-        return [
-            [*lead, *self._gpu_cells(gpu, jobs), *rest, _findings_cell(findings, gpu)]
-            for gpu in snapshot.gpus
+        gpus = [
+            (self._gpu_cells(gpu, jobs), _findings_cell(findings, gpu)) for gpu in snapshot.gpus
         ]
+        return TickCells(lead, gpus, rest)
 
     def _gpu_cells(self, gpu: GpuSample, jobs: dict[int, str | None]) -> list[str]:
         """``jobs``: the job key of each process (see :func:`_job_keys`)."""
         extra = (
             _clock_events_cell(gpu.clock_event_bits),
             LIST_SEP.join(encode_all(gpu.util_samples)),
-            LIST_SEP.join(_encode_gpu_process(p) for p in gpu.processes),
+            self._processes_cell(gpu),
             LIST_SEP.join(jobs.get(p.pid) or "" for p in gpu.processes) if gpu.processes else "",
         )
         throttle = gpu.throttle
@@ -86,6 +111,16 @@ class TickRows:
             *counters,
             *self._health.of(gpu.index, gpu.health),
         ]
+
+    def _processes_cell(self, gpu: GpuSample) -> str:
+        """The GPU's processes as text, encoded again only when the source handed over a new
+        tuple (it hands on the same one while they stand still)."""
+        last = self._processes.get(gpu.index)
+        if last is not None and last[0] is gpu.processes:
+            return last[1]
+        cell = LIST_SEP.join(_encode_gpu_process(p) for p in gpu.processes)
+        self._processes[gpu.index] = (gpu.processes, cell)
+        return cell
 
 
 def _job_keys(snapshot: Snapshot) -> dict[int, str | None]:

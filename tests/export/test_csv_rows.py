@@ -1,6 +1,7 @@
 """A recording's row writer remembers each GPU's health cells between ticks: what it writes
 must be what a fresh writer writes for the same tick, whatever changed in between; and rows
-are joined without the csv module where that writes the same bytes."""
+are joined without the csv module where that writes the same bytes, and a tick's shared
+parts are made text once."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ import io
 from dataclasses import replace
 
 from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
-from gputop_doctor.core.model import GpuSample, Snapshot
-from gputop_doctor.export.csv_sink import csv_bytes
-from gputop_doctor.export.rows import TickRows, gpu_from_row
+from gputop_doctor.core.model import GpuProcess, GpuSample, Snapshot
+from gputop_doctor.export.csv_sink import csv_bytes, tick_bytes
+from gputop_doctor.export.rows import TickCells, TickRows, gpu_from_row
 from gputop_doctor.export.schema import COLUMNS
 from tests.builders import full_gpu, full_host
 
 LINKS = (NvLink(0, True, 4), NvLink(1, True, 4))
 TOPOLOGY = Topology(numa_node=0, cpus="0-15", peers=((1, TopoLink.NVLINK),))
+_NO_GPU_CELLS = ("",) * 4
 HEALTHY = GpuHealth(ecc_volatile_uncorrected=0, pcie_gen=5, nvlinks=LINKS, topology=TOPOLOGY)
 
 
@@ -78,3 +80,25 @@ def test_rows_are_written_as_the_csv_module_writes_them() -> None:
     # that row does not read back whole; the bytes above are the writer's all the same.)
     for row in (r for r in TRICKY_ROWS if not any("\r" in cell for cell in r)):
         assert next(csv.reader(io.StringIO(csv_bytes([row]).decode(), newline=""))) == row
+
+
+def test_a_tick_is_written_as_its_rows_are_with_its_shared_parts_made_text_once() -> None:
+    tricky = ["a,b", 'say "hi"', "line\nbreak", "", "=1+1", "é"]
+    tick = TickCells(
+        lead=["4", "1.5", "x,y"],
+        gpus=[(["0", *tricky], ""), (["1", "", ""], "id:warn,x"), (_NO_GPU_CELLS, '"q"')],
+        rest=["large model, simple data", "", "cpu"],
+    )
+    expected = io.StringIO()
+    csv.writer(expected, lineterminator="\n").writerows(tick.rows())
+    assert tick_bytes(tick) == csv_bytes(tick.rows()) == expected.getvalue().encode("utf-8")
+
+
+def test_a_gpus_processes_cell_follows_its_processes_whether_handed_on_or_new() -> None:
+    writer = TickRows()
+    procs = (GpuProcess(pid=7, gpu_index=0, kind="compute", used_mem_mib=1.0, sm_util_pct=2.0),)
+    moved = (replace(procs[0], sm_util_pct=3.0),)
+    for tick, processes in enumerate((procs, procs, moved, (), procs)):
+        gpus = (replace(full_gpu(0), processes=processes),)
+        snap = Snapshot(time=1.7e9 + tick, tick=tick, interval_s=1.0, gpus=gpus, host=full_host())
+        assert writer.rows(snap, (), "test") == TickRows().rows(snap, (), "test"), f"tick {tick}"

@@ -8,6 +8,7 @@ any of it pays for each call once.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from gputop_doctor.core.health import TopoLink
 from gputop_doctor.sources.nvml.events import cpu_list
@@ -98,6 +99,30 @@ def test_counters_come_with_the_field_values(
         assert fake_nvml.calls(name) == 0, name  # the fields answered: no dedicated call
     assert fake_nvml.calls("nvmlDeviceGetNvLinkErrorCounter") == 0
     assert fake_nvml.calls("nvmlDeviceGetNvLinkState") == 5  # discovery; states by field
+
+
+def test_a_health_that_stands_still_is_handed_on_and_a_moved_counter_makes_a_new_one(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: ManualClock,
+) -> None:
+    fake_nvml.write(Scenario(gpus=(SICK,)))
+    source = open_source()
+    seen = []
+    for tick in range(int(3 * HEALTH_PERIOD_S)):  # through a periodic read of the links
+        if tick == 7:
+            fake_nvml.write(Scenario(gpus=(replace(SICK, ecc_vol_corr=8, nvlink_down=0),)))
+        [gpu] = source.read_gpus()
+        seen.append(gpu.health)
+        clock.advance(1.0)
+    # The first ticks find the links and start their traffic rates; then the same readings
+    # give the same object.
+    assert all(h is seen[3] for h in seen[3:7])
+    moved = seen[7]
+    assert moved is not None and moved is not seen[6]
+    assert (moved.ecc_volatile_corrected, moved.nvlink_crc_errors) == (8, 20)
+    # The links' states come with the next periodic read, then the health stands still again.
+    assert seen[-1] is not None and seen[-1].links_down == () and seen[-1] is seen[-2]
 
 
 def test_dedicated_calls_stand_in_without_field_values(

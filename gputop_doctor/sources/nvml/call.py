@@ -134,7 +134,8 @@ class NvmlCaller:
         except Exception as err:  # a bindings bug or a driver returning garbage: not fatal
             self.log_once(what, err)
             return None
-        self._answered(gpu)
+        if gpu in self._run:  # an answer breaks any run of driver errors (see _answered)
+            self._run[gpu] = 0
         return value
 
     def first(self, gpu: int, options: Sequence[Option]) -> Any:

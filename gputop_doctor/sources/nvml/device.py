@@ -17,6 +17,7 @@ of NVML, and logs it. NVML failing as a whole (:class:`NvmlFailedError`) propaga
 
 from __future__ import annotations
 
+import ctypes
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from gputop_doctor.sources.nvml.call import (
     GpuFailingError,
     GpuLostError,
     NvmlCaller,
+    Option,
     ReadAborted,
 )
 from gputop_doctor.sources.nvml.fields import (
@@ -37,11 +39,17 @@ from gputop_doctor.sources.nvml.fields import (
     FieldBatch,
     FieldKey,
     Number,
-    throttle_counters,
+    ThrottleReader,
 )
 from gputop_doctor.sources.nvml.gpm import GpmReader
 from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader
 from gputop_doctor.sources.nvml.kept_buffers import FieldValuesCall, SamplesCall
+from gputop_doctor.sources.nvml.kept_readings import (
+    MemoryCall,
+    TemperatureCall,
+    UIntCall,
+    UtilizationCall,
+)
 from gputop_doctor.sources.nvml.nvlink import NvLinkTrafficReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml.processes import GpuProcessReader
@@ -62,6 +70,12 @@ FIRST_READ_WINDOW_US = 1_000_000  # the first GetSamples returns the whole ring;
 FIELD_POWER = 185
 FIELD_ENERGY = 83  # NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: mJ since the driver loaded
 READING_FIELD_IDS = (FIELD_POWER, FIELD_ENERGY)
+# The names the caller knows the static facts' calls by (and the cache keeps them under).
+_THRESHOLD_WHAT = {
+    kind: f"nvmlDeviceGetTemperatureThreshold({kind})"
+    for kind in (THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN, THRESHOLD_GPU_MAX)
+}
+_MAX_CLOCK_WHAT = {clock: f"nvmlDeviceGetMaxClockInfo({clock})" for clock in (CLOCK_SM, CLOCK_MEM)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +123,34 @@ class DeviceReader:
         self._caller = caller
         self._handle = handle
         self._util_cursor = 0
+        self._throttle = ThrottleReader()
         self._samples = SamplesCall(nvml)
+        self._point_util = UtilizationCall(nvml)
+        self._memory_v2 = MemoryCall(nvml)
+        self._clocks = {
+            clock_type: (
+                f"nvmlDeviceGetClockInfo({clock_type})",
+                UIntCall(nvml, "nvmlDeviceGetClockInfo", ctypes.c_uint, clock_type),
+            )
+            for clock_type in (CLOCK_SM, CLOCK_MEM)
+        }
+        # The preferred call, else (an older driver, FunctionNotFound) the older one.
+        self._temperature_options: tuple[Option, ...] = (
+            ("nvmlDeviceGetTemperatureV", TemperatureCall(nvml, TEMP_GPU), (handle,)),
+            ("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature, (handle, TEMP_GPU)),
+        )
+        self._clock_event_options: tuple[Option, ...] = (
+            (
+                "nvmlDeviceGetCurrentClocksEventReasons",
+                UIntCall(nvml, "nvmlDeviceGetCurrentClocksEventReasons", ctypes.c_ulonglong),
+                (handle,),
+            ),
+            (
+                "nvmlDeviceGetCurrentClocksThrottleReasons",
+                nvml.nvmlDeviceGetCurrentClocksThrottleReasons,
+                (handle,),
+            ),
+        )
         self._cache: dict[str, float | None] = {}
         self._fields = self._batch(
             READING_FIELD_IDS + THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS
@@ -129,7 +170,7 @@ class DeviceReader:
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
         self._procs = GpuProcessReader(nvml, caller, index, handle, clock)
         self.health = HealthReader(
-            nvml, caller, index, handle, clock, self._fields.unsupported, self._batch
+            nvml, caller, index, handle, clock, self._fields.any_unsupported, self._batch
         )
         self._nvlink = NvLinkTrafficReader(self._fields, clock)
         if self._usable and not self.lost:
@@ -263,7 +304,7 @@ class DeviceReader:
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
             clock_event_bits=self._clock_events(),
-            throttle=throttle_counters(fields),
+            throttle=self._throttle.read(fields),
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
             dram_active_pct=dram_active,
@@ -271,45 +312,47 @@ class DeviceReader:
             health=self.health.read(fields, self._nvlink.rates),
         )
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, not_found: Any = None) -> Any:
-        return self._caller.call(self.index, what, fn, self._handle, *args, not_found=not_found)
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._caller.call(self.index, what, fn, self._handle, *args)
 
     def _number(self, what: str, *args: Any) -> float | None:
         value = self._call(what, getattr(self._nvml, what), *args)
         return None if value is None else float(value)
 
-    def _cached(self, key: str, read: Callable[[], float | None]) -> float | None:
-        """Read once; retry only while the answer is missing for a transient reason."""
-        if key in self._cache:
-            return self._cache[key]
-        value = read()
-        if value is not None or self._caller.skipped(self.index, key):
-            self._cache[key] = value
+    def _cached(self, what: str, fn: Callable[..., Any], *args: Any) -> float | None:
+        """``what``'s number, read once; retried only while it is missing for a transient
+        reason (a static fact: kept in ``_cache`` by the name of its call)."""
+        if what in self._cache:
+            return self._cache[what]
+        value = _float(self._call(what, fn, *args))
+        if value is not None or self._caller.skipped(self.index, what):
+            self._cache[what] = value
         return value
 
     # -- utilization -----------------------------------------------------------------------
 
     def _utilization(self) -> Utilization:
-        point = self._call(
-            "nvmlDeviceGetUtilizationRates", self._nvml.nvmlDeviceGetUtilizationRates
-        )
-        mem = None if point is None else float(point.memory)
+        point = self._call("nvmlDeviceGetUtilizationRates", self._point_util)
+        mem = None if point is None else float(point[1])
         samples = self._buffered_util()
         if samples:
             return Utilization(fmean(samples), min(samples), max(samples), samples, mem)
         if point is None:
             return Utilization()
-        gpu = float(point.gpu)
+        gpu = float(point[0])
         return Utilization(gpu, gpu, gpu, (), mem)
 
     def _buffered_util(self) -> tuple[float, ...]:
         """Utilization samples newer than the cursor, oldest first; () means none are new."""
-        got = self._call(
+        none_new: list[tuple[int, Number | None]] = []  # NOT_FOUND: no sample since the cursor
+        got = self._caller.call(
+            self.index,
             "nvmlDeviceGetSamples",
             self._samples,
+            self._handle,
             GPU_UTILIZATION_SAMPLES,
             self._util_cursor,
-            not_found=[],
+            not_found=none_new,
         )
         if not got:
             return ()
@@ -325,34 +368,24 @@ class DeviceReader:
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
     def _memory(self) -> DeviceMemory:
-        nvml = self._nvml
-        v2 = self._call(
-            "nvmlDeviceGetMemoryInfo_v2", nvml.nvmlDeviceGetMemoryInfo, nvml.nvmlMemory_v2
-        )
+        v2 = self._call("nvmlDeviceGetMemoryInfo_v2", self._memory_v2)
         if v2 is not None:
-            return DeviceMemory(v2.used / MIB, v2.total / MIB, v2.reserved / MIB)
+            used, total, reserved = v2
+            return DeviceMemory(used / MIB, total / MIB, reserved / MIB)
         if not self._caller.skipped(self.index, "nvmlDeviceGetMemoryInfo_v2"):
             return DeviceMemory()
-        v1 = self._call("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo)
+        v1 = self._call("nvmlDeviceGetMemoryInfo", self._nvml.nvmlDeviceGetMemoryInfo)
         if v1 is None:
             return DeviceMemory()
         return DeviceMemory(v1.used / MIB, v1.total / MIB, None)  # v1 "used" includes reserved
 
     def _temperature(self) -> float | None:
-        nvml, h = self._nvml, self._handle
-        value = self._caller.first(
-            self.index,
-            (
-                ("nvmlDeviceGetTemperatureV", nvml.nvmlDeviceGetTemperatureV, (h, TEMP_GPU)),
-                ("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature, (h, TEMP_GPU)),
-            ),
-        )
+        value = self._caller.first(self.index, self._temperature_options)
         return None if value is None else float(value)
 
     def _threshold(self, kind: int) -> float | None:
-        what = f"nvmlDeviceGetTemperatureThreshold({kind})"
-        fn = self._nvml.nvmlDeviceGetTemperatureThreshold
-        return self._cached(what, lambda: _float(self._call(what, fn, kind)))
+        what = _THRESHOLD_WHAT[kind]
+        return self._cached(what, self._nvml.nvmlDeviceGetTemperatureThreshold, kind)
 
     def _watts(self, what: str) -> float | None:
         return _per_thousand(self._number(what))
@@ -370,14 +403,13 @@ class DeviceReader:
         return None
 
     def _clock(self, clock_type: int) -> float | None:
-        what = f"nvmlDeviceGetClockInfo({clock_type})"
-        return _float(self._call(what, self._nvml.nvmlDeviceGetClockInfo, clock_type))
+        what, call = self._clocks[clock_type]
+        return _float(self._call(what, call))
 
     def _max_clock(self, clock_type: int) -> float | None:
         """A static fact, read once: the SM's or the memory's highest clock."""
-        what = f"nvmlDeviceGetMaxClockInfo({clock_type})"
-        fn = self._nvml.nvmlDeviceGetMaxClockInfo
-        return self._cached(what, lambda: _float(self._call(what, fn, clock_type)))
+        what = _MAX_CLOCK_WHAT[clock_type]
+        return self._cached(what, self._nvml.nvmlDeviceGetMaxClockInfo, clock_type)
 
     def _pcie_throughput(self, counter: int) -> float | None:
         """The slow fallback (blocks ~20 ms). NVML's "KB" are KiB (nvitop multiplies by 1024)."""
@@ -397,22 +429,7 @@ class DeviceReader:
         )
 
     def _clock_events(self) -> int | None:
-        nvml, h = self._nvml, self._handle
-        bits = self._caller.first(
-            self.index,
-            (
-                (
-                    "nvmlDeviceGetCurrentClocksEventReasons",
-                    nvml.nvmlDeviceGetCurrentClocksEventReasons,
-                    (h,),
-                ),
-                (
-                    "nvmlDeviceGetCurrentClocksThrottleReasons",
-                    nvml.nvmlDeviceGetCurrentClocksThrottleReasons,
-                    (h,),
-                ),
-            ),
-        )
+        bits = self._caller.first(self.index, self._clock_event_options)
         return None if bits is None else int(bits)
 
 

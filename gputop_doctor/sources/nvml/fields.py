@@ -51,21 +51,21 @@ FieldKey = int | tuple[int, int]
 # nvmlFieldValue_t as laid out by the C ABI (LP64, 40 bytes): fieldId, scopeId, timestamp,
 # latencyUsec, valueType, nvmlReturn, then the 8-byte value union. Reading the array's bytes
 # in one go costs a fraction of pynvml's per-attribute struct access (a custom
-# ``__getattribute__`` per field read), which matters once the batch holds dozens of fields:
-# one unpack gives every entry's value type, return code and union (as an unsigned 64-bit
-# integer, which is the value itself for the 64-bit unsigned types, most of the counters).
+# ``__getattribute__`` per field read), which matters once the batch holds dozens of fields.
+# A field's value type does not change while the driver is loaded, so the batch's types are
+# known after its first answer: one ``struct`` layout made for exactly those types then reads
+# every entry's type, return code and value in one unpack, and the types it read confirm that
+# the layout still fits (a type that changed gets a new layout at once).
 RECORD_SIZE = 40
-_UNION_OFFSET = 32
-_TAIL = "24xIIQ"  # per entry: valueType, nvmlReturn, the union's 8 bytes
-_U64_TYPES = frozenset({2, 3})  # unsigned long (LP64) and unsigned long long
-_UNION_FORMATS: dict[int, struct.Struct] = {
-    0: struct.Struct("=d"),
-    1: struct.Struct("=I"),
-    4: struct.Struct("=q"),
-    5: struct.Struct("=i"),
-    6: struct.Struct("=H"),
+_HEAD = "24xII"  # per entry, skipped then read: ids, timestamp and latency; valueType, nvmlReturn
+# Each value type's read of the 8-byte union (nvmlValueType_t: 0 double, 1 unsigned int,
+# 2 unsigned long, LP64, 3 unsigned long long, 4 signed long long, 5 signed int, 6 unsigned
+# short), and the same padded to the union's 8 bytes.
+UNION_CODES: dict[int, str] = {0: "d", 1: "I", 2: "Q", 3: "Q", 4: "q", 5: "i", 6: "H"}
+_UNION_FORMATS = {
+    kind: code + "x" * (8 - struct.calcsize(code)) for kind, code in UNION_CODES.items()
 }
-_tails: dict[int, struct.Struct] = {}
+_GUESS = "Q"  # the layout before the types are known: most counters are unsigned 64-bit
 
 
 def raw_value(value_type: int, value: Any) -> Number | None:
@@ -92,6 +92,7 @@ class FieldBatch:
         self._ids: tuple[FieldKey, ...] = ()
         self._request: list[tuple[int, int]] = []
         self._dropped: set[FieldKey] = set()
+        self._answers = _Answers()
         self._ask(dict.fromkeys(field_ids))
 
     def add(self, keys: Iterable[FieldKey]) -> None:
@@ -113,7 +114,7 @@ class FieldBatch:
         values = self._get(self._request)
         if values is None:
             return None
-        returns, numbers = _answers(values)
+        returns, numbers = self._answers.read(values)
         if not any(returns) and None not in numbers:  # the usual tick: every field answered
             return dict(zip(self._ids, numbers, strict=True))  # type: ignore[arg-type]
         out: dict[FieldKey, Number] = {}
@@ -133,47 +134,56 @@ class FieldBatch:
         """True once the driver said it will never give ``field_id``."""
         return field_id in self._dropped or self._call_skipped()
 
-
-def _answers(values: Any) -> tuple[Sequence[int], list[Number | None]]:
-    """The nvmlReturn and the value of each entry of an ``nvmlFieldValue_t`` array, in order."""
-    try:
-        raw = bytes(values)
-    except TypeError:  # not a ctypes array (a stand-in in a test): read the attributes
-        raw = b""
-    if len(raw) != RECORD_SIZE * len(values):
-        return (
-            [value.nvmlReturn for value in values],
-            [raw_value(value.valueType, value.value) for value in values],
-        )
-    flat = _tail(len(values)).unpack(raw)
-    types, returns, numbers = flat[0::3], flat[1::3], list(flat[2::3])
-    if not _U64_TYPES.issuperset(types):
-        for index, value_type in enumerate(types):
-            if value_type not in _U64_TYPES:
-                numbers[index] = _union(raw, index, value_type)
-    return returns, numbers
+    def any_unsupported(self, field_ids: Iterable[FieldKey]) -> bool:
+        """True once the driver said it will never give one of ``field_ids``."""
+        return not self._dropped.isdisjoint(field_ids) or self._call_skipped()
 
 
-def _tail(count: int) -> struct.Struct:
-    """The unpacking of ``count`` entries' type, return code and union, made once per size."""
-    tail = _tails.get(count)
-    if tail is None:
-        tail = _tails[count] = struct.Struct("=" + _TAIL * count)
-    return tail
+class _Answers:
+    """Reads one batch's arrays, keeping the layout made for its value types."""
+
+    def __init__(self) -> None:
+        self._layout: struct.Struct | None = None
+        self._types: tuple[int, ...] = ()
+
+    def read(self, values: Any) -> tuple[Sequence[int], Sequence[Number | None]]:
+        """The nvmlReturn and the value of each entry of an ``nvmlFieldValue_t`` array."""
+        layout = self._layout
+        if layout is None or layout.size != RECORD_SIZE * len(values):
+            layout = struct.Struct("=" + (_HEAD + _GUESS) * len(values))
+        try:
+            flat = layout.unpack_from(values)
+        except TypeError:  # not a ctypes array (a stand-in in a test): read the attributes
+            return (
+                [value.nvmlReturn for value in values],
+                [raw_value(value.valueType, value.value) for value in values],
+            )
+        types = flat[0::3]
+        if types != self._types or layout is not self._layout:
+            if not _UNION_FORMATS.keys() >= set(types):  # a type NVML added since: None
+                return flat[1::3], [
+                    raw_value(t, v.value) for t, v in zip(types, values, strict=True)
+                ]
+            self._types = types
+            self._layout = struct.Struct("=" + "".join(_HEAD + _UNION_FORMATS[t] for t in types))
+            flat = self._layout.unpack_from(values)
+        return flat[1::3], flat[2::3]
 
 
-def _union(raw: bytes, index: int, value_type: int) -> Number | None:
-    """Entry ``index``'s union read as its (not 64-bit unsigned) value type."""
-    fmt = _UNION_FORMATS.get(value_type)
-    if fmt is None:
-        return None
-    number: Number = fmt.unpack_from(raw, RECORD_SIZE * index + _UNION_OFFSET)[0]
-    return number
+class ThrottleReader:
+    """One GPU's throttle counters from each tick's field values, the last tick's object
+    handed on while they stand still (a GPU that is not throttled: every tick)."""
 
+    def __init__(self) -> None:
+        self._last: tuple[dict[str, int], ThrottleCounters | None] = ({}, None)
 
-def throttle_counters(values: Mapping[FieldKey, Number] | None) -> ThrottleCounters | None:
-    """The throttle counters among this tick's field values, or None if there are none."""
-    if not values:
-        return None
-    counters = {name: int(values[fid]) for fid, name in THROTTLE_FIELDS if fid in values}
-    return ThrottleCounters(**counters) if counters else None
+    def read(self, values: Mapping[FieldKey, Number] | None) -> ThrottleCounters | None:
+        """The throttle counters among this tick's field values, or None if there are none."""
+        if not values:
+            return None
+        counters = {name: int(values[fid]) for fid, name in THROTTLE_FIELDS if fid in values}
+        if counters == self._last[0]:
+            return self._last[1]
+        throttle = ThrottleCounters(**counters) if counters else None
+        self._last = (counters, throttle)
+        return throttle

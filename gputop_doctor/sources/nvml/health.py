@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Any
 
 from gputop_doctor.core.health import GpuHealth, NvLink, Topology, XidEvent
@@ -47,6 +48,10 @@ HEALTH_FIELD_IDS = (
     *NVLINK_FIELDS,
     FIELD_PCIE_REPLAY,
 )
+# Where each group sits in the tuple of HEALTH_FIELD_IDS' values.
+_ECC, _RETIRED, _REMAP, _NVLINK = (slice(0, 4), slice(4, 7), slice(7, 11), slice(11, 15))
+_REPLAY = 15
+_health_values = itemgetter(*HEALTH_FIELD_IDS)
 # nvmlMemoryErrorType_t x nvmlEccCounterType_t, nvmlPageRetirementCause_t
 CORRECTED, UNCORRECTED = 0, 1
 VOLATILE, AGGREGATE = 0, 1
@@ -85,7 +90,7 @@ class HealthReader:
         index: int,
         handle: Any,
         clock: Callable[[], float],
-        field_unsupported: Callable[[FieldKey], bool],
+        fields_unsupported: Callable[[Iterable[FieldKey]], bool],
         batch: Callable[[Iterable[FieldKey]], FieldBatch],
         period_s: float = HEALTH_PERIOD_S,
     ) -> None:
@@ -94,7 +99,7 @@ class HealthReader:
         self._index = index
         self._handle = handle
         self._clock = clock
-        self._unsupported = field_unsupported
+        self._unsupported = fields_unsupported
         self._batch = batch
         self._states: FieldBatch | None = None  # the links' state fields, once links are known
         self._period_s = period_s
@@ -102,8 +107,13 @@ class HealthReader:
         self._slow = _Slow()
         self._links: tuple[int, ...] | None = None  # found on the first read
         self._versions: dict[int, int | None] = {}
+        # The links' last (active, version) readings and the NvLink objects made of them.
+        self._link_readings: tuple[tuple[tuple[bool | None, int | None], ...], tuple[NvLink, ...]]
+        self._link_readings = ((), ())
         self._max: tuple[int | None, int | None] | None = None
         self.topology: Topology | None = None  # set once by the source, which sees all GPUs
+        # The last health built, and what it was built from (see ``read``).
+        self._last: tuple[tuple[object, ...], GpuHealth] | None = None
 
     @property
     def links(self) -> tuple[int, ...]:
@@ -115,22 +125,68 @@ class HealthReader:
     ) -> GpuHealth:
         """This tick's health; ``traffic`` gives the NVLink rates once the links are known
         (called after this tick's pass has found them, so the sample is built once)."""
+        self._refresh()
+        counters = _counters(fields)
+        rx, tx = (None, None) if traffic is None else traffic(self.links, fields)
+        if counters is None:
+            return self._from_fields(fields or {}, rx, tx)
+        # Health moves rarely: when every reading it is made of is the same as last tick's
+        # (the periodic part is kept as the same object while equal), it is the same health.
+        made_of = (counters, self._slow, rx, tx, self.topology)
+        if self._last is not None and self._last[0] == made_of:
+            return self._last[1]
+        health = self._build(
+            counters[_ECC],
+            counters[_RETIRED],
+            counters[_REMAP],
+            counters[_NVLINK],
+            counters[_REPLAY],
+            (rx, tx),
+        )
+        self._last = (made_of, health)
+        return health
+
+    def _refresh(self) -> None:
+        """Read the periodic part when due (kept as the same object when nothing changed),
+        and the static maxima once."""
         now = self._clock()
         if self._due is None or now >= self._due:
             stagger = 0.0 if self._due is not None else self._index % STAGGER_SLOTS
             self._due = now + self._period_s * (1 + stagger / STAGGER_SLOTS)
-            self._slow = self._read_slow()
+            slow = self._read_slow()
+            if slow != self._slow:
+                self._slow = slow
         if self._max is None:
             self._max = (
                 self._uint("nvmlDeviceGetMaxPcieLinkGeneration"),
                 self._uint("nvmlDeviceGetMaxPcieLinkWidth"),
             )
-        slow, values = self._slow, fields or {}
-        ecc = _group(values, ECC_FIELDS) or slow.ecc or (None,) * 4
-        retired = _group(values, RETIRED_FIELDS) or slow.retired or (None,) * 3
-        remap = _group(values, REMAP_FIELDS) or slow.remapped or (None,) * 4
-        links = _group(values, NVLINK_FIELDS) or slow.nvlink_errors or (None,) * 4
-        rx, tx = (None, None) if traffic is None else traffic(self.links, fields)
+
+    def _from_fields(
+        self, values: Mapping[FieldKey, Number], rx: float | None, tx: float | None
+    ) -> GpuHealth:
+        """Health when some counter fields are missing: each group from the fields if all of
+        them answered, else from the dedicated calls' periodic reading."""
+        slow = self._slow
+        return self._build(
+            _group(values, ECC_FIELDS) or slow.ecc or (None,) * 4,
+            _group(values, RETIRED_FIELDS) or slow.retired or (None,) * 3,
+            _group(values, REMAP_FIELDS) or slow.remapped or (None,) * 4,
+            _group(values, NVLINK_FIELDS) or slow.nvlink_errors or (None,) * 4,
+            _int(values.get(FIELD_PCIE_REPLAY)),
+            (rx, tx),
+        )
+
+    def _build(
+        self,
+        ecc: Counters,
+        retired: Counters,
+        remap: Counters,
+        links: Counters,
+        replays: int | None,
+        traffic: tuple[float | None, float | None],
+    ) -> GpuHealth:
+        slow, maxima = self._slow, self._max or (None, None)
         return GpuHealth(
             ecc_volatile_corrected=ecc[0],
             ecc_volatile_uncorrected=ecc[1],
@@ -144,15 +200,15 @@ class HealthReader:
             remap_failure=_flag(remap[3]),
             pcie_gen=slow.pcie_gen,
             pcie_width=slow.pcie_width,
-            pcie_gen_max=self._max[0],
-            pcie_width_max=self._max[1],
-            pcie_replays=_int(values.get(FIELD_PCIE_REPLAY)),
+            pcie_gen_max=maxima[0],
+            pcie_width_max=maxima[1],
+            pcie_replays=replays,
             nvlinks=slow.nvlinks,
             nvlink_crc_errors=_sum(links[0], links[1]),
             nvlink_replay_errors=links[2],
             nvlink_recovery_errors=links[3],
-            nvlink_rx_mib_s=rx,
-            nvlink_tx_mib_s=tx,
+            nvlink_rx_mib_s=traffic[0],
+            nvlink_tx_mib_s=traffic[1],
             topology=self.topology,
         )
 
@@ -174,7 +230,7 @@ class HealthReader:
 
     def _lacks(self, field_ids: Sequence[int]) -> bool:
         """The driver will never give these fields: the dedicated calls stand in."""
-        return any(self._unsupported(field_id) for field_id in field_ids)
+        return self._unsupported(field_ids)
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         return self._caller.call(self._index, what, fn, self._handle, *args)
@@ -220,12 +276,16 @@ class HealthReader:
         if not self._links or self._states is None:
             return ()
         states, values = self._states, self._states.read()
-        return tuple(
-            NvLink(
-                link=link, active=self._active(link, states, values), version=self._version(link)
-            )
-            for link in self._links
+        readings = tuple(
+            (self._active(link, states, values), self._version(link)) for link in self._links
         )
+        if readings != self._link_readings[0]:  # a link changed: new objects, else the same
+            nvlinks = tuple(
+                NvLink(link=link, active=active, version=version)
+                for link, (active, version) in zip(self._links, readings, strict=True)
+            )
+            self._link_readings = (readings, nvlinks)
+        return self._link_readings[1]
 
     def _active(
         self, link: int, states: FieldBatch, values: Mapping[FieldKey, Number] | None
@@ -270,6 +330,16 @@ def with_xids(health: GpuHealth | None, xids: tuple[XidEvent, ...]) -> GpuHealth
     if not xids:
         return health
     return replace(health or GpuHealth(), xids=xids)
+
+
+def _counters(values: Mapping[FieldKey, Number] | None) -> Counters | None:
+    """Every counter of HEALTH_FIELD_IDS this tick, in order, when all of them answered."""
+    if values is None:
+        return None
+    try:
+        return tuple(map(int, _health_values(values)))
+    except KeyError:
+        return None
 
 
 def _group(values: Mapping[FieldKey, Number], field_ids: Sequence[int]) -> Counters | None:

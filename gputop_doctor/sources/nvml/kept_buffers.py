@@ -20,19 +20,24 @@ structures (pynvml's ``c_nvmlFieldValue_t``, ``c_nvmlSample_t``, ``c_nvmlProcess
 ``c_nvmlProcessUtilizationSample_t``).
 An error code is raised as pynvml raises it (``NVMLError(code)``, which pynvml maps to its
 subclass), and a library without the symbol gives FUNCTION_NOT_FOUND, as pynvml's lookup does,
-so the caller's failure model (:mod:`nvml_call`) and its fallbacks are unchanged.
+so the caller's failure model (:mod:`nvml_call`) and its fallbacks are unchanged. The one
+exception is NOT_FOUND from the two sample calls, which only says "nothing new since the
+cursor": it is the empty list the caller made of it anyway, without an exception per idle tick.
+Answers are read off the buffers' bytes with ``struct`` at the structures' field offsets.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
-from gputop_doctor.sources.nvml.fields import Number, raw_value
+from gputop_doctor.sources.nvml.fields import UNION_CODES, Number
 
 NVML_SUCCESS = 0
+NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_INSUFFICIENT_SIZE = 7
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 FIRST_SAMPLES = 128  # the buffer before the driver said how many samples its ring holds
@@ -57,26 +62,47 @@ class ProcessUtilization:
     mem_pct: float
 
 
-class _Symbol:
+Unpack = Callable[..., tuple[Any, ...]]  # (buffer, offset=0) -> the fields' values
+
+
+def unpacker(struct_type: Any, *fields: tuple[str, str]) -> Unpack:
+    """Reads ``fields`` ((name, struct code) pairs, in offset order) off the bytes of the ctypes
+    structure ``struct_type`` in one unpack, each at its offset in the structure: pynvml's
+    structures read each attribute through a Python-level ``__getattribute__``."""
+    layout, end = "=", 0
+    for name, code in fields:
+        offset = getattr(struct_type, name).offset
+        layout += f"{offset - end}x{code}" if offset > end else code
+        end = offset + struct.calcsize("=" + code)
+    return struct.Struct(layout).unpack_from
+
+
+def entries(buffer: Any, count: int, unpack: Unpack) -> list[tuple[Any, ...]]:
+    """The first ``count`` entries of a ctypes array, each read by ``unpack``."""
+    size = ctypes.sizeof(buffer) // len(buffer) if len(buffer) else 0
+    return [unpack(buffer, i * size) for i in range(count)]
+
+
+class Symbol:
     """One NVML symbol of the library pynvml loaded, looked up on first use."""
 
     def __init__(self, nvml: Any, name: str) -> None:
         self._nvml = nvml
-        self._name = name
+        self.name = name
         self._function: Any = None
 
     def __call__(self, *args: Any) -> int:
         if self._function is None:
             try:
-                self._function = getattr(self._nvml.nvmlLib, self._name)
+                self._function = getattr(self._nvml.nvmlLib, self.name)
             except AttributeError:
                 raise self._nvml.NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND) from None
         code: int = self._function(*args)
         return code
 
-    def check(self, code: int) -> None:
-        if code != NVML_SUCCESS:
-            raise self._nvml.NVMLError(code)
+    def fail(self, code: int) -> NoReturn:
+        """Raise a return code other than SUCCESS as pynvml raises it."""
+        raise self._nvml.NVMLError(code)
 
 
 class FieldValuesCall:
@@ -89,7 +115,7 @@ class FieldValuesCall:
 
     def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
-        self._symbol = _Symbol(nvml, "nvmlDeviceGetFieldValues")
+        self._symbol = Symbol(nvml, "nvmlDeviceGetFieldValues")
         self._request: Sequence[tuple[int, int]] | None = None
         self._array_type: Any = None
         self._layout = b""
@@ -99,7 +125,9 @@ class FieldValuesCall:
             self._lay_out(request)
         values = self._array_type.from_buffer_copy(self._layout)
         count = ctypes.c_int32(len(request))
-        self._symbol.check(self._symbol(handle, count, ctypes.byref(values)))
+        code = self._symbol(handle, count, ctypes.byref(values))
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         return values
 
     def _lay_out(self, request: Sequence[tuple[int, int]]) -> None:
@@ -116,13 +144,17 @@ class SamplesCall:
     ``last_seen`` (values decoded by their type), in the driver's order, in one driver call.
 
     The first call asks for the count (the whole ring, as the cursor starts at 0) and sizes the
-    buffer to it; a tick that fills the buffer doubles it for the next.
+    buffer to it; a tick that fills the buffer doubles it for the next. NOT_FOUND (no sample
+    since ``last_seen``) is the empty list, what the caller made of that error anyway, without
+    raising and catching an exception on every tick of an idle GPU.
     """
 
     def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
-        self._symbol = _Symbol(nvml, "nvmlDeviceGetSamples")
+        self._symbol = Symbol(nvml, "nvmlDeviceGetSamples")
         self._buffer: Any = None
+        self._time = unpacker(nvml.c_nvmlSample_t, ("timeStamp", "Q"))
+        self._samples: dict[str, Unpack] = {}  # by the values' struct code
 
     def __call__(
         self, handle: Any, sampling_type: int, last_seen: int
@@ -132,19 +164,26 @@ class SamplesCall:
         args = (handle, ctypes.c_uint(sampling_type), ctypes.c_ulonglong(last_seen))
         if self._buffer is None:
             ring = self._symbol(*args, ctypes.byref(value_type), ctypes.byref(count), None)
-            self._symbol.check(ring)
+            if ring != NVML_SUCCESS:
+                self._symbol.fail(ring)
             self._buffer = (self._nvml.c_nvmlSample_t * max(count.value, FIRST_SAMPLES))()
         buffer = self._buffer
         count.value = len(buffer)
         code = self._symbol(*args, ctypes.byref(value_type), ctypes.byref(count), buffer)
-        self._symbol.check(code)
+        if code == NVML_ERROR_NOT_FOUND:
+            return []
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         if count.value >= len(buffer):
             self._buffer = (self._nvml.c_nvmlSample_t * (2 * len(buffer)))()
-        kind = value_type.value
-        return [
-            (int(sample.timeStamp), raw_value(kind, sample.sampleValue))
-            for sample in buffer[: count.value]
-        ]
+        value_code = UNION_CODES.get(value_type.value)
+        if value_code is None:  # a value type NVML added since: the times, no values
+            return [(time, None) for (time,) in entries(buffer, count.value, self._time)]
+        if value_code not in self._samples:
+            self._samples[value_code] = unpacker(
+                self._nvml.c_nvmlSample_t, ("timeStamp", "Q"), ("sampleValue", value_code)
+            )
+        return entries(buffer, count.value, self._samples[value_code])
 
 
 class ProcessListCall:
@@ -153,9 +192,10 @@ class ProcessListCall:
 
     def __init__(self, nvml: Any, symbol: str) -> None:
         self._nvml = nvml
-        self._symbol = _Symbol(nvml, symbol)
+        self._symbol = Symbol(nvml, symbol)
         self._buffer = (nvml.c_nvmlProcessInfo_v3_t * FIRST_PROCESSES)()
         self._not_available = nvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
+        self._entry = unpacker(nvml.c_nvmlProcessInfo_v3_t, ("pid", "I"), ("usedGpuMemory", "Q"))
 
     def __call__(self, handle: Any) -> list[ListedProcess]:
         count = ctypes.c_uint(len(self._buffer))
@@ -164,23 +204,31 @@ class ProcessListCall:
             self._buffer = (self._nvml.c_nvmlProcessInfo_v3_t * (2 * count.value + 5))()
             count.value = len(self._buffer)
             code = self._symbol(handle, ctypes.byref(count), self._buffer)
-        self._symbol.check(code)
-        return [self._listed(entry) for entry in self._buffer[: count.value]]
-
-    def _listed(self, entry: Any) -> ListedProcess:
-        used = int(entry.usedGpuMemory)
-        return ListedProcess(int(entry.pid), None if used == self._not_available else used)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
+        not_available = self._not_available
+        return [
+            ListedProcess(pid, None if used == not_available else used)
+            for pid, used in entries(self._buffer, count.value, self._entry)
+        ]
 
 
 class ProcessUtilizationCall:
     """``call(handle, last_seen)``: the per-process utilization samples newer than
     ``last_seen`` (``nvmlDeviceGetProcessUtilization``) in one driver call; NOT_FOUND (no
-    process had a sample since) is raised as pynvml raises it."""
+    process had a sample since) is the empty list, as for :class:`SamplesCall`."""
 
     def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
-        self._symbol = _Symbol(nvml, "nvmlDeviceGetProcessUtilization")
+        self._symbol = Symbol(nvml, "nvmlDeviceGetProcessUtilization")
         self._buffer = (nvml.c_nvmlProcessUtilizationSample_t * FIRST_PROCESSES)()
+        self._sample = unpacker(
+            nvml.c_nvmlProcessUtilizationSample_t,
+            ("pid", "I"),
+            ("timeStamp", "Q"),
+            ("smUtil", "I"),
+            ("memUtil", "I"),
+        )
 
     def __call__(self, handle: Any, last_seen: int) -> list[ProcessUtilization]:
         count = ctypes.c_uint(len(self._buffer))
@@ -190,10 +238,11 @@ class ProcessUtilizationCall:
             self._buffer = (self._nvml.c_nvmlProcessUtilizationSample_t * (2 * count.value + 5))()
             count.value = len(self._buffer)
             code = self._symbol(handle, self._buffer, ctypes.byref(count), since)
-        self._symbol.check(code)
+        if code == NVML_ERROR_NOT_FOUND:
+            return []
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
         return [
-            ProcessUtilization(
-                int(sample.pid), int(sample.timeStamp), float(sample.smUtil), float(sample.memUtil)
-            )
-            for sample in self._buffer[: count.value]
+            ProcessUtilization(pid, time, float(sm), float(mem))
+            for pid, time, sm, mem in entries(self._buffer, count.value, self._sample)
         ]

@@ -16,6 +16,7 @@ so a sum over fewer links never looks like a drop in traffic.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 
 from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number
 from gputop_doctor.sources.nvml.pcie import CounterRate
@@ -31,6 +32,8 @@ class NvLinkTrafficReader:
         self._fields = fields
         self._clock = clock
         self._links: tuple[int, ...] | None = None  # None until the links are known
+        # Each counter's keys over the links, read in one call (once the links are known).
+        self._keys: dict[int, Callable[[Mapping[FieldKey, Number]], tuple[Number, ...]]] = {}
         # CounterRate gives "per 1024 per second": KiB counters come out in MiB/s.
         self._rates = {FIELD_NVLINK_RX_KIB: CounterRate(), FIELD_NVLINK_TX_KIB: CounterRate()}
 
@@ -39,6 +42,10 @@ class NvLinkTrafficReader:
         if self._links is not None or not links:
             return
         self._links = tuple(links)
+        self._keys = {
+            field_id: _values_of([(field_id, link) for link in self._links])
+            for field_id in self._rates
+        }
         self._fields.add((field_id, link) for field_id in self._rates for link in self._links)
 
     def rates(
@@ -54,11 +61,9 @@ class NvLinkTrafficReader:
         links = self._links
         if links is None:
             return None, None
-        now = self._clock()
-        rx, tx = (
-            self._rates[field_id].update(now, self._total(field_id, links, values))
-            for field_id in (FIELD_NVLINK_RX_KIB, FIELD_NVLINK_TX_KIB)
-        )
+        now, rates = self._clock(), self._rates
+        rx = rates[FIELD_NVLINK_RX_KIB].update(now, self._total(FIELD_NVLINK_RX_KIB, links, values))
+        tx = rates[FIELD_NVLINK_TX_KIB].update(now, self._total(FIELD_NVLINK_TX_KIB, links, values))
         return rx, tx
 
     def _total(
@@ -70,6 +75,10 @@ class NvLinkTrafficReader:
         every link of every GPU every tick."""
         if values is None:
             return None
+        try:  # the usual tick: every link's counter answered
+            return sum(self._keys[field_id](values))
+        except KeyError:
+            pass
         total: Number = 0
         kept = 0
         for link in links:
@@ -80,3 +89,13 @@ class NvLinkTrafficReader:
             elif not self._fields.unsupported((field_id, link)):
                 return None  # missed this tick, not for good: no sum over fewer links
         return total if kept else None
+
+
+def _values_of(
+    keys: Sequence[FieldKey],
+) -> Callable[[Mapping[FieldKey, Number]], tuple[Number, ...]]:
+    """Reads ``keys``' values in order in one call (KeyError when one is missing)."""
+    if len(keys) == 1:
+        (key,) = keys
+        return lambda values: (values[key],)
+    return itemgetter(*keys)

@@ -98,6 +98,13 @@ class PcieReader:
     def read(self, values: Mapping[FieldKey, Number] | None) -> tuple[float | None, float | None]:
         """(rx, tx) KiB/s, given this tick's field values (None when that call failed)."""
         now = self._clock()
+        if values is not None and FIELD_RX_BYTES in values and FIELD_TX_BYTES in values:
+            # The usual tick: both counters answered (so neither is unsupported).
+            rates = self._rates
+            return (
+                rates[PCIE_RX].update(now, values[FIELD_RX_BYTES]),
+                rates[PCIE_TX].update(now, values[FIELD_TX_BYTES]),
+            )
         out: dict[int, float | None] = {}
         slow = []
         for counter in (PCIE_RX, PCIE_TX):

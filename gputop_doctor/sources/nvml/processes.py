@@ -36,6 +36,8 @@ from gputop_doctor.sources.nvml.kept_buffers import (
 )
 
 PROC_UTIL_STALE_S = 5.0
+# One listed process as the tick sees it: PID, kind, used MiB, SM %, memory %.
+_Row = tuple[int, str, float | None, float | None, float | None]
 GRAPHICS_PERIOD_S = 5.0
 
 
@@ -65,6 +67,8 @@ class GpuProcessReader:
         self._stale_s = stale_s
         self._cursor = 0
         self._util: dict[int, _ProcUtil] = {}
+        # The last tick's (pid, kind, used MiB, SM %, memory %) rows and their processes.
+        self._last: tuple[list[_Row], tuple[GpuProcess, ...]] = ([], ())
         self._fn_util = ProcessUtilizationCall(nvml)
         self._compute = self._options(nvml, "Compute")
         graphics = self._options(nvml, "Graphics")
@@ -94,28 +98,39 @@ class GpuProcessReader:
         util_known = self._update_util()
         now = self._clock()
         self._util = {pid: u for pid, u in self._util.items() if pid in listed}
-        return tuple(
-            self._process(pid, kind, used_mib, util_known, now)
+        rows = [
+            (pid, kind, used_mib, *self._utilization(pid, util_known, now))
             for pid, (kind, used_mib) in sorted(listed.items())
+        ]
+        # A job's processes keep their memory and utilization for many ticks: then the
+        # tick's tuple is last tick's (the recording and the views see the same objects).
+        if rows == self._last[0]:
+            return self._last[1]
+        processes = tuple(
+            GpuProcess(
+                pid=pid,
+                gpu_index=self._index,
+                kind=kind,
+                used_mem_mib=used_mib,
+                sm_util_pct=sm,
+                mem_util_pct=mem,
+            )
+            for pid, kind, used_mib, sm, mem in rows
         )
+        self._last = (rows, processes)
+        return processes
 
-    def _process(
-        self, pid: int, kind: str, used_mib: float | None, util_known: bool, now: float
-    ) -> GpuProcess:
-        sm = mem = None
-        if util_known:
-            last = self._util.get(pid)
-            fresh = last is not None and now - last.seen_at <= self._stale_s
-            sm = last.sm_pct if fresh and last else 0.0
-            mem = last.mem_pct if fresh and last else 0.0
-        return GpuProcess(
-            pid=pid,
-            gpu_index=self._index,
-            kind=kind,
-            used_mem_mib=used_mib,
-            sm_util_pct=sm,
-            mem_util_pct=mem,
-        )
+    def _utilization(
+        self, pid: int, util_known: bool, now: float
+    ) -> tuple[float | None, float | None]:
+        """(SM %, memory %) of ``pid``: its last sample while fresh, else 0 (idle); None
+        when utilization cannot be read."""
+        if not util_known:
+            return None, None
+        last = self._util.get(pid)
+        if last is not None and now - last.seen_at <= self._stale_s:
+            return last.sm_pct, last.mem_pct
+        return 0.0, 0.0
 
     def _update_util(self) -> bool:
         """Fold new samples into the per-PID state; False when utilization can't be read."""

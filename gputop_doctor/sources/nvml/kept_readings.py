@@ -1,0 +1,110 @@
+"""The tick's one-answer NVML getters with their output kept from tick to tick.
+
+Besides the batched and list calls of :mod:`nvml_kept_buffers`, each GPU asks a handful of
+getters every tick that answer with one number or one small structure: the temperature, the
+SM and memory clocks, the clock-event reasons, the point utilization and the memory. pynvml
+builds each call's output anew and sets a versioned structure's fields through a Python-level
+``__setattr__``; on the fake library that was about 60 % of each call's cost, for a request
+that is the same every tick. Here each GPU keeps one output per getter, its version and sensor
+fields set once, its ``byref`` made once, and a call is the library call and one read: the
+answer's fields are unpacked from the structure's bytes in one step (pynvml's structures read
+each attribute through a Python-level ``__getattribute__``).
+
+Each is NVML's own symbol in the library pynvml loaded (``pynvml.nvmlLib``), given pynvml's own
+structures (``c_nvmlTemperature_v1_t``, ``c_nvmlUtilization_t``, ``c_nvmlMemory_v2_t``) and the
+version constants pynvml passes (``nvmlTemperature_v1``, ``nvmlMemory_v2``). Errors are raised as
+pynvml raises them (see :class:`nvml_kept_buffers.Symbol`), so the caller's failure model and
+its fallbacks to the older calls (``nvmlDeviceGetTemperature``, the throttle reasons, memory
+v1) are unchanged.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from gputop_doctor.sources.nvml.kept_buffers import NVML_SUCCESS, Symbol, unpacker
+
+
+class _KeptCall:
+    """A getter over one NVML symbol (named by ``symbol_name``)."""
+
+    _symbol: Symbol
+
+    @property
+    def symbol_name(self) -> str:
+        return self._symbol.name
+
+
+class UIntCall(_KeptCall):
+    """``call(handle)``: ``symbol(handle, *args, &out)`` for a getter that writes one unsigned
+    integer (``c_uint`` or ``c_ulonglong``), ``args`` (e.g. a clock type) fixed for the object."""
+
+    def __init__(self, nvml: Any, symbol: str, out_type: Any, *args: int) -> None:
+        self._symbol = Symbol(nvml, symbol)
+        self._args = tuple(ctypes.c_uint(arg) for arg in args)
+        self._out = out_type()
+        self._ref = ctypes.byref(self._out)
+
+    def __call__(self, handle: Any) -> int:
+        code = self._symbol(handle, *self._args, self._ref)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
+        value: int = self._out.value
+        return value
+
+
+class TemperatureCall(_KeptCall):
+    """``call(handle)``: ``nvmlDeviceGetTemperatureV``'s reading of one sensor (°C)."""
+
+    def __init__(self, nvml: Any, sensor: int) -> None:
+        self._symbol = Symbol(nvml, "nvmlDeviceGetTemperatureV")
+        self._out = nvml.c_nvmlTemperature_v1_t()
+        self._out.version = nvml.nvmlTemperature_v1
+        self._out.sensorType = sensor
+        self._ref = ctypes.byref(self._out)
+        self._unpack = unpacker(nvml.c_nvmlTemperature_v1_t, ("temperature", "i"))
+
+    def __call__(self, handle: Any) -> int:
+        code = self._symbol(handle, self._ref)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
+        (value,) = self._unpack(self._out)
+        return int(value)
+
+
+class UtilizationCall(_KeptCall):
+    """``call(handle)``: ``nvmlDeviceGetUtilizationRates`` as (GPU %, memory %)."""
+
+    def __init__(self, nvml: Any) -> None:
+        self._symbol = Symbol(nvml, "nvmlDeviceGetUtilizationRates")
+        self._out = nvml.c_nvmlUtilization_t()
+        self._ref = ctypes.byref(self._out)
+        self._unpack = unpacker(nvml.c_nvmlUtilization_t, ("gpu", "I"), ("memory", "I"))
+
+    def __call__(self, handle: Any) -> tuple[int, int]:
+        code = self._symbol(handle, self._ref)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
+        gpu, memory = self._unpack(self._out)
+        return gpu, memory
+
+
+class MemoryCall(_KeptCall):
+    """``call(handle)``: ``nvmlDeviceGetMemoryInfo_v2`` as (used, total, reserved) bytes."""
+
+    def __init__(self, nvml: Any) -> None:
+        self._symbol = Symbol(nvml, "nvmlDeviceGetMemoryInfo_v2")
+        self._out = nvml.c_nvmlMemory_v2_t()
+        self._out.version = nvml.nvmlMemory_v2
+        self._ref = ctypes.byref(self._out)
+        self._unpack = unpacker(
+            nvml.c_nvmlMemory_v2_t, ("total", "Q"), ("reserved", "Q"), ("free", "Q"), ("used", "Q")
+        )
+
+    def __call__(self, handle: Any) -> tuple[int, int, int]:
+        code = self._symbol(handle, self._ref)
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
+        total, reserved, _, used = self._unpack(self._out)
+        return used, total, reserved
