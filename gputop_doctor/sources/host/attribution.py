@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass
 
 from gputop_doctor.core.pressure import JobPressure, OutsideProcess, Pressure, PressureScope
@@ -114,7 +114,7 @@ class Attribution:
         return JobPressure(PressureScope.HOST, *host)
 
     def io_waiters(
-        self, tree: set[int], psi_io: Pressure | None, iowait_pct: float | None
+        self, tree: Set[int], psi_io: Pressure | None, iowait_pct: float | None
     ) -> tuple[OutsideProcess, ...]:
         """Outside processes found in D state, most often first (scans only under pressure)."""
         pressed = max((psi_io.some_pct if psi_io else 0.0), iowait_pct or 0.0)
@@ -197,7 +197,7 @@ class Attribution:
 
 
 def outside_top(
-    top: Iterable[tuple[int, str, float]], tree: set[int]
+    top: Iterable[tuple[int, str, float]], tree: Set[int]
 ) -> tuple[OutsideProcess, ...]:
     """The busiest processes of the host ranking that are not in the job tree."""
     out = [OutsideProcess(pid, name, cpu_pct=cpu) for pid, name, cpu in top if pid not in tree]
