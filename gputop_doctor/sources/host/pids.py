@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from gputop_doctor.core import measures
 from gputop_doctor.sources.host.kept_files import KeptFiles, read_small
@@ -69,6 +70,30 @@ def parse_stat(data: bytes) -> Stat | None:
         rss_pages=int(rest[21]),
         processor=int(rest[36]) if len(rest) > 36 else None,
     )
+
+
+class RankingFields(NamedTuple):
+    ppid: int
+    start: int
+    cpu_ticks: int
+
+
+def parse_ranking_fields(data: bytes) -> RankingFields | None:
+    """What the host-wide ranking needs of a stat text, which it reads for every process of
+    the host in turn: split no further than starttime, no Stat object, no name (see
+    :func:`stat_comm`). None exactly where :func:`parse_stat` gives None."""
+    close = data.rfind(b")")
+    if close < 0:
+        return None
+    rest = data[close + 2 :].split(None, 22)
+    if len(rest) < 22:
+        return None
+    return RankingFields(int(rest[1]), int(rest[19]), int(rest[11]) + int(rest[12]))
+
+
+def stat_comm(data: bytes) -> str:
+    """The process name in a stat text (between the first '(' and the last ')')."""
+    return data[data.find(b"(") + 1 : data.rfind(b")")].decode("utf-8", "replace")
 
 
 def read_stat(pid: int, proc_root: str = "/proc") -> Stat | None:

@@ -118,7 +118,7 @@ class ProcfsHostSource:
         # cpu.stat of the quota's cgroup (a synthetic cgroup tree in tests is no mount)
         self._cgroup_files = KeptFiles(keep and os.path.ismount(cgroup_root), limit=2)
         self._top = TopProcesses(
-            self._procs.table, top_count, top_cycle_s, read=self._procs.peek_stat
+            self._procs.table, top_count, top_cycle_s, read=self._procs.files.peek
         )
         self._attribution = Attribution(proc_root, cgroup_root, clock=clock)
         # In a PID namespace of its own, NVML's host PIDs are matched to ours (gpu_holders).
