@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from pathlib import Path
 
 import pytest
 
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.sources.host.identity import JobIdentityCache
-from gputop_doctor.sources.host.kept_files import PidStatFiles
+from gputop_doctor.sources.host.kept_files import KeptFiles, PidStatFiles
 from gputop_doctor.sources.host.pids import parse_ranking_fields, parse_stat, stat_comm
 from gputop_doctor.sources.host.procinfo import ProcInfoCache
 from gputop_doctor.sources.host.system import (
@@ -186,4 +187,31 @@ def test_pid_stat_files_keep_one_descriptor_per_process(spawn: Spawn) -> None:
     child.wait()
     assert files.read(child.pid) is None and len(files) == 0  # gone: dropped, not re-opened
     files.retain(set())
+    files.close()
+
+
+def test_cgroup2_files_reread_through_a_kept_descriptor() -> None:
+    """The job cgroup's PSI is read every tick with pread at offset 0 on a kept descriptor:
+    cgroup2 files regenerate their text on such a read, as procfs files do (shown on the
+    root cgroup's cpu.stat, whose usage moves with this test's own CPU time)."""
+    root = next(
+        (
+            p
+            for p in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+            if os.path.exists(f"{p}/cpu.stat")
+        ),
+        None,
+    )
+    if root is None or not os.path.exists(f"{root}/cpu.pressure"):
+        pytest.skip("no cgroup2 hierarchy with pressure files here")
+    files = KeptFiles()
+    first = files.read(f"{root}/cpu.stat")
+    started = time.thread_time()
+    while time.thread_time() - started < 0.02:  # 20 ms of CPU: usage_usec moves
+        pass
+    again = files.read(f"{root}/cpu.stat")
+    assert first is not None and again is not None and len(files) == 1
+    assert int(again.split()[1]) > int(first.split()[1])
+    pressure = files.read(f"{root}/cpu.pressure")
+    assert pressure is not None and parse_pressure(pressure) is not None
     files.close()

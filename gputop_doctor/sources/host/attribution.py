@@ -5,7 +5,8 @@ machine. This module adds what can:
 
 - the job's own pressure: cgroup v2 ``cpu.pressure``, ``io.pressure`` and ``memory.pressure``
   of the cgroup named in ``/proc/PID/cgroup``, when the job has a cgroup of its own (not the
-  root); else the host's PSI, labelled as host-wide so rules don't over-read it;
+  root), re-read every tick with pread on descriptors kept open; else the host's PSI,
+  labelled as host-wide so rules don't over-read it;
 - the busiest processes outside the job tree, from the host-wide CPU ranking;
 - the outside processes busy with storage, looked for only while the host shows I/O pressure,
   by a scan of every ``/proc/PID/stat`` and ``/proc/PID/io`` at most every ``scan_every_s``:
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 from gputop_doctor.core.pressure import JobPressure, OutsideProcess, Pressure, PressureScope
 from gputop_doctor.sources.host.cgroup import parse_proc_cgroup
-from gputop_doctor.sources.host.kept_files import read_file, read_small
+from gputop_doctor.sources.host.kept_files import KeptFiles, read_file, read_small
 from gputop_doctor.sources.host.pids import list_pids, parse_stat
 from gputop_doctor.sources.host.system import parse_pressure
 
@@ -58,9 +59,13 @@ def cgroup_v2_dir(pid: int, proc_root: str, cgroup_root: str) -> str | None:
     return None
 
 
-def read_cgroup_pressure(directory: str) -> JobPressure:
+def read_cgroup_pressure(directory: str, files: KeptFiles | None = None) -> JobPressure:
+    """The cgroup's PSI; through ``files`` (descriptors kept open, re-read with pread) when
+    given, as it is every tick for the attached job."""
+
     def one(resource: str) -> Pressure | None:
-        data = read_file(os.path.join(directory, f"{resource}.pressure"))
+        path = os.path.join(directory, f"{resource}.pressure")
+        data = read_file(path) if files is None else files.read(path)
         return None if not data else parse_pressure(data)
 
     return JobPressure(PressureScope.CGROUP, one("cpu"), one("io"), one("memory"))
@@ -92,6 +97,8 @@ class Attribution:
         self.cgroup_ttl_s = cgroup_ttl_s
         self._clock = clock
         self._cgroup: tuple[int, float, str | None] | None = None  # (pid, due, directory)
+        # The job cgroup's pressure files (a synthetic cgroup tree in tests is no mount).
+        self._files = KeptFiles(os.path.ismount(cgroup_root), limit=3)
         self._scans: deque[_Scan] = deque(maxlen=scans_kept)
         self._names: dict[int, str] = {}
         self._swap: tuple[float, tuple[OutsideProcess, ...]] | None = None
@@ -105,10 +112,12 @@ class Attribution:
         now = self._clock()
         if self._cgroup is None or self._cgroup[0] != pid or now >= self._cgroup[1]:
             directory = cgroup_v2_dir(pid, self.proc_root, self.cgroup_root)
+            if self._cgroup is not None and self._cgroup[2] != directory:
+                self._files.close()  # another cgroup: its files are other files
             self._cgroup = (pid, now + self.cgroup_ttl_s, directory)
         directory = self._cgroup[2]
         if directory is not None:
-            pressure = read_cgroup_pressure(directory)
+            pressure = read_cgroup_pressure(directory, self._files)
             if pressure.cpu is not None or pressure.io is not None:
                 return pressure
         return JobPressure(PressureScope.HOST, *host)
@@ -178,6 +187,10 @@ class Attribution:
         kept = io_bytes.keys() | in_d | {pid for scan in self._scans for pid in scan.in_d}
         self._names = {pid: name for pid, name in self._names.items() if pid in kept}
         return _Scan(now, frozenset(in_d), io_bytes)
+
+    def close(self) -> None:
+        """Close the descriptors kept open between ticks."""
+        self._files.close()
 
     def swap_holders(self, swap_in_mib_s: float | None) -> tuple[OutsideProcess, ...]:
         """Processes holding the most memory in swap, re-read every 5 s while swapping."""

@@ -378,6 +378,7 @@ class ProcfsHostSource:
         self._files.close()
         self._cgroup_files.close()
         self._procs.close()
+        self._attribution.close()
 
     # -- helpers --------------------------------------------------------------------------
 
