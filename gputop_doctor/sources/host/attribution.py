@@ -71,6 +71,11 @@ def read_cgroup_pressure(directory: str, files: KeptFiles | None = None) -> JobP
     return JobPressure(PressureScope.CGROUP, one("cpu"), one("io"), one("memory"))
 
 
+# Of the scans kept: how many saw each process in D, each process's storage MiB/s, and the
+# processes worth naming (seen in D, or moving storage data).
+_ScanSummary = tuple[dict[int, int], dict[int, float], set[int]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Scan:
     at: float
@@ -100,6 +105,8 @@ class Attribution:
         # The job cgroup's pressure files (a synthetic cgroup tree in tests is no mount).
         self._files = KeptFiles(os.path.ismount(cgroup_root), limit=3)
         self._scans: deque[_Scan] = deque(maxlen=scans_kept)
+        # (the newest scan, how many are kept) -> what _scan_summary made of them
+        self._summary: tuple[_Scan, int, _ScanSummary] | None = None  # newest scan, scans kept
         self._names: dict[int, str] = {}
         self._swap: tuple[float, tuple[OutsideProcess, ...]] | None = None
 
@@ -136,11 +143,7 @@ class Attribution:
             self._scans.clear()
         if not self._scans:
             return ()
-        counts: dict[int, int] = {}
-        for scan in self._scans:
-            for pid in scan.in_d:
-                counts[pid] = counts.get(pid, 0) + 1
-        rates = self._io_rates()
+        counts, rates, named = self._scan_summary()
         total = len(self._scans)
         found = [
             OutsideProcess(
@@ -149,11 +152,29 @@ class Attribution:
                 d_share=round(counts.get(pid, 0) / total, 2),
                 io_mib_s=rates.get(pid),
             )
-            for pid in set(counts) | {p for p, r in rates.items() if r >= IO_BUSY_MIB_S}
+            for pid in named
             if pid not in tree
         ]
         found.sort(key=lambda p: (-(p.io_mib_s or 0.0), -p.d_share, p.pid))
         return tuple(found[:TOP_OUTSIDE])
+
+    def _scan_summary(self) -> _ScanSummary:
+        """What the kept scans say, worked out once per new scan (a scan is made at most
+        every ``scan_every_s``, and the ticks between ask again), not at every tick: the
+        rates cover every process of the host."""
+        newest, kept = self._scans[-1], len(self._scans)
+        if self._summary is not None:
+            last, last_kept, summary = self._summary
+            if last is newest and last_kept == kept:
+                return summary
+        counts: dict[int, int] = {}
+        for scan in self._scans:
+            for pid in scan.in_d:
+                counts[pid] = counts.get(pid, 0) + 1
+        rates = self._io_rates()
+        named = set(counts) | {pid for pid, rate in rates.items() if rate >= IO_BUSY_MIB_S}
+        self._summary = (newest, kept, (counts, rates, named))
+        return counts, rates, named
 
     def _io_rates(self) -> dict[int, float]:
         """MiB/s each process read plus wrote between the first and last scans kept."""

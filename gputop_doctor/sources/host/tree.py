@@ -16,7 +16,8 @@ The per-thread pass (two reads per thread) is what a big tree costs, so it is sp
 
 The per-process part is made cheap for the common case, a tree most of whose processes sleep:
 
-- ``/proc/PID/stat`` is read with pread(2) on a descriptor kept open (:class:`KeptFiles`);
+- ``/proc/PID/stat`` is read with pread(2) on a descriptor kept open per PID
+  (:class:`~gputop_doctor.sources.host.kept_files.PidStatFiles`);
 - a process whose stat text is byte for byte the one of the last tick (no CPU tick, same
   state, RSS, threads, faults) and whose sample then was *steady* (quiet: 0 % CPU and zero
   run-queue figures, not a deferred pass) gets that same :class:`ProcSample` object again,
