@@ -130,7 +130,10 @@ class ProcessTreeReader:
         self.table = PidTable(proc_root, keep)
         self.jobs = JobIdentityCache(proc_root)  # shared with the host source's job scope
         self._known: dict[int, _Known] = {}
-        self._tree_pids: tuple[list[tuple[int, int]] | None, set[int]] = (None, set())
+        # The last tree list, and its part of the tick's visits (see _visits).
+        self._tree_visits: tuple[
+            list[tuple[int, int]] | None, list[tuple[int, int, bool]], set[int]
+        ] = (None, [], set())
 
     def close(self) -> None:
         self.files.close()
@@ -169,15 +172,26 @@ class ProcessTreeReader:
         slots: list[ProcSample | None] = []
         built: list[_Seen] = []
         job_now = self.jobs.time()
-        for pid, depth in tree:
-            self._see(slots, built, pid, depth, True, now, job_now)
-        if extras:
-            in_tree = self._pids_of(tree)
-            done: set[int] = set()
-            for pid in extras:
-                if pid not in in_tree and pid not in done:
-                    done.add(pid)
-                    self._see(slots, built, pid, 0, False, now, job_now)
+        read_stat, known = self.files.read, self._known
+        for pid, depth, in_tree in self._visits(tree, extras):
+            raw = read_stat(pid)
+            prior = known.get(pid)
+            if prior is not None and raw == prior.raw:
+                sample = prior.sample
+                if (
+                    sample is not None
+                    and now < prior.fresh_until
+                    and job_now < prior.job_due
+                    and now > prior.at
+                    and sample.depth == depth
+                    and sample.in_tree == in_tree
+                ):
+                    # Steady, and nothing of it is due a re-read: the same sample (see
+                    # _sample). The PID table has its ppid: it was set from this same text.
+                    prior.at = now
+                    slots.append(sample)
+                    continue
+            self._see(slots, built, pid, depth, in_tree, raw, prior)
         if built:
             self.info.prefetch((s.pid, s.stat.start) for s in built)
             passed = self._pass_threads(built)
@@ -187,12 +201,18 @@ class ProcessTreeReader:
         self._retain(samples, any(s.prior is None for s in built))
         return samples
 
-    def _pids_of(self, tree: list[tuple[int, int]]) -> set[int]:
-        """The PIDs of ``tree``; the PID table hands out the same list while the tree stays
-        as it is, so the set is only built when it changed."""
-        if self._tree_pids[0] is not tree:
-            self._tree_pids = (tree, {pid for pid, _ in tree})
-        return self._tree_pids[1]
+    def _visits(
+        self, tree: list[tuple[int, int]], extras: Iterable[int]
+    ) -> list[tuple[int, int, bool]]:
+        """(pid, depth, in_tree) of the tree's processes, then of the extra PIDs not in it
+        (each once). The PID table hands out the same tree list while the tree stays as it
+        is, so its part is only built when it changed."""
+        if self._tree_visits[0] is not tree:
+            pids = {pid for pid, _ in tree}
+            self._tree_visits = (tree, [(pid, depth, True) for pid, depth in tree], pids)
+        _, visits, in_tree = self._tree_visits
+        outside = [pid for pid in dict.fromkeys(extras) if pid not in in_tree]
+        return visits + [(pid, 0, False) for pid in outside] if outside else visits
 
     # -- phases -------------------------------------------------------------------------
 
@@ -203,29 +223,14 @@ class ProcessTreeReader:
         pid: int,
         depth: int,
         in_tree: bool,
-        now: float,
-        job_now: float,
+        raw: bytes | None,
+        prior: _Known | None,
     ) -> None:
-        """Read ``pid``'s stat: take its steady sample again, or leave a slot to build."""
-        raw = self.files.read(pid)
-        prior = self._known.get(pid)
+        """A process whose sample is to be built this tick: leave it a slot (nothing, when it
+        has exited since it was listed)."""
         if prior is not None and prior.stat is not None and raw == prior.raw:
             stat: Stat | None = prior.stat  # same text: same process (same start), same state
             same = True
-            sample = prior.sample
-            if (
-                sample is not None
-                and now < prior.fresh_until
-                and job_now < prior.job_due
-                and now > prior.at
-                and sample.depth == depth
-                and sample.in_tree == in_tree
-            ):
-                # Steady, and nothing of it is due a re-read: the same sample (see _sample).
-                # The PID table already has its ppid: it was set from this same text.
-                prior.at = now
-                slots.append(sample)
-                return
         else:
             stat = None if raw is None else parse_stat(raw)
             same = False
