@@ -274,7 +274,8 @@ class ProcfsHostSource:
             return top, ()
         # The tree as of the last process reading; before the first one, the PID table's.
         tree = self._tree_pids or {pid for pid, _ in self._procs.table.descendants(target_pid)}
-        tree |= {target_pid}
+        if target_pid not in tree:
+            tree = tree | {target_pid}
         outside = outside_top(top, tree)
         if cpu_pct is not None and logical:
             busy = cpu_pct / 100.0 * logical - self._tree_cpus

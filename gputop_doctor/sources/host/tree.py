@@ -130,6 +130,7 @@ class ProcessTreeReader:
         self.table = PidTable(proc_root, keep)
         self.jobs = JobIdentityCache(proc_root)  # shared with the host source's job scope
         self._known: dict[int, _Known] = {}
+        self._just_read: tuple[int, bytes | None] = (0, None)  # (pid, text) of stat()
         # The last tree list, and its part of the tick's visits (see _visits).
         self._tree_visits: tuple[
             list[tuple[int, int]] | None, list[tuple[int, int, bool]], set[int]
@@ -141,8 +142,11 @@ class ProcessTreeReader:
 
     def stat(self, pid: int) -> Stat | None:
         """``pid``'s stat now (through the kept descriptor when there is one); the last
-        tick's parse when the text is the same."""
+        tick's parse when the text is the same. The text is also what the next :meth:`read`
+        samples ``pid`` from (the target's, read just before its tree is walked), rather
+        than reading it a second time in the same tick."""
         raw = self.files.read(pid)
+        self._just_read = (pid, raw)
         if raw is None:
             return None
         prior = self._known.get(pid)
@@ -173,8 +177,9 @@ class ProcessTreeReader:
         built: list[_Seen] = []
         job_now = self.jobs.time()
         read_stat, known = self.files.read, self._known
+        just_read, self._just_read = self._just_read, (0, None)
         for pid, depth, in_tree in self._visits(tree, extras):
-            raw = read_stat(pid)
+            raw = just_read[1] if pid == just_read[0] else read_stat(pid)
             prior = known.get(pid)
             if prior is not None and raw == prior.raw:
                 sample = prior.sample
