@@ -29,13 +29,11 @@ from gputop_doctor.sources.host.cgroup import (
     parse_proc_cgroup,
     throttled_fraction,
 )
-from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs, read_file
+from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs, read_file, read_small
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
     PAGE_SIZE,
     PidTable,
-    Stat,
-    read_stat,
     thread_delta,
 )
 from gputop_doctor.sources.host.procinfo import ProcInfoCache
@@ -524,9 +522,9 @@ def test_a_hurried_ranking_reads_only_the_pids_it_has_not_measured(fake: FakePro
     table = PidTable(str(fake.root))
     reads: list[int] = []
 
-    def counted(pid: int) -> Stat | None:
+    def counted(pid: int) -> bytes | None:
         reads.append(pid)
-        return read_stat(pid, str(fake.root))
+        return read_small(f"{fake.root}/{pid}/stat")
 
     top = TopProcesses(table, count=3, cycle_s=100.0, read=counted)
     for _ in range(2):  # the two warm-up passes measure every PID
@@ -555,9 +553,9 @@ def test_kernel_threads_come_round_once_every_few_passes(fake: FakeProc) -> None
     table = PidTable(str(fake.root))
     reads: list[int] = []
 
-    def counted(pid: int) -> Stat | None:
+    def counted(pid: int) -> bytes | None:
         reads.append(pid)
-        return read_stat(pid, str(fake.root))
+        return read_small(f"{fake.root}/{pid}/stat")
 
     top = TopProcesses(table, count=3, cycle_s=5.0, read=counted)
     for _ in range(2):  # the two warm-up passes read everything

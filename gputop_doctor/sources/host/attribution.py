@@ -5,7 +5,8 @@ machine. This module adds what can:
 
 - the job's own pressure: cgroup v2 ``cpu.pressure``, ``io.pressure`` and ``memory.pressure``
   of the cgroup named in ``/proc/PID/cgroup``, when the job has a cgroup of its own (not the
-  root); else the host's PSI, labelled as host-wide so rules don't over-read it;
+  root), re-read every tick with pread on descriptors kept open; else the host's PSI,
+  labelled as host-wide so rules don't over-read it;
 - the busiest processes outside the job tree, from the host-wide CPU ranking;
 - the outside processes busy with storage, looked for only while the host shows I/O pressure,
   by a scan of every ``/proc/PID/stat`` and ``/proc/PID/io`` at most every ``scan_every_s``:
@@ -25,12 +26,12 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass
 
 from gputop_doctor.core.pressure import JobPressure, OutsideProcess, Pressure, PressureScope
 from gputop_doctor.sources.host.cgroup import parse_proc_cgroup
-from gputop_doctor.sources.host.kept_files import read_file, read_small
+from gputop_doctor.sources.host.kept_files import KeptFiles, read_file, read_small
 from gputop_doctor.sources.host.pids import list_pids, parse_stat
 from gputop_doctor.sources.host.system import parse_pressure
 
@@ -58,12 +59,21 @@ def cgroup_v2_dir(pid: int, proc_root: str, cgroup_root: str) -> str | None:
     return None
 
 
-def read_cgroup_pressure(directory: str) -> JobPressure:
+def read_cgroup_pressure(directory: str, files: KeptFiles | None = None) -> JobPressure:
+    """The cgroup's PSI; through ``files`` (descriptors kept open, re-read with pread) when
+    given, as it is every tick for the attached job."""
+
     def one(resource: str) -> Pressure | None:
-        data = read_file(os.path.join(directory, f"{resource}.pressure"))
+        path = os.path.join(directory, f"{resource}.pressure")
+        data = read_file(path) if files is None else files.read(path)
         return None if not data else parse_pressure(data)
 
     return JobPressure(PressureScope.CGROUP, one("cpu"), one("io"), one("memory"))
+
+
+# Of the scans kept: how many saw each process in D, each process's storage MiB/s, and the
+# processes worth naming (seen in D, or moving storage data).
+_ScanSummary = tuple[dict[int, int], dict[int, float], set[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +102,11 @@ class Attribution:
         self.cgroup_ttl_s = cgroup_ttl_s
         self._clock = clock
         self._cgroup: tuple[int, float, str | None] | None = None  # (pid, due, directory)
+        # The job cgroup's pressure files (a synthetic cgroup tree in tests is no mount).
+        self._files = KeptFiles(os.path.ismount(cgroup_root), limit=3)
         self._scans: deque[_Scan] = deque(maxlen=scans_kept)
+        # (the newest scan, how many are kept) -> what _scan_summary made of them
+        self._summary: tuple[_Scan, int, _ScanSummary] | None = None  # newest scan, scans kept
         self._names: dict[int, str] = {}
         self._swap: tuple[float, tuple[OutsideProcess, ...]] | None = None
 
@@ -105,16 +119,18 @@ class Attribution:
         now = self._clock()
         if self._cgroup is None or self._cgroup[0] != pid or now >= self._cgroup[1]:
             directory = cgroup_v2_dir(pid, self.proc_root, self.cgroup_root)
+            if self._cgroup is not None and self._cgroup[2] != directory:
+                self._files.close()  # another cgroup: its files are other files
             self._cgroup = (pid, now + self.cgroup_ttl_s, directory)
         directory = self._cgroup[2]
         if directory is not None:
-            pressure = read_cgroup_pressure(directory)
+            pressure = read_cgroup_pressure(directory, self._files)
             if pressure.cpu is not None or pressure.io is not None:
                 return pressure
         return JobPressure(PressureScope.HOST, *host)
 
     def io_waiters(
-        self, tree: set[int], psi_io: Pressure | None, iowait_pct: float | None
+        self, tree: Set[int], psi_io: Pressure | None, iowait_pct: float | None
     ) -> tuple[OutsideProcess, ...]:
         """Outside processes found in D state, most often first (scans only under pressure)."""
         pressed = max((psi_io.some_pct if psi_io else 0.0), iowait_pct or 0.0)
@@ -127,11 +143,7 @@ class Attribution:
             self._scans.clear()
         if not self._scans:
             return ()
-        counts: dict[int, int] = {}
-        for scan in self._scans:
-            for pid in scan.in_d:
-                counts[pid] = counts.get(pid, 0) + 1
-        rates = self._io_rates()
+        counts, rates, named = self._scan_summary()
         total = len(self._scans)
         found = [
             OutsideProcess(
@@ -140,11 +152,29 @@ class Attribution:
                 d_share=round(counts.get(pid, 0) / total, 2),
                 io_mib_s=rates.get(pid),
             )
-            for pid in set(counts) | {p for p, r in rates.items() if r >= IO_BUSY_MIB_S}
+            for pid in named
             if pid not in tree
         ]
         found.sort(key=lambda p: (-(p.io_mib_s or 0.0), -p.d_share, p.pid))
         return tuple(found[:TOP_OUTSIDE])
+
+    def _scan_summary(self) -> _ScanSummary:
+        """What the kept scans say, worked out once per new scan (a scan is made at most
+        every ``scan_every_s``, and the ticks between ask again), not at every tick: the
+        rates cover every process of the host."""
+        newest, kept = self._scans[-1], len(self._scans)
+        if self._summary is not None:
+            last, last_kept, summary = self._summary
+            if last is newest and last_kept == kept:
+                return summary
+        counts: dict[int, int] = {}
+        for scan in self._scans:
+            for pid in scan.in_d:
+                counts[pid] = counts.get(pid, 0) + 1
+        rates = self._io_rates()
+        named = set(counts) | {pid for pid, rate in rates.items() if rate >= IO_BUSY_MIB_S}
+        self._summary = (newest, kept, (counts, rates, named))
+        return counts, rates, named
 
     def _io_rates(self) -> dict[int, float]:
         """MiB/s each process read plus wrote between the first and last scans kept."""
@@ -179,6 +209,10 @@ class Attribution:
         self._names = {pid: name for pid, name in self._names.items() if pid in kept}
         return _Scan(now, frozenset(in_d), io_bytes)
 
+    def close(self) -> None:
+        """Close the descriptors kept open between ticks."""
+        self._files.close()
+
     def swap_holders(self, swap_in_mib_s: float | None) -> tuple[OutsideProcess, ...]:
         """Processes holding the most memory in swap, re-read every 5 s while swapping."""
         now = self._clock()
@@ -197,7 +231,7 @@ class Attribution:
 
 
 def outside_top(
-    top: Iterable[tuple[int, str, float]], tree: set[int]
+    top: Iterable[tuple[int, str, float]], tree: Set[int]
 ) -> tuple[OutsideProcess, ...]:
     """The busiest processes of the host ranking that are not in the job tree."""
     out = [OutsideProcess(pid, name, cpu_pct=cpu) for pid, name, cpu in top if pid not in tree]

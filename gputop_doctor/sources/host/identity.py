@@ -101,6 +101,16 @@ class JobIdentityCache:
         self._entries[(pid, start)] = _Entry(job, now + self.ttl_s * spread)
         return job
 
+    def due(self, key: ProcKey) -> float:
+        """When ``get(*key)`` reads the identity again, on :meth:`time`'s clock (0.0: never
+        read, so at the next get). Until then a get returns the same object."""
+        entry = self._entries.get(key)
+        return 0.0 if entry is None else entry.due
+
+    def time(self) -> float:
+        """Now on this cache's clock, the one :meth:`due` is measured on."""
+        return self._clock()
+
     def members(self, selector: JobSelector, table: Iterable[tuple[int, int]]) -> list[int]:
         """The PIDs of ``table`` ((pid, start) pairs: every process of the host) in the job."""
         return [pid for pid, start in table if selector.matches(self.get(pid, start))]

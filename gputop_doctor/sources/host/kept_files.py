@@ -140,7 +140,7 @@ class KeptFiles:
         _close_all(self._fds)
 
 
-def _close_all(fds: dict[str, int]) -> None:
+def _close_all(fds: dict[str, int] | dict[int, int]) -> None:
     for fd in fds.values():
         os.close(fd)
     fds.clear()
@@ -157,3 +157,64 @@ def _pread_all(fd: int, size: int, one_record: bool) -> bytes:
         chunks.append(data)
         offset += len(data)
     return b"".join(chunks)
+
+
+class PidStatFiles:
+    """``/proc/PID/stat`` of the processes sampled every tick, through descriptors kept open
+    and keyed by PID (no path is built for a process read before).
+
+    The same rules as :class:`KeptFiles`: a failed pread (the process exited) closes the
+    descriptor and looks at the path once more, at most ``limit`` descriptors are kept, none
+    when ``keep`` is false. The whole line fits one read of ``size`` bytes.
+    """
+
+    def __init__(self, proc_root: str, keep: bool, limit: int, size: int = 4096) -> None:
+        self.proc_root = proc_root
+        self.keep = keep
+        self.limit = limit
+        self.size = size
+        self._fds: dict[int, int] = {}
+        self._finalizer = weakref.finalize(self, _close_all, self._fds)
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+    def read(self, pid: int) -> bytes | None:
+        """The stat line now, or None when the process is gone (or hidden from us)."""
+        fd = self._fds.get(pid)
+        if fd is not None:
+            try:
+                data = os.pread(fd, self.size, 0)
+                return data if len(data) < self.size else _pread_all(fd, self.size, True)
+            except OSError:  # the process exited (ESRCH): forget it, look at the path again
+                del self._fds[pid]
+                os.close(fd)
+        path = f"{self.proc_root}/{pid}/stat"
+        if not self.keep or len(self._fds) >= self.limit:
+            return read_small(path, self.size)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            data = _pread_all(fd, self.size, True)
+        except OSError:
+            os.close(fd)
+            return None
+        self._fds[pid] = fd
+        return data
+
+    def peek(self, pid: int) -> bytes | None:
+        """Through the kept descriptor if there is one; else read the plain way, keeping
+        nothing (for the host-wide ranking, which reads each PID once in a while)."""
+        if pid in self._fds:
+            return self.read(pid)
+        return read_small(f"{self.proc_root}/{pid}/stat", self.size)
+
+    def retain(self, pids: set[int]) -> None:
+        """Close the descriptors of the processes not in ``pids``."""
+        for pid in [p for p in self._fds if p not in pids]:
+            os.close(self._fds.pop(pid))
+
+    def close(self) -> None:
+        _close_all(self._fds)

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from gputop_doctor.core import measures
 from gputop_doctor.sources.host.kept_files import KeptFiles, read_small
@@ -49,7 +50,6 @@ class Stat:
     start: int
     rss_pages: int
     processor: int | None = None  # field 39: the CPU it last ran on (None: an old kernel)
-    kernel_thread: bool = False  # PF_KTHREAD in field 9 (flags): a kernel worker, no program
 
 
 def parse_stat(data: bytes) -> Stat | None:
@@ -70,8 +70,34 @@ def parse_stat(data: bytes) -> Stat | None:
         start=int(rest[19]),
         rss_pages=int(rest[21]),
         processor=int(rest[36]) if len(rest) > 36 else None,
-        kernel_thread=bool(int(rest[6]) & PF_KTHREAD),
     )
+
+
+class RankingFields(NamedTuple):
+    ppid: int
+    start: int
+    cpu_ticks: int
+    kernel_thread: bool  # PF_KTHREAD in field 9 (flags): a kernel worker, no program
+
+
+def parse_ranking_fields(data: bytes) -> RankingFields | None:
+    """What the host-wide ranking needs of a stat text, which it reads for every process of
+    the host in turn: split no further than starttime, no Stat object, no name (see
+    :func:`stat_comm`). None exactly where :func:`parse_stat` gives None."""
+    close = data.rfind(b")")
+    if close < 0:
+        return None
+    rest = data[close + 2 :].split(None, 22)
+    if len(rest) < 22:
+        return None
+    cpu_ticks = int(rest[11]) + int(rest[12])
+    kernel_thread = bool(int(rest[6]) & PF_KTHREAD)
+    return RankingFields(int(rest[1]), int(rest[19]), cpu_ticks, kernel_thread)
+
+
+def stat_comm(data: bytes) -> str:
+    """The process name in a stat text (between the first '(' and the last ')')."""
+    return data[data.find(b"(") + 1 : data.rfind(b")")].decode("utf-8", "replace")
 
 
 def read_stat(pid: int, proc_root: str = "/proc") -> Stat | None:

@@ -325,6 +325,12 @@ class ProcInfoCache:
         entry.maps_due = now + self._ttl(key[0]) * entry.backoff
         return entry.maps, entry.env
 
+    def due(self, key: ProcKey) -> float:
+        """When a lookup of ``key`` reads its maps again (0.0 when they were never read: at
+        the next lookup). Until then a lookup returns the same objects and reads nothing."""
+        entry = self._entries.get(key)
+        return 0.0 if entry is None else entry.maps_due
+
     def prefetch(self, keys: Iterable[ProcKey]) -> None:
         """Read the processes not seen before first, so that refreshes can't starve them."""
         for key in keys:

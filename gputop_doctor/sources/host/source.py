@@ -46,6 +46,7 @@ from gputop_doctor.sources.host.system import (
     busy_pct,
     iowait_pct,
     load_average,
+    per_cpu_busy_pct,
     read_cpu,
     read_host_cpus,
     read_memory,
@@ -117,14 +118,17 @@ class ProcfsHostSource:
         # cpu.stat of the quota's cgroup (a synthetic cgroup tree in tests is no mount)
         self._cgroup_files = KeptFiles(keep and os.path.ismount(cgroup_root), limit=2)
         self._top = TopProcesses(
-            self._procs.table, top_count, top_cycle_s, read=self._procs.peek_stat
+            self._procs.table, top_count, top_cycle_s, read=self._procs.files.peek
         )
         self._attribution = Attribution(proc_root, cgroup_root, clock=clock)
         # In a PID namespace of its own, NVML's host PIDs are matched to ours (gpu_holders).
         # Asked once: a process does not change PID namespace.
         self._pid_namespace_note = pid_namespace_note(proc_root)
         self._host_pids = HostPidMatcher(proc_root) if self._pid_namespace_note else None
-        self._tree_pids: set[int] = set()  # the attached tree as of the last process reading
+        # The attached tree as of the last process reading: its samples, and their PIDs.
+        self._samples: list[ProcSample] = []
+        self._tree_samples: list[ProcSample] = []
+        self._tree_pids: frozenset[int] = frozenset()
         self._tree_cpus = 0.0  # its CPUs busy (reaped children included) at that reading
         self._tree_jobs: set[str] = set()  # the job keys of the attached tree's processes
         self._system: SystemInfo | None = None
@@ -209,22 +213,14 @@ class ProcfsHostSource:
         if cpu is not None and self._cpu is not None:
             cpu_pct = busy_pct(self._cpu.total, cpu.total)
             iowait = iowait_pct(self._cpu.total, cpu.total)
-            if len(cpu.per_cpu) == len(self._cpu.per_cpu):
-                pairs = zip(self._cpu.per_cpu, cpu.per_cpu, strict=True)
-                # busy_pct(a, b) or 0.0, inline: a big host has a hundred CPUs or more
-                per_cpu = tuple(
-                    round(100.0 * max(0.0, b.busy - a.busy) / span, 1)
-                    if (span := b.total - a.total) > 0
-                    else 0.0
-                    for a, b in pairs
-                )
+            per_cpu = per_cpu_busy_pct(self._cpu, cpu)
         self._cpu = cpu
         memory = read_memory(self.proc_root, self._files)
         swap_in, swap_out = self._swap_rates(now, memory.swap_total_mib == 0)
         load = load_average()
         effective, throttled = self._limits(target_pid, now)
         psi = self._pressure(now)
-        logical = len(cpu.per_cpu) if cpu is not None and cpu.per_cpu else os.cpu_count()
+        logical = len(cpu.cpu_total) if cpu is not None and cpu.cpu_total else os.cpu_count()
         top, outside = self._top_and_outside(now, target_pid, cpu_pct, logical)
         attribution = self._attribution
         return HostSample(
@@ -278,7 +274,8 @@ class ProcfsHostSource:
             return top, ()
         # The tree as of the last process reading; before the first one, the PID table's.
         tree = self._tree_pids or {pid for pid, _ in self._procs.table.descendants(target_pid)}
-        tree.add(target_pid)
+        if target_pid not in tree:
+            tree = tree | {target_pid}
         outside = outside_top(top, tree)
         if cpu_pct is not None and logical:
             busy = cpu_pct / 100.0 * logical - self._tree_cpus
@@ -341,8 +338,9 @@ class ProcfsHostSource:
         host_to_local = self._host_pids.match(extras) if self._host_pids is not None else {}
         extras = [host_to_local.get(pid, pid) for pid in extras]
         samples = self._procs.read(tree, extras, now)
-        samples += _unseen(extras, samples)
-        tree_samples = measures.in_tree(samples)
+        if extras:
+            samples += _unseen(extras, samples)
+        tree_samples = self._tree_facts(samples)
         if self._job is not None:  # a job lives while any of its processes does
             alive = any(s.state != "Z" for s in tree_samples)
         elif target_pid is not None:
@@ -350,10 +348,21 @@ class ProcfsHostSource:
             alive = target is not None and target.state != "Z"
         self._retain_jobs(now)
         self._gone = target_pid if alive is False else None
-        self._tree_pids = {s.pid for s in tree_samples}
+        return ProcessReading(tuple(samples), alive, host_to_local=tuple(host_to_local.items()))
+
+    def _tree_facts(self, samples: list[ProcSample]) -> list[ProcSample]:
+        """The tree's samples; and its PIDs, jobs and CPUs kept for the next host reading.
+
+        Worked out again only when a sample changed: in a tree that sleeps, every sample is
+        last tick's object, and the list compares equal at the cost of identity checks."""
+        if samples == self._samples:
+            return self._tree_samples
+        tree_samples = measures.in_tree(samples)
+        self._samples, self._tree_samples = samples, tree_samples
+        self._tree_pids = frozenset(s.pid for s in tree_samples)
         self._tree_jobs = {s.job.key for s in tree_samples if s.job is not None and s.job.key}
         self._tree_cpus = measures.cpu_pct(tree_samples) / 100.0
-        return ProcessReading(tuple(samples), alive, host_to_local=tuple(host_to_local.items()))
+        return tree_samples
 
     def command_line(self, pid: int) -> tuple[str, ...] | None:
         """What ``pid`` runs (its argv), for the session's metadata; None when it is gone or
@@ -369,6 +378,7 @@ class ProcfsHostSource:
         self._files.close()
         self._cgroup_files.close()
         self._procs.close()
+        self._attribution.close()
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -5,12 +5,18 @@ passes ``files``), parsed into a frozen value; the rates (CPU %,
 swap MiB/s) come from differencing two values, which :class:`HostCounters` keeps. Where /proc
 is missing (not Linux) the CPU and memory figures fall back to psutil, and what only Linux has
 (PSI, swap paging) is ``None``.
+
+These files are read every tick, so each parser takes the layout the kernel has printed for
+years in a few splits and searches, and checks that layout as it goes: input that does not
+have it (an old kernel, a test's hand-written file) goes through the general line-by-line
+parse, which gives the same values for the common layout.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from operator import sub
 from typing import NamedTuple
 
 import psutil
@@ -36,17 +42,63 @@ class CpuTimes(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class CpuReading:
+    """The aggregate line of /proc/stat, and each CPU's total and busy jiffies as columns
+    (CPU by CPU, in the file's order): no object per CPU on a host of a hundred or more."""
+
     total: CpuTimes
-    per_cpu: tuple[CpuTimes, ...]
+    cpu_total: tuple[float, ...]
+    cpu_busy: tuple[float, ...]
+
+
+def per_cpu_busy_pct(before: CpuReading, after: CpuReading) -> tuple[float, ...]:
+    """Each CPU's busy % between two readings (0.0 for a CPU whose counters did not move);
+    empty when the CPUs changed (hot-plug) and the columns no longer pair up."""
+    if len(before.cpu_total) != len(after.cpu_total):
+        return ()
+    return tuple(
+        round(100.0 * max(0.0, busy - busy0) / span, 1) if (span := total - total0) > 0 else 0.0
+        for total0, total, busy0, busy in zip(
+            before.cpu_total, after.cpu_total, before.cpu_busy, after.cpu_busy, strict=True
+        )
+    )
 
 
 _PAD = [b"0"] * 8
+_CPU_FIELDS = 11  # "cpuN" and its ten counters, on every kernel since 2.6.33
 
 
 def parse_proc_stat(data: bytes) -> CpuReading | None:
     # The cpu lines come first and together; the rest (intr alone can be kilobytes on a big
     # host) is not even split.
     end = data.find(b"\nintr ")
+    reading = _parse_cpu_block(data[:end]) if end >= 0 else None
+    return reading if reading is not None else _parse_cpu_lines(data, end)
+
+
+def _parse_cpu_block(block: bytes) -> CpuReading | None:
+    """The cpu lines as one list of numbers; None unless every line is a cpu line with ten
+    counters. user nice system idle iowait irq softirq steal count; guest and guest_nice
+    are already in user and nice."""
+    tokens = block.split()
+    if len(tokens) % _CPU_FIELDS or not tokens or tokens[0] != b"cpu":
+        return None
+    if not all(name[:3] == b"cpu" for name in tokens[_CPU_FIELDS::_CPU_FIELDS]):
+        return None
+    del tokens[::_CPU_FIELDS]
+    try:
+        values = list(map(int, tokens))
+    except ValueError:
+        return None
+    step = _CPU_FIELDS - 1
+    counted = [values[column::step] for column in range(8)]
+    all_ = list(map(sum, zip(*counted, strict=True)))
+    busy = list(map(sub, map(sub, all_, counted[3]), counted[4]))  # less idle and iowait
+    total = CpuTimes(float(all_[0]), float(busy[0]), float(counted[4][0]))
+    return CpuReading(total, tuple(map(float, all_[1:])), tuple(map(float, busy[1:])))
+
+
+def _parse_cpu_lines(data: bytes, end: int) -> CpuReading | None:
+    """Line by line: any number of counters (missing ones are 0), other lines skipped."""
     total: CpuTimes | None = None
     per_cpu: list[CpuTimes] = []
     for line in (data if end < 0 else data[:end]).split(b"\n"):
@@ -55,8 +107,6 @@ def parse_proc_stat(data: bytes) -> CpuReading | None:
                 break
             continue
         name, *rest = line.split()
-        # user nice system idle iowait irq softirq steal [guest guest_nice]; guest time is
-        # already counted in user/nice, so it is not added again.
         user, nice, system, idle, iowait, irq, softirq, steal = map(int, (rest + _PAD)[:8])
         all_ = user + nice + system + idle + iowait + irq + softirq + steal
         times = CpuTimes(float(all_), float(all_ - idle - iowait), float(iowait))
@@ -64,7 +114,9 @@ def parse_proc_stat(data: bytes) -> CpuReading | None:
             total = times
         else:
             per_cpu.append(times)
-    return None if total is None else CpuReading(total, tuple(per_cpu))
+    if total is None:
+        return None
+    return CpuReading(total, tuple(t.total for t in per_cpu), tuple(t.busy for t in per_cpu))
 
 
 def _read(path: str, files: KeptFiles | None, one_record: bool = True) -> bytes | None:
@@ -81,7 +133,7 @@ def read_cpu(proc_root: str = "/proc", files: KeptFiles | None = None) -> CpuRea
         return None
     cpus = tuple(_psutil_times(t) for t in per)
     total = CpuTimes(*(sum(getattr(c, f) for c in cpus) for f in ("total", "busy", "iowait")))
-    return CpuReading(total, cpus)
+    return CpuReading(total, tuple(c.total for c in cpus), tuple(c.busy for c in cpus))
 
 
 def _psutil_times(t: tuple[float, ...]) -> CpuTimes:
@@ -113,17 +165,6 @@ class HostMemory:
     swap_used_mib: float | None = None
 
 
-_MEMINFO_KEYS = (
-    b"MemTotal",
-    b"MemAvailable",
-    b"MemFree",
-    b"Buffers",
-    b"Cached",
-    b"SwapTotal",
-    b"SwapFree",
-)
-
-
 def _line_value(data: bytes, key: bytes) -> int | None:
     """N of the line ``key: N kB``, found by searching rather than splitting every line."""
     tag = key + b":"
@@ -142,12 +183,11 @@ def _line_value(data: bytes, key: bytes) -> int | None:
 
 def parse_meminfo(data: bytes) -> HostMemory:
     """Used = total - available: what the kernel could not hand out without reclaim."""
-    kib = {key: value for key in _MEMINFO_KEYS if (value := _line_value(data, key)) is not None}
-    total = kib.get(b"MemTotal")
-    available = kib.get(b"MemAvailable")
+    total = _line_value(data, b"MemTotal")
+    available = _line_value(data, b"MemAvailable")
     if available is None and total is not None:  # kernels before 3.14
-        available = sum(kib.get(k, 0) for k in (b"MemFree", b"Buffers", b"Cached"))
-    swap_total, swap_free = kib.get(b"SwapTotal"), kib.get(b"SwapFree")
+        available = sum(_line_value(data, k) or 0 for k in (b"MemFree", b"Buffers", b"Cached"))
+    swap_total, swap_free = _line_value(data, b"SwapTotal"), _line_value(data, b"SwapFree")
 
     def mib(v: int | None) -> float | None:
         return None if v is None else round(v / 1024.0, 1)
@@ -207,6 +247,25 @@ def read_swap_paging(proc_root: str = "/proc", files: KeptFiles | None = None) -
 
 def parse_pressure(data: bytes) -> Pressure | None:
     """``some avg10=… \\n full avg10=…`` -> Pressure (percent of the last 10 s)."""
+    fields = data.split()
+    count = len(fields)
+    if (
+        (count == 5 or (count == 10 and fields[5] == b"full" and fields[6][:6] == b"avg10="))
+        and fields[0] == b"some"
+        and fields[1][:6] == b"avg10="
+        and fields[4][:6] == b"total="
+    ):  # the kernel's two lines (one, "some", for cpu before 5.13)
+        total = fields[4][6:]
+        return Pressure(
+            some_avg10=float(fields[1][6:]),
+            full_avg10=float(fields[6][6:]) if count == 10 else None,
+            some_total_us=int(total) if total.isdigit() else None,
+        )
+    return _parse_pressure_lines(data)
+
+
+def _parse_pressure_lines(data: bytes) -> Pressure | None:
+    """Line by line and item by item, whatever the order and the items."""
     some: float | None = None
     full: float | None = None
     total: int | None = None

@@ -5,7 +5,8 @@ thousand reads. Done at once every few seconds, that is a 10–50 ms tick; so th
 in slices instead, sized so that every PID comes round once per ``cycle_s``, and each
 process's CPU % is measured over the span between its own two readings. The same reads keep
 the :class:`PidTable`'s ppids fresh, which heals the one case its cheap per-tick refresh
-misses (a process reparented into the attached tree).
+misses (a process reparented into the attached tree). Each read is parsed only as far as
+the ranking needs (parent, start, CPU ticks); the name only of a process that used CPU.
 
 Kernel threads are read on every ``KERNEL_EVERY_PASSES``-th pass only: a large machine has
 thousands of them (several per CPU: 2,000 on a 224-CPU host, ten times its programs), they
@@ -18,9 +19,17 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from gputop_doctor.sources.host.pids import CLK_TCK, PidTable, Stat, list_pids, read_stat
+from gputop_doctor.sources.host.kept_files import read_small
+from gputop_doctor.sources.host.pids import (
+    CLK_TCK,
+    PidTable,
+    list_pids,
+    parse_ranking_fields,
+    stat_comm,
+)
 
 MIN_SPAN_S = 1.0  # shorter spans make 10 ms CPU ticks a coarse percentage
 KERNEL_EVERY_PASSES = 6  # kernel threads come round once a minute at the default 10 s cycle
@@ -31,13 +40,12 @@ class _Seen:
     start: int
     ticks: int
     at: float
-    name: str
     kernel: bool
     pct: float | None = None
 
 
 class TopProcesses:
-    """``read``: how to read one PID's stat (the tree reader's, which uses its kept
+    """``read``: how to read one PID's stat text (the tree reader's, which uses its kept
     descriptors for the tree's processes); default, a plain read under the table's root."""
 
     def __init__(
@@ -45,10 +53,11 @@ class TopProcesses:
         table: PidTable,
         count: int = 5,
         cycle_s: float = 10.0,
-        read: Callable[[int], Stat | None] | None = None,
+        read: Callable[[int], bytes | None] | None = None,
     ) -> None:
         self.table = table
-        self._read_stat = read or (lambda pid: read_stat(pid, table.proc_root))
+        root = table.proc_root
+        self._read_stat = read or (lambda pid: read_small(f"{root}/{pid}/stat"))
         self.count = count
         self.cycle_s = cycle_s
         self._pass_len = 0
@@ -113,7 +122,7 @@ class TopProcesses:
         seen = self._seen
         return [pid for pid in pids if (known := seen.get(pid)) is None or known.pct is None]
 
-    def busy_cpus(self, leave_out: set[int]) -> float:
+    def busy_cpus(self, leave_out: AbstractSet[int]) -> float:
         """CPUs used by every process measured busy, those in ``leave_out`` excepted: what
         the ranking explains of the host's busy CPU (all of it, not only its top entries)."""
         return sum(pct for pid, (pct, _) in self._busy.items() if pid not in leave_out) / 100.0
@@ -129,8 +138,9 @@ class TopProcesses:
 
     def _read(self, pids: list[int], now: float) -> None:
         for pid in pids:
-            stat = self._read_stat(pid)
-            if stat is None:
+            data = self._read_stat(pid)
+            stat = None if data is None else parse_ranking_fields(data)
+            if data is None or stat is None:
                 self._seen.pop(pid, None)
                 self._busy.pop(pid, None)
                 self.table.discard(pid)
@@ -141,15 +151,13 @@ class TopProcesses:
                 if now - before.at < MIN_SPAN_S:
                     continue  # keep the older baseline; measure next round
                 ticks = stat.cpu_ticks - before.ticks
-                pct = round(100.0 * ticks / CLK_TCK / (now - before.at), 1)
-                kernel = stat.kernel_thread
-                self._seen[pid] = _Seen(stat.start, stat.cpu_ticks, now, stat.comm, kernel, pct)
+                before.pct = round(100.0 * ticks / CLK_TCK / (now - before.at), 1)
+                before.ticks, before.at = stat.cpu_ticks, now
+                measured = before.pct
             else:
-                self._seen[pid] = _Seen(
-                    stat.start, stat.cpu_ticks, now, stat.comm, stat.kernel_thread
-                )
-            measured = self._seen[pid].pct
+                self._seen[pid] = _Seen(stat.start, stat.cpu_ticks, now, stat.kernel_thread)
+                measured = None
             if measured:  # only the processes that used some CPU are ranked
-                self._busy[pid] = (measured, stat.comm)
+                self._busy[pid] = (measured, stat_comm(data))
             else:
                 self._busy.pop(pid, None)

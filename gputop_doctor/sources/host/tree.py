@@ -16,11 +16,15 @@ The per-thread pass (two reads per thread) is what a big tree costs, so it is sp
 
 The per-process part is made cheap for the common case, a tree most of whose processes sleep:
 
-- ``/proc/PID/stat`` is read with pread(2) on a descriptor kept open (:class:`KeptFiles`);
+- ``/proc/PID/stat`` is read with pread(2) on a descriptor kept open per PID
+  (:class:`~gputop_doctor.sources.host.kept_files.PidStatFiles`);
 - a process whose stat text is byte for byte the one of the last tick (no CPU tick, same
   state, RSS, threads, faults) and whose sample then was *steady* (quiet: 0 % CPU and zero
   run-queue figures, not a deferred pass) gets that same :class:`ProcSample` object again,
-  unless its maps or environ were re-read: every field would come out the same.
+  unless its maps or environ were re-read: every field would come out the same. Whether it
+  is steady is decided right after its stat read, from what its record holds (until when its
+  maps, allowed CPUs and job identity stand without a re-read): no parse, no lookup, no
+  per-process object; the rest of the tick (maps, threads, sample) is only for the others.
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ import resource
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from gputop_doctor.core.model import MIB, ProcSample, ThreadEnv
 from gputop_doctor.sources.host.identity import JobIdentityCache
-from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs
+from gputop_doctor.sources.host.kept_files import PidStatFiles, is_procfs
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
     CUDA_EVENT_THREAD,
@@ -79,6 +84,11 @@ class _Known:
     env: ThreadEnv | None = None
     allowed: str | None = None  # Cpus_allowed_list, read at ``allowed_at``
     allowed_at: float = 0.0
+    # Until when the steady sample stands without a re-read of anything: its maps/environ
+    # and allowed CPUs until ``fresh_until`` (the reader's clock), its job identity until
+    # ``job_due`` (the identity cache's clock).
+    fresh_until: float = 0.0
+    job_due: float = 0.0
 
 
 @dataclass(slots=True)  # not frozen: built 64 times a tick, and frozen __init__ is slow
@@ -90,6 +100,7 @@ class _Seen:
     prior: _Known | None
     raw: bytes
     same: bool  # the stat text is the one prior was made from
+    slot: int  # where its sample goes in the tick's list
 
 
 class ProcessTreeReader:
@@ -114,23 +125,38 @@ class ProcessTreeReader:
         self.thread_budget_s = thread_budget_s  # None: pass every busy process every tick
         self.skip_quiet = skip_quiet  # False: read every thread every tick (benchmarks)
         keep = is_procfs(proc_root) if keep_files is None else keep_files
-        self.files = KeptFiles(keep, _max_files() if max_files is None else max_files)
+        limit = _max_files() if max_files is None else max_files
+        self.files = PidStatFiles(proc_root, keep, limit, STAT_SIZE)
         self.table = PidTable(proc_root, keep)
         self.jobs = JobIdentityCache(proc_root)  # shared with the host source's job scope
         self._known: dict[int, _Known] = {}
+        self._just_read: tuple[int, bytes | None] = (0, None)  # (pid, text) of stat()
+        # The last tree list, and its part of the tick's visits (see _visits).
+        self._tree_visits: tuple[
+            list[tuple[int, int]] | None, list[tuple[int, int, bool]], set[int]
+        ] = (None, [], set())
 
     def close(self) -> None:
         self.files.close()
         self.table.close()
 
     def stat(self, pid: int) -> Stat | None:
-        """``pid``'s stat now (through the kept descriptor when there is one)."""
-        raw = self.files.read(f"{self.proc_root}/{pid}/stat", size=STAT_SIZE)
-        return None if raw is None else parse_stat(raw)
+        """``pid``'s stat now (through the kept descriptor when there is one); the last
+        tick's parse when the text is the same. The text is also what the next :meth:`read`
+        samples ``pid`` from (the target's, read just before its tree is walked), rather
+        than reading it a second time in the same tick."""
+        raw = self.files.read(pid)
+        self._just_read = (pid, raw)
+        if raw is None:
+            return None
+        prior = self._known.get(pid)
+        if prior is not None and prior.stat is not None and raw == prior.raw:
+            return prior.stat
+        return parse_stat(raw)
 
     def peek_stat(self, pid: int) -> Stat | None:
         """Like :meth:`stat`, but keeps no new descriptor (for the host-wide ranking)."""
-        raw = self.files.peek(f"{self.proc_root}/{pid}/stat", size=STAT_SIZE)
+        raw = self.files.peek(pid)
         return None if raw is None else parse_stat(raw)
 
     def tree(self, target: int) -> list[tuple[int, int]]:
@@ -143,26 +169,70 @@ class ProcessTreeReader:
     def read(
         self, tree: list[tuple[int, int]], extras: Iterable[int], now: float
     ) -> list[ProcSample]:
-        """Samples for the tree (in_tree) and for extra PIDs outside it; gone ones are left out."""
-        seen: list[_Seen] = []
-        for pid, depth in tree:
-            self._see(seen, pid, depth, True)
-        done = {s.pid for s in seen}
-        for pid in extras:
-            if pid not in done:
-                done.add(pid)
-                self._see(seen, pid, 0, False)
-        self.info.prefetch((s.pid, s.stat.start) for s in seen)
-        passed = self._pass_threads(seen)
-        samples = [self._sample(s, now, passed) for s in seen]
-        self._retain(seen)
+        """Samples for the tree (in_tree) and for extra PIDs outside it; gone ones are left out.
+
+        A steady process's sample is taken as its stat is read; the others are built after
+        all are read, in the same order, so that the maps of new processes come first."""
+        slots: list[ProcSample | None] = []
+        built: list[_Seen] = []
+        job_now = self.jobs.time()
+        read_stat, known = self.files.read, self._known
+        just_read, self._just_read = self._just_read, (0, None)
+        for pid, depth, in_tree in self._visits(tree, extras):
+            raw = just_read[1] if pid == just_read[0] else read_stat(pid)
+            prior = known.get(pid)
+            if prior is not None and raw == prior.raw:
+                sample = prior.sample
+                if (
+                    sample is not None
+                    and now < prior.fresh_until
+                    and job_now < prior.job_due
+                    and now > prior.at
+                    and sample.depth == depth
+                    and sample.in_tree == in_tree
+                ):
+                    # Steady, and nothing of it is due a re-read: the same sample (see
+                    # _sample). The PID table has its ppid: it was set from this same text.
+                    prior.at = now
+                    slots.append(sample)
+                    continue
+            self._see(slots, built, pid, depth, in_tree, raw, prior)
+        if built:
+            self.info.prefetch((s.pid, s.stat.start) for s in built)
+            passed = self._pass_threads(built)
+            for s in built:
+                slots[s.slot] = self._sample(s, now, passed)
+        samples = cast(list[ProcSample], slots)  # every slot is filled by now
+        self._retain(samples, any(s.prior is None for s in built))
         return samples
+
+    def _visits(
+        self, tree: list[tuple[int, int]], extras: Iterable[int]
+    ) -> list[tuple[int, int, bool]]:
+        """(pid, depth, in_tree) of the tree's processes, then of the extra PIDs not in it
+        (each once). The PID table hands out the same tree list while the tree stays as it
+        is, so its part is only built when it changed."""
+        if self._tree_visits[0] is not tree:
+            pids = {pid for pid, _ in tree}
+            self._tree_visits = (tree, [(pid, depth, True) for pid, depth in tree], pids)
+        _, visits, in_tree = self._tree_visits
+        outside = [pid for pid in dict.fromkeys(extras) if pid not in in_tree]
+        return visits + [(pid, 0, False) for pid in outside] if outside else visits
 
     # -- phases -------------------------------------------------------------------------
 
-    def _see(self, seen: list[_Seen], pid: int, depth: int, in_tree: bool) -> None:
-        raw = self.files.read(f"{self.proc_root}/{pid}/stat", size=STAT_SIZE)
-        prior = self._known.get(pid)
+    def _see(
+        self,
+        slots: list[ProcSample | None],
+        built: list[_Seen],
+        pid: int,
+        depth: int,
+        in_tree: bool,
+        raw: bytes | None,
+        prior: _Known | None,
+    ) -> None:
+        """A process whose sample is to be built this tick: leave it a slot (nothing, when it
+        has exited since it was listed)."""
         if prior is not None and prior.stat is not None and raw == prior.raw:
             stat: Stat | None = prior.stat  # same text: same process (same start), same state
             same = True
@@ -176,7 +246,8 @@ class ProcessTreeReader:
             self.table.set(pid, stat.ppid, stat.start)
         if prior is not None and prior.start != stat.start:
             prior = None  # the PID was reused by another process
-        seen.append(_Seen(pid, depth, in_tree, stat, prior, raw or b"", same))
+        built.append(_Seen(pid, depth, in_tree, stat, prior, raw or b"", same, len(slots)))
+        slots.append(None)
 
     def _pass_threads(self, seen: list[_Seen]) -> dict[int, Threads | None]:
         """Read the threads of new processes, then of busy ones, oldest pass first, until
@@ -228,6 +299,7 @@ class ProcessTreeReader:
             # Steady and unchanged: this tick's sample is the last one (see the module doc).
             # Only the time moves on, so that the next CPU % spans one tick.
             prior.at = now
+            self._hold(prior, (s.pid, stat.start))
             return prior.sample
         known = _Known(
             stat.start,
@@ -290,8 +362,15 @@ class ProcessTreeReader:
         known.raw, known.stat = s.raw, stat
         if quiet and cpu_pct == 0.0 and not children_pct and not read_mib_s and not write_mib_s:
             known.sample, known.maps, known.env = sample, maps, env
+            self._hold(known, (s.pid, stat.start))
         self._known[s.pid] = known
         return sample
+
+    def _hold(self, known: _Known, key: tuple[int, int]) -> None:
+        """Until when ``known``'s steady sample holds: until its maps, allowed CPUs or job
+        identity are due a re-read (each re-read makes new objects, hence a new sample)."""
+        known.fresh_until = min(self.info.due(key), known.allowed_at + ALLOWED_TTL_S)
+        known.job_due = self.jobs.due(key)
 
     def _allowed(self, s: _Seen, known: _Known, now: float) -> None:
         """Carry the allowed CPUs over from the last tick, or re-read them when stale."""
@@ -331,17 +410,15 @@ class ProcessTreeReader:
             known.in_d, known.delta = prior.in_d, prior.delta  # deferred by the budget
         return False
 
-    def _retain(self, seen: list[_Seen]) -> None:
+    def _retain(self, samples: list[ProcSample], any_new: bool) -> None:
         """Forget processes not sampled this tick (gone, or no longer of interest)."""
-        changed = len(self._known) != len(seen) or any(s.prior is None for s in seen)
-        if not changed:
+        if not any_new and len(self._known) == len(samples):
             return  # the same processes as last tick: nothing to forget
-        pids = {s.pid for s in seen}
+        pids = {s.pid for s in samples}
         for pid in self._known.keys() - pids:
             del self._known[pid]
         self.info.retain({(pid, k.start) for pid, k in self._known.items()})
-        root = self.proc_root
-        self.files.retain(lambda path: _pid_of(path, root) in pids)
+        self.files.retain(pids)
 
 
 def _max_files() -> int:
@@ -351,8 +428,3 @@ def _max_files() -> int:
     except (OSError, ValueError):
         return 64
     return 256 if soft == resource.RLIM_INFINITY else max(0, min(256, soft // 4))
-
-
-def _pid_of(path: str, root: str) -> int | None:
-    name = path[len(root) + 1 :].split("/", 1)[0]
-    return int(name) if name.isdigit() else None

@@ -1,0 +1,217 @@
+"""The per-tick shortcuts of the host source give what the full readings give.
+
+A steady process keeps its last sample without a parse or a lookup, but only until its maps,
+its allowed CPUs or its job identity are due a re-read; the host files are parsed in the
+kernel's layout first, with the general parse for anything else; the host-wide ranking parses
+only the fields it needs. Each is checked against the general path on the same input.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.core.model import ProcSample
+from gputop_doctor.sources.host.identity import JobIdentityCache
+from gputop_doctor.sources.host.kept_files import KeptFiles, PidStatFiles
+from gputop_doctor.sources.host.pids import parse_ranking_fields, parse_stat, stat_comm
+from gputop_doctor.sources.host.procinfo import ProcInfoCache
+from gputop_doctor.sources.host.system import (
+    _parse_cpu_block,
+    _parse_cpu_lines,
+    _parse_pressure_lines,
+    parse_pressure,
+    parse_proc_stat,
+    per_cpu_busy_pct,
+)
+from gputop_doctor.sources.host.tree import ProcessTreeReader
+from tests.helpers import Spawn
+from tests.sources.test_host import Clock, FakeProc
+
+LIBC = "7f00-7f01 r-xp 0 08:01 1 /usr/lib/libc.so.6\n"
+LIBTORCH = "7f02-7f03 r-xp 0 08:01 2 /opt/torch/lib/libtorch_cpu.so\n"
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeProc:
+    return FakeProc(tmp_path / "proc")
+
+
+def steady_reader(fake: FakeProc, clock: Clock) -> ProcessTreeReader:
+    """A reader whose maps, allowed CPUs and job identities all follow ``clock``."""
+    root = str(fake.root)
+    reader = ProcessTreeReader(ProcInfoCache(root, maps_ttl_s=20.0, clock=clock), root)
+    reader.jobs = JobIdentityCache(root, ttl_s=60.0, clock=clock)
+    return reader
+
+
+def write_extras(fake: FakeProc, pid: int, *, maps: str, cpus: str, cgroup: str) -> None:
+    base = fake.root / str(pid)
+    (base / "maps").write_text(maps)
+    (base / "status").write_text(f"Name:\tpython\nCpus_allowed_list:\t{cpus}\n")
+    (base / "cgroup").write_text(cgroup)
+
+
+JOB_1 = "0::/system.slice/slurmstepd.scope/job_1/step_0\n"
+JOB_2 = "0::/system.slice/slurmstepd.scope/job_2/step_0\n"
+SHOWN = {  # what the change looks like in a sample: (before, after)
+    "maps": (lambda s: s.has_libtorch, (False, True), 1.25 * 20.0),
+    "cpus": (lambda s: s.allowed_cpus, ("0-3", "0-1"), 30.0),
+    "job": (lambda s: s.job.slurm_job, ("1", "2"), 1.25 * 60.0),
+}
+
+
+@pytest.mark.parametrize("change", sorted(SHOWN))
+def test_a_steady_sample_gives_way_when_a_reading_of_it_is_due(fake: FakeProc, change: str) -> None:
+    """A sleeping process keeps its sample object tick after tick, yet a change to its
+    libraries, its allowed CPUs or its cgroup shows once that reading is due (maps within
+    1.25 x 20 s, allowed CPUs 30 s, job identity 1.25 x 60 s), as without the shortcut."""
+    clock = Clock()
+    fake.process(100)
+    write_extras(fake, 100, maps=LIBC, cpus="0-3", cgroup=JOB_1)
+    reader = steady_reader(fake, clock)
+
+    def tick() -> ProcSample:
+        clock.now += 1.0
+        return reader.read(reader.tree(100), [], clock.now)[0]
+
+    tick()
+    steady = tick()
+    assert tick() is steady
+    write_extras(
+        fake,
+        100,
+        maps=LIBC + LIBTORCH if change == "maps" else LIBC,
+        cpus="0-1" if change == "cpus" else "0-3",
+        cgroup=JOB_2 if change == "job" else JOB_1,
+    )
+    assert tick() is steady  # nothing is due yet: the files are not looked at
+    value, (before, after), due_s = SHOWN[change]
+    samples = [tick() for _ in range(int(due_s) + 2)]
+    assert value(steady) == before and value(samples[-1]) == after
+    assert len({id(s) for s in samples}) <= 8  # the same object between re-reads
+
+
+def stat_text(rng: random.Random, cpus: int, counters: int = 10) -> bytes:
+    lines = [
+        f"{name} " + " ".join(str(rng.randrange(10**9)) for _ in range(counters))
+        for name in ["cpu"] + [f"cpu{n}" for n in range(cpus)]
+    ]
+    return ("\n".join(lines) + "\nintr 12 3 4\nctxt 99\nbtime 1\n").encode()
+
+
+def test_cpu_lines_parsed_as_one_list_give_the_line_by_line_values() -> None:
+    """/proc/stat of this machine and of hosts of 1 to 256 CPUs: the same totals, per-CPU
+    columns and per-CPU busy %; other layouts (fewer counters, a stray line) are left to
+    the line-by-line parse."""
+    rng = random.Random(7)
+    with open("/proc/stat", "rb") as handle:
+        texts = [handle.read()]
+    texts += [stat_text(rng, cpus) for cpus in (1, 3, 64, 256)]
+    for text in texts:
+        end = text.find(b"\nintr ")
+        fast = _parse_cpu_block(text[:end])
+        assert fast is not None and fast == _parse_cpu_lines(text, end)
+    before, after = parse_proc_stat(texts[-1]), _parse_cpu_lines(texts[-1], -1)
+
+    def grow(line: bytes) -> bytes:
+        name, *counters = line.split()
+        return b" ".join([name, *(str(int(v) + rng.randrange(300)).encode() for v in counters)])
+
+    grown = b"\n".join(
+        grow(line) if line.startswith(b"cpu") else line for line in texts[-1].split(b"\n")
+    )
+    assert before is not None and after is not None
+    later, later_lines = parse_proc_stat(grown), _parse_cpu_lines(grown, -1)
+    assert later is not None and later_lines is not None
+    assert per_cpu_busy_pct(before, later) == per_cpu_busy_pct(after, later_lines)
+    assert len(per_cpu_busy_pct(before, later)) == 256
+    for odd in (
+        stat_text(rng, 4, counters=8),
+        b"cpu 1 2 3 4 5 6 7 8 9 10\nprocs 3\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 1\n",
+    ):
+        end = odd.find(b"\nintr ")
+        assert _parse_cpu_block(odd[:end]) is None
+        assert parse_proc_stat(odd) == _parse_cpu_lines(odd, end)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"some avg10=1.25 avg60=0.50 avg300=0.10 total=123456\n"
+        b"full avg10=0.75 avg60=0.00 avg300=0.00 total=99\n",
+        b"some avg10=98.38 avg60=95.01 avg300=88.70 total=27273049705\n",
+        b"full avg10=0.75 avg60=0.00 avg300=0.00 total=99\n"
+        b"some avg10=1.25 avg60=0.50 avg300=0.10 total=123456\n",
+        b"some avg60=0.50 avg10=1.25 avg300=0.10 total=7\n",
+        b"some avg10=1.25 avg60=0.50 avg300=0.10 total=x\n",
+        b"",
+    ],
+)
+def test_pressure_in_the_kernel_layout_reads_as_line_by_line(text: bytes) -> None:
+    assert parse_pressure(text) == _parse_pressure_lines(text)
+
+
+def test_ranking_fields_are_those_of_the_full_parse() -> None:
+    """Parent, start and CPU ticks as parse_stat has them, and None where it has None."""
+    with open(f"/proc/{os.getpid()}/stat", "rb") as handle:
+        own = handle.read()
+    odd_name = b"42 (a) b (c) d) S 7 42 42 0 -1 0 1 0 0 0 31 11 0 0 20 0 3 0 555 1 2 3\n"
+    for text in (own, odd_name):
+        stat, fields = parse_stat(text), parse_ranking_fields(text)
+        assert stat is not None and fields is not None
+        assert (fields.ppid, fields.start, fields.cpu_ticks) == (
+            stat.ppid,
+            stat.start,
+            stat.cpu_ticks,
+        )
+        assert stat_comm(text) == stat.comm
+    assert stat_comm(odd_name) == "a) b (c) d"
+    for short in (b"", b"42 (x) S 1 2 3\n", b"no parenthesis at all"):
+        assert parse_stat(short) is None and parse_ranking_fields(short) is None
+
+
+def test_pid_stat_files_keep_one_descriptor_per_process(spawn: Spawn) -> None:
+    """Read through a kept descriptor, peeked without keeping one, let go once gone."""
+    child = spawn("import time; print('ready', flush=True); time.sleep(60)")
+    files = PidStatFiles("/proc", keep=True, limit=4)
+    first = files.read(child.pid)
+    assert first is not None and first.startswith(f"{child.pid} (".encode())
+    assert files.peek(os.getpid()) is not None and len(files) == 1  # peek keeps none
+    assert files.read(child.pid) is not None and len(files) == 1
+    child.kill()
+    child.wait()
+    assert files.read(child.pid) is None and len(files) == 0  # gone: dropped, not re-opened
+    files.retain(set())
+    files.close()
+
+
+def test_cgroup2_files_reread_through_a_kept_descriptor() -> None:
+    """The job cgroup's PSI is read every tick with pread at offset 0 on a kept descriptor:
+    cgroup2 files regenerate their text on such a read, as procfs files do (shown on the
+    root cgroup's cpu.stat, whose usage moves with this test's own CPU time)."""
+    root = next(
+        (
+            p
+            for p in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+            if os.path.exists(f"{p}/cpu.stat")
+        ),
+        None,
+    )
+    if root is None or not os.path.exists(f"{root}/cpu.pressure"):
+        pytest.skip("no cgroup2 hierarchy with pressure files here")
+    files = KeptFiles()
+    first = files.read(f"{root}/cpu.stat")
+    started = time.thread_time()
+    while time.thread_time() - started < 0.02:  # 20 ms of CPU: usage_usec moves
+        pass
+    again = files.read(f"{root}/cpu.stat")
+    assert first is not None and again is not None and len(files) == 1
+    assert int(again.split()[1]) > int(first.split()[1])
+    pressure = files.read(f"{root}/cpu.pressure")
+    assert pressure is not None and parse_pressure(pressure) is not None
+    files.close()
