@@ -26,7 +26,7 @@ from gputop_doctor.rules._pid_stats import NO_STATS, PidStats, pid_stats
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import (
     PIN_THREAD,
-    children_map,
+    children_of,
     cpu_budget,
     descendants,
     has_thread,
@@ -81,7 +81,7 @@ class _Causes:
         self._cpus = cpus
         self._t = t
         self._stats: dict[int, PidStats] | None = None
-        self._children: dict[int, list[int]] = {}
+        self._children: Mapping[int, Sequence[int]] = {}
         self._by_pid: dict[int, ProcSample] = {}
         self._hungry = 0.0
         self._outside: float | None = None
@@ -95,7 +95,7 @@ class _Causes:
             win = window(self._history, self._t.cause_window_s)
             cols = proc_columns(win)
             self._stats = {pid: pid_stats(samples) for pid, samples in cols.items()}
-            self._children = children_map(self._latest.processes)
+            self._children = children_of(self._latest)
             self._by_pid = {p.pid: p for p in self._latest.processes}
             # Every process competing for the CPUs, other GPU jobs too, over the window.
             self._hungry = _stats.mean(_hungry_per_tick(win)) or 0.0
