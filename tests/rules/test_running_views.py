@@ -16,7 +16,7 @@ from gputop_doctor.rules.comm_bound import _busy_readings
 from gputop_doctor.rules.cpu_saturation import busy_fractions
 from gputop_doctor.rules.gpu_memory_creep import sampled_window
 from gputop_doctor.rules.gpu_starvation import TickUtil, tick_utils
-from gputop_doctor.rules.io_bound import job_d_fraction
+from gputop_doctor.rules.io_bound import _seen_in_d, job_d_fraction, job_samples
 from gputop_doctor.rules.thermal_throttle import _thermal_flags
 from tests.builders import bare_gpu, proc
 
@@ -160,7 +160,10 @@ def test_per_sample_views_equal_rebuilt_ones_every_tick() -> None:
             d_share = job_d_fraction(history, pids, seconds)
             samples = [s for pid in pids for s in proc_columns(fresh).get(pid, ())]
             in_d = sum(1 for s in samples if s.state == "D")
-            assert d_share == ((in_d / len(samples), len(samples)) if samples else (0.0, 0))
+            assert d_share == (in_d / len(samples) if samples else 0.0)
+            assert job_samples(history, pids, seconds) == len(samples)
+            nobody_in_d = not any(s.state == "D" or s.threads_in_d for s in samples)
+            assert nobody_in_d == (not _seen_in_d(history.window(seconds)))
 
 
 def test_of_recent_derives_once_per_snapshot_it_holds() -> None:
