@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 from gputop_doctor.config.thresholds import StarvationThresholds
 from gputop_doctor.core import measures
@@ -348,11 +349,18 @@ def fed_now(ticks: Sequence[TickUtil], interval_s: float, t: StarvationThreshold
 
 
 def fed_run(ticks: Sequence[TickUtil]) -> Sequence[TickUtil]:
-    """The trailing ticks of ``ticks`` that were all busy (see :func:`fed_now`)."""
-    start = len(ticks)
-    while start > 0 and ticks[start - 1].busy:
-        start -= 1
-    return ticks[start:]
+    """The trailing ticks of ``ticks`` that were all busy (see :func:`fed_now`): from the
+    last tick that was not, found by a search in C (a fed GPU's run is the whole window, 60
+    ticks of each GPU walked one by one every tick otherwise)."""
+    busy = list(map(_BUSY, ticks))
+    busy.reverse()
+    try:
+        return ticks[len(ticks) - busy.index(False) :]
+    except ValueError:
+        return ticks[:]
+
+
+_BUSY = attrgetter("busy")
 
 
 def _busy_tick(gpu: GpuSample, t: StarvationThresholds) -> bool:
@@ -464,11 +472,14 @@ def _clearly_fed(series: Sequence[GpuSample], t: StarvationThresholds) -> bool:
 
     Reading the tick means and minimums avoids touching every sub-second sample of a busy GPU.
     """
-    means = [g.util_pct for g in series if g.util_pct is not None]
-    lows = [g.util_min_pct for g in series if g.util_min_pct is not None]
-    if len(means) != len(series) or len(lows) != len(series):
+    means = list(map(_UTIL, series))
+    lows = list(map(_UTIL_MIN, series))
+    if None in means or None in lows:
         return False
     return min(lows) > t.idle_util_pct and sum(means) / len(means) >= t.mean_util_pct
+
+
+_UTIL, _UTIL_MIN = attrgetter("util_pct"), attrgetter("util_min_pct")
 
 
 def _latest_gpu(snap: Snapshot, index: int) -> GpuSample | None:
