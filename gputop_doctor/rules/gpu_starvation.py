@@ -39,6 +39,7 @@ from gputop_doctor.rules._window import (
     gpu_columns,
     per_snapshot,
     proc_columns,
+    shared_by_windows,
     window,
 )
 from gputop_doctor.rules.dataloader_config import knob_fix, slow_knobs
@@ -64,7 +65,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     previous = win.snapshots[-2]
     utils = tick_utils(win, t)
     for index, series in gpu_columns(win).items():
-        live_series = (live(series), utils.get(index, ()))
+        live_series = (_Live(series), utils.get(index, ()))
         finding = _check_gpu(index, live_series, (previous, latest), history, causes, ctx, t)
         if finding is not None:
             out.append(finding)
@@ -147,9 +148,26 @@ class _Causes:
         return len(born), max(len(t) for t in ticks)
 
 
+class _Live:
+    """A GPU's live samples over the window, listed only when a gate needs them all: a fed
+    GPU is cleared by its last samples alone (8 GPUs' windows copied every tick otherwise)."""
+
+    def __init__(self, samples: Sequence[GpuSample]) -> None:
+        self._samples = samples
+        self._live: list[GpuSample] | None = None
+
+    def last(self) -> GpuSample | None:
+        return next((g for g in reversed(self._samples) if not g.lost), None)
+
+    def all(self) -> list[GpuSample]:
+        if self._live is None:
+            self._live = live(self._samples)
+        return self._live
+
+
 def _check_gpu(
     index: int,
-    live_series: tuple[Sequence[GpuSample], Sequence[TickUtil]],
+    live_series: tuple[_Live, Sequence[TickUtil]],
     last_two: tuple[Snapshot, Snapshot],
     history: History,
     causes: _Causes,
@@ -161,20 +179,25 @@ def _check_gpu(
 
     Each gate below is one question; the first that says no ends the check. ``live_series``:
     the GPU's live samples over the window, and the same as :class:`TickUtil`."""
-    series, ticks = live_series
+    window_live, ticks = live_series
     latest = last_two[1]
-    if not series or series[-1] is not _latest_gpu(latest, index):
+    last = window_live.last()
+    if last is None or last is not _latest_gpu(latest, index):
         return None  # the GPU is gone or lost now
-    owners = gpu_pids(series[-1])
+    owners = gpu_pids(last)
     if not owners:
         return None
     proof = _Proof.of(last_two, owners, t)
     if proof.fed:
         return None  # measured: the loop does not wait for data; its own speed is not this
+    fed = fed_now(ticks, latest.interval_s, t)
+    if fed and not proof.now:
+        return None  # the last seconds are busy: fed now, whatever the window's mean holds
+    series: Sequence[GpuSample] = window_live.all()
     if _clearly_fed(series, t) and not proof.now:
         return None
-    if fed_now(ticks, latest.interval_s, t) and not (proof.now and _busy_enough(series, t)):
-        return None  # the last seconds are busy: fed now, whatever the window's mean holds
+    if fed and not (proof.now and _busy_enough(series, t)):
+        return None
     series, span_s = _judged(history, index, owners, series, t)
     samples = util_values(series)
     if len(samples) < 3:
@@ -330,9 +353,11 @@ class TickUtil:
 
 def tick_utils(win: Window, t: StarvationThresholds) -> Mapping[int, tuple[TickUtil, ...]]:
     """Each GPU's live samples over the window as :class:`TickUtil`, kept in step with it:
-    position for position the samples of ``live(gpu_columns(win)[index])``."""
+    position for position the samples of ``live(gpu_columns(win)[index])``. A tick's are
+    judged once for both windows that ask (this rule's and the headline's)."""
+    key = ("tick utils", t.mean_util_pct, t.idle_util_pct)
     return running_groups(  # type: ignore[return-value]
-        win, ("tick utils", t.mean_util_pct, t.idle_util_pct), lambda snap: _tick_utils(snap, t)
+        win, key, lambda snap: shared_by_windows(key, snap, lambda s: tuple(_tick_utils(s, t)))
     )
 
 

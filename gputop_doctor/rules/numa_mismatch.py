@@ -55,7 +55,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     snap = win.latest
     if snap is None:
         return []
-    busy_cpus = running_groups(
+    busy_cpus: Mapping[int, tuple[int, ...]] = running_groups(  # type: ignore[assignment]
         win, (RULE_ID, t.min_cpu_pct), lambda s: _busy_cpus(s, t), reads_processes=True
     )
     if not _any_drift(busy_cpus, t) and _free_to_run_anywhere(snap, ctx.system):

@@ -131,8 +131,8 @@ def _counter_fraction(win: Window, index: int, recent_n: int) -> float | None:
         return None
     last = _point(win, snaps[-1], index)
     whole = _rate(_point(win, snaps[0], index), last)
-    if whole is None:
-        return None
+    if not whole:
+        return whole  # None, or no time in slowdown over the window (so none recently)
     recent = _rate(_point(win, snaps[max(0, len(snaps) - 1 - recent_n)], index), last)
     return whole if recent else 0.0
 
