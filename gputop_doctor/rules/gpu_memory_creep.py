@@ -86,14 +86,9 @@ def sampled_window(history: History, every_s: float) -> Window:
         end -= 1
     if end < 0:
         return Window(())
-    # ``Window.every(stride, end % stride)`` of the snapshots up to ``end``, in one slice of the
-    # ring's tuple (this runs every tick; the sampled window changes every ``stride`` ticks).
     return replace(
-        whole,
-        snapshots=snaps[end % stride : end + 1 : stride],
-        serial=whole.serial - (len(snaps) - 1 - end),
-        stride=whole.stride * stride,
-    )
+        whole, snapshots=snaps[: end + 1], serial=whole.serial - (len(snaps) - 1 - end)
+    ).every(stride, end % stride)
 
 
 def find_creeps(win: Window, t: MemoryCreepThresholds) -> tuple[Creep, ...]:

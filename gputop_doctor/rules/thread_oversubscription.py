@@ -81,7 +81,7 @@ def hungry_per_tick(win: Window) -> tuple[float, ...]:
     them, kept in step with the window: each tick's total summed once as it enters, not its
     64 processes again on every tick it stays."""
     totals = running_groups(win, "hungry threads", _hungry_total, reads_processes=True)
-    return totals.get(_HUNGRY, ())  # type: ignore[return-value]
+    return totals.get(_HUNGRY, ())
 
 
 _HUNGRY = "hungry"
