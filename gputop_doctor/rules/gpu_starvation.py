@@ -35,6 +35,7 @@ from gputop_doctor.rules._tree import (
     process_of,
 )
 from gputop_doctor.rules._window import (
+    OfRecent,
     enough_span,
     gpu_columns,
     per_snapshot,
@@ -235,9 +236,22 @@ class _Proof:
     def of(
         cls, last_two: tuple[Snapshot, Snapshot], owners: Sequence[int], t: StarvationThresholds
     ) -> _Proof:
+        if not _ANY_PROBE(last_two[1]):
+            return _NO_PROOF  # no process runs the probe: nothing measured, nothing proven
         now = _probe_proves(last_two[1], owners, t)
         fed = _probe_fed(last_two[1], owners, t) and _probe_fed(last_two[0], owners, t)
         return cls(now, now and _probe_proves(last_two[0], owners, t), fed)
+
+
+_NO_PROOF = _Proof(now=False, twice=False, fed=False)
+
+
+def _any_probe(snap: Snapshot) -> bool:
+    return any(p.probe is not None for p in snap.processes)
+
+
+# Whether any process of the tick runs the probe, asked once per tick for every GPU.
+_ANY_PROBE = OfRecent(_any_probe)
 
 
 def _starved_figures(
