@@ -58,9 +58,13 @@ class XidEvent:
 
 
 @lru_cache(maxsize=512)
+@lru_cache(maxsize=512)
 def parse_cpu_list(text: str | None) -> frozenset[int]:
     """The CPUs of a Linux CPU list (``"0-3,8,10-11"``, as in /sys and /proc); empty when
-    ``text`` is missing or malformed (a wrong set would blame the wrong node)."""
+    ``text`` is missing or malformed (a wrong set would blame the wrong node).
+
+    Remembered per text: a rule reads the same few lists (each process's allowed CPUs, each
+    GPU's affinity) every tick, and the result is an immutable set."""
     cpus: set[int] = set()
     for part in (text or "").replace("\n", "").split(","):
         first, _, last = part.strip().partition("-")

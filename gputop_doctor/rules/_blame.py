@@ -20,7 +20,7 @@ from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure, Pr
 from gputop_doctor.core.text import printable
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._running import running_groups
-from gputop_doctor.rules._window import per_snapshot
+from gputop_doctor.rules._window import per_snapshot, shared_by_windows
 
 _Ranked = TypeVar("_Ranked", OutsideProcess, OutsideJob)
 _Key = TypeVar("_Key", int, str)
@@ -45,9 +45,14 @@ def window_delay(win: Window, who: str, counts: Callable[[ProcSample], bool]) ->
     """``measures.delay_ratio`` of the samples of the window's processes that ``counts`` (named
     ``who``, which names the view), from their run and wait times kept in step with the window:
     64 processes x every tick of the window, each tick, were most of the CPU rules' cost. The
-    same times summed in the same order, so the same ratio."""
+    same times summed in the same order, so the same ratio. A tick's times are gathered once
+    for every window that asks (the CPU rules judge two or three lengths)."""
+    key = ("run and wait", who)
     times = running_groups(
-        win, ("run and wait", who), lambda snap: _run_wait(snap, counts), reads_processes=True
+        win,
+        key,
+        lambda snap: shared_by_windows(key, snap, lambda s: tuple(_run_wait(s, counts))),
+        reads_processes=True,
     )
     run = sum(chain.from_iterable(times.get(_RUN, ())))
     return measures.wait_share(run, sum(chain.from_iterable(times.get(_WAIT, ()))))
@@ -120,7 +125,19 @@ def _mean_cgroup(win: Window, resource: str) -> float | None:
 
 
 def outside_cpus(win: Window) -> float | None:
-    return _stats.mean([v for v in (s.outside_cpus for s in win) if v is not None])
+    """CPUs used outside the job, mean per tick over the window, from the ticks' readings kept
+    in step with it (each tick's worked out once, not on every tick it stays)."""
+    readings = running_groups(win, "outside cpus", _outside_cpus)
+    return _stats.mean(readings.get(_OUTSIDE, ()))
+
+
+_OUTSIDE = "outside"
+
+
+def _outside_cpus(snap: Snapshot) -> Iterator[tuple[str, float]]:
+    value = snap.outside_cpus
+    if value is not None:
+        yield _OUTSIDE, value
 
 
 def outside_ranked(win: Window, count: int = 3) -> tuple[OutsideProcess, ...]:

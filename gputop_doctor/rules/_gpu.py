@@ -66,7 +66,13 @@ def is_busy(gpu: GpuSample, busy_util_pct: float) -> bool:
 
 
 def gpu_pids(gpu: GpuSample) -> tuple[int, ...]:
-    return tuple(p.pid for p in gpu.processes if p.kind != "graphics")
+    """The PIDs of ``gpu``'s compute processes. Asked tens of times a tick (every rule about a
+    job's GPUs), so the usual one process per GPU (a rank) is answered without a generator."""
+    procs = gpu.processes
+    if len(procs) == 1:
+        only = procs[0]
+        return () if only.kind == "graphics" else (only.pid,)
+    return tuple(p.pid for p in procs if p.kind != "graphics")
 
 
 def job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:

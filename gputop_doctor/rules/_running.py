@@ -105,8 +105,8 @@ class _Groups(Generic[T]):
             if self.order is None:
                 self.order = sorted(self.values)  # type: ignore[type-var]
             order = self.order
-        values = self.values
-        return MappingProxyType({group: tuple(values[group]) for group in order})
+        columns = map(tuple, map(self.values.__getitem__, order))  # copied in C
+        return MappingProxyType(dict(zip(order, columns, strict=True)))
 
 
 def running_groups(

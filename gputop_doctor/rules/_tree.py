@@ -39,6 +39,21 @@ def children_map(processes: Iterable[ProcSample]) -> dict[int, list[int]]:
     return children
 
 
+def children_of(snap: Snapshot) -> Mapping[int, Sequence[int]]:
+    """:func:`children_map` of a snapshot's processes, built once for the tick's rules (the
+    rules that walk the latest tree each ask it of the same snapshot)."""
+    return _CHILDREN(snap)
+
+
+def _children(snap: Snapshot) -> Mapping[int, Sequence[int]]:
+    return MappingProxyType(
+        {ppid: tuple(pids) for ppid, pids in children_map(snap.processes).items()}
+    )
+
+
+_CHILDREN = OfRecent(_children)
+
+
 def descendants(
     processes: Iterable[ProcSample],
     roots: Iterable[int],

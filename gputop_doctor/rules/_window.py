@@ -109,6 +109,32 @@ class OfRecent(Generic[T]):
         return value
 
 
+class SharedByWindows:
+    """``derive(snap)`` for a view that several window lengths keep (each length its own, see
+    ``_running``): every one of them adds the same new snapshot in a tick, so the last
+    snapshot's value is kept, by key, for the others. Only the latest snapshot's value is
+    held per key (nothing of the older ones, unlike ``per_snapshot``); a swapped tuple, so
+    two engines' threads each get a right answer (at worst derived again)."""
+
+    _MAX_KEYS = 64  # keys are few (the view names); the bound is for tests' many thresholds
+
+    def __init__(self) -> None:
+        self._latest: dict[Hashable, tuple[Snapshot, object]] = {}
+
+    def __call__(self, key: Hashable, snap: Snapshot, derive: Callable[[Snapshot], T]) -> T:
+        held = self._latest.get(key)
+        if held is not None and held[0] is snap:
+            return held[1]  # type: ignore[return-value]
+        value = derive(snap)
+        self._latest[key] = (snap, value)
+        while len(self._latest) > self._MAX_KEYS:
+            del self._latest[next(iter(self._latest))]
+        return value
+
+
+shared_by_windows = SharedByWindows()
+
+
 def window(history: History, seconds: float) -> Window:
     return history.window(seconds)
 

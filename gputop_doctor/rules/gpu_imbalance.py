@@ -63,6 +63,10 @@ def _laggards(
         avg = _stats.mean(utils.get(index, ()))
         if avg is not None and (not working_only or avg >= t.working_util_pct):
             means[index] = avg
+    if not means or min(means.values()) > max(means.values()) - t.gap_pct:
+        # No GPU is ``gap_pct`` under the busiest, so none is under its peers' median (at
+        # most the busiest): the usual balanced job, told without a median per GPU.
+        return []
     out = []
     for index, avg in means.items():
         peers = [m for i, m in means.items() if i != index]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 from gputop_doctor.config.thresholds import StarvationThresholds
 from gputop_doctor.core import measures
@@ -26,7 +27,7 @@ from gputop_doctor.rules._pid_stats import NO_STATS, PidStats, pid_stats
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import (
     PIN_THREAD,
-    children_map,
+    children_of,
     cpu_budget,
     descendants,
     has_thread,
@@ -34,10 +35,12 @@ from gputop_doctor.rules._tree import (
     process_of,
 )
 from gputop_doctor.rules._window import (
+    OfRecent,
     enough_span,
     gpu_columns,
     per_snapshot,
     proc_columns,
+    shared_by_windows,
     window,
 )
 from gputop_doctor.rules.dataloader_config import knob_fix, slow_knobs
@@ -63,7 +66,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     previous = win.snapshots[-2]
     utils = tick_utils(win, t)
     for index, series in gpu_columns(win).items():
-        live_series = (live(series), utils.get(index, ()))
+        live_series = (_Live(series), utils.get(index, ()))
         finding = _check_gpu(index, live_series, (previous, latest), history, causes, ctx, t)
         if finding is not None:
             out.append(finding)
@@ -81,7 +84,7 @@ class _Causes:
         self._cpus = cpus
         self._t = t
         self._stats: dict[int, PidStats] | None = None
-        self._children: dict[int, list[int]] = {}
+        self._children: Mapping[int, Sequence[int]] = {}
         self._by_pid: dict[int, ProcSample] = {}
         self._hungry = 0.0
         self._outside: float | None = None
@@ -95,7 +98,7 @@ class _Causes:
             win = window(self._history, self._t.cause_window_s)
             cols = proc_columns(win)
             self._stats = {pid: pid_stats(samples) for pid, samples in cols.items()}
-            self._children = children_map(self._latest.processes)
+            self._children = children_of(self._latest)
             self._by_pid = {p.pid: p for p in self._latest.processes}
             # Every process competing for the CPUs, other GPU jobs too, over the window.
             self._hungry = _stats.mean(_hungry_per_tick(win)) or 0.0
@@ -146,9 +149,26 @@ class _Causes:
         return len(born), max(len(t) for t in ticks)
 
 
+class _Live:
+    """A GPU's live samples over the window, listed only when a gate needs them all: a fed
+    GPU is cleared by its last samples alone (8 GPUs' windows copied every tick otherwise)."""
+
+    def __init__(self, samples: Sequence[GpuSample]) -> None:
+        self._samples = samples
+        self._live: list[GpuSample] | None = None
+
+    def last(self) -> GpuSample | None:
+        return next((g for g in reversed(self._samples) if not g.lost), None)
+
+    def all(self) -> list[GpuSample]:
+        if self._live is None:
+            self._live = live(self._samples)
+        return self._live
+
+
 def _check_gpu(
     index: int,
-    live_series: tuple[Sequence[GpuSample], Sequence[TickUtil]],
+    live_series: tuple[_Live, Sequence[TickUtil]],
     last_two: tuple[Snapshot, Snapshot],
     history: History,
     causes: _Causes,
@@ -160,20 +180,25 @@ def _check_gpu(
 
     Each gate below is one question; the first that says no ends the check. ``live_series``:
     the GPU's live samples over the window, and the same as :class:`TickUtil`."""
-    series, ticks = live_series
+    window_live, ticks = live_series
     latest = last_two[1]
-    if not series or series[-1] is not _latest_gpu(latest, index):
+    last = window_live.last()
+    if last is None or last is not _latest_gpu(latest, index):
         return None  # the GPU is gone or lost now
-    owners = gpu_pids(series[-1])
+    owners = gpu_pids(last)
     if not owners:
         return None
     proof = _Proof.of(last_two, owners, t)
     if proof.fed:
         return None  # measured: the loop does not wait for data; its own speed is not this
+    fed = fed_now(ticks, latest.interval_s, t)
+    if fed and not proof.now:
+        return None  # the last seconds are busy: fed now, whatever the window's mean holds
+    series: Sequence[GpuSample] = window_live.all()
     if _clearly_fed(series, t) and not proof.now:
         return None
-    if fed_now(ticks, latest.interval_s, t) and not (proof.now and _busy_enough(series, t)):
-        return None  # the last seconds are busy: fed now, whatever the window's mean holds
+    if fed and not (proof.now and _busy_enough(series, t)):
+        return None
     series, span_s = _judged(history, index, owners, series, t)
     samples = util_values(series)
     if len(samples) < 3:
@@ -211,9 +236,22 @@ class _Proof:
     def of(
         cls, last_two: tuple[Snapshot, Snapshot], owners: Sequence[int], t: StarvationThresholds
     ) -> _Proof:
+        if not _ANY_PROBE(last_two[1]):
+            return _NO_PROOF  # no process runs the probe: nothing measured, nothing proven
         now = _probe_proves(last_two[1], owners, t)
         fed = _probe_fed(last_two[1], owners, t) and _probe_fed(last_two[0], owners, t)
         return cls(now, now and _probe_proves(last_two[0], owners, t), fed)
+
+
+_NO_PROOF = _Proof(now=False, twice=False, fed=False)
+
+
+def _any_probe(snap: Snapshot) -> bool:
+    return any(p.probe is not None for p in snap.processes)
+
+
+# Whether any process of the tick runs the probe, asked once per tick for every GPU.
+_ANY_PROBE = OfRecent(_any_probe)
 
 
 def _starved_figures(
@@ -329,9 +367,11 @@ class TickUtil:
 
 def tick_utils(win: Window, t: StarvationThresholds) -> Mapping[int, tuple[TickUtil, ...]]:
     """Each GPU's live samples over the window as :class:`TickUtil`, kept in step with it:
-    position for position the samples of ``live(gpu_columns(win)[index])``."""
+    position for position the samples of ``live(gpu_columns(win)[index])``. A tick's are
+    judged once for both windows that ask (this rule's and the headline's)."""
+    key = ("tick utils", t.mean_util_pct, t.idle_util_pct)
     return running_groups(  # type: ignore[return-value]
-        win, ("tick utils", t.mean_util_pct, t.idle_util_pct), lambda snap: _tick_utils(snap, t)
+        win, key, lambda snap: shared_by_windows(key, snap, lambda s: tuple(_tick_utils(s, t)))
     )
 
 
@@ -348,11 +388,18 @@ def fed_now(ticks: Sequence[TickUtil], interval_s: float, t: StarvationThreshold
 
 
 def fed_run(ticks: Sequence[TickUtil]) -> Sequence[TickUtil]:
-    """The trailing ticks of ``ticks`` that were all busy (see :func:`fed_now`)."""
-    start = len(ticks)
-    while start > 0 and ticks[start - 1].busy:
-        start -= 1
-    return ticks[start:]
+    """The trailing ticks of ``ticks`` that were all busy (see :func:`fed_now`): from the
+    last tick that was not, found by a search in C (a fed GPU's run is the whole window, 60
+    ticks of each GPU walked one by one every tick otherwise)."""
+    busy = list(map(_BUSY, ticks))
+    busy.reverse()
+    try:
+        return ticks[len(ticks) - busy.index(False) :]
+    except ValueError:
+        return ticks[:]
+
+
+_BUSY = attrgetter("busy")
 
 
 def _busy_tick(gpu: GpuSample, t: StarvationThresholds) -> bool:
@@ -464,11 +511,14 @@ def _clearly_fed(series: Sequence[GpuSample], t: StarvationThresholds) -> bool:
 
     Reading the tick means and minimums avoids touching every sub-second sample of a busy GPU.
     """
-    means = [g.util_pct for g in series if g.util_pct is not None]
-    lows = [g.util_min_pct for g in series if g.util_min_pct is not None]
-    if len(means) != len(series) or len(lows) != len(series):
+    means = list(map(_UTIL, series))
+    lows = list(map(_UTIL_MIN, series))
+    if None in means or None in lows:
         return False
     return min(lows) > t.idle_util_pct and sum(means) / len(means) >= t.mean_util_pct
+
+
+_UTIL, _UTIL_MIN = attrgetter("util_pct"), attrgetter("util_min_pct")
 
 
 def _latest_gpu(snap: Snapshot, index: int) -> GpuSample | None:

@@ -85,11 +85,16 @@ def _job_samples(
     st = ctx.settings.rules.gpu_starvation
     t = ctx.settings.rules.headline
     utils = tick_utils(win, st)
+    arrived = _owners_at_start(window(history, t.window_s + st.startup_grace_s))
     out: list[float] = []
     starting = 0
     for g in gpus:
         ticks: Sequence[TickUtil] = utils.get(g.index, ())
-        judged, _ = judged_series(history, t.window_s, g.index, gpu_pids(g), st)
+        owners = gpu_pids(g)
+        if arrived.get(g.index, frozenset()).isdisjoint(owners):
+            judged, _ = judged_series(history, t.window_s, g.index, owners, st)
+        else:
+            judged = None  # its owners were on it at the start: the whole window counts
         if judged is not None:
             if not judged:
                 starting += 1
@@ -99,6 +104,18 @@ def _job_samples(
             ticks = fed_run(ticks)
         out.extend(chain.from_iterable(map(_READINGS, ticks)))
     return None if starting and starting == len(gpus) else out
+
+
+def _owners_at_start(longer: Window) -> dict[int, frozenset[int]]:
+    """The processes on each GPU live at the first tick of ``longer`` (the window
+    ``judged_series`` looks back over). A GPU whose owners are among them counts its whole
+    window (``judged_since`` says so from that tick alone, the common case): asked once for
+    every GPU instead of a walk per GPU every tick."""
+    first = longer.snapshots[0] if longer.snapshots else None
+    if first is None:
+        return {}
+    # The first live sample of each index, as ``judged_since`` picks it.
+    return {g.index: frozenset(gpu_pids(g)) for g in reversed(first.gpus) if not g.lost}
 
 
 @dataclass(frozen=True, slots=True)

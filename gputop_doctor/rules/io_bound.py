@@ -12,7 +12,7 @@ Host-wide PSI io alone mixes in every neighbour's writes (a backup, a ``dd``): t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from gputop_doctor.config.thresholds import IoBoundThresholds
 from gputop_doctor.core import measures
@@ -37,16 +37,20 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         return []
     if not job_gpus(latest):
         return []  # about feeding GPUs: no GPU job, nothing to feed
-    pids, who = _job_pids(latest)
-    d_fraction, samples = job_d_fraction(history, pids, t.d_window_s)
+    job, d_fraction = None, 0.0
+    if _seen_in_d(window(history, t.d_window_s)):  # else no sample of anyone's was in D
+        job = _job_pids(latest)
+        d_fraction = job_d_fraction(history, job[0], t.d_window_s)
     some = _blame.cgroup_io_pct(win)  # the job's own cgroup; host PSI can't tell whose
+    if d_fraction < t.d_fraction and (some or 0.0) < t.psi_io_some_pct:
+        return []
+    pids, who = job or _job_pids(latest)
+    if _gpus_saturated(win, latest, t):
+        return []
     full = _stats.mean(
         [f for s in win if s.host.psi_io is not None and (f := s.host.psi_io.full_avg10)]
     )
-    if d_fraction < t.d_fraction and (some or 0.0) < t.psi_io_some_pct:
-        return []
-    if _gpus_saturated(win, latest, t):
-        return []
+    samples = job_samples(history, pids, t.d_window_s)
     severity = Severity.CRITICAL if (full or 0.0) >= t.psi_io_full_pct else Severity.WARN
     title = "Input waits on storage:"
     parts = []
@@ -72,17 +76,41 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     ]
 
 
-def job_d_fraction(history: History, pids: list[int], seconds: float) -> tuple[float, int]:
-    """Share of the samples of ``pids`` in D state over the last ``seconds``, and their count.
+def job_d_fraction(history: History, pids: list[int], seconds: float) -> float:
+    """Share of the samples of ``pids`` in D state over the last ``seconds`` (0 without any).
 
-    Read from each process's in-D flags, kept in step with the window (each sample judged
-    once, not on every tick it stays in the window)."""
-    flags = running_groups(window(history, seconds), "in D", _d_flags, reads_processes=True)
-    per_pid = [flags.get(pid, ()) for pid in pids]
+    Most windows hold no sample in D at all: the processes seen in D are kept in step with
+    the window, and only when one of ``pids`` is among them are their in-D flags counted
+    (each sample judged once, not on every tick it stays in the window)."""
+    win = window(history, seconds)
+    if _seen_in_d(win).keys().isdisjoint(pids):
+        return 0.0
+    per_pid = _flags(win, pids)
     samples = sum(map(len, per_pid))
     if not samples:
-        return 0.0, 0
-    return sum(f.count(True) for f in per_pid) / samples, samples
+        return 0.0
+    return sum(f.count(True) for f in per_pid) / samples
+
+
+def job_samples(history: History, pids: list[int], seconds: float) -> int:
+    """How many samples of ``pids`` the last ``seconds`` hold (what :func:`job_d_fraction`
+    is a share of)."""
+    return sum(map(len, _flags(window(history, seconds), pids)))
+
+
+def _seen_in_d(win: Window) -> Mapping[int, tuple[bool, ...]]:
+    """The processes the window saw in D state, each with one flag per sample in D."""
+    seen = running_groups(win, "seen in D", _d_samples, reads_processes=True)
+    return seen  # type: ignore[return-value]
+
+
+def _flags(win: Window, pids: list[int]) -> list[tuple[bool, ...]]:
+    flags = running_groups(win, "in D", _d_flags, reads_processes=True)
+    return [flags.get(pid, ()) for pid in pids]
+
+
+def _d_samples(snap: Snapshot) -> Iterator[tuple[int, bool]]:
+    return ((proc.pid, True) for proc in snap.processes if _in_d(proc))
 
 
 def _d_flags(snap: Snapshot) -> Iterator[tuple[int, bool]]:

@@ -42,7 +42,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         return []  # nobody outside the job seen waiting: it may be the job's own I/O
     bound = ctx.settings.rules.io_bound
     tree = sorted(measures.tree_pids(latest.processes))
-    d_fraction, _ = job_d_fraction(history, tree, bound.d_window_s)
+    d_fraction = job_d_fraction(history, tree, bound.d_window_s)
     if d_fraction >= bound.d_fraction:
         return []  # the job's own processes wait: io-bound's business, not a neighbour's
     cgroup = _blame.cgroup_io_pct(win)

@@ -27,13 +27,13 @@ from gputop_doctor.config.thresholds import NumaThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.health import NumaNode, Topology, node_of_cpu, parse_cpu_list
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
+from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot, SystemInfo
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.text import pct
-from gputop_doctor.core.topology_check import seen_gpus, trusted_topology
+from gputop_doctor.core.topology_check import host_topology, seen_gpus, trusted_topology
 from gputop_doctor.rules._gpu import gpu_pids
 from gputop_doctor.rules._running import running_groups
-from gputop_doctor.rules._tree import children_map, descendants
+from gputop_doctor.rules._tree import children_of, descendants
 from gputop_doctor.rules._window import window
 
 RULE_ID = "numa-mismatch"
@@ -55,7 +55,12 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     snap = win.latest
     if snap is None:
         return []
-    children = children_map(snap.processes)
+    busy_cpus: Mapping[int, tuple[int, ...]] = running_groups(  # type: ignore[assignment]
+        win, (RULE_ID, t.min_cpu_pct), lambda s: _busy_cpus(s, t), reads_processes=True
+    )
+    if not _any_drift(busy_cpus, t) and _free_to_run_anywhere(snap, ctx.system):
+        return []  # no process could be judged misplaced, whatever GPU it feeds
+    children = children_of(snap)
     by_pid = {p.pid: p for p in snap.processes}
     seen = seen_gpus(snap.gpus)
     out = []
@@ -66,19 +71,58 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
         if topo is None or not near or not ranks:
             continue
         members = descendants(snap.processes, ranks, children)
-        busy_cpus = running_groups(
-            win, (RULE_ID, t.min_cpu_pct), lambda s: _busy_cpus(s, t), reads_processes=True
-        )
         # Every member is a process of the latest tick (the ranks' tree in it), so its latest
         # sample is the newest of its samples in the window.
         misplaced = [
             m
-            for pid in sorted(members)
+            for pid in _suspects(members, by_pid, busy_cpus, near, t)
             if (m := _judge(by_pid[pid], busy_cpus.get(pid, ()), near, by_pid, t)) is not None
         ]
         if misplaced:
             out.append(_finding(gpu, topo, near, misplaced, ranks, ctx.system.numa_nodes))
     return out
+
+
+def _any_drift(busy_cpus: Mapping[int, Sequence[int]], t: NumaThresholds) -> bool:
+    """Some process was busy on ``min_ticks`` ticks of the window: enough to judge where it
+    ran (fewer, and :func:`_judge` clears it unless its CPUs are pinned away)."""
+    return any(len(cpus) >= t.min_ticks for cpus in busy_cpus.values())
+
+
+def _free_to_run_anywhere(snap: Snapshot, system: SystemInfo) -> bool:
+    """Every process of the tick may run on every CPU of the host (or its CPUs are unknown),
+    so none is pinned away from any GPU: a GPU's CPUs, as the rule trusts them, are the
+    host's (see :func:`_near_cpus`). The common case, told from the tick's few distinct CPU
+    lists without walking each GPU's tree every tick."""
+    host = host_topology(system.cpus, system.numa_nodes).cpus
+    if not host:
+        return False
+    lists = {p.allowed_cpus for p in snap.processes}
+    return all(host <= allowed for text in lists if (allowed := parse_cpu_list(text)))
+
+
+def _suspects(
+    members: set[int],
+    by_pid: Mapping[int, ProcSample],
+    busy_cpus: Mapping[int, Sequence[int]],
+    near: frozenset[int],
+    t: NumaThresholds,
+) -> list[int]:
+    """The members :func:`_judge` could find misplaced, in PID order: those allowed only CPUs
+    away from the GPU, and those with ``min_ticks`` busy ticks. Every other member it clears
+    on sight, and judging each of a 64-process tree's members for every GPU every tick was
+    most of the rule's cost; a tree has few distinct CPU lists and few busy processes."""
+    allowed = {by_pid[pid].allowed_cpus for pid in members}
+    far = {text for text in allowed if _pinned_away(text, near)}
+    pinned = [pid for pid in members if by_pid[pid].allowed_cpus in far] if far else []
+    busy = [pid for pid, cpus in busy_cpus.items() if len(cpus) >= t.min_ticks and pid in members]
+    return sorted({*pinned, *busy})
+
+
+def _pinned_away(allowed_cpus: str | None, near: frozenset[int]) -> bool:
+    """An allowed-CPU list that holds none of the GPU's CPUs (an unreadable one says nothing)."""
+    allowed = parse_cpu_list(allowed_cpus)
+    return bool(allowed) and not allowed & near
 
 
 def _near_cpus(topo: Topology | None, nodes: tuple[NumaNode, ...]) -> frozenset[int]:
@@ -107,8 +151,8 @@ def _judge(
     t: NumaThresholds,
 ) -> Misplaced | None:
     """``last``, a process's latest sample, and the CPUs it last ran on at its busy ticks."""
-    allowed = parse_cpu_list(last.allowed_cpus)
-    if allowed and not allowed & near:
+    if _pinned_away(last.allowed_cpus, near):
+        allowed = parse_cpu_list(last.allowed_cpus)
         return Misplaced(last, True, _narrowed(last, allowed, by_pid), 1.0)
     if len(busy) < t.min_ticks:
         return None

@@ -39,7 +39,7 @@ CORETYPE_ISA: dict[str, int] = {
 
 def cpu_isa(flags: Iterable[str]) -> int | None:
     """The widest vector ISA the CPU flags show; None when the flags are unknown."""
-    present = set(flags)
+    present = flags if isinstance(flags, (set, frozenset)) else set(flags)
     if not present:
         return None
     for level, flag in ((3, "avx512f"), (2, "avx2"), (1, "avx")):
@@ -54,8 +54,12 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     cpu = cpu_isa(ctx.system.cpu_flags)
     if latest is None or cpu is None:
         return []
+    # The variable is rarely set: the processes that set it, found without a call each.
+    candidates = [p for p in latest.processes if p.env is not None and p.env.openblas_coretype]
+    if not candidates:
+        return []
     hits = sorted(
-        (p for p in latest.processes if _forced_level(p) is not None),
+        (p for p in candidates if _forced_level(p) is not None),
         key=lambda p: (p.depth, p.pid),
     )
     hits = [p for p in hits if cpu - (_forced_level(p) or 0) >= t.min_isa_gap]

@@ -26,7 +26,7 @@ from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules._gpu import is_busy
 from gputop_doctor.rules._running import running_groups
-from gputop_doctor.rules._window import gpu_columns, window
+from gputop_doctor.rules._window import gpu_columns, per_snapshot, window
 
 RULE_ID = "thermal-throttle"
 
@@ -129,28 +129,39 @@ def _counter_fraction(win: Window, index: int, recent_n: int) -> float | None:
     snaps = win.snapshots
     if len(snaps) < 2:
         return None
-    last = _point(snaps[-1], index)
-    whole = _rate(_point(snaps[0], index), last)
-    if whole is None:
-        return None
-    recent = _rate(_point(snaps[max(0, len(snaps) - 1 - recent_n)], index), last)
+    last = _point(win, snaps[-1], index)
+    whole = _rate(_point(win, snaps[0], index), last)
+    if not whole:
+        return whole  # None, or no time in slowdown over the window (so none recently)
+    recent = _rate(_point(win, snaps[max(0, len(snaps) - 1 - recent_n)], index), last)
     return whole if recent else 0.0
 
 
-def _point(snap: Snapshot, index: int) -> tuple[float, tuple[int, int]] | None:
-    """The tick's time and the GPU's cumulative software and hardware thermal counters."""
+_Point = tuple[float, tuple[int, int]]
+
+
+def _point(win: Window, snap: Snapshot, index: int) -> _Point | None:
+    """The tick's time and GPU ``index``'s cumulative software and hardware thermal counters,
+    from a map of the tick's GPUs made once while the tick is in the history (each GPU asks
+    three ticks every tick)."""
+    return per_snapshot(win, "thermal counters", snap, _points).get(index)
+
+
+def _points(snap: Snapshot) -> dict[int, _Point | None]:
+    """Each GPU's counters at ``snap``: the first sample of an index that has counters."""
+    points: dict[int, _Point | None] = {}
     for gpu in snap.gpus:
-        if gpu.index == index and gpu.throttle is not None:
-            c = gpu.throttle
-            if c.sw_thermal_ns is None and c.hw_thermal_ns is None:
-                return None
-            return snap.time, (c.sw_thermal_ns or 0, c.hw_thermal_ns or 0)
-    return None
+        c = gpu.throttle
+        if c is None or gpu.index in points:
+            continue
+        if c.sw_thermal_ns is None and c.hw_thermal_ns is None:
+            points[gpu.index] = None
+        else:
+            points[gpu.index] = snap.time, (c.sw_thermal_ns or 0, c.hw_thermal_ns or 0)
+    return points
 
 
-def _rate(
-    a: tuple[float, tuple[int, int]] | None, b: tuple[float, tuple[int, int]] | None
-) -> float | None:
+def _rate(a: _Point | None, b: _Point | None) -> float | None:
     """The share of wall time between two readings in thermal slowdown, 0 to 1.
 
     The software and hardware thermal reasons run at the same time (a card at its hardware

@@ -11,16 +11,17 @@ threads than CPUs, real waiting, and at least one process running a multi-thread
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config.thresholds import OversubscriptionThresholds
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
-from gputop_doctor.core.model import ProcSample
+from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.text import plural
 from gputop_doctor.rules import _blame, _stats
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import cpu_budget, is_worker
 from gputop_doctor.rules._window import enough_span, proc_columns, window
 
@@ -45,7 +46,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if latest is None or not enough_span(win, t.min_span_s):
         return []
     cpus = cpu_budget(ctx, latest)
-    hungry = _stats.mean(_hungry_per_tick(win))
+    hungry = _stats.mean(hungry_per_tick(win))
     if hungry is None or hungry <= t.hungry_per_cpu * cpus:
         return []
     delay = _window_delay(win)
@@ -75,13 +76,21 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     ]
 
 
-def _hungry_per_tick(win: Window) -> list[float]:
-    out = []
-    for snap in win:
-        counts = [p.hungry_threads for p in snap.processes if p.hungry_threads is not None]
-        if counts:
-            out.append(float(sum(counts)))
-    return out
+def hungry_per_tick(win: Window) -> tuple[float, ...]:
+    """The hungry threads of every watched process at each tick of the window that counted
+    them, kept in step with the window: each tick's total summed once as it enters, not its
+    64 processes again on every tick it stays."""
+    totals = running_groups(win, "hungry threads", _hungry_total, reads_processes=True)
+    return totals.get(_HUNGRY, ())
+
+
+_HUNGRY = "hungry"
+
+
+def _hungry_total(snap: Snapshot) -> Iterator[tuple[str, float]]:
+    counts = [p.hungry_threads for p in snap.processes if p.hungry_threads is not None]
+    if counts:
+        yield _HUNGRY, float(sum(counts))
 
 
 def _window_delay(win: Window) -> float | None:

@@ -99,6 +99,11 @@ IMBALANCE = [
     ("two-gpus", _job(60.0, 92.0), [0]),
     ("all-even", _job(95.0, 94.0, 96.0, 93.0), []),
     ("gap-just-under", _job(95.0, 94.0, 96.0, 72.0), []),
+    # Exactly the gap under the peers' median: found, whether or not the busiest GPU is above
+    # the median (the rule skips the medians only when no GPU is the gap under the busiest).
+    ("gap-exactly", _job(95.0, 95.0, 95.0, 70.0), [3]),
+    ("gap-exactly-below-a-busier-peer", _job(95.0, 95.0, 99.0, 70.0), [3]),
+    ("gap-under-the-busiest-only", _job(80.0, 80.0, 99.0, 74.0), []),
     ("all-slow", _job(30.0, 35.0, 5.0, 32.0), []),  # that's starvation, not imbalance
     ("single-gpu", _job(20.0), []),
 ]

@@ -4,6 +4,9 @@ CPUs 8-15), GPU 0 on node 0 running rank PID 100 with DataLoader workers 101 and
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
+
+import pytest
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Blame
@@ -120,3 +123,28 @@ def test_unknown_placement_is_not_judged() -> None:
 
     assert run(numa_mismatch.RULE, history(case, 10), ctx()) == []
     assert SystemInfo().numa_nodes == ()
+
+
+def test_skipping_free_processes_changes_no_judgement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule skips its per-GPU walk when no process is pinned off any CPU of the host and
+    none was busy long enough to judge where it ran; the walk's own verdict, asked of every
+    placement, is the same (a narrowed set near the GPU, far, one CPU, the whole host)."""
+    placements: list[dict[str, Any]] = [
+        {},
+        {"allowed": "0-3"},
+        {"allowed": "8-15", "rank_cpu": 9, "worker_cpu": 9},
+        {"worker_allowed": "12-13", "worker_cpu": 12},
+        {"rank_cpu": 9, "worker_cpu": 12},
+        {"allowed": "0-15\n"},
+        {"allowed": "x"},
+    ]
+    hosts = (ctx(), ctx(nodes=()), ctx(nodes=(NumaNode(0, "0-7"),)))
+    for ticks in (2, 10):
+        for kwargs in placements:
+            hist = history(lambda k, kw=kwargs: job(**kw), ticks)
+            shortcut = [run(numa_mismatch.RULE, hist, c) for c in hosts]
+            with monkeypatch.context() as patched:
+                patched.setattr(numa_mismatch, "_free_to_run_anywhere", lambda *_: False)
+                walked = [run(numa_mismatch.RULE, hist, c) for c in hosts]
+            assert shortcut == walked, kwargs
+    assert run(numa_mismatch.RULE, history(lambda k: job(allowed="8-15"), 1), ctx())

@@ -8,16 +8,18 @@ from __future__ import annotations
 from gputop_doctor.config import Settings
 from gputop_doctor.core import measures
 from gputop_doctor.core.history import History, Window
-from gputop_doctor.core.model import Snapshot
-from gputop_doctor.rules._blame import window_delay
+from gputop_doctor.core.model import HostSample, Snapshot, TreeTotals
+from gputop_doctor.rules import _stats
+from gputop_doctor.rules._blame import outside_cpus, window_delay
 from gputop_doctor.rules._gpu import live
 from gputop_doctor.rules._window import OfRecent, gpu_columns, proc_columns
 from gputop_doctor.rules.comm_bound import _busy_readings
 from gputop_doctor.rules.cpu_saturation import busy_fractions
 from gputop_doctor.rules.gpu_memory_creep import sampled_window
 from gputop_doctor.rules.gpu_starvation import TickUtil, tick_utils
-from gputop_doctor.rules.io_bound import job_d_fraction
+from gputop_doctor.rules.io_bound import _seen_in_d, job_d_fraction, job_samples
 from gputop_doctor.rules.thermal_throttle import _thermal_flags
+from gputop_doctor.rules.thread_oversubscription import hungry_per_tick
 from tests.builders import bare_gpu, proc
 
 # A clock that steps back once (tick 17), as a wall clock may.
@@ -120,7 +122,11 @@ def busy_snap(k: int) -> Snapshot:
         )
         for pid in pids
     )
-    return Snapshot(time=TIMES[k], tick=k, interval_s=1.0, gpus=gpus, processes=procs)
+    host = HostSample(cpu_pct=float(k * 17 % 100), logical_cpus=8)
+    tree = TreeTotals(len(procs), len(procs), float(k * 29 % 300), 1.0) if k % 6 else None
+    return Snapshot(
+        time=TIMES[k], tick=k, interval_s=1.0, gpus=gpus, processes=procs, host=host, tree=tree
+    )
 
 
 def test_per_sample_views_equal_rebuilt_ones_every_tick() -> None:
@@ -156,11 +162,29 @@ def test_per_sample_views_equal_rebuilt_ones_every_tick() -> None:
                 is not None
             ]
             assert busy_fractions(win, 2.0, True) == busy_fractions(fresh, 2.0, True) == shares
+            hungry = [
+                float(sum(counts))
+                for s in win
+                if (
+                    counts := [
+                        p.hungry_threads for p in s.processes if p.hungry_threads is not None
+                    ]
+                )
+            ]
+            assert list(hungry_per_tick(win)) == list(hungry_per_tick(fresh)) == hungry
+            assert (
+                outside_cpus(win)
+                == outside_cpus(fresh)
+                == _stats.mean([v for s in win if (v := s.outside_cpus) is not None])
+            )
             pids = sorted({p.pid for s in win for p in s.processes})
             d_share = job_d_fraction(history, pids, seconds)
             samples = [s for pid in pids for s in proc_columns(fresh).get(pid, ())]
             in_d = sum(1 for s in samples if s.state == "D")
-            assert d_share == ((in_d / len(samples), len(samples)) if samples else (0.0, 0))
+            assert d_share == (in_d / len(samples) if samples else 0.0)
+            assert job_samples(history, pids, seconds) == len(samples)
+            nobody_in_d = not any(s.state == "D" or s.threads_in_d for s in samples)
+            assert nobody_in_d == (not _seen_in_d(history.window(seconds)))
 
 
 def test_of_recent_derives_once_per_snapshot_it_holds() -> None:
