@@ -92,35 +92,57 @@ def parse_maps(data: bytes, has_static_mkl: Callable[[str], bool] | None = None)
     are one runtime, while numpy's and scipy's OpenBLAS live in different directories and are
     two pools. ``has_static_mkl`` is asked about ``libtorch_cpu*`` libraries.
     """
-    paths: dict[str, None] = {}
-    for raw in _MAPPED_FILE.findall(data):
-        path = raw.decode("utf-8", "surrogateescape")
-        if path.endswith(_DELETED):
-            path = path[: -len(_DELETED)]
-        paths.setdefault(path)
+    paths: dict[str, _MappedPath] = {}
+    for raw in dict.fromkeys(_MAPPED_FILE.findall(data)):
+        mapped = _mapped_path(raw)
+        paths.setdefault(mapped.path, mapped)
     found: dict[tuple[str, str], Runtime] = {}
     has_libtorch = has_nvidia = False
-    for path in paths:
-        if path.startswith("/dev/nvidia"):
+    for path, mapped in paths.items():
+        if mapped.nvidia_device:
             has_nvidia = True
             continue
-        base = os.path.basename(path).lower()
-        if base.startswith("libtorch"):
-            has_libtorch = True
-        hit = classify_library(path)
-        if hit is not None:
-            kind, name = hit
+        has_libtorch = has_libtorch or mapped.libtorch
+        if mapped.runtime is not None:
+            kind, name = mapped.runtime
             key = (name, os.path.dirname(path))
-            if key not in found or (name == "MKL" and base.startswith("libmkl_rt")):
+            if key not in found or (name == "MKL" and mapped.mkl_rt):
                 found[key] = Runtime(kind=kind, name=name, path=path)
-        elif (
-            has_static_mkl is not None
-            and base.startswith(STATIC_MKL_HOSTS)
-            and ".so" in base
-            and has_static_mkl(path)
-        ):
+        elif mapped.static_mkl_host and has_static_mkl is not None and has_static_mkl(path):
             found[("MKL", path)] = Runtime(kind="blas", name="MKL", path=path, static=True)
     return MapsInfo(tuple(found.values()), has_libtorch, has_nvidia)
+
+
+@dataclass(frozen=True, slots=True)
+class _MappedPath:
+    """What a mapped file's path alone says. Worked out once per distinct path: the workers
+    of a training job map the same few hundred libraries (thousands of lines with CUDA),
+    and their maps are read again every 20 s or more."""
+
+    path: str  # decoded, without the kernel's " (deleted)"
+    nvidia_device: bool  # /dev/nvidia*
+    libtorch: bool
+    runtime: tuple[str, str] | None  # (kind, name) of a known runtime library
+    mkl_rt: bool  # MKL's single dynamic library, preferred to name its runtime
+    static_mkl_host: bool  # a library that may carry a static MKL (asked of the file)
+
+
+@lru_cache(maxsize=8192)
+def _mapped_path(raw: bytes) -> _MappedPath:
+    path = raw.decode("utf-8", "surrogateescape")
+    if path.endswith(_DELETED):
+        path = path[: -len(_DELETED)]
+    if path.startswith("/dev/nvidia"):
+        return _MappedPath(path, True, False, None, False, False)
+    base = os.path.basename(path).lower()
+    return _MappedPath(
+        path,
+        nvidia_device=False,
+        libtorch=base.startswith("libtorch"),
+        runtime=classify_library(path),
+        mkl_rt=base.startswith("libmkl_rt"),
+        static_mkl_host=base.startswith(STATIC_MKL_HOSTS) and ".so" in base,
+    )
 
 
 def read_maps(pid: int, proc_root: str = "/proc") -> MapsInfo | None:
