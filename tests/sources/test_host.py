@@ -513,20 +513,24 @@ def test_top_processes_read_every_pid_once_per_cycle(fake: FakeProc) -> None:
     assert len(seen) == 100
 
 
+def counting_ranking(fake: FakeProc, reads: list[int], cycle_s: float) -> TopProcesses:
+    """A host ranking of the fake /proc that notes each PID it reads in ``reads``."""
+
+    def counted(pid: int) -> bytes | None:
+        reads.append(pid)
+        return read_small(f"{fake.root}/{pid}/stat")
+
+    return TopProcesses(PidTable(str(fake.root)), count=3, cycle_s=cycle_s, read=counted)
+
+
 def test_a_hurried_ranking_reads_only_the_pids_it_has_not_measured(fake: FakeProc) -> None:
     """Busy CPU that no long-lived process explains keeps a host in a hurry: each hurry must
     not cost a whole pass, yet a neighbour started since the last listing is named at once."""
     clock = Clock()
     for pid in range(100, 200):
         fake.process(pid, comm=f"p{pid}", ticks=0)
-    table = PidTable(str(fake.root))
     reads: list[int] = []
-
-    def counted(pid: int) -> bytes | None:
-        reads.append(pid)
-        return read_small(f"{fake.root}/{pid}/stat")
-
-    top = TopProcesses(table, count=3, cycle_s=100.0, read=counted)
+    top = counting_ranking(fake, reads, cycle_s=100.0)
     for _ in range(2):  # the two warm-up passes measure every PID
         top.get(clock.now)
         clock.now += 1.0
@@ -550,14 +554,8 @@ def test_kernel_threads_come_round_once_every_few_passes(fake: FakeProc) -> None
         fake.process(pid, comm=f"p{pid}")
     for pid in range(200, 210):
         fake.process(pid, ppid=2, comm=f"kworker/{pid}", kernel_thread=True)
-    table = PidTable(str(fake.root))
     reads: list[int] = []
-
-    def counted(pid: int) -> bytes | None:
-        reads.append(pid)
-        return read_small(f"{fake.root}/{pid}/stat")
-
-    top = TopProcesses(table, count=3, cycle_s=5.0, read=counted)
+    top = counting_ranking(fake, reads, cycle_s=5.0)
     for _ in range(2):  # the two warm-up passes read everything
         top.get(clock.now)
         clock.now += 1.0
