@@ -184,22 +184,23 @@ class History:
     """The producer's bounded record of recent snapshots. Owned by one thread.
 
     Per-process samples are by far the bulkiest part of a snapshot (64 processes x 15 minutes
-    is ~58,000 objects), and no rule looks at processes further back than a minute or two. So
+    is ~58,000 objects), and no rule looks at processes further back than 30 s. So
     only the newest keep their processes (see ``Retention``); older ones are kept without them
     (GPU, host and tree totals stay, which is what the long-window rules read).
 
-    At the engine's default settings (``Retention.for_span`` with ``full_history_s`` 120 s,
+    At the engine's default settings (``core.engine.retention_for``: ``full_history_s`` 120 s,
     ``process_window_s`` 30 s, ``gpu-memory-creep`` sampling every 10 s) and an interval of
     1 s or longer, nothing is ever thinned: the history holds every tick of ``history_s``
     (902 at 1 s) and the newest ``process_history_s`` (182) hold their processes. At 0.1 s it
-    holds every tick of the last 120 s (1,202 snapshots), then at most 782 older ones thinned
-    to one tick in 2, 4 and finally 20 (one per 2 s: every 100th tick, gpu-memory-creep's
-    points, and every tick with an event stay), reaching back 900 s; processes are on every
-    tick of the last 30 s and on one tick per second up to 180 s (452 snapshots). Windows of
-    120 s or less are therefore the same at 0.1 s as before; longer ones (``gpu-idle-memory``'s
-    300 s, ``gpu-xid`` and ``gpu-lost``'s 600 s) see one tick per 2 s beyond the last 120 s,
-    and have no running views there (``Window.thinned``). The count is reached within the
-    first 4 minutes at 0.1 s, and memory with it.
+    holds every tick of the last 120 s (1,202 snapshots) and at most 782 older ones, thinned
+    as they fill to every 2nd, 4th and finally 20th tick (one per 2 s: every 100th tick,
+    gpu-memory-creep's points, among them), plus every tick with an event, reaching back
+    900 s. Processes are on every tick of the last 30 s, then on every 10th tick (one per
+    second) up to 120 s back and every 20th up to 180 s back (422 snapshots). Windows of 120 s
+    or less are therefore every tick, as before; the longer ones (``gpu-idle-memory``'s
+    300 s, ``gpu-xid`` and ``gpu-lost``'s 600 s, ``all()``) hold one tick per 2 s beyond the
+    last 120 s and have no running views (``Window.thinned``). The count peaks at 1,984 after
+    about 200 s of ticks at 0.1 s, and memory with it.
     """
 
     def __init__(self, keep: Retention | int, detail_snapshots: int | None = None) -> None:
@@ -210,11 +211,11 @@ class History:
         self.retention = keep
         # The newest ``keep.full`` snapshots, every tick; serials appended - len .. appended - 1.
         self._recent: deque[Snapshot] = deque()
-        # The older ones kept, oldest first, with their serial numbers and whether they carry
-        # an event (never thinned).
+        # The older ones kept, oldest first, with their serial numbers; those that carry an
+        # event are never thinned (``_pinned``, by serial).
         self._old: deque[Snapshot] = deque()
         self._old_serials: deque[int] = deque()
-        self._old_pinned: deque[bool] = deque()
+        self._pinned: set[int] = set()
         self._stride = 1  # the older part holds ticks whose number is a multiple of this
         self._last_aged: Snapshot | None = None  # the tick before the next one to age
         # Views rules derive from the history (snapshots grouped by GPU, by PID...), shared by
@@ -282,11 +283,6 @@ class History:
         return self.retention.span
 
     @property
-    def old_stride(self) -> int:
-        """The older part holds ticks whose number is a multiple of this (and event ticks)."""
-        return self._stride
-
-    @property
     def latest(self) -> Snapshot | None:
         return self._recent[-1] if self._recent else None
 
@@ -314,7 +310,8 @@ class History:
             return
         self._old.append(snap)
         self._old_serials.append(serial)
-        self._old_pinned.append(pinned)
+        if pinned:
+            self._pinned.add(serial)
         if len(self._old) > self.retention.old_slots:
             self._thin()
 
@@ -323,28 +320,23 @@ class History:
         the oldest first if those alone are too many."""
         while len(self._old) > self.retention.old_slots:
             if self._stride > self.retention.span:  # no stride leaves fewer than the events
-                self._old_serials.popleft()
-                self._old_pinned.popleft()
-                self._forget(self._old.popleft())
+                self._drop_oldest()
                 continue
             self._stride = self.retention.next_stride(self._stride)
-            kept = []
-            for snap, serial, pinned in zip(self._old, self._old_serials, self._old_pinned):
-                if pinned or snap.tick % self._stride == 0:
-                    kept.append((snap, serial, pinned))
+            kept: list[tuple[Snapshot, int]] = []
+            for snap, serial in zip(self._old, self._old_serials, strict=True):
+                if serial in self._pinned or snap.tick % self._stride == 0:
+                    kept.append((snap, serial))
                 else:
                     self._forget(snap)
-            self._old = deque(snap for snap, _, _ in kept)
-            self._old_serials = deque(serial for _, serial, _ in kept)
-            self._old_pinned = deque(pinned for _, _, pinned in kept)
+            self._old = deque(snap for snap, _ in kept)
+            self._old_serials = deque(serial for _, serial in kept)
 
     def _leave_span(self) -> None:
         """Drop the snapshots older than the newest ``span`` ticks."""
         first_kept = self._appended - self.retention.span
         while self._old and self._old_serials[0] < first_kept:
-            self._old_serials.popleft()
-            self._old_pinned.popleft()
-            self._forget(self._old.popleft())
+            self._drop_oldest()
         while len(self._recent) > self.retention.span:
             self._forget(self._recent.popleft())
 
@@ -382,6 +374,10 @@ class History:
         if index < len(self._old_serials) and self._old_serials[index] == serial:
             return self._old, index
         return None
+
+    def _drop_oldest(self) -> None:
+        self._pinned.discard(self._old_serials.popleft())
+        self._forget(self._old.popleft())
 
     def _forget(self, snap: Snapshot) -> None:
         self.derived.pop(id(snap), None)
