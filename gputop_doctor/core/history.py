@@ -111,12 +111,12 @@ class Retention:
     """What a history keeps, counted in snapshots (ticks, in the order they were appended).
 
     The newest ``span`` ticks are covered; older ones leave. The newest ``full`` of them are
-    all kept. Of the older ones at most ``old_slots`` are: when one more would not fit, the
-    older part is thinned to the ticks whose number is a multiple of a larger ``stride``. The
-    stride grows through the divisors of ``anchor`` and then doubles, so every ``anchor``-th
-    tick (one of ``gpu-memory-creep``'s sampled points) stays for as long as the stride divides
-    it. A snapshot that carries an event a long-window rule counts (an Xid; a GPU lost, or back,
-    against the tick before or after it) is never thinned.
+    all kept. Of the older ones at most ``old_slots`` are: every tick until they fill them, then
+    the ticks whose number is a multiple of the stride at which the slots cover the rest of the
+    span (``covering_stride``). Strides grow through the divisors of ``anchor`` and then double,
+    so every ``anchor``-th tick (one of ``gpu-memory-creep``'s sampled points) stays for as
+    long as the stride divides it. A snapshot that carries an event a long-window rule counts
+    (an Xid; a GPU lost, or back, against the tick before or after it) is never thinned.
 
     The newest ``processes`` snapshots keep their per-process samples. Beyond them, up to the
     newest ``sparse_processes``, those of every ``sparse_every``-th tick keep theirs too; all
@@ -172,6 +172,14 @@ class Retention:
         every = max(1, round(COARSE_INTERVAL_S / interval_s))
         return cls(span, full, old_slots, dense, processes, every, anchor)
 
+    def covering_stride(self) -> int:
+        """The first stride of the chain at which the older part's slots hold every tick of
+        it that the rest of the span covers."""
+        stride, older = 1, self.span - self.full
+        while -(-older // stride) > self.old_slots and stride <= self.span:
+            stride = self.next_stride(stride)
+        return stride
+
     def next_stride(self, stride: int) -> int:
         """The older part's next stride: ``stride`` times the smallest prime factor of what is
         left of ``anchor``, then doubled once it is a multiple of ``anchor``."""
@@ -192,15 +200,15 @@ class History:
     ``process_window_s`` 30 s, ``gpu-memory-creep`` sampling every 10 s) and an interval of
     1 s or longer, nothing is ever thinned: the history holds every tick of ``history_s``
     (902 at 1 s) and the newest ``process_history_s`` (182) hold their processes. At 0.1 s it
-    holds every tick of the last 120 s (1,202 snapshots) and at most 782 older ones, thinned
-    as they fill to every 2nd, 4th and finally 20th tick (one per 2 s: every 100th tick,
-    gpu-memory-creep's points, among them), plus every tick with an event, reaching back
-    900 s. Processes are on every tick of the last 30 s, then on every 10th tick (one per
-    second) up to 120 s back and every 20th up to 180 s back (422 snapshots). Windows of 120 s
-    or less are therefore every tick, as before; the longer ones (``gpu-idle-memory``'s
-    300 s, ``gpu-xid`` and ``gpu-lost``'s 600 s, ``all()``) hold one tick per 2 s beyond the
-    last 120 s and have no running views (``Window.thinned``). The count peaks at 1,984 after
-    about 200 s of ticks at 0.1 s, and memory with it.
+    holds every tick of the last 120 s (1,202 snapshots) and older ones: every tick until 782
+    of them fill the older part's slots (78 s more), then every 20th (one per 2 s: every 100th
+    tick, gpu-memory-creep's points, among them) and every tick with an event, reaching back
+    900 s with 390 of them. Processes are on every tick of the last 30 s, then on every 10th
+    tick (one per second) up to 120 s back and every 20th up to 180 s back (422 snapshots).
+    Windows of 120 s or less are therefore every tick, as before; the longer ones
+    (``gpu-idle-memory``'s 300 s, ``gpu-xid`` and ``gpu-lost``'s 600 s, ``all()``) hold one
+    tick per 2 s beyond the last 120 s and have no running views (``Window.thinned``). The count peaks at 1,984 after
+    about 200 s of ticks at 0.1 s, and memory with it; afterwards it stays at 1,592 or less.
     """
 
     def __init__(self, keep: Retention | int, detail_snapshots: int | None = None) -> None:
@@ -316,13 +324,18 @@ class History:
             self._thin()
 
     def _thin(self) -> None:
-        """Keep the older part within its slots: the next stride's ticks and the event ticks;
-        the oldest first if those alone are too many."""
+        """Keep the older part within its slots: at once down to the ticks of the stride that
+        covers the rest of the span, so the count (and memory) peaks when the older part first
+        fills and never again (a step at a time, it would fill its slots again at each stride,
+        each time with other objects); further strides while the event ticks are too many, and
+        the oldest first if those alone are."""
         while len(self._old) > self.retention.old_slots:
             if self._stride > self.retention.span:  # no stride leaves fewer than the events
                 self._drop_oldest()
                 continue
-            self._stride = self.retention.next_stride(self._stride)
+            self._stride = max(
+                self.retention.next_stride(self._stride), self.retention.covering_stride()
+            )
             kept: list[tuple[Snapshot, int]] = []
             for snap, serial in zip(self._old, self._old_serials, strict=True):
                 if serial in self._pinned or snap.tick % self._stride == 0:
