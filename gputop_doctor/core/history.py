@@ -207,8 +207,9 @@ class History:
     tick (one per second) up to 120 s back and every 20th up to 180 s back (422 snapshots).
     Windows of 120 s or less are therefore every tick, as before; the longer ones
     (``gpu-idle-memory``'s 300 s, ``gpu-xid`` and ``gpu-lost``'s 600 s, ``all()``) hold one
-    tick per 2 s beyond the last 120 s and have no running views (``Window.thinned``). The count peaks at 1,984 after
-    about 200 s of ticks at 0.1 s, and memory with it; afterwards it stays at 1,592 or less.
+    tick per 2 s beyond the last 120 s and have no running views (``Window.thinned``). The
+    count peaks at 1,984 after about 200 s of ticks at 0.1 s, and memory with it; afterwards it
+    stays at 1,592 or less.
     """
 
     def __init__(self, keep: Retention | int, detail_snapshots: int | None = None) -> None:
