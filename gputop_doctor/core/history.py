@@ -52,9 +52,10 @@ class Window:
     stride: int = field(default=1, compare=False, hash=False)
     detail_serial: int = field(default=0, compare=False, hash=False)
     running: dict[object, object] | None = field(default=None, compare=False, hash=False)
-    # Some ticks between its first and last snapshot were thinned out of the history: its
-    # positions are not consecutive ticks, so it has no running views (``running`` None).
-    thinned: bool = field(default=False, compare=False, hash=False)
+    # Where the history had thinned the ticks before its newest part: the serial numbers of
+    # the window's snapshots from that older part (its first ones); the rest are consecutive.
+    # Empty for a window of consecutive ticks.
+    older_serials: tuple[int, ...] = field(default=(), compare=False, hash=False)
 
     def __len__(self) -> int:
         return len(self.snapshots)
@@ -65,6 +66,13 @@ class Window:
     @property
     def latest(self) -> Snapshot | None:
         return self.snapshots[-1] if self.snapshots else None
+
+    @property
+    def thinned(self) -> bool:
+        """Some ticks between its first and last snapshot were thinned out of the history:
+        positions are not consecutive ticks (running views join the two parts, see
+        ``rules._running``)."""
+        return bool(self.older_serials)
 
     @property
     def span_s(self) -> float:
@@ -207,7 +215,8 @@ class History:
     tick (one per second) up to 120 s back and every 20th up to 180 s back (422 snapshots).
     Windows of 120 s or less are therefore every tick, as before; the longer ones
     (``gpu-idle-memory``'s 300 s, ``gpu-xid`` and ``gpu-lost``'s 600 s, ``all()``) hold one
-    tick per 2 s beyond the last 120 s and have no running views (``Window.thinned``). The
+    tick per 2 s beyond the last 120 s (``Window.thinned``: their running views are kept in
+    two parts, see ``rules._running``). The
     count peaks at 1,984 after about 200 s of ticks at 0.1 s, and memory with it; afterwards it
     stays at 1,592 or less.
     """
@@ -421,12 +430,13 @@ class History:
 
     def _view(self, start: int, seconds: float | None) -> Window:
         in_old = len(self._old)
-        thinned = False
+        older: tuple[int, ...] = ()
         if start >= in_old:
             snapshots = tuple(islice(self._recent, start - in_old, None))
         else:
             snapshots = tuple(islice(self._old, start, None)) + tuple(self._recent)
-            thinned = self._appended - self._old_serials[start] != len(snapshots)
+            if self._appended - self._old_serials[start] != len(snapshots):
+                older = tuple(islice(self._old_serials, start, None))
         return Window(
             snapshots,
             self.memo,
@@ -434,8 +444,8 @@ class History:
             serial=self._appended - 1,
             seconds=seconds,
             detail_serial=self._detail_serial,
-            running=None if thinned else self.running,
-            thinned=thinned,
+            running=self.running,
+            older_serials=older,
         )
 
 
