@@ -145,3 +145,51 @@ def test_at_one_second_it_is_the_plain_ring() -> None:
                 win = hist.window(seconds)
                 assert win.snapshots == whole.snapshots[-len(win) :]
                 assert not win.thinned
+
+
+# The windows that reach past the newest part (thinned below 1 s intervals), and why that is
+# fine: events are pinned, creep points are anchors, idle memory is documented as thinned.
+LONG_WINDOWS = {
+    ("gpu_memory_creep", "window_s"),
+    ("gpu_idle_memory", "window_s"),
+    ("gpu_xid", "event_window_s"),
+    ("gpu_lost", "event_window_s"),
+}
+# The windows rules read processes over (``proc_columns``, views that read processes, and
+# per-snapshot process figures): kept on every tick for ``process_window_s``.
+PROCESS_WINDOWS = {
+    ("gpu_starvation", "cause_window_s"),
+    ("io_bound", "d_window_s"),
+    ("cpu_contention", "window_s"),
+    ("cpu_saturation", "window_s"),
+    ("thread_oversubscription", "window_s"),
+    ("dataloader_config", "window_s"),
+    ("blas_openblas_on_intel", "window_s"),
+    ("gpu_unused", "window_s"),
+    ("numa_mismatch", "window_s"),
+}
+
+
+def test_rule_windows_fit_the_parts_kept_whole() -> None:
+    """A rule that reads a longer window tick by tick must be added to LONG_WINDOWS (and the
+    memory section of docs/architecture.md) or the settings' ``full_history_s`` raised."""
+    settings = Settings()
+    rules = settings.rules
+    windows = {
+        (rule, name): value
+        for rule in rules.__dataclass_fields__
+        for name, value in vars_of(getattr(rules, rule)).items()
+        if name.endswith("window_s")
+    }
+    assert set(LONG_WINDOWS) | set(PROCESS_WINDOWS) <= set(windows)
+    for where, seconds in windows.items():
+        if where not in LONG_WINDOWS:
+            assert seconds <= settings.full_history_s, where
+    starvation = rules.gpu_starvation
+    assert starvation.window_s + starvation.startup_grace_s <= settings.full_history_s
+    for where in PROCESS_WINDOWS:
+        assert windows[where] <= settings.process_window_s, where
+
+
+def vars_of(thresholds: object) -> dict[str, object]:
+    return {name: getattr(thresholds, name) for name in thresholds.__dataclass_fields__}  # type: ignore[attr-defined]
