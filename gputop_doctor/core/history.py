@@ -334,26 +334,33 @@ class History:
             self._thin()
 
     def _thin(self) -> None:
-        """Keep the older part within its slots: at once down to the ticks of the stride that
-        covers the rest of the span, so the count (and memory) peaks when the older part first
-        fills and never again (a step at a time, it would fill its slots again at each stride,
-        each time with other objects); further strides while the event ticks are too many, and
-        the oldest first if those alone are."""
+        """Keep the older part within its slots, one tick out for each tick in: from now on it
+        takes only the ticks of the stride that covers the rest of the span, and for each one
+        it takes, the oldest tick not of that stride (nor an event tick) leaves. So the count
+        peaks when the older part first fills and never grows again, and what is freed is
+        replaced one for one: thinned all at once, the count would grow back for the rest of the
+        span with objects allocated anew, after the memory of the thinned ones went back to
+        the system. Further strides while event ticks alone fill the slots, then the oldest."""
+        self._stride = max(self._stride, self.retention.covering_stride())
         while len(self._old) > self.retention.old_slots:
-            if self._stride > self.retention.span:  # no stride leaves fewer than the events
-                self._drop_oldest()
-                continue
-            self._stride = max(
-                self.retention.next_stride(self._stride), self.retention.covering_stride()
+            index = next(
+                (
+                    i
+                    for i, (snap, serial) in enumerate(
+                        zip(self._old, self._old_serials, strict=True)
+                    )
+                    if snap.tick % self._stride and serial not in self._pinned
+                ),
+                None,
             )
-            kept: list[tuple[Snapshot, int]] = []
-            for snap, serial in zip(self._old, self._old_serials, strict=True):
-                if serial in self._pinned or snap.tick % self._stride == 0:
-                    kept.append((snap, serial))
-                else:
-                    self._forget(snap)
-            self._old = deque(snap for snap, _ in kept)
-            self._old_serials = deque(serial for _, serial in kept)
+            if index is not None:
+                self._forget(self._old[index])
+                del self._old[index]
+                del self._old_serials[index]
+            elif self._stride <= self.retention.span:
+                self._stride = self.retention.next_stride(self._stride)
+            else:  # event ticks alone fill the slots
+                self._drop_oldest()
 
     def _leave_span(self) -> None:
         """Drop the snapshots older than the newest ``span`` ticks."""
