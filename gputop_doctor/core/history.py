@@ -119,9 +119,10 @@ class Retention:
     """What a history keeps, counted in snapshots (ticks, in the order they were appended).
 
     The newest ``span`` ticks are covered; older ones leave. The newest ``full`` of them are
-    all kept. Of the older ones at most ``old_slots`` are: every tick until they fill them, then
-    the ticks whose number is a multiple of the stride at which the slots cover the rest of the
-    span (``covering_stride``). Strides grow through the divisors of ``anchor`` and then double,
+    all kept. Of the older ones at most ``old_slots`` are: every tick until they fill them; from
+    then on only the ticks whose number is a multiple of the stride at which the slots cover the
+    rest of the span (``covering_stride``) are taken in, and for each one taken in, the oldest
+    tick not of that stride leaves. Strides grow through the divisors of ``anchor`` and then double,
     so every ``anchor``-th tick (one of ``gpu-memory-creep``'s sampled points) stays for as
     long as the stride divides it. A snapshot that carries an event a long-window rule counts
     (an Xid; a GPU lost, or back, against the tick before or after it) is never thinned.
@@ -209,16 +210,19 @@ class History:
     1 s or longer, nothing is ever thinned: the history holds every tick of ``history_s``
     (902 at 1 s) and the newest ``process_history_s`` (182) hold their processes. At 0.1 s it
     holds every tick of the last 120 s (1,202 snapshots) and older ones: every tick until 782
-    of them fill the older part's slots (78 s more), then every 20th (one per 2 s: every 100th
-    tick, gpu-memory-creep's points, among them) and every tick with an event, reaching back
-    900 s with 390 of them. Processes are on every tick of the last 30 s, then on every 10th
-    tick (one per second) up to 120 s back and every 20th up to 180 s back (422 snapshots).
+    of them fill the older part's slots (the session's first 78 s of ticks), then only every
+    20th tick (one per 2 s: every 100th tick, gpu-memory-creep's points, among them) and every
+    tick with an event, each one pushing out the oldest of those first 78 s that is not a 20th.
+    Those go by the time the span is covered (about 16 minutes), and from then on the older
+    part is every 20th tick back to 900 s (390 of them). Processes are on every tick of the last
+    30 s, then on every 10th tick (one per second) up to 120 s back and every 20th up to 180 s
+    back (422 snapshots).
     Windows of 120 s or less are therefore every tick, as before; the longer ones
     (``gpu-idle-memory``'s 300 s, ``gpu-xid`` and ``gpu-lost``'s 600 s, ``all()``) hold one
     tick per 2 s beyond the last 120 s (``Window.thinned``: their running views are kept in
     two parts, see ``rules._running``). The
-    count peaks at 1,984 after about 200 s of ticks at 0.1 s, and memory with it; afterwards it
-    stays at 1,592 or less.
+    count reaches 1,984 after about 200 s of ticks at 0.1 s, stays there until the span is
+    covered, then falls to 1,592: it never grows after those 200 s, and nor does memory.
     """
 
     def __init__(self, keep: Retention | int, detail_snapshots: int | None = None) -> None:
