@@ -18,6 +18,12 @@ class Settings:
     interval_s: float = 1.0
     history_s: float = 900.0  # longest window any rule looks back over
     process_history_s: float = 180.0  # per-process samples are kept this long (memory)
+    # The newest part of the history kept at every tick: the longest window a rule reads tick
+    # by tick. Older ticks are thinned below 1 s intervals, so memory is bounded by a count.
+    full_history_s: float = 120.0
+    # The longest window a rule reads processes over: below 1 s intervals processes are kept
+    # on every tick this long, then on one tick per second up to process_history_s.
+    process_window_s: float = 30.0
     hold_s: float = 3.0  # a finding must hold this long before it is shown
     clear_s: float = 10.0  # and be absent this long before it is cleared
     pace_s: float | None = None  # wall seconds between ticks if not interval_s (replay speed)

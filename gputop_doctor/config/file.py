@@ -27,7 +27,16 @@ else:
     import tomli as toml_module
 
 # Engine settings a file may change; the rest (interval, pace) belong to the command line.
-FILE_SETTINGS = ("history_s", "process_history_s", "hold_s", "clear_s", "series_len", "readonly")
+FILE_SETTINGS = (
+    "history_s",
+    "process_history_s",
+    "full_history_s",
+    "process_window_s",
+    "hold_s",
+    "clear_s",
+    "series_len",
+    "readonly",
+)
 
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -35,7 +44,10 @@ MAX_SECONDS = 7 * 24 * 3600.0  # a window or hold longer than a week is a typo
 MAX_COUNT = 1_000_000  # points, samples, threads, GPUs
 MAX_NUMBER = 1e9  # anything else (a CPU % of a many-threaded process can pass 100)
 SHARES = frozenset({"delay_ratio", "critical_delay_ratio", "max_clock_ratio", "power_ratio"})
-POSITIVE = frozenset({"history_s", "process_history_s", "series_len"})  # 0 would keep nothing
+# 0 would keep nothing
+POSITIVE = frozenset(
+    {"history_s", "process_history_s", "full_history_s", "process_window_s", "series_len"}
+)
 
 
 class SettingsError(UsageError):

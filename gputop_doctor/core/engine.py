@@ -17,7 +17,7 @@ from dataclasses import replace
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding, FindingTracker
 from gputop_doctor.core.frame import EventSink, Frame, Sink
-from gputop_doctor.core.history import History
+from gputop_doctor.core.history import History, Retention
 from gputop_doctor.core.jobs import with_pod_names
 from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import GpuState, Snapshot
@@ -30,6 +30,19 @@ from gputop_doctor.core.verdict import Verdict
 from gputop_doctor.core.waste import WasteLedger
 
 MAX_PRIMED_TICKS = 400  # ~2 s of work at most; enough for the demo's slow findings at 1 s
+
+
+def retention_for(settings: Settings) -> Retention:
+    """What the engine's history keeps at these settings (see ``Retention.for_span``)."""
+    return Retention.for_span(
+        settings.history_s,
+        settings.interval_s,
+        settings.process_history_s,
+        full_s=settings.full_history_s,
+        process_window_s=settings.process_window_s,
+        # gpu-memory-creep's points (one per 10 s, by tick number) outlive thinning
+        anchor_s=settings.rules.gpu_memory_creep.sample_every_s,
+    )
 
 
 class Engine:
@@ -58,9 +71,7 @@ class Engine:
         self.rules = rules
         self.headline = headline
         self.target_pid = target_pid
-        self.history = History.for_span(
-            settings.history_s, settings.interval_s, settings.process_history_s
-        )
+        self.history = History(retention_for(settings))
         self.tracker = FindingTracker(settings.hold_s, settings.clear_s)
         self.waste = WasteLedger(loss_rules(rules, settings))
         self.sinks: list[Sink] = []

@@ -13,13 +13,17 @@ its views (``History.running``), and a window from elsewhere (a test's hand-made
 rebuilt each call.
 A view that reads a snapshot's processes drops what an old snapshot said about them when the
 history strips them with age, so it never keeps what an old snapshot no longer says.
+A window that reaches into the history's thinned older part (``Window.thinned``: windows longer
+than ``full_history_s`` below 1 s intervals) loses ticks in its middle as they are thinned, so
+its view is two: the newest part's kept in step like any other, the older part's rebuilt only
+when that part changes (a tick every 20 at 0.1 s), joined in window order.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
@@ -132,6 +136,8 @@ def running_groups(
     store = win.running
     if store is None:
         return _rebuilt(win, first, derive, by_appearance, numbered).freeze()
+    if win.thinned:
+        return _joined(win, key, derive, reads_processes, by_appearance, numbered)
     name = (key, win.seconds, step, numbered)
     state = store.get(name)
     if (
@@ -162,3 +168,83 @@ def _rebuilt(
     for snap in win.snapshots:
         state.add(snap, derive)
     return state
+
+
+@dataclass(frozen=True, slots=True)
+class _Older:
+    """The view of a thinned window's older part, valid while that part is the same run of
+    snapshot objects (which it holds, so an ``id`` is never reused under it)."""
+
+    first: Snapshot
+    last: Snapshot
+    count: int
+    view: Mapping[Hashable, tuple[object, ...]]
+
+
+def _joined(
+    win: Window,
+    key: Hashable,
+    derive: Derive[T],
+    reads_processes: bool,
+    by_appearance: bool,
+    numbered: bool,
+) -> Mapping[Hashable, tuple[T, ...]]:
+    """A thinned window's view: its older part's, rebuilt when that part changes (processes
+    read: every time, as the history strips them in its middle), and its newest part's, kept
+    in step; the same groups, values and order a rebuild over the whole window would give."""
+    store = win.running
+    assert store is not None
+    split = len(win.older_serials)
+    older = win.snapshots[:split]
+    name = (key, win.seconds, "older", numbered)
+    kept = store.get(name)
+    if (
+        reads_processes
+        or not isinstance(kept, _Older)
+        or kept.first is not older[0]
+        or kept.last is not older[-1]
+        or kept.count != split
+    ):
+        state = _rebuilt_at(older, win.older_serials, derive, by_appearance, numbered)
+        kept = store[name] = _Older(older[0], older[-1], split, state.freeze())
+        while len(store) > _VIEWS_MAX:
+            del store[next(iter(store))]
+    newest = replace(win, snapshots=win.snapshots[split:], older_serials=())
+    recent = running_groups(
+        newest,
+        (key, "newest"),
+        derive,
+        reads_processes=reads_processes,
+        by_appearance=by_appearance,
+        numbered=numbered,
+    )
+    return _join(kept.view, recent, by_appearance)  # type: ignore[arg-type]
+
+
+def _rebuilt_at(
+    snapshots: tuple[Snapshot, ...],
+    serials: tuple[int, ...],
+    derive: Derive[T],
+    by_appearance: bool,
+    numbered: bool,
+) -> _Groups[T]:
+    """A view of ``snapshots`` numbered ``serials`` (not consecutive)."""
+    state: _Groups[T] = _Groups(serials[0], serials[0] - 1, 1, by_appearance, numbered)
+    for snap, serial in zip(snapshots, serials, strict=True):
+        state.last = serial - 1  # ``add`` numbers the snapshot one past ``last``
+        state.add(snap, derive)
+    return state
+
+
+def _join(
+    older: Mapping[Hashable, tuple[T, ...]],
+    newer: Mapping[Hashable, tuple[T, ...]],
+    by_appearance: bool,
+) -> Mapping[Hashable, tuple[T, ...]]:
+    """Each group's older values, then its newer ones; groups sorted, or by first sight."""
+    if not older:
+        return newer
+    groups = list(older) + [group for group in newer if group not in older]
+    if not by_appearance:
+        groups = sorted(groups)  # type: ignore[type-var]
+    return MappingProxyType({g: older.get(g, ()) + newer.get(g, ()) for g in groups})
