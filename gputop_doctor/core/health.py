@@ -58,7 +58,6 @@ class XidEvent:
 
 
 @lru_cache(maxsize=512)
-@lru_cache(maxsize=512)
 def parse_cpu_list(text: str | None) -> frozenset[int]:
     """The CPUs of a Linux CPU list (``"0-3,8,10-11"``, as in /sys and /proc); empty when
     ``text`` is missing or malformed (a wrong set would blame the wrong node).

@@ -344,8 +344,12 @@ class History:
         peaks when the older part first fills and never grows again, and what is freed is
         replaced one for one: thinned all at once, the count would grow back for the rest of the
         span with objects allocated anew, after the memory of the thinned ones went back to
-        the system. Further strides while event ticks alone fill the slots, then the oldest."""
-        self._stride = max(self._stride, self.retention.covering_stride())
+        the system. When ticks of the stride and event ticks alone fill the slots (an Xid
+        storm, a GPU that keeps falling off the bus), the oldest leaves, whatever it is: the
+        stride never grows past the one that covers the span, so ordinary ticks fill the older
+        part again as the storm ages out (a stride raised for the storm would have kept them
+        out for the rest of the session)."""
+        self._stride = self.retention.covering_stride()
         while len(self._old) > self.retention.old_slots:
             index = next(
                 (
@@ -357,14 +361,12 @@ class History:
                 ),
                 None,
             )
-            if index is not None:
-                self._forget(self._old[index])
-                del self._old[index]
-                del self._old_serials[index]
-            elif self._stride <= self.retention.span:
-                self._stride = self.retention.next_stride(self._stride)
-            else:  # event ticks alone fill the slots
+            if index is None:
                 self._drop_oldest()
+                continue
+            self._forget(self._old[index])
+            del self._old[index]
+            del self._old_serials[index]
 
     def _leave_span(self) -> None:
         """Drop the snapshots older than the newest ``span`` ticks."""

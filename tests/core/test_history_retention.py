@@ -193,3 +193,21 @@ def test_rule_windows_fit_the_parts_kept_whole() -> None:
 
 def vars_of(thresholds: object) -> dict[str, object]:
     return {name: getattr(thresholds, name) for name in thresholds.__dataclass_fields__}  # type: ignore[attr-defined]
+
+
+def test_an_xid_storm_does_not_shorten_the_history_for_the_rest_of_the_session() -> None:
+    """An Xid on every tick for 90 s at 0.1 s (a job crash-looping on a sick GPU) fills the
+    older part with event ticks; once they age out the history reaches back its span again."""
+    storm = range(1500, 2400)  # more event ticks than the older part has slots (182)
+    hist = History(retention_for(Settings(interval_s=0.1, history_s=300.0)))
+    for k in range(6000):  # the storm is then far more than the 300 s span back
+        xids = (XidEvent(79, T0 + k * 0.1),) if k in storm else ()
+        hist.append(
+            Snapshot(
+                time=T0 + k * 0.1,
+                tick=k,
+                interval_s=0.1,
+                gpus=(GpuSample(0, util_pct=90.0, health=GpuHealth(xids=xids)),),
+            )
+        )
+    assert hist.window(300).span_s >= 295
