@@ -263,26 +263,10 @@ class History:
         self._windows: dict[float, Window] = {}  # this tick's windows, by length
 
     @classmethod
-    def for_span(
-        cls,
-        seconds: float,
-        interval_s: float,
-        detail_s: float | None = None,
-        *,
-        full_s: float | None = None,
-        process_window_s: float | None = None,
-        anchor_s: float | None = None,
-    ) -> History:
-        """See ``Retention.for_span``; without ``full_s``, every tick of the span is kept."""
-        keep = Retention.for_span(
-            seconds,
-            interval_s,
-            detail_s,
-            full_s=full_s,
-            process_window_s=process_window_s,
-            anchor_s=anchor_s,
-        )
-        return cls(keep)
+    def for_span(cls, seconds: float, interval_s: float, detail_s: float | None = None) -> History:
+        """Every tick of ``seconds`` at ``interval_s`` (see ``Retention.for_span``); a thinned
+        history is made from its ``Retention``."""
+        return cls(Retention.for_span(seconds, interval_s, detail_s))
 
     def append(self, snapshot: Snapshot) -> None:
         latest = self.latest
