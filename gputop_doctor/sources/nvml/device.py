@@ -420,7 +420,7 @@ class DeviceReader:
 
     def _batch(self, field_ids: Iterable[FieldKey]) -> FieldBatch:
         """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call, its
-        request laid out once (each batch keeps its own, see :mod:`nvml_kept_buffers`)."""
+        request laid out once (each batch keeps its own, see :mod:`kept_buffers`)."""
         call = FieldValuesCall(self._nvml)
         return FieldBatch(
             lambda request: self._call("nvmlDeviceGetFieldValues", call, request),

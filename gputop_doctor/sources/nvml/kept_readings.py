@@ -1,6 +1,6 @@
 """The tick's one-answer NVML getters with their output kept from tick to tick.
 
-Besides the batched and list calls of :mod:`nvml_kept_buffers`, each GPU asks a handful of
+Besides the batched and list calls of :mod:`kept_buffers`, each GPU asks a handful of
 getters every tick that answer with one number or one small structure: the temperature, the
 SM and memory clocks, the clock-event reasons, the point utilization and the memory. pynvml
 builds each call's output anew and sets a versioned structure's fields through a Python-level
@@ -13,7 +13,7 @@ each attribute through a Python-level ``__getattribute__``).
 Each is NVML's own symbol in the library pynvml loaded (``pynvml.nvmlLib``), given pynvml's own
 structures (``c_nvmlTemperature_v1_t``, ``c_nvmlUtilization_t``, ``c_nvmlMemory_v2_t``) and the
 version constants pynvml passes (``nvmlTemperature_v1``, ``nvmlMemory_v2``). Errors are raised as
-pynvml raises them (see :class:`nvml_kept_buffers.Symbol`), so the caller's failure model and
+pynvml raises them (see :class:`kept_buffers.Symbol`), so the caller's failure model and
 its fallbacks to the older calls (``nvmlDeviceGetTemperature``, the throttle reasons, memory
 v1) are unchanged.
 """

@@ -78,7 +78,7 @@ class GpuProcessReader:
 
     def _options(self, nvml: Any, kind: str) -> tuple[Option, ...]:
         """The ``_v3`` list, else (a driver before 510) the ``_v2`` one: each in one driver
-        call with a kept buffer (:mod:`nvml_kept_buffers`)."""
+        call with a kept buffer (:mod:`kept_buffers`)."""
         base = f"nvmlDeviceGet{kind}RunningProcesses"
         return tuple(
             (symbol, ProcessListCall(nvml, symbol), (self._handle,))
