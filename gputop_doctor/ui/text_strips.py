@@ -1,12 +1,14 @@
 """Rich Text to segments for the Line-API widgets that build their lines as Text.
 
 The host panel and the verdict bar rebuild a line or two every tick; turning them into
-segments here, rather than through ``Text.render`` and a console, keeps the repaint of a
-changed line cheaper than the building of it.
+segments here, rather than through ``Text.render`` and a console, and cutting them to the
+width without Rich's grapheme walk when every character is one cell wide, keeps the repaint of
+a changed line cheaper than the building of it.
 """
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -32,3 +34,19 @@ def text_segments(line: Text, base: Style) -> list[Segment]:
     if offset < len(plain):
         segments.append(Segment(plain[offset:], base))
     return segments
+
+
+def truncate_to_width(line: Text, width: int) -> None:
+    """``line.truncate(width, overflow="ellipsis")``, in place, with the same result.
+
+    Rich cuts a line that holds any character outside its table of plain one-cell characters
+    (an em dash, say, which the verdict always holds) by splitting the whole line into
+    graphemes, character by character: that cost the verdict bar more than the rest of its
+    repaint. When every distinct character of the line is one cell wide (so none joins the one
+    before it, as a zero-width joiner or a combining mark does), the cut is by position.
+    """
+    plain = line.plain
+    if 0 < width < len(plain) and all(cell_len(char) == 1 for char in set(plain)):
+        line.plain = plain[: width - 1] + "…"
+    else:
+        line.truncate(width, overflow="ellipsis")

@@ -19,7 +19,7 @@ from gputop_doctor.core.frame import GpuSeries
 from gputop_doctor.core.job_identity import JobIdentity
 from gputop_doctor.core.model import GpuSample, ProcSample, Runtime, ThreadEnv
 from gputop_doctor.core.probe_stats import ProbeStats
-from gputop_doctor.ui.text_strips import text_segments
+from gputop_doctor.ui.text_strips import text_segments, truncate_to_width
 from gputop_doctor.ui.widgets.gpu_lines import card_lines
 from gputop_doctor.ui.widgets.process_rows import GpuUse, RememberedCells, row_cells, tree_rows
 
@@ -171,3 +171,31 @@ def test_text_segments_are_what_rich_renders() -> None:
     rich = Segment.apply_style(text.render(Console()), base)
     assert _cells(text_segments(text, base)) == _cells(rich)
     assert _cells(text_segments(Text("plain"), base)) == [(c, base) for c in "plain"]
+
+
+# Lines a one-line widget may be handed: its own dashes and dots, a sparkline, and what a process
+# name or a finding may bring (wide characters, combining marks, joiners, tabs).
+AWKWARD_LINES = (
+    "Bottleneck: both · large model — Both are stressed: GPU 95 % busy, CPU 67 % of the CPUs",
+    "CPU ▁▂▃█ 63% of 128  iowait 0.0% │ mem 1.3G/23.5G",
+    "train 中文 python ran 12 s",
+    "cafe\u0301 ok — a combining mark",
+    "flag \U0001f44d\ufe0f and a joiner \U0001f468\u200d\U0001f469 here",
+    "a\ttab",
+    "",
+)
+
+
+def test_truncate_to_width_cuts_as_rich_does() -> None:
+    """The position cut for one-cell lines and Rich's grapheme cut give the same Text, spans
+    included (the ellipsis takes the style of the span it falls in), at every width."""
+    for line in AWKWARD_LINES:
+        for width in range(len(line) + 2):
+            for styled_up_to in (0, len(line) // 2, len(line)):
+                ours, rich = Text(no_wrap=True), Text(no_wrap=True)
+                for text in (ours, rich):
+                    text.append(line[:styled_up_to], "bold")
+                    text.append(line[styled_up_to:])
+                rich.truncate(width, overflow="ellipsis")
+                truncate_to_width(ours, width)
+                assert (ours.plain, ours.spans) == (rich.plain, rich.spans), (line, width)

@@ -64,12 +64,11 @@ def _frame(
 
 
 def _styled(panel: HostPanel) -> dict[str, Style | str]:
-    text = panel._text
-    return {text.plain[s.start : s.end]: s.style for s in text.spans}
+    return {line.plain[s.start : s.end]: s.style for line in panel.lines for s in line.spans}
 
 
 def _cpu_line(panel: HostPanel) -> str:
-    return panel._text.plain.split("\n")[0]
+    return panel.lines[0].plain
 
 
 def test_job_share_is_the_tree_over_its_effective_cpus() -> None:
@@ -145,7 +144,7 @@ async def test_compact_line_shows_both_figures() -> None:
         await pilot.pause()
         panel = app.query_one(HostPanel)
         line = _cpu_line(panel)
-        assert "\n" not in panel._text.plain and " 95% job 95% io " in line, line
+        assert len(panel.lines) == 1 and " 95% job 95% io " in line, line
         assert len(line) <= 78
 
 

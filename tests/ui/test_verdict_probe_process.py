@@ -127,7 +127,8 @@ async def test_probe_figures_on_the_tree_line_with_a_warning_from_30_percent() -
         assert f"· {fmt_rate(tree.steps_per_s)} steps/s · data wait 41%" in line
         panel = app.query_one(HostPanel)
         warn = panel.get_component_rich_style("host-panel--warn")
-        styled = {panel._text.plain[s.start : s.end]: s.style for s in panel._text.spans}
+        tree_line = panel.lines[1]
+        styled = {tree_line.plain[s.start : s.end]: s.style for s in tree_line.spans}
         assert styled["data wait 41%"] == warn
     # Below the line the figure is not a warning.
     engine, clock, _ = demo_engine("starved", probe_wait=0.05)
@@ -135,8 +136,9 @@ async def test_probe_figures_on_the_tree_line_with_a_warning_from_30_percent() -
     async with app.run_test(size=WIDE) as pilot:
         await feed(app, pilot, tick(engine, clock))
         panel = app.query_one(HostPanel)
-        styled = {panel._text.plain[s.start : s.end]: s.style for s in panel._text.spans}
-        assert "data wait 26%" in panel._text.plain  # 5 % + 3 % x rank 7 (the worst rank)
+        tree_line = panel.lines[1]
+        styled = {tree_line.plain[s.start : s.end]: s.style for s in tree_line.spans}
+        assert "data wait 26%" in tree_line.plain  # 5 % + 3 % x rank 7 (the worst rank)
         assert styled["data wait 26%"] != warn
 
 

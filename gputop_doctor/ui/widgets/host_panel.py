@@ -33,7 +33,7 @@ from gputop_doctor.ui.render import (
     host_counts_for_job,
     sparkline,
 )
-from gputop_doctor.ui.text_strips import text_segments
+from gputop_doctor.ui.text_strips import text_segments, truncate_to_width
 
 COMPACT_HEIGHT = 32  # below this terminal height the panel takes one line
 
@@ -64,11 +64,15 @@ class HostPanel(Widget):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._frame: Frame | None = None
-        self._text = Text("host: waiting for the first sample")
-        self._lines = 1
-        self._line_texts: list[Text] = [self._text]
+        self._line_texts: tuple[Text, ...] = (Text("host: waiting for the first sample"),)
         self._strips: list[Strip | None] = [None]
         self._styles: dict[str, Style] | None = None
+        self._base: Style | None = None  # the widget's own style, looked up once per restyle
+
+    @property
+    def lines(self) -> tuple[Text, ...]:
+        """The lines shown, before they are cut to the panel's width."""
+        return self._line_texts
 
     def show_frame(self, frame: Frame) -> None:
         self._frame = frame
@@ -81,6 +85,7 @@ class HostPanel(Widget):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._styles = None
+        self._base = None
         self._strips = [None] * len(self._line_texts)
 
     def _style(self, name: str) -> Style:
@@ -95,28 +100,25 @@ class HostPanel(Widget):
         if frame is None or not self.is_attached:
             return
         short = self.app.size.height < COMPACT_HEIGHT
-        text = self._one_line(frame) if short else self._two_lines(frame)
-        if text.plain == self._text.plain and text.spans == self._text.spans:
-            return
+        lines = self._one_line(frame) if short else self._two_lines(frame)
         old = self._line_texts
-        self._text = text
-        self._line_texts = list(text.split("\n"))
-        lines = text.plain.count("\n") + 1
-        if lines != self._lines or len(self._line_texts) != len(old):
-            self._strips = [None] * len(self._line_texts)
-            self.refresh(layout=lines != self._lines)
-            self._lines = lines
+        if len(lines) != len(old):
+            self._line_texts = lines
+            self._strips = [None] * len(lines)
+            self.refresh(layout=True)
             return
         changed = [
             y
-            for y, (new, was) in enumerate(zip(self._line_texts, old, strict=True))
+            for y, (new, was) in enumerate(zip(lines, old, strict=True))
             if new.plain != was.plain or new.spans != was.spans
         ]
+        self._line_texts = lines
         for y in changed:
             self._strips[y] = None
-        self.refresh(*(Region(0, y, self.size.width, 1) for y in changed))
+        if changed:
+            self.refresh(*(Region(0, y, self.size.width, 1) for y in changed))
 
-    def _two_lines(self, frame: Frame) -> Text:
+    def _two_lines(self, frame: Frame) -> tuple[Text, Text]:
         """The host's CPU, iowait, load, memory and PSI; below it, the attached tree."""
         host, tree = frame.snapshot.host, frame.snapshot.tree
         label, dim = self._style("label"), self._style("dim")
@@ -145,17 +147,17 @@ class HostPanel(Widget):
             text.append(" │ ", dim)
             text.append("PSI some ", label)
             text.append(psi)
-        text.append("\n")
-        text.append(self._tree_text(tree, frame.snapshot.target_pid), dim)
+        below = Text(no_wrap=True, overflow="ellipsis")
+        below.append(self._tree_text(tree, frame.snapshot.target_pid), dim)
         if tree is not None and tree.steps_per_s is not None:
-            text.append(f" · {fmt_rate(tree.steps_per_s)} steps/s", dim)
+            below.append(f" · {fmt_rate(tree.steps_per_s)} steps/s", dim)
         if tree is not None and tree.data_wait_pct is not None:
-            text.append(" · ", dim)
+            below.append(" · ", dim)
             wait = tree.data_wait_pct
-            text.append(f"data wait {wait:.0f}%", self._wait_style(wait) or dim)
-        return text
+            below.append(f"data wait {wait:.0f}%", self._wait_style(wait) or dim)
+        return text, below
 
-    def _one_line(self, frame: Frame) -> Text:
+    def _one_line(self, frame: Frame) -> tuple[Text]:
         """A short terminal's line: shorter labels, no load, and the probe's step rate and
         data wait (worth more than PSI) in place of the tree's line."""
         host, tree = frame.snapshot.host, frame.snapshot.tree
@@ -182,7 +184,7 @@ class HostPanel(Widget):
         if psi:
             text.append(" psi ", label)
             text.append(psi)
-        return text
+        return (text,)
 
     # -- parts both builders use -----------------------------------------------------------
 
@@ -265,7 +267,7 @@ class HostPanel(Widget):
         )
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return self._lines
+        return len(self._line_texts)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -273,9 +275,11 @@ class HostPanel(Widget):
             return Strip.blank(width, self.rich_style)
         strip = self._strips[y]
         if strip is None:
-            base = self.rich_style
+            if self._base is None:
+                self._base = self.rich_style
+            base = self._base
             line = self._line_texts[y].copy()  # kept whole: a wider panel shows more of it
-            line.truncate(width, overflow="ellipsis")
+            truncate_to_width(line, width)
             strip = Strip(text_segments(line, base)).adjust_cell_length(width, base)
             self._strips[y] = strip
         return strip

@@ -113,7 +113,6 @@ class ProcessTable(ScrollView, can_focus=True):
         self._cursor = 0
         self._hover: int | None = None  # row under the mouse, while the mouse drives
         self._paint: Paint | None = None
-        self._paint_look: tuple[object, ...] = ()
         self._strips: LRUCache[tuple[object, ...], Strip] = LRUCache(STRIP_CACHE_SIZE)
         self.lines_rendered = 0
         """``render_line`` calls so far: tests count them to check what a frame repaints."""
@@ -155,11 +154,11 @@ class ProcessTable(ScrollView, can_focus=True):
         self._strips.clear()
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # Once per pass, not once per line; looked up again only when the widget's own
-        # style or its pseudo-classes (focus, hover) changed, or the CSS did.
-        look = (self.rich_style, self.get_pseudo_class_state())
-        if self._paint is None or look != self._paint_look:
-            self._paint, self._paint_look = self._current_paint(), look
+        # Once per restyle, not once per line or per pass: Textual calls notify_style_update
+        # whenever the table's styles change (focus, the theme, the CSS), which drops it. The
+        # widget's own style walks every ancestor's, and every frame repaints each widget.
+        if self._paint is None:
+            self._paint = self._current_paint()
         return super().render_lines(crop)
 
     def _current_paint(self) -> Paint:

@@ -20,7 +20,7 @@ from textual.widget import Widget
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.text import printable
 from gputop_doctor.core.verdict import Bottleneck, Verdict
-from gputop_doctor.ui.text_strips import text_segments
+from gputop_doctor.ui.text_strips import text_segments, truncate_to_width
 
 # The component class that styles each bottleneck; anything else (unknown) is dim.
 LEVEL = {
@@ -54,6 +54,7 @@ class VerdictBar(Widget):
         self._seen = False
         self._strip: Strip | None = None
         self._styles: dict[str, Style] = {}
+        self._base: Style | None = None  # the widget's own style, looked up once per restyle
 
     def show_frame(self, frame: Frame) -> None:
         if frame.verdict == self.verdict and self._seen:
@@ -70,6 +71,7 @@ class VerdictBar(Widget):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._styles = {}
+        self._base = None
         self._strip = None
 
     def _style(self, name: str) -> Style:
@@ -104,11 +106,13 @@ class VerdictBar(Widget):
         if y != 0:
             return Strip.blank(width, self.rich_style)
         if self._strip is None:
-            base = self.rich_style
+            if self._base is None:
+                self._base = self.rich_style
+            base = self._base
             if self.verdict is None:
                 self._strip = Strip([Segment("─" * width, base + self._style("rule"))], width)
             else:
                 text = self.line()
-                text.truncate(width, overflow="ellipsis")
+                truncate_to_width(text, width)
                 self._strip = Strip(text_segments(text, base)).adjust_cell_length(width, base)
         return self._strip
