@@ -9,6 +9,7 @@ screen use four times nvitop's CPU.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.model import Snapshot
@@ -92,8 +93,13 @@ GPU_NAME_MAX = 64  # a GPU name longer than this is not a real product name
 NAME_MAX = 256  # a process name, user, path or command line shown on one line
 
 
+@lru_cache(maxsize=64)
 def short_gpu_name(name: str | None) -> str:
-    """Drop the vendor prefix that every card shares, to save columns."""
+    """Drop the vendor prefix that every card shares, to save columns.
+
+    Remembered per name: every card asks for its GPU's every frame, and a machine has a few
+    names at most (cleaning a name of control characters walks it character by character).
+    """
     if not name:
         return "?"
     for prefix in ("NVIDIA ", "Tesla ", "GeForce "):
