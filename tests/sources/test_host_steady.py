@@ -16,9 +16,18 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.core.model import ProcSample
+from gputop_doctor.sources.host import top as top_module
+from gputop_doctor.sources.host.attribution import KTHREADD
 from gputop_doctor.sources.host.identity import JobIdentityCache
 from gputop_doctor.sources.host.kept_files import KeptFiles, PidStatFiles
-from gputop_doctor.sources.host.pids import parse_ranking_fields, parse_stat, stat_comm
+from gputop_doctor.sources.host.pids import (
+    CLK_TCK,
+    PidTable,
+    RankingFields,
+    parse_ranking_fields,
+    parse_stat,
+    stat_comm,
+)
 from gputop_doctor.sources.host.procinfo import ProcInfoCache
 from gputop_doctor.sources.host.system import (
     _parse_cpu_block,
@@ -28,6 +37,7 @@ from gputop_doctor.sources.host.system import (
     parse_proc_stat,
     per_cpu_busy_pct,
 )
+from gputop_doctor.sources.host.top import TopProcesses
 from gputop_doctor.sources.host.tree import ProcessTreeReader
 from tests.helpers import Spawn
 from tests.sources.test_host import Clock, FakeProc
@@ -188,6 +198,53 @@ def test_pid_stat_files_keep_one_descriptor_per_process(spawn: Spawn) -> None:
     assert files.read(child.pid) is None and len(files) == 0  # gone: dropped, not re-opened
     files.retain(set())
     files.close()
+
+
+def test_the_ranking_keeps_descriptors_for_programs_only(spawn: Spawn) -> None:
+    """The host ranking reads each program's stat through a descriptor of its own, kept
+    between passes, and the tree reader's where that keeps one; a process gone is let go."""
+    child = spawn("import time; print('ready', flush=True); time.sleep(60)")
+    table = PidTable("/proc")
+    tree_files = PidStatFiles("/proc", keep=True, limit=4)
+    tree_files.read(os.getpid())
+    top = TopProcesses(
+        table, files=PidStatFiles("/proc", keep=True, limit=4096), tree_files=tree_files
+    )
+    top.get(0.0)  # the first whole pass
+    assert top.files.holds(child.pid) and not top.files.holds(os.getpid())
+    kernel = [pid for pid, (ppid, _) in table.entries.items() if ppid == KTHREADD]
+    assert not any(top.files.holds(pid) for pid in kernel)  # read once a minute: none kept
+    child.kill()
+    child.wait()
+    top.get(1.0)  # the second whole pass, which no longer lists it
+    top.get(2.0)  # the next pass forgets what is gone, and closes its descriptor
+    assert not top.files.holds(child.pid)
+    top.close()
+    tree_files.close()
+
+
+def test_the_ranking_parses_a_stat_text_only_when_it_changed(
+    fake: FakeProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sleeping process's text is the same at its next reading: compared, not parsed, and
+    measured at 0 % all the same; once it used CPU its text differs and it is ranked."""
+    for pid in (100, 101):
+        fake.process(pid, comm=f"p{pid}", ticks=0)
+    parsed: list[bytes] = []
+
+    def counting(data: bytes) -> RankingFields | None:
+        parsed.append(data)
+        return parse_ranking_fields(data)
+
+    monkeypatch.setattr(top_module, "parse_ranking_fields", counting)
+    top = TopProcesses(PidTable(str(fake.root)), count=3, cycle_s=1.0)
+    top.get(0.0)
+    top.get(1.0)  # the second whole pass: both measured, at 0 %
+    assert len(parsed) == 2 and top.busy() == {}
+    fake.process(101, comm="p101", ticks=CLK_TCK)
+    assert top.get(2.0) == ((101, "p101", 100.0),)
+    assert len(parsed) == 3  # only p101's new text
+    assert top.get(3.0) == () and len(parsed) == 3  # its text stood still: 0 % again
 
 
 def test_cgroup2_files_reread_through_a_kept_descriptor() -> None:

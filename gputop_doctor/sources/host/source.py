@@ -39,7 +39,12 @@ from gputop_doctor.sources.host.cgroup import (
 )
 from gputop_doctor.sources.host.gpu_holders import HostPidMatcher
 from gputop_doctor.sources.host.identity import pid_namespace_note
-from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs
+from gputop_doctor.sources.host.kept_files import (
+    KeptFiles,
+    PidStatFiles,
+    descriptor_budget,
+    is_procfs,
+)
 from gputop_doctor.sources.host.pids import read_stat
 from gputop_doctor.sources.host.procinfo import ProcInfoCache, read_cpuinfo
 from gputop_doctor.sources.host.system import (
@@ -55,7 +60,7 @@ from gputop_doctor.sources.host.system import (
     read_swap_paging,
     with_rate,
 )
-from gputop_doctor.sources.host.top import TopProcesses
+from gputop_doctor.sources.host.top import RANKING_FILES, TopProcesses
 from gputop_doctor.sources.host.tree import ProcessTreeReader
 
 
@@ -118,7 +123,11 @@ class ProcfsHostSource:
         # cpu.stat of the quota's cgroup (a synthetic cgroup tree in tests is no mount)
         self._cgroup_files = KeptFiles(keep and os.path.ismount(cgroup_root), limit=2)
         self._top = TopProcesses(
-            self._procs.table, top_count, top_cycle_s, read=self._procs.files.peek
+            self._procs.table,
+            top_count,
+            top_cycle_s,
+            files=PidStatFiles(proc_root, keep, descriptor_budget(RANKING_FILES)),
+            tree_files=self._procs.files,
         )
         self._attribution = Attribution(proc_root, cgroup_root, clock=clock)
         # In a PID namespace of its own, NVML's host PIDs are matched to ours (gpu_holders).
@@ -378,6 +387,7 @@ class ProcfsHostSource:
         self._files.close()
         self._cgroup_files.close()
         self._procs.close()
+        self._top.close()
         self._attribution.close()
 
     # -- helpers --------------------------------------------------------------------------
