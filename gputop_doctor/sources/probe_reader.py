@@ -216,7 +216,8 @@ class ProbedHostSource:
     """A :class:`HostSource` whose processes carry what their in-process probes published.
 
     Wraps any host source; only ``read_processes`` changes, and only by setting
-    ``ProcSample.probe``. Tree totals are left to the engine (``tree_totals`` reads probes).
+    ``ProcSample.probe``. Totals the inner source summed are dropped once a probe is set: the
+    engine sums the tree again, probes included (``tree_totals`` reads them).
     """
 
     def __init__(self, inner: HostSource, reader: ProbeReader | None = None) -> None:
@@ -245,7 +246,7 @@ class ProbedHostSource:
         processes = tuple(
             replace(p, probe=probes[p.pid]) if p.pid in probes else p for p in reading.processes
         )
-        return replace(reading, processes=processes)
+        return replace(reading, processes=processes, tree=None)
 
     def close(self) -> None:
         self.inner.close()

@@ -24,7 +24,7 @@ import psutil
 
 from gputop_doctor.core import measures
 from gputop_doctor.core.jobs import JobSelector
-from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
+from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo, TreeTotals
 from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure
 from gputop_doctor.sources.host.attribution import Attribution, outside_top
@@ -139,6 +139,7 @@ class ProcfsHostSource:
         self._tree_samples: list[ProcSample] = []
         self._tree_pids: frozenset[int] = frozenset()
         self._tree_cpus = 0.0  # its CPUs busy (reaped children included) at that reading
+        self._tree_totals: TreeTotals | None = None  # its totals, for the snapshot
         self._tree_jobs: set[str] = set()  # the job keys of the attached tree's processes
         self._system: SystemInfo | None = None
         self._limit: _Limit | None = None
@@ -357,10 +358,16 @@ class ProcfsHostSource:
             alive = target is not None and target.state != "Z"
         self._retain_jobs(now)
         self._gone = target_pid if alive is False else None
-        return ProcessReading(tuple(samples), alive, host_to_local=tuple(host_to_local.items()))
+        return ProcessReading(
+            tuple(samples),
+            alive,
+            tree=self._tree_totals,
+            host_to_local=tuple(host_to_local.items()),
+        )
 
     def _tree_facts(self, samples: list[ProcSample]) -> list[ProcSample]:
-        """The tree's samples; and its PIDs, jobs and CPUs kept for the next host reading.
+        """The tree's samples; its totals for the snapshot; and its PIDs, jobs and CPUs kept
+        for the next host reading.
 
         Worked out again only when a sample changed: in a tree that sleeps, every sample is
         last tick's object, and the list compares equal at the cost of identity checks."""
@@ -371,6 +378,7 @@ class ProcfsHostSource:
         self._tree_pids = frozenset(s.pid for s in tree_samples)
         self._tree_jobs = {s.job.key for s in tree_samples if s.job is not None and s.job.key}
         self._tree_cpus = measures.cpu_pct(tree_samples) / 100.0
+        self._tree_totals = measures.tree_totals(tree_samples)
         return tree_samples
 
     def command_line(self, pid: int) -> tuple[str, ...] | None:
