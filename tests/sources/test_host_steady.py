@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.core.model import ProcSample
+from gputop_doctor.core.jobs import job_identity
+from gputop_doctor.core.model import JobIdentity, ProcSample
+from gputop_doctor.sources.host import identity as identity_module
 from gputop_doctor.sources.host import top as top_module
+from gputop_doctor.sources.host import tree as tree_module
 from gputop_doctor.sources.host.attribution import KTHREADD
 from gputop_doctor.sources.host.identity import JobIdentityCache
 from gputop_doctor.sources.host.kept_files import KeptFiles, PidStatFiles
@@ -104,6 +107,55 @@ def test_a_steady_sample_gives_way_when_a_reading_of_it_is_due(fake: FakeProc, c
     samples = [tick() for _ in range(int(due_s) + 2)]
     assert value(steady) == before and value(samples[-1]) == after
     assert len({id(s) for s in samples}) <= 8  # the same object between re-reads
+
+
+def test_an_identity_is_worked_out_once_per_distinct_cgroup_and_environment(
+    fake: FakeProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers of a job share one identity object, and a re-read that finds what it
+    found before gives that object again without working it out; a move to another cgroup
+    gives a new one."""
+    made: list[str] = []
+
+    def counting(cgroup: str, *args: object) -> JobIdentity:
+        made.append(cgroup)
+        return job_identity(cgroup, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(identity_module, "job_identity", counting)
+    step = f"0::/system.slice/slurmstepd.scope/job_{random.randrange(10**9)}/step_0\n"
+    clock = Clock()
+    cache = JobIdentityCache(str(fake.root), ttl_s=60.0, clock=clock)
+    for pid in (100, 101):
+        fake.process(pid)
+        write_extras(fake, pid, maps=LIBC, cpus="0-3", cgroup=step)
+    first = cache.get(100, 100)
+    assert first is not None and cache.get(101, 100) is first and len(made) == 1
+    clock.now += 2 * 60.0  # both due a re-read
+    assert cache.get(100, 100) is first and len(made) == 1
+    write_extras(fake, 101, maps=LIBC, cpus="0-3", cgroup=step.replace("step_0", "step_1"))
+    moved = cache.get(101, 100)
+    assert moved is not None and moved is not first and moved.slurm_step == "1"
+    assert len(made) == 2
+
+
+def test_a_steady_sample_is_made_again_when_its_identity_is_read_again(
+    fake: FakeProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An identity read again and found the same is the same object, yet the sample is
+    made anew at that tick, as it is when any reading of it is due."""
+    monkeypatch.setattr(tree_module, "ALLOWED_TTL_S", 10**6)  # only the identity falls due
+    clock = Clock()
+    fake.process(100)
+    write_extras(fake, 100, maps=LIBC, cpus="0-3", cgroup=JOB_1)
+    reader = steady_reader(fake, clock)
+    reader.info.maps_ttl_s = 10**6
+    samples = []
+    for _ in range(int(1.25 * 60.0) + 2):
+        clock.now += 1.0
+        samples.append(reader.read(reader.tree(100), [], clock.now)[0])
+    made = [i for i in range(1, len(samples)) if samples[i] is not samples[i - 1]]
+    assert len({id(s.job) for s in samples}) == 1
+    assert len(made) == 2 and made[0] == 1  # the first rate, then the identity's re-read
 
 
 def stat_text(rng: random.Random, cpus: int, counters: int = 10) -> bytes:

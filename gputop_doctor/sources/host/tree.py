@@ -293,6 +293,7 @@ class ProcessTreeReader:
             and prior.maps is maps
             and prior.env is env
             and prior.sample.job is job
+            and self.jobs.due((s.pid, stat.start)) == prior.job_due  # not re-read since
             and now - prior.allowed_at < ALLOWED_TTL_S
         ):
             # Steady and unchanged: this tick's sample is the last one (see the module doc).
