@@ -22,7 +22,7 @@ from gputop_doctor.sources.host import top as top_module
 from gputop_doctor.sources.host import tree as tree_module
 from gputop_doctor.sources.host.attribution import KTHREADD
 from gputop_doctor.sources.host.identity import JobIdentityCache
-from gputop_doctor.sources.host.kept_files import KeptFiles, PidStatFiles
+from gputop_doctor.sources.host.kept_files import KeptFiles, PidStatFiles, read_small
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
     PidTable,
@@ -297,6 +297,45 @@ def test_the_ranking_parses_a_stat_text_only_when_it_changed(
     assert top.get(2.0) == ((101, "p101", 100.0),)
     assert len(parsed) == 3  # only p101's new text
     assert top.get(3.0) == () and len(parsed) == 3  # its text stood still: 0 % again
+
+
+def test_the_ranking_is_made_again_only_when_a_busy_process_changed(fake: FakeProc) -> None:
+    """Most slices find only idle processes: the ranking, the CPU % by PID and the CPUs
+    outside the tree are the same objects until a busy process's figure changes."""
+    fake.process(100, comm="busy", ticks=0)
+    fake.process(101, comm="idle", ticks=0)
+    top = TopProcesses(PidTable(str(fake.root)), count=3, cycle_s=1.0)
+    top.get(0.0)
+    top.get(1.0)
+    fake.process(100, comm="busy", ticks=CLK_TCK // 2)
+    ranked = top.get(2.0)
+    tree = frozenset({101})
+    busy, outside = top.busy(), top.busy_cpus(leave_out=tree)
+    assert ranked == ((100, "busy", 50.0),) and outside == 0.5
+    fake.process(100, comm="busy", ticks=CLK_TCK)  # busy as before: 50 % again
+    assert top.get(3.0) is ranked and top.busy() is busy
+    assert top.busy_cpus(leave_out=tree) == 0.5
+    assert top.busy_cpus(leave_out=frozenset({100})) == 0.0  # another set: summed anew
+    fake.process(100, comm="busy", ticks=CLK_TCK)  # idle now
+    assert top.get(4.0) == () and top.busy() == {} and top.busy_cpus(leave_out=tree) == 0.0
+
+
+def test_a_scan_peeks_through_the_kept_descriptors(spawn: Spawn) -> None:
+    """The storage scan reads every PID's stat through the descriptors the ranking and the
+    tree reader keep, and keeps none of its own."""
+    child = spawn("import time; print('ready', flush=True); time.sleep(60)")
+    tree_files = PidStatFiles("/proc", keep=True, limit=4)
+    tree_files.read(os.getpid())
+    top = TopProcesses(
+        PidTable("/proc"), files=PidStatFiles("/proc", True, 4096), tree_files=tree_files
+    )
+    top.get(0.0)
+    kept = (len(top.files), len(tree_files))
+    assert top.peek(child.pid) == read_small(f"/proc/{child.pid}/stat")  # it sleeps
+    assert top.peek(os.getpid()) is not None and top.peek(1) is not None
+    assert (len(top.files), len(tree_files)) == kept
+    top.close()
+    tree_files.close()
 
 
 def test_cgroup2_files_reread_through_a_kept_descriptor() -> None:

@@ -129,7 +129,9 @@ class ProcfsHostSource:
             files=PidStatFiles(proc_root, keep, descriptor_budget(RANKING_FILES)),
             tree_files=self._procs.files,
         )
-        self._attribution = Attribution(proc_root, cgroup_root, clock=clock)
+        self._attribution = Attribution(
+            proc_root, cgroup_root, clock=clock, read_stat=self._top.peek
+        )
         # In a PID namespace of its own, NVML's host PIDs are matched to ours (gpu_holders).
         # Asked once: a process does not change PID namespace.
         self._pid_namespace_note = pid_namespace_note(proc_root)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -78,6 +78,11 @@ class TopProcesses:
         self._pass_len = 0
         self._seen: dict[int, _Seen] = {}
         self._busy: dict[int, tuple[float, str]] = {}  # pid -> (cpu %, name), when not 0
+        # What is made of _busy, kept until it changes (most ticks' slices find only idle
+        # processes): the ranking, the CPU % by PID, the CPUs used outside a frozen PID set.
+        self._ranking: tuple[tuple[int, str, float], ...] | None = None
+        self._pcts: dict[int, float] | None = None
+        self._outside: tuple[frozenset[int], float] | None = None
         self._queue: list[int] = []
         self._passes = 0
         self._at: float | None = None
@@ -125,7 +130,7 @@ class TopProcesses:
         listed = list_pids(self.table.proc_root)
         for pid in self._seen.keys() - set(listed):
             del self._seen[pid]
-            self._busy.pop(pid, None)
+            self._not_busy(pid)
             self.files.drop(pid)
         self._passes += 1
         if self._passes % KERNEL_EVERY_PASSES == 0:
@@ -144,20 +149,50 @@ class TopProcesses:
 
     def busy_cpus(self, leave_out: AbstractSet[int]) -> float:
         """CPUs used by every process measured busy, those in ``leave_out`` excepted: what
-        the ranking explains of the host's busy CPU (all of it, not only its top entries)."""
-        return sum(pct for pid, (pct, _) in self._busy.items() if pid not in leave_out) / 100.0
+        the ranking explains of the host's busy CPU (all of it, not only its top entries).
+        Summed again only when the busy processes or a frozen ``leave_out`` changed."""
+        outside = self._outside
+        if outside is not None and outside[0] is leave_out:
+            return outside[1]
+        busy = self._busy.items()
+        cpus = sum(pct for pid, (pct, _) in busy if pid not in leave_out) / 100.0
+        if isinstance(leave_out, frozenset):
+            self._outside = (leave_out, cpus)
+        return cpus
 
-    def busy(self) -> dict[int, float]:
+    def busy(self) -> Mapping[int, float]:
         """CPU % of every process that used some CPU at its last reading (all of them, not
         only the top: a neighbouring job of many small processes adds up)."""
-        return {pid: pct for pid, (pct, _) in self._busy.items()}
+        if self._pcts is None:
+            self._pcts = {pid: pct for pid, (pct, _) in self._busy.items()}
+        return self._pcts
 
     def _ranked(self) -> tuple[tuple[int, str, float], ...]:
-        ranked = ((pct, pid, name) for pid, (pct, name) in self._busy.items())
-        return tuple((pid, name, pct) for pct, pid, name in heapq.nlargest(self.count, ranked))
+        if self._ranking is None:
+            ranked = ((pct, pid, name) for pid, (pct, name) in self._busy.items())
+            top = heapq.nlargest(self.count, ranked)
+            self._ranking = tuple((pid, name, pct) for pct, pid, name in top)
+        return self._ranking
+
+    def _is_busy(self, pid: int, pct: float, name: str) -> None:
+        if self._busy.get(pid) != (pct, name):
+            self._busy[pid] = (pct, name)
+            self._ranking = self._pcts = self._outside = None
+
+    def _not_busy(self, pid: int) -> None:
+        if self._busy.pop(pid, None) is not None:
+            self._ranking = self._pcts = self._outside = None
 
     def close(self) -> None:
         self.files.close()
+
+    def peek(self, pid: int) -> bytes | None:
+        """``pid``'s stat through a descriptor the ranking or the tree reader keeps, else
+        the plain way, keeping none (for a scan of every PID of the host)."""
+        tree = self._tree_files
+        if tree is not None and tree.holds(pid):
+            return tree.read(pid)
+        return self.files.peek(pid)
 
     def _read_kept(self, pid: int) -> bytes | None:
         """``pid``'s stat through the tree reader's descriptor when it keeps one, else
@@ -177,7 +212,7 @@ class TopProcesses:
                 stat = None if data is None else parse_ranking_fields(data)
             if data is None or stat is None:
                 self._seen.pop(pid, None)
-                self._busy.pop(pid, None)
+                self._not_busy(pid)
                 self.table.discard(pid)
                 self.files.drop(pid)
                 continue
@@ -195,6 +230,6 @@ class TopProcesses:
                 self._seen[pid] = _Seen(data, stat, now)
                 measured = None
             if measured:  # only the processes that used some CPU are ranked
-                self._busy[pid] = (measured, stat_comm(data))
+                self._is_busy(pid, measured, stat_comm(data))
             else:
-                self._busy.pop(pid, None)
+                self._not_busy(pid)
