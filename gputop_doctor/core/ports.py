@@ -49,7 +49,7 @@ class GpuSource(Protocol):
 class ProcessReading:
     processes: tuple[ProcSample, ...]
     target_alive: bool | None  # None when nothing is attached
-    tree: TreeTotals | None = None  # only for sources that know totals but not processes
+    tree: TreeTotals | None = None  # summed by the source (None: the engine sums processes)
     note: str | None = None  # a one-time warning for the status line (a refused probe dir)
     # NVML's host PIDs matched to this PID namespace's processes (core.pid_namespace).
     host_to_local: tuple[tuple[int, int], ...] = ()

@@ -104,6 +104,8 @@ class ProbeReader:
         self.dir_uid = self.uid if dir_uid is None else dir_uid
         self._refused: set[Path] = set()
         self._pending: list[str] = []  # warnings for the next frame's note
+        # The PIDs last asked about and the directories listed for them (see _dirs_for).
+        self._asked: tuple[set[int], tuple[tuple[Path, int], ...]] = (set(), ())
         self._clock = clock  # wall time: the probe stamps its files with time.time()
 
     def read(self, pids: Iterable[int]) -> dict[int, ProbeStats]:
@@ -176,8 +178,18 @@ class ProbeReader:
         of the users who own ``pids``.
 
         A monitor run with sudo has its own XDG_RUNTIME_DIR and uid, while the job's probe
-        publishes under the job's user. The owner of each PID is looked up once.
+        publishes under the job's user. The owner of each PID is looked up once, and the
+        directories are worked out again only when the PIDs asked about change (a tree that
+        stands still asks about the same PIDs every tick).
         """
+        if pids == self._asked[0]:
+            return self._asked[1]
+        dirs = self._dirs_of_owners(pids)
+        self._asked = (set(pids), dirs)
+        return dirs
+
+    def _dirs_of_owners(self, pids: set[int]) -> tuple[tuple[Path, int], ...]:
+        """:meth:`_dirs_for`, worked out (owners of PIDs no longer asked about forgotten)."""
         for pid in self._owners.keys() - pids:
             del self._owners[pid]
         mine = tuple((d, self.dir_uid) for d in self.dirs)
@@ -216,7 +228,8 @@ class ProbedHostSource:
     """A :class:`HostSource` whose processes carry what their in-process probes published.
 
     Wraps any host source; only ``read_processes`` changes, and only by setting
-    ``ProcSample.probe``. Tree totals are left to the engine (``tree_totals`` reads probes).
+    ``ProcSample.probe``. Totals the inner source summed are dropped once a probe is set: the
+    engine sums the tree again, probes included (``tree_totals`` reads them).
     """
 
     def __init__(self, inner: HostSource, reader: ProbeReader | None = None) -> None:
@@ -245,7 +258,7 @@ class ProbedHostSource:
         processes = tuple(
             replace(p, probe=probes[p.pid]) if p.pid in probes else p for p in reading.processes
         )
-        return replace(reading, processes=processes)
+        return replace(reading, processes=processes, tree=None)
 
     def close(self) -> None:
         self.inner.close()

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +16,9 @@ import pytest
 
 from gputop_doctor.config import Settings, environment
 from gputop_doctor.core.engine import Engine
+from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import ProcSample
+from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.probe import _watch, protocol, watch
 from gputop_doctor.sources.probe_reader import (
     ProbedHostSource,
@@ -395,6 +397,29 @@ def test_probed_host_source_attaches_probes_and_the_engine_totals_them(tmp_path:
     assert host.reads == 1  # type: ignore[attr-defined]  # passes through to the real source
     host.close()
     assert host.inner.closed  # type: ignore[attr-defined]
+
+
+class SummingHostSource(StubHostSource):
+    """A host source that hands its tree's totals with its reading, as the real one does."""
+
+    def read_processes(self, target_pid: int | None, extra_pids: Iterable[int]) -> ProcessReading:
+        reading = super().read_processes(target_pid, extra_pids)
+        return replace(reading, tree=tree_totals(reading.processes))
+
+
+def test_a_probe_set_makes_the_engine_sum_the_tree_again(tmp_path: Path) -> None:
+    """Totals the inner source summed hold no probe: once a probe is set they are dropped,
+    and the engine's sum has the probe's steps; with no probe they are handed on."""
+    now = time.time()
+    tree = (ProcSample(pid=10, name="python", cpu_pct=50.0, num_threads=4),)
+    host = ProbedHostSource(SummingHostSource(tree=tree), ProbeReader([tmp_path]))
+    unprobed = host.read_processes(10, [])
+    assert unprobed.tree is not None and unprobed.tree.cpu_pct == 50.0
+    (tmp_path / "10.json").write_text(json.dumps(record(pid=10, published_at=now)))
+    assert host.read_processes(10, []).tree is None
+    engine = Engine(StubGpuSource(), host, Settings(), target_pid=10, clock=lambda: now)
+    totals = engine.tick().snapshot.tree
+    assert totals is not None and totals.steps_per_s == 12.5 and totals.cpu_pct == 50.0
 
 
 # -- with torch ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.core.pressure import Pressure
@@ -151,6 +152,27 @@ def test_tree_walks_descendants_with_depths(fake: FakeProc) -> None:
     fake.process(104, ppid=101)  # a new worker appears: the listing notices
     assert (104, 2) in r.tree(100)
     assert r.tree(999) == []
+
+
+def test_the_tree_is_walked_again_only_when_a_change_touches_it(fake: FakeProc) -> None:
+    """The host's other processes come and go every tick on a busy machine: the tree's list
+    is handed on as it was (the same object) until a process joins, leaves or moves in it."""
+    table = PidTable(str(fake.root))
+    for pid, ppid in ((100, 1), (101, 100), (102, 101), (200, 1)):
+        table.set(pid, ppid, 5)
+    tree = table.descendants(100)
+    assert tree == [(100, 0), (101, 1), (102, 2)]
+    table.set(201, 200, 5)  # a neighbour's child
+    table.set(200, 1, 6)  # a neighbour's PID reused
+    table.discard(201)
+    assert table.descendants(100) is tree
+    table.set(103, 101, 5)  # a new worker
+    assert table.descendants(100) == [(100, 0), (101, 1), (102, 2), (103, 2)]
+    table.set(102, 1, 5)  # reparented away from the tree
+    assert table.descendants(100) == [(100, 0), (101, 1), (103, 2)]
+    table.discard(103)
+    assert table.descendants(100) == [(100, 0), (101, 1)]
+    assert table.descendants(200) == [(200, 0)]
 
 
 def test_cpu_percent_needs_two_readings(fake: FakeProc) -> None:
@@ -477,6 +499,28 @@ def test_read_processes_target_states(fake: FakeProc) -> None:
     fake.remove(100)
     reading = source.read_processes(100, [])
     assert (reading.target_alive, reading.processes) == (False, ())
+
+
+def test_the_source_sums_its_tree_once_while_it_stands_still(fake: FakeProc) -> None:
+    """The reading carries the tree's totals, the sum the engine would make of its
+    processes, summed again only when a sample changed."""
+    write_host(fake.root, cpu=(1, 1, 0), swap_pages=(0, 0))
+    fake.process(100, ticks=10)
+    fake.process(101, ppid=100, ticks=3)
+    fake.process(300, ticks=0)  # on a GPU, outside the tree
+    clock = Clock()
+    source = ProcfsHostSource(proc_root=str(fake.root), clock=clock)
+    readings = []
+    for ticks in (10, 10, 10, 10 + CLK_TCK):
+        fake.process(100, ticks=ticks)
+        readings.append(source.read_processes(100, [300]))
+        clock.now += 1.0
+    for reading in readings:
+        assert reading.tree == tree_totals(reading.processes)
+    assert readings[2].tree is readings[1].tree  # nothing moved: not summed again
+    assert readings[3].tree is not None and readings[3].tree.cpu_pct == 100.0
+    assert readings[3].tree.processes == 2
+    assert source.read_processes(None, [300]).tree is None  # no tree: nothing to sum
 
 
 def test_top_processes_rank_the_busiest(fake: FakeProc) -> None:

@@ -15,10 +15,22 @@ from pathlib import Path
 
 import pytest
 
-from gputop_doctor.core.model import ProcSample
+from gputop_doctor.core.jobs import job_identity
+from gputop_doctor.core.model import JobIdentity, ProcSample
+from gputop_doctor.sources.host import identity as identity_module
+from gputop_doctor.sources.host import top as top_module
+from gputop_doctor.sources.host import tree as tree_module
+from gputop_doctor.sources.host.attribution import KTHREADD
 from gputop_doctor.sources.host.identity import JobIdentityCache
-from gputop_doctor.sources.host.kept_files import KeptFiles, PidStatFiles
-from gputop_doctor.sources.host.pids import parse_ranking_fields, parse_stat, stat_comm
+from gputop_doctor.sources.host.kept_files import KeptFiles, PidStatFiles, read_small
+from gputop_doctor.sources.host.pids import (
+    CLK_TCK,
+    PidTable,
+    RankingFields,
+    parse_ranking_fields,
+    parse_stat,
+    stat_comm,
+)
 from gputop_doctor.sources.host.procinfo import ProcInfoCache
 from gputop_doctor.sources.host.system import (
     _parse_cpu_block,
@@ -28,6 +40,7 @@ from gputop_doctor.sources.host.system import (
     parse_proc_stat,
     per_cpu_busy_pct,
 )
+from gputop_doctor.sources.host.top import TopProcesses
 from gputop_doctor.sources.host.tree import ProcessTreeReader
 from tests.helpers import Spawn
 from tests.sources.test_host import Clock, FakeProc
@@ -94,6 +107,55 @@ def test_a_steady_sample_gives_way_when_a_reading_of_it_is_due(fake: FakeProc, c
     samples = [tick() for _ in range(int(due_s) + 2)]
     assert value(steady) == before and value(samples[-1]) == after
     assert len({id(s) for s in samples}) <= 8  # the same object between re-reads
+
+
+def test_an_identity_is_worked_out_once_per_distinct_cgroup_and_environment(
+    fake: FakeProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers of a job share one identity object, and a re-read that finds what it
+    found before gives that object again without working it out; a move to another cgroup
+    gives a new one."""
+    made: list[str] = []
+
+    def counting(cgroup: str, *args: object) -> JobIdentity:
+        made.append(cgroup)
+        return job_identity(cgroup, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(identity_module, "job_identity", counting)
+    step = f"0::/system.slice/slurmstepd.scope/job_{random.randrange(10**9)}/step_0\n"
+    clock = Clock()
+    cache = JobIdentityCache(str(fake.root), ttl_s=60.0, clock=clock)
+    for pid in (100, 101):
+        fake.process(pid)
+        write_extras(fake, pid, maps=LIBC, cpus="0-3", cgroup=step)
+    first = cache.get(100, 100)
+    assert first is not None and cache.get(101, 100) is first and len(made) == 1
+    clock.now += 2 * 60.0  # both due a re-read
+    assert cache.get(100, 100) is first and len(made) == 1
+    write_extras(fake, 101, maps=LIBC, cpus="0-3", cgroup=step.replace("step_0", "step_1"))
+    moved = cache.get(101, 100)
+    assert moved is not None and moved is not first and moved.slurm_step == "1"
+    assert len(made) == 2
+
+
+def test_a_steady_sample_is_made_again_when_its_identity_is_read_again(
+    fake: FakeProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An identity read again and found the same is the same object, yet the sample is
+    made anew at that tick, as it is when any reading of it is due."""
+    monkeypatch.setattr(tree_module, "ALLOWED_TTL_S", 10**6)  # only the identity falls due
+    clock = Clock()
+    fake.process(100)
+    write_extras(fake, 100, maps=LIBC, cpus="0-3", cgroup=JOB_1)
+    reader = steady_reader(fake, clock)
+    reader.info.maps_ttl_s = 10**6
+    samples = []
+    for _ in range(int(1.25 * 60.0) + 2):
+        clock.now += 1.0
+        samples.append(reader.read(reader.tree(100), [], clock.now)[0])
+    made = [i for i in range(1, len(samples)) if samples[i] is not samples[i - 1]]
+    assert len({id(s.job) for s in samples}) == 1
+    assert len(made) == 2 and made[0] == 1  # the first rate, then the identity's re-read
 
 
 def stat_text(rng: random.Random, cpus: int, counters: int = 10) -> bytes:
@@ -188,6 +250,92 @@ def test_pid_stat_files_keep_one_descriptor_per_process(spawn: Spawn) -> None:
     assert files.read(child.pid) is None and len(files) == 0  # gone: dropped, not re-opened
     files.retain(set())
     files.close()
+
+
+def test_the_ranking_keeps_descriptors_for_programs_only(spawn: Spawn) -> None:
+    """The host ranking reads each program's stat through a descriptor of its own, kept
+    between passes, and the tree reader's where that keeps one; a process gone is let go."""
+    child = spawn("import time; print('ready', flush=True); time.sleep(60)")
+    table = PidTable("/proc")
+    tree_files = PidStatFiles("/proc", keep=True, limit=4)
+    tree_files.read(os.getpid())
+    top = TopProcesses(
+        table, files=PidStatFiles("/proc", keep=True, limit=4096), tree_files=tree_files
+    )
+    top.get(0.0)  # the first whole pass
+    assert top.files.holds(child.pid) and not top.files.holds(os.getpid())
+    kernel = [pid for pid, (ppid, _) in table.entries.items() if ppid == KTHREADD]
+    assert not any(top.files.holds(pid) for pid in kernel)  # read once a minute: none kept
+    child.kill()
+    child.wait()
+    top.get(1.0)  # the second whole pass, which no longer lists it
+    top.get(2.0)  # the next pass forgets what is gone, and closes its descriptor
+    assert not top.files.holds(child.pid)
+    top.close()
+    tree_files.close()
+
+
+def test_the_ranking_parses_a_stat_text_only_when_it_changed(
+    fake: FakeProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sleeping process's text is the same at its next reading: compared, not parsed, and
+    measured at 0 % all the same; once it used CPU its text differs and it is ranked."""
+    for pid in (100, 101):
+        fake.process(pid, comm=f"p{pid}", ticks=0)
+    parsed: list[bytes] = []
+
+    def counting(data: bytes) -> RankingFields | None:
+        parsed.append(data)
+        return parse_ranking_fields(data)
+
+    monkeypatch.setattr(top_module, "parse_ranking_fields", counting)
+    top = TopProcesses(PidTable(str(fake.root)), count=3, cycle_s=1.0)
+    top.get(0.0)
+    top.get(1.0)  # the second whole pass: both measured, at 0 %
+    assert len(parsed) == 2 and top.busy() == {}
+    fake.process(101, comm="p101", ticks=CLK_TCK)
+    assert top.get(2.0) == ((101, "p101", 100.0),)
+    assert len(parsed) == 3  # only p101's new text
+    assert top.get(3.0) == () and len(parsed) == 3  # its text stood still: 0 % again
+
+
+def test_the_ranking_is_made_again_only_when_a_busy_process_changed(fake: FakeProc) -> None:
+    """Most slices find only idle processes: the ranking, the CPU % by PID and the CPUs
+    outside the tree are the same objects until a busy process's figure changes."""
+    fake.process(100, comm="busy", ticks=0)
+    fake.process(101, comm="idle", ticks=0)
+    top = TopProcesses(PidTable(str(fake.root)), count=3, cycle_s=1.0)
+    top.get(0.0)
+    top.get(1.0)
+    fake.process(100, comm="busy", ticks=CLK_TCK // 2)
+    ranked = top.get(2.0)
+    tree = frozenset({101})
+    busy, outside = top.busy(), top.busy_cpus(leave_out=tree)
+    assert ranked == ((100, "busy", 50.0),) and outside == 0.5
+    fake.process(100, comm="busy", ticks=CLK_TCK)  # busy as before: 50 % again
+    assert top.get(3.0) is ranked and top.busy() is busy
+    assert top.busy_cpus(leave_out=tree) == 0.5
+    assert top.busy_cpus(leave_out=frozenset({100})) == 0.0  # another set: summed anew
+    fake.process(100, comm="busy", ticks=CLK_TCK)  # idle now
+    assert top.get(4.0) == () and top.busy() == {} and top.busy_cpus(leave_out=tree) == 0.0
+
+
+def test_a_scan_peeks_through_the_kept_descriptors(spawn: Spawn) -> None:
+    """The storage scan reads every PID's stat through the descriptors the ranking and the
+    tree reader keep, and keeps none of its own."""
+    child = spawn("import time; print('ready', flush=True); time.sleep(60)")
+    tree_files = PidStatFiles("/proc", keep=True, limit=4)
+    tree_files.read(os.getpid())
+    top = TopProcesses(
+        PidTable("/proc"), files=PidStatFiles("/proc", True, 4096), tree_files=tree_files
+    )
+    top.get(0.0)
+    kept = (len(top.files), len(tree_files))
+    assert top.peek(child.pid) == read_small(f"/proc/{child.pid}/stat")  # it sleeps
+    assert top.peek(os.getpid()) is not None and top.peek(1) is not None
+    assert (len(top.files), len(tree_files)) == kept
+    top.close()
+    tree_files.close()
 
 
 def test_cgroup2_files_reread_through_a_kept_descriptor() -> None:

@@ -145,6 +145,31 @@ def test_root_reads_a_users_own_directory_only_if_that_user_owns_it(
     assert "belongs to uid 54321" in reader.take_warnings()[0]
 
 
+def test_the_owners_directories_are_worked_out_again_only_for_other_pids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run as root, the reader lists the directories of the PIDs' owners too: worked out
+    once while the same PIDs are asked about tick after tick, again when they change."""
+    asked: list[int] = []
+
+    def user_dirs(uid: int) -> tuple[Path, ...]:
+        asked.append(uid)
+        return (tmp_path / f"user-{uid}",)
+
+    monkeypatch.setattr(protocol, "user_dirs", user_dirs)
+    reader = ProbeReader([])
+    reader.other_users = True
+    me = os.getpid()
+    assert reader.read([me, 1]) == {}
+    owners = len(asked)  # this test's user, and root's (PID 1)
+    for _ in range(3):
+        assert reader.read([me, 1]) == {}
+    assert len(asked) == owners
+    own = _dir(tmp_path / f"user-{os.getuid()}")
+    _publish(own, me)
+    assert set(reader.read([me])) == {me} and len(asked) == owners + 1
+
+
 def test_an_oversized_file_is_not_read(tmp_path: Path) -> None:
     probe_dir = _dir(tmp_path / "probe")
     data = record(pid=401, published_at=time.time(), model_device="x" * MAX_FILE_BYTES)

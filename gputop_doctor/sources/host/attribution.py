@@ -14,7 +14,8 @@ machine. This module adds what can:
   The byte rate is the firmer evidence: on a fast disk a ``dd`` writing 1 GB/s spends well
   under half its time in ``D``, so a few looks at its state can miss it, while its
   ``write_bytes`` counter cannot. (``/proc/PID/io`` needs the same user or root; without it
-  only the ``D`` looks remain.)
+  only the ``D`` looks remain.) The stat texts are read through the descriptors the host
+  ranking keeps for every program (one pread each, not an open, read and close).
 - the processes with the most memory in swap (``VmSwap``), looked for only while the host swaps.
 
 Kernel threads (children of kthreadd, PID 2) are left out: a flush worker in ``D`` is the
@@ -95,8 +96,13 @@ class Attribution:
         scans_kept: int = 10,
         cgroup_ttl_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        read_stat: Callable[[int], bytes | None] | None = None,
     ) -> None:
+        """``read_stat``: how a scan reads a PID's stat text (the host source passes the
+        ranking's, through the descriptors it keeps for every program); default, a plain
+        read under ``proc_root``."""
         self.proc_root = proc_root
+        self._read_stat = read_stat or (lambda pid: read_small(f"{proc_root}/{pid}/stat"))
         self.cgroup_root = cgroup_root
         self.scan_every_s = scan_every_s
         self.cgroup_ttl_s = cgroup_ttl_s
@@ -194,7 +200,7 @@ class Attribution:
         in_d: set[int] = set()
         io_bytes: dict[int, int] = {}
         for pid in list_pids(self.proc_root):
-            data = read_small(f"{self.proc_root}/{pid}/stat")
+            data = self._read_stat(pid)
             stat = None if data is None else parse_stat(data)
             if stat is None or pid == KTHREADD or stat.ppid == KTHREADD:
                 continue

@@ -10,6 +10,7 @@ process has loaded and how it was told to thread.
 from __future__ import annotations
 
 import os
+import resource
 import weakref
 from collections.abc import Callable
 
@@ -206,10 +207,20 @@ class PidStatFiles:
 
     def peek(self, pid: int) -> bytes | None:
         """Through the kept descriptor if there is one; else read the plain way, keeping
-        nothing (for the host-wide ranking, which reads each PID once in a while)."""
+        nothing (for a PID read once in a while)."""
         if pid in self._fds:
             return self.read(pid)
         return read_small(f"{self.proc_root}/{pid}/stat", self.size)
+
+    def holds(self, pid: int) -> bool:
+        """Whether a descriptor is kept for ``pid``."""
+        return pid in self._fds
+
+    def drop(self, pid: int) -> None:
+        """Close ``pid``'s descriptor, if one is kept."""
+        fd = self._fds.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
 
     def retain(self, pids: set[int]) -> None:
         """Close the descriptors of the processes not in ``pids``."""
@@ -218,3 +229,13 @@ class PidStatFiles:
 
     def close(self) -> None:
         _close_all(self._fds)
+
+
+def descriptor_budget(cap: int) -> int:
+    """How many descriptors one set of kept files may hold: ``cap``, or a quarter of a lower
+    RLIMIT_NOFILE (the tree's set and the ranking's set each take at most a quarter)."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (OSError, ValueError):
+        return 64
+    return cap if soft == resource.RLIM_INFINITY else max(0, min(cap, soft // 4))

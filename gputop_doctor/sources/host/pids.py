@@ -147,19 +147,29 @@ class PidTable:
         self._names: set[str] = set()  # the PID directories listed (or probed) so far
         self._changes = 0  # refreshes that found new PIDs
         self._other: set[str] = set()  # /proc's other entries (self, net, ...)
-        self._version = 0  # bumped on every change, so the tree is only rebuilt on change
-        self._tree: tuple[int, int, list[tuple[int, int]]] | None = None
+        # The last tree asked for: its root, its (pid, depth) list and its PIDs. Kept until
+        # a change touches it: the host's other processes come and go without a rebuild.
+        self._tree: tuple[int, list[tuple[int, int]], set[int]] | None = None
 
     def set(self, pid: int, ppid: int, start: int) -> None:
         entry = (ppid, start)
         if self.entries.get(pid) != entry:
             self.entries[pid] = entry
-            self._version += 1
+            self._touched(pid, ppid)
 
     def discard(self, pid: int) -> None:
         """Forget a PID found gone."""
-        if self.entries.pop(pid, None) is not None:
-            self._version += 1
+        entry = self.entries.pop(pid, None)
+        if entry is not None:
+            self._touched(pid, entry[0])
+
+    def _touched(self, pid: int, ppid: int) -> None:
+        """``pid``'s entry changed (its parent now, or when it was dropped, ``ppid``): the
+        kept tree stands unless ``pid`` was in it or is now a child of one of its PIDs (a
+        change elsewhere cannot move a process into the tree or out of it)."""
+        tree = self._tree
+        if tree is not None and (pid in tree[2] or ppid in tree[2]):
+            self._tree = None
 
     def refresh(self) -> None:
         """Learn the PIDs created since the last refresh, and forget the ones that are gone.
@@ -196,8 +206,7 @@ class PidTable:
             for pid in [p for p in self.entries if str(p) not in listing]:
                 self.discard(pid)
         for name in self._names - listing:
-            self.entries.pop(int(name), None)
-            self._version += 1
+            self.discard(int(name))
         for name in listing - self._names - self._other:
             if not name.isdigit():
                 self._other.add(name)
@@ -220,9 +229,10 @@ class PidTable:
         self._files.close()
 
     def descendants(self, root: int) -> list[tuple[int, int]]:
-        """(pid, depth) for ``root`` and everything below it, parents before children."""
-        if self._tree is not None and self._tree[:2] == (root, self._version):
-            return self._tree[2]
+        """(pid, depth) for ``root`` and everything below it, parents before children; the
+        same list object while the tree stays as it is (the tree reader keys on it)."""
+        if self._tree is not None and self._tree[0] == root:
+            return self._tree[1]
         children: dict[int, list[int]] = {}
         for pid, (ppid, _) in self.entries.items():
             if pid != root:
@@ -234,7 +244,7 @@ class PidTable:
             order.append((pid, depth))
             below = sorted(children.get(pid, ()), reverse=True)
             stack.extend((child, depth + 1) for child in below)
-        self._tree = (root, self._version, order)
+        self._tree = (root, order, {pid for pid, _ in order})
         return order
 
     def forest(self, roots: Iterable[int]) -> list[tuple[int, int]]:

@@ -24,7 +24,7 @@ import psutil
 
 from gputop_doctor.core import measures
 from gputop_doctor.core.jobs import JobSelector
-from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo
+from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo, TreeTotals
 from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure
 from gputop_doctor.sources.host.attribution import Attribution, outside_top
@@ -39,7 +39,12 @@ from gputop_doctor.sources.host.cgroup import (
 )
 from gputop_doctor.sources.host.gpu_holders import HostPidMatcher
 from gputop_doctor.sources.host.identity import pid_namespace_note
-from gputop_doctor.sources.host.kept_files import KeptFiles, is_procfs
+from gputop_doctor.sources.host.kept_files import (
+    KeptFiles,
+    PidStatFiles,
+    descriptor_budget,
+    is_procfs,
+)
 from gputop_doctor.sources.host.pids import read_stat
 from gputop_doctor.sources.host.procinfo import ProcInfoCache, read_cpuinfo
 from gputop_doctor.sources.host.system import (
@@ -55,7 +60,7 @@ from gputop_doctor.sources.host.system import (
     read_swap_paging,
     with_rate,
 )
-from gputop_doctor.sources.host.top import TopProcesses
+from gputop_doctor.sources.host.top import RANKING_FILES, TopProcesses
 from gputop_doctor.sources.host.tree import ProcessTreeReader
 
 
@@ -118,9 +123,15 @@ class ProcfsHostSource:
         # cpu.stat of the quota's cgroup (a synthetic cgroup tree in tests is no mount)
         self._cgroup_files = KeptFiles(keep and os.path.ismount(cgroup_root), limit=2)
         self._top = TopProcesses(
-            self._procs.table, top_count, top_cycle_s, read=self._procs.files.peek
+            self._procs.table,
+            top_count,
+            top_cycle_s,
+            files=PidStatFiles(proc_root, keep, descriptor_budget(RANKING_FILES)),
+            tree_files=self._procs.files,
         )
-        self._attribution = Attribution(proc_root, cgroup_root, clock=clock)
+        self._attribution = Attribution(
+            proc_root, cgroup_root, clock=clock, read_stat=self._top.peek
+        )
         # In a PID namespace of its own, NVML's host PIDs are matched to ours (gpu_holders).
         # Asked once: a process does not change PID namespace.
         self._pid_namespace_note = pid_namespace_note(proc_root)
@@ -130,6 +141,7 @@ class ProcfsHostSource:
         self._tree_samples: list[ProcSample] = []
         self._tree_pids: frozenset[int] = frozenset()
         self._tree_cpus = 0.0  # its CPUs busy (reaped children included) at that reading
+        self._tree_totals: TreeTotals | None = None  # its totals, for the snapshot
         self._tree_jobs: set[str] = set()  # the job keys of the attached tree's processes
         self._system: SystemInfo | None = None
         self._limit: _Limit | None = None
@@ -348,10 +360,16 @@ class ProcfsHostSource:
             alive = target is not None and target.state != "Z"
         self._retain_jobs(now)
         self._gone = target_pid if alive is False else None
-        return ProcessReading(tuple(samples), alive, host_to_local=tuple(host_to_local.items()))
+        return ProcessReading(
+            tuple(samples),
+            alive,
+            tree=self._tree_totals,
+            host_to_local=tuple(host_to_local.items()),
+        )
 
     def _tree_facts(self, samples: list[ProcSample]) -> list[ProcSample]:
-        """The tree's samples; and its PIDs, jobs and CPUs kept for the next host reading.
+        """The tree's samples; its totals for the snapshot; and its PIDs, jobs and CPUs kept
+        for the next host reading.
 
         Worked out again only when a sample changed: in a tree that sleeps, every sample is
         last tick's object, and the list compares equal at the cost of identity checks."""
@@ -362,6 +380,7 @@ class ProcfsHostSource:
         self._tree_pids = frozenset(s.pid for s in tree_samples)
         self._tree_jobs = {s.job.key for s in tree_samples if s.job is not None and s.job.key}
         self._tree_cpus = measures.cpu_pct(tree_samples) / 100.0
+        self._tree_totals = measures.tree_totals(tree_samples)
         return tree_samples
 
     def command_line(self, pid: int) -> tuple[str, ...] | None:
@@ -378,6 +397,7 @@ class ProcfsHostSource:
         self._files.close()
         self._cgroup_files.close()
         self._procs.close()
+        self._top.close()
         self._attribution.close()
 
     # -- helpers --------------------------------------------------------------------------

@@ -29,7 +29,6 @@ The per-process part is made cheap for the common case, a tree most of whose pro
 
 from __future__ import annotations
 
-import resource
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from typing import cast
 
 from gputop_doctor.core.model import MIB, ProcSample, ThreadEnv
 from gputop_doctor.sources.host.identity import JobIdentityCache
-from gputop_doctor.sources.host.kept_files import PidStatFiles, is_procfs
+from gputop_doctor.sources.host.kept_files import PidStatFiles, descriptor_budget, is_procfs
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
     CUDA_EVENT_THREAD,
@@ -125,7 +124,7 @@ class ProcessTreeReader:
         self.thread_budget_s = thread_budget_s  # None: pass every busy process every tick
         self.skip_quiet = skip_quiet  # False: read every thread every tick (benchmarks)
         keep = is_procfs(proc_root) if keep_files is None else keep_files
-        limit = _max_files() if max_files is None else max_files
+        limit = descriptor_budget(256) if max_files is None else max_files
         self.files = PidStatFiles(proc_root, keep, limit, STAT_SIZE)
         self.table = PidTable(proc_root, keep)
         self.jobs = JobIdentityCache(proc_root)  # shared with the host source's job scope
@@ -294,6 +293,7 @@ class ProcessTreeReader:
             and prior.maps is maps
             and prior.env is env
             and prior.sample.job is job
+            and self.jobs.due((s.pid, stat.start)) == prior.job_due  # not re-read since
             and now - prior.allowed_at < ALLOWED_TTL_S
         ):
             # Steady and unchanged: this tick's sample is the last one (see the module doc).
@@ -419,12 +419,3 @@ class ProcessTreeReader:
             del self._known[pid]
         self.info.retain({(pid, k.start) for pid, k in self._known.items()})
         self.files.retain(pids)
-
-
-def _max_files() -> int:
-    """Descriptors to keep: 256, or a quarter of a lower RLIMIT_NOFILE."""
-    try:
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    except (OSError, ValueError):
-        return 64
-    return 256 if soft == resource.RLIM_INFINITY else max(0, min(256, soft // 4))
