@@ -1,9 +1,9 @@
 """One GPU's reading per tick, assembled from tolerant NVML calls.
 
-Slow facts (identity, MIG mode, temperature thresholds, max SM clock) are read once and cached:
-they cannot change without a driver reload or GPU reset. The enforced power limit is read once
-a slow period and the fan speed every few seconds (:mod:`nvml_cadence`), the graphics process
-list too (:mod:`nvml_processes`). Everything else is read every tick, except PCIe throughput
+Slow facts (identity, MIG mode, temperature thresholds, max SM and memory clocks) are read once
+and kept: they cannot change without a driver reload or GPU reset. The enforced power limit is
+read once a slow period and the fan speed every few seconds (:mod:`nvml_cadence`), the graphics
+process list too (:mod:`nvml_processes`). Everything else is read every tick, except PCIe throughput
 where the driver lacks the byte counters (see :mod:`nvml_pcie`). Readings that have an NVML
 field id (power, energy, and the counters of :mod:`nvml_fields`, :mod:`nvml_pcie`,
 :mod:`nvml_health`) come from the one batched ``nvmlDeviceGetFieldValues`` call of the tick;
@@ -76,6 +76,7 @@ _THRESHOLD_WHAT = {
     for kind in (THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN, THRESHOLD_GPU_MAX)
 }
 _MAX_CLOCK_WHAT = {clock: f"nvmlDeviceGetMaxClockInfo({clock})" for clock in (CLOCK_SM, CLOCK_MEM)}
+_LIMIT_WHAT = (*_THRESHOLD_WHAT.values(), *_MAX_CLOCK_WHAT.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,17 @@ class Utilization:
     high: float | None = None
     samples: tuple[float, ...] = ()
     mem: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The GPU's static limits: its temperature thresholds and highest clocks."""
+
+    temp_slowdown_c: float | None = None
+    temp_shutdown_c: float | None = None
+    temp_max_operating_c: float | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_max_mhz: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +164,7 @@ class DeviceReader:
             ),
         )
         self._cache: dict[str, float | None] = {}
+        self._limits: Limits | None = None  # once every limit is settled (see _read_limits)
         self._fields = self._batch(
             READING_FIELD_IDS + THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS
         )
@@ -273,6 +286,8 @@ class DeviceReader:
         sm_active, tensor_active, dram_active = self._gpm.read()
         fields = self._fields.read()
         pcie_rx, pcie_tx = self._pcie.read(fields)
+        temperature = self._temperature()
+        limits = self._limits or self._read_limits()
         return GpuSample(
             index=self.index,
             name=ident.name,
@@ -287,19 +302,19 @@ class DeviceReader:
             mem_used_mib=mem.used_mib,
             mem_total_mib=mem.total_mib,
             mem_reserved_mib=mem.reserved_mib,
-            temp_c=self._temperature(),
-            temp_slowdown_c=self._threshold(THRESHOLD_SLOWDOWN),
-            temp_shutdown_c=self._threshold(THRESHOLD_SHUTDOWN),
-            temp_max_operating_c=self._threshold(THRESHOLD_GPU_MAX),
+            temp_c=temperature,
+            temp_slowdown_c=limits.temp_slowdown_c,
+            temp_shutdown_c=limits.temp_shutdown_c,
+            temp_max_operating_c=limits.temp_max_operating_c,
             power_w=_per_thousand(self._from_field(fields, FIELD_POWER, "nvmlDeviceGetPowerUsage")),
             power_limit_w=self._power_limit.get(),
             energy_j=_per_thousand(
                 self._from_field(fields, FIELD_ENERGY, "nvmlDeviceGetTotalEnergyConsumption")
             ),
             sm_clock_mhz=self._clock(CLOCK_SM),
-            sm_clock_max_mhz=self._max_clock(CLOCK_SM),
+            sm_clock_max_mhz=limits.sm_clock_max_mhz,
             mem_clock_mhz=self._clock(CLOCK_MEM),
-            mem_clock_max_mhz=self._max_clock(CLOCK_MEM),
+            mem_clock_max_mhz=limits.mem_clock_max_mhz,
             fan_pct=self._fan.get(),
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
@@ -382,6 +397,20 @@ class DeviceReader:
     def _temperature(self) -> float | None:
         value = self._caller.first(self.index, self._temperature_options)
         return None if value is None else float(value)
+
+    def _read_limits(self) -> Limits:
+        """The static limits, asked until each is settled (read, or missing for good): from
+        then on they are one object, and the tick neither asks nor looks anything up."""
+        limits = Limits(
+            temp_slowdown_c=self._threshold(THRESHOLD_SLOWDOWN),
+            temp_shutdown_c=self._threshold(THRESHOLD_SHUTDOWN),
+            temp_max_operating_c=self._threshold(THRESHOLD_GPU_MAX),
+            sm_clock_max_mhz=self._max_clock(CLOCK_SM),
+            mem_clock_max_mhz=self._max_clock(CLOCK_MEM),
+        )
+        if all(what in self._cache for what in _LIMIT_WHAT):
+            self._limits = limits
+        return limits
 
     def _threshold(self, kind: int) -> float | None:
         what = _THRESHOLD_WHAT[kind]

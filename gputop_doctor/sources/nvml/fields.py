@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from gputop_doctor.core.model import ThrottleCounters
@@ -72,6 +73,17 @@ def raw_value(value_type: int, value: Any) -> Number | None:
     """An ``nvmlValue_t`` union read according to its NVML value type, ints kept exact."""
     attr = _VALUE_ATTRS.get(int(value_type))
     return None if attr is None else getattr(value, attr)
+
+
+def values_of(
+    keys: Sequence[FieldKey],
+) -> Callable[[Mapping[FieldKey, Number]], tuple[Number, ...]]:
+    """Reads ``keys``' values in order in one C-level call (KeyError when one is missing):
+    a per-key loop in Python costs a frame and a lookup for each link of each GPU."""
+    if len(keys) == 1:
+        (key,) = keys
+        return lambda values: (values[key],)
+    return itemgetter(*keys)
 
 
 class FieldBatch:

@@ -47,7 +47,7 @@ class UIntCall(_KeptCall):
         self._ref = ctypes.byref(self._out)
 
     def __call__(self, handle: Any) -> int:
-        code = self._symbol(handle, *self._args, self._ref)
+        code = self._symbol.function(handle, *self._args, self._ref)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         value: int = self._out.value
@@ -66,7 +66,7 @@ class TemperatureCall(_KeptCall):
         self._unpack = unpacker(nvml.c_nvmlTemperature_v1_t, ("temperature", "i"))
 
     def __call__(self, handle: Any) -> int:
-        code = self._symbol(handle, self._ref)
+        code = self._symbol.function(handle, self._ref)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         (value,) = self._unpack(self._out)
@@ -83,7 +83,7 @@ class UtilizationCall(_KeptCall):
         self._unpack = unpacker(nvml.c_nvmlUtilization_t, ("gpu", "I"), ("memory", "I"))
 
     def __call__(self, handle: Any) -> tuple[int, int]:
-        code = self._symbol(handle, self._ref)
+        code = self._symbol.function(handle, self._ref)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         gpu, memory = self._unpack(self._out)
@@ -103,7 +103,7 @@ class MemoryCall(_KeptCall):
         )
 
     def __call__(self, handle: Any) -> tuple[int, int, int]:
-        code = self._symbol(handle, self._ref)
+        code = self._symbol.function(handle, self._ref)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         total, reserved, _, used = self._unpack(self._out)

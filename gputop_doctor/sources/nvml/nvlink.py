@@ -16,9 +16,8 @@ so a sum over fewer links never looks like a drop in traffic.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from operator import itemgetter
 
-from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number
+from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number, values_of
 from gputop_doctor.sources.nvml.pcie import CounterRate
 
 FIELD_NVLINK_TX_KIB = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
@@ -43,7 +42,7 @@ class NvLinkTrafficReader:
             return
         self._links = tuple(links)
         self._keys = {
-            field_id: _values_of([(field_id, link) for link in self._links])
+            field_id: values_of([(field_id, link) for link in self._links])
             for field_id in self._rates
         }
         self._fields.add((field_id, link) for field_id in self._rates for link in self._links)
@@ -89,13 +88,3 @@ class NvLinkTrafficReader:
             elif not self._fields.unsupported((field_id, link)):
                 return None  # missed this tick, not for good: no sum over fewer links
         return total if kept else None
-
-
-def _values_of(
-    keys: Sequence[FieldKey],
-) -> Callable[[Mapping[FieldKey, Number]], tuple[Number, ...]]:
-    """Reads ``keys``' values in order in one call (KeyError when one is missing)."""
-    if len(keys) == 1:
-        (key,) = keys
-        return lambda values: (values[key],)
-    return itemgetter(*keys)
