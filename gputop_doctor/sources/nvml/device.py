@@ -38,7 +38,9 @@ from gputop_doctor.sources.nvml.fields import (
     THROTTLE_FIELD_IDS,
     FieldBatch,
     FieldKey,
+    FieldValues,
     Number,
+    Pick,
     ThrottleReader,
 )
 from gputop_doctor.sources.nvml.gpm import GpmReader
@@ -165,6 +167,7 @@ class DeviceReader:
         )
         self._cache: dict[str, float | None] = {}
         self._limits: Limits | None = None  # once every limit is settled (see _read_limits)
+        self._readings = Pick(READING_FIELD_IDS)
         self._fields = self._batch(
             READING_FIELD_IDS + THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS
         )
@@ -288,6 +291,7 @@ class DeviceReader:
         pcie_rx, pcie_tx = self._pcie.read(fields)
         temperature = self._temperature()
         limits = self._limits or self._read_limits()
+        power_w, energy_j = self._power_and_energy(fields)
         return GpuSample(
             index=self.index,
             name=ident.name,
@@ -306,11 +310,9 @@ class DeviceReader:
             temp_slowdown_c=limits.temp_slowdown_c,
             temp_shutdown_c=limits.temp_shutdown_c,
             temp_max_operating_c=limits.temp_max_operating_c,
-            power_w=_per_thousand(self._from_field(fields, FIELD_POWER, "nvmlDeviceGetPowerUsage")),
+            power_w=power_w,
             power_limit_w=self._power_limit.get(),
-            energy_j=_per_thousand(
-                self._from_field(fields, FIELD_ENERGY, "nvmlDeviceGetTotalEnergyConsumption")
-            ),
+            energy_j=energy_j,
             sm_clock_mhz=self._clock(CLOCK_SM),
             sm_clock_max_mhz=limits.sm_clock_max_mhz,
             mem_clock_mhz=self._clock(CLOCK_MEM),
@@ -419,9 +421,24 @@ class DeviceReader:
     def _watts(self, what: str) -> float | None:
         return _per_thousand(self._number(what))
 
-    def _from_field(
-        self, values: dict[FieldKey, Number] | None, field_id: int, what: str
-    ) -> float | None:
+    def _power_and_energy(self, values: FieldValues | None) -> tuple[float | None, float | None]:
+        """W and J: from this tick's batch in one step when both answered (the usual tick),
+        else each as :meth:`_from_field` says."""
+        if values is not None:
+            try:
+                power, energy = self._readings(values)
+            except KeyError:
+                pass
+            else:
+                return float(power) / 1000.0, float(energy) / 1000.0
+        return (
+            _per_thousand(self._from_field(values, FIELD_POWER, "nvmlDeviceGetPowerUsage")),
+            _per_thousand(
+                self._from_field(values, FIELD_ENERGY, "nvmlDeviceGetTotalEnergyConsumption")
+            ),
+        )
+
+    def _from_field(self, values: FieldValues | None, field_id: int, what: str) -> float | None:
         """A reading with a field id: from this tick's batch, else the dedicated call ``what``
         where the driver will never give the field. A field missing for a transient reason
         gives None this tick, as a transient error of the call did (no extra round trip)."""

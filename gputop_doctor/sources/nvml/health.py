@@ -25,12 +25,11 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from operator import itemgetter
 from typing import Any
 
 from gputop_doctor.core.health import GpuHealth, NvLink, Topology, XidEvent
 from gputop_doctor.sources.nvml.call import NvmlCaller
-from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number, values_of
+from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, FieldValues, Number, Pick
 from gputop_doctor.sources.nvml.kept_readings import UIntCall
 
 HEALTH_PERIOD_S = 5.0
@@ -53,7 +52,6 @@ HEALTH_FIELD_IDS = (
 # Where each group sits in the tuple of HEALTH_FIELD_IDS' values.
 _ECC, _RETIRED, _REMAP, _NVLINK = (slice(0, 4), slice(4, 7), slice(7, 11), slice(11, 15))
 _REPLAY = 15
-_health_values = itemgetter(*HEALTH_FIELD_IDS)
 # nvmlMemoryErrorType_t x nvmlEccCounterType_t, nvmlPageRetirementCause_t
 CORRECTED, UNCORRECTED = 0, 1
 VOLATILE, AGGREGATE = 0, 1
@@ -63,9 +61,7 @@ NVLINK_COUNTERS = (2, 3, 0, 1)
 
 Counters = tuple[int | None, ...]
 # (links, this tick's field values) -> (rx, tx) MiB/s over the links
-Traffic = Callable[
-    [Sequence[int], Mapping[FieldKey, Number] | None], tuple[float | None, float | None]
-]
+Traffic = Callable[[Sequence[int], FieldValues | None], tuple[float | None, float | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +106,8 @@ class HealthReader:
         self._links: tuple[int, ...] | None = None  # found on the first read
         self._versions: dict[int, int | None] = {}
         # Picks the links' states from the batch's values (once the links are known).
-        self._state_values: Callable[[Mapping[FieldKey, Number]], tuple[Number, ...]] | None = None
+        self._state_values: Pick | None = None
+        self._counter_values = Pick(HEALTH_FIELD_IDS)
         # The links' last states and the NvLink objects made of them.
         self._link_readings: tuple[tuple[bool | None, ...], tuple[NvLink, ...]] = ((), ())
         self._max: tuple[int | None, int | None] | None = None
@@ -128,13 +125,11 @@ class HealthReader:
         """The GPU's NVLinks, once found (empty before the first read and without NVLink)."""
         return self._links or ()
 
-    def read(
-        self, fields: Mapping[FieldKey, Number] | None, traffic: Traffic | None = None
-    ) -> GpuHealth:
+    def read(self, fields: FieldValues | None, traffic: Traffic | None = None) -> GpuHealth:
         """This tick's health; ``traffic`` gives the NVLink rates once the links are known
         (called after this tick's pass has found them, so the sample is built once)."""
         self._refresh()
-        counters = _counters(fields)
+        counters = self._counters(fields)
         rx, tx = (None, None) if traffic is None else traffic(self.links, fields)
         if counters is None:
             return self._from_fields(fields or {}, rx, tx)
@@ -153,6 +148,15 @@ class HealthReader:
         )
         self._last = (made_of, health)
         return health
+
+    def _counters(self, values: FieldValues | None) -> Counters | None:
+        """Every counter of HEALTH_FIELD_IDS this tick, in order, when all of them answered."""
+        if values is None:
+            return None
+        try:
+            return tuple(map(int, self._counter_values(values)))
+        except KeyError:
+            return None
 
     def _refresh(self) -> None:
         """Read the periodic part when due (kept as the same object when nothing changed),
@@ -301,7 +305,7 @@ class HealthReader:
         values = states.read()
         if values is not None:
             if self._state_values is None:
-                self._state_values = values_of([(FIELD_NVLINK_STATE, n) for n in self.links])
+                self._state_values = Pick((FIELD_NVLINK_STATE, link) for link in self.links)
             try:
                 return tuple(map(bool, self._state_values(values)))
             except KeyError:
@@ -351,16 +355,6 @@ def with_xids(health: GpuHealth | None, xids: tuple[XidEvent, ...]) -> GpuHealth
     if not xids:
         return health
     return replace(health or GpuHealth(), xids=xids)
-
-
-def _counters(values: Mapping[FieldKey, Number] | None) -> Counters | None:
-    """Every counter of HEALTH_FIELD_IDS this tick, in order, when all of them answered."""
-    if values is None:
-        return None
-    try:
-        return tuple(map(int, _health_values(values)))
-    except KeyError:
-        return None
 
 
 def _group(values: Mapping[FieldKey, Number], field_ids: Sequence[int]) -> Counters | None:
