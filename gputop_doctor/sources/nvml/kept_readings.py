@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from gputop_doctor.sources.nvml.call import NVML_ERROR_TIMEOUT
 from gputop_doctor.sources.nvml.kept_buffers import NVML_SUCCESS, Symbol, unpacker
 
 
@@ -108,3 +109,24 @@ class MemoryCall(_KeptCall):
             self._symbol.fail(code)
         total, reserved, _, used = self._unpack(self._out)
         return used, total, reserved
+
+
+class EventWaitCall(_KeptCall):
+    """``call(event_set)``: the next pending event of the set (``nvmlEventSetWait_v2`` with no
+    wait), or None when nothing is pending. TIMEOUT is what almost every tick answers; here it
+    is None, not an exception built, raised and caught every tick (pynvml raises it). The
+    answer is the kept ``c_nvmlEventData_t``, valid until the next call."""
+
+    def __init__(self, nvml: Any) -> None:
+        self._symbol = Symbol(nvml, "nvmlEventSetWait_v2")
+        self._out = nvml.c_nvmlEventData_t()
+        self._ref = ctypes.byref(self._out)
+        self._no_wait = ctypes.c_uint(0)
+
+    def __call__(self, event_set: Any) -> Any:
+        code = self._symbol.function(event_set, self._ref, self._no_wait)
+        if code == NVML_ERROR_TIMEOUT:
+            return None
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
+        return self._out
