@@ -21,6 +21,7 @@ import ctypes
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from statistics import fmean
 from typing import Any
 
@@ -28,10 +29,11 @@ from gputop_doctor.core.model import MIB, GpuSample
 from gputop_doctor.sources.nvml.cadence import FAN_PERIOD_S, SLOW_PERIOD_S, Every
 from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
+    Ask,
     GpuFailingError,
     GpuLostError,
     NvmlCaller,
-    Option,
+    Preferred,
     ReadAborted,
 )
 from gputop_doctor.sources.nvml.fields import (
@@ -138,32 +140,35 @@ class DeviceReader:
         self._handle = handle
         self._util_cursor = 0
         self._throttle = ThrottleReader()
-        self._samples = SamplesCall(nvml)
-        self._point_util = UtilizationCall(nvml)
-        self._memory_v2 = MemoryCall(nvml)
+        # The tick's calls, each bound once (see nvml_call.Ask), with their outputs kept.
+        ask = partial(Ask, caller, index)
+        self._samples = ask("nvmlDeviceGetSamples", SamplesCall(nvml))
+        self._point_util = ask("nvmlDeviceGetUtilizationRates", UtilizationCall(nvml))
+        self._memory_v2 = ask("nvmlDeviceGetMemoryInfo_v2", MemoryCall(nvml))
         self._clocks = {
-            clock_type: (
+            clock_type: ask(
                 f"nvmlDeviceGetClockInfo({clock_type})",
                 UIntCall(nvml, "nvmlDeviceGetClockInfo", ctypes.c_uint, clock_type),
             )
             for clock_type in (CLOCK_SM, CLOCK_MEM)
         }
         # The preferred call, else (an older driver, FunctionNotFound) the older one.
-        self._temperature_options: tuple[Option, ...] = (
-            ("nvmlDeviceGetTemperatureV", TemperatureCall(nvml, TEMP_GPU), (handle,)),
-            ("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature, (handle, TEMP_GPU)),
+        self._temperature = Preferred(
+            (
+                (ask("nvmlDeviceGetTemperatureV", TemperatureCall(nvml, TEMP_GPU)), (handle,)),
+                (
+                    ask("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature),
+                    (handle, TEMP_GPU),
+                ),
+            )
         )
-        self._clock_event_options: tuple[Option, ...] = (
+        event_reasons = "nvmlDeviceGetCurrentClocksEventReasons"
+        throttle_reasons = "nvmlDeviceGetCurrentClocksThrottleReasons"
+        self._clock_events = Preferred(
             (
-                "nvmlDeviceGetCurrentClocksEventReasons",
-                UIntCall(nvml, "nvmlDeviceGetCurrentClocksEventReasons", ctypes.c_ulonglong),
-                (handle,),
-            ),
-            (
-                "nvmlDeviceGetCurrentClocksThrottleReasons",
-                nvml.nvmlDeviceGetCurrentClocksThrottleReasons,
-                (handle,),
-            ),
+                (ask(event_reasons, UIntCall(nvml, event_reasons, ctypes.c_ulonglong)), (handle,)),
+                (ask(throttle_reasons, getattr(nvml, throttle_reasons)), (handle,)),
+            )
         )
         self._cache: dict[str, float | None] = {}
         self._limits: Limits | None = None  # once every limit is settled (see _read_limits)
@@ -289,7 +294,7 @@ class DeviceReader:
         sm_active, tensor_active, dram_active = self._gpm.read()
         fields = self._fields.read()
         pcie_rx, pcie_tx = self._pcie.read(fields)
-        temperature = self._temperature()
+        temperature = _float(self._temperature())
         limits = self._limits or self._read_limits()
         power_w, energy_j = self._power_and_energy(fields)
         return GpuSample(
@@ -313,14 +318,14 @@ class DeviceReader:
             power_w=power_w,
             power_limit_w=self._power_limit.get(),
             energy_j=energy_j,
-            sm_clock_mhz=self._clock(CLOCK_SM),
+            sm_clock_mhz=_float(self._clocks[CLOCK_SM](self._handle)),
             sm_clock_max_mhz=limits.sm_clock_max_mhz,
-            mem_clock_mhz=self._clock(CLOCK_MEM),
+            mem_clock_mhz=_float(self._clocks[CLOCK_MEM](self._handle)),
             mem_clock_max_mhz=limits.mem_clock_max_mhz,
             fan_pct=self._fan.get(),
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
-            clock_event_bits=self._clock_events(),
+            clock_event_bits=_int(self._clock_events()),
             throttle=self._throttle.read(fields),
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
@@ -349,7 +354,7 @@ class DeviceReader:
     # -- utilization -----------------------------------------------------------------------
 
     def _utilization(self) -> Utilization:
-        point = self._call("nvmlDeviceGetUtilizationRates", self._point_util)
+        point = self._point_util(self._handle)
         mem = None if point is None else float(point[1])
         samples = self._buffered_util()
         if samples:
@@ -362,14 +367,8 @@ class DeviceReader:
     def _buffered_util(self) -> tuple[float, ...]:
         """Utilization samples newer than the cursor, oldest first; () means none are new."""
         none_new: list[tuple[int, Number | None]] = []  # NOT_FOUND: no sample since the cursor
-        got = self._caller.call(
-            self.index,
-            "nvmlDeviceGetSamples",
-            self._samples,
-            self._handle,
-            GPU_UTILIZATION_SAMPLES,
-            self._util_cursor,
-            not_found=none_new,
+        got = self._samples(
+            self._handle, GPU_UTILIZATION_SAMPLES, self._util_cursor, not_found=none_new
         )
         if not got:
             return ()
@@ -385,20 +384,16 @@ class DeviceReader:
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
     def _memory(self) -> DeviceMemory:
-        v2 = self._call("nvmlDeviceGetMemoryInfo_v2", self._memory_v2)
+        v2 = self._memory_v2(self._handle)
         if v2 is not None:
             used, total, reserved = v2
             return DeviceMemory(used / MIB, total / MIB, reserved / MIB)
-        if not self._caller.skipped(self.index, "nvmlDeviceGetMemoryInfo_v2"):
+        if not self._memory_v2.skipped:
             return DeviceMemory()
         v1 = self._call("nvmlDeviceGetMemoryInfo", self._nvml.nvmlDeviceGetMemoryInfo)
         if v1 is None:
             return DeviceMemory()
         return DeviceMemory(v1.used / MIB, v1.total / MIB, None)  # v1 "used" includes reserved
-
-    def _temperature(self) -> float | None:
-        value = self._caller.first(self.index, self._temperature_options)
-        return None if value is None else float(value)
 
     def _read_limits(self) -> Limits:
         """The static limits, asked until each is settled (read, or missing for good): from
@@ -448,10 +443,6 @@ class DeviceReader:
             return self._number(what)
         return None
 
-    def _clock(self, clock_type: int) -> float | None:
-        what, call = self._clocks[clock_type]
-        return _float(self._call(what, call))
-
     def _max_clock(self, clock_type: int) -> float | None:
         """A static fact, read once: the SM's or the memory's highest clock."""
         what = _MAX_CLOCK_WHAT[clock_type]
@@ -467,16 +458,8 @@ class DeviceReader:
     def _batch(self, field_ids: Iterable[FieldKey]) -> FieldBatch:
         """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call, its
         request laid out once (each batch keeps its own, see :mod:`kept_buffers`)."""
-        call = FieldValuesCall(self._nvml)
-        return FieldBatch(
-            lambda request: self._call("nvmlDeviceGetFieldValues", call, request),
-            field_ids,
-            lambda: self._caller.skipped(self.index, "nvmlDeviceGetFieldValues"),
-        )
-
-    def _clock_events(self) -> int | None:
-        bits = self._caller.first(self.index, self._clock_event_options)
-        return None if bits is None else int(bits)
+        ask = Ask(self._caller, self.index, "nvmlDeviceGetFieldValues", FieldValuesCall(self._nvml))
+        return FieldBatch(partial(ask, self._handle), field_ids, lambda: ask.skipped)
 
 
 def _throughput_what(counter: int) -> str:
@@ -490,6 +473,10 @@ def _per_thousand(value: float | None) -> float | None:
 
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _text(value: Any) -> str:

@@ -6,8 +6,8 @@ ECC error; 13/31/43: the application's kernel faulted). NVML delivers them throu
 one set for every GPU, registered at start-up, drained each tick with
 ``nvmlEventSetWait_v2(set, 0)`` until it answers TIMEOUT (nothing pending), so the tick never
 waits; the wait's output is kept and TIMEOUT is a plain answer, not an exception every tick
-(:class:`kept_readings.EventWaitCall`). Where events are not supported (no set, or no GPU accepts the registration) nothing is
-polled at all.
+(:class:`kept_readings.EventWaitCall`). Where events are not supported (no set, or no GPU
+accepts the registration) nothing is polled at all.
 
 The topology (how each pair of GPUs connects, each GPU's NUMA node and CPUs) cannot change
 while the machine runs, so it is read once at start-up: for each pair, NVLink when the driver
