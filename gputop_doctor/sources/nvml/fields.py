@@ -80,9 +80,9 @@ class FieldValues(Mapping[FieldKey, Number]):
     """One tick's answered field values of a batch, by key.
 
     The readers that take the same fields every tick take them with a :class:`Pick`, by
-    position, in one C-level step: a dict of a GPU's ~60 values (the NVLink keys are tuples,
-    hashed anew at every insert and lookup) cost more Python than the driver call that
-    filled them. ``positions`` is the batch's own while it asks for the same fields.
+    position, in one C-level step, instead of a dict of a GPU's ~60 values (the NVLink keys
+    are tuples, hashed anew at every insert and lookup) built every tick for a handful of
+    lookups. ``positions`` is the batch's own while it asks for the same fields.
     """
 
     __slots__ = ("numbers", "positions")
