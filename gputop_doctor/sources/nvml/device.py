@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
+from operator import itemgetter
 from statistics import fmean
 from typing import Any
 
@@ -81,6 +82,7 @@ _THRESHOLD_WHAT = {
 }
 _MAX_CLOCK_WHAT = {clock: f"nvmlDeviceGetMaxClockInfo({clock})" for clock in (CLOCK_SM, CLOCK_MEM)}
 _LIMIT_WHAT = (*_THRESHOLD_WHAT.values(), *_MAX_CLOCK_WHAT.values())
+_SAMPLE_TIME = itemgetter(0)  # a (timestamp, value) sample's time, the sort key in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,14 +374,15 @@ class DeviceReader:
         )
         if not got:
             return ()
-        ordered = sorted((i for i in got if i[0] > self._util_cursor), key=lambda i: i[0])
+        cursor = self._util_cursor
+        ordered = sorted([item for item in got if item[0] > cursor], key=_SAMPLE_TIME)
         if not ordered:
             return ()
         newest = ordered[-1][0]
         if self._util_cursor == 0:  # whole ring on the first call: keep the last ~tick
             ordered = [item for item in ordered if item[0] >= newest - FIRST_READ_WINDOW_US]
         self._util_cursor = newest
-        return tuple(float(value) for _, value in ordered if value is not None)
+        return tuple([float(value) for _, value in ordered if value is not None])
 
     # -- memory, thermals, power, clocks ---------------------------------------------------
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuProcess
@@ -39,6 +40,7 @@ PROC_UTIL_STALE_S = 5.0
 # One listed process as the tick sees it: PID, kind, used MiB, SM %, memory %.
 _Row = tuple[int, str, float | None, float | None, float | None]
 GRAPHICS_PERIOD_S = 5.0
+_SAMPLE_TIME = attrgetter("timestamp")  # the sort key in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +147,7 @@ class GpuProcessReader:
         if samples is None:
             return False
         now = self._clock()
-        for sample in sorted(samples, key=lambda s: s.timestamp):
+        for sample in sorted(samples, key=_SAMPLE_TIME):
             self._util[sample.pid] = _ProcUtil(sample.sm_pct, sample.mem_pct, now)
             self._cursor = max(self._cursor, sample.timestamp)
         return True
