@@ -187,6 +187,7 @@ def watch_nvml() -> None:
         kept_readings.TemperatureCall,
         kept_readings.UtilizationCall,
         kept_readings.MemoryCall,
+        kept_readings.EventWaitCall,
     ):
         cls.__call__ = _timed_by_symbol(cls.__call__)  # type: ignore[method-assign]
 

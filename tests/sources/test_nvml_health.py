@@ -213,3 +213,29 @@ def test_topology_numa_node_and_cpus(
 def test_cpu_list() -> None:
     assert cpu_list([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
     assert cpu_list([]) == ""
+
+
+def test_link_objects_are_handed_on_until_a_link_changes_and_versions_are_read_once(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: ManualClock,
+) -> None:
+    fake_nvml.write(Scenario(gpus=(SICK,)))
+    source = open_source()
+    seen = []
+    for tick in range(int(3 * HEALTH_PERIOD_S) + 1):  # three periodic reads after the first
+        if tick == int(2 * HEALTH_PERIOD_S):
+            fake_nvml.write(Scenario(gpus=(replace(SICK, nvlink_down=0b0001),)))
+        [gpu] = source.read_gpus()
+        assert gpu.health is not None
+        seen.append(gpu.health.nvlinks)
+        clock.advance(1.0)
+    first, changed = seen[0], seen[-1]
+    assert all(links is first for links in seen[: int(2 * HEALTH_PERIOD_S)])
+    assert [(link.active, link.version) for link in changed] == [
+        (False, 4),
+        (True, 4),
+        (True, 4),
+        (True, 4),
+    ]
+    assert fake_nvml.calls("nvmlDeviceGetNvLinkVersion") == 4  # once per link, not per period

@@ -270,14 +270,14 @@ def test_clock_events_fall_back_to_throttle_reasons(
 ) -> None:
     fake = fake_nvml_variant("NO_EVENT_REASONS")
     fake.write(Scenario(gpus=(FakeGpu(clock_events=HW_THERMAL | SW_THERMAL),)))
-    asked: list[str] = []
-    original = Symbol.__call__
+    asked: list[str] = []  # a missing symbol is looked up at each ask
+    original = Symbol._look_up
 
     def counting(self: Symbol, *args: object) -> int:
         asked.append(self.name)
         return original(self, *args)
 
-    monkeypatch.setattr(Symbol, "__call__", counting)
+    monkeypatch.setattr(Symbol, "_look_up", counting)
     source = open_source()
     for _ in range(3):
         (gpu,) = source.read_gpus()

@@ -119,36 +119,16 @@ class NvmlCaller:
         *args: Any,
         not_found: T | None = None,
     ) -> T | None:
-        """``fn(*args)``, or None. ``what`` names the call (usually the NVML symbol)."""
-        key = (gpu, what)
-        if key in self._skipped:
-            return None
-        try:
-            value = fn(*args)
-        except self._nvml.NVMLLibraryMismatchError:
-            self._answered(gpu)
-            self._skip(key, "function not found in this driver's NVML")
-            return None
-        except self._nvml.NVMLError as err:
-            return self._nvml_error(key, err, not_found)
-        except Exception as err:  # a bindings bug or a driver returning garbage: not fatal
-            self.log_once(what, err)
-            return None
-        if gpu in self._run:  # an answer breaks any run of driver errors (see _answered)
-            self._run[gpu] = 0
-        return value
+        """``fn(*args)``, or None. ``what`` names the call (usually the NVML symbol).
+
+        A call made every tick is better bound once as an :class:`Ask`."""
+        answer: T | None = Ask(self, gpu, what, fn)(*args, not_found=not_found)
+        return answer
 
     def first(self, gpu: int, options: Sequence[Option]) -> Any:
-        """The first option that answers, moving on only past options that are unsupported.
-
-        A transient error on a preferred call gives None rather than silently switching to an
-        older call with different semantics (e.g. memory v1 counts reserved memory as used).
-        """
-        for what, fn, args in options:
-            value = self.call(gpu, what, fn, *args)
-            if value is not None or not self.skipped(gpu, what):
-                return value
-        return None
+        """The first option that answers, moving on only past options that are unsupported
+        (see :class:`Preferred`, which binds the options once)."""
+        return Preferred([(Ask(self, gpu, what, fn), args) for what, fn, args in options])()
 
     def skipped(self, gpu: int, what: str) -> bool:
         """True once ``what`` is known to be unsupported on ``gpu``."""
@@ -159,6 +139,17 @@ class NvmlCaller:
         if tag not in self._logged:
             self._logged.add(tag)
             logger.warning("NVML %s failed: %s", what, err)
+
+    def _failed(self, key: tuple[int, str], err: Exception, not_found: T | None) -> T | None:
+        """What the call ``key`` that raised ``err`` gives (or raises) under the failure model."""
+        if isinstance(err, self._nvml.NVMLLibraryMismatchError):
+            self._answered(key[0])
+            self._skip(key, "function not found in this driver's NVML")
+            return None
+        if isinstance(err, self._nvml.NVMLError):
+            return self._nvml_error(key, err, not_found)
+        self.log_once(key[1], err)  # a bindings bug or a driver returning garbage: not fatal
+        return None
 
     def _nvml_error(self, key: tuple[int, str], err: Any, not_found: T | None) -> T | None:
         gpu, what = key
@@ -199,3 +190,59 @@ class NvmlCaller:
         self._skipped.add(key)
         where = "system" if key[0] == SYSTEM else f"GPU {key[0]}"
         logger.debug("NVML %s on %s: %s; not asking again", key[1], where, why)
+
+
+class Ask:
+    """One NVML call about one GPU, its name and function fixed, asked under the caller's
+    failure model (:meth:`NvmlCaller.call`).
+
+    A tick asks each GPU the same dozen calls; bound once per GPU, an ask is the skip check,
+    the call and the end of any run of driver errors, without the (GPU, name) key, the
+    argument tuple and a frame per layer built anew for every call of every tick.
+    """
+
+    __slots__ = ("_caller", "_fn", "_gpu", "_key")
+
+    def __init__(self, caller: NvmlCaller, gpu: int, what: str, fn: Callable[..., Any]) -> None:
+        self._caller = caller
+        self._gpu = gpu
+        self._key = (gpu, what)
+        self._fn = fn
+
+    def __call__(self, *args: Any, not_found: Any = None) -> Any:
+        caller = self._caller
+        if self._key in caller._skipped:
+            return None
+        try:
+            value = self._fn(*args)
+        except Exception as err:
+            return caller._failed(self._key, err, not_found)
+        run = caller._run
+        if self._gpu in run:  # an answer breaks any run of driver errors (see _answered)
+            run[self._gpu] = 0
+        return value
+
+    @property
+    def skipped(self) -> bool:
+        """True once the call is known to be unsupported on its GPU."""
+        return self._key in self._caller._skipped
+
+
+class Preferred:
+    """The first of several asks that answers, moving on only past those that are unsupported.
+
+    A transient error on a preferred call gives None rather than silently switching to an
+    older call with different semantics (e.g. memory v1 counts reserved memory as used).
+    """
+
+    __slots__ = ("_options",)
+
+    def __init__(self, options: Sequence[tuple[Ask, tuple[Any, ...]]]) -> None:
+        self._options = tuple(options)
+
+    def __call__(self) -> Any:
+        for ask, args in self._options:
+            value = ask(*args)
+            if value is not None or not ask.skipped:
+                return value
+        return None

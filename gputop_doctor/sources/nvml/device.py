@@ -1,9 +1,9 @@
 """One GPU's reading per tick, assembled from tolerant NVML calls.
 
-Slow facts (identity, MIG mode, temperature thresholds, max SM clock) are read once and cached:
-they cannot change without a driver reload or GPU reset. The enforced power limit is read once
-a slow period and the fan speed every few seconds (:mod:`nvml_cadence`), the graphics process
-list too (:mod:`nvml_processes`). Everything else is read every tick, except PCIe throughput
+Slow facts (identity, MIG mode, temperature thresholds, max SM and memory clocks) are read once
+and kept: they cannot change without a driver reload or GPU reset. The enforced power limit is
+read once a slow period and the fan speed every few seconds (:mod:`nvml_cadence`), the graphics
+process list too (:mod:`nvml_processes`). Everything else is read every tick, except PCIe throughput
 where the driver lacks the byte counters (see :mod:`nvml_pcie`). Readings that have an NVML
 field id (power, energy, and the counters of :mod:`nvml_fields`, :mod:`nvml_pcie`,
 :mod:`nvml_health`) come from the one batched ``nvmlDeviceGetFieldValues`` call of the tick;
@@ -21,6 +21,8 @@ import ctypes
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
+from operator import itemgetter
 from statistics import fmean
 from typing import Any
 
@@ -28,17 +30,20 @@ from gputop_doctor.core.model import MIB, GpuSample
 from gputop_doctor.sources.nvml.cadence import FAN_PERIOD_S, SLOW_PERIOD_S, Every
 from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
+    Ask,
     GpuFailingError,
     GpuLostError,
     NvmlCaller,
-    Option,
+    Preferred,
     ReadAborted,
 )
 from gputop_doctor.sources.nvml.fields import (
     THROTTLE_FIELD_IDS,
     FieldBatch,
     FieldKey,
+    FieldValues,
     Number,
+    Pick,
     ThrottleReader,
 )
 from gputop_doctor.sources.nvml.gpm import GpmReader
@@ -76,6 +81,8 @@ _THRESHOLD_WHAT = {
     for kind in (THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN, THRESHOLD_GPU_MAX)
 }
 _MAX_CLOCK_WHAT = {clock: f"nvmlDeviceGetMaxClockInfo({clock})" for clock in (CLOCK_SM, CLOCK_MEM)}
+_LIMIT_WHAT = (*_THRESHOLD_WHAT.values(), *_MAX_CLOCK_WHAT.values())
+_SAMPLE_TIME = itemgetter(0)  # a (timestamp, value) sample's time, the sort key in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,17 @@ class Utilization:
     high: float | None = None
     samples: tuple[float, ...] = ()
     mem: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The GPU's static limits: its temperature thresholds and highest clocks."""
+
+    temp_slowdown_c: float | None = None
+    temp_shutdown_c: float | None = None
+    temp_max_operating_c: float | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_max_mhz: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,34 +142,39 @@ class DeviceReader:
         self._handle = handle
         self._util_cursor = 0
         self._throttle = ThrottleReader()
-        self._samples = SamplesCall(nvml)
-        self._point_util = UtilizationCall(nvml)
-        self._memory_v2 = MemoryCall(nvml)
+        # The tick's calls, each bound once (see nvml_call.Ask), with their outputs kept.
+        ask = partial(Ask, caller, index)
+        self._samples = ask("nvmlDeviceGetSamples", SamplesCall(nvml))
+        self._point_util = ask("nvmlDeviceGetUtilizationRates", UtilizationCall(nvml))
+        self._memory_v2 = ask("nvmlDeviceGetMemoryInfo_v2", MemoryCall(nvml))
         self._clocks = {
-            clock_type: (
+            clock_type: ask(
                 f"nvmlDeviceGetClockInfo({clock_type})",
                 UIntCall(nvml, "nvmlDeviceGetClockInfo", ctypes.c_uint, clock_type),
             )
             for clock_type in (CLOCK_SM, CLOCK_MEM)
         }
         # The preferred call, else (an older driver, FunctionNotFound) the older one.
-        self._temperature_options: tuple[Option, ...] = (
-            ("nvmlDeviceGetTemperatureV", TemperatureCall(nvml, TEMP_GPU), (handle,)),
-            ("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature, (handle, TEMP_GPU)),
+        self._temperature = Preferred(
+            (
+                (ask("nvmlDeviceGetTemperatureV", TemperatureCall(nvml, TEMP_GPU)), (handle,)),
+                (
+                    ask("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature),
+                    (handle, TEMP_GPU),
+                ),
+            )
         )
-        self._clock_event_options: tuple[Option, ...] = (
+        event_reasons = "nvmlDeviceGetCurrentClocksEventReasons"
+        throttle_reasons = "nvmlDeviceGetCurrentClocksThrottleReasons"
+        self._clock_events = Preferred(
             (
-                "nvmlDeviceGetCurrentClocksEventReasons",
-                UIntCall(nvml, "nvmlDeviceGetCurrentClocksEventReasons", ctypes.c_ulonglong),
-                (handle,),
-            ),
-            (
-                "nvmlDeviceGetCurrentClocksThrottleReasons",
-                nvml.nvmlDeviceGetCurrentClocksThrottleReasons,
-                (handle,),
-            ),
+                (ask(event_reasons, UIntCall(nvml, event_reasons, ctypes.c_ulonglong)), (handle,)),
+                (ask(throttle_reasons, getattr(nvml, throttle_reasons)), (handle,)),
+            )
         )
         self._cache: dict[str, float | None] = {}
+        self._limits: Limits | None = None  # once every limit is settled (see _read_limits)
+        self._readings = Pick(READING_FIELD_IDS)
         self._fields = self._batch(
             READING_FIELD_IDS + THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS
         )
@@ -273,6 +296,9 @@ class DeviceReader:
         sm_active, tensor_active, dram_active = self._gpm.read()
         fields = self._fields.read()
         pcie_rx, pcie_tx = self._pcie.read(fields)
+        temperature = _float(self._temperature())
+        limits = self._limits or self._read_limits()
+        power_w, energy_j = self._power_and_energy(fields)
         return GpuSample(
             index=self.index,
             name=ident.name,
@@ -287,23 +313,21 @@ class DeviceReader:
             mem_used_mib=mem.used_mib,
             mem_total_mib=mem.total_mib,
             mem_reserved_mib=mem.reserved_mib,
-            temp_c=self._temperature(),
-            temp_slowdown_c=self._threshold(THRESHOLD_SLOWDOWN),
-            temp_shutdown_c=self._threshold(THRESHOLD_SHUTDOWN),
-            temp_max_operating_c=self._threshold(THRESHOLD_GPU_MAX),
-            power_w=_per_thousand(self._from_field(fields, FIELD_POWER, "nvmlDeviceGetPowerUsage")),
+            temp_c=temperature,
+            temp_slowdown_c=limits.temp_slowdown_c,
+            temp_shutdown_c=limits.temp_shutdown_c,
+            temp_max_operating_c=limits.temp_max_operating_c,
+            power_w=power_w,
             power_limit_w=self._power_limit.get(),
-            energy_j=_per_thousand(
-                self._from_field(fields, FIELD_ENERGY, "nvmlDeviceGetTotalEnergyConsumption")
-            ),
-            sm_clock_mhz=self._clock(CLOCK_SM),
-            sm_clock_max_mhz=self._max_clock(CLOCK_SM),
-            mem_clock_mhz=self._clock(CLOCK_MEM),
-            mem_clock_max_mhz=self._max_clock(CLOCK_MEM),
+            energy_j=energy_j,
+            sm_clock_mhz=_float(self._clocks[CLOCK_SM](self._handle)),
+            sm_clock_max_mhz=limits.sm_clock_max_mhz,
+            mem_clock_mhz=_float(self._clocks[CLOCK_MEM](self._handle)),
+            mem_clock_max_mhz=limits.mem_clock_max_mhz,
             fan_pct=self._fan.get(),
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
-            clock_event_bits=self._clock_events(),
+            clock_event_bits=_int(self._clock_events()),
             throttle=self._throttle.read(fields),
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
@@ -332,7 +356,7 @@ class DeviceReader:
     # -- utilization -----------------------------------------------------------------------
 
     def _utilization(self) -> Utilization:
-        point = self._call("nvmlDeviceGetUtilizationRates", self._point_util)
+        point = self._point_util(self._handle)
         mem = None if point is None else float(point[1])
         samples = self._buffered_util()
         if samples:
@@ -345,43 +369,48 @@ class DeviceReader:
     def _buffered_util(self) -> tuple[float, ...]:
         """Utilization samples newer than the cursor, oldest first; () means none are new."""
         none_new: list[tuple[int, Number | None]] = []  # NOT_FOUND: no sample since the cursor
-        got = self._caller.call(
-            self.index,
-            "nvmlDeviceGetSamples",
-            self._samples,
-            self._handle,
-            GPU_UTILIZATION_SAMPLES,
-            self._util_cursor,
-            not_found=none_new,
+        got = self._samples(
+            self._handle, GPU_UTILIZATION_SAMPLES, self._util_cursor, not_found=none_new
         )
         if not got:
             return ()
-        ordered = sorted((i for i in got if i[0] > self._util_cursor), key=lambda i: i[0])
+        cursor = self._util_cursor
+        ordered = sorted([item for item in got if item[0] > cursor], key=_SAMPLE_TIME)
         if not ordered:
             return ()
         newest = ordered[-1][0]
         if self._util_cursor == 0:  # whole ring on the first call: keep the last ~tick
             ordered = [item for item in ordered if item[0] >= newest - FIRST_READ_WINDOW_US]
         self._util_cursor = newest
-        return tuple(float(value) for _, value in ordered if value is not None)
+        return tuple([float(value) for _, value in ordered if value is not None])
 
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
     def _memory(self) -> DeviceMemory:
-        v2 = self._call("nvmlDeviceGetMemoryInfo_v2", self._memory_v2)
+        v2 = self._memory_v2(self._handle)
         if v2 is not None:
             used, total, reserved = v2
             return DeviceMemory(used / MIB, total / MIB, reserved / MIB)
-        if not self._caller.skipped(self.index, "nvmlDeviceGetMemoryInfo_v2"):
+        if not self._memory_v2.skipped:
             return DeviceMemory()
         v1 = self._call("nvmlDeviceGetMemoryInfo", self._nvml.nvmlDeviceGetMemoryInfo)
         if v1 is None:
             return DeviceMemory()
         return DeviceMemory(v1.used / MIB, v1.total / MIB, None)  # v1 "used" includes reserved
 
-    def _temperature(self) -> float | None:
-        value = self._caller.first(self.index, self._temperature_options)
-        return None if value is None else float(value)
+    def _read_limits(self) -> Limits:
+        """The static limits, asked until each is settled (read, or missing for good): from
+        then on they are one object, and the tick neither asks nor looks anything up."""
+        limits = Limits(
+            temp_slowdown_c=self._threshold(THRESHOLD_SLOWDOWN),
+            temp_shutdown_c=self._threshold(THRESHOLD_SHUTDOWN),
+            temp_max_operating_c=self._threshold(THRESHOLD_GPU_MAX),
+            sm_clock_max_mhz=self._max_clock(CLOCK_SM),
+            mem_clock_max_mhz=self._max_clock(CLOCK_MEM),
+        )
+        if all(what in self._cache for what in _LIMIT_WHAT):
+            self._limits = limits
+        return limits
 
     def _threshold(self, kind: int) -> float | None:
         what = _THRESHOLD_WHAT[kind]
@@ -390,9 +419,24 @@ class DeviceReader:
     def _watts(self, what: str) -> float | None:
         return _per_thousand(self._number(what))
 
-    def _from_field(
-        self, values: dict[FieldKey, Number] | None, field_id: int, what: str
-    ) -> float | None:
+    def _power_and_energy(self, values: FieldValues | None) -> tuple[float | None, float | None]:
+        """W and J: from this tick's batch in one step when both answered (the usual tick),
+        else each as :meth:`_from_field` says."""
+        if values is not None:
+            try:
+                power, energy = self._readings(values)
+            except KeyError:
+                pass
+            else:
+                return float(power) / 1000.0, float(energy) / 1000.0
+        return (
+            _per_thousand(self._from_field(values, FIELD_POWER, "nvmlDeviceGetPowerUsage")),
+            _per_thousand(
+                self._from_field(values, FIELD_ENERGY, "nvmlDeviceGetTotalEnergyConsumption")
+            ),
+        )
+
+    def _from_field(self, values: FieldValues | None, field_id: int, what: str) -> float | None:
         """A reading with a field id: from this tick's batch, else the dedicated call ``what``
         where the driver will never give the field. A field missing for a transient reason
         gives None this tick, as a transient error of the call did (no extra round trip)."""
@@ -401,10 +445,6 @@ class DeviceReader:
         if self._fields.unsupported(field_id):
             return self._number(what)
         return None
-
-    def _clock(self, clock_type: int) -> float | None:
-        what, call = self._clocks[clock_type]
-        return _float(self._call(what, call))
 
     def _max_clock(self, clock_type: int) -> float | None:
         """A static fact, read once: the SM's or the memory's highest clock."""
@@ -421,16 +461,8 @@ class DeviceReader:
     def _batch(self, field_ids: Iterable[FieldKey]) -> FieldBatch:
         """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call, its
         request laid out once (each batch keeps its own, see :mod:`kept_buffers`)."""
-        call = FieldValuesCall(self._nvml)
-        return FieldBatch(
-            lambda request: self._call("nvmlDeviceGetFieldValues", call, request),
-            field_ids,
-            lambda: self._caller.skipped(self.index, "nvmlDeviceGetFieldValues"),
-        )
-
-    def _clock_events(self) -> int | None:
-        bits = self._caller.first(self.index, self._clock_event_options)
-        return None if bits is None else int(bits)
+        ask = Ask(self._caller, self.index, "nvmlDeviceGetFieldValues", FieldValuesCall(self._nvml))
+        return FieldBatch(partial(ask, self._handle), field_ids, lambda: ask.skipped)
 
 
 def _throughput_what(counter: int) -> str:
@@ -444,6 +476,10 @@ def _per_thousand(value: float | None) -> float | None:
 
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _text(value: Any) -> str:

@@ -5,8 +5,9 @@ An Xid is the driver's own report of a fault (79: the GPU fell off the bus; 48: 
 ECC error; 13/31/43: the application's kernel faulted). NVML delivers them through an event set:
 one set for every GPU, registered at start-up, drained each tick with
 ``nvmlEventSetWait_v2(set, 0)`` until it answers TIMEOUT (nothing pending), so the tick never
-waits. Where events are not supported (no set, or no GPU accepts the registration) nothing is
-polled at all.
+waits; the wait's output is kept and TIMEOUT is a plain answer, not an exception every tick
+(:class:`kept_readings.EventWaitCall`). Where events are not supported (no set, or no GPU
+accepts the registration) nothing is polled at all.
 
 The topology (how each pair of GPUs connects, each GPU's NUMA node and CPUs) cannot change
 while the machine runs, so it is read once at start-up: for each pair, NVLink when the driver
@@ -23,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gputop_doctor.core.health import TOPO_LEVELS, TopoLink, Topology, XidEvent
-from gputop_doctor.sources.nvml.call import NVML_ERROR_TIMEOUT, NvmlCaller
+from gputop_doctor.sources.nvml.call import NvmlCaller
+from gputop_doctor.sources.nvml.kept_readings import EventWaitCall
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ class XidWatcher:
         self._set: Any = None
         self._index_of: dict[int | None, int] = {}
         self._warned = False
+        self._wait = EventWaitCall(nvml)
         try:
             event_set = nvml.nvmlEventSetCreate()
         except nvml.NVMLError as err:
@@ -75,11 +78,13 @@ class XidWatcher:
         now = self._wall()
         for _ in range(MAX_EVENTS_PER_TICK):
             try:
-                data = nvml.nvmlEventSetWait_v2(self._set, 0)
+                data = self._wait(self._set)
             except nvml.NVMLError as err:
-                if getattr(err, "value", None) != NVML_ERROR_TIMEOUT and not self._warned:
+                if not self._warned:
                     self._warned = True
                     logger.warning("NVML event wait failed: %s", err)
+                break
+            if data is None:  # TIMEOUT: nothing (more) pending
                 break
             index = self._index_of.get(_address(data.device))
             if index is None or not data.eventType & XID_CRITICAL_ERROR:

@@ -13,7 +13,8 @@ episode was (the instantaneous reason bitmask only says what happens at the inst
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from gputop_doctor.core.model import ThrottleCounters
@@ -28,6 +29,7 @@ THROTTLE_FIELDS: tuple[tuple[int, str], ...] = (
     (271, "hw_power_brake_ns"),
 )
 THROTTLE_FIELD_IDS = tuple(field_id for field_id, _ in THROTTLE_FIELDS)
+_THROTTLE_NAMES = tuple(name for _, name in THROTTLE_FIELDS)
 
 # Per-field answers meaning "this driver will never have it": INVALID_ARGUMENT (an id the driver
 # does not know), NOT_SUPPORTED and NO_PERMISSION.
@@ -74,6 +76,68 @@ def raw_value(value_type: int, value: Any) -> Number | None:
     return None if attr is None else getattr(value, attr)
 
 
+class FieldValues(Mapping[FieldKey, Number]):
+    """One tick's answered field values of a batch, by key.
+
+    The readers that take the same fields every tick take them with a :class:`Pick`, by
+    position, in one C-level step, instead of a dict of a GPU's ~60 values (the NVLink keys
+    are tuples, hashed anew at every insert and lookup) built every tick for a handful of
+    lookups. ``positions`` is the batch's own while it asks for the same fields.
+    """
+
+    __slots__ = ("numbers", "positions")
+
+    def __init__(self, positions: Mapping[FieldKey, int], numbers: Sequence[Number | None]):
+        self.positions = positions
+        self.numbers = numbers
+
+    def __getitem__(self, key: FieldKey) -> Number:
+        number = self.numbers[self.positions[key]]
+        assert number is not None  # positions name only the fields that answered
+        return number
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.positions
+
+    def __iter__(self) -> Iterator[FieldKey]:
+        return iter(self.positions)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+
+class Pick:
+    """Reads ``keys``' values, in order, from a tick's :class:`FieldValues` in one C-level
+    step; KeyError when one of them did not answer. The positions are worked out once per
+    layout of the batch (a new one only when a field is dropped or added, or on a tick where
+    some field did not answer)."""
+
+    def __init__(self, keys: Iterable[FieldKey]) -> None:
+        self.keys = tuple(keys)
+        self._positions: Mapping[FieldKey, int] | None = None
+        self._get: Callable[[Sequence[Number | None]], tuple[Number, ...]] | None = None
+
+    def __call__(self, values: FieldValues) -> tuple[Number, ...]:
+        if values.positions is not self._positions:
+            self._get = self._getter(values.positions)
+            self._positions = values.positions
+        if self._get is None:
+            raise KeyError(self.keys)
+        return self._get(values.numbers)
+
+    def _getter(
+        self, positions: Mapping[FieldKey, int]
+    ) -> Callable[[Sequence[Number | None]], tuple[Number, ...]] | None:
+        """The pick by position, or None when one of the keys is not among ``positions``."""
+        if not self.keys or not all(key in positions for key in self.keys):
+            return None
+        at = [positions[key] for key in self.keys]
+        if len(at) == 1:
+            (only,) = at
+            return lambda numbers: (numbers[only],)  # type: ignore[return-value]
+        return itemgetter(*at)
+
+
 class FieldBatch:
     """The field values of one GPU, all read by one tolerant ``get(field_ids)`` call a tick.
 
@@ -90,6 +154,7 @@ class FieldBatch:
         self._get = get
         self._call_skipped = call_skipped
         self._ids: tuple[FieldKey, ...] = ()
+        self._positions: dict[FieldKey, int] = {}  # each asked field's place in the answer
         self._request: list[tuple[int, int]] = []
         self._dropped: set[FieldKey] = set()
         self._answers = _Answers()
@@ -105,30 +170,31 @@ class FieldBatch:
         sets a bare id only after the pair form raised TypeError, an exception per field per
         tick; scope 0 is what a bare id means."""
         self._ids = tuple(ids)
+        self._positions = {key: at for at, key in enumerate(self._ids)}
         self._request = [key if isinstance(key, tuple) else (key, 0) for key in self._ids]
 
-    def read(self) -> dict[FieldKey, Number] | None:
-        """This tick's values by field id (those that answered); None when the call failed."""
+    def read(self) -> FieldValues | None:
+        """This tick's values (those that answered); None when the call failed."""
         if not self._ids:
-            return {}
+            return FieldValues({}, ())
         values = self._get(self._request)
         if values is None:
             return None
         returns, numbers = self._answers.read(values)
         if not any(returns) and None not in numbers:  # the usual tick: every field answered
-            return dict(zip(self._ids, numbers, strict=True))  # type: ignore[arg-type]
-        out: dict[FieldKey, Number] = {}
+            return FieldValues(self._positions, numbers)
+        answered: dict[FieldKey, int] = {}
         keep = []
-        for field_id, ret, number in zip(self._ids, returns, numbers, strict=True):
+        for at, (field_id, ret, number) in enumerate(zip(self._ids, returns, numbers, strict=True)):
             if ret == 0 and number is not None:
-                out[field_id] = number
+                answered[field_id] = at
             if ret in FIELD_PERMANENT_ERRORS:
                 self._dropped.add(field_id)
             else:
                 keep.append(field_id)
         if len(keep) != len(self._ids):
             self._ask(keep)
-        return out
+        return FieldValues(answered, numbers)
 
     def unsupported(self, field_id: FieldKey) -> bool:
         """True once the driver said it will never give ``field_id``."""
@@ -175,13 +241,26 @@ class ThrottleReader:
     handed on while they stand still (a GPU that is not throttled: every tick)."""
 
     def __init__(self) -> None:
+        self._all = Pick(THROTTLE_FIELD_IDS)
+        self._last_all: tuple[Number, ...] | None = None  # when every counter answered
         self._last: tuple[dict[str, int], ThrottleCounters | None] = ({}, None)
 
-    def read(self, values: Mapping[FieldKey, Number] | None) -> ThrottleCounters | None:
+    def read(self, values: FieldValues | None) -> ThrottleCounters | None:
         """The throttle counters among this tick's field values, or None if there are none."""
         if not values:
             return None
-        counters = {name: int(values[fid]) for fid, name in THROTTLE_FIELDS if fid in values}
+        try:
+            every = self._all(values)
+        except KeyError:  # some counters missing (an older driver, a flaky field)
+            self._last_all = None
+            return self._made({n: int(values[f]) for f, n in THROTTLE_FIELDS if f in values})
+        if every == self._last_all:
+            return self._last[1]
+        self._last_all = every
+        return self._made(dict(zip(_THROTTLE_NAMES, map(int, every), strict=True)))
+
+    def _made(self, counters: dict[str, int]) -> ThrottleCounters | None:
+        """The counters' object: last tick's when they are the same."""
         if counters == self._last[0]:
             return self._last[1]
         throttle = ThrottleCounters(**counters) if counters else None

@@ -22,14 +22,15 @@ without ECC or NVLink pays for each call once.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from operator import itemgetter
 from typing import Any
 
 from gputop_doctor.core.health import GpuHealth, NvLink, Topology, XidEvent
 from gputop_doctor.sources.nvml.call import NvmlCaller
-from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number
+from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, FieldValues, Number, Pick
+from gputop_doctor.sources.nvml.kept_readings import UIntCall
 
 HEALTH_PERIOD_S = 5.0
 STAGGER_SLOTS = 5  # later periodic reads of GPU i are offset by (i % slots) / slots periods
@@ -51,7 +52,6 @@ HEALTH_FIELD_IDS = (
 # Where each group sits in the tuple of HEALTH_FIELD_IDS' values.
 _ECC, _RETIRED, _REMAP, _NVLINK = (slice(0, 4), slice(4, 7), slice(7, 11), slice(11, 15))
 _REPLAY = 15
-_health_values = itemgetter(*HEALTH_FIELD_IDS)
 # nvmlMemoryErrorType_t x nvmlEccCounterType_t, nvmlPageRetirementCause_t
 CORRECTED, UNCORRECTED = 0, 1
 VOLATILE, AGGREGATE = 0, 1
@@ -61,9 +61,7 @@ NVLINK_COUNTERS = (2, 3, 0, 1)
 
 Counters = tuple[int | None, ...]
 # (links, this tick's field values) -> (rx, tx) MiB/s over the links
-Traffic = Callable[
-    [Sequence[int], Mapping[FieldKey, Number] | None], tuple[float | None, float | None]
-]
+Traffic = Callable[[Sequence[int], FieldValues | None], tuple[float | None, float | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +105,17 @@ class HealthReader:
         self._slow = _Slow()
         self._links: tuple[int, ...] | None = None  # found on the first read
         self._versions: dict[int, int | None] = {}
-        # The links' last (active, version) readings and the NvLink objects made of them.
-        self._link_readings: tuple[tuple[tuple[bool | None, int | None], ...], tuple[NvLink, ...]]
-        self._link_readings = ((), ())
+        # Picks the links' states from the batch's values (once the links are known).
+        self._state_values: Pick | None = None
+        self._counter_values = Pick(HEALTH_FIELD_IDS)
+        # The links' last states and the NvLink objects made of them.
+        self._link_readings: tuple[tuple[bool | None, ...], tuple[NvLink, ...]] = ((), ())
         self._max: tuple[int | None, int | None] | None = None
+        # The PCIe link's current generation and width, asked with outputs kept (each period).
+        self._current_link = (
+            UIntCall(nvml, "nvmlDeviceGetCurrPcieLinkGeneration", ctypes.c_uint),
+            UIntCall(nvml, "nvmlDeviceGetCurrPcieLinkWidth", ctypes.c_uint),
+        )
         self.topology: Topology | None = None  # set once by the source, which sees all GPUs
         # The last health built, and what it was built from (see ``read``).
         self._last: tuple[tuple[object, ...], GpuHealth] | None = None
@@ -120,13 +125,11 @@ class HealthReader:
         """The GPU's NVLinks, once found (empty before the first read and without NVLink)."""
         return self._links or ()
 
-    def read(
-        self, fields: Mapping[FieldKey, Number] | None, traffic: Traffic | None = None
-    ) -> GpuHealth:
+    def read(self, fields: FieldValues | None, traffic: Traffic | None = None) -> GpuHealth:
         """This tick's health; ``traffic`` gives the NVLink rates once the links are known
         (called after this tick's pass has found them, so the sample is built once)."""
         self._refresh()
-        counters = _counters(fields)
+        counters = self._counters(fields)
         rx, tx = (None, None) if traffic is None else traffic(self.links, fields)
         if counters is None:
             return self._from_fields(fields or {}, rx, tx)
@@ -145,6 +148,15 @@ class HealthReader:
         )
         self._last = (made_of, health)
         return health
+
+    def _counters(self, values: FieldValues | None) -> Counters | None:
+        """Every counter of HEALTH_FIELD_IDS this tick, in order, when all of them answered."""
+        if values is None:
+            return None
+        try:
+            return tuple(map(int, self._counter_values(values)))
+        except KeyError:
+            return None
 
     def _refresh(self) -> None:
         """Read the periodic part when due (kept as the same object when nothing changed),
@@ -216,9 +228,10 @@ class HealthReader:
 
     def _read_slow(self) -> _Slow:
         nvlinks = self._nvlinks()
+        generation, width = self._current_link
         return _Slow(
-            pcie_gen=self._uint("nvmlDeviceGetCurrPcieLinkGeneration"),
-            pcie_width=self._uint("nvmlDeviceGetCurrPcieLinkWidth"),
+            pcie_gen=self._call(generation.symbol_name, generation),
+            pcie_width=self._call(width.symbol_name, width),
             nvlinks=nvlinks,
             ecc=self._ecc() if self._lacks(ECC_FIELDS) else None,
             retired=self._retired() if self._lacks(RETIRED_FIELDS) else None,
@@ -270,22 +283,34 @@ class HealthReader:
         return tuple(out)
 
     def _nvlinks(self) -> tuple[NvLink, ...]:
+        """The links' states this period; the NvLink objects of the last period while no link
+        changed (their versions, read once, only consulted when a link did)."""
         if self._links is None:
             self._links = self._find_links()
             self._states = self._batch((FIELD_NVLINK_STATE, link) for link in self._links)
         if not self._links or self._states is None:
             return ()
-        states, values = self._states, self._states.read()
-        readings = tuple(
-            (self._active(link, states, values), self._version(link)) for link in self._links
-        )
-        if readings != self._link_readings[0]:  # a link changed: new objects, else the same
+        active = self._link_states(self._states)
+        if active != self._link_readings[0]:  # a link changed: new objects, else the same
             nvlinks = tuple(
-                NvLink(link=link, active=active, version=version)
-                for link, (active, version) in zip(self._links, readings, strict=True)
+                NvLink(link=link, active=state, version=self._version(link))
+                for link, state in zip(self._links, active, strict=True)
             )
-            self._link_readings = (readings, nvlinks)
+            self._link_readings = (active, nvlinks)
         return self._link_readings[1]
+
+    def _link_states(self, states: FieldBatch) -> tuple[bool | None, ...]:
+        """Each link's state: in one C-level pick from the batch when every link answered (the
+        usual period), else link by link."""
+        values = states.read()
+        if values is not None:
+            if self._state_values is None:
+                self._state_values = Pick((FIELD_NVLINK_STATE, link) for link in self.links)
+            try:
+                return tuple(map(bool, self._state_values(values)))
+            except KeyError:
+                pass
+        return tuple(self._active(link, states, values) for link in self.links)
 
     def _active(
         self, link: int, states: FieldBatch, values: Mapping[FieldKey, Number] | None
@@ -330,16 +355,6 @@ def with_xids(health: GpuHealth | None, xids: tuple[XidEvent, ...]) -> GpuHealth
     if not xids:
         return health
     return replace(health or GpuHealth(), xids=xids)
-
-
-def _counters(values: Mapping[FieldKey, Number] | None) -> Counters | None:
-    """Every counter of HEALTH_FIELD_IDS this tick, in order, when all of them answered."""
-    if values is None:
-        return None
-    try:
-        return tuple(map(int, _health_values(values)))
-    except KeyError:
-        return None
 
 
 def _group(values: Mapping[FieldKey, Number], field_ids: Sequence[int]) -> Counters | None:

@@ -84,20 +84,25 @@ def entries(buffer: Any, count: int, unpack: Unpack) -> list[tuple[Any, ...]]:
 
 
 class Symbol:
-    """One NVML symbol of the library pynvml loaded, looked up on first use."""
+    """One NVML symbol of the library pynvml loaded, looked up on first use.
+
+    Callers call :attr:`function`: before the lookup it is the lookup (which then calls the
+    symbol), after it the library's own function, so a tick's call is the C call alone, not
+    a Python frame around it.
+    """
 
     def __init__(self, nvml: Any, name: str) -> None:
         self._nvml = nvml
         self.name = name
-        self._function: Any = None
+        self.function: Callable[..., int] = self._look_up
 
-    def __call__(self, *args: Any) -> int:
-        if self._function is None:
-            try:
-                self._function = getattr(self._nvml.nvmlLib, self.name)
-            except AttributeError:
-                raise self._nvml.NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND) from None
-        code: int = self._function(*args)
+    def _look_up(self, *args: Any) -> int:
+        try:
+            function = getattr(self._nvml.nvmlLib, self.name)
+        except AttributeError:
+            raise self._nvml.NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND) from None
+        self.function = function
+        code: int = function(*args)
         return code
 
     def fail(self, code: int) -> NoReturn:
@@ -125,7 +130,7 @@ class FieldValuesCall:
             self._lay_out(request)
         values = self._array_type.from_buffer_copy(self._layout)
         count = ctypes.c_int32(len(request))
-        code = self._symbol(handle, count, ctypes.byref(values))
+        code = self._symbol.function(handle, count, ctypes.byref(values))
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         return values
@@ -163,13 +168,13 @@ class SamplesCall:
         count = ctypes.c_uint(0)
         args = (handle, ctypes.c_uint(sampling_type), ctypes.c_ulonglong(last_seen))
         if self._buffer is None:
-            ring = self._symbol(*args, ctypes.byref(value_type), ctypes.byref(count), None)
+            ring = self._symbol.function(*args, ctypes.byref(value_type), ctypes.byref(count), None)
             if ring != NVML_SUCCESS:
                 self._symbol.fail(ring)
             self._buffer = (self._nvml.c_nvmlSample_t * max(count.value, FIRST_SAMPLES))()
         buffer = self._buffer
         count.value = len(buffer)
-        code = self._symbol(*args, ctypes.byref(value_type), ctypes.byref(count), buffer)
+        code = self._symbol.function(*args, ctypes.byref(value_type), ctypes.byref(count), buffer)
         if code == NVML_ERROR_NOT_FOUND:
             return []
         if code != NVML_SUCCESS:
@@ -199,11 +204,11 @@ class ProcessListCall:
 
     def __call__(self, handle: Any) -> list[ListedProcess]:
         count = ctypes.c_uint(len(self._buffer))
-        code = self._symbol(handle, ctypes.byref(count), self._buffer)
+        code = self._symbol.function(handle, ctypes.byref(count), self._buffer)
         if code == NVML_ERROR_INSUFFICIENT_SIZE:  # more processes than ever: a bigger buffer
             self._buffer = (self._nvml.c_nvmlProcessInfo_v3_t * (2 * count.value + 5))()
             count.value = len(self._buffer)
-            code = self._symbol(handle, ctypes.byref(count), self._buffer)
+            code = self._symbol.function(handle, ctypes.byref(count), self._buffer)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         not_available = self._not_available
@@ -233,11 +238,11 @@ class ProcessUtilizationCall:
     def __call__(self, handle: Any, last_seen: int) -> list[ProcessUtilization]:
         count = ctypes.c_uint(len(self._buffer))
         since = ctypes.c_ulonglong(last_seen)
-        code = self._symbol(handle, self._buffer, ctypes.byref(count), since)
+        code = self._symbol.function(handle, self._buffer, ctypes.byref(count), since)
         if code == NVML_ERROR_INSUFFICIENT_SIZE:  # more processes than ever: a bigger buffer
             self._buffer = (self._nvml.c_nvmlProcessUtilizationSample_t * (2 * count.value + 5))()
             count.value = len(self._buffer)
-            code = self._symbol(handle, self._buffer, ctypes.byref(count), since)
+            code = self._symbol.function(handle, self._buffer, ctypes.byref(count), since)
         if code == NVML_ERROR_NOT_FOUND:
             return []
         if code != NVML_SUCCESS:

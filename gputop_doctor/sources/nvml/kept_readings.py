@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from gputop_doctor.sources.nvml.call import NVML_ERROR_TIMEOUT
 from gputop_doctor.sources.nvml.kept_buffers import NVML_SUCCESS, Symbol, unpacker
 
 
@@ -47,7 +48,7 @@ class UIntCall(_KeptCall):
         self._ref = ctypes.byref(self._out)
 
     def __call__(self, handle: Any) -> int:
-        code = self._symbol(handle, *self._args, self._ref)
+        code = self._symbol.function(handle, *self._args, self._ref)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         value: int = self._out.value
@@ -66,7 +67,7 @@ class TemperatureCall(_KeptCall):
         self._unpack = unpacker(nvml.c_nvmlTemperature_v1_t, ("temperature", "i"))
 
     def __call__(self, handle: Any) -> int:
-        code = self._symbol(handle, self._ref)
+        code = self._symbol.function(handle, self._ref)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         (value,) = self._unpack(self._out)
@@ -83,7 +84,7 @@ class UtilizationCall(_KeptCall):
         self._unpack = unpacker(nvml.c_nvmlUtilization_t, ("gpu", "I"), ("memory", "I"))
 
     def __call__(self, handle: Any) -> tuple[int, int]:
-        code = self._symbol(handle, self._ref)
+        code = self._symbol.function(handle, self._ref)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         gpu, memory = self._unpack(self._out)
@@ -103,8 +104,29 @@ class MemoryCall(_KeptCall):
         )
 
     def __call__(self, handle: Any) -> tuple[int, int, int]:
-        code = self._symbol(handle, self._ref)
+        code = self._symbol.function(handle, self._ref)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         total, reserved, _, used = self._unpack(self._out)
         return used, total, reserved
+
+
+class EventWaitCall(_KeptCall):
+    """``call(event_set)``: the next pending event of the set (``nvmlEventSetWait_v2`` with no
+    wait), or None when nothing is pending. TIMEOUT is what almost every tick answers; here it
+    is None, not an exception built, raised and caught every tick (pynvml raises it). The
+    answer is the kept ``c_nvmlEventData_t``, valid until the next call."""
+
+    def __init__(self, nvml: Any) -> None:
+        self._symbol = Symbol(nvml, "nvmlEventSetWait_v2")
+        self._out = nvml.c_nvmlEventData_t()
+        self._ref = ctypes.byref(self._out)
+        self._no_wait = ctypes.c_uint(0)
+
+    def __call__(self, event_set: Any) -> Any:
+        code = self._symbol.function(event_set, self._ref, self._no_wait)
+        if code == NVML_ERROR_TIMEOUT:
+            return None
+        if code != NVML_SUCCESS:
+            self._symbol.fail(code)
+        return self._out

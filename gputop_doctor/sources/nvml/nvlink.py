@@ -15,10 +15,9 @@ so a sum over fewer links never looks like a drop in traffic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from operator import itemgetter
+from collections.abc import Callable, Sequence
 
-from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number
+from gputop_doctor.sources.nvml.fields import FieldBatch, FieldValues, Number, Pick
 from gputop_doctor.sources.nvml.pcie import CounterRate
 
 FIELD_NVLINK_TX_KIB = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
@@ -32,8 +31,8 @@ class NvLinkTrafficReader:
         self._fields = fields
         self._clock = clock
         self._links: tuple[int, ...] | None = None  # None until the links are known
-        # Each counter's keys over the links, read in one call (once the links are known).
-        self._keys: dict[int, Callable[[Mapping[FieldKey, Number]], tuple[Number, ...]]] = {}
+        # Each counter's keys over the links, read in one step (once the links are known).
+        self._keys: dict[int, Pick] = {}
         # CounterRate gives "per 1024 per second": KiB counters come out in MiB/s.
         self._rates = {FIELD_NVLINK_RX_KIB: CounterRate(), FIELD_NVLINK_TX_KIB: CounterRate()}
 
@@ -43,20 +42,19 @@ class NvLinkTrafficReader:
             return
         self._links = tuple(links)
         self._keys = {
-            field_id: _values_of([(field_id, link) for link in self._links])
-            for field_id in self._rates
+            field_id: Pick((field_id, link) for link in self._links) for field_id in self._rates
         }
         self._fields.add((field_id, link) for field_id in self._rates for link in self._links)
 
     def rates(
-        self, links: Sequence[int], values: Mapping[FieldKey, Number] | None
+        self, links: Sequence[int], values: FieldValues | None
     ) -> tuple[float | None, float | None]:
         """(rx, tx) MiB/s this tick; ``links`` as the health reader found them (the counters
         join the batch from the next tick on, once they are known)."""
         self.watch(links)
         return self.read(values)
 
-    def read(self, values: Mapping[FieldKey, Number] | None) -> tuple[float | None, float | None]:
+    def read(self, values: FieldValues | None) -> tuple[float | None, float | None]:
         """(rx, tx) MiB/s summed over the links, given this tick's field values."""
         links = self._links
         if links is None:
@@ -67,7 +65,7 @@ class NvLinkTrafficReader:
         return rx, tx
 
     def _total(
-        self, field_id: int, links: tuple[int, ...], values: Mapping[FieldKey, Number] | None
+        self, field_id: int, links: tuple[int, ...], values: FieldValues | None
     ) -> Number | None:
         """The counter summed over the links the driver still gives; None if one is missing.
 
@@ -89,13 +87,3 @@ class NvLinkTrafficReader:
             elif not self._fields.unsupported((field_id, link)):
                 return None  # missed this tick, not for good: no sum over fewer links
         return total if kept else None
-
-
-def _values_of(
-    keys: Sequence[FieldKey],
-) -> Callable[[Mapping[FieldKey, Number]], tuple[Number, ...]]:
-    """Reads ``keys``' values in order in one call (KeyError when one is missing)."""
-    if len(keys) == 1:
-        (key,) = keys
-        return lambda values: (values[key],)
-    return itemgetter(*keys)

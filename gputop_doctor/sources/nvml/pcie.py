@@ -24,9 +24,9 @@ A call that answers NOT_SUPPORTED (remembered, never asked again) spends no peri
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, Number
+from gputop_doctor.sources.nvml.fields import FieldBatch, FieldValues, Number, Pick
 
 PCIE_TX = 0  # nvmlPcieUtilCounter_t
 PCIE_RX = 1
@@ -91,20 +91,22 @@ class PcieReader:
         self._clock = clock
         self._budget = budget
         self._rates = {PCIE_RX: CounterRate(), PCIE_TX: CounterRate()}
+        self._both = Pick((FIELD_RX_BYTES, FIELD_TX_BYTES))
         self._due: float | None = None  # when this GPU may make its next slow call
         self._turn = 0
         self._last: dict[int, float | None] = {PCIE_RX: None, PCIE_TX: None}
 
-    def read(self, values: Mapping[FieldKey, Number] | None) -> tuple[float | None, float | None]:
+    def read(self, values: FieldValues | None) -> tuple[float | None, float | None]:
         """(rx, tx) KiB/s, given this tick's field values (None when that call failed)."""
         now = self._clock()
-        if values is not None and FIELD_RX_BYTES in values and FIELD_TX_BYTES in values:
-            # The usual tick: both counters answered (so neither is unsupported).
-            rates = self._rates
-            return (
-                rates[PCIE_RX].update(now, values[FIELD_RX_BYTES]),
-                rates[PCIE_TX].update(now, values[FIELD_TX_BYTES]),
-            )
+        if values is not None:
+            try:
+                rx_bytes, tx_bytes = self._both(values)
+            except KeyError:
+                pass
+            else:  # the usual tick: both counters answered (so neither is unsupported)
+                rates = self._rates
+                return rates[PCIE_RX].update(now, rx_bytes), rates[PCIE_TX].update(now, tx_bytes)
         out: dict[int, float | None] = {}
         slow = []
         for counter in (PCIE_RX, PCIE_TX):

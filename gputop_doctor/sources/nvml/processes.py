@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuProcess
 from gputop_doctor.sources.nvml.cadence import Every
-from gputop_doctor.sources.nvml.call import NvmlCaller, Option
+from gputop_doctor.sources.nvml.call import Ask, NvmlCaller, Preferred
 from gputop_doctor.sources.nvml.kept_buffers import (
     ListedProcess,
     ProcessListCall,
@@ -39,6 +40,7 @@ PROC_UTIL_STALE_S = 5.0
 # One listed process as the tick sees it: PID, kind, used MiB, SM %, memory %.
 _Row = tuple[int, str, float | None, float | None, float | None]
 GRAPHICS_PERIOD_S = 5.0
+_SAMPLE_TIME = attrgetter("timestamp")  # the sort key in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,25 +71,31 @@ class GpuProcessReader:
         self._util: dict[int, _ProcUtil] = {}
         # The last tick's (pid, kind, used MiB, SM %, memory %) rows and their processes.
         self._last: tuple[list[_Row], tuple[GpuProcess, ...]] = ([], ())
-        self._fn_util = ProcessUtilizationCall(nvml)
-        self._compute = self._options(nvml, "Compute")
-        graphics = self._options(nvml, "Graphics")
+        self._util_samples = Ask(
+            caller, index, "nvmlDeviceGetProcessUtilization", ProcessUtilizationCall(nvml)
+        )
+        self._compute = self._listed(nvml, "Compute")
         self._graphics: Every[list[ListedProcess]] = Every(
-            lambda: self._caller.first(index, graphics), clock, GRAPHICS_PERIOD_S
+            self._listed(nvml, "Graphics"), clock, GRAPHICS_PERIOD_S
         )
 
-    def _options(self, nvml: Any, kind: str) -> tuple[Option, ...]:
+    def _listed(self, nvml: Any, kind: str) -> Preferred:
         """The ``_v3`` list, else (a driver before 510) the ``_v2`` one: each in one driver
         call with a kept buffer (:mod:`kept_buffers`)."""
         base = f"nvmlDeviceGet{kind}RunningProcesses"
-        return tuple(
-            (symbol, ProcessListCall(nvml, symbol), (self._handle,))
-            for symbol in (f"{base}_v3", f"{base}_v2")
+        return Preferred(
+            [
+                (
+                    Ask(self._caller, self._index, symbol, ProcessListCall(nvml, symbol)),
+                    (self._handle,),
+                )
+                for symbol in (f"{base}_v3", f"{base}_v2")
+            ]
         )
 
     def read(self) -> tuple[GpuProcess, ...]:
         listed: dict[int, tuple[str, float | None]] = {}
-        compute = self._caller.first(self._index, self._compute)
+        compute = self._compute()
         for kind, entries in (("compute", compute), ("graphics", self._graphics.get())):
             for entry in entries or ():
                 used = entry.used_bytes
@@ -135,18 +143,11 @@ class GpuProcessReader:
     def _update_util(self) -> bool:
         """Fold new samples into the per-PID state; False when utilization can't be read."""
         none_new: list[ProcessUtilization] = []  # NOT_FOUND: no process had a sample since
-        samples = self._caller.call(
-            self._index,
-            "nvmlDeviceGetProcessUtilization",
-            self._fn_util,
-            self._handle,
-            self._cursor,
-            not_found=none_new,
-        )
+        samples = self._util_samples(self._handle, self._cursor, not_found=none_new)
         if samples is None:
             return False
         now = self._clock()
-        for sample in sorted(samples, key=lambda s: s.timestamp):
+        for sample in sorted(samples, key=_SAMPLE_TIME):
             self._util[sample.pid] = _ProcUtil(sample.sm_pct, sample.mem_pct, now)
             self._cursor = max(self._cursor, sample.timestamp)
         return True
