@@ -1,0 +1,138 @@
+"""A rule whose inputs stood still answers as it did last tick, without judging its window again.
+
+Most rules, most ticks, cannot change their answer. The hardware-health rules read each GPU's
+:class:`~gputop_doctor.core.health.GpuHealth`, which the NVML source hands on as the same object
+for as long as none of its readings moves (hours, on a healthy machine); judging 60 to 600
+snapshots of it again every tick was a tenth of the rules' cost. Such a rule declares, next to
+its check, what it reads (:class:`Inputs`: its window, the attributes of each GPU sample and of
+the context) and is wrapped in :class:`ReusedWhileUnchanged`, which returns the last answer
+while nothing the rule can see has changed.
+
+What "nothing has changed" means, exactly: every snapshot of the window gives the same inputs
+(the declared attributes of its GPUs, compared by identity, or as equal ints and strings, which
+no pure function can tell apart) as the one before it, the same was true of the window judged
+last, and both hold as many snapshots. Then both windows are, as far as the rule can see, the
+same sequence of inputs, so the rule's answer, a pure function of them and of the context's
+declared attributes (the same objects too), is the same. A snapshot's inputs are compared once,
+when it is the newest; the run of equal ones is kept by serial number, so a tick costs one
+comparison of the newest snapshot's inputs, whatever the window's length. Snapshots leaving the
+window, thinned out of its middle or losing their processes change none of this: only the GPU
+samples are read, and those stay the same objects.
+
+tests/rules/test_unchanged_inputs.py runs each declared rule with every attribute it reads of a
+snapshot, a GPU sample and the context recorded, and fails when one was not declared or a
+snapshot outside the declared window was read; and compares the reused answers with the rule's
+own, tick by tick, while readings stand still, move, and the window's length changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter, is_
+
+from gputop_doctor.config import Settings
+from gputop_doctor.core.findings import Finding
+from gputop_doctor.core.history import Extent, History
+from gputop_doctor.core.model import Snapshot
+from gputop_doctor.core.rule import Check, RuleContext
+
+# Values of these exact types that compare equal are interchangeable for any pure function
+# (unlike floats: 0.0 == -0.0 prints differently).
+_INTERCHANGEABLE_WHEN_EQUAL = (int, str)
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """Everything a rule's answer is made of, declared next to the rule.
+
+    ``window_s`` gives the longest window the rule reads (from the settings); of each snapshot
+    in it the rule reads only its GPU samples (``snap.gpus``), and of each of those only the
+    attributes named in ``gpu`` (a health object read whole: it is immutable); of the context,
+    only the attributes named in ``context`` (the settings hold the rule's thresholds).
+    """
+
+    window_s: Callable[[Settings], float]
+    gpu: tuple[str, ...]
+    context: tuple[str, ...] = ("settings",)
+
+    def of_snapshot(self, snap: Snapshot) -> tuple[object, ...]:
+        """The declared attributes of each of ``snap``'s GPUs, in order, as one flat tuple."""
+        read = attrgetter(*self.gpu)
+        if len(self.gpu) == 1:
+            return tuple(map(read, snap.gpus))
+        return tuple(chain.from_iterable(map(read, snap.gpus)))
+
+    def of_context(self, ctx: RuleContext) -> tuple[object, ...]:
+        return tuple(getattr(ctx, name) for name in self.context)
+
+
+def same_inputs(a: Sequence[object], b: Sequence[object]) -> bool:
+    """Whether no pure function could tell ``a`` from ``b``: the same objects, position by
+    position, or equal values of a type whose equal values are interchangeable."""
+    return len(a) == len(b) and (all(map(is_, a, b)) or all(map(_same, a, b)))
+
+
+def _same(a: object, b: object) -> bool:
+    return a is b or (type(a) is type(b) and type(a) in _INTERCHANGEABLE_WHEN_EQUAL and a == b)
+
+
+@dataclass(slots=True)
+class _Reuse:
+    """One history's record for one rule: the run of equal inputs that ends at the newest
+    snapshot seen, and the last answer with the window and context it was judged on."""
+
+    newest: int  # serial of the newest snapshot whose inputs were compared
+    inputs: tuple[object, ...]  # its inputs
+    run_start: int  # serial of the first snapshot of the run of equal inputs ending there
+    first: int = -1  # the window last judged: its first serial and length
+    length: int = 0
+    context: tuple[object, ...] = ()
+    answer: tuple[Finding, ...] | None = None
+
+    def see(self, serial: int, inputs: tuple[object, ...]) -> None:
+        """The newest snapshot is ``serial``: does it continue the run of equal inputs?"""
+        if serial == self.newest:
+            return
+        if serial != self.newest + 1 or not same_inputs(inputs, self.inputs):
+            self.run_start = serial  # a snapshot missed, or one that differs: a new run
+        self.newest, self.inputs = serial, inputs
+
+    def holds_for(self, extent: Extent, context: tuple[object, ...]) -> bool:
+        """Whether the last answer is this window's: both windows inside the run, as long,
+        judged in the same context."""
+        return (
+            self.answer is not None
+            and self.first >= self.run_start
+            and extent.first >= self.run_start
+            and extent.count == self.length
+            and same_inputs(context, self.context)
+        )
+
+
+class ReusedWhileUnchanged:
+    """A rule's ``check`` that returns the last answer while its declared inputs stand still
+    (see the module's docstring); each history keeps its own record (``History.running``)."""
+
+    def __init__(self, inputs: Inputs, check: Check) -> None:
+        self.inputs = inputs
+        self.check = check
+        self._key = ("unchanged inputs", check)
+
+    def __call__(self, history: History, ctx: RuleContext) -> Iterable[Finding]:
+        newest = history.latest
+        if newest is None:
+            return self.check(history, ctx)
+        extent = history.extent(self.inputs.window_s(ctx.settings))
+        inputs = self.inputs.of_snapshot(newest)
+        record = history.running.get(self._key)
+        if not isinstance(record, _Reuse):
+            record = history.running[self._key] = _Reuse(extent.latest, inputs, extent.latest)
+        record.see(extent.latest, inputs)
+        context = self.inputs.of_context(ctx)
+        if record.holds_for(extent, context):
+            return record.answer  # type: ignore[return-value]
+        record.answer = tuple(self.check(history, ctx))
+        record.first, record.length, record.context = extent.first, extent.count, context
+        return record.answer
