@@ -35,7 +35,7 @@ from operator import attrgetter, is_
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.history import Extent, History
-from gputop_doctor.core.model import Snapshot
+from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import Check, RuleContext
 
 # Values of these exact types that compare equal are interchangeable for any pure function
@@ -49,20 +49,26 @@ class Inputs:
 
     ``window_s`` gives the longest window the rule reads (from the settings); of each snapshot
     in it the rule reads only its GPU samples (``snap.gpus``), and of each of those only the
-    attributes named in ``gpu`` (a health object read whole: it is immutable); of the context,
-    only the attributes named in ``context`` (the settings hold the rule's thresholds).
+    attributes named in ``gpu`` (a health object read whole: it is immutable) and what
+    ``judged`` reads to judge it (pcie-link-degraded: whether the GPU was busy; the judgement
+    is compared, not the utilization it was made of); of the context, only the attributes
+    named in ``context`` (the settings hold the rule's thresholds).
     """
 
     window_s: Callable[[Settings], float]
     gpu: tuple[str, ...]
     context: tuple[str, ...] = ("settings",)
+    judged: Callable[[GpuSample, Settings], object] | None = None
 
-    def of_snapshot(self, snap: Snapshot) -> tuple[object, ...]:
-        """The declared attributes of each of ``snap``'s GPUs, in order, as one flat tuple."""
+    def of_snapshot(self, snap: Snapshot, settings: Settings) -> tuple[object, ...]:
+        """The declared attributes of each of ``snap``'s GPUs, in order, then each GPU's
+        judgement, as one flat tuple."""
         read = attrgetter(*self.gpu)
-        if len(self.gpu) == 1:
-            return tuple(map(read, snap.gpus))
-        return tuple(chain.from_iterable(map(read, snap.gpus)))
+        rows = map(read, snap.gpus) if len(self.gpu) > 1 else zip(map(read, snap.gpus))
+        if self.judged is None:
+            return tuple(chain.from_iterable(rows))
+        judged = self.judged
+        return (*chain.from_iterable(rows), *(judged(gpu, settings) for gpu in snap.gpus))
 
     def of_context(self, ctx: RuleContext) -> tuple[object, ...]:
         return tuple(getattr(ctx, name) for name in self.context)
@@ -85,29 +91,33 @@ class _Reuse:
 
     newest: int  # serial of the newest snapshot whose inputs were compared
     inputs: tuple[object, ...]  # its inputs
+    context: tuple[object, ...]  # the context they were taken in (judged with its settings)
     run_start: int  # serial of the first snapshot of the run of equal inputs ending there
     first: int = -1  # the window last judged: its first serial and length
     length: int = 0
-    context: tuple[object, ...] = ()
     answer: tuple[Finding, ...] | None = None
 
-    def see(self, serial: int, inputs: tuple[object, ...]) -> None:
-        """The newest snapshot is ``serial``: does it continue the run of equal inputs?"""
-        if serial == self.newest:
+    def see(self, serial: int, inputs: tuple[object, ...], context: tuple[object, ...]) -> None:
+        """The newest snapshot is ``serial``: does it continue the run of equal inputs, in the
+        same context? (A snapshot missed, one that differs or a new context: a new run.)"""
+        if serial == self.newest and same_inputs(context, self.context):
             return
-        if serial != self.newest + 1 or not same_inputs(inputs, self.inputs):
-            self.run_start = serial  # a snapshot missed, or one that differs: a new run
-        self.newest, self.inputs = serial, inputs
+        if (
+            serial != self.newest + 1
+            or not same_inputs(inputs, self.inputs)
+            or not same_inputs(context, self.context)
+        ):
+            self.run_start = serial
+        self.newest, self.inputs, self.context = serial, inputs, context
 
-    def holds_for(self, extent: Extent, context: tuple[object, ...]) -> bool:
-        """Whether the last answer is this window's: both windows inside the run, as long,
-        judged in the same context."""
+    def holds_for(self, extent: Extent) -> bool:
+        """Whether the last answer is this window's: both windows inside the run (so judged
+        in the same context), and as long."""
         return (
             self.answer is not None
             and self.first >= self.run_start
             and extent.first >= self.run_start
             and extent.count == self.length
-            and same_inputs(context, self.context)
         )
 
 
@@ -125,14 +135,15 @@ class ReusedWhileUnchanged:
         if newest is None:
             return self.check(history, ctx)
         extent = history.extent(self.inputs.window_s(ctx.settings))
-        inputs = self.inputs.of_snapshot(newest)
+        inputs = self.inputs.of_snapshot(newest, ctx.settings)
+        context = self.inputs.of_context(ctx)
         record = history.running.get(self._key)
         if not isinstance(record, _Reuse):
-            record = history.running[self._key] = _Reuse(extent.latest, inputs, extent.latest)
-        record.see(extent.latest, inputs)
-        context = self.inputs.of_context(ctx)
-        if record.holds_for(extent, context):
+            record = _Reuse(extent.latest, inputs, context, extent.latest)
+            history.running[self._key] = record
+        record.see(extent.latest, inputs, context)
+        if record.holds_for(extent):
             return record.answer  # type: ignore[return-value]
         record.answer = tuple(self.check(history, ctx))
-        record.first, record.length, record.context = extent.first, extent.count, context
+        record.first, record.length = extent.first, extent.count
         return record.answer

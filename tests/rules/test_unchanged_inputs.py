@@ -9,6 +9,7 @@ health objects handed on), move, come and go, and the window's length changes.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -21,7 +22,7 @@ from gputop_doctor.core.health import GpuHealth, NvLink, XidEvent
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import Check, RuleContext
-from gputop_doctor.rules import RULES, ecc_errors, gpu_xid
+from gputop_doctor.rules import RULES, ecc_errors, gpu_xid, pcie_link_degraded
 from gputop_doctor.rules._unchanged import Inputs, ReusedWhileUnchanged
 from tests.builders import T0, context, gpu
 
@@ -41,6 +42,7 @@ def _settings() -> Settings:
             ecc_errors=replace(rules.ecc_errors, window_s=WINDOW_S),
             nvlink_errors=replace(rules.nvlink_errors, window_s=WINDOW_S),
             gpu_xid=replace(rules.gpu_xid, event_window_s=WINDOW_S),
+            pcie_link_degraded=replace(rules.pcie_link_degraded, window_s=WINDOW_S),
         ),
     )
 
@@ -71,14 +73,16 @@ def _health(**changes: object) -> GpuHealth:
 # Handed on as the same objects while they stand still, as the NVML source does.
 STILL = _health()
 CORRECTED = _health(ecc_volatile_corrected=2000)
+PCIE_GEN3 = _health(pcie_gen=3)
 LINK_DOWN = _health(nvlinks=(NvLink(0, False, 4), *NVLINKS[1:]))
 UNCORRECTED = _health(ecc_volatile_uncorrected=2)
 
 
 def _gpu_health(index: int, k: int) -> GpuHealth | None:
-    """Each GPU's story: errors that rise and then stand still, Xids, a link down, a loss."""
+    """Each GPU's story: a PCIe link trained low, errors that rise and then stand still,
+    Xids, an NVLink down, a loss."""
     if index == 0:
-        return LINK_DOWN if 190 <= k < 200 else STILL
+        return PCIE_GEN3 if 30 <= k < 50 else LINK_DOWN if 190 <= k < 200 else STILL
     if index == 1:
         if 60 <= k < 65:
             return _health(ecc_volatile_corrected=400 * (k - 59))  # rising: new each tick
@@ -92,7 +96,13 @@ def _gpu_health(index: int, k: int) -> GpuHealth | None:
 
 def _snapshot(k: int) -> Snapshot:
     gpus = tuple(
-        gpu(i, health=_gpu_health(i, k), lost=(i == 3 and 130 <= k < 140)) for i in range(4)
+        gpu(
+            i,
+            util=0.0 if i == 0 and 40 <= k < 45 else 95.0,  # idle a while: its link not judged
+            health=_gpu_health(i, k),
+            lost=(i == 3 and 130 <= k < 140),
+        )
+        for i in range(4)
     )
     if k >= 265:  # a fifth GPU appears
         gpus += (gpu(4, health=STILL),)
@@ -113,13 +123,17 @@ def _story() -> Iterator[tuple[History, Snapshot]]:
 
 
 @contextmanager
-def _recorded_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str, int]]]:
-    """Every attribute read of a snapshot, a GPU sample or a context: (class, name, object id)."""
+def _recorded_reads(
+    monkeypatch: pytest.MonkeyPatch, judged: object
+) -> Iterator[list[tuple[str, str, int]]]:
+    """Every attribute read of a snapshot, a GPU sample or a context: (class, name, object id);
+    not those made while the rule's declared judgement of a sample runs."""
     reads: list[tuple[str, str, int]] = []
+    judging = getattr(judged, "__code__", None)
     for cls in (Snapshot, GpuSample, RuleContext):
 
         def traced(self: object, name: str, cls: type = cls) -> object:
-            if not name.startswith("__"):
+            if not name.startswith("__") and not _inside(judging):
                 reads.append((cls.__name__, name, id(self)))
             return object.__getattribute__(self, name)
 
@@ -128,6 +142,15 @@ def _recorded_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str,
         yield reads
     finally:
         monkeypatch.undo()
+
+
+def _inside(code: object) -> bool:
+    frame = sys._getframe(2)
+    while code is not None and frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def undeclared_reads(check: Check, inputs: Inputs, monkeypatch: pytest.MonkeyPatch) -> set[str]:
@@ -141,7 +164,7 @@ def undeclared_reads(check: Check, inputs: Inputs, monkeypatch: pytest.MonkeyPat
     found: set[str] = set()
     for hist, _ in _story():
         in_window = {id(s) for s in hist.window(inputs.window_s(ctx.settings)).snapshots}
-        with _recorded_reads(monkeypatch) as reads:
+        with _recorded_reads(monkeypatch, inputs.judged) as reads:
             list(check(hist, ctx))
         for cls, name, obj in reads:
             if name not in allowed[cls]:
@@ -163,6 +186,10 @@ def test_a_forgotten_input_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check above can fail: an attribute left out, a window declared too short."""
     no_lost = replace(ecc_errors.INPUTS, gpu=("index", "health"))
     assert undeclared_reads(ecc_errors.check, no_lost, monkeypatch) == {"GpuSample.lost"}
+    unjudged = replace(pcie_link_degraded.INPUTS, judged=None)
+    assert undeclared_reads(pcie_link_degraded.check, unjudged, monkeypatch) >= {
+        "GpuSample.util_pct"
+    }
     short = replace(gpu_xid.INPUTS, window_s=lambda settings: 5.0)
     assert "a snapshot outside the declared window" in undeclared_reads(
         gpu_xid.check, short, monkeypatch
@@ -170,7 +197,12 @@ def test_a_forgotten_input_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_health_rules_are_declared() -> None:
-    assert {rule.rule_id for rule in DECLARED} >= {"ecc-errors", "nvlink-errors", "gpu-xid"}
+    assert {rule.rule_id for rule in DECLARED} >= {
+        "ecc-errors",
+        "nvlink-errors",
+        "gpu-xid",
+        "pcie-link-degraded",
+    }
 
 
 # -- the reused answers are the rule's own --------------------------------------------------
@@ -203,7 +235,7 @@ def test_reused_answers_equal_the_rules_own_every_tick(rule: object) -> None:
         fired += bool(answer)
     assert fired, "the story must give the rule something to find"
     # Judged again for a window's length after each change, the last answer reused otherwise.
-    assert calls[0] < TICKS * 2 // 3, "while the health stands still, the answer is reused"
+    assert calls[0] < TICKS * 3 // 4, "while the health stands still, the answer is reused"
 
 
 def test_a_missed_tick_starts_a_new_run() -> None:
