@@ -3,21 +3,24 @@
 Most rules, most ticks, cannot change their answer. The hardware-health rules read each GPU's
 :class:`~gputop_doctor.core.health.GpuHealth`, which the NVML source hands on as the same object
 for as long as none of its readings moves (hours, on a healthy machine); judging 60 to 600
-snapshots of it again every tick was a tenth of the rules' cost. Such a rule declares, next to
-its check, what it reads (:class:`Inputs`: its window, the attributes of each GPU sample and of
-the context) and is wrapped in :class:`ReusedWhileUnchanged`, which returns the last answer
-while nothing the rule can see has changed.
+snapshots of it again every tick was a sixth of the rules' cost on a full history. Such a rule
+declares, next to its check, what it reads (:class:`Inputs`: its window, the attributes of each
+GPU sample, a judgement of each sample it makes, the context's attributes) and is wrapped in
+:class:`ReusedWhileUnchanged`, which returns the last answer while nothing the rule can see has
+changed.
 
 What "nothing has changed" means, exactly: every snapshot of the window gives the same inputs
-(the declared attributes of its GPUs, compared by identity, or as equal ints and strings, which
-no pure function can tell apart) as the one before it, the same was true of the window judged
-last, and both hold as many snapshots. Then both windows are, as far as the rule can see, the
-same sequence of inputs, so the rule's answer, a pure function of them and of the context's
-declared attributes (the same objects too), is the same. A snapshot's inputs are compared once,
-when it is the newest; the run of equal ones is kept by serial number, so a tick costs one
-comparison of the newest snapshot's inputs, whatever the window's length. Snapshots leaving the
-window, thinned out of its middle or losing their processes change none of this: only the GPU
-samples are read, and those stay the same objects.
+(the declared attributes of its GPUs and their judgements, compared by identity, or as equal
+ints and strings, which no pure function can tell apart; floats never by value) as the one
+before it, in the same context (the judgements are made with its settings), the same was true of
+the window judged last, and both hold as many snapshots. Then both windows are, as far as the
+rule can see, the same sequence of inputs, so the rule's answer, a pure function of them and of
+the context's declared attributes, is the same. A snapshot's inputs are compared once, when it
+is the newest; the run of equal ones is kept by serial number, so a tick costs one comparison of
+the newest snapshot's inputs whatever the window's length, and the window itself is not built
+(``History.extent``). Snapshots leaving the window, thinned out of its middle or losing their
+processes change none of this: only the GPU samples are read, and those stay the same objects.
+After a change the rule judges its window again each tick until the change has left it.
 
 tests/rules/test_unchanged_inputs.py runs each declared rule with every attribute it reads of a
 snapshot, a GPU sample and the context recorded, and fails when one was not declared or a
