@@ -74,7 +74,21 @@ def _finding(index: int, h: GpuHealth, corrected_rise: int) -> Finding:
 
 
 # What the answer is made of (see ``_unchanged``): while it stands still, the last answer.
-INPUTS = Inputs(window_s=lambda s: s.rules.ecc_errors.window_s, gpu=("index", "lost", "health"))
+INPUTS = Inputs(
+    window_s=lambda s: s.rules.ecc_errors.window_s,
+    gpu=("index", "lost"),
+    health=(
+        "ecc_volatile_corrected",
+        "ecc_volatile_uncorrected",
+        "ecc_aggregate_uncorrected",
+        "remapped_correctable",
+        "remapped_uncorrectable",
+        "retired_pages",
+        "retired_pending",
+        "remap_pending",
+        "remap_failure",
+    ),
+)
 
 RULE = RuleSpec(
     rule_id=RULE_ID,

@@ -124,7 +124,11 @@ def _clock(unix: float) -> str:
 
 
 # What the answer is made of (see ``_unchanged``): while it stands still, the last answer.
-INPUTS = Inputs(window_s=lambda s: s.rules.gpu_xid.event_window_s, gpu=("index", "health"))
+INPUTS = Inputs(
+    window_s=lambda s: s.rules.gpu_xid.event_window_s,
+    gpu=("index",),
+    health=("xids",),
+)
 
 RULE = RuleSpec(
     rule_id=RULE_ID,

@@ -59,7 +59,16 @@ def _finding(index: int, h: GpuHealth, errors: int) -> Finding:
 
 
 # What the answer is made of (see ``_unchanged``): while it stands still, the last answer.
-INPUTS = Inputs(window_s=lambda s: s.rules.nvlink_errors.window_s, gpu=("index", "lost", "health"))
+INPUTS = Inputs(
+    window_s=lambda s: s.rules.nvlink_errors.window_s,
+    gpu=("index", "lost"),
+    health=(
+        "nvlinks",
+        "nvlink_crc_errors",
+        "nvlink_replay_errors",
+        "nvlink_recovery_errors",
+    ),
+)
 
 RULE = RuleSpec(
     rule_id=RULE_ID,

@@ -93,7 +93,14 @@ def _finding(index: int, gpu: GpuSample, replays: int, low: bool) -> Finding:
 # What the answer is made of (see ``_unchanged``): while it stands still, the last answer.
 INPUTS = Inputs(
     window_s=lambda s: s.rules.pcie_link_degraded.window_s,
-    gpu=("index", "lost", "health"),
+    gpu=("index", "lost"),
+    health=(
+        "pcie_gen",
+        "pcie_width",
+        "pcie_gen_max",
+        "pcie_width_max",
+        "pcie_replays",
+    ),
     judged=_busy,
 )
 

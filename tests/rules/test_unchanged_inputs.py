@@ -126,14 +126,16 @@ def _story() -> Iterator[tuple[History, Snapshot]]:
 def _recorded_reads(
     monkeypatch: pytest.MonkeyPatch, judged: object
 ) -> Iterator[list[tuple[str, str, int]]]:
-    """Every attribute read of a snapshot, a GPU sample or a context: (class, name, object id);
-    not those made while the rule's declared judgement of a sample runs."""
+    """Every attribute read of a snapshot, a GPU sample, a health record or a context: (class,
+    name, object id). Not a property (the attributes it reads are recorded), nor what is read
+    while the rule's declared judgement of a sample runs."""
     reads: list[tuple[str, str, int]] = []
     judging = getattr(judged, "__code__", None)
-    for cls in (Snapshot, GpuSample, RuleContext):
+    for cls in (Snapshot, GpuSample, GpuHealth, RuleContext):
 
         def traced(self: object, name: str, cls: type = cls) -> object:
-            if not name.startswith("__") and not _inside(judging):
+            derived = isinstance(getattr(cls, name, None), property)
+            if not name.startswith("__") and not derived and not _inside(judging):
                 reads.append((cls.__name__, name, id(self)))
             return object.__getattribute__(self, name)
 
@@ -158,7 +160,8 @@ def undeclared_reads(check: Check, inputs: Inputs, monkeypatch: pytest.MonkeyPat
     ctx = context(SETTINGS)
     allowed = {
         "Snapshot": {"gpus"},
-        "GpuSample": set(inputs.gpu),
+        "GpuSample": set(inputs.gpu) | ({"health"} if inputs.health else set()),
+        "GpuHealth": set(inputs.health),
         "RuleContext": set(inputs.context),
     }
     found: set[str] = set()
@@ -184,8 +187,11 @@ def test_a_declared_rule_reads_only_what_it_declares(
 
 def test_a_forgotten_input_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check above can fail: an attribute left out, a window declared too short."""
-    no_lost = replace(ecc_errors.INPUTS, gpu=("index", "health"))
+    no_lost = replace(ecc_errors.INPUTS, gpu=("index",))
     assert undeclared_reads(ecc_errors.check, no_lost, monkeypatch) == {"GpuSample.lost"}
+    fields = ecc_errors.INPUTS.health
+    no_remap = replace(ecc_errors.INPUTS, health=tuple(f for f in fields if f != "remap_failure"))
+    assert undeclared_reads(ecc_errors.check, no_remap, monkeypatch) == {"GpuHealth.remap_failure"}
     unjudged = replace(pcie_link_degraded.INPUTS, judged=None)
     assert undeclared_reads(pcie_link_degraded.check, unjudged, monkeypatch) >= {
         "GpuSample.util_pct"
@@ -248,3 +254,19 @@ def test_a_missed_tick_starts_a_new_run() -> None:
         if snap.tick % 2 == 0:
             assert list(reusing(hist, ctx)) == list(ecc_errors.check(hist, ctx))
     assert calls[0] == TICKS // 2
+
+
+@pytest.mark.parametrize("rule", DECLARED, ids=lambda rule: rule.rule_id)
+def test_traffic_alone_moving_leaves_the_answer_reused(rule: object) -> None:
+    """A busy NVLink's traffic makes a new health record each tick; the fields a rule reads
+    stand still, so after one window's length it answers as before without judging again."""
+    declared = rule.check  # type: ignore[attr-defined]
+    counting, calls = _counted(declared.check)
+    reusing = ReusedWhileUnchanged(declared.inputs, counting)
+    ctx = context(SETTINGS)
+    hist = History.for_span(Settings().history_s, 1.0)
+    for k in range(60):
+        moving = _health(nvlink_rx_mib_s=1000.0 + k, nvlink_tx_mib_s=900.0 + k)
+        hist.append(Snapshot(time=T0 + k, tick=k, interval_s=1.0, gpus=(gpu(0, health=moving),)))
+        assert list(reusing(hist, ctx)) == list(declared.check(hist, ctx))
+    assert calls[0] <= WINDOW_S + 2
