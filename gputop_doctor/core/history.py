@@ -325,6 +325,15 @@ class History:
             first = self._appended - len(self._recent) + start - in_old
         return Extent(first, self._appended - 1, len(self) - start)
 
+    def first_within(self, seconds: float) -> Snapshot | None:
+        """The first snapshot of ``window(seconds)``, found without building the window (the
+        headline asks only which processes were on each GPU at the start of a look-back)."""
+        if not self._recent:
+            return None
+        start = self._first_within(seconds)
+        in_old = len(self._old)
+        return self._old[start] if start < in_old else self._recent[start - in_old]
+
     # -- what leaves, what stays -----------------------------------------------------------
 
     def _age(self, snap: Snapshot) -> None:
