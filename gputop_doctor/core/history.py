@@ -33,6 +33,16 @@ class PerSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class Extent:
+    """Which snapshots a window holds: serial numbers of its first and latest, and how many
+    (fewer than ``latest - first + 1`` where the history thinned ticks out of it)."""
+
+    first: int
+    latest: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class Window:
     """The snapshots of the last ``seconds`` (oldest first)."""
 
@@ -303,6 +313,26 @@ class History:
 
     def all(self) -> Window:
         return self._view(0, None)
+
+    def extent(self, seconds: float) -> Extent:
+        """Which snapshots ``window(seconds)`` holds, found without building it (a rule that
+        may answer as last tick asks this first; a window of 600 snapshots is a tuple of 600)."""
+        start = self._first_within(seconds)
+        in_old = len(self._old)
+        if start < in_old:
+            first = self._old_serials[start]
+        else:
+            first = self._appended - len(self._recent) + start - in_old
+        return Extent(first, self._appended - 1, len(self) - start)
+
+    def first_within(self, seconds: float) -> Snapshot | None:
+        """The first snapshot of ``window(seconds)``, found without building the window (the
+        headline asks only which processes were on each GPU at the start of a look-back)."""
+        if not self._recent:
+            return None
+        start = self._first_within(seconds)
+        in_old = len(self._old)
+        return self._old[start] if start < in_old else self._recent[start - in_old]
 
     # -- what leaves, what stays -----------------------------------------------------------
 

@@ -14,6 +14,7 @@ from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._hardware import MACHINE_FIX, health_columns, rise
+from gputop_doctor.rules._unchanged import Inputs, ReusedWhileUnchanged
 from gputop_doctor.rules._window import window
 
 RULE_ID = "ecc-errors"
@@ -72,9 +73,26 @@ def _finding(index: int, h: GpuHealth, corrected_rise: int) -> Finding:
     )
 
 
+# What the answer is made of (see ``_unchanged``): while it stands still, the last answer.
+INPUTS = Inputs(
+    window_s=lambda s: s.rules.ecc_errors.window_s,
+    gpu=("index", "lost"),
+    health=(
+        "ecc_volatile_corrected",
+        "ecc_volatile_uncorrected",
+        "ecc_aggregate_uncorrected",
+        "remapped_correctable",
+        "remapped_uncorrectable",
+        "retired_pages",
+        "retired_pending",
+        "remap_pending",
+        "remap_failure",
+    ),
+)
+
 RULE = RuleSpec(
     rule_id=RULE_ID,
-    check=check,
+    check=ReusedWhileUnchanged(INPUTS, check),
     thresholds=EccThresholds,
     advice=(
         "the GPU's memory is failing: reset it for pending remaps, ask the provider to replace it"

@@ -31,12 +31,13 @@ class _Idle:
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.gpu_idle_memory
-    win = window(history, t.window_s)
-    latest = win.latest
+    latest = history.latest
     if latest is None:
         return []
     candidates = {g.index: g for g in latest.gpus if _idle_holding(g, t)}
-    runs = _idle_runs(win.snapshots, set(candidates), t)
+    if not candidates:
+        return []  # the window (300 snapshots) is looked at only for a GPU idle now
+    runs = _idle_runs(window(history, t.window_s).snapshots, set(candidates), t)
     out = []
     for index, idle in runs.items():
         duration = latest.time + latest.interval_s - idle.since

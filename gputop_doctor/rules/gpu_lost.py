@@ -14,11 +14,10 @@ RULE_ID = "gpu-lost"
 
 
 def check(history: History, ctx: RuleContext) -> list[Finding]:
-    t = ctx.settings.rules.gpu_lost
-    win = window(history, t.event_window_s)
-    latest = win.latest
-    if latest is None:
-        return []
+    latest = history.latest
+    if latest is None or not any(gpu.lost for gpu in latest.gpus):
+        return []  # the window (600 snapshots) is looked at only for a GPU lost now
+    win = window(history, ctx.settings.rules.gpu_lost.event_window_s)
     out = []
     for gpu in latest.gpus:
         if not gpu.lost:

@@ -19,6 +19,7 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._running import running_groups
+from gputop_doctor.rules._unchanged import Inputs, ReusedWhileUnchanged
 from gputop_doctor.rules._window import window
 
 RULE_ID = "gpu-xid"
@@ -122,9 +123,16 @@ def _clock(unix: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(unix))
 
 
+# What the answer is made of (see ``_unchanged``): while it stands still, the last answer.
+INPUTS = Inputs(
+    window_s=lambda s: s.rules.gpu_xid.event_window_s,
+    gpu=("index",),
+    health=("xids",),
+)
+
 RULE = RuleSpec(
     rule_id=RULE_ID,
-    check=check,
+    check=ReusedWhileUnchanged(INPUTS, check),
     thresholds=XidThresholds,
     advice=(
         "read the Xid's meaning in the rule's page; a hardware Xid needs the "

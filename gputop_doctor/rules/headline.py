@@ -26,7 +26,7 @@ from operator import attrgetter
 
 from gputop_doctor.config.thresholds import HeadlineThresholds
 from gputop_doctor.core.history import History, Window
-from gputop_doctor.core.model import GpuSample
+from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
@@ -85,7 +85,7 @@ def _job_samples(
     st = ctx.settings.rules.gpu_starvation
     t = ctx.settings.rules.headline
     utils = tick_utils(win, st)
-    arrived = _owners_at_start(window(history, t.window_s + st.startup_grace_s))
+    arrived = _owners_at_start(history.first_within(t.window_s + st.startup_grace_s))
     out: list[float] = []
     starting = 0
     for g in gpus:
@@ -106,12 +106,12 @@ def _job_samples(
     return None if starting and starting == len(gpus) else out
 
 
-def _owners_at_start(longer: Window) -> dict[int, frozenset[int]]:
-    """The processes on each GPU live at the first tick of ``longer`` (the window
-    ``judged_series`` looks back over). A GPU whose owners are among them counts its whole
-    window (``judged_since`` says so from that tick alone, the common case): asked once for
-    every GPU instead of a walk per GPU every tick."""
-    first = longer.snapshots[0] if longer.snapshots else None
+def _owners_at_start(first: Snapshot | None) -> dict[int, frozenset[int]]:
+    """The processes on each GPU live at ``first``, the first tick of the window
+    ``judged_series`` looks back over (only that tick is read, so the window is not built). A
+    GPU whose owners are among them counts its whole window (``judged_since`` says so from
+    that tick alone, the common case): asked once for every GPU instead of a walk per GPU
+    every tick."""
     if first is None:
         return {}
     # The first live sample of each index, as ``judged_since`` picks it.

@@ -11,6 +11,7 @@ from gputop_doctor.core.health import GpuHealth
 from gputop_doctor.core.history import History
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._hardware import MACHINE_FIX, health_columns, rise
+from gputop_doctor.rules._unchanged import Inputs, ReusedWhileUnchanged
 from gputop_doctor.rules._window import window
 
 RULE_ID = "nvlink-errors"
@@ -57,9 +58,21 @@ def _finding(index: int, h: GpuHealth, errors: int) -> Finding:
     )
 
 
+# What the answer is made of (see ``_unchanged``): while it stands still, the last answer.
+INPUTS = Inputs(
+    window_s=lambda s: s.rules.nvlink_errors.window_s,
+    gpu=("index", "lost"),
+    health=(
+        "nvlinks",
+        "nvlink_crc_errors",
+        "nvlink_replay_errors",
+        "nvlink_recovery_errors",
+    ),
+)
+
 RULE = RuleSpec(
     rule_id=RULE_ID,
-    check=check,
+    check=ReusedWhileUnchanged(INPUTS, check),
     thresholds=NvLinkThresholds,
     advice=(
         "an NVLink is down or its errors rise: ask the provider to reseat or "

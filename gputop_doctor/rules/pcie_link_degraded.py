@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gputop_doctor.config import Settings
 from gputop_doctor.config.thresholds import PcieLinkThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope
 from gputop_doctor.core.history import History
@@ -19,6 +20,7 @@ from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._gpu import is_busy
 from gputop_doctor.rules._hardware import MACHINE_FIX, health_columns, rise
 from gputop_doctor.rules._running import running_groups
+from gputop_doctor.rules._unchanged import Inputs, ReusedWhileUnchanged
 from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "pcie-link-degraded"
@@ -27,7 +29,8 @@ RULE_ID = "pcie-link-degraded"
 def check(history: History, ctx: RuleContext) -> list[Finding]:
     t = ctx.settings.rules.pcie_link_degraded
     win = window(history, t.window_s)
-    links = running_groups(win, (RULE_ID, t.busy_util_pct), lambda s: _busy_links(s, t))
+    settings = ctx.settings
+    links = running_groups(win, (RULE_ID, t.busy_util_pct), lambda s: _busy_links(s, settings))
     readings = health_columns(win)
     out = []
     for index, series in gpu_columns(win).items():
@@ -43,16 +46,20 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
 _BUSY, _LOW = 0, 1  # a GPU's busy ticks, and those of them on a degraded link
 
 
-def _busy_links(
-    snap: Snapshot, t: PcieLinkThresholds
-) -> Iterator[tuple[tuple[int, int], GpuSample]]:
+def _busy_links(snap: Snapshot, settings: Settings) -> Iterator[tuple[tuple[int, int], GpuSample]]:
     """The GPUs busy at this tick, each once as busy and again if its link ran degraded;
     judged as the tick enters the window, kept until it leaves."""
     for g in snap.gpus:
-        if not g.lost and g.health and is_busy(g, t.busy_util_pct):
+        if not g.lost and g.health and _busy(g, settings):
             yield (g.index, _BUSY), g
             if g.health.pcie_degraded:
                 yield (g.index, _LOW), g
+
+
+def _busy(gpu: GpuSample, settings: Settings) -> bool:
+    """Whether the sample counts as under load (links downshift when idle): the one judgement
+    of a sample the rule makes besides its health, so declared as its own input."""
+    return is_busy(gpu, settings.rules.pcie_link_degraded.busy_util_pct)
 
 
 def _finding(index: int, gpu: GpuSample, replays: int, low: bool) -> Finding:
@@ -83,9 +90,23 @@ def _finding(index: int, gpu: GpuSample, replays: int, low: bool) -> Finding:
     )
 
 
+# What the answer is made of (see ``_unchanged``): while it stands still, the last answer.
+INPUTS = Inputs(
+    window_s=lambda s: s.rules.pcie_link_degraded.window_s,
+    gpu=("index", "lost"),
+    health=(
+        "pcie_gen",
+        "pcie_width",
+        "pcie_gen_max",
+        "pcie_width_max",
+        "pcie_replays",
+    ),
+    judged=_busy,
+)
+
 RULE = RuleSpec(
     rule_id=RULE_ID,
-    check=check,
+    check=ReusedWhileUnchanged(INPUTS, check),
     thresholds=PcieLinkThresholds,
     advice=(
         "the PCIe link runs below its capability or is noisy: ask the provider "

@@ -101,6 +101,24 @@ def test_windows_rules_read_tick_by_tick_are_whole(at_01: Filled) -> None:
     assert TICKS_01 - 1 - older[0] <= settings.process_history_s / 0.1 + 2
 
 
+def test_extent_names_the_snapshots_a_window_holds(at_01: Filled) -> None:
+    """Found without building the window, thinned or not: its first and latest snapshot by
+    serial number (here the tick number: one snapshot per tick from 0) and how many, and its
+    first snapshot."""
+    hist = at_01.history
+    for seconds in (5.0, 30.0, 120.0, 300.0, 600.0, 900.0):
+        extent, win = hist.extent(seconds), hist.window(seconds)
+        assert (extent.first, extent.latest, extent.count) == (
+            win.snapshots[0].tick,
+            win.snapshots[-1].tick,
+            len(win),
+        ), seconds
+        assert extent.latest == win.serial
+        assert hist.first_within(seconds) is win.snapshots[0]
+    assert hist.extent(600.0).count < hist.extent(600.0).latest - hist.extent(600.0).first + 1
+    assert History(10).first_within(5.0) is None
+
+
 def test_events_and_creep_points_outlive_thinning(at_01: Filled) -> None:
     hist = at_01.history
     ticks = {s.tick for s in hist.all()}
