@@ -12,9 +12,12 @@ The history covers ``history_s`` of ticks (900 s by default, 9,002 ticks at 0.1 
 bounded count of snapshots: every tick of the last ``full_history_s`` (120 s) and at most 782
 older ones, thinned as they fill (processes on every tick of the last 30 s and one per second
 beyond, up to 180 s). At 0.1 s that count is reached after about 200 s, so RSS must be flat
-from then on. Two verdicts: the issue's own (the end no more than 1 MiB above the RSS at 5
-minutes), and the end against 5 minutes after the history covered its whole span (nothing is
-meant to grow after that even if the count took longer). ``--history-s`` shortens the span.
+from then on. One verdict, the issue's own, printed last: the end no more than 1 MiB above
+the RSS at 5 minutes. Before it, the RSS when the history covered its whole span, 5 minutes
+after that and over the last 15 minutes (a run that is flat only from there is still growth
+by the verdict), and how the growth since 5 minutes splits between the C heap (malloc: blocks
+over 512 bytes) and the rest of the anonymous memory (CPython's own arenas of small objects).
+``--history-s`` shortens the span.
 
     .venv/bin/python benchmarks/bench_memory.py [--seconds 3600] [--interval 0.1]
         [--history-s 900] [--every 60]
@@ -55,6 +58,7 @@ class Point:
     ticks: int
     rss_mib: float
     anon_mib: float
+    heap_mib: float  # the C heap's resident part (malloc's brk heap, ``[heap]`` in smaps)
     cpu_s: float
 
 
@@ -124,7 +128,8 @@ def plateau(points: list[Point], capacity: int) -> Plateau:
 
 
 def read_memory(pid: int) -> tuple[float, float]:
-    """VmRSS and RssAnon of ``pid``, in MiB (RssAnon: the heap, without mapped code)."""
+    """VmRSS and RssAnon of ``pid``, in MiB (RssAnon: the C heap and CPython's arenas,
+    without mapped code)."""
     found = {}
     with open(f"/proc/{pid}/status") as handle:
         for line in handle:
@@ -132,6 +137,22 @@ def read_memory(pid: int) -> tuple[float, float]:
             if key in ("VmRSS", "RssAnon"):
                 found[key] = int(value.split()[0]) / 1024
     return found["VmRSS"], found["RssAnon"]
+
+
+def read_heap_mib(pid: int) -> float:
+    """The resident part of ``pid``'s C heap (glibc's brk heap: blocks over 512 bytes, which
+    CPython hands to malloc) in MiB. The rest of RssAnon is mostly CPython's own arenas of
+    small objects (1 MiB mappings of their own). Told apart because they fragment
+    differently: a heap whose resident size grows while the objects it holds do not is
+    malloc's free space, not a leak."""
+    resident, in_heap = 0, False
+    with open(f"/proc/{pid}/smaps") as handle:
+        for line in handle:
+            if line[0] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+                in_heap = line.rstrip().endswith("[heap]")
+            elif in_heap and line.startswith("Rss:"):
+                resident += int(line.split()[1])
+    return resident / 1024
 
 
 def read_cpu_s(pid: int) -> float:
@@ -182,60 +203,80 @@ def watch(child: subprocess.Popen[str], csv_path: Path, every: float, capacity: 
             pass
         try:
             rss, anon = read_memory(child.pid)
+            heap = read_heap_mib(child.pid)
             cpu = read_cpu_s(child.pid)
         except (OSError, KeyError):  # it exited between the wait and the read
             return points
-        point = Point(time.monotonic() - started, ticks_written(csv_path), rss, anon, cpu)
+        point = Point(time.monotonic() - started, ticks_written(csv_path), rss, anon, heap, cpu)
         points.append(point)
         print(
-            f"{point.at_s:7.0f} s  {point.ticks:7d} ticks  RSS {rss:7.1f} MiB  (anon {anon:6.1f})"
+            f"{point.at_s:7.0f} s  {point.ticks:7d} ticks  RSS {rss:7.1f} MiB  (anon {anon:6.1f},"
+            f" C heap {heap:5.1f})"
             f"  CPU {100 * cpu / point.at_s:5.1f} %"
             f"{'  history full' if point.ticks >= capacity else ''}",
             flush=True,
         )
 
 
-def describe(verdict: Plateau, capacity: int) -> list[str]:
+def describe(verdict: Plateau, capacity: int, kept: int) -> list[str]:
+    """The figures, then the one verdict the issue asks for (the end against 5 minutes in),
+    printed last whatever the other checks say: a plateau reached only after the history
+    covered its span is still growth since 5 minutes, and is reported as such."""
     end = verdict.end
     lines = [f"end ({end.at_s / 60:.0f} min, {end.ticks} ticks): RSS {end.rss_mib:.1f} MiB"]
-    if verdict.at_5_min is not None:
-        five = verdict.at_5_min
-        still = "" if five.ticks >= capacity else f", history still filling ({five.ticks} ticks)"
-        lines.append(
-            f"at 5 min: RSS {five.rss_mib:.1f} MiB{still}; end - 5 min:"
-            f" {end.rss_mib - five.rss_mib:+.1f} MiB"
-        )
+    lines += _since_filled(verdict, capacity)
+    return [*lines, *_issue_verdict(verdict, kept)]
+
+
+def _since_filled(verdict: Plateau, capacity: int) -> list[str]:
+    """RSS when the history covered its span, 5 minutes after, and over the last minutes."""
     if verdict.filled is None:
-        return [*lines, "the history never filled: run longer or pass a shorter --history-s"]
-    lines.append(
-        f"history full ({capacity} ticks) at {verdict.filled.at_s / 60:.1f} min: RSS"
-        f" {verdict.filled.rss_mib:.1f} MiB; slope since: {verdict.slope_mib_per_h or 0:+.2f} MiB"
-        " per hour"
-    )
-    if verdict.settled is None:
-        return [*lines, "no verdict: the run ended less than 5 min after the history filled"]
-    settled = verdict.settled
-    lines.append(
-        f"5 min after it filled ({settled.at_s / 60:.1f} min): RSS {settled.rss_mib:.1f} MiB;"
-        f" end - that: {end.rss_mib - settled.rss_mib:+.1f} MiB, slope since:"
-        f" {verdict.settled_slope_mib_per_h or 0:+.2f} MiB per hour"
-    )
-    tail = verdict.tail
-    lines.append(
-        f"last {(end.at_s - tail.at_s) / 60:.0f} min: RSS {tail.rss_mib:.1f} -> {end.rss_mib:.1f}"
-        f" MiB, slope {verdict.tail_slope_mib_per_h or 0:+.2f} MiB per hour"
-    )
-    if verdict.holds_since_5_min is not None:
-        word = "PLATEAU" if verdict.holds_since_5_min else "GROWTH"
+        return [f"the history never covered its span ({capacity} ticks)"]
+    lines = [
+        f"history covered its span ({capacity} ticks) at {verdict.filled.at_s / 60:.1f} min:"
+        f" RSS {verdict.filled.rss_mib:.1f} MiB; slope since:"
+        f" {verdict.slope_mib_per_h or 0:+.2f} MiB per hour"
+    ]
+    end, settled, tail = verdict.end, verdict.settled, verdict.tail
+    if settled is not None:
         lines.append(
-            f"verdict since 5 min: {word} (the end"
-            f" {'within' if verdict.holds_since_5_min else 'more than'} {TOLERANCE_MIB:g} MiB"
-            " above the RSS at 5 min)"
+            f"5 min after that ({settled.at_s / 60:.1f} min): RSS {settled.rss_mib:.1f} MiB;"
+            f" end - that: {end.rss_mib - settled.rss_mib:+.1f} MiB"
+            f", slope since {verdict.settled_slope_mib_per_h or 0:+.2f} MiB per hour"
+            f" ({'flat' if verdict.holds else 'still growing'} after the span was covered)"
         )
-    word = "PLATEAU" if verdict.holds else "GROWTH"
     lines.append(
-        f"verdict: {word} (the end {'within' if verdict.holds else 'more than'}"
-        f" {TOLERANCE_MIB:g} MiB above 5 min after the history filled)"
+        f"last {(end.at_s - tail.at_s) / 60:.0f} min: RSS {tail.rss_mib:.1f} ->"
+        f" {end.rss_mib:.1f} MiB, slope {verdict.tail_slope_mib_per_h or 0:+.2f} MiB per hour"
+    )
+    return lines
+
+
+def _issue_verdict(verdict: Plateau, kept: int) -> list[str]:
+    """RSS at the end no more than at 5 minutes (within ``TOLERANCE_MIB``), with what makes
+    the comparison weaker: a run shorter than the issue's hour, a history that had not yet
+    reached the count it keeps when the 5-minute reading was taken."""
+    five, end = verdict.at_5_min, verdict.end
+    if five is None:
+        return ["verdict: none (the run ended before 5 minutes)"]
+    lines = [f"at 5 min ({five.ticks} ticks): RSS {five.rss_mib:.1f} MiB"]
+    if five.ticks < kept:
+        lines.append(
+            f"  the history had not reached the {kept} snapshots it keeps by then (a starved"
+            " record): the 5-minute reading is of a smaller history"
+        )
+    if end.at_s < 3600 - 60:
+        lines.append(f"  a {end.at_s / 60:.0f}-minute run; the issue's is 60 minutes")
+    lines.append(
+        f"  end - 5 min: C heap {end.heap_mib - five.heap_mib:+.1f} MiB, the rest of RssAnon"
+        f" (CPython's arenas) {end.anon_mib - end.heap_mib - five.anon_mib + five.heap_mib:+.1f}"
+        " MiB"
+    )
+    word = "PLATEAU" if verdict.holds_since_5_min else "GROWTH"
+    lines.append(
+        f"verdict: {word}: RSS at the end {end.rss_mib - five.rss_mib:+.1f} MiB against 5"
+        f" minutes in ({'within' if verdict.holds_since_5_min else 'more than'}"
+        f" {TOLERANCE_MIB:g} MiB allowed for page-level noise)"
     )
     return lines
 
@@ -269,7 +310,7 @@ def main() -> None:
         if not points:
             print("no reading: the run was shorter than --every")
             return
-        print("\n".join(describe(plateau(points, capacity), capacity)))
+        print("\n".join(describe(plateau(points, capacity), capacity, keep.full + keep.old_slots)))
     finally:
         os.killpg(tree.pid, 15)
         tree.wait()
