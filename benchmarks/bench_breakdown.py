@@ -15,7 +15,9 @@ CPU only, so other processes on a loaded machine do not count):
 * NVML: time and count per tick of each pynvml function (the bindings' Python and ctypes
   included, the fake library's own work too);
 * /proc and /sys: reads per tick by file (PIDs and CPUs as N), opens, listings;
-* the engine's stages: GPUs, host, processes, each rule, findings, headline, frame, CSV;
+* the engine's stages: GPUs, host, processes, each rule, findings, headline, frame, CSV
+  (the frame with the chart series only when the TUI is measured: ``record`` and ``serve``
+  keep none, so ``--no-tui`` measures their tick);
 * the TUI: each widget's ``show_frame`` and its rendering (``render_lines``) for the same
   frames, in a headless 120x40 Textual app (``--no-tui`` skips it);
 * serve: one Prometheus exposition of a frame (what a scrape renders).
@@ -315,7 +317,8 @@ def main() -> None:
         watch_files()
         watch_gc()
         clock = SessionClock()
-        engine = build_engine(tree.pid, str(tmp / "bench.csv"), "fake", clock)
+        # Chart series only when the TUI is measured: record and serve keep none.
+        engine = build_engine(tree.pid, str(tmp / "bench.csv"), "fake", clock, not args.no_tui)
         watch_engine(engine)
         fill = engine.history.capacity if args.fill is None else args.fill
         clock.now = time.time() - fill - args.ticks  # the simulated session ends by now

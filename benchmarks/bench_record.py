@@ -100,8 +100,13 @@ def use_fake_nvml(root_pid: int, workdir: Path, health: str = "nvlink") -> None:
 
 
 def build_engine(  # type: ignore[no-untyped-def]
-    root_pid: int, csv_path: str, gpu_source: str, clock: Callable[[], float] = time.time
+    root_pid: int,
+    csv_path: str,
+    gpu_source: str,
+    clock: Callable[[], float] = time.time,
+    charts: bool = False,
 ):
+    """The engine as ``record`` builds it (no chart series unless ``charts``: a TUI's)."""
     from gputop_doctor.config import Settings
     from gputop_doctor.core.engine import Engine
     from gputop_doctor.export.csv_sink import CsvSink
@@ -124,6 +129,7 @@ def build_engine(  # type: ignore[no-untyped-def]
         target_pid=root_pid,
         headline=classify,
         clock=clock,
+        charts=charts,
     )
     engine.add_sink(CsvSink(csv_path))
     return engine

@@ -70,6 +70,9 @@ class EngineOptions:
     backfill_s: float = 0.0  # demo only: seconds of simulated past to fill the history with
     unbudgeted: bool = False  # read every thread and library each tick (one-off snapshots)
     config: str | None = None  # settings file; None: the default one if it exists
+    # Frames carry each GPU's recent series for charts (the TUI, serve's live page); a command
+    # that charts nothing (record, serve without --ui) does not keep them.
+    charts: bool = True
 
 
 # A demo starts with this much simulated past, so sparklines are full and slow findings
@@ -84,6 +87,7 @@ def options_from(
     *,
     hold_s: float | None = None,
     unbudgeted: bool = False,
+    charts: bool = True,
 ) -> EngineOptions:
     """Every command's engine options from its parsed arguments (the TUI, record, serve and
     snapshot differ only in the interval, the demo's past, the hold and the budget)."""
@@ -98,6 +102,7 @@ def options_from(
         backfill_s=backfill_s if args.demo else 0.0,
         unbudgeted=unbudgeted,
         config=getattr(args, "config", None),
+        charts=charts,
     )
 
 
@@ -174,7 +179,14 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
     if options.job is not None:
         target = _job_anchor(options.job, sources.attach_job)
     engine = _engine(
-        sources.gpu, sources.host, settings, target, clock, sources.label, pods=sources.pods
+        sources.gpu,
+        sources.host,
+        settings,
+        target,
+        clock,
+        sources.label,
+        pods=sources.pods,
+        charts=options.charts,
     )
     if options.job is not None:
         engine.target_name = options.job.label
@@ -258,6 +270,7 @@ def _engine(
     clock: Callable[[], float],
     label: str,
     pods: PodDirectory | None = None,
+    charts: bool = True,
 ) -> Engine:
     """The one place a command builds an Engine: every rule, and the headline as its judge."""
     from gputop_doctor.rules import RULES
@@ -273,4 +286,5 @@ def _engine(
         label=label,
         headline=classify,
         pods=pods,
+        charts=charts,
     )

@@ -52,7 +52,8 @@ def run_record(args: argparse.Namespace) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
     # No simulated past in a recording: the CSV holds exactly the ticks sampled from now on.
-    engine = build_engine(options_from(args, args.interval, backfill_s=0.0))
+    # Nothing is charted: the frames carry no series.
+    engine = build_engine(options_from(args, args.interval, backfill_s=0.0, charts=False))
     try:
         # Checked before any sampling starts.
         sink = CsvSink(args.csv, max_bytes=args.max_size, command_of=command_lookup(engine))

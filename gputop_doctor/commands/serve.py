@@ -116,7 +116,8 @@ def run_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
     backfill = DEMO_BACKFILL_S if args.backfill is None else args.backfill
-    run = open_run(options_from(args, args.interval, backfill_s=backfill))
+    # Only the live page charts (its newcomers get the recent series): without it, none kept.
+    run = open_run(options_from(args, args.interval, backfill_s=backfill, charts=pages is not None))
     engine = run.engine
     collector = FrameCollector(LabelStyle(args.labels))
     box = FrameBox(collector.exposition, stale_after_s=max(STALE_AFTER_S, 10 * args.interval))

@@ -151,16 +151,19 @@ class Engine:
         findings = self.tracker.update(now, self._diagnose(ctx))
         note = self._notice_changes(snapshot)  # before the frame: it may update self.system
         self.waste.add(snapshot, findings)
+        verdict = self.headline(self.history, ctx) if self.headline else None
         frame = Frame(
             snapshot=snapshot,
             findings=findings,
             system=self.system,
             gpu_series=self._series.view() if self._charts else (),
             cpu_series=self._series.cpu() if self._charts else (),
+            # Read before the frame is made and written: a frame is made once per tick.
+            tick_cost_s=time.perf_counter() - started,
             recording=self.sinks[0].path if self.sinks else None,
             recording_error=self.recording_error,
             note=note,
-            verdict=self.headline(self.history, ctx) if self.headline else None,
+            verdict=verdict,
             settings=self.settings,
             gpu_hours_lost=self.waste.lost_gpu_hours,
             simulated_gpu_hours_lost=self.primed_gpu_hours_lost,
@@ -171,7 +174,7 @@ class Engine:
             except OSError as exc:  # disk full, I/O error: stop recording, keep monitoring
                 frame = self._sink_failed(sink, exc, frame)
         self._tick += 1
-        return replace(frame, tick_cost_s=time.perf_counter() - started)
+        return frame
 
     def _sink_failed(self, sink: Sink, exc: OSError, frame: Frame) -> Frame:
         """Drop a sink that cannot write; the frame says so (one note, an error mark)."""
@@ -188,12 +191,9 @@ class Engine:
         )
 
     def _run_requests(self) -> None:
-        while True:
-            try:
-                request = self._requests.get_nowait()
-            except queue.Empty:
-                return
-            request(self)
+        # One consumer (this thread): a queue that is not empty has a request to get.
+        while not self._requests.empty():
+            self._requests.get_nowait()(self)
 
     def _sample(self, now: float) -> Snapshot:
         gpus = self.gpu.read_gpus()

@@ -38,6 +38,7 @@ class Frame:
     # record or serve tick that charts nothing never pays for them; see core.series).
     gpu_series: Sequence[GpuSeries] = ()
     cpu_series: tuple[float, ...] = ()
+    # Seconds the tick took to sample, diagnose and judge (the sinks write its frame after).
     tick_cost_s: float = 0.0
     recording: str | None = None  # CSV path while recording
     # Why the last recording stopped on its own (disk full, I/O error); cleared by a new one.

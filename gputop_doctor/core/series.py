@@ -29,20 +29,23 @@ NAMES = ("util", *(name for name, _ in METRICS))  # GpuSeries' series, in its or
 
 
 @dataclass(frozen=True, slots=True)
-class _GpuEnds:
-    """One GPU's series as they stood at one tick: each list and how much of it was there."""
+class _Gpus:
+    """The buffer's GPUs in index order with their lists (in NAMES order, only ever appended
+    to after this), and those lists one after another: a view takes their lengths at once."""
 
-    index: int
-    lists: tuple[list[float], ...]  # in NAMES order; only ever appended to after this
-    ends: tuple[int, ...]
+    indexes: tuple[int, ...]
+    lists: tuple[tuple[list[float], ...], ...]
+    flat: tuple[list[float], ...]
 
 
 class SeriesView(Sequence[GpuSeries]):
     """The GPUs' series as they stood at one tick, made into GpuSeries when first read."""
 
-    __slots__ = ("_ends", "_length", "_made")
+    __slots__ = ("_ends", "_gpus", "_length", "_made")
 
-    def __init__(self, ends: tuple[_GpuEnds, ...], length: int) -> None:
+    def __init__(self, gpus: _Gpus, ends: tuple[int, ...], length: int) -> None:
+        """``ends``: how long each of ``gpus.flat`` was at this tick."""
+        self._gpus = gpus
         self._ends = ends
         self._length = length
         self._made: tuple[GpuSeries, ...] | None = None
@@ -50,16 +53,18 @@ class SeriesView(Sequence[GpuSeries]):
     def series(self) -> tuple[GpuSeries, ...]:
         made = self._made
         if made is None:  # two threads may both make them: the same values either way
-            made = self._made = tuple(self._one(gpu) for gpu in self._ends)
+            made = self._made = tuple(
+                self._one(k, index) for k, index in enumerate(self._gpus.indexes)
+            )
         return made
 
-    def _one(self, gpu: _GpuEnds) -> GpuSeries:
-        length = self._length
+    def _one(self, k: int, index: int) -> GpuSeries:
+        length, ends = self._length, self._ends[k * len(NAMES) : (k + 1) * len(NAMES)]
         values = (
             tuple(values[max(0, end - length) : end])
-            for values, end in zip(gpu.lists, gpu.ends, strict=True)
+            for values, end in zip(self._gpus.lists[k], ends, strict=True)
         )
-        return GpuSeries(gpu.index, *values)
+        return GpuSeries(index, *values)
 
     @overload
     def __getitem__(self, index: int) -> GpuSeries: ...
@@ -71,7 +76,7 @@ class SeriesView(Sequence[GpuSeries]):
         return self.series()[index]
 
     def __len__(self) -> int:
-        return len(self._ends)
+        return len(self._gpus.indexes)
 
     def __iter__(self) -> Iterator[GpuSeries]:
         return iter(self.series())
@@ -96,6 +101,7 @@ class SeriesBuffer:
     def __init__(self, length: int) -> None:
         self.length = length
         self._by_gpu: dict[int, tuple[list[float], ...]] = {}
+        self._gpus = _Gpus((), (), ())  # _by_gpu in index order, made again when it changes
         self._cpu: list[float] = []
 
     def add(self, snapshot: Snapshot) -> None:
@@ -103,6 +109,7 @@ class SeriesBuffer:
             lists = self._by_gpu.get(gpu.index)
             if lists is None or max(map(len, lists)) >= 2 * self.length:
                 lists = self._by_gpu[gpu.index] = self._fresh(lists)
+                self._gpus = _ordered(self._by_gpu)
             util = lists[0]
             if gpu.util_samples:
                 util.extend(gpu.util_samples)
@@ -126,14 +133,15 @@ class SeriesBuffer:
 
     def view(self) -> SeriesView:
         """The GPUs' series as they stand now, in index order."""
-        return SeriesView(
-            tuple(
-                _GpuEnds(index, lists, tuple(map(len, lists)))
-                for index, lists in sorted(self._by_gpu.items())
-            ),
-            self.length,
-        )
+        gpus = self._gpus
+        return SeriesView(gpus, tuple(map(len, gpus.flat)), self.length)
 
     def cpu(self) -> tuple[float, ...]:
         """The host's CPU series as it stands now."""
         return tuple(self._cpu[-self.length :])
+
+
+def _ordered(by_gpu: dict[int, tuple[list[float], ...]]) -> _Gpus:
+    indexes = tuple(sorted(by_gpu))
+    lists = tuple(by_gpu[index] for index in indexes)
+    return _Gpus(indexes, lists, tuple(values for gpu in lists for values in gpu))

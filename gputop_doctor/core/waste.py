@@ -100,17 +100,18 @@ class WasteLedger:
 
     def add(self, snapshot: Snapshot, findings: Iterable[Finding]) -> None:
         dt = snapshot.interval_s
-        active = list(findings)
+        everywhere, own = _ids_by_gpu(findings)
         for gpu in snapshot.gpus:
             if gpu.lost:
                 continue
-            ids = [
-                f.rule_id
-                for f in active
-                if f.scope.kind is not ScopeKind.GPU or f.scope.index == gpu.index
-            ]
+            mine = own.get(gpu.index)
             _, seconds = self.rules.lost_time(
-                ids, gpu.util_pct, gpu.clock_event_bits, gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, dt
+                everywhere if mine is None else everywhere + mine,
+                gpu.util_pct,
+                gpu.clock_event_bits,
+                gpu.sm_clock_mhz,
+                gpu.sm_clock_max_mhz,
+                dt,
             )
             self.gpu_s += dt
             self.lost_s += seconds
@@ -118,3 +119,17 @@ class WasteLedger:
     @property
     def lost_gpu_hours(self) -> float:
         return self.lost_s / 3600
+
+
+def _ids_by_gpu(findings: Iterable[Finding]) -> tuple[list[str], dict[int | None, list[str]]]:
+    """The ids of the findings that concern every GPU (host, process), and of each GPU's own:
+    sorted out once per tick, not once per GPU."""
+    everywhere: list[str] = []
+    own: dict[int | None, list[str]] = {}
+    for finding in findings:
+        scope = finding.scope
+        if scope.kind is ScopeKind.GPU:
+            own.setdefault(scope.index, []).append(finding.rule_id)
+        else:
+            everywhere.append(finding.rule_id)
+    return everywhere, own

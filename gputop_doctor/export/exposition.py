@@ -20,6 +20,7 @@ who registers the collector in a registry.
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -31,6 +32,7 @@ from gputop_doctor.export.label_style import LabelStyle, spelt_labels
 
 LabelValues = tuple[str, ...]
 LABEL_TEXTS_KEPT = 4096  # distinct label sets whose text is kept between scrapes
+NUMBER_TEXTS_KEPT = 4096  # distinct sample values whose text is kept between scrapes
 
 
 class MetricKind(Enum):
@@ -72,14 +74,32 @@ def render(families: Iterable[Family], style: LabelStyle) -> bytes:
         name = family.exposed_name
         out.append(f"# HELP {name} {_escape_help(family.doc)}\n# TYPE {name} {family.kind.value}\n")
         if not family.labels:
-            out.extend(f"{name} {go_float(value)}\n" for _, value in family.samples)
+            out.extend(f"{name} {number_text(value)}\n" for _, value in family.samples)
             continue
         layout = _layout(family.labels, style)
         out.extend(
-            f"{name}{_label_text(layout, values)} {go_float(value)}\n"
+            f"{name}{_label_text(layout, values)} {number_text(value)}\n"
             for values, value in family.samples
         )
     return "".join(out).encode("utf-8")
+
+
+_DOUBLE = struct.Struct("<d")
+
+
+def number_text(value: float) -> str:
+    """A sample's value as the format writes it (``go_float``), kept by the value's exact bits.
+
+    A scrape at 8 GPUs writes ~650 values but only ~30 distinct ones (345 zeros, 156 ones,
+    each GPU's same limits and sizes), and ``go_float`` was the largest part of rendering.
+    The bits, not the number, are the key: ``0.0 == -0.0``, yet they are written apart.
+    """
+    return _number_text(_DOUBLE.pack(value))
+
+
+@functools.lru_cache(maxsize=NUMBER_TEXTS_KEPT)
+def _number_text(bits: bytes) -> str:
+    return go_float(_DOUBLE.unpack(bits)[0])
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -25,11 +25,13 @@ from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.jobs import jobs_on_gpus
 from gputop_doctor.core.model import CLOCK_EVENT_NAMES, MIB, GpuSample, HostSample, Snapshot
 from gputop_doctor.core.pressure import Pressure
-from gputop_doctor.export.exposition import Family, MetricKind, render
+from gputop_doctor.export.exposition import Family, LabelValues, MetricKind, render
 from gputop_doctor.export.label_style import LabelStyle
 from gputop_doctor.export.prometheus_health import (
     GPU_LABELS,
+    HealthText,
     XidCounts,
+    XidKey,
     gpu_labels,
     health_metrics,
 )
@@ -135,29 +137,47 @@ THROTTLE_FIELDS: tuple[tuple[str, str], ...] = (
 GPU_SERIES_LABELS = (*GPU_LABELS, *GPU_JOB_LABELS)
 
 
+# Each reason's bit as a plain int: ``bits & flag`` with the enum flag would make a new flag
+# object per reason per GPU per scrape.
+CLOCK_EVENT_BITS: tuple[tuple[int, str], ...] = tuple(
+    (int(flag), reason) for flag, reason in CLOCK_EVENT_NAMES.items()
+)
+
+
 def gpu_metrics(snap: Snapshot, hostname: str) -> Iterator[Family]:
-    gpus = snap.gpus
-    live = [g for g in gpus if not g.lost]
     jobs = jobs_on_gpus(snap)
-    labels_of = {
-        gpu.index: [*gpu_labels(gpu, hostname), *gpu_job_labels(jobs.get(gpu.index, ()))]
-        for gpu in gpus
-    }
-
-    def _gpu_labels(gpu: GpuSample) -> list[str]:
-        return labels_of[gpu.index]
-
+    # Each GPU with its labels, made once per scrape and shared by all of its series.
+    labelled = [
+        (gpu, (*gpu_labels(gpu, hostname), *gpu_job_labels(jobs.get(gpu.index, ()))))
+        for gpu in snap.gpus
+    ]
+    live = [(gpu, labels) for gpu, labels in labelled if not gpu.lost]
     lost = Family(PREFIX + "gpu_lost", "1 when the GPU fell off the bus.", labels=GPU_SERIES_LABELS)
-    for gpu in gpus:
-        lost.add(_gpu_labels(gpu), 1.0 if gpu.lost else 0.0)
+    for gpu, labels in labelled:
+        lost.add(labels, 1.0 if gpu.lost else 0.0)
     yield lost
     for gauge in GPU_GAUGES:
         family = Family(PREFIX + gauge.name, gauge.doc, labels=GPU_SERIES_LABELS)
-        for gpu in live:
+        for gpu, labels in live:
             value = gauge.read(gpu)
             if value is not None:
-                family.add(_gpu_labels(gpu), value)
+                family.add(labels, value)
         yield family
+    yield from _clock_event_metrics(live)
+    energy = Family(
+        PREFIX + "gpu_energy_joules",
+        "Energy the board used since the driver loaded (NVML's counter).",
+        MetricKind.COUNTER,
+        labels=GPU_SERIES_LABELS,
+    )
+    for gpu, labels in live:
+        if gpu.energy_j is not None:
+            energy.add(labels, gpu.energy_j)
+    yield energy
+
+
+def _clock_event_metrics(live: list[tuple[GpuSample, LabelValues]]) -> Iterator[Family]:
+    """Each reason active or not, and the time spent in it (the driver's counters)."""
     events = Family(
         PREFIX + "gpu_clock_event_active",
         "1 while the clock-event (throttle) reason is active.",
@@ -169,28 +189,18 @@ def gpu_metrics(snap: Snapshot, hostname: str) -> Iterator[Family]:
         MetricKind.COUNTER,
         labels=(*GPU_SERIES_LABELS, "reason"),
     )
-    for gpu in live:
-        if gpu.clock_event_bits is not None:
-            for flag, reason in CLOCK_EVENT_NAMES.items():
-                active = 1.0 if gpu.clock_event_bits & flag else 0.0
-                events.add([*_gpu_labels(gpu), reason], active)
+    for gpu, labels in live:
+        bits = gpu.clock_event_bits
+        if bits is not None:
+            for flag, reason in CLOCK_EVENT_BITS:
+                events.add((*labels, reason), 1.0 if bits & flag else 0.0)
         if gpu.throttle is not None:
             for attr, reason in THROTTLE_FIELDS:
                 ns = getattr(gpu.throttle, attr)
                 if ns is not None:
-                    throttle.add([*_gpu_labels(gpu), reason], ns / NS_PER_S)
+                    throttle.add((*labels, reason), ns / NS_PER_S)
     yield events
     yield throttle
-    energy = Family(
-        PREFIX + "gpu_energy_joules",
-        "Energy the board used since the driver loaded (NVML's counter).",
-        MetricKind.COUNTER,
-        labels=GPU_SERIES_LABELS,
-    )
-    for gpu in live:
-        if gpu.energy_j is not None:
-            energy.add(_gpu_labels(gpu), gpu.energy_j)
-    yield energy
 
 
 def _gauge(name: str, doc: str, value: float | None, unit_scale: float = 1.0) -> Family:
@@ -357,6 +367,16 @@ def _counter(name: str, doc: str, value: float) -> Family:
     return family
 
 
+@dataclass(frozen=True, slots=True)
+class _Latest:
+    """What one scrape renders, taken under the collector's lock."""
+
+    frame: Frame | None
+    ticks: int
+    job_cpu_seconds: float
+    xids: dict[XidKey, int]
+
+
 class FrameCollector(Collector):
     """Holds the latest frame and renders it at each scrape. Thread-safe.
 
@@ -372,6 +392,7 @@ class FrameCollector(Collector):
         self._ticks = 0
         self._job_cpu = JobCpuClock()
         self._xids = XidCounts()
+        self._health = HealthText(labels)
         self.hook_failures = 0  # set by the alert dispatcher's owner
 
     def update(self, frame: Frame) -> None:
@@ -382,17 +403,36 @@ class FrameCollector(Collector):
             self._xids.add(frame.snapshot.gpus, frame.system.hostname)
 
     def exposition(self) -> bytes:
-        """The latest frame in Prometheus's text format."""
-        return render(self.families(), self._labels)
+        """The latest frame in Prometheus's text format: :meth:`families` rendered, the health
+        families' text kept from the last scrape while the GPUs' health stands still."""
+        latest = self._latest()
+        head = render(self._head(latest), self._labels)
+        frame = latest.frame
+        if frame is None:
+            return head
+        snap, hostname = frame.snapshot, frame.system.hostname
+        health = self._health.text(snap.gpus, latest.xids, hostname)
+        return head + health + render(_after_health(frame, latest.job_cpu_seconds), self._labels)
 
     def collect(self) -> Iterator[Metric]:
         for family in self.families():
             yield family.as_client_metric(self._labels)
 
     def families(self) -> Iterator[Family]:
+        latest = self._latest()
+        yield from self._head(latest)
+        frame = latest.frame
+        if frame is not None:
+            yield from health_metrics(frame.snapshot.gpus, latest.xids, frame.system.hostname)
+            yield from _after_health(frame, latest.job_cpu_seconds)
+
+    def _latest(self) -> _Latest:
         with self._lock:
-            frame, ticks, cpu_seconds = self._frame, self._ticks, self._job_cpu.seconds
-            xids = self._xids.copy()
+            return _Latest(self._frame, self._ticks, self._job_cpu.seconds, self._xids.copy())
+
+    def _head(self, latest: _Latest) -> Iterator[Family]:
+        """The families before the health ones: the exporter's own, then each GPU's."""
+        frame = latest.frame
         info = Family(
             PREFIX + "build_info",
             "The exporter's version and source.",
@@ -401,17 +441,19 @@ class FrameCollector(Collector):
         if frame is not None:
             info.add([__version__, frame.system.source, frame.system.hostname], 1.0)
         yield info
-        yield _counter("ticks", "Ticks sampled since start.", ticks)
+        yield _counter("ticks", "Ticks sampled since start.", latest.ticks)
         yield _counter("hook_failures", "Alert hooks that failed or timed out.", self.hook_failures)
         if frame is None:
             return
         snap = frame.snapshot
         yield _gauge("last_tick_timestamp_seconds", "Unix time of the latest tick.", snap.time)
         yield _gauge("tick_duration_seconds", "Time the latest tick took.", frame.tick_cost_s)
-        hostname = frame.system.hostname
-        yield from gpu_metrics(snap, hostname)
-        yield from health_metrics(snap.gpus, xids, hostname)
-        yield from host_metrics(snap.host)
-        yield from job_metrics(snap, cpu_seconds)
-        yield from process_metrics(snap)
-        yield from finding_metrics(frame)
+        yield from gpu_metrics(snap, frame.system.hostname)
+
+
+def _after_health(frame: Frame, job_cpu_seconds: float) -> Iterator[Family]:
+    snap = frame.snapshot
+    yield from host_metrics(snap.host)
+    yield from job_metrics(snap, job_cpu_seconds)
+    yield from process_metrics(snap)
+    yield from finding_metrics(frame)

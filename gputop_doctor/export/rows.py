@@ -68,6 +68,8 @@ class TickRows:
         self._health = HealthCells()
         # GPU index -> its last processes (the same tuple while they stand still) and cell.
         self._processes: dict[int, tuple[tuple[GpuProcess, ...], str]] = {}
+        # GPU index -> its last throttle counters (the same object while none moves), cells.
+        self._throttle: dict[int, tuple[ThrottleCounters, list[str]]] = {}
 
     def rows(
         self,
@@ -103,14 +105,25 @@ class TickRows:
             self._processes_cell(gpu),
             LIST_SEP.join(jobs.get(p.pid) or "" for p in gpu.processes) if gpu.processes else "",
         )
-        throttle = gpu.throttle
-        counters = _NO_THROTTLE if throttle is None else encode_all(_THROTTLE_VALUES(throttle))
         return [
             *encode_all(_GPU_VALUES(gpu)),
             *extra,
-            *counters,
+            *self._throttle_cells(gpu),
             *self._health.of(gpu.index, gpu.health),
         ]
+
+    def _throttle_cells(self, gpu: GpuSample) -> Sequence[str]:
+        """The GPU's throttle counters as text, encoded again only when the source handed over
+        a new object (it hands on the same one while no counter moves)."""
+        throttle = gpu.throttle
+        if throttle is None:
+            return _NO_THROTTLE
+        last = self._throttle.get(gpu.index)
+        if last is not None and last[0] is throttle:
+            return last[1]
+        cells = encode_all(_THROTTLE_VALUES(throttle))
+        self._throttle[gpu.index] = (throttle, cells)
+        return cells
 
     def _processes_cell(self, gpu: GpuSample) -> str:
         """The GPU's processes as text, encoded again only when the source handed over a new

@@ -21,6 +21,7 @@ its secrets masked before it gets here (:mod:`gputop_doctor.core.command_line`).
 from __future__ import annotations
 
 import json
+import operator
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -118,25 +119,49 @@ def meta_of(frame: Frame, command: str) -> SessionMeta:
 CommandOf = Callable[[int], "tuple[str, ...] | None"]
 
 
+_GPU_IDENTITY = operator.attrgetter("index", "name", "uuid", "pci_bus_id")
+
+
+def meta_inputs(frame: Frame) -> tuple[object, ...]:
+    """Everything :func:`meta_of` reads of a frame: equal inputs make an equal file."""
+    system, snap = frame.system, frame.snapshot
+    return (
+        system.hostname,
+        system.driver_version,
+        system.nvml_version,
+        system.cuda_driver_version,
+        system.source,
+        tuple(map(_GPU_IDENTITY, snap.gpus)),
+        snap.target_pid,
+        snap.target_job,
+    )
+
+
 class MetaWriter:
     """Keeps ``session.meta.json`` true for a recording: rewritten only when it changes, the
-    command looked up once per attached PID (never per tick)."""
+    command looked up once per attached PID (never per tick). A tick looks only at what the
+    file is made of (:func:`meta_inputs`): a day-long recording made its whole record every
+    tick to find it unchanged."""
 
     def __init__(self, csv_path: str, command_of: CommandOf | None) -> None:
         self.path = meta_path(csv_path)
         self._command_of = command_of
         self._commands: dict[int, str] = {}
         self._last: SessionMeta | None = None
+        self._last_inputs: tuple[object, ...] | None = None
 
     def update(self, frame: Frame) -> None:
         """Raises OSError when the file cannot be written."""
-        meta = meta_of(frame, self._command(frame.snapshot.target_pid))
-        if meta == self._last:
+        inputs = meta_inputs(frame)
+        if inputs == self._last_inputs:
             return
-        data = json.dumps({"format": META_FORMAT, **asdict(meta)}, indent=2, ensure_ascii=True)
-        directory, name = os.path.split(os.path.abspath(self.path))
-        write_textfile(directory, name, (data + "\n").encode("ascii"))
-        self._last = meta
+        meta = meta_of(frame, self._command(frame.snapshot.target_pid))
+        if meta != self._last:
+            data = json.dumps({"format": META_FORMAT, **asdict(meta)}, indent=2, ensure_ascii=True)
+            directory, name = os.path.split(os.path.abspath(self.path))
+            write_textfile(directory, name, (data + "\n").encode("ascii"))
+            self._last = meta
+        self._last_inputs = inputs
 
     def _command(self, pid: int | None) -> str:
         if pid is None or self._command_of is None:

@@ -10,7 +10,7 @@ import io
 from dataclasses import replace
 
 from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
-from gputop_doctor.core.model import GpuProcess, GpuSample, Snapshot
+from gputop_doctor.core.model import GpuProcess, GpuSample, Snapshot, ThrottleCounters
 from gputop_doctor.export.csv_sink import csv_bytes, tick_bytes
 from gputop_doctor.export.rows import TickCells, TickRows, gpu_from_row
 from gputop_doctor.export.schema import COLUMNS
@@ -102,3 +102,16 @@ def test_a_gpus_processes_cell_follows_its_processes_whether_handed_on_or_new() 
         gpus = (replace(full_gpu(0), processes=processes),)
         snap = Snapshot(time=1.7e9 + tick, tick=tick, interval_s=1.0, gpus=gpus, host=full_host())
         assert writer.rows(snap, (), "test") == TickRows().rows(snap, (), "test"), f"tick {tick}"
+
+
+def test_a_gpus_throttle_cells_follow_its_counters_whether_handed_on_or_new() -> None:
+    writer = TickRows()
+    counters = ThrottleCounters(sw_power_cap_ns=5, hw_thermal_ns=0)
+    moved = replace(counters, hw_thermal_ns=7)
+    for tick, throttle in enumerate((counters, counters, moved, None, replace(moved), counters)):
+        gpus = (replace(full_gpu(0), throttle=throttle),)
+        snap = Snapshot(time=1.7e9 + tick, tick=tick, interval_s=1.0, gpus=gpus, host=full_host())
+        rows = writer.rows(snap, (), "test")
+        assert rows == TickRows().rows(snap, (), "test"), f"tick {tick}"
+        read = _gpu(rows[0])
+        assert read is not None and read.throttle == throttle, f"tick {tick}"

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from gputop_doctor.core.findings import Blame, Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
@@ -21,9 +22,10 @@ from gputop_doctor.core.health import GpuHealth, NvLink, XidEvent
 from gputop_doctor.core.job_identity import JobIdentity
 from gputop_doctor.core.model import GpuProcess, Snapshot, SystemInfo, TreeTotals
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
-from gputop_doctor.export.exposition import Family, MetricKind, render
+from gputop_doctor.export.exposition import Family, MetricKind, number_text, render
 from gputop_doctor.export.label_style import LabelStyle
 from gputop_doctor.export.prometheus import FrameCollector
+from gputop_doctor.export.prometheus_health import HealthText, health_metrics
 from tests.builders import full_gpu, full_host, proc
 
 # What a process name, a job's environment or a host name could carry into a label value.
@@ -131,6 +133,47 @@ def test_odd_numbers_are_written_as_the_library_writes_them() -> None:
     for style in LabelStyle:
         families = [family, counter]
         assert render(families, style) == _library_text(_Families(families, style))
+
+
+def test_a_number_is_written_as_the_library_writes_it_whatever_was_written_before() -> None:
+    # Kept by exact bits: -0.0 equals 0.0 but is written apart; ints and bools as floats.
+    numbers = (*ODD_NUMBERS, -0.0, 0.0, 0, 7, True, False, 2**70, -(2**53) - 1)
+    for number in (*numbers, *reversed(numbers)):
+        assert number_text(number) == floatToGoString(number)
+
+
+def _with_health(frame: Frame, health: GpuHealth) -> Frame:
+    gpus = frame.snapshot.gpus
+    snap = replace(frame.snapshot, gpus=(replace(gpus[0], health=health), *gpus[1:]))
+    return replace(frame, snapshot=snap)
+
+
+@pytest.mark.parametrize("style", list(LabelStyle))
+def test_the_health_text_is_kept_only_while_its_readings_are_the_same_objects(
+    style: LabelStyle,
+) -> None:
+    frame = _hostile_frame()
+    health = frame.snapshot.gpus[0].health
+    assert health is not None
+    steady = _with_health(frame, replace(health, xids=()))  # no new Xid at each update
+    gpus, host = steady.snapshot.gpus, steady.system.hostname
+    kept = HealthText(style)
+    first = kept.text(gpus, {}, host)
+    assert kept.text(gpus, {}, host) is first  # the same objects: the kept text
+    assert first == render(health_metrics(gpus, {}, host), style)
+    assert kept.text(gpus, {("0", "u", "n", "p", host, "79"): 1}, host) != first  # an Xid came
+    collector = FrameCollector(style)
+    for update in (
+        steady,
+        steady,  # handed on: the kept text
+        _with_health(steady, replace(health, nvlinks=(NvLink(0, False, 4),))),  # a link down
+        _with_health(steady, replace(health)),  # equal readings in another object
+        replace(steady, system=replace(steady.system, hostname="node-7")),  # new labels
+    ):
+        collector.update(update)
+        assert collector.exposition() == _library_text(collector)
+    links = collector.exposition().split(b"\ngputop_doctor_gpu_nvlink_up{")[1:]
+    assert links and all(b'="node-7"' in line.split(b"\n")[0] for line in links)
 
 
 def test_promtool_accepts_the_hostile_exposition() -> None:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.core.command_line import MASK, masked_command
+from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.export.schema import COLUMNS
-from gputop_doctor.export.session_meta import meta_path
+from gputop_doctor.export.session_meta import MetaWriter, meta_path
 from tests.sessions import SYSTEM, frame
 
 HOSTILE_HOST = '=HYPERLINK("http://x")\x1b]2;owned\x07node7'
@@ -116,6 +117,40 @@ def test_the_file_is_rewritten_when_the_attached_target_changes(tmp_path: Path) 
     data = json.loads(Path(meta_path(str(path))).read_text())
     assert data["target_pid"] == 77 and data["command"] == "python job77.py"
     assert not list(tmp_path.glob(".*.tmp"))  # replaced whole, no temporary left behind
+
+
+def _changes() -> list[Frame]:
+    """A frame, then each thing the file is made of changed alone (back to the frame between)."""
+    first = frame(0, 2, starved=False)
+    snap, system, gpu = first.snapshot, first.system, first.snapshot.gpus[1]
+
+    def with_gpu(**changed: object) -> Frame:
+        return replace(first, snapshot=replace(snap, gpus=(snap.gpus[0], replace(gpu, **changed))))
+
+    changes = [
+        replace(first, system=replace(system, hostname="node-2")),
+        replace(first, system=replace(system, driver_version="580.65.06")),
+        replace(first, system=replace(system, nvml_version="13.580")),
+        replace(first, system=replace(system, cuda_driver_version=13000)),
+        replace(first, system=replace(system, source="live")),
+        with_gpu(name="NVIDIA B200"),
+        with_gpu(uuid="GPU-other"),
+        with_gpu(pci_bus_id="00000000:99:00.0"),
+        with_gpu(index=5),
+        replace(first, snapshot=replace(snap, gpus=snap.gpus[:1])),
+        replace(first, snapshot=replace(snap, target_pid=77)),
+        replace(first, snapshot=replace(snap, target_job="Slurm job 48213")),
+    ]
+    return [first, *(step for change in changes for step in (change, first))]
+
+
+def test_the_file_follows_every_input_it_is_made_of_tick_by_tick(tmp_path: Path) -> None:
+    kept = MetaWriter(str(tmp_path / "kept.csv"), lambda pid: ("python", f"job{pid}.py"))
+    for k, change in enumerate(_changes()):
+        kept.update(change)
+        fresh = MetaWriter(str(tmp_path / f"fresh{k}.csv"), lambda pid: ("python", f"job{pid}.py"))
+        fresh.update(change)
+        assert Path(kept.path).read_bytes() == Path(fresh.path).read_bytes(), f"change {k}"
 
 
 @pytest.mark.parametrize("name", ["run.csv", "run.csv.gz", "run"])
