@@ -15,7 +15,9 @@ checks three kinds of names:
 from __future__ import annotations
 
 import ast
+import functools
 import io
+import os
 import re
 import shlex
 import tokenize
@@ -61,11 +63,14 @@ def doc_texts() -> Iterator[tuple[Path, str]]:
 
 
 def repo_files() -> set[str]:
-    return {
-        str(p.relative_to(ROOT))
-        for p in ROOT.rglob("*.py")
-        if not any(part.startswith(".") or part == "__pycache__" for part in p.parts)
-    }
+    """The repository's Python files, its hidden folders (a ``.venv`` of thousands of files,
+    ``.git``) and caches left out before they are walked, not after."""
+    files = set()
+    for folder, subfolders, names in os.walk(ROOT):
+        subfolders[:] = [d for d in subfolders if not d.startswith(".") and d != "__pycache__"]
+        relative = Path(folder).relative_to(ROOT)
+        files.update(str(relative / name) for name in names if name.endswith(".py"))
+    return files
 
 
 def path_exists(name: str, where: Path, files: set[str]) -> bool:
@@ -75,6 +80,7 @@ def path_exists(name: str, where: Path, files: set[str]) -> bool:
     return any((folder / name).is_file() for folder in folders)
 
 
+@functools.cache
 def defined_names(module: Path) -> set[str]:
     """What a module defines or imports at its top level (and a package's submodules)."""
     tree = ast.parse(module.read_text(encoding="utf-8"))
