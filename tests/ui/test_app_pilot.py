@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -101,6 +102,10 @@ async def test_help_screen_opens_and_closes() -> None:
         assert not isinstance(app.screen, HelpScreen)
 
 
+def _saving_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if "save_file_thread" in t.name and t.is_alive()]
+
+
 def test_palette_screenshot_saves_in_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,8 +119,10 @@ def test_palette_screenshot_saves_in_the_current_directory(
         async with app.run_test(size=SIZE) as pilot:
             await feed(app, pilot, engine, clock)
             app.deliver_screenshot()
-            for _ in range(200):
-                if list(tmp_path.glob("*.svg")):
+            # Until Textual's saving thread has told the app it is done: left before, that
+            # thread waits forever on a loop that has stopped, and the test process never exits.
+            for _ in range(500):
+                if list(tmp_path.glob("*.svg")) and not _saving_threads():
                     break
                 await asyncio.sleep(0.02)
 
