@@ -419,6 +419,26 @@ def test_a_driver_dying_partway_through_a_tick_is_one_event(
     assert line.startswith("NVML failed mid-session: Unknown Error")
 
 
+def test_static_limits_failing_between_good_answers_are_not_a_failing_gpu(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+) -> None:
+    """The highest clocks answering UNKNOWN every tick (never settled, so asked each tick)
+    and the power limit failing too: each sits between calls that answer, as it always has,
+    so no FAILING_FUSE errors come in a row and the GPU keeps its readings."""
+    flaky = tuple(
+        (name, NVML_ERROR_UNKNOWN)
+        for name in ("nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetEnforcedPowerLimit")
+    )
+    fake_nvml.write(Scenario.uniform(1, util=20, errors=flaky))
+    source = open_source()
+    for _ in range(3):
+        (gpu,) = source.read_gpus()
+        assert gpu.util_pct == 20.0 and gpu.sm_clock_mhz is not None
+        assert gpu.sm_clock_max_mhz is None and gpu.power_limit_w is None
+    assert source.status().text == "ok"
+
+
 def test_flaky_fields_are_not_a_failing_gpu(
     fake_nvml: FakeNvml,  # noqa: F811
     open_source: Callable[[], NvmlGpuSource],

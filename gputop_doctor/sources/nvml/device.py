@@ -82,6 +82,11 @@ _THRESHOLD_WHAT = {
 }
 _MAX_CLOCK_WHAT = {clock: f"nvmlDeviceGetMaxClockInfo({clock})" for clock in (CLOCK_SM, CLOCK_MEM)}
 _LIMIT_WHAT = (*_THRESHOLD_WHAT.values(), *_MAX_CLOCK_WHAT.values())
+# Readings of the field batch with a call of their own, where the driver lacks the field.
+_DEDICATED_CALL = {
+    FIELD_POWER: "nvmlDeviceGetPowerUsage",
+    FIELD_ENERGY: "nvmlDeviceGetTotalEnergyConsumption",
+}
 _SAMPLE_TIME = itemgetter(0)  # a (timestamp, value) sample's time, the sort key in C
 
 
@@ -173,7 +178,7 @@ class DeviceReader:
             )
         )
         self._cache: dict[str, float | None] = {}
-        self._limits: Limits | None = None  # once every limit is settled (see _read_limits)
+        self._limits: Limits | None = None  # once every limit is settled (see _settle_limits)
         self._readings = Pick(READING_FIELD_IDS)
         self._fields = self._batch(
             READING_FIELD_IDS + THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS
@@ -290,16 +295,19 @@ class DeviceReader:
     # -- the tick --------------------------------------------------------------------------
 
     def _read(self) -> GpuSample:
+        """The tick's calls, in the order they have always been made: a run of FAILING_FUSE
+        failing calls with no answer between them abandons the GPU for the tick, so which
+        calls sit next to each other decides when that happens (the static limits, once
+        settled, and the batch's power and energy are no calls at all)."""
         ident = self.identity
         util = self._utilization()
         mem = self._memory()
         sm_active, tensor_active, dram_active = self._gpm.read()
         fields = self._fields.read()
         pcie_rx, pcie_tx = self._pcie.read(fields)
-        temperature = _float(self._temperature())
-        limits = self._limits or self._read_limits()
-        power_w, energy_j = self._power_and_energy(fields)
-        return GpuSample(
+        limits = self._limits
+        batch = self._power_and_energy_batch(fields)
+        sample = GpuSample(
             index=self.index,
             name=ident.name,
             uuid=ident.uuid,
@@ -313,17 +321,29 @@ class DeviceReader:
             mem_used_mib=mem.used_mib,
             mem_total_mib=mem.total_mib,
             mem_reserved_mib=mem.reserved_mib,
-            temp_c=temperature,
-            temp_slowdown_c=limits.temp_slowdown_c,
-            temp_shutdown_c=limits.temp_shutdown_c,
-            temp_max_operating_c=limits.temp_max_operating_c,
-            power_w=power_w,
+            temp_c=_float(self._temperature()),
+            temp_slowdown_c=(
+                self._threshold(THRESHOLD_SLOWDOWN) if limits is None else limits.temp_slowdown_c
+            ),
+            temp_shutdown_c=(
+                self._threshold(THRESHOLD_SHUTDOWN) if limits is None else limits.temp_shutdown_c
+            ),
+            temp_max_operating_c=(
+                self._threshold(THRESHOLD_GPU_MAX)
+                if limits is None
+                else limits.temp_max_operating_c
+            ),
+            power_w=batch[0] if batch else self._watts_from(fields, FIELD_POWER),
             power_limit_w=self._power_limit.get(),
-            energy_j=energy_j,
+            energy_j=batch[1] if batch else self._watts_from(fields, FIELD_ENERGY),
             sm_clock_mhz=_float(self._clocks[CLOCK_SM](self._handle)),
-            sm_clock_max_mhz=limits.sm_clock_max_mhz,
+            sm_clock_max_mhz=self._max_clock(CLOCK_SM)
+            if limits is None
+            else limits.sm_clock_max_mhz,
             mem_clock_mhz=_float(self._clocks[CLOCK_MEM](self._handle)),
-            mem_clock_max_mhz=limits.mem_clock_max_mhz,
+            mem_clock_max_mhz=(
+                self._max_clock(CLOCK_MEM) if limits is None else limits.mem_clock_max_mhz
+            ),
             fan_pct=self._fan.get(),
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
@@ -335,6 +355,9 @@ class DeviceReader:
             processes=self._procs.read(),
             health=self.health.read(fields, self._nvlink.rates),
         )
+        if limits is None:
+            self._settle_limits()
+        return sample
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         return self._caller.call(self.index, what, fn, self._handle, *args)
@@ -398,19 +421,18 @@ class DeviceReader:
             return DeviceMemory()
         return DeviceMemory(v1.used / MIB, v1.total / MIB, None)  # v1 "used" includes reserved
 
-    def _read_limits(self) -> Limits:
-        """The static limits, asked until each is settled (read, or missing for good): from
-        then on they are one object, and the tick neither asks nor looks anything up."""
-        limits = Limits(
-            temp_slowdown_c=self._threshold(THRESHOLD_SLOWDOWN),
-            temp_shutdown_c=self._threshold(THRESHOLD_SHUTDOWN),
-            temp_max_operating_c=self._threshold(THRESHOLD_GPU_MAX),
-            sm_clock_max_mhz=self._max_clock(CLOCK_SM),
-            mem_clock_max_mhz=self._max_clock(CLOCK_MEM),
-        )
-        if all(what in self._cache for what in _LIMIT_WHAT):
-            self._limits = limits
-        return limits
+    def _settle_limits(self) -> None:
+        """Once every static limit is settled (read, or missing for good), one object: from
+        then on the tick neither asks for them nor looks anything up."""
+        cache = self._cache
+        if all(what in cache for what in _LIMIT_WHAT):
+            self._limits = Limits(
+                temp_slowdown_c=cache[_THRESHOLD_WHAT[THRESHOLD_SLOWDOWN]],
+                temp_shutdown_c=cache[_THRESHOLD_WHAT[THRESHOLD_SHUTDOWN]],
+                temp_max_operating_c=cache[_THRESHOLD_WHAT[THRESHOLD_GPU_MAX]],
+                sm_clock_max_mhz=cache[_MAX_CLOCK_WHAT[CLOCK_SM]],
+                mem_clock_max_mhz=cache[_MAX_CLOCK_WHAT[CLOCK_MEM]],
+            )
 
     def _threshold(self, kind: int) -> float | None:
         what = _THRESHOLD_WHAT[kind]
@@ -419,22 +441,20 @@ class DeviceReader:
     def _watts(self, what: str) -> float | None:
         return _per_thousand(self._number(what))
 
-    def _power_and_energy(self, values: FieldValues | None) -> tuple[float | None, float | None]:
-        """W and J: from this tick's batch in one step when both answered (the usual tick),
-        else each as :meth:`_from_field` says."""
-        if values is not None:
-            try:
-                power, energy = self._readings(values)
-            except KeyError:
-                pass
-            else:
-                return float(power) / 1000.0, float(energy) / 1000.0
-        return (
-            _per_thousand(self._from_field(values, FIELD_POWER, "nvmlDeviceGetPowerUsage")),
-            _per_thousand(
-                self._from_field(values, FIELD_ENERGY, "nvmlDeviceGetTotalEnergyConsumption")
-            ),
-        )
+    def _power_and_energy_batch(self, values: FieldValues | None) -> tuple[float, float] | None:
+        """W and J from this tick's batch in one step when both answered (the usual tick);
+        None sends each to :meth:`_watts_from`, in its place among the tick's calls."""
+        if values is None:
+            return None
+        try:
+            power, energy = self._readings(values)
+        except KeyError:
+            return None
+        return float(power) / 1000.0, float(energy) / 1000.0
+
+    def _watts_from(self, values: FieldValues | None, field_id: int) -> float | None:
+        """Power (W) or energy (J), from the batch or its dedicated call (mW, mJ from NVML)."""
+        return _per_thousand(self._from_field(values, field_id, _DEDICATED_CALL[field_id]))
 
     def _from_field(self, values: FieldValues | None, field_id: int, what: str) -> float | None:
         """A reading with a field id: from this tick's batch, else the dedicated call ``what``
