@@ -327,11 +327,12 @@ class History:
 
     def first_within(self, seconds: float) -> Snapshot | None:
         """The first snapshot of ``window(seconds)``, found without building the window (the
-        headline asks only which processes were on each GPU at the start of a look-back)."""
-        if not self._recent:
-            return None
-        start = self._first_within(seconds)
+        headline asks only which processes were on each GPU at the start of a look-back);
+        None where that window is empty."""
+        start = self._first_within(seconds) if self._recent else 0
         in_old = len(self._old)
+        if start >= in_old + len(self._recent):
+            return None
         return self._old[start] if start < in_old else self._recent[start - in_old]
 
     # -- what leaves, what stays -----------------------------------------------------------

@@ -117,6 +117,7 @@ def test_extent_names_the_snapshots_a_window_holds(at_01: Filled) -> None:
         assert hist.first_within(seconds) is win.snapshots[0]
     assert hist.extent(600.0).count < hist.extent(600.0).latest - hist.extent(600.0).first + 1
     assert History(10).first_within(5.0) is None
+    assert not hist.window(0.0) and hist.first_within(0.0) is None  # an empty window
 
 
 def test_events_and_creep_points_outlive_thinning(at_01: Filled) -> None:
