@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding, FindingTracker
+from gputop_doctor.core.health import GpuHealth, NvLink
 from gputop_doctor.core.history import History
 from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import (
@@ -315,3 +316,29 @@ def full_host() -> HostSample:
 
 def with_fields(sample: ProcSample, **fields: object) -> ProcSample:
     return replace(sample, **fields)  # type: ignore[arg-type]
+
+
+NV4 = tuple(NvLink(i, True, 4) for i in range(4))  # four active NVLink 4 links
+
+
+def healthy(**changes: object) -> GpuHealth:
+    """A GPU's health with every counter at zero, PCIe at its best, four NVLinks up."""
+    base: dict[str, object] = dict(
+        ecc_volatile_corrected=0,
+        ecc_volatile_uncorrected=0,
+        remapped_correctable=0,
+        remapped_uncorrectable=0,
+        remap_pending=False,
+        remap_failure=False,
+        pcie_gen=5,
+        pcie_width=16,
+        pcie_gen_max=5,
+        pcie_width_max=16,
+        pcie_replays=0,
+        nvlinks=NV4,
+        nvlink_crc_errors=0,
+        nvlink_replay_errors=0,
+        nvlink_recovery_errors=0,
+    )
+    base.update(changes)
+    return GpuHealth(**base)  # type: ignore[arg-type]

@@ -18,31 +18,7 @@ from gputop_doctor.rules import (
     pcie_link_degraded,
     rank_straggler,
 )
-from tests.builders import Tick, gpu, history, run
-
-NV4 = tuple(NvLink(i, True, 4) for i in range(4))
-
-
-def healthy(**changes: object) -> GpuHealth:
-    base: dict[str, object] = dict(
-        ecc_volatile_corrected=0,
-        ecc_volatile_uncorrected=0,
-        remapped_correctable=0,
-        remapped_uncorrectable=0,
-        remap_pending=False,
-        remap_failure=False,
-        pcie_gen=5,
-        pcie_width=16,
-        pcie_gen_max=5,
-        pcie_width_max=16,
-        pcie_replays=0,
-        nvlinks=NV4,
-        nvlink_crc_errors=0,
-        nvlink_replay_errors=0,
-        nvlink_recovery_errors=0,
-    )
-    base.update(changes)
-    return GpuHealth(**base)  # type: ignore[arg-type]
+from tests.builders import NV4, Tick, gpu, healthy, history, run
 
 
 def two(h0: GpuHealth, h1: GpuHealth | None = None, **fields: object) -> Tick:

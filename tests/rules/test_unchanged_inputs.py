@@ -24,12 +24,11 @@ from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import Check, RuleContext
 from gputop_doctor.rules import RULES, ecc_errors, gpu_xid, pcie_link_degraded
 from gputop_doctor.rules._unchanged import Inputs, ReusedWhileUnchanged
-from tests.builders import T0, context, gpu
+from tests.builders import NV4, T0, context, gpu, healthy
 
 DECLARED = [rule for rule in RULES if isinstance(rule.check, ReusedWhileUnchanged)]
 WINDOW_S = 15.0  # every declared rule's window, shortened so that the story stays short
 TICKS = 300
-NVLINKS = tuple(NvLink(link, True, 4) for link in range(4))
 
 
 def _settings() -> Settings:
@@ -50,45 +49,25 @@ def _settings() -> Settings:
 SETTINGS = _settings()
 
 
-def _health(**changes: object) -> GpuHealth:
-    base: dict[str, object] = dict(
-        ecc_volatile_corrected=0,
-        ecc_volatile_uncorrected=0,
-        remap_pending=False,
-        remap_failure=False,
-        pcie_gen=5,
-        pcie_width=16,
-        pcie_gen_max=5,
-        pcie_width_max=16,
-        pcie_replays=0,
-        nvlinks=NVLINKS,
-        nvlink_crc_errors=0,
-        nvlink_replay_errors=0,
-        nvlink_recovery_errors=0,
-    )
-    base.update(changes)
-    return GpuHealth(**base)  # type: ignore[arg-type]
-
-
 # Handed on as the same objects while they stand still, as the NVML source does.
-STILL = _health()
-CORRECTED = _health(ecc_volatile_corrected=2000)
-PCIE_GEN3 = _health(pcie_gen=3)
-LINK_DOWN = _health(nvlinks=(NvLink(0, False, 4), *NVLINKS[1:]))
-UNCORRECTED = _health(ecc_volatile_uncorrected=2)
+STILL = healthy()
+CORRECTED = healthy(ecc_volatile_corrected=2000)
+PCIE_GEN3 = healthy(pcie_gen=3)
+LINK_DOWN = healthy(nvlinks=(NvLink(0, False, 4), *NV4[1:]))
+UNCORRECTED = healthy(ecc_volatile_uncorrected=2)
 
 
-def _gpu_health(index: int, k: int) -> GpuHealth | None:
+def _gpuhealthy(index: int, k: int) -> GpuHealth | None:
     """Each GPU's story: a PCIe link trained low, errors that rise and then stand still,
     Xids, an NVLink down, a loss."""
     if index == 0:
         return PCIE_GEN3 if 30 <= k < 50 else LINK_DOWN if 190 <= k < 200 else STILL
     if index == 1:
         if 60 <= k < 65:
-            return _health(ecc_volatile_corrected=400 * (k - 59))  # rising: new each tick
+            return healthy(ecc_volatile_corrected=400 * (k - 59))  # rising: new each tick
         return CORRECTED if k >= 65 else STILL
     if index == 2 and k in (100, 160):
-        return _health(xids=(XidEvent(79 if k == 160 else 13, T0 + k),))
+        return healthy(xids=(XidEvent(79 if k == 160 else 13, T0 + k),))
     if index == 3 and 220 <= k < 225:
         return UNCORRECTED
     return STILL
@@ -99,7 +78,7 @@ def _snapshot(k: int) -> Snapshot:
         gpu(
             i,
             util=0.0 if i == 0 and 40 <= k < 45 else 95.0,  # idle a while: its link not judged
-            health=_gpu_health(i, k),
+            health=_gpuhealthy(i, k),
             lost=(i == 3 and 130 <= k < 140),
         )
         for i in range(4)
@@ -266,7 +245,7 @@ def test_traffic_alone_moving_leaves_the_answer_reused(rule: object) -> None:
     ctx = context(SETTINGS)
     hist = History.for_span(Settings().history_s, 1.0)
     for k in range(60):
-        moving = _health(nvlink_rx_mib_s=1000.0 + k, nvlink_tx_mib_s=900.0 + k)
+        moving = healthy(nvlink_rx_mib_s=1000.0 + k, nvlink_tx_mib_s=900.0 + k)
         hist.append(Snapshot(time=T0 + k, tick=k, interval_s=1.0, gpus=(gpu(0, health=moving),)))
         assert list(reusing(hist, ctx)) == list(declared.check(hist, ctx))
     assert calls[0] <= WINDOW_S + 2
