@@ -217,9 +217,7 @@ class Ask:
             value = self._fn(*args)
         except Exception as err:
             return caller._failed(self._key, err, not_found)
-        run = caller._run
-        if self._gpu in run:  # an answer breaks any run of driver errors (see _answered)
-            run[self._gpu] = 0
+        caller._answered(self._gpu)
         return value
 
     @property
