@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from itertools import chain
 from operator import attrgetter, is_
 
@@ -105,8 +106,10 @@ class Inputs:
         return tuple(getattr(ctx, name) for name in self.context)
 
 
+@cache
 def _reader(names: tuple[str, ...]) -> Callable[[object], tuple[object, ...]]:
-    """What reads ``names`` of an object, as a tuple (``attrgetter`` gives one name bare)."""
+    """What reads ``names`` of an object, as a tuple (``attrgetter`` gives one name bare);
+    made once per declaration, not at every comparison."""
     if len(names) == 1:
         read = attrgetter(names[0])
         return lambda obj: (read(obj),)
