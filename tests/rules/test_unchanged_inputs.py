@@ -19,10 +19,11 @@ import pytest
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.health import GpuHealth, NvLink, XidEvent
-from gputop_doctor.core.history import History
+from gputop_doctor.core.history import History, Retention, Window
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import Check, RuleContext
 from gputop_doctor.rules import RULES, ecc_errors, gpu_xid, pcie_link_degraded
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._unchanged import Inputs, ReusedWhileUnchanged
 from tests.builders import NV4, T0, context, gpu, healthy
 
@@ -73,7 +74,7 @@ def _gpuhealthy(index: int, k: int) -> GpuHealth | None:
     return STILL
 
 
-def _snapshot(k: int) -> Snapshot:
+def _snapshot(k: int, interval_s: float = 1.0) -> Snapshot:
     gpus = tuple(
         gpu(
             i,
@@ -86,8 +87,8 @@ def _snapshot(k: int) -> Snapshot:
     if k >= 265:  # a fifth GPU appears
         gpus += (gpu(4, health=STILL),)
     # The clock steps back once (windows shrink), and one tick comes late (they grow).
-    time = T0 + k - (5.0 if k >= 250 else 0.0) + (3.0 if k == 280 else 0.0)
-    return Snapshot(time=time, tick=k, interval_s=1.0, gpus=gpus)
+    late = k - (5.0 if k >= 250 else 0.0) + (3.0 if k == 280 else 0.0)
+    return Snapshot(time=T0 + late * interval_s, tick=k, interval_s=interval_s, gpus=gpus)
 
 
 def _story() -> Iterator[tuple[History, Snapshot]]:
@@ -101,13 +102,29 @@ def _story() -> Iterator[tuple[History, Snapshot]]:
 # -- the declaration is complete ------------------------------------------------------------------
 
 
+# Where the history and its windows read themselves, and the running views (rules._running), whose
+# answers over thinned and sliding windows are proven equal to a rebuild by test_running_views.py
+# and test_thinned_views.py: their reads of a window are not the rule's.
+_MACHINERY = frozenset(
+    {
+        sys.modules[History.__module__].__file__,
+        sys.modules[running_groups.__module__].__file__,
+    }
+)
+# What a declared rule may read of its history and windows: the window of its declared length
+# and the snapshots in it. Anything else (a window's span or thinning, the history's newest
+# snapshot's time) is an input that the declaration does not compare.
+_STRUCTURE = {"History": {"window"}, "Window": {"snapshots"}}
+
+
 @contextmanager
 def _recorded_reads(
     monkeypatch: pytest.MonkeyPatch, judged: object
 ) -> Iterator[list[tuple[str, str, int]]]:
     """Every attribute read of a snapshot, a GPU sample, a health record or a context: (class,
     name, object id). Not a property (the attributes it reads are recorded), nor what is read
-    while the rule's declared judgement of a sample runs."""
+    while the rule's declared judgement of a sample runs. Of the history and its windows, every
+    attribute the rule's own code reads, properties too (a window's span is made of times)."""
     reads: list[tuple[str, str, int]] = []
     judging = getattr(judged, "__code__", None)
     for cls in (Snapshot, GpuSample, GpuHealth, RuleContext):
@@ -119,6 +136,15 @@ def _recorded_reads(
             return object.__getattribute__(self, name)
 
         monkeypatch.setattr(cls, "__getattribute__", traced)
+    for structure in (History, Window):
+
+        def by_the_rule(self: object, name: str, cls: type = structure) -> object:
+            caller = sys._getframe(1).f_code.co_filename
+            if not name.startswith("__") and caller not in _MACHINERY:
+                reads.append((cls.__name__, name, id(self)))
+            return object.__getattribute__(self, name)
+
+        monkeypatch.setattr(structure, "__getattribute__", by_the_rule)
     try:
         yield reads
     finally:
@@ -142,6 +168,7 @@ def undeclared_reads(check: Check, inputs: Inputs, monkeypatch: pytest.MonkeyPat
         "GpuSample": set(inputs.gpu) | ({"health"} if inputs.health else set()),
         "GpuHealth": set(inputs.health),
         "RuleContext": set(inputs.context),
+        **_STRUCTURE,
     }
     found: set[str] = set()
     for hist, _ in _story():
@@ -174,6 +201,18 @@ def test_a_forgotten_input_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     unjudged = replace(pcie_link_degraded.INPUTS, judged=None)
     assert undeclared_reads(pcie_link_degraded.check, unjudged, monkeypatch) >= {
         "GpuSample.util_pct"
+    }
+
+    def timed(history: History, ctx: RuleContext) -> list[Finding]:
+        """ecc-errors that also looks at how many seconds its window spans."""
+        if history.window(WINDOW_S).span_s < 0:
+            return []
+        return list(ecc_errors.check(history, ctx))
+
+    assert undeclared_reads(timed, ecc_errors.INPUTS, monkeypatch) == {
+        "Window.span_s",
+        "Snapshot.time",  # what the span is made of
+        "Snapshot.interval_s",
     }
     short = replace(gpu_xid.INPUTS, window_s=lambda settings: 5.0)
     assert "a snapshot outside the declared window" in undeclared_reads(
@@ -221,6 +260,27 @@ def test_reused_answers_equal_the_rules_own_every_tick(rule: object) -> None:
     assert fired, "the story must give the rule something to find"
     # Judged again for a window's length after each change, the last answer reused otherwise.
     assert calls[0] < TICKS * 3 // 4, "while the health stands still, the answer is reused"
+
+
+@pytest.mark.parametrize("rule", DECLARED, ids=lambda rule: rule.rule_id)
+def test_reused_answers_equal_the_rules_own_on_a_thinned_history(rule: object) -> None:
+    """At 0.1 s a tick the history keeps every tick only for its recent part and thins the
+    older one, so the declared windows reach into thinned snapshots: the window's length in
+    snapshots changes as ticks are thinned out of it, and the answers must still be the rule's
+    own."""
+    declared = rule.check  # type: ignore[attr-defined]
+    reusing = ReusedWhileUnchanged(declared.inputs, declared.check)
+    ctx = context(SETTINGS)
+    keep = Retention.for_span(WINDOW_S * 2, 0.1, full_s=3.0, process_window_s=1.0)
+    hist, own = History(keep), History(keep)
+    thinned = 0
+    for k in range(TICKS):
+        snap = _snapshot(k, interval_s=0.1)
+        hist.append(snap)
+        own.append(snap)
+        assert list(reusing(hist, ctx)) == list(declared.check(own, ctx)), k
+        thinned += own.window(WINDOW_S).thinned
+    assert thinned > TICKS // 2, "most windows must reach into the thinned part"
 
 
 def test_a_missed_tick_starts_a_new_run() -> None:
