@@ -16,8 +16,9 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from prometheus_client import ProcessCollector, generate_latest
 from prometheus_client.core import Metric
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputop_doctor import __version__
 from gputop_doctor.core.findings import Finding, ScopeKind
@@ -394,6 +395,11 @@ class FrameCollector(Collector):
         self._xids = XidCounts()
         self._health = HealthText(labels)
         self.hook_failures = 0  # set by the alert dispatcher's owner
+        # The exporter's own CPU time, memory and descriptors under the names every Prometheus
+        # client library gives them (process_cpu_seconds_total, ...): what the monitor costs,
+        # read from /proc/self at each scrape; nothing on a system without /proc.
+        self._itself = CollectorRegistry(auto_describe=False)
+        ProcessCollector(registry=self._itself)
 
     def update(self, frame: Frame) -> None:
         with self._lock:
@@ -407,16 +413,19 @@ class FrameCollector(Collector):
         families' text kept from the last scrape while the GPUs' health stands still."""
         latest = self._latest()
         head = render(self._head(latest), self._labels)
+        itself = generate_latest(self._itself)
         frame = latest.frame
         if frame is None:
-            return head
+            return head + itself
         snap, hostname = frame.snapshot, frame.system.hostname
         health = self._health.text(snap.gpus, latest.xids, hostname)
-        return head + health + render(_after_health(frame, latest.job_cpu_seconds), self._labels)
+        after = render(_after_health(frame, latest.job_cpu_seconds), self._labels)
+        return head + health + after + itself
 
     def collect(self) -> Iterator[Metric]:
         for family in self.families():
             yield family.as_client_metric(self._labels)
+        yield from self._itself.collect()
 
     def families(self) -> Iterator[Family]:
         latest = self._latest()
