@@ -43,7 +43,7 @@ from gputop_doctor.ui.messages import (
 )
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
-from gputop_doctor.ui.screens.help import HelpScreen
+from gputop_doctor.ui.screens.help import HelpScreen, OwnCost
 from gputop_doctor.ui.screens.process_detail import ProcessScreen
 from gputop_doctor.ui.screens.process_picker import ListProcesses, ProcessPicker
 from gputop_doctor.ui.screens.record_prompt import RecordPrompt, default_csv_path
@@ -116,6 +116,7 @@ class GpuTopApp(App[int]):
         self.control = EngineControl(engine, self, make_sink, attach_job)
         self.frame: Frame | None = None
         self.paused = False
+        self.own_cost: OwnCost | None = None  # set when the first screen is up
         self.table = ProcessTable(id="processes")
         self.search_field = Input(
             placeholder="search: PID, user, name or job (Enter keeps, Esc clears)", id="search"
@@ -154,6 +155,7 @@ class GpuTopApp(App[int]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        self.own_cost = OwnCost.now()
         self.table.focus()
         if self._csv_path:
             self.control.start_recording(self._csv_path)
@@ -402,7 +404,7 @@ class GpuTopApp(App[int]):
         keys = [b for b in self.BINDINGS if isinstance(b, Binding)]
         if self.signals is None:
             keys = [b for b in keys if not is_signal_binding(b)]
-        self.push_screen(HelpScreen(keys))
+        self.push_screen(HelpScreen(keys, cost=self.own_cost))
 
     # -- signals: the keys, the desk, and the record of what was sent ----------------------
 

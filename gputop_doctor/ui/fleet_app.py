@@ -25,7 +25,7 @@ from gputop_doctor.fleet.render import group_line, grouped_findings, host_lines
 from gputop_doctor.fleet.view import HostState, HostStatus
 from gputop_doctor.fleet.watcher import FleetFrame, FleetWatcher
 from gputop_doctor.ui.screens.fleet_host import FleetHostScreen
-from gputop_doctor.ui.screens.help import HelpScreen
+from gputop_doctor.ui.screens.help import HelpScreen, OwnCost
 
 STATE_CLASSES = {state: f"-{state.name.lower()}" for state in HostState}
 
@@ -91,6 +91,7 @@ class FleetApp(App[int]):
         self.refresh_s = refresh_s
         self.labels = tuple(labels)
         self.frame: FleetFrame | None = None
+        self.own_cost: OwnCost | None = None  # set when the first screen is up
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="fleet"):
@@ -100,6 +101,7 @@ class FleetApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.own_cost = OwnCost.now()
         self.refresh_fleet()
         self.set_interval(self.refresh_s, self.refresh_fleet)
 
@@ -114,7 +116,8 @@ class FleetApp(App[int]):
 
     def action_help(self) -> None:
         keys = [b for b in self.BINDINGS if isinstance(b, Binding) and b.show]
-        self.push_screen(HelpScreen(keys, FLEET_GUIDE, FLEET_MOVES, "gputop-doctor fleet help"))
+        title = "gputop-doctor fleet help"
+        self.push_screen(HelpScreen(keys, FLEET_GUIDE, FLEET_MOVES, title, self.own_cost))
 
     def action_open_host(self) -> None:
         """Enter: the focused host alone (the first one when none has the focus)."""

@@ -31,7 +31,7 @@ from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady, HistoryReady
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
 from gputop_doctor.ui.screens.gpu_detail import MAX_POINTS, GpuDetailScreen
-from gputop_doctor.ui.screens.help import HelpScreen
+from gputop_doctor.ui.screens.help import HelpScreen, OwnCost
 from gputop_doctor.ui.screens.process_picker import ProcessPicker
 from gputop_doctor.ui.screens.record_prompt import RecordPrompt
 from gputop_doctor.ui.widgets.findings_list import FindingsList
@@ -90,6 +90,7 @@ async def test_help_screen_opens_and_closes() -> None:
     app = GpuTopApp(engine, sampler=False)
     async with app.run_test(size=SIZE) as pilot:
         await feed(app, pilot, engine, clock)
+        app.own_cost = OwnCost(time.monotonic() - 600, time.process_time() - 6.0)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         assert "Attach" in screen_text(app)
@@ -97,6 +98,9 @@ async def test_help_screen_opens_and_closes() -> None:
         texts = [s.content for s in app.screen.query(Static) if isinstance(s.content, Text)]
         guide = " ".join(" ".join(str(t) for t in texts).split())  # the box wraps and scrolls
         assert "GPU-h lost counts that past too" in guide
+        # 6 CPU-s in 10 min, and what the test itself has spent since: a share of 1 % or more.
+        cost = re.search(r"This monitor: ([0-9.]+) % of one core over the last 10 min", guide)
+        assert cost and float(cost.group(1)) >= 1.0, guide[:200]
         assert "S reverses it; / narrows the table" in guide and "g groups the processes" in guide
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
@@ -564,3 +568,12 @@ async def test_resizing_switches_between_cards_and_one_line_per_gpu() -> None:
         await feed(app, pilot, engine, clock)
         await pilot.pause()
         assert "GPU7 " in screen_text(app)
+
+
+def test_the_own_cost_line_counts_from_the_first_screen() -> None:
+    """Nothing said in the first second (no share worth the name yet); then the CPU spent since
+    the first screen over the time since, as a share of one core."""
+    assert OwnCost.now().line() == ""
+    line = OwnCost(time.monotonic() - 7200, time.process_time() - 36.0).line()
+    share = float(line.split("This monitor: ")[1].split(" %")[0])
+    assert 0.5 <= share < 1.0 and "over the last 2.0 h" in line and "MiB resident at most" in line
