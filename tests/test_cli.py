@@ -113,6 +113,12 @@ def test_record_demo_starved_writes_a_row_per_gpu_per_tick_pandas_reads(tmp_path
     assert f"wrote {ticks} ticks ({8 * ticks} rows)" in result.stderr
     lost = re.search(r"; (\d+\.\d\d) GPU-hours lost \(idle, starved or throttled", result.stderr)
     assert lost, result.stderr
+    # What recording cost, said before the last line (what the session wasted).
+    own = re.search(
+        r"recording used (\d+\.\d\d) % of one core over \d+ s \(all threads\)", result.stderr
+    )
+    assert own and 0.0 < float(own.group(1)) <= 100.0 * os.cpu_count(), result.stderr
+    assert result.stderr.index("recording used") < result.stderr.index("GPU-hours lost")
     analyzed = run("analyze", str(path), "--json")
     assert analyzed.returncode == 0
     report = json.loads(analyzed.stdout)

@@ -23,6 +23,7 @@ from gputop_doctor.commands.common import (
 )
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.own_cost import OwnCost, peak_resident_mib, span_text
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -81,6 +82,7 @@ def run_record(args: argparse.Namespace) -> int:
         elif frame.note and not quiet:
             say(f"{time.strftime('%H:%M:%S')} {frame.note}")
 
+    watching = OwnCost.now()
     try:
         engine.run(stop, on_frame, duration_s=args.duration)
     finally:
@@ -88,11 +90,24 @@ def run_record(args: argparse.Namespace) -> int:
         alerts.close()
     if alerts.stats.failed or alerts.stats.dropped:
         say(alerts.stats.summary())
+    if not quiet:
+        _report_own_cost(watching)
     _report(engine.target_pid, engine.target_exit_time, sink, quiet, lost_gpu_hours[0])
     if failure:
         say(f"gputop-doctor: error: {failure[0]}")
         return 1
     return 0
+
+
+def _report_own_cost(watching: OwnCost) -> None:
+    """What recording cost the machine, to hold against the GPU-hours it watched."""
+    since = watching.since()
+    if since is not None:
+        spent, share = since
+        say(
+            f"recording used {share:.2f} % of one core over {span_text(spent)} "
+            f"(all threads), {peak_resident_mib():.0f} MiB resident at most"
+        )
 
 
 def _report(

@@ -27,6 +27,7 @@ from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.jobs import JobSelector
+from gputop_doctor.core.own_cost import OwnCost
 from gputop_doctor.core.signals import SignalKind, Signaller
 from gputop_doctor.core.text import printable
 from gputop_doctor.sources.profile_request import DEFAULT_STEPS, ProfileRequestError, send_request
@@ -43,7 +44,7 @@ from gputop_doctor.ui.messages import (
 )
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
-from gputop_doctor.ui.screens.help import HelpScreen, OwnCost
+from gputop_doctor.ui.screens.help import HelpScreen
 from gputop_doctor.ui.screens.process_detail import ProcessScreen
 from gputop_doctor.ui.screens.process_picker import ListProcesses, ProcessPicker
 from gputop_doctor.ui.screens.record_prompt import RecordPrompt, default_csv_path

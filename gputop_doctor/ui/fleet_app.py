@@ -20,12 +20,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
+from gputop_doctor.core.own_cost import OwnCost
 from gputop_doctor.fleet.hosts import HostSpec
 from gputop_doctor.fleet.render import group_line, grouped_findings, host_lines
 from gputop_doctor.fleet.view import HostState, HostStatus
 from gputop_doctor.fleet.watcher import FleetFrame, FleetWatcher
 from gputop_doctor.ui.screens.fleet_host import FleetHostScreen
-from gputop_doctor.ui.screens.help import HelpScreen, OwnCost
+from gputop_doctor.ui.screens.help import HelpScreen
 
 STATE_CLASSES = {state: f"-{state.name.lower()}" for state in HostState}
 

@@ -24,6 +24,7 @@ from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame, Sink
 from gputop_doctor.core.model import GpuProcess, GpuSample, ProcSample, Snapshot, SystemInfo
+from gputop_doctor.core.own_cost import OwnCost
 from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.export.session_meta import read_meta
 from gputop_doctor.sources.demo.machine import DemoMachine
@@ -31,7 +32,7 @@ from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady, HistoryReady
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
 from gputop_doctor.ui.screens.gpu_detail import MAX_POINTS, GpuDetailScreen
-from gputop_doctor.ui.screens.help import HelpScreen, OwnCost
+from gputop_doctor.ui.screens.help import HelpScreen, own_cost_line
 from gputop_doctor.ui.screens.process_picker import ProcessPicker
 from gputop_doctor.ui.screens.record_prompt import RecordPrompt
 from gputop_doctor.ui.widgets.findings_list import FindingsList
@@ -573,7 +574,7 @@ async def test_resizing_switches_between_cards_and_one_line_per_gpu() -> None:
 def test_the_own_cost_line_counts_from_the_first_screen() -> None:
     """Nothing said in the first second (no share worth the name yet); then the CPU spent since
     the first screen over the time since, as a share of one core."""
-    assert OwnCost.now().line() == ""
-    line = OwnCost(time.monotonic() - 7200, time.process_time() - 36.0).line()
+    assert own_cost_line(OwnCost.now()) == ""
+    line = own_cost_line(OwnCost(time.monotonic() - 7200, time.process_time() - 36.0))
     share = float(line.split("This monitor: ")[1].split(" %")[0])
     assert 0.5 <= share < 1.0 and "over the last 2.0 h" in line and "MiB resident at most" in line

@@ -5,10 +5,6 @@ Generated from the bindings actually in force, so the help cannot drift from the
 
 from __future__ import annotations
 
-import resource
-import time
-from dataclasses import dataclass
-
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,6 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from gputop_doctor.core.own_cost import OwnCost, peak_resident_mib, span_text
 from gputop_doctor.ui.widgets.gpu_lines import EVENT_CODE_LEGEND
 
 # One paragraph per blank-line-separated block; its line breaks are only for this source file,
@@ -76,39 +73,16 @@ def _key_label(binding: Binding) -> str:
     return " / ".join(names.get(k.strip(), k.strip()) for k in keys)
 
 
-@dataclass(frozen=True)
-class OwnCost:
-    """Where the monitor's own CPU clock stood when its first screen came up, so that the help
-    can say what watching has cost since: the question a monitor beside a paid job must answer
-    about itself. Start-up (Python, imports) is left out; every thread is counted."""
-
-    wall_s: float
-    cpu_s: float
-
-    @classmethod
-    def now(cls) -> OwnCost:
-        return cls(time.monotonic(), time.process_time())
-
-    def line(self) -> str:
-        """E.g. "This monitor: 0.9 % of one core over the last 12 min, 58 MiB resident at most"."""
-        later = OwnCost.now()
-        spent = later.wall_s - self.wall_s
-        if spent < 1.0:
-            return ""
-        share = 100.0 * (later.cpu_s - self.cpu_s) / spent
-        peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-        return (
-            f"This monitor: {share:.1f} % of one core over the last {_span(spent)} (all its "
-            f"threads: sampling, diagnosis, drawing), {peak_mib:.0f} MiB resident at most."
-        )
-
-
-def _span(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+def own_cost_line(cost: OwnCost) -> str:
+    """E.g. "This monitor: 0.9 % of one core over the last 12 min, ..."; "" in its first second."""
+    since = cost.since()
+    if since is None:
+        return ""
+    spent, share = since
+    return (
+        f"This monitor: {share:.1f} % of one core over the last {span_text(spent)} (all its "
+        f"threads: sampling, diagnosis, drawing), {peak_resident_mib():.0f} MiB resident at most."
+    )
 
 
 class HelpScreen(ModalScreen[None]):
@@ -128,7 +102,7 @@ class HelpScreen(ModalScreen[None]):
     ) -> None:
         super().__init__()
         self._keys = bindings
-        cost_line = cost.line() if cost is not None else ""
+        cost_line = own_cost_line(cost) if cost is not None else ""
         self._guide = f"{cost_line}\n\n{guide}" if cost_line else guide
         self._moves = moves
         self._title = title
