@@ -30,7 +30,7 @@ The TUI's and serve's own CPU % over a minute: bench_tui.py and bench_serve.py.
 
 ``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200
 (tests/fake_nvml/costs.py), so the NVML section shows what each call costs per tick on a real
-driver; without it NVML looks about 20x cheaper than on a real GPU.
+driver; without it NVML looks about 100x cheaper than on a real GPU (docs/benchmarks.md).
 
 Prints figures; asserts nothing.
 """
@@ -103,7 +103,8 @@ class Ledger:
         calls = sum(r[2] for r in rows)
         print(f"\n{section}: {1000 * total / ticks:.2f} ms and {calls / ticks:.1f} calls per tick")
         for name, cpu, n in rows[:top]:
-            print(f"  {1000 * cpu / ticks:7.3f} ms {n / ticks:7.1f}/tick  {name}")
+            per_call = f"{1e6 * cpu / n:9.1f} us/call" if cpu and n else " " * 17
+            print(f"  {1000 * cpu / ticks:7.3f} ms {n / ticks:7.1f}/tick {per_call}  {name}")
         if len(rows) > top:
             print(f"  ... {len(rows) - top} more")
 

@@ -11,10 +11,11 @@ fake libnvidia-ml that the tests build (tests/fake_nvml/): 8 busy GPUs, one per 
 With ``--gpu-source nvml`` they come from whatever NVML the machine has.
 
 The fake answers in microseconds, where a real driver spends milliseconds of CPU in some calls:
-without a cost model NVML looks about 20x cheaper than on a real GPU. ``--nvml-costs h200``
-(with ``--gpu-source fake``) makes each fake call spend the CPU time it took on an H200
-(tests/fake_nvml/costs.py), so the figures say what a user pays. The header names the model and
-the machine's load; CPU figures are CPU time (utime + stime), not wall time.
+without a cost model NVML looks about 100x cheaper than on a real GPU, and a whole tick about
+20x (docs/benchmarks.md). ``--nvml-costs h200`` (with ``--gpu-source fake``) makes each fake
+call spend the CPU time it took on an H200 (tests/fake_nvml/costs.py), so the figures say what
+a user pays. The header names the model and the machine's load; CPU figures are CPU time
+(utime + stime), not wall time.
 """
 
 from __future__ import annotations
@@ -85,14 +86,18 @@ def add_nvml_costs_argument(parser: argparse.ArgumentParser) -> None:
         choices=("none", *COST_MODELS),
         default="none",
         help="CPU time each fake NVML call spends, as measured on a real GPU (default none: "
-        "the fake's own microseconds, about 20x cheaper than a real driver)",
+        "the fake's own microseconds; its NVML calls cost about 1/100 of a real driver's, a "
+        "whole tick about 1/20)",
     )
 
 
 def nvml_costs_line(costs: NvmlCosts | None) -> str:
     """The header line that says which NVML cost model the figures below ran under."""
     if costs is None:
-        return "NVML cost model: none (the fake's own microseconds; a real driver costs ~20x more)"
+        return (
+            "NVML cost model: none (the fake's own microseconds: NVML calls ~100x and a whole "
+            "tick ~20x cheaper than on a real driver)"
+        )
     return costs.describe()
 
 

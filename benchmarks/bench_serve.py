@@ -12,7 +12,7 @@ does, and ``--scrapes`` back-to-back (the cache).
         [--nvml-costs none|h200]
 
 ``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200 (see
-bench_record.py); without it NVML looks about 20x cheaper than on a real GPU.
+bench_record.py); without it NVML looks about 100x cheaper than on a real GPU.
 """
 
 from __future__ import annotations

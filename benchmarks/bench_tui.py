@@ -17,7 +17,7 @@ engine's tick), Textual's input and output threads; without py-spy they are name
 
 ``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200
 (tests/fake_nvml/costs.py), in both programs alike: nvitop pays the same price for its own calls,
-so the ratio stays fair. Without it NVML looks about 20x cheaper than on a real GPU, and a
+so the ratio stays fair. Without it NVML looks about 100x cheaper than on a real GPU, and a
 monitor that makes fewer or cheaper NVML calls than another gets no credit for it.
 
 ``--demo`` measures ``gputop-doctor --demo healthy`` instead of the fake NVML (nvitop still
@@ -264,6 +264,7 @@ def main() -> int:
         print("nvitop is not installed (pip install nvitop)", file=sys.stderr)
         return 2
 
+    print_header(costs)
     tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
     tree, ranks = start_tree(args.busy)
     try:
@@ -305,7 +306,6 @@ def main() -> int:
         mode = "demo healthy" if args.demo else "fake NVML, attached to a 65-process tree"
         if not args.demo:
             mode += f", ranks busy {100 * args.busy:.0f} % of a core"
-        print_header(costs)
         print(f"TUI CPU over {wall:.0f} s at 1 s interval, 8 GPUs ({mode}), 120x40 tmux:")
         for name, value in pct.items():
             print(f"  {name:<14} {value:6.2f} % of one core  (pid {procs[name]})")
