@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.fake_nvml.costs import COST_MODELS, NvmlCosts, cost_model  # noqa: E402
+from tests.fake_nvml.costs import COST_MODELS, NvmlCosts, cost_model, describe  # noqa: E402
 
 TREE = """
 import os, signal, sys
@@ -91,16 +91,6 @@ def add_nvml_costs_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def nvml_costs_line(costs: NvmlCosts | None) -> str:
-    """The header line that says which NVML cost model the figures below ran under."""
-    if costs is None:
-        return (
-            "NVML cost model: none (the fake's own microseconds: NVML calls ~100x and a whole "
-            "tick ~20x cheaper than on a real driver)"
-        )
-    return costs.describe()
-
-
 def load_line() -> str:
     """The machine's load beside a CPU figure (other processes stretch wall time, not CPU)."""
     one, five, fifteen = os.getloadavg()
@@ -108,7 +98,7 @@ def load_line() -> str:
 
 
 def print_header(costs: NvmlCosts | None) -> None:
-    print(nvml_costs_line(costs))
+    print(describe(costs))
     print(load_line())
 
 
