@@ -26,6 +26,11 @@ Finally ``--seconds`` of a paced record run (1 s interval): CPU % of one core of
 The TUI's and serve's own CPU % over a minute: bench_tui.py and bench_serve.py.
 
     .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
+        [--nvml-costs none|h200]
+
+``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200
+(tests/fake_nvml/costs.py), so the NVML section shows what each call costs per tick on a real
+driver; without it NVML looks about 100x cheaper than on a real GPU (docs/benchmarks.md).
 
 Prints figures; asserts nothing.
 """
@@ -49,7 +54,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_record import build_engine, cpu_seconds, start_tree, use_fake_nvml
+from bench_record import (
+    add_nvml_costs_argument,
+    build_engine,
+    cpu_seconds,
+    load_line,
+    nvml_costs,
+    print_header,
+    start_tree,
+    use_fake_nvml,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,7 +103,8 @@ class Ledger:
         calls = sum(r[2] for r in rows)
         print(f"\n{section}: {1000 * total / ticks:.2f} ms and {calls / ticks:.1f} calls per tick")
         for name, cpu, n in rows[:top]:
-            print(f"  {1000 * cpu / ticks:7.3f} ms {n / ticks:7.1f}/tick  {name}")
+            per_call = f"{1e6 * cpu / n:9.1f} us/call" if cpu and n else " " * 17
+            print(f"  {1000 * cpu / ticks:7.3f} ms {n / ticks:7.1f}/tick {per_call}  {name}")
         if len(rows) > top:
             print(f"  ... {len(rows) - top} more")
 
@@ -308,11 +323,14 @@ def main() -> None:
     parser.add_argument("--fill", type=int, default=None, help="ticks before (default: full)")
     parser.add_argument("--seconds", type=float, default=60.0, help="paced record run")
     parser.add_argument("--no-tui", action="store_true")
+    add_nvml_costs_argument(parser)
     args = parser.parse_args()
+    costs = nvml_costs(args)
+    print_header(costs)
     tree = start_tree()
     tmp = Path(tempfile.mkdtemp())
     try:
-        use_fake_nvml(tree.pid, tmp, "nvlink")
+        use_fake_nvml(tree.pid, tmp, "nvlink", costs)
         watch_nvml()
         watch_files()
         watch_gc()
@@ -354,7 +372,8 @@ def main() -> None:
             cpu, wall = cpu_seconds() - cpu0, time.monotonic() - wall0
             print(
                 f"\npaced record run: {ticks} ticks at 1 s over {wall:.0f} s: "
-                f"{100 * cpu / wall:.2f} % of one core ({1000 * cpu / max(1, ticks):.1f} ms/tick)"
+                f"{100 * cpu / wall:.2f} % of one core ({1000 * cpu / max(1, ticks):.1f} ms/tick; "
+                f"{load_line()})"
             )
         engine.close()
     finally:

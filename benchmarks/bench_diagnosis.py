@@ -7,7 +7,12 @@ expected, where it was raised when expected, where it was raised though forbidde
 onset-to-finding latency (cases that start their cause mid-run). Last, the latency of the
 GPU-side findings at the default settings (1 s ticks, 3 s hold) on synthetic histories.
 
-    .venv/bin/python benchmarks/bench_diagnosis.py [--only NAME]
+    .venv/bin/python benchmarks/bench_diagnosis.py [--only NAME] [--nvml-costs none|h200]
+
+``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200
+(tests/fake_nvml/costs.py), so the cases' ticks take as long as on a real driver. The cases
+write their own scenarios, so the model reaches the fake through ``FAKE_NVML_COSTS`` (read at
+each case's ``nvmlInit``), not through them.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from tests.fake_nvml.costs import COST_MODELS
 
 
 def _load_fake(root: Path) -> Path:
@@ -42,12 +49,16 @@ def _load_fake(root: Path) -> Path:
     return scenario
 
 
-def _cases(only: str | None) -> None:
+def _cases(only: str | None, costs_name: str) -> None:
     from tests.cases.catalog import CASES
     from tests.cases.runner import cpus, run_case
+    from tests.fake_nvml.costs import cost_model, costs_env, describe
 
+    costs = cost_model(costs_name)
+    print(describe(costs))
     with tempfile.TemporaryDirectory() as tmp:
         scenario = _load_fake(Path(tmp))
+        os.environ.update(costs_env(costs, Path(tmp) / "costs.txt"))
         print(f"{'case':36} {'ok':4} {'expected':28} {'raised':54} {'forbidden raised'}")
         latencies = []
         results = []
@@ -172,8 +183,9 @@ def _defaults() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--only", help="run only the cases whose name contains this")
+    parser.add_argument("--nvml-costs", choices=("none", *COST_MODELS), default="none")
     args = parser.parse_args()
-    _cases(args.only)
+    _cases(args.only, args.nvml_costs)
     _defaults()
 
 

@@ -9,6 +9,10 @@ Then the scrape latency (one connection each, gzip accepted as Prometheus does):
 does, and ``--scrapes`` back-to-back (the cache).
 
     .venv/bin/python benchmarks/bench_serve.py [--seconds 60] [--fresh-scrapes 60] [--scrapes 300]
+        [--nvml-costs none|h200]
+
+``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200 (see
+bench_record.py); without it NVML looks about 100x cheaper than on a real GPU.
 """
 
 from __future__ import annotations
@@ -25,7 +29,14 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_record import start_tree, use_fake_nvml
+from bench_record import (
+    add_nvml_costs_argument,
+    load_line,
+    nvml_costs,
+    print_header,
+    start_tree,
+    use_fake_nvml,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,10 +75,13 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=300)
     parser.add_argument("--fresh-scrapes", type=int, default=60)
     parser.add_argument("--scrape-every", type=float, default=15.0)
+    add_nvml_costs_argument(parser)
     args = parser.parse_args()
+    costs = nvml_costs(args)
+    print_header(costs)
     tree = start_tree()
     tmp = tempfile.mkdtemp()
-    use_fake_nvml(tree.pid, Path(tmp))
+    use_fake_nvml(tree.pid, Path(tmp), costs=costs)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "gputop_doctor", "serve", "--pid", str(tree.pid)]
     cmd += ["--interval", "1", "--listen", "127.0.0.1:0"]
@@ -96,7 +110,7 @@ def main() -> None:
         wall = time.monotonic() - wall0
         print(
             f"serve CPU at 1 s over {wall:.0f} s (a scrape every {args.scrape_every:g} s):"
-            f" {cpu:.2f} CPU s = {100 * cpu / wall:.2f} % of one core"
+            f" {cpu:.2f} CPU s = {100 * cpu / wall:.2f} % of one core ({load_line()})"
         )
         # Each scrape 1.05 s after the last: every one renders a new frame (the Prometheus case).
         fresh = []

@@ -13,7 +13,12 @@ gputop-doctor's UI thread (Textual's event loop: widgets, compositor), its sampl
 engine's tick), Textual's input and output threads; without py-spy they are named by thread id.
 
     .venv/bin/python benchmarks/bench_tui.py [--seconds 60] [--warmup 5] [--busy 0.03] [--demo]
-        [--baseline DIR]
+        [--baseline DIR] [--nvml-costs none|h200]
+
+``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200
+(tests/fake_nvml/costs.py), in both programs alike: nvitop pays the same price for its own calls,
+so the ratio stays fair. Without it NVML looks about 100x cheaper than on a real GPU, and a
+monitor that makes fewer or cheaper NVML calls than another gets no credit for it.
 
 ``--demo`` measures ``gputop-doctor --demo healthy`` instead of the fake NVML (nvitop still
 runs on the fake). ``--baseline DIR`` runs a third TUI from another checkout (``git archive``
@@ -38,6 +43,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import add_nvml_costs_argument, load_line, nvml_costs, print_header  # noqa: E402
+
+from tests.fake_nvml.costs import NvmlCosts  # noqa: E402
 from tests.fake_nvml.fixtures import build_fake, fake_nvml_env  # noqa: E402
 from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario  # noqa: E402
 
@@ -139,8 +148,9 @@ def start_tree(busy: float = 0.0) -> tuple[subprocess.Popen[str], list[int]]:
     return proc, ranks
 
 
-def scenario(ranks: list[int]) -> Scenario:
-    """Eight busy GPUs with a driver sample ring, each running one rank."""
+def scenario(ranks: list[int], costs: NvmlCosts | None = None) -> Scenario:
+    """Eight busy GPUs with a driver sample ring, each running one rank; ``costs``: what each
+    NVML call costs (both programs read this scenario, so both pay it)."""
     now_us = int(time.time() * 1e6)
     samples = tuple((now_us - i * 166_000, 90 + (i % 7)) for i in range(12))
     gpus = tuple(
@@ -156,7 +166,7 @@ def scenario(ranks: list[int]) -> Scenario:
         )
         for pid in ranks
     )
-    return Scenario(gpus=gpus)
+    return Scenario(gpus=gpus, costs=costs)
 
 
 SOCKET = f"bench-tui-{os.getpid()}"  # this run's own tmux server
@@ -236,7 +246,9 @@ def main() -> int:
         default=None,
         help="another checkout of gputop-doctor to run beside this one (e.g. the code before)",
     )
+    add_nvml_costs_argument(parser)
     args = parser.parse_args()
+    costs = nvml_costs(args)
     if args.baseline is not None and not (args.baseline / "gputop_doctor").is_dir():
         print(f"--baseline {args.baseline}: no gputop_doctor package there", file=sys.stderr)
         return 2
@@ -252,12 +264,13 @@ def main() -> int:
         print("nvitop is not installed (pip install nvitop)", file=sys.stderr)
         return 2
 
+    print_header(costs)
     tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
     tree, ranks = start_tree(args.busy)
     try:
         lib = build_fake(tmp / "lib")
         scenario_path = tmp / "scenario.txt"
-        scenario(ranks).write(scenario_path)
+        scenario(ranks, costs).write(scenario_path)
         env = fake_nvml_env(lib, scenario_path)
         env["PYTHONPATH"] = str(ROOT)
         env.setdefault("TERM", "xterm-256color")
@@ -301,6 +314,7 @@ def main() -> int:
         if pct["nvitop"] > 0:
             for name in (name for name in procs if name != "nvitop"):
                 print(f"  ratio {name} / nvitop = {pct[name] / pct['nvitop']:.2f}")
+        print(f"  ({load_line()} at the end of the window)")
         return 0
     finally:
         stop_tmux()

@@ -15,8 +15,8 @@ Steps, in order (each independent; a failure is recorded and the next step runs)
   fed        the same with enough workers: gpu-starvation gone
   creep      a loop that keeps a metric as a tensor (no .item()): gpu-memory-creep
   profile    a loop with one .item() per step, profiled on demand: host-sync, tiny-kernels
-  costs      NVML calls and time per tick, record/serve CPU %, the TUI's first frame,
-             detection latency of starvation
+  costs      NVML C calls and CPU per tick (per C function, per field), record/serve CPU %,
+             the TUI's first frame, detection latency of starvation
   import     nvidia-smi's own logs of a GEMM (-lms 10 query, dmon) read back by analyze
   web        serve --ui under a GEMM: the page, /-/ready, two /events messages
   identity   snapshot --pid on a GPU workload: job/container identity, cgroup, PID namespace
@@ -1487,16 +1487,20 @@ class Harness:
                     "NVML time per tick (median, 1 GPU)",
                     "< 20 ms",
                     f"{nvml['tick_ms_median']} ms (p95 {nvml['tick_ms_p95']}, "
-                    f"first {nvml['first_tick_ms']})",
+                    f"first {nvml['first_tick_ms']}; CPU {nvml['tick_cpu_ms_median']} ms)",
                     nvml["tick_ms_median"] < 20,
                 )
             )
             checks.append(
                 check(
-                    "NVML calls per tick",
+                    "NVML C calls per tick (median, 1 GPU)",
                     "counted",
-                    f"{nvml['calls_per_tick_median']} (first tick {nvml['calls_first_tick']})",
+                    f"{nvml['calls_per_tick_median']} (first tick {nvml['calls_first_tick']}); "
+                    f"{nvml['c_cpu_ms_per_tick']} ms CPU inside them of "
+                    f"{nvml['tick_cpu_ms_median']} ms CPU per tick",
                     None,
+                    "every call into libnvidia-ml, timed on the calling thread's CPU clock; "
+                    "per function and per field: the tables below",
                 )
             )
         for key, label in (("record_cpu_pct", "record"), ("serve_cpu_pct", "serve")):
@@ -2516,11 +2520,15 @@ def render_md(results: dict) -> str:
                     f"| {cell(c['what'])} | {cell(c['expected'])} | {cell(c['got'])} | "
                     f"{result} | {cell(c.get('note', ''))} |"
                 )
+        if name == "costs":
+            lines += nvml_cost_tables(s.get("costs", {}).get("nvml", {}))
         extra = {
             k: v
             for k, v in s.items()
             if k not in ("status", "checks", "reason", "error", "seconds", "loads")
         }
+        if name == "costs":
+            extra = without_cost_tables(extra)
         if extra:
             lines += [
                 "",
@@ -2533,6 +2541,58 @@ def render_md(results: dict) -> str:
             ]
     lines.append("")
     return "\n".join(lines)
+
+
+def nvml_cost_tables(nvml: dict) -> list[str]:
+    """The costs step's NVML tables: per C function over the steady ticks, per field alone."""
+    functions, fields = nvml.get("functions") or [], nvml.get("fields") or []
+    lines: list[str] = []
+    if functions:
+        lines += [
+            "",
+            f"NVML C calls per `read_gpus()` tick ({nvml.get('gpus')} GPU, the ticks after the "
+            "first two; CPU: the calling thread's):",
+            "",
+            "| C function | calls per tick | CPU µs per call | wall µs per call "
+            "| CPU ms per tick |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {cell(r['function'])} | {r['calls_per_tick']} | {r['cpu_us_per_call']} | "
+            f"{r['wall_us_per_call']} | {r['cpu_ms_per_tick']} |"
+            for r in functions
+        ]
+        lines.append(
+            f"| **whole tick** | {nvml.get('calls_per_tick_median')} | | "
+            f"{nvml.get('tick_ms_median')} ms (median) | {nvml.get('tick_cpu_ms_median')} "
+            f"(median; {nvml.get('c_cpu_ms_per_tick')} inside NVML) |"
+        )
+    if fields:
+        batch = nvml.get("field_batch_gpu0") or {}
+        lines += [
+            "",
+            "`nvmlDeviceGetFieldValues`: each field the tick asks, alone (mean of 10 calls; "
+            f"sum {nvml.get('fields_alone_sum_us')} µs, GPU 0's whole batch of "
+            f"{batch.get('fields')} fields {batch.get('cpu_us')} µs):",
+            "",
+            "| field | scope | name | CPU µs per call | nvmlReturn |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['field']} | {r['scope']} | {cell(r['name'])} | {r['cpu_us']} | "
+            f"{r['nvml_return']} |"
+            for r in fields
+        ]
+    return lines
+
+
+def without_cost_tables(extra: dict) -> dict:
+    """The costs step's details less the NVML tables (shown as tables above them)."""
+    costs = extra.get("costs")
+    if not isinstance(costs, dict) or not isinstance(costs.get("nvml"), dict):
+        return extra
+    nvml = {k: v for k, v in costs["nvml"].items() if k not in ("functions", "fields")}
+    return {**extra, "costs": {**costs, "nvml": nvml}}
 
 
 def main(argv: list[str] | None = None) -> int:

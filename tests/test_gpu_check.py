@@ -126,6 +126,16 @@ def test_dry_run_writes_a_summary_with_every_step(tmp_path: Path) -> None:
     # Costs were measured, not only named.
     costs = steps["costs"]["costs"]
     assert costs["nvml"].get("calls_per_tick_median", 0) > 0, costs
+    # Every C call into the library, per function (the product calls NVML's symbols directly,
+    # not only through pynvml's wrappers), and each field of the batched call alone.
+    functions = {row["function"]: row for row in costs["nvml"]["functions"]}
+    assert functions["nvmlDeviceGetFieldValues"]["calls_per_tick"] >= 1, functions
+    assert sum(r["calls_per_tick"] for r in functions.values()) == pytest.approx(
+        costs["nvml"]["calls_per_tick_median"], abs=1
+    ), functions
+    assert {83, 270} <= {row["field"] for row in costs["nvml"]["fields"]}, costs["nvml"]
+    assert "| C function | calls per tick | CPU µs per call |" in md
+    assert "| 83 | 0 | NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION |" in md
     assert costs.get("record_cpu_pct"), costs
     assert "| check | expected | got | result | note |" in md
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -36,6 +36,12 @@
  *                                    (10 switch .. 50 across sockets); default 40 (same node)
  *   event GPU TYPE DATA              a driver event (TYPE 8 = Xid critical error, DATA = the Xid);
  *                                    delivered once each, in file order, by nvmlEventSetWait_v2
+ *   cost_model TEXT                  the cost model below is on; TEXT says which (e.g. where
+ *                                    its figures were measured)
+ *   cost_default_us US               CPU time of a call (or field value) the model does not list
+ *   cost FN US | cost field.ID US    CPU time FN spends before it answers; a field value's
+ *                                    share of an nvmlDeviceGetFieldValues batch (the batch
+ *                                    costs the sum of its fields, nothing for the call itself)
  *   health counters (gpu.N.<field>): ecc_vol_corr/uncorr, ecc_agg_corr/uncorr, retired_sbe/dbe,
  *                                    retired_pending, remap_corr (na: no remapper)/uncorr/
  *                                    pending/failure, pcie_replay, nvlinks (count; 0/na: none),
@@ -51,9 +57,17 @@
  * Build variants hide symbols to exercise FunctionNotFound fallbacks:
  *   -DNO_V3 -DNO_V2 -DNO_EVENT_REASONS -DNO_MEMORY_V2 -DNO_TEMPERATURE_V -DNO_GPM
  *
+ * Cost model (off unless asked for): a real driver spends milliseconds of CPU inside some calls
+ * (it spins in the kernel: wall == CPU), the fake microseconds. With a model on, each call
+ * spends the model's CPU time for it (spinning on the thread's CPU clock, not sleeping) once it
+ * is past its checks and before it answers. The model comes from the scenario's cost lines or,
+ * when the scenario has none, from the file FAKE_NVML_COSTS names (the same cost lines), read
+ * at nvmlInit: a benchmark puts a model under processes whose scenario it does not write.
+ * tests/fake_nvml/costs.py holds the models and writes these lines.
+ *
  * Test hooks (not NVML): fake_nvml_call_count(name, gpu) (name "*": every symbol),
- * fake_nvml_reset(). When
- * FAKE_NVML_CALLLOG names a file, every call appends "symbol gpu" to it.
+ * fake_nvml_cost_ns(name) (what the model in effect charges FN or field.ID), fake_nvml_reset().
+ * When FAKE_NVML_CALLLOG names a file, every call appends "symbol gpu" to it.
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -351,6 +365,18 @@ struct fake_inject {
     int code;
 };
 
+#define MAX_COSTS 128
+struct cost_entry {
+    char key[80]; /* an NVML function name, or field.ID */
+    long long ns;
+};
+struct cost_table {
+    int on;               /* a cost line was read: the model is in effect */
+    long long default_ns; /* a call or field value the table does not list */
+    int n;
+    struct cost_entry entry[MAX_COSTS];
+};
+
 struct scenario {
     int init_code;
     int fail_code;
@@ -363,6 +389,7 @@ struct scenario {
     struct fake_gpu gpus[MAX_GPUS];
     int nevents;
     struct fake_event events[MAX_EVENTS];
+    struct cost_table costs;
 };
 
 static struct scenario buffers[2];
@@ -513,21 +540,49 @@ static void parse_gpu_line(struct scenario *s, const char *key, char *rest) {
     }
 }
 
+/* "cost_model TEXT", "cost_default_us US", "cost KEY US": 1 when `key` was a cost line. */
+static int parse_cost_line(struct cost_table *t, const char *key, const char *rest) {
+    if (!strcmp(key, "cost_model")) {
+        t->on = 1;
+    } else if (!strcmp(key, "cost_default_us")) {
+        t->on = 1;
+        t->default_ns = (long long)(strtod(rest, NULL) * 1000.0);
+    } else if (!strcmp(key, "cost")) {
+        char name[80];
+        double us = 0.0;
+        if (sscanf(rest, "%79s %lf", name, &us) != 2 || t->n >= MAX_COSTS) return 1;
+        t->on = 1;
+        snprintf(t->entry[t->n].key, sizeof(t->entry[t->n].key), "%s", name);
+        t->entry[t->n].ns = (long long)(us * 1000.0);
+        t->n++;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* Splits "key rest..." in place: returns the key, sets *rest (both trimmed); NULL for blank. */
+static char *split_line(char *line, char **rest) {
+    char *hash = strchr(line, '#');
+    if (hash) *hash = '\0';
+    char *text = trim(line);
+    if (!*text) return NULL;
+    char *r = text;
+    while (*r && *r != ' ' && *r != '\t') r++;
+    if (*r) *r++ = '\0';
+    *rest = trim(r);
+    return text;
+}
+
 static int parse_scenario(const char *path, struct scenario *s) {
     FILE *fp = fopen(path, "r");
     if (!fp) return -1;
     set_defaults(s);
     static char line[32768];
     while (fgets(line, sizeof(line), fp)) {
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *text = trim(line);
-        if (!*text) continue;
-        char *rest = text;
-        while (*rest && *rest != ' ' && *rest != '\t') rest++;
-        if (*rest) *rest++ = '\0';
-        rest = trim(rest);
-        const char *key = text;
+        char *rest = NULL;
+        const char *key = split_line(line, &rest);
+        if (!key) continue;
         if (!strncmp(key, "gpu.", 4)) {
             parse_gpu_line(s, key, rest);
         } else if (!strcmp(key, "init")) {
@@ -551,6 +606,8 @@ static int parse_scenario(const char *path, struct scenario *s) {
             add_inject(s, -1, rest, 1);
         } else if (!strcmp(key, "error")) {
             add_inject(s, -1, rest, 0);
+        } else {
+            parse_cost_line(&s->costs, key, rest);
         }
     }
     fclose(fp);
@@ -574,6 +631,76 @@ static void refresh(void) {
     scenario_key.size = st.st_size;
     scenario_key.mtime = st.st_mtim;
     scenario_key.valid = 1;
+}
+
+/* ---- cost model ------------------------------------------------------------------------ */
+
+static struct cost_table env_costs; /* from the file FAKE_NVML_COSTS names */
+static char env_costs_path[4096];
+
+/* Read FAKE_NVML_COSTS's file when it names another file than the one read (at nvmlInit). */
+static void load_env_costs(void) {
+    const char *path = getenv("FAKE_NVML_COSTS");
+    if (!path) path = "";
+    if (!strcmp(path, env_costs_path)) return;
+    snprintf(env_costs_path, sizeof(env_costs_path), "%s", path);
+    memset(&env_costs, 0, sizeof(env_costs));
+    FILE *fp = *path ? fopen(path, "r") : NULL;
+    if (!fp) return;
+    char line[512];
+    while (fgets(line, sizeof(line), fp)) {
+        char *rest = NULL;
+        const char *key = split_line(line, &rest);
+        if (key) parse_cost_line(&env_costs, key, rest);
+    }
+    fclose(fp);
+}
+
+/* The model in effect: the scenario's when it has cost lines, else FAKE_NVML_COSTS's. */
+static const struct cost_table *cost_model(void) {
+    return scn->costs.on ? &scn->costs : &env_costs;
+}
+
+static long long cost_ns(const char *key) {
+    const struct cost_table *t = cost_model();
+    if (!t->on) return 0;
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->entry[i].key, key)) return t->entry[i].ns;
+    return t->default_ns;
+}
+
+static long long thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Burn `ns` of this thread's CPU time: a real driver spins in the kernel (wall == CPU), so a
+ * sleep would make the call look free to a CPU-time measurement. */
+static void spend(long long ns) {
+    if (ns <= 0) return;
+    long long end = thread_cpu_ns() + ns;
+    while (thread_cpu_ns() < end) {
+    }
+}
+
+/* What a call costs before it answers; nvmlDeviceGetFieldValues is priced by its fields. */
+static void spend_call(const char *name) {
+    if (!cost_model()->on || !strcmp(name, "nvmlDeviceGetFieldValues")) return;
+    spend(cost_ns(name));
+}
+
+static long long field_cost_ns(unsigned int field_id) {
+    char key[32];
+    snprintf(key, sizeof(key), "field.%u", field_id);
+    return cost_ns(key);
+}
+
+EXPORT long long fake_nvml_cost_ns(const char *key) {
+    pthread_mutex_lock(&lock);
+    long long ns = cost_ns(key);
+    pthread_mutex_unlock(&lock);
+    return ns;
 }
 
 /* ---- call accounting ------------------------------------------------------------------ */
@@ -630,6 +757,8 @@ EXPORT void fake_nvml_reset(void) {
     if (calllog) fclose(calllog);
     calllog = NULL;
     calllog_checked = 0;
+    env_costs_path[0] = '\0';
+    memset(&env_costs, 0, sizeof(env_costs));
     pthread_mutex_unlock(&lock);
 }
 
@@ -661,7 +790,9 @@ static nvmlReturn_t sys_begin(int *slot, const char *name, int do_refresh) {
     if (init_refcount <= 0) return NVML_ERROR_UNINITIALIZED;
     if (do_refresh) refresh();
     if (scn->fail_code) return scn->fail_code;
-    return injected(-1, name);
+    nvmlReturn_t code = injected(-1, name);
+    if (!code) spend_call(name);
+    return code;
 }
 
 /* Common prologue of a device call; sets *gp to the GPU or returns the error to give. */
@@ -678,6 +809,7 @@ static nvmlReturn_t dev_begin(int *slot, const char *name, nvmlDevice_t h, int d
     if (g->fail_code) return g->fail_code;
     nvmlReturn_t code = injected(index, name);
     if (code) return code;
+    spend_call(name);
     *gp = g;
     *gi = index;
     return NVML_SUCCESS;
@@ -744,8 +876,10 @@ EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     }
     if (!scenario_key.valid) set_defaults(scn);
     refresh();
+    load_env_costs();
     if (scn->init_code) return scn->init_code;
     if (scn->fail_code) return scn->fail_code;
+    spend_call(__func__);
     init_refcount++;
     return NVML_SUCCESS;
 }
@@ -758,6 +892,7 @@ EXPORT nvmlReturn_t nvmlShutdown(void) {
     LOCKED;
     count_call(&slot_, __func__, -1);
     if (init_refcount <= 0) return NVML_ERROR_UNINITIALIZED;
+    spend_call(__func__);
     init_refcount--;
     return NVML_SUCCESS;
 }
@@ -849,7 +984,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice
     if (init_refcount <= 0) return NVML_ERROR_UNINITIALIZED;
     refresh();
     if (scn->fail_code) return scn->fail_code;
-    return handle_by_index(index, device);
+    nvmlReturn_t code = handle_by_index(index, device);
+    if (!code) spend_call(__func__);
+    return code;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
@@ -1699,7 +1836,12 @@ static void field_value(const struct fake_gpu *g, int gi, nvmlFieldValue_t *fv) 
 EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t *values) {
     DEV_BEGIN(h, 1);
     if (count < 0 || (count > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
-    for (int i = 0; i < count; i++) field_value(g, gi, &values[i]);
+    long long ns = 0;
+    for (int i = 0; i < count; i++) {
+        field_value(g, gi, &values[i]);
+        ns += field_cost_ns(values[i].fieldId);
+    }
+    spend(ns); /* the batch costs what its fields cost */
     return NVML_SUCCESS;
 }
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
+from tests.fake_nvml.costs import COSTS_ENV
 from tests.fake_nvml.scenario import Scenario
 
 SOURCE = Path(__file__).with_name("fake_nvml.c")
@@ -59,6 +60,7 @@ def fake_nvml_env(
     env = dict(os.environ if base is None else base)
     env.pop("GPUTOP_DOCTOR_NVML_LIB", None)
     env.pop("FAKE_NVML_CALLLOG", None)
+    env.pop(COSTS_ENV, None)  # a cost model only where asked for (costs.costs_env)
     if lib_path is None:
         env.pop("LD_LIBRARY_PATH", None)
     else:
@@ -81,6 +83,12 @@ class FakeNvml:
 
     def write(self, scenario: Scenario) -> None:
         scenario.write(self.scenario_path)
+
+    def cost_us(self, key: str) -> float:
+        """What the cost model in effect charges ``key`` (a function name or ``field.ID``)."""
+        fn = self.cdll.fake_nvml_cost_ns
+        fn.restype = ctypes.c_longlong
+        return int(fn(key.encode())) / 1000
 
     def calls(self, symbol: str, gpu: int | None = None) -> int:
         """How often the fake was asked ``symbol`` ("*": anything) on one GPU, or on any."""
@@ -126,6 +134,7 @@ def _load(lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeNvm
     Scenario().write(scenario_path)
     monkeypatch.setenv("FAKE_NVML_SCENARIO", str(scenario_path))
     monkeypatch.delenv("FAKE_NVML_CALLLOG", raising=False)
+    monkeypatch.delenv(COSTS_ENV, raising=False)
     monkeypatch.delenv("GPUTOP_DOCTOR_NVML_LIB", raising=False)
     cdll = ctypes.CDLL(str(lib))
     fake = FakeNvml(lib_path=lib, scenario_path=scenario_path, cdll=cdll)

@@ -11,6 +11,9 @@ The PCIe byte counters (field values 197/198) are cumulative: :meth:`Scenario.ad
 them on by each GPU's ``pcie_*_kbs`` rate, as a driver's counters would over that many seconds;
 the per-link NVLink data counters (138/139, KiB) by ``nvlink_*_kbs``;
 the energy counter (``energy_mj``) moves on by ``power_w`` times the seconds.
+
+``costs`` (off by default) makes each call spend the CPU time a real driver spends in it
+(:mod:`tests.fake_nvml.costs`, e.g. ``Scenario(costs=H200_COSTS)``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from tests.fake_nvml.costs import NvmlCosts
 
 MIB = 1024 * 1024
 
@@ -289,6 +294,9 @@ class Scenario:
     # Driver events in delivery order, (gpu, event type, data); each is delivered once, so a
     # test appends to this tuple to raise an event mid-run (see with_xid).
     events: tuple[tuple[int, int, int], ...] = ()
+    # CPU time each call spends before answering, as on a real driver (None: the fake's own
+    # microseconds; the test suite runs without)
+    costs: NvmlCosts | None = None
 
     @classmethod
     def uniform(cls, count: int, **gpu: object) -> Scenario:
@@ -327,6 +335,8 @@ class Scenario:
         out.extend(f"unsupported {name}" for name in self.unsupported)
         out.extend(f"error {name} {code}" for name, code in self.errors)
         out.extend(f"event {gpu} {kind} {data}" for gpu, kind, data in self.events)
+        if self.costs is not None:
+            out.extend(self.costs.lines())
         for index, gpu in enumerate(self.gpus):
             out.extend(gpu.lines(index))
         return out
