@@ -22,9 +22,11 @@ whatever the cursor, and no rule reads per-process utilization (only the process
 process detail and the exporter show it): so it is read every :data:`cadence.PROCESS_UTIL_PERIOD_S`
 per GPU (spread over the GPUs), and at once on a tick whose list holds a process that no
 reading has covered yet, so a new process shows its value on the tick it appears rather than
-up to a period later. Between readings each process keeps the value of the last one; a listed
-process with no sample at a reading was idle over the interval since the one before (what the
-driver's silence means), so it reads 0.
+up to a period later. Between readings each process keeps the value of the last one. A listed
+process with no sample at a reading keeps its last sample's value if that came less than a
+period ago (a reading made early for a new process asks about a second or two, which a busy
+process may pass without a new sample); otherwise it was idle over the period (what the
+driver's silence means) and reads 0.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ _SAMPLE_TIME = attrgetter("timestamp")  # the sort key in C
 class _ProcUtil:
     sm_pct: float
     mem_pct: float
+    seen_at: float = 0.0  # our monotonic clock at the reading, not the driver's timestamp
 
 
 _IDLE = _ProcUtil(0.0, 0.0)
@@ -73,6 +76,7 @@ class GpuProcessReader:
         self._caller = caller
         self._index = index
         self._handle = handle
+        self._clock = clock
         self._cursor = 0
         # Each process's utilization at the last reading; None: the last reading failed.
         self._util: dict[int, _ProcUtil] | None = {}
@@ -150,17 +154,27 @@ class GpuProcessReader:
 
     def _read_util(self, listed: KeysView[int]) -> dict[int, _ProcUtil] | None:
         """The driver's samples since the last reading, newest per PID; a listed process
-        without one was idle since then. None when utilization can't be read."""
+        without one keeps a sample seen less than a period ago, else it was idle since. None
+        when utilization can't be read."""
         none_new: list[ProcessUtilization] = []  # NOT_FOUND: no process had a sample since
         samples = self._util_samples(self._handle, self._cursor, not_found=none_new)
         if samples is None:
             return None
-        util = dict.fromkeys(listed, _IDLE)
+        now, last = self._clock(), self._util or {}
+        util = {pid: _recent(last.get(pid), now) for pid in listed}
         for sample in sorted(samples, key=_SAMPLE_TIME):
-            if sample.pid in util:
-                util[sample.pid] = _ProcUtil(sample.sm_pct, sample.mem_pct)
+            # Kept for a process not listed yet too (the graphics list is read every few
+            # seconds): listed within the period, it shows this sample, not 0.
+            util[sample.pid] = _ProcUtil(sample.sm_pct, sample.mem_pct, now)
             self._cursor = max(self._cursor, sample.timestamp)
         return util
+
+
+def _recent(known: _ProcUtil | None, now: float) -> _ProcUtil:
+    """A process's last sample while less than a period old, else idle."""
+    if known is None or now - known.seen_at >= PROCESS_UTIL_PERIOD_S:
+        return _IDLE
+    return known
 
 
 def _percents(util: dict[int, _ProcUtil] | None, pid: int) -> tuple[float | None, float | None]:
