@@ -316,7 +316,12 @@ class DeviceReader:
         """The tick's calls, in the order they have always been made: a run of FAILING_FUSE
         failing calls with no answer between them abandons the GPU for the tick, so which
         calls sit next to each other decides when that happens (the static limits, once
-        settled, and the batch's power and energy are no calls at all)."""
+        settled, and the batch's power are no calls at all). The costly readings' own
+        batches come at their places in that order, when their cadences say so: the PCIe
+        counters after the tick's batch, the energy beside the power, the hardware throttle
+        counters after the clock-event reasons they are judged by, the replays with the
+        health's periodic part; the first three are not asked on a tick whose batch
+        failed (the GPU answers only errors: they are asked on the next)."""
         ident = self.identity
         util = self._utilization()
         mem = self._memory()
