@@ -76,23 +76,24 @@ def test_between_readings_the_last_rate_is_kept(
     period = int(HEALTH_PERIOD_S)
     assert rates(source) == [(None, None)]  # the first reading
     seen = []
-    for second in range(1, 3 * period + 1):
+    for second in range(1, 2 * period + 1):
         clock.now += 1.0
-        # The traffic doubles after the second reading: the third reading's rate is the mean
-        # over its interval, not a one-tick glimpse.
+        # The traffic doubles after the first period: the next periodic reading's rate is the
+        # mean over its interval, not a one-tick glimpse.
         if second == period + 1:
             scenario = scenario.with_gpu(0, pcie_rx_kbs=2000, pcie_tx_kbs=20)
         scenario = scenario.advanced(1.0)
         fake_nvml.write(scenario)
         seen.append(rates(source)[0])
-    assert seen[: period - 1] == [(None, None)] * (period - 1)  # one reading: no rate yet
-    first, second = seen[period - 1], seen[2 * period - 1]
+    # The second tick reads again for a first rate; then the period from the first reading.
+    first, at_period, last = seen[0], seen[period - 1], seen[2 * period - 1]
     assert first == pytest.approx((1000.0, 10.0))
-    assert seen[period : 2 * period - 1] == [first] * (period - 1)  # kept between readings
-    assert second == pytest.approx((2000.0, 20.0))
-    assert seen[2 * period :] == [second] * (len(seen) - 2 * period)
+    assert seen[: period - 1] == [first] * (period - 1)  # kept between readings
+    assert at_period == pytest.approx((1000.0, 10.0))  # the mean from second 1 to 5
+    assert seen[period : 2 * period - 1] == [at_period] * (period - 1)
+    assert last == pytest.approx((2000.0, 20.0))  # from second 5 to 10
     pcie_reads = [ids for ids in asked if (FIELD_RX, 0) in ids]
-    assert len(pcie_reads) == 1 + len(seen) // period  # the first tick, then once a period
+    assert len(pcie_reads) == 2 + 2  # the first two ticks, then once a period
     assert all(len(ids) == 2 for ids in pcie_reads)  # a batch of their own
 
 

@@ -233,8 +233,9 @@ def test_slow_facts_are_read_once(
         assert fake_nvml.calls("nvmlDeviceGetMigMode", gpu) == 1
         assert fake_nvml.calls("nvmlDeviceGetEnforcedPowerLimit", gpu) == 1  # a slow period
         # Power rides in the tick's one field-value call; the first tick also reads the
-        # batches of the slow counters (energy, hardware throttle, PCIe bytes, PCIe replays).
-        assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu) == 4 + 4
+        # batches of the slow counters (energy, hardware throttle, PCIe bytes, PCIe replays),
+        # the second the PCIe bytes again (their first rate).
+        assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu) == 4 + 4 + 1
         assert fake_nvml.calls("nvmlDeviceGetPowerUsage", gpu) == 0
         assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", gpu) == 0
     assert fake_nvml.calls("nvmlInitWithFlags") == 1
@@ -324,8 +325,9 @@ def test_throttle_counters_keep_supported_fields(
         assert partial.throttle == ThrottleCounters(sw_power_cap_ns=5, sync_boost_ns=6)
         assert none.throttle is None
     # The tick's call each tick, and the first tick's batches of the slow counters (energy,
-    # the hardware throttle counters, found unknown and never asked again, PCIe, replays).
-    assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=0) == 3 + 4
+    # the hardware throttle counters, found unknown and never asked again, PCIe, replays),
+    # the PCIe counters again on the second tick (their first rate).
+    assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=0) == 3 + 4 + 1
     # Each batch asked once, its fields found missing for good: nothing left to ask.
     assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=1) == 1 + 3
 

@@ -49,31 +49,33 @@ class Cadence:
     ``clock``; the second reading comes ``offset`` of a period later than that (see
     :func:`spread`), so the GPUs' readings stay spread over the period from then on.
 
-    :meth:`due` answers and, when it says yes, counts the reading as made now;
-    :meth:`hurry` makes the next tick's :meth:`due` say yes (a reading that gave nothing, or
-    one whose value matters every tick for a while).
+    :meth:`due` answers and, when it says yes, counts the reading as made now. :meth:`hurry`
+    asks for one reading more on the next tick (a reading that gave nothing, or one whose
+    value matters every tick for a while), outside the schedule: the regular readings keep
+    their times, so hurried GPUs stay spread.
     """
 
-    __slots__ = ("_clock", "_due", "_offset", "_period_s", "_started")
+    __slots__ = ("_clock", "_due", "_extra", "_offset", "_period_s")
 
     def __init__(self, clock: Callable[[], float], period_s: float, offset: float = 0.0) -> None:
         self._clock = clock
         self._period_s = period_s
         self._offset = offset
         self._due: float | None = None
-        self._started = False
+        self._extra = False
 
     def due(self) -> bool:
         now = self._clock()
-        if self._due is not None and now < self._due:
-            return False
-        delay = self._period_s if self._started else self._period_s * (1 + self._offset)
-        self._started = True
-        self._due = now + delay
-        return True
+        if self._due is None or now >= self._due:
+            first = self._due is None
+            self._due = now + self._period_s * (1 + self._offset if first else 1)
+            self._extra = False
+            return True
+        extra, self._extra = self._extra, False
+        return extra
 
     def hurry(self) -> None:
-        self._due = None
+        self._extra = True
 
 
 class Every(Generic[T]):

@@ -287,11 +287,7 @@ class ThrottleReader:
         try:
             every = self._all(values)
         except KeyError:  # some counters missing (an older driver, a flaky field)
-            return {
-                n: int(values[f])
-                for f, n in THROTTLE_FIELDS
-                if f in THROTTLE_FIELD_IDS and f in values
-            }
+            return _answered(values, THROTTLE_FIELD_IDS)
         return dict(zip(_THROTTLE_NAMES, map(int, every), strict=True))
 
     def _hw_due(self, bits: int) -> bool:
@@ -311,12 +307,8 @@ class ThrottleReader:
             return False
         try:
             read = dict(zip(_HW_THROTTLE_NAMES, map(int, self._hw_pick(values)), strict=True))
-        except KeyError:
-            read = {
-                n: int(values[f])
-                for f, n in THROTTLE_FIELDS
-                if f in HW_THROTTLE_FIELD_IDS and f in values
-            }
+        except KeyError:  # one of them missing (a driver before R575 lacks both)
+            read = _answered(values, HW_THROTTLE_FIELD_IDS)
         if any(read.get(name, 0) > count for name, count in self._hw_last.items()):
             self._cadence.hurry()
         self._hw_last = read
@@ -329,3 +321,8 @@ class ThrottleReader:
         throttle = ThrottleCounters(**counters, hw_held=held) if counters else None
         self._last = (counters, held, throttle)
         return throttle
+
+
+def _answered(values: FieldValues, field_ids: tuple[int, ...]) -> dict[str, int]:
+    """The throttle counters among ``field_ids`` that answered, by attribute name."""
+    return {name: int(values[f]) for f, name in THROTTLE_FIELDS if f in field_ids and f in values}

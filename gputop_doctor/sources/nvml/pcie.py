@@ -14,8 +14,9 @@ recording keeps it, and the one rule that reads it (``comm-bound``) takes its me
 30 s window. So they are read every :data:`cadence.HEALTH_PERIOD_S`, spread over the GPUs, and
 each rate is the mean over the interval between the last two readings, kept until the next.
 The counters "can be wrapped" (nvml.h) and restart with the driver, so a counter that went
-backwards gives no value until the next reading differences from the new one. Until the second
-reading there is no value.
+backwards gives no value until the next reading differences from the new one. The first
+reading and a failed one are followed by another on the next tick, so the first rate comes on
+the second tick as it always did (a two-second ``snapshot`` shows one).
 
 Only where a driver lacks those fields (drivers before about R535) does the reader fall back to
 ``nvmlDeviceGetPcieThroughput``, and then slowly: one call per GPU at most every
@@ -97,6 +98,7 @@ class PcieReader:
         self._fields = fields
         self._cadence = cadence
         self._held: tuple[float | None, float | None] = (None, None)
+        self._read_once = False  # a first reading made: the next one gives the first rate
         self._throughput = throughput
         self._throughput_skipped = throughput_skipped
         self._clock = clock
@@ -119,9 +121,10 @@ class PcieReader:
         if not lacks and not self._cadence.due():
             return self._held
         values = self._fields.read()
-        if values is None:
-            self._cadence.hurry()
         self._held = self._rates_of(values)
+        if values is None or not self._read_once:  # no rate yet: read again next tick
+            self._cadence.hurry()
+        self._read_once = self._read_once or values is not None
         return self._held
 
     def _rates_of(self, values: FieldValues | None) -> tuple[float | None, float | None]:
