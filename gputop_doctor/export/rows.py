@@ -113,15 +113,17 @@ class TickRows:
         ]
 
     def _throttle_cells(self, gpu: GpuSample) -> Sequence[str]:
-        """The GPU's throttle counters as text, encoded again only when the source handed over
-        a new object (it hands on the same one while no counter moves)."""
+        """The GPU's throttle counters as read at this tick, as text (a hardware counter the
+        source held since its last reading is an empty cell: the recording keeps readings, so a
+        rate taken from it spans the time between them), encoded again only when the source
+        handed over a new object (it hands on the same one while no counter moves)."""
         throttle = gpu.throttle
         if throttle is None:
             return _NO_THROTTLE
         last = self._throttle.get(gpu.index)
         if last is not None and last[0] is throttle:
             return last[1]
-        cells = encode_all(_THROTTLE_VALUES(throttle))
+        cells = encode_all(_THROTTLE_VALUES(throttle.read_now()))
         self._throttle[gpu.index] = (throttle, cells)
         return cells
 

@@ -5,8 +5,15 @@ few milliseconds, so the difference of two readings is the energy actually used 
 Integrating ``power x dt`` sees one power reading per tick and misses every spike between
 ticks. The counter wins whenever a GPU has two readings; a reading below the one before means
 the driver reloaded (the counter restarted), so that one step is left out rather than counted
-as negative energy. The counter covers first reading to last; the last tick's own interval is
-after its reading, so it is added as that tick's power times its length (as integration does).
+as negative energy. The counter covers first reading to last; the time after the last reading
+is added as integrated power (as integration does).
+
+A live source reads the counter only every few seconds (it costs a real driver milliseconds a
+reading) and keeps the value in between, so the last reading may be up to that long before the
+end of the session: every tick since the counter last moved counts as "after the last reading"
+and adds its power times its length. A counter that did not move between two readings while
+the GPU drew power is not a thing NVML does (it moves every ~100 ms), so a value the same as the
+one before is taken as no new reading; a tick whose power is unknown adds nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ class EnergyAcc:
     counter_j: float = 0.0
     readings: int = 0
     last_j: float | None = None
-    tail_j: float = 0.0  # the last reading's tick, after the reading: power x dt
+    tail_j: float = 0.0  # after the last reading: power x dt of each tick since
 
     def add(self, power_w: float | None, energy_j: float | None, dt: float) -> None:
         if power_w is not None:
@@ -39,7 +46,11 @@ class EnergyAcc:
             self.integrated_s += dt
         if energy_j is None:
             return
-        self.tail_j = 0.0 if power_w is None else power_w * dt
+        tick_j = 0.0 if power_w is None else power_w * dt
+        if energy_j == self.last_j:  # held since its reading: this tick is after it too
+            self.tail_j += tick_j
+            return
+        self.tail_j = tick_j
         if self.last_j is not None and energy_j >= self.last_j:
             self.counter_j += energy_j - self.last_j
         self.last_j = energy_j

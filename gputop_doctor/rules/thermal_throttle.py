@@ -129,52 +129,73 @@ def _counter_fraction(win: Window, index: int, recent_n: int) -> float | None:
     snaps = win.snapshots
     if len(snaps) < 2:
         return None
-    last = _point(win, snaps[-1], index)
-    whole = _rate(_point(win, snaps[0], index), last)
+    end = len(snaps) - 1
+    whole = _share(win, index, 0, end)
     if not whole:
         return whole  # None, or no time in slowdown over the window (so none recently)
-    recent = _rate(_point(win, snaps[max(0, len(snaps) - 1 - recent_n)], index), last)
+    recent = _share(win, index, max(0, end - recent_n), end)
     return whole if recent else 0.0
 
 
-_Point = tuple[float, tuple[int, int]]
+# A GPU's software and hardware thermal counters (ns) as read at one snapshot; either None
+# where it was not read there (missing, or the hardware one held by the source between its
+# readings: see ThrottleCounters.hw_held).
+_Counters = tuple[int | None, int | None]
 
 
-def _point(win: Window, snap: Snapshot, index: int) -> _Point | None:
-    """The tick's time and GPU ``index``'s cumulative software and hardware thermal counters,
-    from a map of the tick's GPUs made once while the tick is in the history (each GPU asks
-    three ticks every tick)."""
-    return per_snapshot(win, "thermal counters", snap, _points).get(index)
+def _share(win: Window, index: int, start: int, end: int) -> float | None:
+    """The share of wall time in thermal slowdown between the window's snapshots ``start``
+    and ``end``, 0 to 1.
 
-
-def _points(snap: Snapshot) -> dict[int, _Point | None]:
-    """Each GPU's counters at ``snap``: the first sample of an index that has counters."""
-    points: dict[int, _Point | None] = {}
-    for gpu in snap.gpus:
-        c = gpu.throttle
-        if c is None or gpu.index in points:
+    Each counter is differenced between its first reading at or after ``start`` and its last
+    at or before ``end``, over the time between those two READINGS: a counter the source
+    reads only every few seconds while nothing happens is never taken as standing still
+    between its readings (a false 0, then the whole rise in one tick). The software and
+    hardware thermal reasons run at the same time (a card at its hardware limit has long been
+    past its software one), so their times overlap: the share is the union of the two, never
+    their sum (which reads 150 % on a card throttled all along). The counters only say how
+    long each ran, so the union is taken as the larger of the two shares, the least it can
+    be, and never more than the time that passed."""
+    shares = []
+    for counter in (0, 1):
+        first = _reading(win, index, counter, range(start, end + 1))
+        last = _reading(win, index, counter, range(end, start - 1, -1))
+        if first is None or last is None or last[0] <= first[0]:
             continue
-        if c.sw_thermal_ns is None and c.hw_thermal_ns is None:
-            points[gpu.index] = None
-        else:
-            points[gpu.index] = snap.time, (c.sw_thermal_ns or 0, c.hw_thermal_ns or 0)
-    return points
+        if last[1] < first[1]:
+            return None  # a counter went back: the driver reloaded
+        shares.append((last[1] - first[1]) / ((last[0] - first[0]) * 1e9))
+    return min(1.0, max(shares)) if shares else None
 
 
-def _rate(a: _Point | None, b: _Point | None) -> float | None:
-    """The share of wall time between two readings in thermal slowdown, 0 to 1.
+def _reading(win: Window, index: int, counter: int, positions: range) -> tuple[float, int] | None:
+    """The time and value of the first reading of ``counter`` (0 software, 1 hardware) on GPU
+    ``index`` among the window's snapshots at ``positions``, in their order."""
+    snaps = win.snapshots
+    for at in positions:
+        snap = snaps[at]
+        counters = _counters(win, snap, index)
+        value = None if counters is None else counters[counter]
+        if value is not None:
+            return snap.time, value
+    return None
 
-    The software and hardware thermal reasons run at the same time (a card at its hardware
-    limit has long been past its software one), so their times overlap: the share is the union
-    of the two, never their sum (which reads 150 % on a card throttled all along). The
-    counters only say how long each ran, so the union is taken as the longer of the two, the
-    least it can be, and never more than the time that passed."""
-    if a is None or b is None or b[0] <= a[0]:
-        return None
-    deltas = [after - before for before, after in zip(a[1], b[1], strict=True)]
-    if min(deltas) < 0:
-        return None  # a counter went back: the driver reloaded
-    return min(1.0, max(deltas) / ((b[0] - a[0]) * 1e9))
+
+def _counters(win: Window, snap: Snapshot, index: int) -> _Counters | None:
+    """GPU ``index``'s thermal counters at ``snap``, from a map of the tick's GPUs made once
+    while the tick is in the history (each GPU asks a few ticks every tick)."""
+    return per_snapshot(win, "thermal counters", snap, _counters_by_gpu).get(index)
+
+
+def _counters_by_gpu(snap: Snapshot) -> dict[int, _Counters]:
+    """Each GPU's counters at ``snap``: the first sample of an index that has counters."""
+    out: dict[int, _Counters] = {}
+    for gpu in snap.gpus:
+        if gpu.throttle is None or gpu.index in out:
+            continue
+        read = gpu.throttle.read_now()
+        out[gpu.index] = (read.sw_thermal_ns, read.hw_thermal_ns)
+    return out
 
 
 def _fires(tally: _Tally, t: ThermalThresholds) -> bool:

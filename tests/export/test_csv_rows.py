@@ -115,3 +115,28 @@ def test_a_gpus_throttle_cells_follow_its_counters_whether_handed_on_or_new() ->
         assert rows == TickRows().rows(snap, (), "test"), f"tick {tick}"
         read = _gpu(rows[0])
         assert read is not None and read.throttle == throttle, f"tick {tick}"
+
+
+def test_a_held_hardware_counter_is_recorded_as_no_reading() -> None:
+    """The NVML source holds the two hardware counters between readings (hw_held): the row
+    keeps what was read at the tick, so an imported session's rates span the readings too.
+    The cells of counters read at the tick are the bytes they always were."""
+    read = ThrottleCounters(5, 6, 7, 8, 9)
+    held = replace(read, hw_held=True)
+    cells = {}
+    for name, throttle in (("read", read), ("held", held)):
+        snap = Snapshot(
+            time=1.7e9,
+            tick=0,
+            interval_s=1.0,
+            gpus=(replace(full_gpu(0), throttle=throttle),),
+            host=full_host(),
+        )
+        (row,) = TickRows().rows(snap, (), "test")
+        back = _gpu(row)
+        assert back is not None
+        cells[name] = (row, back.throttle)
+    assert cells["read"][1] == read
+    assert cells["held"][1] == ThrottleCounters(5, 6, 7)  # the held two: no value that tick
+    differing = [a for a, b in zip(cells["read"][0], cells["held"][0], strict=True) if a != b]
+    assert differing == ["8", "9"]  # only the held cells, now empty

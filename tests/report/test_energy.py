@@ -30,3 +30,15 @@ def test_the_words_say_which_way_each_gpu_was_measured() -> None:
         "NVML energy counter on 1 GPU(s), integrated power draw (power x time) on 2"
     )
     assert energy_from([]) == "no power or energy recorded"
+
+
+def test_a_counter_held_between_readings_counts_the_time_after_the_last_as_power() -> None:
+    """A live source reads the counter every 10 s and keeps it in between: the ticks after
+    the last reading are power x time, not lost (and not counted twice once read again)."""
+    acc = EnergyAcc()
+    readings = [1000.0] * 10 + [1000.0 + 4500.0] * 10 + [1000.0 + 9000.0] * 3
+    for energy in readings:  # 23 one-second ticks at 400 W; the counter moved 450 J a second
+        acc.add(power_w=400.0, energy_j=energy, dt=1.0)
+    wh, source = acc.result()
+    assert source is EnergySource.COUNTER
+    assert wh == round((9000 + 3 * 400) / 3600, 3)  # 20 s counted, the last 3 s integrated

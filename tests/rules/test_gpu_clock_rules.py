@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -159,3 +160,41 @@ def test_power_cap(name: str, case: Case, fires: bool) -> None:
 def test_power_cap_never_raises_thermal() -> None:
     case = _gpus(lambda k: gpu(0, clock_event_bits=POWER_CAP, sm_clock_mhz=1430.0, temp_c=75.0))
     assert run(thermal_throttle.RULE, history(case, 60)) == []
+
+
+def _throttled_between_slow_reads(k: int) -> GpuSample:
+    """No reason bit at any tick; the hardware counter read every 5th tick (held, marked, in
+    between) rose 2.5 s over ticks 10-15: half of that time, an episode between the ticks."""
+    read_at = k - k % 5
+    hw = 0 if read_at <= 10 else 2_500_000_000
+    counters = ThrottleCounters(sw_thermal_ns=0, hw_thermal_ns=hw, hw_held=k != read_at)
+    return gpu(0, throttle=counters)
+
+
+def test_thermal_counters_held_between_readings_span_the_readings() -> None:
+    """A counter the source holds between readings is no reading: the share is its rise over
+    the time between its first and last READING in the window, so the held ticks after the
+    last reading add no time (taken as readings, each would lower the share, and the next
+    reading would put a rise of seconds into its one tick)."""
+    shares = []
+    for ticks in range(16, 20):
+        (finding,) = run(
+            thermal_throttle.RULE, history(_gpus(_throttled_between_slow_reads), ticks)
+        )
+        shares.append(next(e.value for e in finding.evidence if e.label == "time throttled"))
+    whole = 2.5 / 15  # over the window, first reading (tick 0) to last (tick 15)
+    assert shares == [round(whole * 100, 1)] * 4  # held ticks 16-18 add no time
+    # The same counters read every tick (no held ticks) give the old answer, tick 15's.
+    every = _gpus(
+        lambda k: gpu(0, throttle=replace(_throttled_between_slow_reads(k).throttle, hw_held=False))
+    )
+    (finding,) = run(thermal_throttle.RULE, history(every, 16))
+    assert next(e.value for e in finding.evidence if e.label == "time throttled") == shares[0]
+
+
+def test_a_recorded_held_counter_reads_back_as_no_reading() -> None:
+    """What the recording keeps: a held hardware counter is no value at that tick."""
+    held = ThrottleCounters(sw_thermal_ns=5, hw_thermal_ns=7, hw_power_brake_ns=9, hw_held=True)
+    assert held.read_now() == ThrottleCounters(sw_thermal_ns=5)
+    fresh = replace(held, hw_held=False)
+    assert fresh.read_now() is fresh

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from gputop_doctor.sources.nvml.cadence import FAN_PERIOD_S, SLOW_PERIOD_S
+from gputop_doctor.sources.nvml.cadence import ENERGY_PERIOD_S, FAN_PERIOD_S, SLOW_PERIOD_S
 from gputop_doctor.sources.nvml.processes import GRAPHICS_PERIOD_S
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
@@ -46,7 +46,10 @@ def test_power_and_energy_come_from_the_field_batch(
         assert (gpu.power_w, gpu.energy_j) == (250.0, 9.0)
     assert fake_nvml.calls("nvmlDeviceGetPowerUsage") == 0
     assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption") == 0
-    assert fake_nvml.calls("nvmlDeviceGetFieldValues") == 3
+    # The tick's batch each tick; the first tick also reads the slow counters' batches
+    # (energy, hardware throttle, PCIe bytes, PCIe replays), each on its cadence after that
+    # (the PCIe counters once more on the second tick, for their first rate).
+    assert fake_nvml.calls("nvmlDeviceGetFieldValues") == 3 + 4 + 1
 
 
 def test_a_missing_field_falls_back_to_its_call_on_that_gpu_only(
@@ -61,7 +64,8 @@ def test_a_missing_field_falls_back_to_its_call_on_that_gpu_only(
         assert (fallback.power_w, fallback.energy_j) == (120.0, 4.0)
         assert batched.power_w == 300.0
     assert fake_nvml.calls("nvmlDeviceGetPowerUsage", gpu=0) == 3
-    assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", gpu=0) == 3
+    # The energy's call stands in on the energy's cadence: once in these three ticks.
+    assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", gpu=0) == 1
     assert fake_nvml.calls("nvmlDeviceGetPowerUsage", gpu=1) == 0
 
 
@@ -175,3 +179,35 @@ def test_a_compute_process_shows_on_its_first_tick_a_graphics_one_within_the_per
     # Two reads in 6 ticks: the first tick's, then the period's, one driver call each.
     assert fake_nvml.calls("nvmlDeviceGetGraphicsRunningProcesses_v3") == 2
     assert fake_nvml.calls("nvmlDeviceGetComputeRunningProcesses_v3") == 1 + int(GRAPHICS_PERIOD_S)
+
+
+def test_energy_is_read_once_a_period_spread_over_gpus_and_held_between(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: ManualClock,
+) -> None:
+    """The energy counter costs a real driver milliseconds a reading: every ENERGY_PERIOD_S,
+    the GPUs' readings spread over the period, the value kept in between; where the field is
+    missing the dedicated call stands in on the same cadence."""
+    old_driver = FakeGpu(power_w=100.0, energy_mj=0, unsupported=(ENERGY_FIELD,))
+    scenario = Scenario(gpus=(FakeGpu(power_w=100.0, energy_mj=0), old_driver, FakeGpu()))
+    fake_nvml.write(scenario)
+    source = open_source()
+    period = int(ENERGY_PERIOD_S)
+    changed: list[list[int]] = [[], [], []]
+    last: list[float | None] = [None, None, None]
+    for second in range(3 * period):
+        fake_nvml.write(scenario)
+        for gpu in source.read_gpus():
+            if gpu.energy_j != last[gpu.index]:
+                changed[gpu.index].append(second)
+            last[gpu.index] = gpu.energy_j
+        clock.advance(1.0)
+        scenario = scenario.advanced(1.0)  # 100 J a second: every reading is a new value
+    # GPU i's second reading comes i fifths of a period after the first's period: spread.
+    assert changed[0] == [0, period, 2 * period]
+    assert changed[1] == [0, period + period // 5, 2 * period + period // 5]
+    assert changed[2] == [0, period + 2 * period // 5, 2 * period + 2 * period // 5]
+    assert last[0] == 100.0 * 2 * period  # J: the last reading's (100 W for 2 periods)
+    assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", gpu=1) == 3
+    assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", gpu=0) == 0

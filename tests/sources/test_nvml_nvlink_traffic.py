@@ -7,13 +7,12 @@ asked once and then left out of the batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pynvml
 import pytest
 
-from gputop_doctor.sources.nvml.kept_buffers import FieldValuesCall
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
@@ -30,28 +29,15 @@ NVLINK_FIELDS = {
 }
 
 
-@pytest.fixture
-def asked(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[Any]]]:
-    """Every field-id list passed to nvmlDeviceGetFieldValues (the real call still runs)."""
-    calls: list[list[Any]] = []
-    real = FieldValuesCall.__call__
-
-    def spy(self: FieldValuesCall, handle: Any, field_ids: list[Any]) -> Any:
-        calls.append(list(field_ids))
-        return real(self, handle, field_ids)
-
-    monkeypatch.setattr(FieldValuesCall, "__call__", spy)
-    yield calls
-
-
 def nvlink_keys(field_ids: list[Any]) -> list[Any]:
     return [key for key in field_ids if isinstance(key, tuple) and key[0] in NVLINK_FIELDS]
 
 
 def tick_batches(asked: list[list[Any]]) -> list[list[Any]]:
-    """The tick's batches, without the health pass's batch of link states."""
-    state = pynvml.NVML_FI_DEV_NVLINK_GET_STATE
-    return [ids for ids in asked if not all(isinstance(k, tuple) and k[0] == state for k in ids)]
+    """The tick's batches (the one with the power field), without the batches read on slower
+    cadences (link states, energy, the hardware throttle counters, PCIe counters, replays)."""
+    power = (pynvml.NVML_FI_DEV_POWER_AVERAGE, 0)
+    return [ids for ids in asked if power in ids]
 
 
 def rates(source: NvmlGpuSource) -> list[tuple[float | None, float | None]]:

@@ -1,17 +1,20 @@
 """PCIe throughput from the cumulative byte counters, and the slow PcieThroughput fallback.
 
 ``nvmlDeviceGetPcieThroughput`` blocks ~20 ms per call on real hardware, so the reader
-differences field values 197/198 between ticks instead, and asks PcieThroughput only where
-those fields are missing, at most once per 10 s of its clock per GPU and direction.
+differences field values 197/198 between readings instead (once a health period, each rate
+kept until the next reading), and asks PcieThroughput only where those fields are missing, at
+most once per 10 s of its clock per GPU and direction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import pairwise
+from typing import Any
 
 import pytest
 
+from gputop_doctor.sources.nvml.cadence import HEALTH_PERIOD_S
 from gputop_doctor.sources.nvml.pcie import FALLBACK_PERIOD_S
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
@@ -24,6 +27,7 @@ from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
 from tests.fake_nvml.scenario import NVML_ERROR_UNKNOWN, FakeGpu, Scenario
 
 THROUGHPUT = "nvmlDeviceGetPcieThroughput"
+FIELD_RX = 198  # NVML_FI_DEV_PCIE_COUNT_RX_BYTES
 GIB = 1024**3
 
 
@@ -48,7 +52,9 @@ def test_rate_is_the_counter_difference_over_the_elapsed_time(
     fake_nvml.write(scenario)
     source = open_source()
     assert rates(source) == [(None, None), (None, None)]  # one reading is no rate yet
-    for step in (1.0, 0.5, 2.0, 1.0):  # uneven intervals: the reader's clock, not a tick count
+    # Uneven intervals, each past both GPUs' next reading (GPU 1's second one comes a fifth
+    # of a period later: the GPUs' readings are spread): the reader's clock, not a tick count.
+    for step in (1.2 * HEALTH_PERIOD_S, HEALTH_PERIOD_S, 1.5 * HEALTH_PERIOD_S, HEALTH_PERIOD_S):
         clock.now += step
         scenario = scenario.advanced(step)
         fake_nvml.write(scenario)
@@ -56,7 +62,39 @@ def test_rate_is_the_counter_difference_over_the_elapsed_time(
         assert rx0 == pytest.approx(3_000_000) and tx0 == pytest.approx(250_000)
         assert rx1 == 0.0 and tx1 == pytest.approx(12_345)
     assert fake_nvml.calls(THROUGHPUT) == 0
-    assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=0) == 5  # one batched call a tick
+
+
+def test_between_readings_the_last_rate_is_kept(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: Clock,
+    asked: list[list[Any]],
+) -> None:
+    scenario = Scenario(gpus=(FakeGpu(pcie_rx_kbs=1000, pcie_tx_kbs=10),))
+    fake_nvml.write(scenario)
+    source = open_source()
+    period = int(HEALTH_PERIOD_S)
+    assert rates(source) == [(None, None)]  # the first reading
+    seen = []
+    for second in range(1, 2 * period + 1):
+        clock.now += 1.0
+        # The traffic doubles after the first period: the next periodic reading's rate is the
+        # mean over its interval, not a one-tick glimpse.
+        if second == period + 1:
+            scenario = scenario.with_gpu(0, pcie_rx_kbs=2000, pcie_tx_kbs=20)
+        scenario = scenario.advanced(1.0)
+        fake_nvml.write(scenario)
+        seen.append(rates(source)[0])
+    # The second tick reads again for a first rate; then the period from the first reading.
+    first, at_period, last = seen[0], seen[period - 1], seen[2 * period - 1]
+    assert first == pytest.approx((1000.0, 10.0))
+    assert seen[: period - 1] == [first] * (period - 1)  # kept between readings
+    assert at_period == pytest.approx((1000.0, 10.0))  # the mean from second 1 to 5
+    assert seen[period : 2 * period - 1] == [at_period] * (period - 1)
+    assert last == pytest.approx((2000.0, 20.0))  # from second 5 to 10
+    pcie_reads = [ids for ids in asked if (FIELD_RX, 0) in ids]
+    assert len(pcie_reads) == 2 + 2  # the first two ticks, then once a period
+    assert all(len(ids) == 2 for ids in pcie_reads)  # a batch of their own
 
 
 def test_no_time_passed_gives_no_rate(
@@ -76,23 +114,24 @@ def test_counter_going_backwards_gives_no_value_that_tick(
     clock: Clock,
 ) -> None:
     """A wrapped counter, or one restarted with the driver, is never a huge or negative rate."""
-    near_top = 2**63 - 1 - 4 * 2048 * 1024  # near the largest counter the fake can hold
+    # Near the largest counter the fake can hold, with room for one period's traffic.
+    near_top = 2**63 - 1 - 2 * 2048 * 1024 * int(HEALTH_PERIOD_S)
     scenario = Scenario(gpus=(FakeGpu(pcie_rx_kbs=2048, pcie_tx_kbs=1024, pcie_rx_bytes=near_top),))
     fake_nvml.write(scenario)
     source = open_source()
     rates(source)
-    clock.now += 1.0
-    scenario = scenario.advanced(1.0)
+    clock.now += HEALTH_PERIOD_S
+    scenario = scenario.advanced(HEALTH_PERIOD_S)
     fake_nvml.write(scenario)
     assert rates(source) == [(2048.0, 1024.0)]
 
-    clock.now += 1.0  # rx wraps to a small number; tx keeps counting
-    scenario = scenario.advanced(1.0).with_gpu(0, pcie_rx_bytes=4096)
+    clock.now += HEALTH_PERIOD_S  # rx wraps to a small number; tx keeps counting
+    scenario = scenario.advanced(HEALTH_PERIOD_S).with_gpu(0, pcie_rx_bytes=4096)
     fake_nvml.write(scenario)
     assert rates(source) == [(None, 1024.0)]
 
-    clock.now += 1.0  # and counts on from there
-    fake_nvml.write(scenario.advanced(1.0))
+    clock.now += HEALTH_PERIOD_S  # and counts on from there
+    fake_nvml.write(scenario.advanced(HEALTH_PERIOD_S))
     assert rates(source) == [(2048.0, 1024.0)]
 
 
@@ -105,14 +144,14 @@ def test_a_missed_reading_is_bridged_by_the_next(
     fake_nvml.write(scenario)
     source = open_source()
     rates(source)
-    clock.now += 1.0
-    scenario = scenario.advanced(1.0)
+    clock.now += HEALTH_PERIOD_S
+    scenario = scenario.advanced(HEALTH_PERIOD_S)
     flaky = scenario.with_gpu(0, errors=(("nvmlDeviceGetFieldValues", NVML_ERROR_UNKNOWN),))
     fake_nvml.write(flaky)
     assert rates(source) == [(None, None)]
-    clock.now += 1.0
+    clock.now += 1.0  # read on the next tick, not a period later
     fake_nvml.write(scenario.advanced(1.0))
-    assert rates(source) == [(4096.0, 512.0)]  # over both seconds since the last good reading
+    assert rates(source) == [(4096.0, 512.0)]  # over the whole time since the last reading
 
 
 def test_fallback_asks_pcie_throughput_at_most_once_per_period(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from gputop_doctor.core.model import ClockEvent, ThrottleCounters
+from gputop_doctor.sources.nvml.cadence import ENERGY_PERIOD_S, PROCESS_UTIL_PERIOD_S
 from gputop_doctor.sources.nvml.kept_buffers import Symbol
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
@@ -100,8 +101,9 @@ def test_every_field_is_read_and_converted(
     (first,) = source.read_gpus()
     assert (first.pcie_rx_kib_s, first.pcie_tx_kib_s) == (None, None)  # no counter delta yet
     assert first.energy_j == pytest.approx(9_000_000.123)
-    clock.advance(2.0)
-    fake_nvml.write(scenario.advanced(2.0))
+    # The energy and PCIe counters have cadences of their own: past both.
+    clock.advance(ENERGY_PERIOD_S)
+    fake_nvml.write(scenario.advanced(ENERGY_PERIOD_S))
     (gpu,) = source.read_gpus()
     assert (gpu.util_pct, gpu.util_min_pct, gpu.util_max_pct) == (77.0, 77.0, 77.0)
     assert gpu.util_samples == ()
@@ -111,7 +113,7 @@ def test_every_field_is_read_and_converted(
     assert (gpu.temp_slowdown_c, gpu.temp_shutdown_c, gpu.temp_max_operating_c) == (88, 93, 86)
     assert gpu.power_w == pytest.approx(512.345)
     assert gpu.power_limit_w == 650.0
-    assert gpu.energy_j == pytest.approx(9_000_000.123 + 512.345 * 2.0)  # power x time
+    assert gpu.energy_j == pytest.approx(9_000_000.123 + 512.345 * ENERGY_PERIOD_S)
     assert (gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, gpu.mem_clock_mhz) == (1755, 1980, 2619)
     assert gpu.mem_clock_max_mhz == 3201.0  # a static fact: read once
     assert fake_nvml.calls("nvmlDeviceGetMaxClockInfo") == 2  # SM and memory, first tick only
@@ -230,8 +232,10 @@ def test_slow_facts_are_read_once(
         assert fake_nvml.calls("nvmlDeviceGetUUID", gpu) == 1
         assert fake_nvml.calls("nvmlDeviceGetMigMode", gpu) == 1
         assert fake_nvml.calls("nvmlDeviceGetEnforcedPowerLimit", gpu) == 1  # a slow period
-        # Power and energy ride in the tick's one field-value call.
-        assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu) == 4
+        # Power rides in the tick's one field-value call; the first tick also reads the
+        # batches of the slow counters (energy, hardware throttle, PCIe bytes, PCIe replays),
+        # the second the PCIe bytes again (their first rate).
+        assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu) == 4 + 4 + 1
         assert fake_nvml.calls("nvmlDeviceGetPowerUsage", gpu) == 0
         assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", gpu) == 0
     assert fake_nvml.calls("nvmlInitWithFlags") == 1
@@ -320,8 +324,12 @@ def test_throttle_counters_keep_supported_fields(
         partial, none = source.read_gpus()
         assert partial.throttle == ThrottleCounters(sw_power_cap_ns=5, sync_boost_ns=6)
         assert none.throttle is None
-    assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=0) == 3  # throttle + PCIe: one call
-    assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=1) == 1  # nothing left to ask
+    # The tick's call each tick, and the first tick's batches of the slow counters (energy,
+    # the hardware throttle counters, found unknown and never asked again, PCIe, replays),
+    # the PCIe counters again on the second tick (their first rate).
+    assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=0) == 3 + 4 + 1
+    # Each batch asked once, its fields found missing for good: nothing left to ask.
+    assert fake_nvml.calls("nvmlDeviceGetFieldValues", gpu=1) == 1 + 3
 
 
 def test_processes_memory_and_utilization(
@@ -353,28 +361,38 @@ def test_processes_memory_and_utilization(
     assert all(p.gpu_index == 0 for p in gpu.processes)
 
 
-def test_process_utilization_cursor_and_staleness(
+def test_process_utilization_is_read_once_a_period_and_for_a_new_process(
     fake_nvml: FakeNvml,  # noqa: F811
     open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
 ) -> None:
-    def scenario(sm: int, ts: int) -> Scenario:
-        return Scenario(gpus=(FakeGpu(processes=(FakeProcess(PID, sm_util=sm, util_ts=ts),)),))
+    def scenario(*procs: tuple[int, int, int]) -> Scenario:
+        listed = tuple(FakeProcess(pid, sm_util=sm, util_ts=ts) for pid, sm, ts in procs)
+        return Scenario(gpus=(FakeGpu(processes=listed),))
 
-    fake_nvml.write(scenario(70, 5_000))
+    def sm_by_pid() -> dict[int, float | None]:
+        return {p.pid: p.sm_util_pct for p in source.read_gpus()[0].processes}
+
+    fake_nvml.write(scenario((PID, 70, 5_000)))
     source = open_source()
-    assert source.read_gpus()[0].processes[0].sm_util_pct == 70.0
-
-    # No sample newer than the cursor: NOT_FOUND keeps the last known value...
-    clock.advance(1.0)
-    assert source.read_gpus()[0].processes[0].sm_util_pct == 70.0
-    # ...until it is stale: the driver's silence then means the process is idle.
-    clock.advance(10.0)
-    assert source.read_gpus()[0].processes[0].sm_util_pct == 0.0
-
-    fake_nvml.write(scenario(25, 6_000))
-    assert source.read_gpus()[0].processes[0].sm_util_pct == 25.0
-    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") >= 4
+    assert sm_by_pid() == {PID: 70.0}
+    # Between readings the value is the last reading's, whatever the driver says meanwhile.
+    fake_nvml.write(scenario((PID, 40, 5_500)))
+    for _ in range(int(PROCESS_UTIL_PERIOD_S) - 1):
+        clock.advance(1.0)
+        assert sm_by_pid() == {PID: 70.0}
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") == 1
+    # A new process is read at once (the others get the same reading's value).
+    fake_nvml.write(scenario((PID, 40, 5_500), (PID + 1, 15, 5_600)))
+    assert sm_by_pid() == {PID: 40.0, PID + 1: 15.0}
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") == 2
+    # A reading with no sample of a process since the last: idle over that interval.
+    clock.advance(PROCESS_UTIL_PERIOD_S)
+    assert sm_by_pid() == {PID: 0.0, PID + 1: 0.0}
+    fake_nvml.write(scenario((PID, 25, 6_000), (PID + 1, 15, 5_600)))
+    clock.advance(PROCESS_UTIL_PERIOD_S)
+    assert sm_by_pid() == {PID: 25.0, PID + 1: 0.0}
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") == 4
 
 
 def test_process_list_falls_back_to_v2(

@@ -1,21 +1,26 @@
-"""How fresh each NVML reading is: every tick, once, or once a slow period.
+"""How fresh each NVML reading is: every tick, once, or once a period of its own.
 
-On real hardware an NVML call costs far more than the Python around it (tens to hundreds of
-microseconds each, several per GPU), so the number of calls per tick is what a monitor that
-runs for hours beside a paid job must keep down. Three cadences (docs/nvml-cadence.md lists
-every reading under one of them):
+On real hardware an NVML call costs far more than the Python around it, and some readings cost
+far more than others: on an H200 with driver 580 the energy counter alone took 3.5 ms of CPU
+per GPU per reading, the per-process utilization 2 ms, the hardware throttle-time counters
+0.6-0.7 ms each, the PCIe replay and byte counters 0.15-0.2 ms each, where temperature, clocks
+or memory take microseconds. So each reading is asked as often as its consumers need it, no
+more (docs/nvml-cadence.md lists every reading, its cadence and why that is enough):
 
-* every tick: what moves from one second to the next (utilization, memory, temperature,
-  clocks, the clock-event reasons, processes), and every counter that has a field id, asked
-  in the one batched ``nvmlDeviceGetFieldValues`` call per GPU;
+* every tick: what moves from one second to the next and what a rule judges tick by tick
+  (utilization and its samples, memory, temperature, clocks, the clock-event reasons, power,
+  the compute processes, the cheap counters of the batched field call);
 * once: static facts (name, UUID, PCI bus id, maximum clocks, temperature thresholds, maximum
   PCIe generation and width, NVLink versions, the topology, the driver and NVML versions);
-* every :data:`SLOW_PERIOD_S`: facts that an administrator or the driver changes rarely
-  (the enforced power limit), read by :class:`Every`;
-* every :data:`FAN_PERIOD_S`: the fan speed. A fan controller ramps over seconds, no rule
-  judges it (the thermal-throttle finding quotes it as evidence beside the temperature and
-  the reason bits, which are read every tick), and the TUI does not show it; the recording and
-  the exporter carry a value at most that old.
+* on a :class:`Cadence` of its own, kept in between: the energy counter
+  (:data:`ENERGY_PERIOD_S`), the hardware throttle-time counters (:data:`THROTTLE_PERIOD_S`
+  while the GPU is not throttling, every tick while it is), the per-process utilization
+  (:data:`PROCESS_UTIL_PERIOD_S`, at once for a new process), the PCIe counters and the health
+  part (:data:`HEALTH_PERIOD_S`), the fan speed (:data:`FAN_PERIOD_S`) and the enforced power
+  limit (:data:`SLOW_PERIOD_S`).
+
+One mechanism, :class:`Cadence`, decides when each of them is due; :class:`Every` is a value
+read on a cadence and kept in between.
 """
 
 from __future__ import annotations
@@ -27,6 +32,50 @@ T = TypeVar("T")
 
 SLOW_PERIOD_S = 30.0
 FAN_PERIOD_S = 5.0
+HEALTH_PERIOD_S = 5.0
+ENERGY_PERIOD_S = 10.0
+THROTTLE_PERIOD_S = 5.0
+PROCESS_UTIL_PERIOD_S = 5.0
+STAGGER_SLOTS = 5  # GPU i's later reads are offset by (i % slots) / slots of a period
+
+
+def spread(index: int) -> float:
+    """GPU ``index``'s offset, as a share of a period: 8 GPUs do not all pay in one tick."""
+    return (index % STAGGER_SLOTS) / STAGGER_SLOTS
+
+
+class Cadence:
+    """When a reading is next due: at once the first time, then every ``period_s`` of
+    ``clock``; the second reading comes ``offset`` of a period later than that (see
+    :func:`spread`), so the GPUs' readings stay spread over the period from then on.
+
+    :meth:`due` answers and, when it says yes, counts the reading as made now. :meth:`hurry`
+    asks for one reading more on the next tick (a reading that gave nothing, or one whose
+    value matters every tick for a while), outside the schedule: the regular readings keep
+    their times, so hurried GPUs stay spread.
+    """
+
+    __slots__ = ("_clock", "_due", "_extra", "_offset", "_period_s")
+
+    def __init__(self, clock: Callable[[], float], period_s: float, offset: float = 0.0) -> None:
+        self._clock = clock
+        self._period_s = period_s
+        self._offset = offset
+        self._due: float | None = None
+        self._extra = False
+
+    def due(self) -> bool:
+        now = self._clock()
+        if self._due is None or now >= self._due:
+            first = self._due is None
+            self._due = now + self._period_s * (1 + self._offset if first else 1)
+            self._extra = False
+            return True
+        extra, self._extra = self._extra, False
+        return extra
+
+    def hurry(self) -> None:
+        self._extra = True
 
 
 class Every(Generic[T]):
@@ -38,17 +87,19 @@ class Every(Generic[T]):
     """
 
     def __init__(
-        self, read: Callable[[], T | None], clock: Callable[[], float], period_s: float
+        self,
+        read: Callable[[], T | None],
+        clock: Callable[[], float],
+        period_s: float,
+        offset: float = 0.0,
     ) -> None:
         self._read = read
-        self._clock = clock
-        self._period_s = period_s
-        self._due: float | None = None
+        self._cadence = Cadence(clock, period_s, offset)
         self._value: T | None = None
 
     def get(self) -> T | None:
-        now = self._clock()
-        if self._due is None or now >= self._due:
+        if self._cadence.due():
             self._value = self._read()
-            self._due = now + self._period_s if self._value is not None else None
+            if self._value is None:
+                self._cadence.hurry()
         return self._value

@@ -2,12 +2,15 @@
 
 Slow facts (identity, MIG mode, temperature thresholds, max SM and memory clocks) are read once
 and kept: they cannot change without a driver reload or GPU reset. The enforced power limit is
-read once a slow period and the fan speed every few seconds (:mod:`nvml_cadence`), the graphics
-process list too (:mod:`nvml_processes`). Everything else is read every tick, except PCIe throughput
-where the driver lacks the byte counters (see :mod:`nvml_pcie`). Readings that have an NVML
-field id (power, energy, and the counters of :mod:`nvml_fields`, :mod:`nvml_pcie`,
-:mod:`nvml_health`) come from the one batched ``nvmlDeviceGetFieldValues`` call of the tick;
-only where the driver will never give such a field does the dedicated call stand in.
+read once a slow period and the fan speed every few seconds (:mod:`cadence`), the graphics
+process list and the per-process utilization too (:mod:`processes`). The energy counter, the
+hardware throttle-time counters and the PCIe counters cost the driver far more than the rest
+(milliseconds, not microseconds, on a real GPU), so each is read in a batch of its own on its
+own :class:`cadence.Cadence` and kept in between. Everything else is read every tick. The
+cheap readings that have an NVML field id (power, and the counters of :mod:`fields` and
+:mod:`health`) come from the one batched ``nvmlDeviceGetFieldValues`` call of the tick; only
+where the driver will never give such a field does the dedicated call stand in, on the same
+cadence as the field.
 Units are converted here, at the edge, so the model only ever holds MiB, W, °C, MHz and KiB/s.
 
 A GPU that answers only driver errors this tick (:class:`GpuFailingError`) gives an identity-only
@@ -27,7 +30,16 @@ from statistics import fmean
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuSample
-from gputop_doctor.sources.nvml.cadence import FAN_PERIOD_S, SLOW_PERIOD_S, Every
+from gputop_doctor.sources.nvml.cadence import (
+    ENERGY_PERIOD_S,
+    FAN_PERIOD_S,
+    HEALTH_PERIOD_S,
+    SLOW_PERIOD_S,
+    THROTTLE_PERIOD_S,
+    Cadence,
+    Every,
+    spread,
+)
 from gputop_doctor.sources.nvml.call import (
     FAILING_FUSE,
     Ask,
@@ -38,6 +50,7 @@ from gputop_doctor.sources.nvml.call import (
     ReadAborted,
 )
 from gputop_doctor.sources.nvml.fields import (
+    HW_THROTTLE_FIELD_IDS,
     THROTTLE_FIELD_IDS,
     FieldBatch,
     FieldKey,
@@ -73,8 +86,9 @@ FIRST_READ_WINDOW_US = 1_000_000  # the first GetSamples returns the whole ring;
 # NVML_FI_DEV_POWER_AVERAGE: the 1 s average that nvmlDeviceGetPowerUsage gives from Ampere on.
 # GA100 and older lack it, and there the call (an instantaneous reading) stands in, as before.
 FIELD_POWER = 185
-FIELD_ENERGY = 83  # NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: mJ since the driver loaded
-READING_FIELD_IDS = (FIELD_POWER, FIELD_ENERGY)
+# NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: mJ since the driver loaded. Read on its own cadence,
+# in a batch of its own: 3.5 ms of driver CPU per reading on an H200 (driver 580).
+FIELD_ENERGY = 83
 # The names the caller knows the static facts' calls by (and the cache keeps them under).
 _THRESHOLD_WHAT = {
     kind: f"nvmlDeviceGetTemperatureThreshold({kind})"
@@ -146,7 +160,6 @@ class DeviceReader:
         self._caller = caller
         self._handle = handle
         self._util_cursor = 0
-        self._throttle = ThrottleReader()
         # The tick's calls, each bound once (see nvml_call.Ask), with their outputs kept.
         ask = partial(Ask, caller, index)
         self._samples = ask("nvmlDeviceGetSamples", SamplesCall(nvml))
@@ -179,16 +192,21 @@ class DeviceReader:
         )
         self._cache: dict[str, float | None] = {}
         self._limits: Limits | None = None  # once every limit is settled (see _settle_limits)
-        self._readings = Pick(READING_FIELD_IDS)
-        self._fields = self._batch(
-            READING_FIELD_IDS + THROTTLE_FIELD_IDS + PCIE_FIELD_IDS + HEALTH_FIELD_IDS
+        self._power = Pick((FIELD_POWER,))
+        self._fields = self._batch((FIELD_POWER, *THROTTLE_FIELD_IDS, *HEALTH_FIELD_IDS))
+        self._throttle = ThrottleReader(
+            self._batch(HW_THROTTLE_FIELD_IDS),
+            Cadence(clock, THROTTLE_PERIOD_S, spread(index)),
         )
+        self._energy_field = self._batch((FIELD_ENERGY,))
+        self._energy = Every(self._energy_reading, clock, ENERGY_PERIOD_S, spread(index))
         self._pcie = PcieReader(
-            self._fields,
+            self._batch(PCIE_FIELD_IDS),
             self._pcie_throughput,
             lambda counter: caller.skipped(index, _throughput_what(counter)),
             clock,
             budget or SlowCallBudget(),
+            Cadence(clock, HEALTH_PERIOD_S, spread(index)),
         )
         self.identity = Identity()
         self._power_limit = Every(
@@ -298,15 +316,20 @@ class DeviceReader:
         """The tick's calls, in the order they have always been made: a run of FAILING_FUSE
         failing calls with no answer between them abandons the GPU for the tick, so which
         calls sit next to each other decides when that happens (the static limits, once
-        settled, and the batch's power and energy are no calls at all)."""
+        settled, and the batch's power are no calls at all). The costly readings' own
+        batches come at their places in that order, when their cadences say so: the PCIe
+        counters after the tick's batch, the energy beside the power, the hardware throttle
+        counters after the clock-event reasons they are judged by, the replays with the
+        health's periodic part; the first three are not asked on a tick whose batch
+        failed (the GPU answers only errors: they are asked on the next)."""
         ident = self.identity
         util = self._utilization()
         mem = self._memory()
         sm_active, tensor_active, dram_active = self._gpm.read()
         fields = self._fields.read()
-        pcie_rx, pcie_tx = self._pcie.read(fields)
+        pcie_rx, pcie_tx = self._pcie.read(self._fields_answered(fields))
         limits = self._limits
-        batch = self._power_and_energy_batch(fields)
+        power = self._power_from_batch(fields)
         sample = GpuSample(
             index=self.index,
             name=ident.name,
@@ -333,9 +356,9 @@ class DeviceReader:
                 if limits is None
                 else limits.temp_max_operating_c
             ),
-            power_w=batch[0] if batch else self._watts_from(fields, FIELD_POWER),
+            power_w=power if power is not None else self._watts_from(fields, FIELD_POWER),
             power_limit_w=self._power_limit.get(),
-            energy_j=batch[1] if batch else self._watts_from(fields, FIELD_ENERGY),
+            energy_j=self._energy.get() if self._fields_answered(fields) else None,
             sm_clock_mhz=_float(self._clocks[CLOCK_SM](self._handle)),
             sm_clock_max_mhz=self._max_clock(CLOCK_SM)
             if limits is None
@@ -347,8 +370,8 @@ class DeviceReader:
             fan_pct=self._fan.get(),
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
-            clock_event_bits=_int(self._clock_events()),
-            throttle=self._throttle.read(fields),
+            clock_event_bits=(bits := _int(self._clock_events())),
+            throttle=self._throttle.read(fields, bits),
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
             dram_active_pct=dram_active,
@@ -441,28 +464,45 @@ class DeviceReader:
     def _watts(self, what: str) -> float | None:
         return _per_thousand(self._number(what))
 
-    def _power_and_energy_batch(self, values: FieldValues | None) -> tuple[float, float] | None:
-        """W and J from this tick's batch in one step when both answered (the usual tick);
-        None sends each to :meth:`_watts_from`, in its place among the tick's calls."""
+    def _power_from_batch(self, values: FieldValues | None) -> float | None:
+        """W from this tick's batch in one step when it answered (the usual tick); None sends
+        it to :meth:`_watts_from`, in its place among the tick's calls."""
         if values is None:
             return None
         try:
-            power, energy = self._readings(values)
+            (power,) = self._power(values)
         except KeyError:
             return None
-        return float(power) / 1000.0, float(energy) / 1000.0
+        return float(power) / 1000.0
 
-    def _watts_from(self, values: FieldValues | None, field_id: int) -> float | None:
+    def _fields_answered(self, values: FieldValues | None) -> bool:
+        """The tick's batch answered, or the driver has no field call at all (the dedicated
+        calls stand in): a batch that failed this tick leaves the slow readings for the next,
+        as the GPU answers only errors (one more failing call would only end the tick
+        sooner)."""
+        return values is not None or self._fields.unavailable()
+
+    def _energy_reading(self) -> float | None:
+        """J from the energy counter's own batch, else its dedicated call; on the energy's
+        cadence either way (both cost the driver the same)."""
+        return self._watts_from(self._energy_field.read(), FIELD_ENERGY, self._energy_field)
+
+    def _watts_from(
+        self, values: FieldValues | None, field_id: int, batch: FieldBatch | None = None
+    ) -> float | None:
         """Power (W) or energy (J), from the batch or its dedicated call (mW, mJ from NVML)."""
-        return _per_thousand(self._from_field(values, field_id, _DEDICATED_CALL[field_id]))
+        what = _DEDICATED_CALL[field_id]
+        return _per_thousand(self._from_field(values, field_id, what, batch or self._fields))
 
-    def _from_field(self, values: FieldValues | None, field_id: int, what: str) -> float | None:
-        """A reading with a field id: from this tick's batch, else the dedicated call ``what``
+    def _from_field(
+        self, values: FieldValues | None, field_id: int, what: str, batch: FieldBatch
+    ) -> float | None:
+        """A reading with a field id: from ``batch``'s answer, else the dedicated call ``what``
         where the driver will never give the field. A field missing for a transient reason
-        gives None this tick, as a transient error of the call did (no extra round trip)."""
+        gives None this time, as a transient error of the call did (no extra round trip)."""
         if values is not None and field_id in values:
             return float(values[field_id])
-        if self._fields.unsupported(field_id):
+        if batch.unsupported(field_id):
             return self._number(what)
         return None
 

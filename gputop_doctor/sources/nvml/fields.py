@@ -8,6 +8,10 @@ have is dropped so it is not requested again.
 The throttle counters say how many nanoseconds the GPU spent in each state since the driver
 loaded, so two readings give the fraction of the interval it was throttled, however short each
 episode was (the instantaneous reason bitmask only says what happens at the instant of the tick).
+Three of them cost the driver about a microsecond and are read every tick; the two hardware
+ones (thermal slowdown, power brake) took 0.7 and 0.6 ms of CPU a reading on an H200 (driver
+580), so :class:`ThrottleReader` reads those in a batch of their own, every tick only while
+they matter and every :data:`cadence.THROTTLE_PERIOD_S` otherwise.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
-from gputop_doctor.core.model import ThrottleCounters
+from gputop_doctor.core.model import ClockEvent, ThrottleCounters
+from gputop_doctor.sources.nvml.cadence import Cadence
 
 # (NVML field id, ThrottleCounters attribute). 74 and 76 are the older PERF_POLICY ids;
 # 269-271 exist from R575 on.
@@ -28,8 +33,14 @@ THROTTLE_FIELDS: tuple[tuple[int, str], ...] = (
     (270, "hw_thermal_ns"),
     (271, "hw_power_brake_ns"),
 )
-THROTTLE_FIELD_IDS = tuple(field_id for field_id, _ in THROTTLE_FIELDS)
-_THROTTLE_NAMES = tuple(name for _, name in THROTTLE_FIELDS)
+# The hardware counters: costly, read on their own (see ThrottleReader); the rest every tick.
+HW_THROTTLE_FIELD_IDS = (270, 271)
+THROTTLE_FIELD_IDS = tuple(f for f, _ in THROTTLE_FIELDS if f not in HW_THROTTLE_FIELD_IDS)
+_THROTTLE_NAMES = tuple(name for f, name in THROTTLE_FIELDS if f in THROTTLE_FIELD_IDS)
+_HW_THROTTLE_NAMES = tuple(name for f, name in THROTTLE_FIELDS if f in HW_THROTTLE_FIELD_IDS)
+# The reason bits under which the hardware counters run: hardware slowdown (either cause),
+# hardware thermal slowdown, the power brake.
+HW_THROTTLE_BITS = int(ClockEvent.HW_SLOWDOWN | ClockEvent.HW_THERMAL | ClockEvent.HW_POWER_BRAKE)
 
 # Per-field answers meaning "this driver will never have it": INVALID_ARGUMENT (an id the driver
 # does not know), NOT_SUPPORTED and NO_PERMISSION.
@@ -196,6 +207,10 @@ class FieldBatch:
             self._ask(keep)
         return FieldValues(answered, numbers)
 
+    def unavailable(self) -> bool:
+        """True once the driver said it has no ``nvmlDeviceGetFieldValues`` at all."""
+        return self._call_skipped()
+
     def unsupported(self, field_id: FieldKey) -> bool:
         """True once the driver said it will never give ``field_id``."""
         return field_id in self._dropped or self._call_skipped()
@@ -237,32 +252,77 @@ class _Answers:
 
 
 class ThrottleReader:
-    """One GPU's throttle counters from each tick's field values, the last tick's object
-    handed on while they stand still (a GPU that is not throttled: every tick)."""
+    """One GPU's throttle counters: the cheap ones from each tick's field values, the two
+    hardware ones from a batch of their own (``hw``), the last object handed on while they
+    stand still (a GPU that is not throttled: every tick).
 
-    def __init__(self) -> None:
+    The hardware counters are read every tick while they matter: a hardware slowdown bit set
+    on this tick or the last, or a counter that rose at its last reading (an episode between
+    ticks, too short for a bit to be seen). Otherwise ``cadence`` (every few seconds) decides,
+    and between readings the object carries the last reading's values marked ``hw_held``, so
+    a consumer takes a rate between readings, never a held value's false 0 and then a jump.
+    """
+
+    def __init__(self, hw: FieldBatch, cadence: Cadence) -> None:
+        self._hw = hw
+        self._cadence = cadence
         self._all = Pick(THROTTLE_FIELD_IDS)
-        self._last_all: tuple[Number, ...] | None = None  # when every counter answered
-        self._last: tuple[dict[str, int], ThrottleCounters | None] = ({}, None)
+        self._hw_pick = Pick(HW_THROTTLE_FIELD_IDS)
+        self._last_bits = 0
+        self._hw_last: dict[str, int] = {}  # the last reading of the hardware counters
+        self._last: tuple[dict[str, int], bool, ThrottleCounters | None] = ({}, False, None)
 
-    def read(self, values: FieldValues | None) -> ThrottleCounters | None:
-        """The throttle counters among this tick's field values, or None if there are none."""
+    def read(self, values: FieldValues | None, bits: int | None) -> ThrottleCounters | None:
+        """The throttle counters among this tick's field values (None if there are none) and
+        the hardware ones when due; ``bits`` are this tick's clock-event reasons."""
         if not values:
             return None
+        counters = self._cheap(values)
+        held = not (self._hw_due(bits or 0) and self._read_hw())
+        counters.update(self._hw_last)
+        return self._made(counters, held and bool(self._hw_last))
+
+    def _cheap(self, values: FieldValues) -> dict[str, int]:
+        """The counters read every tick: in one step when all of them answered."""
         try:
             every = self._all(values)
         except KeyError:  # some counters missing (an older driver, a flaky field)
-            self._last_all = None
-            return self._made({n: int(values[f]) for f, n in THROTTLE_FIELDS if f in values})
-        if every == self._last_all:
-            return self._last[1]
-        self._last_all = every
-        return self._made(dict(zip(_THROTTLE_NAMES, map(int, every), strict=True)))
+            return _answered(values, THROTTLE_FIELD_IDS)
+        return dict(zip(_THROTTLE_NAMES, map(int, every), strict=True))
 
-    def _made(self, counters: dict[str, int]) -> ThrottleCounters | None:
+    def _hw_due(self, bits: int) -> bool:
+        """Whether the hardware counters are read this tick (see the class)."""
+        matters = (bits | self._last_bits) & HW_THROTTLE_BITS
+        self._last_bits = bits
+        if matters:
+            self._cadence.hurry()
+        return self._cadence.due()
+
+    def _read_hw(self) -> bool:
+        """Read the hardware counters; one that rose is read again next tick. A failed read
+        (False) keeps the last reading, held, and is retried next tick."""
+        values = self._hw.read()
+        if values is None:
+            self._cadence.hurry()
+            return False
+        try:
+            read = dict(zip(_HW_THROTTLE_NAMES, map(int, self._hw_pick(values)), strict=True))
+        except KeyError:  # one of them missing (a driver before R575 lacks both)
+            read = _answered(values, HW_THROTTLE_FIELD_IDS)
+        if any(read.get(name, 0) > count for name, count in self._hw_last.items()):
+            self._cadence.hurry()
+        self._hw_last = read
+        return True
+
+    def _made(self, counters: dict[str, int], held: bool) -> ThrottleCounters | None:
         """The counters' object: last tick's when they are the same."""
-        if counters == self._last[0]:
-            return self._last[1]
-        throttle = ThrottleCounters(**counters) if counters else None
-        self._last = (counters, throttle)
+        if counters == self._last[0] and held == self._last[1]:
+            return self._last[2]
+        throttle = ThrottleCounters(**counters, hw_held=held) if counters else None
+        self._last = (counters, held, throttle)
         return throttle
+
+
+def _answered(values: FieldValues, field_ids: tuple[int, ...]) -> dict[str, int]:
+    """The throttle counters among ``field_ids`` that answered, by attribute name."""
+    return {name: int(values[f]) for f, name in THROTTLE_FIELDS if f in field_ids and f in values}

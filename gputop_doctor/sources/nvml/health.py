@@ -1,23 +1,27 @@
 """One GPU's hardware health: ECC, retired pages, remapped rows, PCIe link, NVLink.
 
 Cost is what decides the shape. The counters (ECC volatile and aggregate, retired pages and
-pending, remapped rows, NVLink CRC/replay/recovery totals over all links, PCIe replays) are
-field values, asked in the one batched ``nvmlDeviceGetFieldValues`` call the tick makes anyway:
-a few more array entries, no extra driver round trip. Only where the driver lacks a group of
-fields does the reader fall back to the dedicated calls (``nvmlDeviceGetTotalEccErrors``,
-``...GetRetiredPages``, ``...GetRemappedRows``, ``...GetNvLinkErrorCounter``), once a period.
+pending, remapped rows, NVLink CRC/replay/recovery totals over all links) are field values,
+asked in the one batched ``nvmlDeviceGetFieldValues`` call the tick makes anyway: a few more
+array entries (about a microsecond each on an H200), no extra driver round trip. The PCIe
+replay counter is a field too, but one that costs the driver 0.2 ms a reading there, so it is
+read with the periodic part below, in a batch of its own: ``pcie-link-degraded`` judges a rise
+of it over a window of minutes, which a reading every few seconds shows as well. Only where
+the driver lacks a group of fields does the reader fall back to the dedicated calls
+(``nvmlDeviceGetTotalEccErrors``, ``...GetRetiredPages``, ``...GetRemappedRows``,
+``...GetNvLinkErrorCounter``), once a period.
 
-What has no field is read at most every :data:`HEALTH_PERIOD_S` of the reader's clock: the
-current PCIe generation and width (a link downshifts when idle, so the rule judges them only on
-busy ticks) and each NVLink's state. The first tick reads them at once, so a machine that
-arrives broken shows in the first snapshot; later reads are spread over the period by GPU index,
-so 8 GPUs do not all pay in the same tick. The link states are one more batched field call
-(``NVML_FI_DEV_NVLINK_GET_STATE``, the link as the field's scope), not one call per link (18
-on a Hopper board); ``nvmlDeviceGetNvLinkState`` stands in only for a link whose field the
-driver will never give. The NVLink count is found once (link states until the first link that
-does not exist), link versions and the maximum PCIe generation and width are read once. Every
-call is optional: NOT_SUPPORTED is remembered by the caller and never asked again, so a card
-without ECC or NVLink pays for each call once.
+What has no field, and the replay counter, is read at most every :data:`cadence.HEALTH_PERIOD_S`
+of the reader's clock: the current PCIe generation and width (a link downshifts when idle, so
+the rule judges them only on busy ticks) and each NVLink's state. The first tick reads them at
+once, so a machine that arrives broken shows in the first snapshot; later reads are spread over
+the period by GPU index, so 8 GPUs do not all pay in the same tick. The link states are one more
+batched field call (``NVML_FI_DEV_NVLINK_GET_STATE``, the link as the field's scope), not one
+call per link (18 on a Hopper board); ``nvmlDeviceGetNvLinkState`` stands in only for a link
+whose field the driver will never give. The NVLink count is found once (link states until the
+first link that does not exist), link versions and the maximum PCIe generation and width are
+read once. Every call is optional: NOT_SUPPORTED is remembered by the caller and never asked
+again, so a card without ECC or NVLink pays for each call once.
 """
 
 from __future__ import annotations
@@ -28,12 +32,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputop_doctor.core.health import GpuHealth, NvLink, Topology, XidEvent
+from gputop_doctor.sources.nvml.cadence import HEALTH_PERIOD_S, Cadence, spread
 from gputop_doctor.sources.nvml.call import NvmlCaller
 from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, FieldValues, Number, Pick
 from gputop_doctor.sources.nvml.kept_readings import UIntCall
 
-HEALTH_PERIOD_S = 5.0
-STAGGER_SLOTS = 5  # later periodic reads of GPU i are offset by (i % slots) / slots periods
 MAX_NVLINKS = 18  # NVML_NVLINK_MAX_LINKS on Hopper (pynvml allows up to 36)
 # NVML_FI_DEV_* field ids.
 ECC_FIELDS = (3, 4, 5, 6)  # SBE (corrected) / DBE (uncorrected), volatile then aggregate
@@ -47,11 +50,9 @@ HEALTH_FIELD_IDS = (
     *RETIRED_FIELDS,
     *REMAP_FIELDS,
     *NVLINK_FIELDS,
-    FIELD_PCIE_REPLAY,
 )
 # Where each group sits in the tuple of HEALTH_FIELD_IDS' values.
 _ECC, _RETIRED, _REMAP, _NVLINK = (slice(0, 4), slice(4, 7), slice(7, 11), slice(11, 15))
-_REPLAY = 15
 # nvmlMemoryErrorType_t x nvmlEccCounterType_t, nvmlPageRetirementCause_t
 CORRECTED, UNCORRECTED = 0, 1
 VOLATILE, AGGREGATE = 0, 1
@@ -70,6 +71,7 @@ class _Slow:
 
     pcie_gen: int | None = None
     pcie_width: int | None = None
+    pcie_replays: int | None = None
     nvlinks: tuple[NvLink, ...] = ()
     # Fallbacks, read only where the driver lacks the matching fields.
     ecc: Counters | None = None
@@ -96,12 +98,11 @@ class HealthReader:
         self._caller = caller
         self._index = index
         self._handle = handle
-        self._clock = clock
         self._unsupported = fields_unsupported
         self._batch = batch
         self._states: FieldBatch | None = None  # the links' state fields, once links are known
-        self._period_s = period_s
-        self._due: float | None = None
+        self._replays = batch((FIELD_PCIE_REPLAY,))
+        self._cadence = Cadence(clock, period_s, spread(index))
         self._slow = _Slow()
         self._links: tuple[int, ...] | None = None  # found on the first read
         self._versions: dict[int, int | None] = {}
@@ -143,7 +144,6 @@ class HealthReader:
             counters[_RETIRED],
             counters[_REMAP],
             counters[_NVLINK],
-            counters[_REPLAY],
             (rx, tx),
         )
         self._last = (made_of, health)
@@ -161,10 +161,7 @@ class HealthReader:
     def _refresh(self) -> None:
         """Read the periodic part when due (kept as the same object when nothing changed),
         and the static maxima once."""
-        now = self._clock()
-        if self._due is None or now >= self._due:
-            stagger = 0.0 if self._due is not None else self._index % STAGGER_SLOTS
-            self._due = now + self._period_s * (1 + stagger / STAGGER_SLOTS)
+        if self._cadence.due():
             slow = self._read_slow()
             if slow != self._slow:
                 self._slow = slow
@@ -185,7 +182,6 @@ class HealthReader:
             _group(values, RETIRED_FIELDS) or slow.retired or (None,) * 3,
             _group(values, REMAP_FIELDS) or slow.remapped or (None,) * 4,
             _group(values, NVLINK_FIELDS) or slow.nvlink_errors or (None,) * 4,
-            _int(values.get(FIELD_PCIE_REPLAY)),
             (rx, tx),
         )
 
@@ -195,7 +191,6 @@ class HealthReader:
         retired: Counters,
         remap: Counters,
         links: Counters,
-        replays: int | None,
         traffic: tuple[float | None, float | None],
     ) -> GpuHealth:
         slow, maxima = self._slow, self._max or (None, None)
@@ -214,7 +209,7 @@ class HealthReader:
             pcie_width=slow.pcie_width,
             pcie_gen_max=maxima[0],
             pcie_width_max=maxima[1],
-            pcie_replays=replays,
+            pcie_replays=slow.pcie_replays,
             nvlinks=slow.nvlinks,
             nvlink_crc_errors=_sum(links[0], links[1]),
             nvlink_replay_errors=links[2],
@@ -232,6 +227,7 @@ class HealthReader:
         return _Slow(
             pcie_gen=self._call(generation.symbol_name, generation),
             pcie_width=self._call(width.symbol_name, width),
+            pcie_replays=self._replay_count(),
             nvlinks=nvlinks,
             ecc=self._ecc() if self._lacks(ECC_FIELDS) else None,
             retired=self._retired() if self._lacks(RETIRED_FIELDS) else None,
@@ -240,6 +236,11 @@ class HealthReader:
                 self._link_errors(nvlinks) if nvlinks and self._lacks(NVLINK_FIELDS) else None
             ),
         )
+
+    def _replay_count(self) -> int | None:
+        """The PCIe replay counter from its own batch (None where the field is missing)."""
+        values = self._replays.read()
+        return None if values is None else _int(values.get(FIELD_PCIE_REPLAY))
 
     def _lacks(self, field_ids: Sequence[int]) -> bool:
         """The driver will never give these fields: the dedicated calls stand in."""

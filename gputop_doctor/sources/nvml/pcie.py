@@ -5,12 +5,18 @@ call itself waits out that window, so on real hardware each call may block ~20 m
 transmit on 8 GPUs would cost ~320 ms a tick against a budget of 20 ms (docs/architecture.md),
 and the answer is a noisy 20 ms glimpse anyway.
 
-So the tick reads the cumulative counters ``NVML_FI_DEV_PCIE_COUNT_TX_BYTES`` /
-``RX_BYTES`` (field ids 197/198) in the same batched ``nvmlDeviceGetFieldValues`` call as the
-throttle counters, and differences them over the reader's clock: the mean rate over the whole
-interval, for the price of two more entries in a call we make anyway. The counters "can be
-wrapped" (nvml.h) and restart with the driver, so a counter that went backwards gives no value
-that tick, and the next tick differences from the new reading. The first tick has no value.
+So the reader reads the cumulative counters ``NVML_FI_DEV_PCIE_COUNT_TX_BYTES`` /
+``RX_BYTES`` (field ids 197/198) in one batched ``nvmlDeviceGetFieldValues`` call, and
+differences them over the reader's clock: the mean rate over the whole interval between two
+readings. Those two fields are not free either (0.16 ms of driver CPU each per reading on an
+H200, driver 580), and nothing needs them per tick: the views and the exporter show a rate, the
+recording keeps it, and the one rule that reads it (``comm-bound``) takes its mean over a
+30 s window. So they are read every :data:`cadence.HEALTH_PERIOD_S`, spread over the GPUs, and
+each rate is the mean over the interval between the last two readings, kept until the next.
+The counters "can be wrapped" (nvml.h) and restart with the driver, so a counter that went
+backwards gives no value until the next reading differences from the new one. The first
+reading and a failed one are followed by another on the next tick, so the first rate comes on
+the second tick as it always did (a two-second ``snapshot`` shows one).
 
 Only where a driver lacks those fields (drivers before about R535) does the reader fall back to
 ``nvmlDeviceGetPcieThroughput``, and then slowly: one call per GPU at most every
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gputop_doctor.sources.nvml.cadence import Cadence
 from gputop_doctor.sources.nvml.fields import FieldBatch, FieldValues, Number, Pick
 
 PCIE_TX = 0  # nvmlPcieUtilCounter_t
@@ -75,7 +82,9 @@ class CounterRate:
 
 
 class PcieReader:
-    """Receive and transmit KiB/s of one GPU from its counters, else the slow fallback."""
+    """Receive and transmit KiB/s of one GPU from its counters, else the slow fallback.
+
+    ``fields`` is a batch of the two counters alone, read when ``cadence`` says so."""
 
     def __init__(
         self,
@@ -84,8 +93,12 @@ class PcieReader:
         throughput_skipped: Callable[[int], bool],
         clock: Callable[[], float],
         budget: SlowCallBudget,
+        cadence: Cadence,
     ) -> None:
         self._fields = fields
+        self._cadence = cadence
+        self._held: tuple[float | None, float | None] = (None, None)
+        self._read_once = False  # a first reading made: the next one gives the first rate
         self._throughput = throughput
         self._throughput_skipped = throughput_skipped
         self._clock = clock
@@ -96,8 +109,26 @@ class PcieReader:
         self._turn = 0
         self._last: dict[int, float | None] = {PCIE_RX: None, PCIE_TX: None}
 
-    def read(self, values: FieldValues | None) -> tuple[float | None, float | None]:
-        """(rx, tx) KiB/s, given this tick's field values (None when that call failed)."""
+    def read(self, answered: bool = True) -> tuple[float | None, float | None]:
+        """(rx, tx) KiB/s: the rates of the last two readings, read again when due.
+
+        ``answered`` False (the tick's other field call failed: the GPU answers only errors)
+        gives no value this tick and leaves the reading for the next. Where the driver lacks
+        the counters, the fallback keeps its own period and is asked every tick."""
+        lacks = self._fields.any_unsupported(PCIE_FIELD_IDS)
+        if not answered and not lacks:
+            return None, None
+        if not lacks and not self._cadence.due():
+            return self._held
+        values = self._fields.read()
+        self._held = self._rates_of(values)
+        if values is None or not self._read_once:  # no rate yet: read again next tick
+            self._cadence.hurry()
+        self._read_once = self._read_once or values is not None
+        return self._held
+
+    def _rates_of(self, values: FieldValues | None) -> tuple[float | None, float | None]:
+        """(rx, tx) KiB/s, given this reading's field values (None when the call failed)."""
         now = self._clock()
         if values is not None:
             try:

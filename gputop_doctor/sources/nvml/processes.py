@@ -15,19 +15,29 @@ Two traps shape this module (docs/nvml-notes.md has the rest of NVML's process A
 * ``nvmlDeviceGetProcessUtilization`` returns one sample per process *that had non-zero
   utilization* since the timestamp we pass, and NOT_FOUND when there is none. Passing 0 every
   time would give a stale average over the driver's whole buffer, so we keep a cursor (the
-  newest timestamp seen). Between samples a process keeps its last known value; once it has had
-  no sample for ``stale_s`` it is idle, which is what the driver's silence means.
+  newest timestamp seen at the last reading).
+
+That call costs the driver about 2 ms of CPU per GPU per reading on an H200 (driver 580),
+whatever the cursor, and no rule reads per-process utilization (only the process table, the
+process detail and the exporter show it): so it is read every :data:`cadence.PROCESS_UTIL_PERIOD_S`
+per GPU (spread over the GPUs), and at once on a tick whose list holds a process that no
+reading has covered yet, so a new process shows its value on the tick it appears rather than
+up to a period later. Between readings each process keeps the value of the last one. A listed
+process with no sample at a reading keeps its last sample's value if that came less than a
+period ago (a reading made early for a new process asks about a second or two, which a busy
+process may pass without a new sample); otherwise it was idle over the period (what the
+driver's silence means) and reads 0.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, KeysView
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuProcess
-from gputop_doctor.sources.nvml.cadence import Every
+from gputop_doctor.sources.nvml.cadence import PROCESS_UTIL_PERIOD_S, Cadence, Every, spread
 from gputop_doctor.sources.nvml.call import Ask, NvmlCaller, Preferred
 from gputop_doctor.sources.nvml.kept_buffers import (
     ListedProcess,
@@ -36,7 +46,6 @@ from gputop_doctor.sources.nvml.kept_buffers import (
     ProcessUtilizationCall,
 )
 
-PROC_UTIL_STALE_S = 5.0
 # One listed process as the tick sees it: PID, kind, used MiB, SM %, memory %.
 _Row = tuple[int, str, float | None, float | None, float | None]
 GRAPHICS_PERIOD_S = 5.0
@@ -47,7 +56,10 @@ _SAMPLE_TIME = attrgetter("timestamp")  # the sort key in C
 class _ProcUtil:
     sm_pct: float
     mem_pct: float
-    seen_at: float  # our monotonic clock, not the driver's timestamp
+    seen_at: float = 0.0  # our monotonic clock at the reading, not the driver's timestamp
+
+
+_IDLE = _ProcUtil(0.0, 0.0)
 
 
 class GpuProcessReader:
@@ -60,15 +72,16 @@ class GpuProcessReader:
         index: int,
         handle: Any,
         clock: Callable[[], float],
-        stale_s: float = PROC_UTIL_STALE_S,
     ) -> None:
         self._caller = caller
         self._index = index
         self._handle = handle
         self._clock = clock
-        self._stale_s = stale_s
         self._cursor = 0
-        self._util: dict[int, _ProcUtil] = {}
+        # Each process's utilization at the last reading; None: the last reading failed.
+        self._util: dict[int, _ProcUtil] | None = {}
+        self._covered: frozenset[int] = frozenset()  # the PIDs listed at the last reading
+        self._util_cadence = Cadence(clock, PROCESS_UTIL_PERIOD_S, spread(index))
         # The last tick's (pid, kind, used MiB, SM %, memory %) rows and their processes.
         self._last: tuple[list[_Row], tuple[GpuProcess, ...]] = ([], ())
         self._util_samples = Ask(
@@ -101,13 +114,12 @@ class GpuProcessReader:
                 used = entry.used_bytes
                 listed.setdefault(entry.pid, (kind, None if used is None else used / MIB))
         if not listed:
-            self._util.clear()
+            self._util = {}
+            self._covered = frozenset()
             return ()
-        util_known = self._update_util()
-        now = self._clock()
-        self._util = {pid: u for pid, u in self._util.items() if pid in listed}
+        util = self._utilization(listed.keys())
         rows = [
-            (pid, kind, used_mib, *self._utilization(pid, util_known, now))
+            (pid, kind, used_mib, *_percents(util, pid))
             for pid, (kind, used_mib) in sorted(listed.items())
         ]
         # A job's processes keep their memory and utilization for many ticks: then the
@@ -128,26 +140,46 @@ class GpuProcessReader:
         self._last = (rows, processes)
         return processes
 
-    def _utilization(
-        self, pid: int, util_known: bool, now: float
-    ) -> tuple[float | None, float | None]:
-        """(SM %, memory %) of ``pid``: its last sample while fresh, else 0 (idle); None
-        when utilization cannot be read."""
-        if not util_known:
-            return None, None
-        last = self._util.get(pid)
-        if last is not None and now - last.seen_at <= self._stale_s:
-            return last.sm_pct, last.mem_pct
-        return 0.0, 0.0
+    def _utilization(self, listed: KeysView[int]) -> dict[int, _ProcUtil] | None:
+        """Each listed process's utilization as of the last reading, read again when due or
+        when a listed process is new to the readings; None when it cannot be read."""
+        if not self._covered.issuperset(listed):
+            self._util_cadence.hurry()
+        if self._util_cadence.due():
+            self._util = self._read_util(listed)
+            self._covered = frozenset(listed)
+            if self._util is None:
+                self._util_cadence.hurry()
+        return self._util
 
-    def _update_util(self) -> bool:
-        """Fold new samples into the per-PID state; False when utilization can't be read."""
+    def _read_util(self, listed: KeysView[int]) -> dict[int, _ProcUtil] | None:
+        """The driver's samples since the last reading, newest per PID; a listed process
+        without one keeps a sample seen less than a period ago, else it was idle since. None
+        when utilization can't be read."""
         none_new: list[ProcessUtilization] = []  # NOT_FOUND: no process had a sample since
         samples = self._util_samples(self._handle, self._cursor, not_found=none_new)
         if samples is None:
-            return False
-        now = self._clock()
+            return None
+        now, last = self._clock(), self._util or {}
+        util = {pid: _recent(last.get(pid), now) for pid in listed}
         for sample in sorted(samples, key=_SAMPLE_TIME):
-            self._util[sample.pid] = _ProcUtil(sample.sm_pct, sample.mem_pct, now)
+            # Kept for a process not listed yet too (the graphics list is read every few
+            # seconds): listed within the period, it shows this sample, not 0.
+            util[sample.pid] = _ProcUtil(sample.sm_pct, sample.mem_pct, now)
             self._cursor = max(self._cursor, sample.timestamp)
-        return True
+        return util
+
+
+def _recent(known: _ProcUtil | None, now: float) -> _ProcUtil:
+    """A process's last sample while less than a period old, else idle."""
+    if known is None or now - known.seen_at >= PROCESS_UTIL_PERIOD_S:
+        return _IDLE
+    return known
+
+
+def _percents(util: dict[int, _ProcUtil] | None, pid: int) -> tuple[float | None, float | None]:
+    """(SM %, memory %) of ``pid``; None when utilization cannot be read."""
+    if util is None:
+        return None, None
+    known = util.get(pid, _IDLE)
+    return known.sm_pct, known.mem_pct
