@@ -20,6 +20,7 @@ from gputop_doctor.core.measures import tree_totals
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.core.pressure import Pressure
+from gputop_doctor.sources.host import source as host_source
 from gputop_doctor.sources.host.cgroup import (
     CpuStat,
     cgroup_cpu,
@@ -889,8 +890,30 @@ def test_real_effective_cpus_follow_affinity(spawn: Spawn) -> None:
             'import os; os.sched_setaffinity(0, {0})\nprint("ready", flush=True)\n'
             "import time; time.sleep(60)"
         )
-    host = ProcfsHostSource().read_host(pinned.pid)
+    source = ProcfsHostSource()
+    first = source.read_host(pinned.pid)
+    if len(os.sched_getaffinity(0)) > 1:  # narrower than the monitor's own: told from read two
+        assert first.effective_cpus is None
+    host = source.read_host(pinned.pid)
     assert host.effective_cpus is not None and host.effective_cpus <= 1.0
+
+
+def test_a_first_affinity_narrower_than_the_monitors_waits_for_the_second_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job that binds itself to one CPU for a moment while it starts (runtimes probing the CPU
+    topology) is not reported as a 1-CPU job on the first tick of a recording."""
+    target = 4242
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))  # the monitor's
+    for reads, told in (
+        ([1, 16, 16], [None, 16, 16]),  # bound for a moment, then its 16 CPUs
+        ([4, 4], [None, 4]),  # pinned with taskset: told from the second read on
+        ([16, 16], [16, 16]),  # as wide as the monitor: told at once
+    ):
+        script = iter(reads)
+        monkeypatch.setattr(host_source, "affinity_count", lambda pid, s=script: next(s))
+        source = ProcfsHostSource()
+        assert [source._affinity(target) for _ in reads] == told
 
 
 CUDA_THREAD = """

@@ -146,6 +146,7 @@ class ProcfsHostSource:
         self._system: SystemInfo | None = None
         self._limit: _Limit | None = None
         self._last_affinity: tuple[int, int | None] | None = None  # (pid, CPUs) of the last read
+        self._own_affinity = len(os.sched_getaffinity(0))  # what a first read is held against
         self._cpu_stat: tuple[str, CpuStat | None] | None = None
         self._target: tuple[int, int] | None = None  # (pid, start) of the attached process
         self._last_target: int | None = None
@@ -470,11 +471,20 @@ class ProcfsHostSource:
         return effective, throttled_fraction(before, stat)
 
     def _affinity(self, pid: int) -> int | None:
-        """``pid``'s affinity now, or the last read when it narrowed on this read only."""
+        """``pid``'s affinity now, or the last read when it narrowed on this read only.
+
+        A first read has no last one to be checked against: one narrower than this monitor's
+        own affinity is not told yet (None) and counts from the next read if it holds. On an
+        H200 a recording attached to a job at its start read "1 effective CPU" on its first
+        tick while the job, bound to one CPU for a moment, imported torch on a 16-CPU machine.
+        """
         count = affinity_count(pid)
         last = self._last_affinity
         self._last_affinity = (pid, count)
-        if last is not None and last[0] == pid and last[1] and count and count < last[1]:
+        if last is None or last[0] != pid:
+            own = self._own_affinity
+            return None if count and own and count < own and pid != os.getpid() else count
+        if last[1] and count and count < last[1]:
             return last[1]
         return count
 
