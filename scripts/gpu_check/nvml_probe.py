@@ -87,9 +87,6 @@ def cost(ticks: int, gap: float) -> dict:
     init_ms = (time.perf_counter() - t0) * 1000
     try:
         out = {"init_ms": round(init_ms, 2), **timed_ticks(source, ledger, ticks, gap)}
-        ledger.watch_fields = True
-        source.read_gpus()  # one more tick, to learn the fields it asks (not timed)
-        ledger.watch_fields = False
         out.update(field_costs(pynvml, library, ledger.field_requests))
     finally:
         source.close()
@@ -98,9 +95,12 @@ def cost(ticks: int, gap: float) -> dict:
 
 def timed_ticks(source: Any, ledger: Any, ticks: int, gap: float) -> dict:
     """Each tick's wall and CPU time and C calls; per C function over the steady ticks (the
-    first two read the static facts as well)."""
+    first two read the static facts as well). The fields asked are learnt on those first two:
+    the first tick asks every field, those read on a cadence of their own too (the energy
+    counter every 10 s, the hardware throttle counters while quiet every 5 s)."""
     walls, cpus, calls, gpus = [], [], [], 0
     for tick in range(ticks):
+        ledger.watch_fields = tick < STEADY_FROM
         if tick == STEADY_FROM:
             ledger.clear()
         before = ledger.calls()
