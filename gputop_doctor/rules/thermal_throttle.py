@@ -34,6 +34,11 @@ RULE_ID = "thermal-throttle"
 THERMAL_BITS = int(ClockEvent.SW_THERMAL | ClockEvent.HW_THERMAL)
 HARD_BITS = int(ClockEvent.HW_THERMAL | ClockEvent.HW_SLOWDOWN)
 HW_SLOWDOWN = int(ClockEvent.HW_SLOWDOWN)
+# How far from a window's edge a counter's reading is looked for. A live source reads the
+# hardware counters at least every 5 s; a counter with no reading this close to the edge is
+# one this GPU does not have (an older driver), and looking further would walk the whole
+# window for it on every tick.
+READING_REACH_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,10 +175,14 @@ def _share(win: Window, index: int, start: int, end: int) -> float | None:
 
 def _reading(win: Window, index: int, counter: int, positions: range) -> tuple[float, int] | None:
     """The time and value of the first reading of ``counter`` (0 software, 1 hardware) on GPU
-    ``index`` among the window's snapshots at ``positions``, in their order."""
+    ``index`` among the window's snapshots at ``positions``, in their order, no further than
+    :data:`READING_REACH_S` from the first of them."""
     snaps = win.snapshots
+    edge = snaps[positions[0]].time if positions else 0.0
     for at in positions:
         snap = snaps[at]
+        if abs(snap.time - edge) > READING_REACH_S:
+            return None
         counters = _counters(win, snap, index)
         value = None if counters is None else counters[counter]
         if value is not None:
