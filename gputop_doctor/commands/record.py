@@ -23,7 +23,7 @@ from gputop_doctor.commands.common import (
 )
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
-from gputop_doctor.core.own_cost import OwnCost, peak_resident_mib, span_text
+from gputop_doctor.core.own_cost import OwnCost, peak_resident_mib, share_text, span_text
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -105,7 +105,7 @@ def _report_own_cost(watching: OwnCost) -> None:
     if since is not None:
         spent, share = since
         say(
-            f"recording used {share:.2f} % of one core over {span_text(spent)} "
+            f"recording used {share_text(share)} of one core over {span_text(spent)} "
             f"(all threads), {peak_resident_mib():.0f} MiB resident at most"
         )
 

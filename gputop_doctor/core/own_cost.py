@@ -35,6 +35,11 @@ class OwnCost:
         return spent, 100.0 * (later.cpu_s - self.cpu_s) / spent
 
 
+def share_text(share_pct: float) -> str:
+    """A share of one core as the monitor states it about itself: ``0.63 %``."""
+    return f"{share_pct:.2f} %"
+
+
 def peak_resident_mib() -> float:
     """The process's largest resident set so far (Linux reports ``ru_maxrss`` in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -382,7 +382,8 @@ class FrameCollector(Collector):
     """Holds the latest frame and renders it at each scrape. Thread-safe.
 
     :meth:`exposition` is what ``serve`` answers; :meth:`collect` makes it a
-    ``prometheus_client`` collector too, for a registry that wants it (same families, same text).
+    ``prometheus_client`` collector too, for a registry that wants it (same families, same text,
+    but for the exporter's own process families, which such a registry has of its own).
     """
 
     def __init__(self, labels: LabelStyle = LabelStyle.PROMETHEUS) -> None:
@@ -423,9 +424,10 @@ class FrameCollector(Collector):
         return head + health + after + itself
 
     def collect(self) -> Iterator[Metric]:
+        """The frame's families; not the process ones, which a registry that takes this
+        collector has of its own (prometheus_client's default one does)."""
         for family in self.families():
             yield family.as_client_metric(self._labels)
-        yield from self._itself.collect()
 
     def families(self) -> Iterator[Family]:
         latest = self._latest()

@@ -152,8 +152,10 @@ def _share(win: Window, index: int, start: int, end: int) -> float | None:
     """The share of wall time in thermal slowdown between the window's snapshots ``start``
     and ``end``, 0 to 1.
 
-    Each counter is differenced between its first reading at or after ``start`` and its last
-    at or before ``end``, over the time between those two READINGS: a counter the source
+    Each counter is differenced between its last reading at or before ``start`` (else its
+    first after it) and its last at or before ``end``, over the time between those two
+    READINGS, so that a rise read just after ``start`` is measured from the reading before
+    it rather than lost: a counter the source
     reads only every few seconds while nothing happens is never taken as standing still
     between its readings (a false 0, then the whole rise in one tick). The software and
     hardware thermal reasons run at the same time (a card at its hardware limit has long been
@@ -163,7 +165,9 @@ def _share(win: Window, index: int, start: int, end: int) -> float | None:
     be, and never more than the time that passed."""
     shares = []
     for counter in (0, 1):
-        first = _reading(win, index, counter, range(start, end + 1))
+        first = _reading(win, index, counter, range(start, -1, -1)) or _reading(
+            win, index, counter, range(start, end + 1)
+        )
         last = _reading(win, index, counter, range(end, start - 1, -1))
         if first is None or last is None or last[0] <= first[0]:
             continue

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from gputop_doctor.sources.nvml.cadence import ENERGY_PERIOD_S, FAN_PERIOD_S, SLOW_PERIOD_S
+from gputop_doctor.sources.nvml.cadence import (
+    ENERGY_PERIOD_S,
+    FAN_PERIOD_S,
+    SLOW_PERIOD_S,
+    Cadence,
+)
 from gputop_doctor.sources.nvml.processes import GRAPHICS_PERIOD_S
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
@@ -211,3 +216,17 @@ def test_energy_is_read_once_a_period_spread_over_gpus_and_held_between(
     assert last[0] == 100.0 * 2 * period  # J: the last reading's (100 W for 2 periods)
     assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", gpu=1) == 3
     assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", gpu=0) == 0
+
+
+def test_a_tick_that_wakes_a_little_early_still_takes_its_due_reading() -> None:
+    """Ticks sit on a 1 s grid and each wakes a few milliseconds late, by more or less than the
+    one before: a 5 s cadence reads on every fifth tick, not on the sixth half of the time."""
+    wakes = iter([0.004, 1.001, 2.003, 3.002, 4.001, 5.001, 6.002, 7.004, 8.001, 9.003, 10.002])
+    now = [0.0]
+    cadence = Cadence(lambda: now[0], 5.0)
+    read_at = []
+    for wake in wakes:
+        now[0] = wake
+        if cadence.due():
+            read_at.append(round(wake))
+    assert read_at == [0, 5, 10]

@@ -100,7 +100,9 @@ async def test_help_screen_opens_and_closes() -> None:
         guide = " ".join(" ".join(str(t) for t in texts).split())  # the box wraps and scrolls
         assert "GPU-h lost counts that past too" in guide
         # 6 CPU-s in 10 min, and what the test itself has spent since: a share of 1 % or more.
-        cost = re.search(r"This monitor: ([0-9.]+) % of one core over the last 10 min", guide)
+        cost = re.search(
+            r"This monitor: ([0-9.]+) % of one core since its first screen 10 min ago", guide
+        )
         assert cost and float(cost.group(1)) >= 1.0, guide[:200]
         assert "S reverses it; / narrows the table" in guide and "g groups the processes" in guide
         await pilot.press("escape")
@@ -577,4 +579,6 @@ def test_the_own_cost_line_counts_from_the_first_screen() -> None:
     assert own_cost_line(OwnCost.now()) == ""
     line = own_cost_line(OwnCost(time.monotonic() - 7200, time.process_time() - 36.0))
     share = float(line.split("This monitor: ")[1].split(" %")[0])
-    assert 0.5 <= share < 1.0 and "over the last 2.0 h" in line and "MiB resident at most" in line
+    assert (
+        0.5 <= share < 1.0 and "first screen 2.0 h ago" in line and "MiB resident at most" in line
+    )

@@ -146,7 +146,7 @@ class ProcfsHostSource:
         self._system: SystemInfo | None = None
         self._limit: _Limit | None = None
         self._last_affinity: tuple[int, int | None] | None = None  # (pid, CPUs) of the last read
-        self._own_affinity = len(os.sched_getaffinity(0))  # what a first read is held against
+        self._own_affinity = _own_affinity()  # what a first read is held against
         self._cpu_stat: tuple[str, CpuStat | None] | None = None
         self._target: tuple[int, int] | None = None  # (pid, start) of the attached process
         self._last_target: int | None = None
@@ -502,3 +502,11 @@ def _unseen(extra_pids: list[int], samples: list[ProcSample]) -> list[ProcSample
         for pid in extra_pids
         if pid not in seen
     ]
+
+
+def _own_affinity() -> int | None:
+    """This monitor's CPUs (read directly: tests script :func:`affinity_count`)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        return None

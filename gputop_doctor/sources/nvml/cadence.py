@@ -37,6 +37,10 @@ ENERGY_PERIOD_S = 10.0
 THROTTLE_PERIOD_S = 5.0
 PROCESS_UTIL_PERIOD_S = 5.0
 STAGGER_SLOTS = 5  # GPU i's later reads are offset by (i % slots) / slots of a period
+# Ticks come on a fixed grid but each wakes a few milliseconds late, by more or less than the
+# one before: without slack a reading due at 5 s met a tick at 4.998 s and waited a whole
+# tick more, half the time (a 5 s cadence read every 6 s; at --interval 5, every other tick).
+CADENCE_SLACK_S = 0.05
 
 
 def spread(index: int) -> float:
@@ -66,7 +70,7 @@ class Cadence:
 
     def due(self) -> bool:
         now = self._clock()
-        if self._due is None or now >= self._due:
+        if self._due is None or now >= self._due - CADENCE_SLACK_S:
             first = self._due is None
             self._due = now + self._period_s * (1 + self._offset if first else 1)
             self._extra = False

@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gputop_doctor.core.own_cost import OwnCost, peak_resident_mib, span_text
+from gputop_doctor.core.own_cost import OwnCost, peak_resident_mib, share_text, span_text
 from gputop_doctor.ui.widgets.gpu_lines import EVENT_CODE_LEGEND
 
 # One paragraph per blank-line-separated block; its line breaks are only for this source file,
@@ -74,13 +74,15 @@ def _key_label(binding: Binding) -> str:
 
 
 def own_cost_line(cost: OwnCost) -> str:
-    """E.g. "This monitor: 0.9 % of one core over the last 12 min, ..."; "" in its first second."""
+    """E.g. "This monitor: 0.90 % of one core since its first screen 12 min ago, ..."; "" in
+    its first second."""
     since = cost.since()
     if since is None:
         return ""
     spent, share = since
     return (
-        f"This monitor: {share:.1f} % of one core over the last {span_text(spent)} (all its "
+        f"This monitor: {share_text(share)} of one core since its first screen "
+        f"{span_text(spent)} ago (all its "
         f"threads: sampling, diagnosis, drawing), {peak_resident_mib():.0f} MiB resident at most."
     )
 

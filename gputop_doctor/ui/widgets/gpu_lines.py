@@ -5,7 +5,7 @@ and repaints only what changed, so they can be tested (and read) without Textual
 
 A card's lines are built from plain values (the texts, the series, the width) by functions
 that remember their last results (``functools.lru_cache``): a GpuSample changes every tick
-(its energy counter, its samples), but most of a card's lines do not, and a line whose inputs
+(its utilization samples, its power), but most of a card's lines do not, and a line whose inputs
 are those of the last frame costs one hash of its inputs instead of its sparklines. The
 clock-event reasons are decoded once per bitmask (``decode_clock_events`` remembers them).
 """
