@@ -23,11 +23,11 @@ process detail and the exporter show it): so it is read every :data:`cadence.PRO
 per GPU (spread over the GPUs), and at once on a tick whose list holds a process that no
 reading has covered yet, so a new process shows its value on the tick it appears when the
 driver has sampled it by then (one that has only just made its context usually has no sample
-yet and reads 0 until the next reading). Between readings each process keeps the value of the last one. A listed
-process with no sample at a reading keeps its last sample's value if that came less than a
-period ago (a reading made early for a new process asks about a second or two, which a busy
-process may pass without a new sample); otherwise it was idle over the period (what the
-driver's silence means) and reads 0.
+yet and reads 0 until the next reading). Between readings each process keeps the value of
+the last one. A listed process with no sample at a reading keeps its last sample's value if
+that came less than a period ago (a reading made early for a new process asks about a second
+or two, which a busy process may pass without a new sample); otherwise it was idle over the
+period (what the driver's silence means) and reads 0.
 """
 
 from __future__ import annotations
