@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gputop_doctor.sources.nvml.cadence import HEALTH_PERIOD_S
+from gputop_doctor.sources.nvml.cadence import PCIE_PERIOD_S
 from gputop_doctor.sources.nvml.pcie import FALLBACK_PERIOD_S
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
@@ -54,7 +54,7 @@ def test_rate_is_the_counter_difference_over_the_elapsed_time(
     assert rates(source) == [(None, None), (None, None)]  # one reading is no rate yet
     # Uneven intervals, each past both GPUs' next reading (GPU 1's second one comes a fifth
     # of a period later: the GPUs' readings are spread): the reader's clock, not a tick count.
-    for step in (1.2 * HEALTH_PERIOD_S, HEALTH_PERIOD_S, 1.5 * HEALTH_PERIOD_S, HEALTH_PERIOD_S):
+    for step in (1.2 * PCIE_PERIOD_S, PCIE_PERIOD_S, 1.5 * PCIE_PERIOD_S, PCIE_PERIOD_S):
         clock.now += step
         scenario = scenario.advanced(step)
         fake_nvml.write(scenario)
@@ -73,7 +73,7 @@ def test_between_readings_the_last_rate_is_kept(
     scenario = Scenario(gpus=(FakeGpu(pcie_rx_kbs=1000, pcie_tx_kbs=10),))
     fake_nvml.write(scenario)
     source = open_source()
-    period = int(HEALTH_PERIOD_S)
+    period = int(PCIE_PERIOD_S)
     assert rates(source) == [(None, None)]  # the first reading
     seen = []
     for second in range(1, 2 * period + 1):
@@ -115,23 +115,23 @@ def test_counter_going_backwards_gives_no_value_that_tick(
 ) -> None:
     """A wrapped counter, or one restarted with the driver, is never a huge or negative rate."""
     # Near the largest counter the fake can hold, with room for one period's traffic.
-    near_top = 2**63 - 1 - 2 * 2048 * 1024 * int(HEALTH_PERIOD_S)
+    near_top = 2**63 - 1 - 2 * 2048 * 1024 * int(PCIE_PERIOD_S)
     scenario = Scenario(gpus=(FakeGpu(pcie_rx_kbs=2048, pcie_tx_kbs=1024, pcie_rx_bytes=near_top),))
     fake_nvml.write(scenario)
     source = open_source()
     rates(source)
-    clock.now += HEALTH_PERIOD_S
-    scenario = scenario.advanced(HEALTH_PERIOD_S)
+    clock.now += PCIE_PERIOD_S
+    scenario = scenario.advanced(PCIE_PERIOD_S)
     fake_nvml.write(scenario)
     assert rates(source) == [(2048.0, 1024.0)]
 
-    clock.now += HEALTH_PERIOD_S  # rx wraps to a small number; tx keeps counting
-    scenario = scenario.advanced(HEALTH_PERIOD_S).with_gpu(0, pcie_rx_bytes=4096)
+    clock.now += PCIE_PERIOD_S  # rx wraps to a small number; tx keeps counting
+    scenario = scenario.advanced(PCIE_PERIOD_S).with_gpu(0, pcie_rx_bytes=4096)
     fake_nvml.write(scenario)
     assert rates(source) == [(None, 1024.0)]
 
-    clock.now += HEALTH_PERIOD_S  # and counts on from there
-    fake_nvml.write(scenario.advanced(HEALTH_PERIOD_S))
+    clock.now += PCIE_PERIOD_S  # and counts on from there
+    fake_nvml.write(scenario.advanced(PCIE_PERIOD_S))
     assert rates(source) == [(2048.0, 1024.0)]
 
 
@@ -144,8 +144,8 @@ def test_a_missed_reading_is_bridged_by_the_next(
     fake_nvml.write(scenario)
     source = open_source()
     rates(source)
-    clock.now += HEALTH_PERIOD_S
-    scenario = scenario.advanced(HEALTH_PERIOD_S)
+    clock.now += PCIE_PERIOD_S
+    scenario = scenario.advanced(PCIE_PERIOD_S)
     flaky = scenario.with_gpu(0, errors=(("nvmlDeviceGetFieldValues", NVML_ERROR_UNKNOWN),))
     fake_nvml.write(flaky)
     assert rates(source) == [(None, None)]

@@ -15,8 +15,9 @@ more (docs/nvml-cadence.md lists every reading, its cadence and why that is enou
 * on a :class:`Cadence` of its own, kept in between: the energy counter
   (:data:`ENERGY_PERIOD_S`), the hardware throttle-time counters (:data:`THROTTLE_PERIOD_S`
   while the GPU is not throttling, every tick while it is), the per-process utilization
-  (:data:`PROCESS_UTIL_PERIOD_S`, at once for a new process), the PCIe counters and the health
-  part (:data:`HEALTH_PERIOD_S`), the fan speed (:data:`FAN_PERIOD_S`) and the enforced power
+  (:data:`PROCESS_UTIL_PERIOD_S`, at once for a new process), the PCIe byte counters
+  (:data:`PCIE_PERIOD_S`), the health part with the PCIe replays (:data:`HEALTH_PERIOD_S`),
+  the fan speed (:data:`FAN_PERIOD_S`) and the enforced power
   limit (:data:`SLOW_PERIOD_S`).
 
 One mechanism, :class:`Cadence`, decides when each of them is due; :class:`Every` is a value
@@ -33,6 +34,7 @@ T = TypeVar("T")
 SLOW_PERIOD_S = 30.0
 FAN_PERIOD_S = 5.0
 HEALTH_PERIOD_S = 5.0
+PCIE_PERIOD_S = 5.0  # the PCIe byte counters (their replays go with the health part)
 ENERGY_PERIOD_S = 10.0
 THROTTLE_PERIOD_S = 5.0
 PROCESS_UTIL_PERIOD_S = 5.0

@@ -33,7 +33,7 @@ from gputop_doctor.core.model import MIB, GpuSample
 from gputop_doctor.sources.nvml.cadence import (
     ENERGY_PERIOD_S,
     FAN_PERIOD_S,
-    HEALTH_PERIOD_S,
+    PCIE_PERIOD_S,
     SLOW_PERIOD_S,
     THROTTLE_PERIOD_S,
     Cadence,
@@ -206,7 +206,7 @@ class DeviceReader:
             lambda counter: caller.skipped(index, _throughput_what(counter)),
             clock,
             budget or SlowCallBudget(),
-            Cadence(clock, HEALTH_PERIOD_S, spread(index)),
+            Cadence(clock, PCIE_PERIOD_S, spread(index)),
         )
         self.identity = Identity()
         self._power_limit = Every(

@@ -11,7 +11,7 @@ differences them over the reader's clock: the mean rate over the whole interval 
 readings. Those two fields are not free either (0.16 ms of driver CPU each per reading on an
 H200, driver 580), and nothing needs them per tick: the views and the exporter show a rate, the
 recording keeps it, and the one rule that reads it (``comm-bound``) takes its mean over a
-30 s window. So they are read every :data:`cadence.HEALTH_PERIOD_S`, spread over the GPUs, and
+30 s window. So they are read every :data:`cadence.PCIE_PERIOD_S`, spread over the GPUs, and
 each rate is the mean over the interval between the last two readings, kept until the next.
 The counters "can be wrapped" (nvml.h) and restart with the driver, so a counter that went
 backwards gives no value until the next reading differences from the new one. The first
