@@ -356,7 +356,7 @@ class DeviceReader:
                 if limits is None
                 else limits.temp_max_operating_c
             ),
-            power_w=power if power is not None else self._watts_from(fields, FIELD_POWER),
+            power_w=power if power is not None else self._units_from(fields, FIELD_POWER),
             power_limit_w=self._power_limit.get(),
             energy_j=self._energy.get() if self._fields_answered(fields) else None,
             sm_clock_mhz=_float(self._clocks[CLOCK_SM](self._handle)),
@@ -466,7 +466,7 @@ class DeviceReader:
 
     def _power_from_batch(self, values: FieldValues | None) -> float | None:
         """W from this tick's batch in one step when it answered (the usual tick); None sends
-        it to :meth:`_watts_from`, in its place among the tick's calls."""
+        it to :meth:`_units_from`, in its place among the tick's calls."""
         if values is None:
             return None
         try:
@@ -485,12 +485,13 @@ class DeviceReader:
     def _energy_reading(self) -> float | None:
         """J from the energy counter's own batch, else its dedicated call; on the energy's
         cadence either way (both cost the driver the same)."""
-        return self._watts_from(self._energy_field.read(), FIELD_ENERGY, self._energy_field)
+        return self._units_from(self._energy_field.read(), FIELD_ENERGY, self._energy_field)
 
-    def _watts_from(
+    def _units_from(
         self, values: FieldValues | None, field_id: int, batch: FieldBatch | None = None
     ) -> float | None:
-        """Power (W) or energy (J), from the batch or its dedicated call (mW, mJ from NVML)."""
+        """Power (W) or energy (J), from the batch or its dedicated call: NVML gives both in
+        thousandths (mW, mJ)."""
         what = _DEDICATED_CALL[field_id]
         return _per_thousand(self._from_field(values, field_id, what, batch or self._fields))
 
