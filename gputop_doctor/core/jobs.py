@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from gputop_doctor.core.environ import environ_values
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.job_identity import PodRef
 from gputop_doctor.core.model import GpuSample, JobIdentity, ProcSample, Snapshot
@@ -112,12 +113,10 @@ def _merge(first: JobIdentity, more: JobIdentity) -> JobIdentity:
 
 def job_environ(data: bytes) -> dict[str, str]:
     """The job variables of a NUL-separated environ block (see ``JOB_ENV``)."""
-    values: dict[str, str] = {}
-    for entry in data.split(b"\0"):
-        name, sep, value = entry.partition(b"=")
-        if sep and name in JOB_ENV:
-            values[name.decode()] = value.decode("utf-8", "replace")
-    return values
+    return {
+        name.decode(): value.decode("utf-8", "replace")
+        for name, value in environ_values(data, JOB_ENV).items()
+    }
 
 
 def job_identity(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from gputop_doctor.config import environment
+from gputop_doctor.core.environ import environ_values
 from gputop_doctor.core.model import Runtime, ThreadEnv
 
 # Re-exported: the host sources and tests import these from procinfo.
@@ -226,12 +227,10 @@ def parse_environ(data: bytes) -> ThreadEnv:
 
     Environments hold secrets, so every other variable is dropped right here.
     """
-    values: dict[str, str] = {}
-    for entry in data.split(b"\0"):
-        name, sep, value = entry.partition(b"=")
-        if sep and name in _ENV_FIELDS:
-            values[_ENV_FIELDS[name]] = value.decode("utf-8", "replace")
-    return ThreadEnv(**values)
+    found = environ_values(data, _ENV_FIELDS)
+    return ThreadEnv(
+        **{_ENV_FIELDS[name]: value.decode("utf-8", "replace") for name, value in found.items()}
+    )
 
 
 def read_environ(pid: int, proc_root: str = "/proc") -> ThreadEnv | None:
