@@ -1,7 +1,7 @@
 """The per-tick shortcuts of the host source give what the full readings give.
 
-A steady process keeps its last sample without a parse or a lookup, but only until its maps,
-its allowed CPUs or its job identity are due a re-read; the host files are parsed in the
+A steady process keeps its last sample without a parse or a lookup, until a re-read of its
+maps, its allowed CPUs or its job identity finds something new; the host files are parsed in the
 kernel's layout first, with the general parse for anything else; the host-wide ranking parses
 only the fields it needs. Each is checked against the general path on the same input.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,11 @@ import pytest
 from gputop_doctor.core.jobs import job_identity
 from gputop_doctor.core.model import JobIdentity, ProcSample
 from gputop_doctor.sources.host import identity as identity_module
+from gputop_doctor.sources.host import procinfo as procinfo_module
 from gputop_doctor.sources.host import top as top_module
 from gputop_doctor.sources.host import tree as tree_module
 from gputop_doctor.sources.host.attribution import KTHREADD
-from gputop_doctor.sources.host.identity import JobIdentityCache
+from gputop_doctor.sources.host.identity import JobIdentityCache, read_identity
 from gputop_doctor.sources.host.kept_files import KeptFiles, PidStatFiles, read_small
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
@@ -29,9 +31,10 @@ from gputop_doctor.sources.host.pids import (
     RankingFields,
     parse_ranking_fields,
     parse_stat,
+    read_allowed_cpus,
     stat_comm,
 )
-from gputop_doctor.sources.host.procinfo import ProcInfoCache
+from gputop_doctor.sources.host.procinfo import ProcInfoCache, read_maps
 from gputop_doctor.sources.host.system import (
     _parse_cpu_block,
     _parse_cpu_lines,
@@ -138,24 +141,35 @@ def test_an_identity_is_worked_out_once_per_distinct_cgroup_and_environment(
     assert len(made) == 2
 
 
-def test_a_steady_sample_is_made_again_when_its_identity_is_read_again(
+def test_a_steady_sample_stands_when_its_readings_fall_due_and_find_the_same(
     fake: FakeProc, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An identity read again and found the same is the same object, yet the sample is
-    made anew at that tick, as it is when any reading of it is due."""
-    monkeypatch.setattr(tree_module, "ALLOWED_TTL_S", 10**6)  # only the identity falls due
+    """Maps and environ, allowed CPUs and job identity each fall due and are read again,
+    and find what they found: the same objects, so the sample made at the first rate is
+    the one of every later tick (made anew, it would hold the same values)."""
+    reads: list[str] = []
+
+    def counted(name: str, read: Callable[..., object]) -> Callable[..., object]:
+        def reading(*args: object) -> object:
+            reads.append(name)
+            return read(*args)
+
+        return reading
+
+    monkeypatch.setattr(tree_module, "read_allowed_cpus", counted("cpus", read_allowed_cpus))
+    monkeypatch.setattr(procinfo_module, "read_maps", counted("maps", read_maps))
+    monkeypatch.setattr(identity_module, "read_identity", counted("job", read_identity))
     clock = Clock()
     fake.process(100)
     write_extras(fake, 100, maps=LIBC, cpus="0-3", cgroup=JOB_1)
     reader = steady_reader(fake, clock)
-    reader.info.maps_ttl_s = 10**6
     samples = []
     for _ in range(int(1.25 * 60.0) + 2):
         clock.now += 1.0
         samples.append(reader.read(reader.tree(100), [], clock.now)[0])
     made = [i for i in range(1, len(samples)) if samples[i] is not samples[i - 1]]
-    assert len({id(s.job) for s in samples}) == 1
-    assert len(made) == 2 and made[0] == 1  # the first rate, then the identity's re-read
+    assert made == [1]  # the first rate, then the same sample
+    assert reads.count("cpus") >= 3 and reads.count("maps") >= 2 and reads.count("job") >= 2
 
 
 def stat_text(rng: random.Random, cpus: int, counters: int = 10) -> bytes:

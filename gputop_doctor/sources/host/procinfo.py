@@ -342,13 +342,15 @@ class ProcInfoCache:
         maps, env = read_maps(key[0], self.proc_root), read_environ(key[0], self.proc_root)
         same = entry.maps_due > 0 and (maps, env) == (entry.maps, entry.env)
         entry.backoff = min(entry.backoff * 2, MAX_BACKOFF) if same else 1
-        entry.maps, entry.env = maps, env
+        if not same:  # found the same: the same objects, so a steady sample stands
+            entry.maps, entry.env = maps, env
         entry.maps_due = now + self._ttl(key[0]) * entry.backoff
         return entry.maps, entry.env
 
     def due(self, key: ProcKey) -> float:
         """When a lookup of ``key`` reads its maps again (0.0 when they were never read: at
-        the next lookup). Until then a lookup returns the same objects and reads nothing."""
+        the next lookup). Until then a lookup returns the same objects and reads nothing;
+        a re-read that finds what it found returns them again too."""
         entry = self._entries.get(key)
         return 0.0 if entry is None else entry.maps_due
 

@@ -21,7 +21,10 @@ The per-process part is made cheap for the common case, a tree most of whose pro
 - a process whose stat text is byte for byte the one of the last tick (no CPU tick, same
   state, RSS, threads, faults) and whose sample then was *steady* (quiet: 0 % CPU and zero
   run-queue figures, not a deferred pass) gets that same :class:`ProcSample` object again,
-  unless its maps or environ were re-read: every field would come out the same. Whether it
+  unless a re-read of its maps, environ, allowed CPUs or job identity fell due and found
+  something new: every field would come out the same. (A re-read that finds what it found
+  gives the same objects: at 1 s ticks a 64-process tree reaches a TTL a few times a
+  second, and each made a new sample with a read of its io counters.) Whether it
   is steady is decided right after its stat read, from what its record holds (until when its
   maps, allowed CPUs and job identity stand without a re-read): no parse, no lookup, no
   per-process object; the rest of the tick (maps, threads, sample) is only for the others.
@@ -293,11 +296,12 @@ class ProcessTreeReader:
             and prior.maps is maps
             and prior.env is env
             and prior.sample.job is job
-            and self.jobs.due((s.pid, stat.start)) == prior.job_due  # not re-read since
-            and now - prior.allowed_at < ALLOWED_TTL_S
+            and self._allowed_stand(s.pid, prior, now)
         ):
-            # Steady and unchanged: this tick's sample is the last one (see the module doc).
-            # Only the time moves on, so that the next CPU % spans one tick.
+            # Steady and unchanged: this tick's sample is the last one (see the module doc),
+            # also where a re-read fell due and found what it found (maps, environ and job
+            # identity give the same objects then). Only the time moves on, so that the
+            # next CPU % spans one tick.
             prior.at = now
             self._hold(prior, (s.pid, stat.start))
             return prior.sample
@@ -371,6 +375,16 @@ class ProcessTreeReader:
         identity are due a re-read (each re-read makes new objects, hence a new sample)."""
         known.fresh_until = min(self.info.due(key), known.allowed_at + ALLOWED_TTL_S)
         known.job_due = self.jobs.due(key)
+
+    def _allowed_stand(self, pid: int, prior: _Known, now: float) -> bool:
+        """Whether ``prior``'s allowed CPUs stand: within their TTL, or read again now and
+        found the same. A change is kept in ``prior``, for the sample made anew to carry."""
+        if now - prior.allowed_at < ALLOWED_TTL_S:
+            return True
+        allowed = read_allowed_cpus(pid, self.proc_root)
+        same = allowed == prior.allowed
+        prior.allowed, prior.allowed_at = allowed, now
+        return same
 
     def _allowed(self, s: _Seen, known: _Known, now: float) -> None:
         """Carry the allowed CPUs over from the last tick, or re-read them when stale."""
