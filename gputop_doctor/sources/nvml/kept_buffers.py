@@ -31,8 +31,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from gputop_doctor.sources.nvml.fields import UNION_CODES, Number
 
@@ -44,16 +43,16 @@ FIRST_SAMPLES = 128  # the buffer before the driver said how many samples its ri
 FIRST_PROCESSES = 16  # grown when a GPU lists more
 
 
-@dataclass(frozen=True, slots=True)
-class ListedProcess:
-    """One entry of a running-process list; ``used_bytes`` None where NVML cannot tell."""
+class ListedProcess(NamedTuple):
+    """One entry of a running-process list; ``used_bytes`` None where NVML cannot tell. A
+    named tuple: one is made per listed process per GPU per tick, and read once (a frozen
+    dataclass sets each field through ``object.__setattr__``, several times slower)."""
 
     pid: int
     used_bytes: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessUtilization:
+class ProcessUtilization(NamedTuple):
     """One process's SM and memory utilization sample (percent) at the driver's ``timestamp``."""
 
     pid: int
