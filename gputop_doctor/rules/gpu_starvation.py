@@ -376,7 +376,43 @@ def tick_utils(win: Window, t: StarvationThresholds) -> Mapping[int, tuple[TickU
 
 
 def _tick_utils(snap: Snapshot, t: StarvationThresholds) -> Iterator[tuple[int, TickUtil]]:
-    return ((g.index, TickUtil.of(g, t)) for g in snap.gpus if not g.lost)
+    return ((g.index, _interned(g.index, TickUtil.of(g, t))) for g in snap.gpus if not g.lost)
+
+
+# The last TickUtil handed out for each GPU index. A GPU pegged at 100 % (or idle) reads the
+# same samples tick after tick; handing on the same object while they are interchangeable
+# lets a reader of the window (the headline) tell an unchanged run of ticks by identity.
+_LAST_TICK_UTIL: dict[int, TickUtil] = {}
+_LAST_TICK_UTIL_MAX = 1024  # indices are a machine's GPUs; the bound is for tests' odd ones
+
+
+def _interned(index: int, tick: TickUtil) -> TickUtil:
+    """``tick``, or the last one handed out for GPU ``index`` where no pure function could
+    tell the two apart (the same judgement, and readings equal, of the same types, with the
+    same signs of zero)."""
+    last = _LAST_TICK_UTIL.get(index)
+    if (
+        last is not None
+        and last.busy is tick.busy
+        and _interchangeable(last.readings, tick.readings)
+    ):
+        return last
+    if len(_LAST_TICK_UTIL) >= _LAST_TICK_UTIL_MAX:
+        _LAST_TICK_UTIL.clear()
+    _LAST_TICK_UTIL[index] = tick
+    return tick
+
+
+def _interchangeable(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Equal readings that print and sum alike: 0.0 and -0.0 are equal but print apart, and
+    an int reading keeps a mean an int."""
+    if a != b or list(map(type, a)) != list(map(type, b)):
+        return False
+    return 0.0 not in a or list(map(_sign, a)) == list(map(_sign, b))
+
+
+def _sign(value: float) -> float:
+    return math.copysign(1.0, value)
 
 
 def fed_now(ticks: Sequence[TickUtil], interval_s: float, t: StarvationThresholds) -> bool:
