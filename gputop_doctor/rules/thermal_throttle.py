@@ -221,7 +221,7 @@ def _timed_counters(win: Window) -> tuple[_TimedCounters, ...]:
     window's snapshots: a view kept in step with the window (each tick's counters picked
     once), read by plain indexing."""
     view = running_groups(win, "thermal counters", _timed_counters_of)
-    return view.get(0, ())  # type: ignore[return-value]
+    return view.get(0, ())
 
 
 def _timed_counters_of(snap: Snapshot) -> tuple[tuple[int, _TimedCounters]]:
