@@ -92,14 +92,12 @@ class Window:
         first, last = self.snapshots[0], self.snapshots[-1]
         return last.time - first.time + last.interval_s
 
-    def every(self, stride: int, start: int) -> Window:
-        """Every ``stride``-th snapshot from position ``start`` to the end (which must be one of
-        them): a sampled view that still knows where it sits in its history."""
-        snapshots = self.snapshots[start::stride]
-        end = start + (len(snapshots) - 1) * stride
+    def every(self, stride: int, end: int) -> Window:
+        """Every ``stride``-th snapshot up to position ``end`` (one of them), from the first
+        of them: a sampled view that still knows where it sits in its history."""
         return replace(
             self,
-            snapshots=snapshots,
+            snapshots=self.snapshots[end % stride : end + 1 : stride],
             serial=self.serial - (len(self.snapshots) - 1 - end),
             stride=self.stride * stride,
         )
@@ -271,6 +269,9 @@ class History:
         # clock stepped back, an odd log): after the last snapshot older than its predecessor.
         self._unordered_serial = -1
         self._windows: dict[float, Window] = {}  # this tick's windows, by length
+        # Where this tick's windows start, by length: asked by every rule that may answer as
+        # last tick (``extent``) and by the headline (``first_within``), besides ``window``.
+        self._starts: dict[float, int] = {}
 
     @classmethod
     def for_span(cls, seconds: float, interval_s: float, detail_s: float | None = None) -> History:
@@ -285,6 +286,7 @@ class History:
         self._recent.append(snapshot)
         self._appended += 1
         self._windows.clear()
+        self._starts.clear()
         if len(self._recent) > self.retention.full:
             self._age(self._recent.popleft())
         self._leave_span()
@@ -439,7 +441,14 @@ class History:
         return self._old_serials[0] if self._old else self._appended - len(self._recent)
 
     def _first_within(self, seconds: float) -> int:
-        """Position (older part first, then the newest) of the window's first snapshot."""
+        """Position (older part first, then the newest) of the window's first snapshot,
+        searched once per tick for each length (positions hold until the next append)."""
+        start = self._starts.get(seconds)
+        if start is None:
+            start = self._starts[seconds] = self._search_start(seconds)
+        return start
+
+    def _search_start(self, seconds: float) -> int:
         latest = self.latest
         if latest is None:
             return 0
@@ -460,7 +469,7 @@ class History:
         in_old = len(self._old)
         older: tuple[int, ...] = ()
         if start >= in_old:
-            snapshots = tuple(islice(self._recent, start - in_old, None))
+            snapshots = _newest(self._recent, len(self._recent) - (start - in_old))
         else:
             snapshots = tuple(islice(self._old, start, None)) + tuple(self._recent)
             if self._appended - self._old_serials[start] != len(snapshots):
@@ -475,6 +484,17 @@ class History:
             running=self.running,
             older_serials=older,
         )
+
+
+def _newest(snaps: deque[Snapshot], count: int) -> tuple[Snapshot, ...]:
+    """The last ``count`` of ``snaps``, in order. Taken from the end when they are the lesser
+    part: ``islice`` from the start steps over every snapshot before them (a 60 s window of a
+    full history stepped over 840 snapshots, for each window length, every tick)."""
+    if 2 * count >= len(snaps):
+        return tuple(islice(snaps, len(snaps) - count, None))
+    newest = list(islice(reversed(snaps), count))
+    newest.reverse()
+    return tuple(newest)
 
 
 def carries_event(snap: Snapshot, before: Snapshot | None, after: Snapshot | None) -> bool:

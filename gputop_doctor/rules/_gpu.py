@@ -16,11 +16,16 @@ def util_values(samples: Iterable[GpuSample]) -> list[float]:
     """Utilization readings: the driver's buffered sub-second samples, else the point value."""
     out: list[float] = []
     for gpu in samples:
-        if gpu.util_samples:
-            out.extend(gpu.util_samples)
-        elif gpu.util_pct is not None:
-            out.append(gpu.util_pct)
+        out.extend(util_readings(gpu))
     return out
+
+
+def util_readings(gpu: GpuSample) -> tuple[float, ...]:
+    """One sample's utilization readings (see :func:`util_values`), as a tuple: the sample's
+    own buffered samples where it holds them as one."""
+    if gpu.util_samples:
+        return tuple(gpu.util_samples)
+    return () if gpu.util_pct is None else (gpu.util_pct,)
 
 
 def util_columns(win: Window) -> Mapping[int, tuple[float, ...]]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
@@ -39,6 +40,7 @@ _VIEWS_MAX = 128
 
 # What one snapshot adds to a view: (group, value) pairs in the order a rebuild would meet them.
 Derive = Callable[[Snapshot], Iterable[tuple[Hashable, T]]]
+_GROUP = itemgetter(0)
 
 
 @dataclass(slots=True)
@@ -68,6 +70,22 @@ class _Groups(Generic[T]):
         self.first += self.stride
 
     def add(self, snap: Snapshot, derive: Derive[T]) -> None:
+        if self.numbered or self.by_appearance:
+            self._add_marked(snap, derive)
+            return
+        self.last += self.stride
+        values = self.values
+        pairs = tuple(derive(snap))
+        for group, value in pairs:
+            column = values.get(group)
+            if column is None:
+                column = values[group] = deque()
+                self.order = None
+            column.append(value)
+        self.added.append(tuple(map(_GROUP, pairs)))
+
+    def _add_marked(self, snap: Snapshot, derive: Derive[T]) -> None:
+        """``add`` for a view that numbers its values or orders its groups by first sight."""
         self.last += self.stride
         serial, values, groups = self.last, self.values, []
         for position, (group, value) in enumerate(derive(snap)):

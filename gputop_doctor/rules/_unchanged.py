@@ -68,27 +68,24 @@ class Inputs:
     context: tuple[str, ...] = ("settings",)
     judged: Callable[[GpuSample, Settings], object] | None = None
 
-    def same(self, a: Snapshot, b: Snapshot, settings: Settings) -> bool:
+    def same(self, a: _Read, b: _Read, settings: Settings) -> bool:
         """Whether snapshots ``a`` and ``b`` give the rule the same inputs. Told first from
         each GPU's declared attributes and health record as objects (a record handed on whole
-        has the same fields), field by field only where a record is new; then the judgements."""
-        if len(a.gpus) != len(b.gpus):
+        has the same fields), field by field only where a record is new; then the judgements.
+        Each snapshot's are read once (``_Read``): the newest now is the one compared against
+        next tick."""
+        if len(a.snap.gpus) != len(b.snap.gpus):
             return False
-        if not same_inputs(self._as_objects(a), self._as_objects(b)) and not same_inputs(
-            self._fields(a), self._fields(b)
-        ):
+        if not same_inputs(a.objects(), b.objects()) and not same_inputs(a.fields(), b.fields()):
             return False
-        judged = self.judged
-        return judged is None or same_inputs(
-            [judged(gpu, settings) for gpu in a.gpus], [judged(gpu, settings) for gpu in b.gpus]
-        )
+        return self.judged is None or same_inputs(a.judgements(settings), b.judgements(settings))
 
-    def _as_objects(self, snap: Snapshot) -> tuple[object, ...]:
+    def as_objects(self, snap: Snapshot) -> tuple[object, ...]:
         """Each GPU's declared attributes and health record, in order, as one flat tuple."""
         read = _reader((*self.gpu, "health") if self.health else self.gpu)
         return tuple(chain.from_iterable(map(read, snap.gpus)))
 
-    def _fields(self, snap: Snapshot) -> tuple[object, ...]:
+    def fields(self, snap: Snapshot) -> tuple[object, ...]:
         """Each GPU's declared attributes, whether it has a health record and the record's
         declared fields, in order, as one flat tuple."""
         read_gpu, read_health = _reader(self.gpu), _reader(self.health)
@@ -126,14 +123,45 @@ def _same(a: object, b: object) -> bool:
     return a is b or (type(a) is type(b) and type(a) in _INTERCHANGEABLE_WHEN_EQUAL and a == b)
 
 
+class _Read:
+    """One snapshot's declared inputs, each read when first compared and kept: a snapshot is
+    compared as the newest, then again as the one before the next newest."""
+
+    __slots__ = ("_fields", "_judged", "_objects", "inputs", "snap")
+
+    def __init__(self, inputs: Inputs, snap: Snapshot) -> None:
+        self.inputs = inputs
+        self.snap = snap
+        self._objects: tuple[object, ...] | None = None
+        self._fields: tuple[object, ...] | None = None
+        self._judged: tuple[Settings, list[object]] | None = None
+
+    def objects(self) -> tuple[object, ...]:
+        if self._objects is None:
+            self._objects = self.inputs.as_objects(self.snap)
+        return self._objects
+
+    def fields(self) -> tuple[object, ...]:
+        if self._fields is None:
+            self._fields = self.inputs.fields(self.snap)
+        return self._fields
+
+    def judgements(self, settings: Settings) -> list[object]:
+        """The declared judgement of each GPU sample, made with ``settings``."""
+        judged = self.inputs.judged
+        assert judged is not None
+        if self._judged is None or self._judged[0] is not settings:
+            self._judged = (settings, [judged(gpu, settings) for gpu in self.snap.gpus])
+        return self._judged[1]
+
+
 @dataclass(slots=True)
 class _Reuse:
     """One history's record for one rule: the run of equal inputs that ends at the newest
     snapshot seen, and the last answer with the window and context it was judged on."""
 
     newest: int  # serial of the newest snapshot whose inputs were compared
-    snapshot: Snapshot  # that snapshot
-    inputs: Inputs  # what of it the rule reads
+    snapshot: _Read  # that snapshot, with what the rule reads of it
     context: tuple[object, ...]  # the context it was judged in (the judgements' settings)
     run_start: int  # serial of the first snapshot of the run of equal inputs ending there
     first: int = -1  # the window last judged: its first serial and length
@@ -148,13 +176,14 @@ class _Reuse:
         context: a new run.)"""
         if serial == self.newest and same_inputs(context, self.context):
             return
+        read = _Read(self.snapshot.inputs, snap)
         if (
             serial != self.newest + 1
             or not same_inputs(context, self.context)
-            or not self.inputs.same(self.snapshot, snap, ctx.settings)
+            or not read.inputs.same(self.snapshot, read, ctx.settings)
         ):
             self.run_start = serial
-        self.newest, self.snapshot, self.context = serial, snap, context
+        self.newest, self.snapshot, self.context = serial, read, context
 
     def holds_for(self, extent: Extent) -> bool:
         """Whether the last answer is this window's: both windows inside the run (so judged
@@ -184,7 +213,7 @@ class ReusedWhileUnchanged:
         context = self.inputs.of_context(ctx)
         record = history.running.get(self._key)
         if not isinstance(record, _Reuse):
-            record = _Reuse(extent.latest, newest, self.inputs, context, extent.latest)
+            record = _Reuse(extent.latest, _Read(self.inputs, newest), context, extent.latest)
             history.running[self._key] = record
         record.see(extent.latest, newest, context, ctx)
         if record.holds_for(extent):

@@ -89,9 +89,7 @@ def sampled_window(history: History, every_s: float) -> Window:
     if whole.thinned:  # positions are not ticks: pick by tick number, a view rebuilt each time
         picked = tuple(s for s in snaps[: end + 1] if s.tick % stride == 0)
         return replace(whole, snapshots=picked, running=None, older_serials=())
-    return replace(
-        whole, snapshots=snaps[: end + 1], serial=whole.serial - (len(snaps) - 1 - end)
-    ).every(stride, end % stride)
+    return whole.every(stride, end)
 
 
 def find_creeps(win: Window, t: MemoryCreepThresholds) -> tuple[Creep, ...]:

@@ -22,7 +22,7 @@ from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._gpu import gpu_pids, live, util_values
+from gputop_doctor.rules._gpu import gpu_pids, live, util_readings, util_values
 from gputop_doctor.rules._pid_stats import NO_STATS, PidStats, pid_stats
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import (
@@ -362,7 +362,7 @@ class TickUtil:
 
     @classmethod
     def of(cls, gpu: GpuSample, t: StarvationThresholds) -> TickUtil:
-        return cls(_busy_tick(gpu, t), tuple(util_values((gpu,))))
+        return cls(_busy_tick(gpu, t), util_readings(gpu))
 
 
 def tick_utils(win: Window, t: StarvationThresholds) -> Mapping[int, tuple[TickUtil, ...]]:
@@ -376,7 +376,43 @@ def tick_utils(win: Window, t: StarvationThresholds) -> Mapping[int, tuple[TickU
 
 
 def _tick_utils(snap: Snapshot, t: StarvationThresholds) -> Iterator[tuple[int, TickUtil]]:
-    return ((g.index, TickUtil.of(g, t)) for g in snap.gpus if not g.lost)
+    return (
+        (g.index, _interned(g.index, _busy_tick(g, t), util_readings(g)))
+        for g in snap.gpus
+        if not g.lost
+    )
+
+
+# The last TickUtil handed out for each GPU index. A GPU pegged at 100 % (or idle) reads the
+# same samples tick after tick; handing on the same object while they are interchangeable
+# lets a reader of the window (the headline) tell an unchanged run of ticks by identity.
+_LAST_TICK_UTIL: dict[int, TickUtil] = {}
+_LAST_TICK_UTIL_MAX = 1024  # indices are a machine's GPUs; the bound is for tests' odd ones
+
+
+def _interned(index: int, busy: bool, readings: tuple[float, ...]) -> TickUtil:
+    """The tick judged ``busy`` with ``readings``: the last one handed out for GPU ``index``
+    where no pure function could tell the two apart (the same judgement, and readings equal,
+    of the same types, with the same signs of zero), else a new one."""
+    last = _LAST_TICK_UTIL.get(index)
+    if last is not None and last.busy is busy and _interchangeable(last.readings, readings):
+        return last
+    if len(_LAST_TICK_UTIL) >= _LAST_TICK_UTIL_MAX:
+        _LAST_TICK_UTIL.clear()
+    tick = _LAST_TICK_UTIL[index] = TickUtil(busy, readings)
+    return tick
+
+
+def _interchangeable(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Equal readings that print and sum alike: 0.0 and -0.0 are equal but print apart, and
+    an int reading keeps a mean an int."""
+    if a != b or list(map(type, a)) != list(map(type, b)):
+        return False
+    return 0.0 not in a or list(map(_sign, a)) == list(map(_sign, b))
+
+
+def _sign(value: float) -> float:
+    return math.copysign(1.0, value)
 
 
 def fed_now(ticks: Sequence[TickUtil], interval_s: float, t: StarvationThresholds) -> bool:

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, is_
 
-from gputop_doctor.config.thresholds import HeadlineThresholds
+from gputop_doctor.config.thresholds import HeadlineThresholds, StarvationThresholds
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import RuleContext
@@ -56,15 +56,15 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
     gpus = job_gpus(latest)
     if not gpus:
         return _unknown("No training process holds a GPU")
-    samples = _job_samples(history, win, gpus, ctx)
-    if samples is None:
+    pieces = _job_samples(history, win, gpus, ctx)
+    if pieces is None:
         return _unknown("Starting: the job is on the GPU but has run no work there yet")
-    if not samples:
+    if not any(pieces):
         return _unknown("No GPU utilization readings")
     cpus = cpu_budget(ctx, latest)
     job = latest.target_pid is not None and latest.tree is not None
     cpu = _stats.mean(busy_fractions(win, cpus, job))
-    figures = util_figures(win, "job", samples, t.idle_util_pct)
+    figures = _job_figures(win, pieces, t.idle_util_pct)
     return decide(
         util=figures.mean,
         idle=figures.idle,
@@ -78,15 +78,16 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
 
 def _job_samples(
     history: History, win: Window, gpus: Sequence[GpuSample], ctx: RuleContext
-) -> list[float] | None:
-    """The job GPUs' utilization samples that describe the job now: from the end of its
-    start-up on each GPU, and only the last busy run where the GPU is fed now (the same
-    reading ``gpu-starvation`` clears on). None while every GPU is still in start-up."""
+) -> list[tuple[float, ...]] | None:
+    """The job GPUs' utilization samples that describe the job now, GPU by GPU: from the end
+    of its start-up on each GPU, and only the last busy run where the GPU is fed now (the
+    same reading ``gpu-starvation`` clears on). None while every GPU is still in start-up."""
     st = ctx.settings.rules.gpu_starvation
     t = ctx.settings.rules.headline
     utils = tick_utils(win, st)
     arrived = _owners_at_start(history.first_within(t.window_s + st.startup_grace_s))
-    out: list[float] = []
+    interval_s = win.snapshots[-1].interval_s
+    out: list[tuple[float, ...]] = []
     starting = 0
     for g in gpus:
         ticks: Sequence[TickUtil] = utils.get(g.index, ())
@@ -100,10 +101,48 @@ def _job_samples(
                 starting += 1
                 continue
             ticks = [TickUtil.of(gpu, st) for gpu in judged]
-        if fed_now(ticks, win.snapshots[-1].interval_s, st):
-            ticks = fed_run(ticks)
-        out.extend(chain.from_iterable(map(_READINGS, ticks)))
+        out.append(_fed_readings(win, g.index, ticks, interval_s, st))
     return None if starting and starting == len(gpus) else out
+
+
+@dataclass(frozen=True, slots=True)
+class _FedReadings:
+    """What a GPU's ticks gave last time: the readings that describe it now."""
+
+    ticks: Sequence[TickUtil]
+    interval_s: float
+    thresholds: StarvationThresholds
+    readings: tuple[float, ...]
+
+
+def _fed_readings(
+    win: Window,
+    index: int,
+    ticks: Sequence[TickUtil],
+    interval_s: float,
+    st: StarvationThresholds,
+) -> tuple[float, ...]:
+    """The readings of ``ticks``, or of their last busy run where the GPU is fed now; last
+    tick's again (the same object) when ``ticks`` are the very same objects as then: a GPU
+    pegged at 100 % hands on the same ticks (see ``gpu_starvation._interned``), and telling
+    so costs a comparison per tick instead of thousands of readings gathered and compared.
+    Kept in the history's scratch space; a window outside a history gathers every time."""
+    memo = win.memo
+    key = ("headline fed readings", index)
+    last = memo.get(key) if memo is not None else None
+    if (
+        isinstance(last, _FedReadings)
+        and last.thresholds is st
+        and last.interval_s == interval_s
+        and len(last.ticks) == len(ticks)
+        and all(map(is_, last.ticks, ticks))
+    ):
+        return last.readings
+    run = fed_run(ticks) if fed_now(ticks, interval_s, st) else ticks
+    readings = tuple(chain.from_iterable(map(_READINGS, run)))
+    if memo is not None:
+        memo[key] = _FedReadings(ticks, interval_s, st, readings)
+    return readings
 
 
 def _owners_at_start(first: Snapshot | None) -> dict[int, frozenset[int]]:
@@ -149,6 +188,30 @@ def util_figures(win: Window, name: str, samples: list[float], idle_pct: float) 
 
 
 _READINGS = attrgetter("readings")
+
+
+@dataclass(frozen=True, slots=True)
+class _JobFigures:
+    pieces: tuple[tuple[float, ...], ...]
+    figures: UtilFigures
+
+
+def _job_figures(win: Window, pieces: list[tuple[float, ...]], idle_pct: float) -> UtilFigures:
+    """The figures of the job's samples (``pieces``: each GPU's), last tick's again when the
+    pieces are the very same objects (see ``_fed_readings``), else ``util_figures`` of them."""
+    memo = win.memo
+    key = ("headline job figures", idle_pct)
+    last = memo.get(key) if memo is not None else None
+    if (
+        isinstance(last, _JobFigures)
+        and len(last.pieces) == len(pieces)
+        and all(map(is_, last.pieces, pieces))
+    ):
+        return last.figures
+    figures = util_figures(win, "job", list(chain.from_iterable(pieces)), idle_pct)
+    if memo is not None:
+        memo[key] = _JobFigures(tuple(pieces), figures)
+    return figures
 
 
 def _measured_fed(win: Window, ctx: RuleContext) -> bool:

@@ -15,7 +15,7 @@ cap (0x04) is never thermal; that is ``power-cap``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 
 from gputop_doctor.config.thresholds import ThermalThresholds
@@ -26,7 +26,7 @@ from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules._gpu import is_busy
 from gputop_doctor.rules._running import running_groups
-from gputop_doctor.rules._window import gpu_columns, per_snapshot, window
+from gputop_doctor.rules._window import gpu_columns, window
 
 RULE_ID = "thermal-throttle"
 
@@ -60,10 +60,11 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     recent_n = max(1, round(t.recent_s / interval))
     recent = _thermal_flags(window(history, recent_n * interval), t)
     out = []
+    fractions = _counter_fractions(win, {g.index for g in latest.gpus if not g.lost}, recent_n)
     for gpu in latest.gpus:
         if gpu.lost:
             continue
-        counters = _counter_fraction(win, gpu.index, recent_n)
+        counters = fractions[gpu.index]
         if not counters and not any(recent.get(gpu.index, ())):
             continue  # nothing recent: the common case costs a few samples per GPU
         samples = [g for g in gpu_columns(win).get(gpu.index, ()) if not g.lost]
@@ -126,31 +127,37 @@ def _tally(
     return _Tally(busy, flagged, recent, bits, counter_fraction)
 
 
-def _counter_fraction(win: Window, index: int, recent_n: int) -> float | None:
-    """Share of wall time in thermal slowdown, from the driver's cumulative nanosecond counters.
+def _counter_fractions(win: Window, indices: Set[int], recent_n: int) -> dict[int, float | None]:
+    """Each GPU's share of wall time in thermal slowdown, from the driver's cumulative
+    nanosecond counters (None where it has none to difference).
 
     Counts only if the counters also advanced recently, so a past episode clears.
     """
-    snaps = win.snapshots
-    if len(snaps) < 2:
-        return None
-    end = len(snaps) - 1
-    whole = _share(win, index, 0, end)
-    if not whole:
-        return whole  # None, or no time in slowdown over the window (so none recently)
-    recent = _share(win, index, max(0, end - recent_n), end)
-    return whole if recent else 0.0
+    if len(win.snapshots) < 2:
+        return dict.fromkeys(indices)
+    readings = _timed_counters(win)
+    end = len(readings) - 1
+    whole = _shares(readings, indices, 0, end)
+    moving = {index for index in indices if whole[index]}
+    if moving:  # else none, or no time in slowdown over the window (so none recently)
+        recent = _shares(readings, moving, max(0, end - recent_n), end)
+        whole.update((index, 0.0) for index in moving if not recent[index])
+    return whole
 
 
-# A GPU's software and hardware thermal counters (ns) as read at one snapshot; either None
-# where it was not read there (missing, or the hardware one held by the source between its
-# readings: see ThrottleCounters.hw_held).
-_Counters = tuple[int | None, int | None]
+# A snapshot's time and the thermal counters (ns) read there, software then hardware, each
+# by GPU index; a GPU is absent from a counter's where it was not read there (missing, or the
+# hardware one held by the source between its readings: see ThrottleCounters.hw_held).
+_TimedCounters = tuple[float, tuple[Mapping[int, int], Mapping[int, int]]]
+# A counter's reading: when, and its value.
+_Reading = tuple[float, int]
 
 
-def _share(win: Window, index: int, start: int, end: int) -> float | None:
-    """The share of wall time in thermal slowdown between the window's snapshots ``start``
-    and ``end``, 0 to 1.
+def _shares(
+    readings: Sequence[_TimedCounters], indices: Set[int], start: int, end: int
+) -> dict[int, float | None]:
+    """Each GPU's share of wall time in thermal slowdown between the window's snapshots
+    ``start`` and ``end``, 0 to 1.
 
     Each counter is differenced between its last reading at or before ``start`` (else its
     first after it) and its last at or before ``end``, over the time between those two
@@ -162,53 +169,81 @@ def _share(win: Window, index: int, start: int, end: int) -> float | None:
     past its software one), so their times overlap: the share is the union of the two, never
     their sum (which reads 150 % on a card throttled all along). The counters only say how
     long each ran, so the union is taken as the larger of the two shares, the least it can
-    be, and never more than the time that passed."""
-    shares = []
+    be, and never more than the time that passed. A counter that went back (the driver
+    reloaded) leaves no share at all."""
+    shares: dict[int, list[float]] = {index: [] for index in indices}
+    reloaded: set[int] = set()
     for counter in (0, 1):
-        first = _reading(win, index, counter, range(start, -1, -1)) or _reading(
-            win, index, counter, range(start, end + 1)
-        )
-        last = _reading(win, index, counter, range(end, start - 1, -1))
-        if first is None or last is None or last[0] <= first[0]:
-            continue
-        if last[1] < first[1]:
-            return None  # a counter went back: the driver reloaded
-        shares.append((last[1] - first[1]) / ((last[0] - first[0]) * 1e9))
-    return min(1.0, max(shares)) if shares else None
+        before = _readings(readings, indices, counter, range(start, -1, -1))
+        after = _readings(readings, indices - before.keys(), counter, range(start, end + 1))
+        lasts = _readings(readings, indices, counter, range(end, start - 1, -1))
+        for index, last in lasts.items():
+            first = before.get(index) or after.get(index)
+            if first is None or last[0] <= first[0]:
+                continue
+            if last[1] < first[1]:
+                reloaded.add(index)
+            shares[index].append((last[1] - first[1]) / ((last[0] - first[0]) * 1e9))
+    return {
+        index: None if index in reloaded or not got else min(1.0, max(got))
+        for index, got in shares.items()
+    }
 
 
-def _reading(win: Window, index: int, counter: int, positions: range) -> tuple[float, int] | None:
-    """The time and value of the first reading of ``counter`` (0 software, 1 hardware) on GPU
-    ``index`` among the window's snapshots at ``positions``, in their order, no further than
-    :data:`READING_REACH_S` from the first of them."""
-    snaps = win.snapshots
-    edge = snaps[positions[0]].time if positions else 0.0
+def _readings(
+    readings: Sequence[_TimedCounters], indices: Set[int], counter: int, positions: range
+) -> dict[int, _Reading]:
+    """For each of the GPUs ``indices``, the time and value of the first reading of
+    ``counter`` (0 software, 1 hardware) among the window's snapshots at ``positions``, in
+    their order, no further than :data:`READING_REACH_S` from the first of them; a GPU with
+    none is left out. The GPUs walk the positions together: each walks the same few ticks
+    from an edge, twice per counter, every tick."""
+    found: dict[int, _Reading] = {}
+    if not positions or not indices:
+        return found
+    wanted = set(indices)
+    edge = readings[positions[0]][0]
     for at in positions:
-        snap = snaps[at]
-        if abs(snap.time - edge) > READING_REACH_S:
-            return None
-        counters = _counters(win, snap, index)
-        value = None if counters is None else counters[counter]
-        if value is not None:
-            return snap.time, value
-    return None
+        time, by_counter = readings[at]
+        if abs(time - edge) > READING_REACH_S:
+            break
+        values = by_counter[counter]
+        for index in wanted.intersection(values):
+            found[index] = (time, values[index])
+        wanted.difference_update(values)
+        if not wanted:
+            break
+    return found
 
 
-def _counters(win: Window, snap: Snapshot, index: int) -> _Counters | None:
-    """GPU ``index``'s thermal counters at ``snap``, from a map of the tick's GPUs made once
-    while the tick is in the history (each GPU asks a few ticks every tick)."""
-    return per_snapshot(win, "thermal counters", snap, _counters_by_gpu).get(index)
+def _timed_counters(win: Window) -> tuple[_TimedCounters, ...]:
+    """Each snapshot's time and its GPUs' thermal counters, position for position with the
+    window's snapshots: a view kept in step with the window (each tick's counters picked
+    once), read by plain indexing."""
+    view = running_groups(win, "thermal counters", _timed_counters_of)
+    return view.get(0, ())
 
 
-def _counters_by_gpu(snap: Snapshot) -> dict[int, _Counters]:
-    """Each GPU's counters at ``snap``: the first sample of an index that has counters."""
-    out: dict[int, _Counters] = {}
+def _timed_counters_of(snap: Snapshot) -> tuple[tuple[int, _TimedCounters]]:
+    return ((0, (snap.time, _counters_by_gpu(snap))),)
+
+
+def _counters_by_gpu(snap: Snapshot) -> tuple[dict[int, int], dict[int, int]]:
+    """The software and hardware counters read at ``snap``, by GPU: of the first sample of an
+    index that has counters."""
+    seen: set[int] = set()
+    software: dict[int, int] = {}
+    hardware: dict[int, int] = {}
     for gpu in snap.gpus:
-        if gpu.throttle is None or gpu.index in out:
+        if gpu.throttle is None or gpu.index in seen:
             continue
+        seen.add(gpu.index)
         read = gpu.throttle.read_now()
-        out[gpu.index] = (read.sw_thermal_ns, read.hw_thermal_ns)
-    return out
+        if read.sw_thermal_ns is not None:
+            software[gpu.index] = read.sw_thermal_ns
+        if read.hw_thermal_ns is not None:
+            hardware[gpu.index] = read.hw_thermal_ns
+    return software, hardware
 
 
 def _fires(tally: _Tally, t: ThermalThresholds) -> bool:

@@ -23,6 +23,7 @@ from tests.builders import (
     host,
     proc,
     sawtooth,
+    snapshot,
     track,
     trainer,
 )
@@ -207,3 +208,42 @@ def test_headline_figures_are_reused_only_for_the_same_samples() -> None:
     assert again is not first and again.mean < first.mean
     assert again == util_figures(Window(win.snapshots), "job", moved, 10.0)
     assert util_figures(win, "job", moved, 0.0).idle == 0.25  # another idle line: computed
+
+
+def test_a_gpu_reading_the_same_samples_hands_on_the_same_tick() -> None:
+    """A pegged GPU's ticks are one object while its samples are interchangeable, so the
+    headline tells an unchanged window by identity; 0.0 and -0.0, or an int reading, are not
+    interchangeable with 0.0 and a float (they print and sum apart)."""
+    t = Settings().rules.gpu_starvation
+
+    def tick(samples: tuple[float, ...]) -> gpu_starvation.TickUtil:
+        made = gpu_starvation.TickUtil.of(gpu(901, util=samples), t)
+        return gpu_starvation._interned(901, made.busy, made.readings)
+
+    first = tick((97.0, 96.0, 0.0))
+    assert tick((97.0, 96.0, 0.0)) is first
+    assert tick((97.0, 96.0, -0.0)) is not first
+    assert tick((97, 96.0, 0.0)).readings[0].__class__ is int
+    assert tick((97.0, 95.0, 0.0)).readings == (97.0, 95.0, 0.0)
+
+
+def test_headline_over_unchanged_ticks_is_the_one_worked_out_afresh() -> None:
+    """Tick by tick, the headline that reuses a pegged GPU's readings says what a window
+    outside any history (computed from scratch) says, while the samples stand still and as
+    they start to move."""
+
+    def case(k: int) -> Tick:
+        util = (97.0,) * 6 if k < 40 else sawtooth(k)
+        return Tick(gpus=(gpu(0, util=util), gpu(1, util=util, pids=(101,))), procs=trainer())
+
+    hist, ctx = History(200), context()
+    seen = set()
+    for k in range(80):
+        hist.append(snapshot(case(k), k))
+        kept = classify(hist, ctx)
+        seen.add(kept.case)
+        fresh = History(200)
+        for snap in hist.window(1e9).snapshots:
+            fresh.append(snap)
+        assert kept == classify(fresh, ctx), k
+    assert {Case.LARGE_SIMPLE, Case.SMALL_COMPLEX} <= seen  # judged, not only watching
