@@ -11,6 +11,11 @@ of the four workers rewrote every test module again (about 11 CPU-seconds each, 
 of collection). The workers read the cached rewrite whatever that setting says. This goes
 through pytest's own rewrite functions, which are not a public API: if they move, the step is
 skipped and the workers rewrite for themselves, as before.
+
+The long tests (marked ``slow``, ``e2e`` or ``trainers``) are handed out first: xdist gives each
+worker the next test as it frees up, in collection order, so a long test collected late (the
+Textual pilot tests sit in tests/ui/, near the end) kept one worker busy while the others had
+finished. Started first, they overlap the rest and the many short tests fill the end.
 """
 
 from __future__ import annotations
@@ -39,6 +44,14 @@ def pytest_configure(config: pytest.Config) -> None:
     for folder in ("gputop_doctor", "tests"):
         compileall.compile_dir(ROOT / folder, quiet=1, workers=0)
     _rewrite_test_modules_once(config)
+
+
+LONG_MARKS = frozenset({"slow", "e2e", "trainers"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long tests first, each kind in its collected order (every worker sorts alike)."""
+    items.sort(key=lambda item: not LONG_MARKS & {mark.name for mark in item.iter_markers()})
 
 
 def _rewrite_test_modules_once(config: pytest.Config) -> None:

@@ -37,6 +37,8 @@ STEPS = (
 )
 
 pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.e2e,
     needs_torch,
     pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc builds the fake NVML"),
     pytest.mark.timeout(400),

@@ -3,6 +3,11 @@
 Every bad value is one line naming the file and the key, exit 2, never "unexpected ...". The
 cases run the CLI in this process (tests/cli_run.py); one bad file and one bad PID also run as
 a real command, for what only a process shows: the status a shell sees, no traceback.
+
+The fuzz tests import hypothesis themselves, not at collection: importing it, and pytest
+rewriting its modules (a plugin's package is rewritten, and never cached where bytecode is not
+written), cost every worker about 1.4 CPU-s before its first test. They share the xdist group
+``hypothesis`` with the session reader's fuzz tests, so one worker pays that once.
 """
 
 from __future__ import annotations
@@ -14,8 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from gputop_doctor.config import Settings
 from gputop_doctor.config.file import SettingsError, apply, load_settings
@@ -124,54 +127,74 @@ _RULE_KEYS = {
     name: [f for f in type(getattr(_DEFAULTS.rules, name)).__dataclass_fields__]
     for name in type(_DEFAULTS.rules).__dataclass_fields__
 }
-_VALUES: st.SearchStrategy[Any] = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
-    max_leaves=10,
-)
-_TOP = st.sampled_from(["history_s", "process_history_s", "hold_s", "clear_s", "series_len"])
-_RULE = st.sampled_from(sorted(_RULE_KEYS)).flatmap(
-    lambda rule: st.tuples(st.just(rule), st.sampled_from(_RULE_KEYS[rule]))
-)
-_DOCS = st.one_of(
-    st.dictionaries(_TOP, _VALUES, max_size=4),
-    st.builds(lambda rk, v: {"rules": {rk[0]: {rk[1]: v}}}, _RULE, _VALUES),
-    st.dictionaries(st.text(max_size=10), _VALUES, max_size=3),
-)
+
+
+def _documents() -> Any:
+    """Settings documents of the right shape with wrong values everywhere: top-level keys, a
+    rule's key, or any key at all, each with any TOML-like value."""
+    from hypothesis import strategies as st
+
+    values = st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=True, allow_infinity=True)
+        | st.text(max_size=20),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+        max_leaves=10,
+    )
+    top = st.sampled_from(["history_s", "process_history_s", "hold_s", "clear_s", "series_len"])
+    rule = st.sampled_from(sorted(_RULE_KEYS)).flatmap(
+        lambda name: st.tuples(st.just(name), st.sampled_from(_RULE_KEYS[name]))
+    )
+    return st.one_of(
+        st.dictionaries(top, values, max_size=4),
+        st.builds(lambda rk, v: {"rules": {rk[0]: {rk[1]: v}}}, rule, values),
+        st.dictionaries(st.text(max_size=10), values, max_size=3),
+    )
 
 
 def _sane(value: object) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_DOCS)
-def test_fuzzed_settings_are_applied_in_range_or_refused_in_one_line(doc: dict[str, Any]) -> None:
-    try:
-        result = apply(_DEFAULTS, doc, "fuzz.toml")
-    except SettingsError as exc:
-        message = str(exc)
-        assert "\n" not in message and message.startswith("fuzz.toml")
-        return
-    for name in ("history_s", "process_history_s", "hold_s", "clear_s", "series_len"):
-        value = getattr(result, name)
-        assert _sane(value) and value >= 0
-    for rule in _RULE_KEYS:
-        table = getattr(result.rules, rule)
-        for key in _RULE_KEYS[rule]:
-            assert _sane(getattr(table, key))
+@pytest.mark.xdist_group("hypothesis")
+def test_fuzzed_settings_are_applied_in_range_or_refused_in_one_line() -> None:
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_documents())
+    def applied_in_range_or_refused(doc: dict[str, Any]) -> None:
+        try:
+            result = apply(_DEFAULTS, doc, "fuzz.toml")
+        except SettingsError as exc:
+            message = str(exc)
+            assert "\n" not in message and message.startswith("fuzz.toml")
+            return
+        for name in ("history_s", "process_history_s", "hold_s", "clear_s", "series_len"):
+            value = getattr(result, name)
+            assert _sane(value) and value >= 0
+        for rule in _RULE_KEYS:
+            table = getattr(result.rules, rule)
+            for key in _RULE_KEYS[rule]:
+                assert _sane(getattr(table, key))
+
+    applied_in_range_or_refused()
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=300))
-def test_fuzzed_bytes_load_or_fail_in_one_line(tmp_path_factory: Any, content: bytes) -> None:
-    path = tmp_path_factory.mktemp("fuzz") / "c.toml"
-    path.write_bytes(content)
-    try:
-        load_settings(str(path), _DEFAULTS)
-    except SettingsError as exc:
-        assert "\n" not in str(exc)
+@pytest.mark.xdist_group("hypothesis")
+def test_fuzzed_bytes_load_or_fail_in_one_line(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.binary(max_size=300))
+    def load_or_fail_in_one_line(content: bytes) -> None:
+        path = tmp_path_factory.mktemp("fuzz") / "c.toml"
+        path.write_bytes(content)
+        try:
+            load_settings(str(path), _DEFAULTS)
+        except SettingsError as exc:
+            assert "\n" not in str(exc)
+
+    load_or_fail_in_one_line()

@@ -14,6 +14,7 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_doctor.config.network import DEFAULT_PORT
@@ -25,6 +26,7 @@ from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.export.frame_view import VERSION, frame_view
 from gputop_doctor.export.prometheus import FrameCollector
 from tests.builders import full_gpu, full_host
+from tests.cli_run import Ran, run_main
 from tests.fleet.servers import ROOT, cli_env, start_exporter
 
 HOT = Finding(
@@ -229,7 +231,16 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_bad_serve_options_are_one_line_errors(tmp_path: Path) -> None:
+def _one_line_error(done: subprocess.CompletedProcess[str] | Ran, message: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_bad_serve_options_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In this process (tests/cli_run.py); the first case also as the real command, for the
+    status a shell sees and a stderr of that one line."""
     cases = {
         ("--listen", "nonsense"): "--listen wants HOST:PORT",
         ("--listen", "127.0.0.1:99999"): "--listen wants HOST:PORT",
@@ -238,10 +249,11 @@ def test_bad_serve_options_are_one_line_errors(tmp_path: Path) -> None:
         ("--textfile", str(tmp_path / "missing")): "--textfile: not a writable directory",
         ("--on-finding", "no-such-cmd-xyz"): "command not found",
     }
+    _one_line_error(_serve("--listen", "nonsense"), "--listen wants HOST:PORT")
+    monkeypatch.delenv("GPUTOP_DOCTOR_CONFIG", raising=False)  # as cli_env() gives the command
+    monkeypatch.chdir(ROOT)
     for args, message in cases.items():
-        done = _serve(*args)
-        assert done.returncode == 2, (args, done.stderr)
-        assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+        _one_line_error(run_main(capsys, "serve", "--demo", "healthy", *args), message)
 
 
 def test_textfile_is_written_whole_each_tick(tmp_path: Path) -> None:

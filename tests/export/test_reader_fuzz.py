@@ -1,5 +1,9 @@
 """Fuzzing the session reader and the log importers: whatever the bytes, the answer is either
-ticks or one line of error, never a traceback, and memory stays bounded."""
+ticks or one line of error, never a traceback, and memory stays bounded.
+
+The fuzz tests import hypothesis themselves, in the xdist group ``hypothesis`` (see
+tests/config/test_settings_errors.py: one worker pays its import, not every worker's collection).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,9 @@ import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+import pytest
 
 from gputop_doctor.export.reader import SessionFormatError
 from gputop_doctor.export.schema import COLUMNS
@@ -28,74 +32,95 @@ def _base_lines(tmp_dir: Path) -> list[str]:
     return _BASE
 
 
-CELL = st.one_of(
-    st.sampled_from(["nan", "inf", "-inf", "1e999", "-1", "", "0", "1.5", "x", '"', "\x00"]),
-    st.text(max_size=12),
-)
-SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+def _cell() -> Any:
+    """A cell a writer or an attacker could leave: numbers out of range, quotes, NULs, text."""
+    from hypothesis import strategies as st
+
+    return st.one_of(
+        st.sampled_from(["nan", "inf", "-inf", "1e999", "-1", "", "0", "1.5", "x", '"', "\x00"]),
+        st.text(max_size=12),
+    )
+
+
+def _fuzzed(*args: Any, **kwargs: Any) -> Any:
+    """``@given(...)`` with this file's settings; every example writes into the test's own
+    tmp_path (a fixture of the test, not of each example)."""
+    from hypothesis import given, settings
+
+    quick = settings(max_examples=150, deadline=None)
+    return lambda check: quick(given(*args, **kwargs)(check))
 
 
 def _assert_one_line(message: str) -> None:
     assert message and "\n" not in message and "Traceback" not in message
 
 
-@SETTINGS
-@given(
-    line=st.integers(min_value=0, max_value=8),
-    column=st.integers(min_value=0, max_value=len(COLUMNS) - 1),
-    value=CELL,
-)
-def test_a_mutated_cell_reads_or_fails_in_one_line(
-    tmp_path: Path, line: int, column: int, value: str
-) -> None:
-    lines = list(_base_lines(tmp_path))
-    cells = lines[line].rstrip("\n").split(",")
-    if column < len(cells):
-        cells[column] = value.replace(",", ";").replace("\n", " ")
-    lines[line] = ",".join(cells) + "\n"
-    path = tmp_path / "fuzz.csv"
-    path.write_text("".join(lines), encoding="utf-8", errors="surrogatepass")
-    for read in (read_session, load_report):
+@pytest.mark.xdist_group("hypothesis")
+def test_a_mutated_cell_reads_or_fails_in_one_line(tmp_path: Path) -> None:
+    from hypothesis import strategies as st
+
+    @_fuzzed(
+        line=st.integers(min_value=0, max_value=8),
+        column=st.integers(min_value=0, max_value=len(COLUMNS) - 1),
+        value=_cell(),
+    )
+    def reads_or_fails_in_one_line(line: int, column: int, value: str) -> None:
+        lines = list(_base_lines(tmp_path))
+        cells = lines[line].rstrip("\n").split(",")
+        if column < len(cells):
+            cells[column] = value.replace(",", ";").replace("\n", " ")
+        lines[line] = ",".join(cells) + "\n"
+        path = tmp_path / "fuzz.csv"
+        path.write_text("".join(lines), encoding="utf-8", errors="surrogatepass")
+        for read in (read_session, load_report):
+            try:
+                read(str(path))
+            except (SessionFormatError, LogFormatError) as exc:
+                _assert_one_line(str(exc))
+
+    reads_or_fails_in_one_line()
+
+
+@pytest.mark.xdist_group("hypothesis")
+def test_random_bytes_are_one_line_errors(tmp_path: Path) -> None:
+    from hypothesis import strategies as st
+
+    @_fuzzed(data=st.binary(max_size=4096))
+    def one_line_error(data: bytes) -> None:
+        path = tmp_path / "noise.csv"
+        path.write_bytes(data)
         try:
-            read(str(path))
+            load_report(str(path))
         except (SessionFormatError, LogFormatError) as exc:
             _assert_one_line(str(exc))
 
-
-@SETTINGS
-@given(data=st.binary(max_size=4096))
-def test_random_bytes_are_one_line_errors(tmp_path: Path, data: bytes) -> None:
-    path = tmp_path / "noise.csv"
-    path.write_bytes(data)
-    try:
-        load_report(str(path))
-    except (SessionFormatError, LogFormatError) as exc:
-        _assert_one_line(str(exc))
+    one_line_error()
 
 
-@SETTINGS
-@given(
-    header=st.lists(
-        st.sampled_from(
-            ["timestamp", "index", "utilization.gpu [%]", "x", "power.draw [W]", "gpu"]
+@pytest.mark.xdist_group("hypothesis")
+def test_random_logs_are_one_line_errors(tmp_path: Path) -> None:
+    from hypothesis import strategies as st
+
+    @_fuzzed(
+        header=st.lists(
+            st.sampled_from(
+                ["timestamp", "index", "utilization.gpu [%]", "x", "power.draw [W]", "gpu"]
+            ),
+            min_size=1,
+            max_size=5,
         ),
-        min_size=1,
-        max_size=5,
-    ),
-    rows=st.lists(st.lists(CELL, min_size=0, max_size=6), max_size=6),
-)
-def test_random_logs_are_one_line_errors(
-    tmp_path: Path, header: list[str], rows: list[list[str]]
-) -> None:
-    path = tmp_path / "log.csv"
-    text = ", ".join(header) + "\n" + "".join(", ".join(r) + "\n" for r in rows)
-    path.write_text(text, encoding="utf-8", errors="surrogatepass")
-    try:
-        load_report(str(path))
-    except (SessionFormatError, LogFormatError) as exc:
-        _assert_one_line(str(exc))
+        rows=st.lists(st.lists(_cell(), min_size=0, max_size=6), max_size=6),
+    )
+    def one_line_error(header: list[str], rows: list[list[str]]) -> None:
+        path = tmp_path / "log.csv"
+        text = ", ".join(header) + "\n" + "".join(", ".join(r) + "\n" for r in rows)
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            load_report(str(path))
+        except (SessionFormatError, LogFormatError) as exc:
+            _assert_one_line(str(exc))
+
+    one_line_error()
 
 
 def test_memory_stays_bounded_on_a_growing_file(tmp_path: Path) -> None:

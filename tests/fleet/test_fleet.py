@@ -17,6 +17,7 @@ from gputop_doctor.fleet.straggler import StragglerTracker, straggler_findings
 from gputop_doctor.fleet.view import BadView, HostState, HostStatus, RemoteFinding, parse_view
 from gputop_doctor.fleet.watcher import FleetWatcher
 from gputop_doctor.ui.fleet_app import FleetApp, HostCard
+from tests.cli_run import Ran, run_main
 from tests.fleet.servers import ROOT, cli_env, exporter, free_port
 from tests.ui.engines import run_async, screen_text
 
@@ -272,17 +273,25 @@ def test_a_host_that_accepts_but_never_answers_times_out_and_a_silent_one_turns_
     )
 
 
-def test_bad_hosts_options_are_one_line_errors() -> None:
+def test_bad_hosts_options_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In this process (tests/cli_run.py); the first case also as the real command, for the
+    status a shell sees and a stderr of that one line."""
     cases = {
         ("--hosts", "a:notaport"): "--hosts: bad port",
         ("--hosts", "a:9400", "--demo", "thermal"): "--hosts watches exporters",
         ("--hosts", "a:9400", "--webhook", "http://x/"): "give --on-finding/--webhook to each",
         ("snapshot", "--hosts", "ftp://a"): "--hosts: use HOST:PORT, https://HOST:PORT or ssh:",
     }
-    for args, message in cases.items():
-        done = subprocess.run(
-            [sys.executable, "-m", "gputop_doctor", *args],
-            capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60,
-        )  # fmt: skip
-        assert done.returncode == 2, (args, done.stderr)
+    real = subprocess.run(
+        [sys.executable, "-m", "gputop_doctor", "--hosts", "a:notaport"],
+        capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    runs: list[tuple[subprocess.CompletedProcess[str] | Ran, str]] = [(real, "--hosts: bad port")]
+    monkeypatch.delenv("GPUTOP_DOCTOR_CONFIG", raising=False)  # as cli_env() gives the command
+    monkeypatch.chdir(ROOT)
+    runs += [(run_main(capsys, *args), message) for args, message in cases.items()]
+    for done, message in runs:
+        assert done.returncode == 2, (message, done.stderr)
         assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr

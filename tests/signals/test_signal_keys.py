@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 
 from gputop_doctor.alerts.dispatch import AlertDispatcher
@@ -34,6 +35,7 @@ from tests.helpers import StubGpuSource, StubHostSource
 from tests.signals.trees import DEADLINE_S, Tree, alive, only_ours, wait_until
 from tests.ui.engines import FakeClock, run_async, screen_text, tick
 
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
 SIZE = (120, 40)
 
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from gputop_doctor.core.findings import Severity
 from gputop_doctor.ui import app as app_module
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
 from tests.ui.engines import demo_engine, run_async, tick
+
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
 
 
 class CountingApp(GpuTopApp):

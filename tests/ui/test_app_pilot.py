@@ -51,6 +51,7 @@ from tests.ui.engines import (
     until,
 )
 
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
 SIZE = (120, 40)
 
 

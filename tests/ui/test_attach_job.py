@@ -28,6 +28,8 @@ from gputop_doctor.ui.widgets.process_table import ProcessTable
 from tests.helpers import StubGpuSource
 from tests.ui.engines import FakeClock, run_async, screen_text
 
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
+
 JOB = str(900_000_000 + os.getpid() % 1_000_000)  # no real job on this host has this ID
 
 

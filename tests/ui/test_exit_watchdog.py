@@ -22,6 +22,8 @@ from gputop_doctor.export.reader import SessionFormatError
 from tests.sessions import read_session
 from tests.ui.test_tmux import BIN, START_S, session, stop_server, tmux, wait_for
 
+pytestmark = pytest.mark.slow  # the real UI in tmux and a real process: seconds each
+
 __all__ = ["session"]
 
 SCRIPT = textwrap.dedent(

@@ -29,6 +29,8 @@ from gputop_doctor.ui.widgets.gpu_lines import (
 )
 from tests.ui.engines import demo_engine, run_async, screen_text, tick
 
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
+
 EVERY_REASON = sum(int(flag) for flag in ClockEvent) | 0x400  # and a bit nvml.h does not name
 
 

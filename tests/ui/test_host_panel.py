@@ -25,6 +25,8 @@ from gputop_doctor.ui.render import host_counts_for_job
 from gputop_doctor.ui.widgets.host_panel import HostPanel
 from tests.ui.engines import demo_engine, run_async, tick
 
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
+
 WIDE = (120, 40)
 SMALL = (80, 24)
 

@@ -24,7 +24,7 @@ from gputop_doctor.ui.widgets.process_table import ProcessTable
 from tests.hostile import HOSTILE_NAMES, HostileGpu, HostileHost, assert_no_raw_controls
 from tests.ui.engines import demo_engine, run_async, screen_text, tick, until
 
-pytestmark = pytest.mark.hostile
+pytestmark = [pytest.mark.hostile, pytest.mark.slow]
 
 SIZES = ((120, 40), (80, 24))
 

@@ -8,6 +8,7 @@ those counts, never on time.
 
 from __future__ import annotations
 
+import pytest
 from textual.pilot import Pilot
 
 from gputop_doctor.core.engine import Frame
@@ -17,6 +18,8 @@ from gputop_doctor.ui.messages import FrameReady
 from gputop_doctor.ui.screens.process_detail import ProcessScreen
 from gputop_doctor.ui.widgets.process_table import HEADER_LINES, ProcessTable
 from tests.ui.engines import demo_engine, run_async
+
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
 
 SIZE = (120, 40)
 ROOT = 100

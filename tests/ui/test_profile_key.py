@@ -15,6 +15,8 @@ from gputop_doctor.ui.widgets.process_table import ProcessTable
 from tests.ui.engines import demo_engine, run_async, tick
 from tests.ui.test_app_pilot import SIZE
 
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
+
 
 def _recording(app: GpuTopApp) -> list[tuple[str, str]]:
     said: list[tuple[str, str]] = []

@@ -13,6 +13,7 @@ import io
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from rich.console import Console
 from textual.geometry import Region
 from textual.widget import Widget
@@ -24,6 +25,8 @@ from gputop_doctor.ui.messages import FrameReady
 from gputop_doctor.ui.widgets.findings_list import FindingsList
 from gputop_doctor.ui.widgets.host_panel import HostPanel
 from tests.ui.engines import T0, demo_engine, run_async, tick
+
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
 
 SIZE = (120, 40)
 SLOW = Finding("gpu-starvation", Severity.WARN, Scope(ScopeKind.GPU, 0), "GPU 0 waits", since=T0)

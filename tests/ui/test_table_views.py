@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from gputop_doctor.core.model import GpuProcess, GpuSample, JobIdentity, ProcSample, Snapshot
 from gputop_doctor.sources.host.signals import HostSignaller
 from gputop_doctor.ui.app import GpuTopApp
@@ -15,6 +17,8 @@ from gputop_doctor.ui.widgets.process_rows import KEYS, RECORDED_COLUMNS, column
 from gputop_doctor.ui.widgets.process_table import ProcessTable
 from gputop_doctor.ui.widgets.process_view import TableView, ordered_rows
 from tests.ui.engines import demo_engine, run_async, screen_text, tick
+
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
 
 ALICE = JobIdentity(slurm_job="48213", user="alice")
 BOB = JobIdentity(slurm_job="48990", user="bob")

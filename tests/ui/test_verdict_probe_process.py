@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from textual.pilot import Pilot
 
 from gputop_doctor.core.frame import Frame
@@ -38,6 +39,7 @@ from gputop_doctor.ui.widgets.process_table import ProcessTable
 from gputop_doctor.ui.widgets.verdict_bar import VerdictBar
 from tests.ui.engines import demo_engine, run_async, screen_text, tick
 
+pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
 WIDE = (120, 40)
 SMALL = (80, 24)
 RANK0 = 4201  # the demo job's first rank (the launcher is 4200, its workers 5000-5002)
