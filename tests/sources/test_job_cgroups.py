@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,15 @@ def _hierarchy() -> Path:
     pytest.skip(f"no cgroup hierarchy under {CGROUP_ROOT}")
 
 
+def _wait_for_environ(pid: int) -> None:
+    """Until the kernel shows ``pid``'s environment: Popen returns once the child's exec has
+    closed its descriptors, a moment before the kernel records where the new environment
+    lies, and until then ``/proc/PID/environ`` reads empty (seen under load: no HOSTNAME)."""
+    deadline = time.monotonic() + 30
+    while not Path(f"/proc/{pid}/environ").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 @contextlib.contextmanager
 def _process_in(root: Path, relative: str, hostname: str | None = None) -> Iterator[int]:
     """A sleeping process moved into the cgroup ``root/relative`` (made here, removed after
@@ -47,6 +57,7 @@ def _process_in(root: Path, relative: str, hostname: str | None = None) -> Itera
     env = {**os.environ, "HOSTNAME": hostname} if hostname else None
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
     try:
+        _wait_for_environ(proc.pid)
         (cgroup / "cgroup.procs").write_text(str(proc.pid))
         yield proc.pid
     finally:
