@@ -112,6 +112,31 @@ def test_a_steady_sample_gives_way_when_a_reading_of_it_is_due(fake: FakeProc, c
     assert len({id(s) for s in samples}) <= 8  # the same object between re-reads
 
 
+def test_bytes_a_steady_process_writes_show_within_the_io_ttl_as_a_rate_over_their_time(
+    fake: FakeProc,
+) -> None:
+    """A process may write without using a CPU tick, so its stat text, and with it its steady
+    sample, stays the same: its /proc/PID/io is read again every IO_TTL_S, and the bytes
+    found then are a rate over the time since the last reading, not over one tick."""
+    clock = Clock()
+    fake.process(100)
+    write_extras(fake, 100, maps=LIBC, cpus="0-3", cgroup=JOB_1)
+    reader = steady_reader(fake, clock)
+    io, written = fake.root / "100" / "io", 0
+    rates: list[float | None] = []
+    for tick in range(120):
+        written += 50 * 1024 * 1024 if tick == 50 else 0  # 50 MiB, no CPU tick
+        io.write_text(f"rchar: 0\nwchar: {written}\nread_bytes: 0\nwrite_bytes: {written}\n")
+        clock.now += 1.0
+        rates.append(reader.read(reader.tree(100), [], clock.now)[0].write_mib_s)
+    shown = [(tick, rate) for tick, rate in enumerate(rates) if rate]
+    assert len(shown) == 1, shown
+    (tick, rate) = shown[0]
+    assert 50 <= tick <= 50 + tree_module.IO_TTL_S + 1
+    span = 50.0 / rate  # seconds the 50 MiB were spread over
+    assert tick - 50 < span <= tree_module.IO_TTL_S + 1
+
+
 def test_an_identity_is_worked_out_once_per_distinct_cgroup_and_environment(
     fake: FakeProc, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,13 +21,16 @@ The per-process part is made cheap for the common case, a tree most of whose pro
 - a process whose stat text is byte for byte the one of the last tick (no CPU tick, same
   state, RSS, threads, faults) and whose sample then was *steady* (quiet: 0 % CPU and zero
   run-queue figures, not a deferred pass) gets that same :class:`ProcSample` object again,
-  unless a re-read of its maps, environ, allowed CPUs or job identity fell due and found
-  something new: every field would come out the same. (A re-read that finds what it found
-  gives the same objects: at 1 s ticks a 64-process tree reaches a TTL a few times a
-  second, and each made a new sample with a read of its io counters.) Whether it
+  unless a re-read of its maps, environ, allowed CPUs, I/O counters or job identity fell due
+  and found something new: every field would come out the same. (A re-read that finds what
+  it found gives the same objects: at 1 s ticks a 64-process tree reaches a TTL a few times
+  a second, and each made a new sample with a read of its io counters.) A process can write
+  without using a CPU tick, so its io counters have a TTL of their own (``IO_TTL_S``); bytes
+  found then are a rate over the time since their last reading. Whether it
   is steady is decided right after its stat read, from what its record holds (until when its
-  maps, allowed CPUs and job identity stand without a re-read): no parse, no lookup, no
-  per-process object; the rest of the tick (maps, threads, sample) is only for the others.
+  maps, allowed CPUs, io counters and job identity stand without a re-read): no parse, no
+  lookup, no per-process object; the rest of the tick (maps, threads, sample) is only for
+  the others.
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ _QUIET = ThreadDelta(0.0, 0.0, 0.0, 0)
 _UNKNOWN = ThreadDelta()
 STAT_SIZE = 4096  # one read of /proc/PID/stat gets the whole line
 ALLOWED_TTL_S = 30.0  # Cpus_allowed_list is re-read this often (pinning rarely changes)
+# A steady sample's /proc/PID/io is read again this often: a process can write without using
+# a whole CPU tick (a log line now and then), and those bytes must show within this bound.
+IO_TTL_S = 30.0
 
 
 @dataclass(slots=True)
@@ -73,7 +79,8 @@ class _Known:
     num_threads: int
     user: str | None
     children_ticks: int = 0
-    io: tuple[int, int] | None = None  # (read_bytes, write_bytes) at ``at``
+    io: tuple[int, int] | None = None  # (read_bytes, write_bytes) at ``io_at``
+    io_at: float = 0.0  # ``at`` of the sample that read ``io``, or a later unchanged re-read
     threads: Threads | None = None  # the last per-thread pass
     threads_at: float = 0.0
     delta: ThreadDelta = _UNKNOWN
@@ -86,9 +93,9 @@ class _Known:
     env: ThreadEnv | None = None
     allowed: str | None = None  # Cpus_allowed_list, read at ``allowed_at``
     allowed_at: float = 0.0
-    # Until when the steady sample stands without a re-read of anything: its maps/environ
-    # and allowed CPUs until ``fresh_until`` (the reader's clock), its job identity until
-    # ``job_due`` (the identity cache's clock).
+    # Until when the steady sample stands without a re-read of anything: its maps/environ,
+    # allowed CPUs and io counters until ``fresh_until`` (the reader's clock), its job
+    # identity until ``job_due`` (the identity cache's clock).
     fresh_until: float = 0.0
     job_due: float = 0.0
 
@@ -297,6 +304,7 @@ class ProcessTreeReader:
             and prior.env is env
             and prior.sample.job is job
             and self._allowed_stand(s.pid, prior, now)
+            and self._io_stands(s.pid, prior, now)
         ):
             # Steady and unchanged: this tick's sample is the last one (see the module doc),
             # also where a re-read fell due and found what it found (maps, environ and job
@@ -316,7 +324,7 @@ class ProcessTreeReader:
         cpu_pct = children_pct = None
         read_mib_s = write_mib_s = None
         if stat.state != "Z":
-            known.io = read_io_bytes(s.pid, self.proc_root)
+            known.io, known.io_at = read_io_bytes(s.pid, self.proc_root), now
             self._allowed(s, known, now)
         if prior is not None and now > prior.at:
             span = now - prior.at
@@ -324,9 +332,11 @@ class ProcessTreeReader:
             cpu_pct = round(100.0 * ticks / CLK_TCK / span, 1)
             reaped = max(0, stat.children_ticks - prior.children_ticks)
             children_pct = round(100.0 * reaped / CLK_TCK / span, 1)
-            if known.io is not None and prior.io is not None:
-                read_mib_s = round(max(0, known.io[0] - prior.io[0]) / MIB / span, 3)
-                write_mib_s = round(max(0, known.io[1] - prior.io[1]) / MIB / span, 3)
+            if known.io is not None and prior.io is not None and now > prior.io_at:
+                # Over the time since that reading: a steady sample held it for many ticks.
+                io_span = now - prior.io_at
+                read_mib_s = round(max(0, known.io[0] - prior.io[0]) / MIB / io_span, 3)
+                write_mib_s = round(max(0, known.io[1] - prior.io[1]) / MIB / io_span, 3)
         quiet = True
         if stat.state != "Z":  # GPU processes outside the tree too: they compete for CPUs
             quiet = self._thread_figures(s, known, passed, now)
@@ -371,9 +381,12 @@ class ProcessTreeReader:
         return sample
 
     def _hold(self, known: _Known, key: tuple[int, int]) -> None:
-        """Until when ``known``'s steady sample holds: until its maps, allowed CPUs or job
-        identity are due a re-read (each re-read makes new objects, hence a new sample)."""
-        known.fresh_until = min(self.info.due(key), known.allowed_at + ALLOWED_TTL_S)
+        """Until when ``known``'s steady sample holds without a re-read: until its maps,
+        allowed CPUs, io counters or job identity are due one (a re-read that finds what it
+        found lets the sample stand; one that finds a change makes a new sample)."""
+        known.fresh_until = min(
+            self.info.due(key), known.allowed_at + ALLOWED_TTL_S, known.io_at + IO_TTL_S
+        )
         known.job_due = self.jobs.due(key)
 
     def _allowed_stand(self, pid: int, prior: _Known, now: float) -> bool:
@@ -385,6 +398,18 @@ class ProcessTreeReader:
         same = allowed == prior.allowed
         prior.allowed, prior.allowed_at = allowed, now
         return same
+
+    def _io_stands(self, pid: int, prior: _Known, now: float) -> bool:
+        """Whether ``prior``'s I/O counters stand: within their TTL, or read again now and
+        found the same (then they are as good as read now). A change is left for the sample
+        made anew, which divides the bytes by the time since ``prior.io_at``."""
+        if now - prior.io_at < IO_TTL_S:
+            return True
+        io = read_io_bytes(pid, self.proc_root)
+        if io != prior.io:
+            return False
+        prior.io_at = now
+        return True
 
     def _allowed(self, s: _Seen, known: _Known, now: float) -> None:
         """Carry the allowed CPUs over from the last tick, or re-read them when stale."""
