@@ -50,8 +50,17 @@ LONG_MARKS = frozenset({"slow", "e2e", "trainers"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Long tests first, each kind in its collected order (every worker sorts alike)."""
-    items.sort(key=lambda item: not LONG_MARKS & {mark.name for mark in item.iter_markers()})
+    """Long tests first, so no worker is left with one at the end; those that compare wall
+    times last, when fewer tests compete for the CPUs (at the start they meet every long
+    test at once); each kind in its collected order (every worker sorts alike)."""
+    items.sort(key=_start_order)
+
+
+def _start_order(item: pytest.Item) -> int:
+    marks = {mark.name for mark in item.iter_markers()}
+    if "wall_time" in marks:
+        return 2
+    return 0 if LONG_MARKS & marks else 1
 
 
 def _rewrite_test_modules_once(config: pytest.Config) -> None:

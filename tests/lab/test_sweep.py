@@ -45,6 +45,7 @@ def result(workers: int, samples_per_s: float) -> SweepResult:
 
 
 @pytest.mark.slow
+@pytest.mark.wall_time
 def test_workers_beat_loading_in_the_main_process_on_cpu_heavy_items() -> None:
     grid = [
         LoaderSetting(num_workers=0),

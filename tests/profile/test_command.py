@@ -52,6 +52,7 @@ def test_tiny_ops_loop_yields_a_summary_and_tiny_kernels(
     assert proc.poll() is None  # the loop trains on
 
 
+@pytest.mark.wall_time
 def test_huge_odd_linear_dominates_and_is_not_aligned(
     probed_loop: Start, capsys: pytest.CaptureFixture[str]
 ) -> None:
