@@ -113,17 +113,18 @@ class TickRows:
         ]
 
     def _throttle_cells(self, gpu: GpuSample) -> Sequence[str]:
-        """The GPU's throttle counters as read at this tick, as text (a hardware counter the
-        source held since its last reading is an empty cell: the recording keeps readings, so a
-        rate taken from it spans the time between them), encoded again only when the source
-        handed over a new object (it hands on the same one while no counter moves)."""
+        """The GPU's throttle counters as text, a hardware counter the source held since its
+        last reading written as that reading and marked held (a cumulative counter in every
+        row: differencing rows sums to the whole rise, and the unmarked rows are the readings a
+        rate spans), encoded again only when the source handed over a new object (it hands on
+        the same one while no counter moves)."""
         throttle = gpu.throttle
         if throttle is None:
             return _NO_THROTTLE
         last = self._throttle.get(gpu.index)
         if last is not None and last[0] is throttle:
             return last[1]
-        cells = encode_all(_THROTTLE_VALUES(throttle.read_now()))
+        cells = encode_all(_THROTTLE_VALUES(throttle))
         self._throttle[gpu.index] = (throttle, cells)
         return cells
 
@@ -221,12 +222,19 @@ def gpu_from_row(row: dict[str, str]) -> GpuSample | None:
     values["processes"] = (
         tuple(_decode_gpu_process(p, index) for p in procs.split(LIST_SEP)) if procs else ()
     )
-    counters = _cells(row, THROTTLE_FIELDS)
-    values["throttle"] = (
-        None if all(v is None for v in counters.values()) else ThrottleCounters(**counters)  # type: ignore[arg-type]
-    )
+    values["throttle"] = _throttle_from_row(row)
     values["health"] = health_from_row(row)
     return GpuSample(**values)  # type: ignore[arg-type]
+
+
+def _throttle_from_row(row: dict[str, str]) -> ThrottleCounters | None:
+    """The counters, held or read (a file before version 5 has no mark: its held counters
+    are empty cells, and it reads as it always did)."""
+    counters = _cells(row, THROTTLE_FIELDS)
+    held = bool(counters.pop("hw_held"))
+    if all(v is None for v in counters.values()):
+        return None
+    return ThrottleCounters(**counters, hw_held=held)  # type: ignore[arg-type]
 
 
 def _decode_gpu_process(text: str, gpu_index: int) -> GpuProcess:

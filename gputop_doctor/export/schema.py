@@ -16,11 +16,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = 4
-# Version 2 lacked ``gpu_energy_j``, version 3 the job identity columns; their files are read
-# with those cells empty (see ``LAYOUTS``).
+SCHEMA_VERSION = 5
+# Version 2 lacked ``gpu_energy_j``, version 3 the job identity columns, version 4 the mark of
+# a held hardware throttle counter; their files are read with those cells empty (see
+# ``LAYOUTS``). A version 4 file from a source that held those counters has their cells empty
+# on the rows between readings (no value at that tick), which reads as it always did.
 ADDED_IN_3 = ("gpu_energy_j",)
 ADDED_IN_4 = ("gpu_process_jobs", "target_job")
+ADDED_IN_5 = ("gpu_throttle_hw_held",)
 
 # Separators inside one cell. Neither appears in numbers or in finding ids.
 LIST_SEP = "|"
@@ -74,6 +77,11 @@ THROTTLE_FIELDS: tuple[Field, ...] = (
     Field("gpu_throttle_sw_thermal_ns", "sw_thermal_ns", int),
     Field("gpu_throttle_hw_thermal_ns", "hw_thermal_ns", int),
     Field("gpu_throttle_hw_power_brake_ns", "hw_power_brake_ns", int),
+    # 1: the two hardware counters above are their last reading's, repeated (the NVML source
+    # reads them every few seconds while they stand still); 0: read at this tick. A cumulative
+    # counter is written in every row, as the energy counter is, so that differencing rows
+    # sums to the whole rise; the rows marked 0 are the readings, for a rate between them.
+    Field("gpu_throttle_hw_held", "hw_held", bool),
 )
 
 HEALTH_FIELDS: tuple[Field, ...] = (  # attributes of GpuHealth
@@ -154,10 +162,12 @@ COLUMNS: tuple[str, ...] = (
     *VERDICT_COLUMNS,
     "findings",
 )
-_V3_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_IN_4)
+_V4_COLUMNS = tuple(c for c in COLUMNS if c not in ADDED_IN_5)
+_V3_COLUMNS = tuple(c for c in _V4_COLUMNS if c not in ADDED_IN_4)
 # Every layout a reader accepts, by the version its rows carry.
 LAYOUTS: dict[int, tuple[str, ...]] = {
     SCHEMA_VERSION: COLUMNS,
+    4: _V4_COLUMNS,
     3: _V3_COLUMNS,
     2: tuple(c for c in _V3_COLUMNS if c not in ADDED_IN_3),
 }

@@ -117,10 +117,12 @@ def test_a_gpus_throttle_cells_follow_its_counters_whether_handed_on_or_new() ->
         assert read is not None and read.throttle == throttle, f"tick {tick}"
 
 
-def test_a_held_hardware_counter_is_recorded_as_no_reading() -> None:
+def test_a_held_hardware_counter_is_recorded_as_its_last_reading_marked_held() -> None:
     """The NVML source holds the two hardware counters between readings (hw_held): the row
-    keeps what was read at the tick, so an imported session's rates span the readings too.
-    The cells of counters read at the tick are the bytes they always were."""
+    repeats the last reading, as it does the energy counter, so differencing rows (pandas'
+    ``diff``) sums to the whole rise, and marks them held, so an imported session's rates
+    span the readings (``read_now`` drops the held two, as it does live). The counters'
+    cells are the bytes they always were; only the mark differs."""
     read = ThrottleCounters(5, 6, 7, 8, 9)
     held = replace(read, hw_held=True)
     cells = {}
@@ -134,9 +136,15 @@ def test_a_held_hardware_counter_is_recorded_as_no_reading() -> None:
         )
         (row,) = TickRows().rows(snap, (), "test")
         back = _gpu(row)
-        assert back is not None
+        assert back is not None and back.throttle is not None
         cells[name] = (row, back.throttle)
-    assert cells["read"][1] == read
-    assert cells["held"][1] == ThrottleCounters(5, 6, 7)  # the held two: no value that tick
-    differing = [a for a, b in zip(cells["read"][0], cells["held"][0], strict=True) if a != b]
-    assert differing == ["8", "9"]  # only the held cells, now empty
+    assert cells["read"][1] == read and cells["held"][1] == held
+    assert cells["held"][1].read_now() == ThrottleCounters(5, 6, 7)
+    differing = [
+        (COLUMNS[i], a, b)
+        for i, (a, b) in enumerate(zip(cells["read"][0], cells["held"][0], strict=True))
+        if a != b
+    ]
+    assert differing == [("gpu_throttle_hw_held", "0", "1")]
+    at = COLUMNS.index("gpu_throttle_hw_thermal_ns")
+    assert cells["held"][0][at : at + 2] == ["8", "9"]

@@ -13,7 +13,14 @@ from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.findings import Finding, Severity, gpu_scope
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
-from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot, SystemInfo, TreeTotals
+from gputop_doctor.core.model import (
+    GpuSample,
+    ProcSample,
+    Snapshot,
+    SystemInfo,
+    ThrottleCounters,
+    TreeTotals,
+)
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 from gputop_doctor.export.reader import SessionFormatError
 from gputop_doctor.export.schema import COLUMNS, LAYOUTS
@@ -141,6 +148,27 @@ def test_previous_schema_is_read_without_the_energy_counter(tmp_path: Path) -> N
         handle.write("3," + ",".join(rows[1][k] for k in keep[1:]) + "\n")
     with pytest.raises(SessionFormatError, match="unsupported schema_version '3'"):
         read_session(str(old))
+
+
+def test_a_version_4_file_reads_its_held_counters_as_no_reading(tmp_path: Path) -> None:
+    """Version 4 had no held mark: its writer left a held hardware counter's cells empty.
+    Such a file reads as it always did (no value at that tick, nothing marked held)."""
+    held = ThrottleCounters(5, 6, 7, 8, 9, hw_held=True)
+    new = tmp_path / "v5.csv"
+    sink = CsvSink(str(new))
+    sink.write(_frame(0, (replace(full_gpu(0), throttle=held),)))
+    sink.close()
+    with new.open(newline="") as handle:
+        header, row = list(csv.reader(handle))
+    assert row[header.index("gpu_throttle_hw_thermal_ns")] == "8"
+    assert row[header.index("gpu_throttle_hw_held")] == "1"
+    old = {c: row[header.index(c)] for c in LAYOUTS[4]}
+    old.update(schema_version="4", gpu_throttle_hw_thermal_ns="", gpu_throttle_hw_power_brake_ns="")
+    path = tmp_path / "v4.csv"
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows([LAYOUTS[4], list(old.values())])
+    ((gpu,),) = [t.snapshot.gpus for t in read_session(str(path)).ticks]
+    assert gpu.throttle == ThrottleCounters(5, 6, 7)
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
+
+import pytest
 
 from gputop_doctor.sources.nvml.cadence import (
     ENERGY_PERIOD_S,
     FAN_PERIOD_S,
+    NOT_DUE,
     SLOW_PERIOD_S,
     Cadence,
 )
+from gputop_doctor.sources.nvml.call import GpuFailingError
 from gputop_doctor.sources.nvml.processes import GRAPHICS_PERIOD_S
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
@@ -33,6 +38,7 @@ NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_UNKNOWN = 999
 POWER_FIELD = "field.185"  # NVML_FI_DEV_POWER_AVERAGE
 ENERGY_FIELD = "field.83"  # NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+PCIE_RX_FIELD = 198  # NVML_FI_DEV_PCIE_COUNT_RX_BYTES
 
 
 def test_power_and_energy_come_from_the_field_batch(
@@ -155,6 +161,63 @@ def test_fan_speed_is_at_most_one_fan_period_old(
         seen.append(gpu.fan_pct)
     assert seen == [45.0] * (int(FAN_PERIOD_S) - 1) + [80.0]
     assert fake_nvml.calls("nvmlDeviceGetFanSpeed") == 2
+
+
+def test_a_reading_the_gpu_abandoned_is_asked_again_on_its_next_good_tick(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: ManualClock,
+    asked: list[list[Any]],
+) -> None:
+    """At 5 s the fan speed falls due, and the GPU starts answering only errors: both clocks
+    fail, then the fan's call is the third error in a row and the tick is abandoned in it
+    (FAILING_FUSE).
+    That reading was not made, so the next good tick makes it (not 5 s later). The PCIe
+    counters, read at 5 s before the failure, are a reading made: kept, not read again."""
+    scenario = Scenario(gpus=(FakeGpu(fan_pct=45, pcie_rx_kbs=1000),))
+    fake_nvml.write(scenario)
+    source = open_source()
+    (gpu,) = source.read_gpus()
+    assert gpu.fan_pct == 45.0
+    clock.advance(FAN_PERIOD_S)
+    scenario = scenario.advanced(FAN_PERIOD_S).with_gpu(0, fan_pct=80)
+    errors = tuple(
+        (name, NVML_ERROR_UNKNOWN) for name in ("nvmlDeviceGetClockInfo", "nvmlDeviceGetFanSpeed")
+    )
+    failing = scenario.with_gpu(0, errors=errors)
+    fake_nvml.write(failing)
+    (gpu,) = source.read_gpus()
+    assert gpu.util_pct is None and gpu.fan_pct is None  # abandoned: identity only
+    assert fake_nvml.calls("nvmlDeviceGetFanSpeed") == 2
+    pcie_reads = sum(1 for ids in asked if (PCIE_RX_FIELD, 0) in ids)
+    clock.advance(1.0)
+    fake_nvml.write(scenario.advanced(1.0))
+    (gpu,) = source.read_gpus()
+    assert gpu.fan_pct == 80.0  # read again at once
+    assert fake_nvml.calls("nvmlDeviceGetFanSpeed") == 3
+    assert gpu.pcie_rx_kib_s == pytest.approx(1000.0)  # the rate read at 5 s, kept
+    assert sum(1 for ids in asked if (PCIE_RX_FIELD, 0) in ids) == pcie_reads
+
+
+def test_a_read_abandoned_is_due_again_and_the_schedule_kept() -> None:
+    """Cadence.take, for every cadenced reading: an abandoned read (ReadAborted) is due on
+    the next tick, as one more reading; the regular readings keep their times."""
+    clock = ManualClock()
+    cadence = Cadence(clock, 5.0)
+
+    def abandoned() -> int:
+        raise GpuFailingError("Unknown Error")
+
+    assert cadence.take(lambda: 1) == 1  # at 0 s; the next regular one at 5 s
+    clock.advance(5.0)
+    with pytest.raises(GpuFailingError):
+        cadence.take(abandoned)
+    clock.advance(1.0)
+    assert cadence.take(lambda: 2) == 2 and not cadence.on_schedule  # asked again at once
+    clock.advance(1.0)
+    assert cadence.take(lambda: 3) is NOT_DUE
+    clock.advance(3.0)
+    assert cadence.take(lambda: 4) == 4 and cadence.on_schedule  # at 10 s, as scheduled
 
 
 def test_a_compute_process_shows_on_its_first_tick_a_graphics_one_within_the_period(

@@ -150,9 +150,10 @@ def test_link_states_are_read_once_a_period(
     # batched field call once per period (at 0, 5 and 10 s), beside the tick's own batch;
     # so are the replay counter, the PCIe and the hardware throttle counters, each in a
     # batch of its own (the PCIe counters once more on the second tick, for their first
-    # rate), and the energy every other period.
+    # rate, and at 2 and 4 s, so that it is held no longer than it measured), and the energy
+    # every other period.
     assert fake_nvml.calls("nvmlDeviceGetNvLinkState") == 5
-    assert fake_nvml.calls("nvmlDeviceGetFieldValues") == ticks + 4 * 3 + 1 + 2
+    assert fake_nvml.calls("nvmlDeviceGetFieldValues") == ticks + 4 * 3 + 1 + 2 + 2
     assert fake_nvml.calls("nvmlDeviceGetNvLinkVersion") == 4  # once per link
     assert fake_nvml.calls("nvmlDeviceGetMaxPcieLinkWidth") == 1
 

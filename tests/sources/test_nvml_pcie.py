@@ -85,16 +85,44 @@ def test_between_readings_the_last_rate_is_kept(
         scenario = scenario.advanced(1.0)
         fake_nvml.write(scenario)
         seen.append(rates(source)[0])
-    # The second tick reads again for a first rate; then the period from the first reading.
-    first, at_period, last = seen[0], seen[period - 1], seen[2 * period - 1]
-    assert first == pytest.approx((1000.0, 10.0))
-    assert seen[: period - 1] == [first] * (period - 1)  # kept between readings
-    assert at_period == pytest.approx((1000.0, 10.0))  # the mean from second 1 to 5
-    assert seen[period : 2 * period - 1] == [at_period] * (period - 1)
+    # The second tick reads again for a first rate, which is held no longer than it measured:
+    # readings at 2 and 4 s cover the time since the first; then once a period.
+    at_period, last = seen[period - 1], seen[2 * period - 1]
+    assert seen[:period] == [pytest.approx((1000.0, 10.0))] * period
+    assert seen[period : 2 * period - 1] == [at_period] * (period - 1)  # kept between readings
     assert last == pytest.approx((2000.0, 20.0))  # from second 5 to 10
     pcie_reads = [ids for ids in asked if (FIELD_RX, 0) in ids]
-    assert len(pcie_reads) == 2 + 2  # the first two ticks, then once a period
+    assert len(pcie_reads) == 2 + 2 + 2  # the first two ticks, at 2 and 4 s, once a period
     assert all(len(ids) == 2 for ids in pcie_reads)  # a batch of their own
+
+
+def test_the_first_rate_is_held_no_longer_than_it_measured(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: Clock,
+) -> None:
+    """Until a GPU's first regular reading (GPU 4's comes 1.8 periods after its first: the
+    spread), each rate covers the time since the first reading and is held as long as that:
+    a burst in the first second is not shown for 8 ticks, as a one-second rate held until the
+    regular reading was (weighing 8 ticks in comm-bound's 30 s mean)."""
+    burst = FakeGpu(pcie_rx_kbs=8000, pcie_tx_kbs=800)
+    scenario = Scenario(gpus=(FakeGpu(),) * 4 + (burst,))
+    fake_nvml.write(scenario)
+    source = open_source()
+    rates(source)
+    shown = []
+    for second in range(1, 15):
+        clock.now += 1.0
+        scenario = scenario.advanced(1.0)
+        if second == 1:  # the burst ends after the first second
+            scenario = scenario.with_gpu(4, pcie_rx_kbs=0, pcie_tx_kbs=0)
+        fake_nvml.write(scenario)
+        shown.append(rates(source)[4][0])
+    # Each rate is the burst's 8000 KiB over the time since the first reading, held as long
+    # (readings at 1, 2, 4 and 8 s); the regular reading at 9 s covers 0 to 9 s, the next 9-14.
+    assert shown[:8] == pytest.approx([8000, 4000, 4000, 2000, 2000, 2000, 2000, 1000])
+    assert shown[8:13] == pytest.approx([8000 / 9] * 5)
+    assert shown[13] == 0.0
 
 
 def test_no_time_passed_gives_no_rate(

@@ -20,16 +20,29 @@ more (docs/nvml-cadence.md lists every reading, its cadence and why that is enou
   the fan speed (:data:`FAN_PERIOD_S`) and the enforced power
   limit (:data:`SLOW_PERIOD_S`).
 
-One mechanism, :class:`Cadence`, decides when each of them is due; :class:`Every` is a value
-read on a cadence and kept in between.
+One mechanism, :class:`Cadence`, decides when each of them is due and makes the reading
+(:meth:`Cadence.take`); :class:`Every` is a value read on a cadence and kept in between.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from enum import Enum
+from typing import Final, Generic, Literal, ParamSpec, TypeVar
+
+from gputop_doctor.sources.nvml.call import ReadAborted
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class NotDue(Enum):
+    """What :meth:`Cadence.take` gives when no reading is due (a read may give None)."""
+
+    NOT_DUE = "not due"
+
+
+NOT_DUE: Final = NotDue.NOT_DUE
 
 SLOW_PERIOD_S = 30.0
 FAN_PERIOD_S = 5.0
@@ -55,13 +68,13 @@ class Cadence:
     ``clock``; the second reading comes ``offset`` of a period later than that (see
     :func:`spread`), so the GPUs' readings stay spread over the period from then on.
 
-    :meth:`due` answers and, when it says yes, counts the reading as made now. :meth:`hurry`
-    asks for one reading more on the next tick (a reading that gave nothing, or one whose
-    value matters every tick for a while), outside the schedule: the regular readings keep
-    their times, so hurried GPUs stay spread.
+    :meth:`take` makes the reading when one is due; :meth:`due` answers and, when it says
+    yes, counts the reading as made now. :meth:`hurry` asks for one reading more on the next
+    tick (a reading that gave nothing, or one whose value matters every tick for a while),
+    outside the schedule: the regular readings keep their times, so hurried GPUs stay spread.
     """
 
-    __slots__ = ("_clock", "_due", "_extra", "_offset", "_period_s")
+    __slots__ = ("_clock", "_due", "_extra", "_offset", "_period_s", "on_schedule")
 
     def __init__(self, clock: Callable[[], float], period_s: float, offset: float = 0.0) -> None:
         self._clock = clock
@@ -69,6 +82,8 @@ class Cadence:
         self._offset = offset
         self._due: float | None = None
         self._extra = False
+        # Whether the last reading :meth:`due` allowed was the schedule's (else one more).
+        self.on_schedule = False
 
     def due(self) -> bool:
         now = self._clock()
@@ -76,9 +91,29 @@ class Cadence:
             first = self._due is None
             self._due = now + self._period_s * (1 + self._offset if first else 1)
             self._extra = False
+            self.on_schedule = True
             return True
         extra, self._extra = self._extra, False
+        self.on_schedule = False
         return extra
+
+    def take(
+        self, read: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> T | Literal[NotDue.NOT_DUE]:
+        """``read(*args, **kwargs)`` when a reading is due, else :data:`NOT_DUE`.
+
+        A read the GPU abandons (:class:`ReadAborted`: it answered only driver errors this
+        tick, so the tick's sample is dropped) is not a reading made: it is asked again on the
+        GPU's next tick, as a reading that gave nothing is, rather than a period later (the
+        energy counter 10 s, the throttle and PCIe counters 5 s). A reading that was made
+        before the GPU failed later in the tick is kept, and not read again."""
+        if not self.due():
+            return NOT_DUE
+        try:
+            return read(*args, **kwargs)
+        except ReadAborted:
+            self._extra = True
+            raise
 
     def hurry(self) -> None:
         self._extra = True
@@ -104,8 +139,10 @@ class Every(Generic[T]):
         self._value: T | None = None
 
     def get(self) -> T | None:
-        if self._cadence.due():
-            self._value = self._read()
-            if self._value is None:
-                self._cadence.hurry()
-        return self._value
+        value = self._cadence.take(self._read)
+        if value is NOT_DUE:
+            return self._value
+        if value is None:
+            self._cadence.hurry()
+        self._value = value
+        return value

@@ -15,7 +15,9 @@ Units are converted here, at the edge, so the model only ever holds MiB, W, °C,
 
 A GPU that answers only driver errors this tick (:class:`GpuFailingError`) gives an identity-only
 sample and sets :attr:`DeviceReader.failing`; the source decides whether that is one GPU or all
-of NVML, and logs it. NVML failing as a whole (:class:`NvmlFailedError`) propagates to the source.
+of NVML, and logs it. A cadenced reading whose call the GPU abandoned is made on its next tick
+(:meth:`cadence.Cadence.take`). NVML failing as a whole (:class:`NvmlFailedError`) propagates
+to the source.
 """
 
 from __future__ import annotations

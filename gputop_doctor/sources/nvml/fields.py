@@ -22,7 +22,7 @@ from operator import itemgetter
 from typing import Any
 
 from gputop_doctor.core.model import ClockEvent, ThrottleCounters
-from gputop_doctor.sources.nvml.cadence import Cadence
+from gputop_doctor.sources.nvml.cadence import Cadence, NotDue
 
 # (NVML field id, ThrottleCounters attribute). 74 and 76 are the older PERF_POLICY ids;
 # 269-271 exist from R575 on.
@@ -278,7 +278,7 @@ class ThrottleReader:
         if not values:
             return None
         counters = self._cheap(values)
-        held = not (self._hw_due(bits or 0) and self._read_hw())
+        held = self._take_hw(bits or 0) is not True
         counters.update(self._hw_last)
         return self._made(counters, held and bool(self._hw_last))
 
@@ -290,13 +290,13 @@ class ThrottleReader:
             return _answered(values, THROTTLE_FIELD_IDS)
         return dict(zip(_THROTTLE_NAMES, map(int, every), strict=True))
 
-    def _hw_due(self, bits: int) -> bool:
-        """Whether the hardware counters are read this tick (see the class)."""
+    def _take_hw(self, bits: int) -> bool | NotDue:
+        """The hardware counters read when due this tick (see the class): True when read."""
         matters = (bits | self._last_bits) & HW_THROTTLE_BITS
         self._last_bits = bits
         if matters:
             self._cadence.hurry()
-        return self._cadence.due()
+        return self._cadence.take(self._read_hw)
 
     def _read_hw(self) -> bool:
         """Read the hardware counters; one that rose is read again next tick. A failed read

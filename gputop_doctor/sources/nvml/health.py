@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputop_doctor.core.health import GpuHealth, NvLink, Topology, XidEvent
-from gputop_doctor.sources.nvml.cadence import HEALTH_PERIOD_S, Cadence, spread
+from gputop_doctor.sources.nvml.cadence import HEALTH_PERIOD_S, NOT_DUE, Cadence, spread
 from gputop_doctor.sources.nvml.call import NvmlCaller
 from gputop_doctor.sources.nvml.fields import FieldBatch, FieldKey, FieldValues, Number, Pick
 from gputop_doctor.sources.nvml.kept_readings import UIntCall
@@ -161,10 +161,9 @@ class HealthReader:
     def _refresh(self) -> None:
         """Read the periodic part when due (kept as the same object when nothing changed),
         and the static maxima once."""
-        if self._cadence.due():
-            slow = self._read_slow()
-            if slow != self._slow:
-                self._slow = slow
+        slow = self._cadence.take(self._read_slow)
+        if slow is not NOT_DUE and slow != self._slow:
+            self._slow = slow
         if self._max is None:
             self._max = (
                 self._uint("nvmlDeviceGetMaxPcieLinkGeneration"),

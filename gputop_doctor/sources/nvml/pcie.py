@@ -14,9 +14,18 @@ recording keeps it, and the one rule that reads it (``comm-bound``) takes its me
 30 s window. So they are read every :data:`cadence.PCIE_PERIOD_S`, spread over the GPUs, and
 each rate is the mean over the interval between the last two readings, kept until the next.
 The counters "can be wrapped" (nvml.h) and restart with the driver, so a counter that went
-backwards gives no value until the next reading differences from the new one. The first
-reading and a failed one are followed by another on the next tick, so the first rate comes on
-the second tick as it always did (a two-second ``snapshot`` shows one).
+backwards gives no value until the next reading differences from the new one. A failed reading
+is followed by another on the next tick, whose rate spans both intervals.
+
+The first rate comes on the second tick, as it always did (a two-second ``snapshot`` shows
+one), and covers that one tick. Kept until the GPU's first regular reading (up to
+``PCIE_PERIOD_S * 1.8`` after the first, for the spread), a one-tick rate would stand for up to
+8 ticks in ``comm-bound``'s mean. So until that reading each rate is held no longer than the
+time it measured: each reading of that ramp covers the time since the first reading, and the
+next comes when the rate has been held as long as that (the first rate one tick, then two, then
+four: at 1 s ticks readings at 0, 1, 2, 4 and 8 s, 2 to 3 readings more per GPU per session);
+the first regular reading covers the time since the first reading too, and from there on
+readings are a period apart.
 
 Only where a driver lacks those fields (drivers before about R535) does the reader fall back to
 ``nvmlDeviceGetPcieThroughput``, and then slowly: one call per GPU at most every
@@ -32,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gputop_doctor.sources.nvml.cadence import Cadence
+from gputop_doctor.sources.nvml.cadence import CADENCE_SLACK_S, NOT_DUE, Cadence
 from gputop_doctor.sources.nvml.fields import FieldBatch, FieldValues, Number, Pick
 
 PCIE_TX = 0  # nvmlPcieUtilCounter_t
@@ -64,19 +73,23 @@ class SlowCallBudget:
 
 
 class CounterRate:
-    """KiB/s from successive readings of one cumulative byte counter."""
+    """KiB/s from readings of one cumulative byte counter, over the time since the reading the
+    rate starts from: the last one, or (``keep_start``) the same one as last time."""
 
     def __init__(self) -> None:
-        self._prev: tuple[float, Number] | None = None
+        self._start: tuple[float, Number] | None = None
 
-    def update(self, now: float, counter: Number | None) -> float | None:
+    def update(self, now: float, counter: Number | None, keep_start: bool = False) -> float | None:
         if counter is None:  # missed this tick: the next reading spans both intervals
             return None
-        prev, self._prev = self._prev, (now, counter)
-        if prev is None:
+        start = self._start
+        if start is None or not keep_start:
+            self._start = (now, counter)
+        if start is None:
             return None
-        elapsed, delta = now - prev[0], counter - prev[1]
+        elapsed, delta = now - start[0], counter - start[1]
         if elapsed <= 0 or delta < 0:  # no time passed, or wrapped / reset: from here on
+            self._start = (now, counter)
             return None
         return delta / KIB / elapsed
 
@@ -98,7 +111,11 @@ class PcieReader:
         self._fields = fields
         self._cadence = cadence
         self._held: tuple[float | None, float | None] = (None, None)
-        self._read_once = False  # a first reading made: the next one gives the first rate
+        # Until the first regular reading after the first (see the module): when the first
+        # reading was made, and when the next of the ramp is due (None: none is, or it is over).
+        self._ramp_start: float | None = None
+        self._ramp_next: float | None = None
+        self._ramped = False
         self._throughput = throughput
         self._throughput_skipped = throughput_skipped
         self._clock = clock
@@ -118,18 +135,41 @@ class PcieReader:
         lacks = self._fields.any_unsupported(PCIE_FIELD_IDS)
         if not answered and not lacks:
             return None, None
-        if not lacks and not self._cadence.due():
+        if lacks:
+            self._held = self._rates_of(self._fields.read(), self._clock())
             return self._held
-        values = self._fields.read()
-        self._held = self._rates_of(values)
-        if values is None or not self._read_once:  # no rate yet: read again next tick
+        if self._ramp_next is not None and self._clock() >= self._ramp_next - CADENCE_SLACK_S:
             self._cadence.hurry()
-        self._read_once = self._read_once or values is not None
+        values = self._cadence.take(self._fields.read)
+        if values is NOT_DUE:
+            return self._held
+        now = self._clock()
+        ramp = not self._ramped and not self._cadence.on_schedule
+        self._held = self._rates_of(values, now, ramp)
+        if values is None:  # no reading: again next tick
+            self._cadence.hurry()
+        else:
+            self._ramp_on(now)
         return self._held
 
-    def _rates_of(self, values: FieldValues | None) -> tuple[float | None, float | None]:
-        """(rx, tx) KiB/s, given this reading's field values (None when the call failed)."""
-        now = self._clock()
+    def _ramp_on(self, now: float) -> None:
+        """After a reading: when the next of the ramp is due, or that the ramp is over (the
+        first regular reading after the first)."""
+        if self._ramped:
+            return
+        if self._ramp_start is None:
+            self._ramp_start = self._ramp_next = now  # the next tick reads again
+        elif self._cadence.on_schedule or now == self._ramp_start:  # (no time passed: none)
+            self._ramped = True
+            self._ramp_next = None
+        else:
+            self._ramp_next = now + (now - self._ramp_start)
+
+    def _rates_of(
+        self, values: FieldValues | None, now: float, ramp: bool = False
+    ) -> tuple[float | None, float | None]:
+        """(rx, tx) KiB/s, given this reading's field values (None when the call failed);
+        ``ramp``: over the time since the first reading (see the module)."""
         if values is not None:
             try:
                 rx_bytes, tx_bytes = self._both(values)
@@ -137,14 +177,17 @@ class PcieReader:
                 pass
             else:  # the usual tick: both counters answered (so neither is unsupported)
                 rates = self._rates
-                return rates[PCIE_RX].update(now, rx_bytes), rates[PCIE_TX].update(now, tx_bytes)
+                return (
+                    rates[PCIE_RX].update(now, rx_bytes, ramp),
+                    rates[PCIE_TX].update(now, tx_bytes, ramp),
+                )
         out: dict[int, float | None] = {}
         slow = []
         for counter in (PCIE_RX, PCIE_TX):
             field_id = _FIELD_OF[counter]
             if not self._fields.unsupported(field_id):
                 counter_bytes = None if values is None else values.get(field_id)
-                out[counter] = self._rates[counter].update(now, counter_bytes)
+                out[counter] = self._rates[counter].update(now, counter_bytes, ramp)
             elif not self._throughput_skipped(counter):
                 slow.append(counter)
         if slow:

@@ -38,7 +38,13 @@ from operator import attrgetter
 from typing import Any
 
 from gputop_doctor.core.model import MIB, GpuProcess
-from gputop_doctor.sources.nvml.cadence import PROCESS_UTIL_PERIOD_S, Cadence, Every, spread
+from gputop_doctor.sources.nvml.cadence import (
+    NOT_DUE,
+    PROCESS_UTIL_PERIOD_S,
+    Cadence,
+    Every,
+    spread,
+)
 from gputop_doctor.sources.nvml.call import Ask, NvmlCaller, Preferred
 from gputop_doctor.sources.nvml.kept_buffers import (
     ListedProcess,
@@ -146,10 +152,11 @@ class GpuProcessReader:
         when a listed process is new to the readings; None when it cannot be read."""
         if not self._covered.issuperset(listed):
             self._util_cadence.hurry()
-        if self._util_cadence.due():
-            self._util = self._read_util(listed)
+        util = self._util_cadence.take(self._read_util, listed)
+        if util is not NOT_DUE:
+            self._util = util
             self._covered = frozenset(listed)
-            if self._util is None:
+            if util is None:
                 self._util_cadence.hurry()
         return self._util
 
