@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from gputop_doctor.core.environ import environ_values
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.job_identity import PodRef
 from gputop_doctor.core.model import GpuSample, JobIdentity, ProcSample, Snapshot
+from gputop_doctor.core.proc_text import environ_values
 
 _SLURM_V1 = re.compile(r"/slurm[^/]*/uid_(\d+)/job_(\d+)(?:/step_([^/]+))?")
 _SLURM_V2 = re.compile(r"/slurmstepd\.scope/job_(\d+)(?:/step_([^/]+))?")

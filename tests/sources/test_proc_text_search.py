@@ -9,8 +9,8 @@ import os
 import random
 from pathlib import Path
 
-from gputop_doctor.core.environ import environ_values
 from gputop_doctor.core.jobs import JOB_ENV
+from gputop_doctor.core.proc_text import environ_values
 from gputop_doctor.sources.host import pids
 from gputop_doctor.sources.host.procinfo import _ENV_FIELDS
 

@@ -27,6 +27,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from gputop_doctor.core import measures
+from gputop_doctor.core.proc_text import value_after
 from gputop_doctor.sources.host.kept_files import KeptFiles, read_small
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -288,7 +289,7 @@ def read_allowed_cpus(pid: int, proc_root: str = "/proc") -> str | None:
     """``Cpus_allowed_list`` of ``/proc/PID/status`` (e.g. ``"0-3,8"``): where the scheduler
     may run it, after sched_setaffinity (taskset, numactl) and the cgroup's cpuset."""
     data = read_small(f"{proc_root}/{pid}/status")
-    rest = _rest_of_line(data, b"Cpus_allowed_list:") if data else None
+    rest = value_after(data, b"\n", b"Cpus_allowed_list:") if data else None
     if rest is None:
         return None
     return rest.strip().decode("ascii", "replace") or None
@@ -301,26 +302,11 @@ def read_io_bytes(pid: int, proc_root: str = "/proc") -> tuple[int, int] | None:
     data = read_small(f"{proc_root}/{pid}/io")
     if not data:
         return None
-    read = _rest_of_line(data, b"read_bytes: ", last=True)
-    write = _rest_of_line(data, b"write_bytes: ", last=True)
+    read = value_after(data, b"\n", b"read_bytes: ", last=True)
+    write = value_after(data, b"\n", b"write_bytes: ", last=True)
     if read is None or write is None or not (read.strip().isdigit() and write.strip().isdigit()):
         return None
     return int(read), int(write)
-
-
-def _rest_of_line(data: bytes, tag: bytes, last: bool = False) -> bytes | None:
-    """What follows ``tag`` on the first (``last``: the last) line of ``data`` that starts
-    with it; None when no line does. Searched in C: these files are read for each process of
-    a tree when it is first seen and at each re-read of its facts, and splitting every line
-    (status has fifty) to look at two was most of that read's Python."""
-    padded = b"\n" + data  # every line, the first too, then starts after a newline
-    key = b"\n" + tag
-    at = padded.rfind(key) if last else padded.find(key)
-    if at < 0:
-        return None
-    start = at + len(key)
-    end = padded.find(b"\n", start)
-    return padded[start:end] if end >= 0 else padded[start:]
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from gputop_doctor.config import environment
-from gputop_doctor.core.environ import environ_values
 from gputop_doctor.core.model import Runtime, ThreadEnv
+from gputop_doctor.core.proc_text import environ_values
 
 # Re-exported: the host sources and tests import these from procinfo.
 from gputop_doctor.sources.host.kept_files import read_file
