@@ -370,36 +370,45 @@ def tick_utils(win: Window, t: StarvationThresholds) -> Mapping[int, tuple[TickU
     position for position the samples of ``live(gpu_columns(win)[index])``. A tick's are
     judged once for both windows that ask (this rule's and the headline's)."""
     key = ("tick utils", t.mean_util_pct, t.idle_util_pct)
+    last = _last_tick_utils(win, key)
     return running_groups(  # type: ignore[return-value]
-        win, key, lambda snap: shared_by_windows(key, snap, lambda s: tuple(_tick_utils(s, t)))
+        win,
+        key,
+        lambda snap: shared_by_windows(key, snap, lambda s: tuple(_tick_utils(s, t, last))),
     )
 
 
-def _tick_utils(snap: Snapshot, t: StarvationThresholds) -> Iterator[tuple[int, TickUtil]]:
+def _last_tick_utils(win: Window, key: tuple[object, ...]) -> dict[int, TickUtil]:
+    """The last TickUtil handed out for each GPU index, kept with the window's history (a
+    window without one: for this call only). A GPU pegged at 100 % (or idle) reads the same
+    samples tick after tick; handing on the same object while they are interchangeable lets a
+    reader of the window (the headline) tell an unchanged run of ticks by identity."""
+    if win.running is None:
+        return {}
+    last = win.running.setdefault(("last", key), {})
+    return last  # type: ignore[return-value]
+
+
+def _tick_utils(
+    snap: Snapshot, t: StarvationThresholds, last: dict[int, TickUtil]
+) -> Iterator[tuple[int, TickUtil]]:
     return (
-        (g.index, _interned(g.index, _busy_tick(g, t), util_readings(g)))
+        (g.index, _interned(last, g.index, _busy_tick(g, t), util_readings(g)))
         for g in snap.gpus
         if not g.lost
     )
 
 
-# The last TickUtil handed out for each GPU index. A GPU pegged at 100 % (or idle) reads the
-# same samples tick after tick; handing on the same object while they are interchangeable
-# lets a reader of the window (the headline) tell an unchanged run of ticks by identity.
-_LAST_TICK_UTIL: dict[int, TickUtil] = {}
-_LAST_TICK_UTIL_MAX = 1024  # indices are a machine's GPUs; the bound is for tests' odd ones
-
-
-def _interned(index: int, busy: bool, readings: tuple[float, ...]) -> TickUtil:
+def _interned(
+    last_by_index: dict[int, TickUtil], index: int, busy: bool, readings: tuple[float, ...]
+) -> TickUtil:
     """The tick judged ``busy`` with ``readings``: the last one handed out for GPU ``index``
     where no pure function could tell the two apart (the same judgement, and readings equal,
     of the same types, with the same signs of zero), else a new one."""
-    last = _LAST_TICK_UTIL.get(index)
+    last = last_by_index.get(index)
     if last is not None and last.busy is busy and _interchangeable(last.readings, readings):
         return last
-    if len(_LAST_TICK_UTIL) >= _LAST_TICK_UTIL_MAX:
-        _LAST_TICK_UTIL.clear()
-    tick = _LAST_TICK_UTIL[index] = TickUtil(busy, readings)
+    tick = last_by_index[index] = TickUtil(busy, readings)
     return tick
 
 

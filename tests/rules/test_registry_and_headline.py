@@ -215,10 +215,11 @@ def test_a_gpu_reading_the_same_samples_hands_on_the_same_tick() -> None:
     headline tells an unchanged window by identity; 0.0 and -0.0, or an int reading, are not
     interchangeable with 0.0 and a float (they print and sum apart)."""
     t = Settings().rules.gpu_starvation
+    last: dict[int, gpu_starvation.TickUtil] = {}
 
     def tick(samples: tuple[float, ...]) -> gpu_starvation.TickUtil:
         made = gpu_starvation.TickUtil.of(gpu(901, util=samples), t)
-        return gpu_starvation._interned(901, made.busy, made.readings)
+        return gpu_starvation._interned(last, 901, made.busy, made.readings)
 
     first = tick((97.0, 96.0, 0.0))
     assert tick((97.0, 96.0, 0.0)) is first
