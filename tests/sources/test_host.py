@@ -769,7 +769,10 @@ def test_real_busy_loop_is_hungry(spawn: Spawn) -> None:
     while True:
         time.sleep(0.5)
         s = source.read_processes(busy.pid, []).processes[0]
-        if (s.cpu_pct or 0.0) > 25.0 or time.monotonic() > deadline:
+        # cpu_pct (stat's ticks) and run_ns_per_s (schedstat's nanoseconds) are two clocks: wait
+        # for the reading in which both show it, not for the first that crosses one of them.
+        hungry = (s.cpu_pct or 0.0) > 25.0 and (s.run_ns_per_s or 0) > 0.25e9
+        if hungry or time.monotonic() > deadline:
             break
     assert s.cpu_pct is not None and s.cpu_pct > 25.0
     assert s.state in ("R", "S")
