@@ -34,6 +34,7 @@ from gputop_doctor.sources.profile_request import DEFAULT_STEPS, ProfileRequestE
 from gputop_doctor.ui.alert_bell import CriticalBell
 from gputop_doctor.ui.control import AttachJob, EngineControl, MakeSink, csv_sink
 from gputop_doctor.ui.frame_view import FrameView
+from gputop_doctor.ui.gc_pacing import paced_for_frames
 from gputop_doctor.ui.lifecycle import RunLifecycle
 from gputop_doctor.ui.messages import (
     AttachFailed,
@@ -487,6 +488,7 @@ def run_tui(
     ``(pid, user, command)`` tuples from the host source (the UI may not read /proc itself).
     ``signaller`` enables the signal keys (live, not read-only: see ``signal_desk``).
     ``attach_job`` lets the picker attach to a whole job, as ``--job`` does (live host only).
+    The garbage collector's young threshold is raised while it runs (``ui/gc_pacing.py``).
     """
     app = GpuTopApp(
         engine,
@@ -501,7 +503,8 @@ def run_tui(
         attach_job=attach_job,
     )
     try:
-        result = app.run()
+        with paced_for_frames():  # the collector paced for a frame a second (gc_pacing)
+            result = app.run()
     finally:
         app.shutdown()
         if alerts is not None:

@@ -1,0 +1,35 @@
+"""The TUI's collector pacing: set while the app runs, the process's own thresholds after."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from gputop_doctor.ui.gc_pacing import YOUNG_THRESHOLD, paced_for_frames
+
+
+def test_young_threshold_is_raised_inside_and_restored_after() -> None:
+    before = gc.get_threshold()
+    with paced_for_frames():
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *before[1:])
+    assert gc.get_threshold() == before
+
+
+def test_thresholds_are_restored_when_the_app_fails() -> None:
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), paced_for_frames():
+        raise RuntimeError("the app failed")
+    assert gc.get_threshold() == before
+
+
+def test_an_object_that_lives_one_frame_is_not_promoted() -> None:
+    """What the pacing is for: a frame's worth of new objects (far fewer than the threshold),
+    kept across a frame and dropped, never reaches a young collection, so nothing of it is
+    promoted to the generation whose growth brings on full collections."""
+    gc.collect()
+    with paced_for_frames():
+        collections_before = gc.get_stats()[0]["collections"]
+        frame = [[i] for i in range(2_000)]  # about what a frame keeps: lines, strips, caches
+        del frame
+        assert gc.get_stats()[0]["collections"] == collections_before
