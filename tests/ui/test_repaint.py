@@ -124,3 +124,26 @@ async def test_the_host_panel_repaints_only_its_changed_line() -> None:
         await shown(app, pilot, tree_changed)
         assert refreshes.calls == [((Region(0, 1, width, 1),), False)]
         assert styled_screen(app) == await fresh_screen(tree_changed)
+
+
+@run_async
+async def test_a_finding_whose_text_changed_repaints_its_line_only() -> None:
+    """cpu-contention names the busiest neighbour: its title may change every second, and
+    only its line is repainted (the list's other lines and its height stay)."""
+    base = base_frame()
+    before = replace(base, findings=(HOT, SLOW))
+    busier = replace(SLOW, title="GPU 0 waits longer")
+    after = replace(base, findings=(HOT, busier))
+    engine, _, _ = demo_engine()
+    app = GpuTopApp(engine, sampler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(app, pilot, before)
+        findings = app.query_one(FindingsList)
+        refreshes = Refreshes(findings)
+        await shown(app, pilot, after)
+        assert refreshes.calls == [((Region(0, 1, findings.size.width, 1),), False)]
+        assert "GPU 0 waits longer" in findings.lines[1].plain
+        assert styled_screen(app) == await fresh_screen(after)
+        refreshes.calls.clear()
+        await shown(app, pilot, after)  # the same findings again: nothing to repaint
+        assert refreshes.calls == []
