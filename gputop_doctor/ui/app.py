@@ -202,7 +202,9 @@ class GpuTopApp(App[int]):
     def show_frame(self, frame: Frame) -> None:
         for view in self._views:
             view.show_frame(frame)
-        if isinstance(self.screen, FrameView):  # a detail screen follows the frames too
+        # A detail screen follows the frames too. Only a pushed screen can be one: checking
+        # the main screen against the Protocol cost a runtime isinstance walk every frame.
+        if len(self.screen_stack) > 1 and isinstance(self.screen, FrameView):
             self.screen.show_frame(frame)
 
     def on_recording_started(self, message: RecordingStarted) -> None:

@@ -203,6 +203,8 @@ class ProcessTable(ScrollView, can_focus=True):
     def _refresh_rows(self, *indices: int) -> None:
         """Repaint these rows' lines if they are in the window (never the lines below it,
         which would make the compositor repaint whatever lies there, e.g. the footer)."""
+        if not indices:  # most frames of a steady job: no row changed, no geometry to read
+            return
         top, height = round(self.scroll_y), self._body_height
         width = max(self.virtual_size.width, self.size.width)
         lines = [
