@@ -29,8 +29,9 @@ The TUI's and serve's own CPU % over a minute: bench_tui.py and bench_serve.py.
 ``--ticks`` ticks after the same filling, nothing else measured), counted by valgrind's
 callgrind (benchmarks/instructions.py): the same for the same work, loaded machine or not,
 where CPU time moves by a third; two versions of the code are compared by runs made side by
-side (the host-wide readings' work follows the host's processes). It leaves out the
-kernel's own work in system calls, which CPU time includes.
+side, two or three each (the host-wide readings' work follows the host: its processes, and
+a scan of all of them under I/O pressure). It leaves out the kernel's own work in system
+calls, which CPU time includes.
 
     .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
         [--nvml-costs none|h200] [--instructions]

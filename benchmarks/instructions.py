@@ -5,10 +5,11 @@ code (other processes evict caches, the clock ramps after each sleep), so a cut 
 percent of a tick cannot be told from noise by timing it. The count of instructions the
 process executes is the same for the same work, whatever else runs: a cut shows as a smaller
 count. It leaves out the kernel's own work in system calls (formatting ``/proc/PID/stat``),
-which timings include. The work itself still follows the machine a little: the host ranking
-reads a slice of every process on the host each tick, and a D-state scan runs under I/O
-pressure (runs a minute apart on the shared 2-core VM differed by up to 5 %), so two versions
-of the code are compared by runs made side by side, at the same time.
+which timings include. The work itself still follows the machine: the host ranking reads a
+slice of every process on the host each tick, and under I/O pressure a scan reads every
+process's stat and io (about 10 million instructions at 200 processes): a scan among the
+counted ticks or not moved the count of 30 ticks by up to 10 % on the shared 2-core VM. Two
+versions of the code are compared by runs made side by side, each two or three times.
 
 The benchmark runs itself again under ``valgrind --tool=callgrind`` with instrumentation off
 (valgrind runs it about 4x slower then, not 50x); around the stretch to count, :func:`counted`
