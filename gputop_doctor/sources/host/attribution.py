@@ -34,6 +34,7 @@ from gputop_doctor.core.pressure import JobPressure, OutsideProcess, Pressure, P
 from gputop_doctor.sources.host.cgroup import parse_proc_cgroup
 from gputop_doctor.sources.host.kept_files import KeptFiles, read_file, read_small
 from gputop_doctor.sources.host.pids import (
+    RankingFields,
     list_pids,
     parse_ranking_fields,
     read_io_bytes,
@@ -101,13 +102,14 @@ class Attribution:
         scans_kept: int = 10,
         cgroup_ttl_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
-        read_stat: Callable[[int], bytes | None] | None = None,
+        read_stat: Callable[[int], tuple[bytes, RankingFields] | None] | None = None,
     ) -> None:
-        """``read_stat``: how a scan reads a PID's stat text (the host source passes the
-        ranking's, through the descriptors it keeps for every program); default, a plain
-        read under ``proc_root``."""
+        """``read_stat``: how a scan reads a PID's stat text and what it says (the host
+        source passes the ranking's: through the descriptors it keeps for every program,
+        and its parse of a text it has seen); default, a plain read under ``proc_root``,
+        parsed."""
         self.proc_root = proc_root
-        self._read_stat = read_stat or (lambda pid: read_small(f"{proc_root}/{pid}/stat"))
+        self._read_stat = read_stat or (lambda pid: _read_fields(f"{proc_root}/{pid}/stat"))
         self.cgroup_root = cgroup_root
         self.scan_every_s = scan_every_s
         self.cgroup_ttl_s = cgroup_ttl_s
@@ -209,10 +211,10 @@ class Attribution:
         in_d: set[int] = set()
         io_bytes: dict[int, int] = {}
         for pid in list_pids(self.proc_root):
-            data = self._read_stat(pid)
-            stat = None if data is None else parse_ranking_fields(data)
-            if data is None or stat is None or pid == KTHREADD or stat.ppid == KTHREADD:
+            read = self._read_stat(pid)
+            if read is None or pid == KTHREADD or read[1].ppid == KTHREADD:
                 continue
+            data, stat = read
             io = read_io_bytes(pid, self.proc_root)
             moved = None if io is None else io[0] + io[1]
             if stat.state == "D" or moved:
@@ -244,6 +246,13 @@ class Attribution:
         found.sort(key=lambda p: -(p.swap_mib or 0.0))
         self._swap = (now, tuple(found[:TOP_OUTSIDE]))
         return self._swap[1]
+
+
+def _read_fields(path: str) -> tuple[bytes, RankingFields] | None:
+    """A stat text read the plain way, and what it says; None when gone or unreadable."""
+    data = read_small(path)
+    fields = None if data is None else parse_ranking_fields(data)
+    return None if data is None or fields is None else (data, fields)
 
 
 def outside_top(
