@@ -205,9 +205,10 @@ class Attribution:
 
     def _scan(self, now: float) -> _Scan:
         """Every process of the host: its state, and its bytes to storage. Under I/O pressure
-        this runs every tick over hundreds of processes (217 here: 8.7 ms of CPU, more than
-        a whole tick without it), so a stat text is split only as far as the state and the
-        parent, its name decoded only for a process that will be named."""
+        this runs every tick over hundreds of processes (on the 2-core VM about 10 ms of CPU
+        at 200-300, more than a whole tick without it), so a stat text the ranking has seen
+        as it is now is not parsed again (see ``read_stat``), another is split only as far
+        as the state and the parent, and a name is decoded only for a process to be named."""
         in_d: set[int] = set()
         io_bytes: dict[int, int] = {}
         for pid in list_pids(self.proc_root):
