@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,13 @@ import pytest
 from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.sources.host import top as top_module
 from gputop_doctor.sources.host.attribution import Attribution
-from gputop_doctor.sources.host.pids import PidTable, RankingFields, parse_ranking_fields
+from gputop_doctor.sources.host.pids import (
+    PidTable,
+    RankingFields,
+    parse_io_bytes,
+    parse_ranking_fields,
+    read_io_bytes,
+)
 from gputop_doctor.sources.host.top import TopProcesses
 from tests.sources.test_host import Clock, FakeProc
 
@@ -81,3 +88,20 @@ def test_the_scan_takes_the_rankings_parse_of_a_text_it_has_seen(
     found = attribution.io_waiters(set(), PRESSED, None)
     assert len(parsed) == 1 and b"(idle) D" in parsed[0]
     assert {p.pid for p in found} == {20, 40}
+
+
+def test_the_scan_keeps_io_descriptors_while_the_pressure_lasts() -> None:
+    """On procfs each process's io is read through a descriptor kept from scan to scan, the
+    bytes the same as a fresh read's; they are closed once the pressure has gone."""
+    clock = Clock()
+    attribution = Attribution("/proc", clock=clock)
+    attribution.io_waiters(set(), PRESSED, None)
+    own = os.getpid()
+    assert attribution.io_files.holds(own)
+    kept = parse_io_bytes(attribution.io_files.read(own))
+    fresh = read_io_bytes(own)
+    assert kept is not None and fresh is not None and kept[1] <= fresh[1]
+    clock.now += 31.0
+    assert attribution.io_waiters(set(), Pressure(1.0, some_now=0.0), None) == ()
+    assert len(attribution.io_files) == 0
+    attribution.close()

@@ -301,7 +301,11 @@ def read_io_bytes(pid: int, proc_root: str = "/proc") -> tuple[int, int] | None:
     """(read_bytes, write_bytes) of ``/proc/PID/io``: what really went to storage.
 
     None without permission (another user's process) or once the process is gone."""
-    data = read_small(f"{proc_root}/{pid}/io")
+    return parse_io_bytes(read_small(f"{proc_root}/{pid}/io"))
+
+
+def parse_io_bytes(data: bytes | None) -> tuple[int, int] | None:
+    """(read_bytes, write_bytes) of an ``io`` text; None for none, or one without both."""
     if not data:
         return None
     read = value_after(data, b"\n", b"read_bytes: ", last=True)
