@@ -25,8 +25,16 @@ CPU only, so other processes on a loaded machine do not count):
 Finally ``--seconds`` of a paced record run (1 s interval): CPU % of one core of this process.
 The TUI's and serve's own CPU % over a minute: bench_tui.py and bench_serve.py.
 
+``--instructions``: instead of all that, the instructions one tick executes (the mean over
+``--ticks`` ticks after the same filling, nothing else measured), counted by valgrind's
+callgrind (benchmarks/instructions.py): the same for the same work, loaded machine or not,
+where CPU time moves by a third; two versions of the code are compared by runs made side by
+side, two or three each (the host-wide readings' work follows the host: its processes, and
+a scan of all of them under I/O pressure). It leaves out the kernel's own work in system
+calls, which CPU time includes.
+
     .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
-        [--nvml-costs none|h200]
+        [--nvml-costs none|h200] [--instructions]
 
 ``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200
 (tests/fake_nvml/costs.py), so the NVML section shows what each call costs per tick on a real
@@ -64,6 +72,7 @@ from bench_record import (
     start_tree,
     use_fake_nvml,
 )
+from instructions import CountingError, count_instructions, counted, under_callgrind
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -317,20 +326,56 @@ class SessionClock:
         return self.now
 
 
+def report_instructions(ticks: int) -> None:
+    """Run this benchmark again under callgrind and print what one tick executes."""
+    print("counting instructions under valgrind (a few minutes)...", flush=True)
+    try:
+        total = count_instructions(str(Path(__file__).resolve()), sys.argv[1:])
+    except CountingError as err:
+        sys.exit(f"bench_breakdown: cannot count instructions: {err}")
+    print(f"instructions per tick (callgrind, mean of {ticks} ticks): {total / ticks:,.0f}")
+
+
+def count_ticks(root_pid: int, tmp: Path, args: argparse.Namespace) -> None:
+    """In the run under valgrind: fill the history as the breakdown does, then count the
+    instructions of ``args.ticks`` ticks, with none of the breakdown's timers in them."""
+    clock = SessionClock()
+    engine = build_engine(root_pid, str(tmp / "bench.csv"), "fake", clock, not args.no_tui)
+    fill = engine.history.capacity if args.fill is None else args.fill
+    clock.now = time.time() - fill - args.ticks
+    for _ in range(fill):
+        engine.tick()
+    with counted():
+        for _ in range(args.ticks):
+            engine.tick()
+    engine.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=30, help="measured ticks")
     parser.add_argument("--fill", type=int, default=None, help="ticks before (default: full)")
     parser.add_argument("--seconds", type=float, default=60.0, help="paced record run")
     parser.add_argument("--no-tui", action="store_true")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count the instructions of a tick under valgrind instead (reproducible)",
+    )
     add_nvml_costs_argument(parser)
     args = parser.parse_args()
+    if args.instructions and not under_callgrind():
+        report_instructions(args.ticks)
+        return
     costs = nvml_costs(args)
     print_header(costs)
     tree = start_tree()
     tmp = Path(tempfile.mkdtemp())
     try:
         use_fake_nvml(tree.pid, tmp, "nvlink", costs)
+        if args.instructions:  # the run under valgrind: plain ticks, counted
+            count_ticks(tree.pid, tmp, args)
+            return
         watch_nvml()
         watch_files()
         watch_gc()

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
+
 from gputop_doctor.core.pressure import Pressure
+from gputop_doctor.sources.host import top as top_module
 from gputop_doctor.sources.host.attribution import Attribution
+from gputop_doctor.sources.host.pids import (
+    PidTable,
+    RankingFields,
+    parse_io_bytes,
+    parse_ranking_fields,
+    read_io_bytes,
+)
+from gputop_doctor.sources.host.top import TopProcesses
 from tests.sources.test_host import Clock, FakeProc
 
 MIB = 1 << 20
@@ -45,3 +57,51 @@ def test_no_scan_without_pressure(tmp_path: Path) -> None:
     fake.process(30, comm="backup", state="D")
     attribution = Attribution(str(fake.root), clock=clock)
     assert attribution.io_waiters(set(), Pressure(1.0, some_now=2.0), None) == ()
+
+
+def test_the_scan_takes_the_rankings_parse_of_a_text_it_has_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under I/O pressure the scan reads every process each second: a stat text the host
+    ranking last measured as it is now is not parsed again, and the scan still finds what
+    a text read and parsed anew says (the writer in D, the idle process not)."""
+    fake, clock = FakeProc(tmp_path / "proc"), Clock()
+    fake.process(20, comm="dd", state="D")
+    fake.process(40, comm="idle")
+    for pid in (20, 40):
+        io_file(fake, pid, 0, 0)
+    top = TopProcesses(PidTable(str(fake.root)), count=3, cycle_s=1.0)
+    top.get(0.0)
+    parsed: list[bytes] = []
+
+    def counting(data: bytes) -> RankingFields | None:
+        parsed.append(data)
+        return parse_ranking_fields(data)
+
+    monkeypatch.setattr(top_module, "parse_ranking_fields", counting)
+    attribution = Attribution(str(fake.root), clock=clock, read_stat=top.peek_fields)
+    found = attribution.io_waiters(set(), PRESSED, None)
+    assert parsed == []  # both texts as the ranking last read them
+    assert [(p.pid, p.name, p.d_share) for p in found] == [(20, "dd", 1.0)]
+    fake.process(40, comm="idle", state="D")  # a new text: parsed
+    clock.now += 1.0
+    found = attribution.io_waiters(set(), PRESSED, None)
+    assert len(parsed) == 1 and b"(idle) D" in parsed[0]
+    assert {p.pid for p in found} == {20, 40}
+
+
+def test_the_scan_keeps_io_descriptors_while_the_pressure_lasts() -> None:
+    """On procfs each process's io is read through a descriptor kept from scan to scan, the
+    bytes the same as a fresh read's; they are closed once the pressure has gone."""
+    clock = Clock()
+    attribution = Attribution("/proc", clock=clock)
+    attribution.io_waiters(set(), PRESSED, None)
+    own = os.getpid()
+    assert attribution.io_files.holds(own)
+    kept = parse_io_bytes(attribution.io_files.read(own))
+    fresh = read_io_bytes(own)
+    assert kept is not None and fresh is not None and kept[1] <= fresh[1]
+    clock.now += 31.0
+    assert attribution.io_waiters(set(), Pressure(1.0, some_now=0.0), None) == ()
+    assert len(attribution.io_files) == 0
+    attribution.close()

@@ -258,17 +258,20 @@ def test_pressure_in_the_kernel_layout_reads_as_line_by_line(text: bytes) -> Non
 
 
 def test_ranking_fields_are_those_of_the_full_parse() -> None:
-    """Parent, start and CPU ticks as parse_stat has them, and None where it has None."""
+    """Parent, start, CPU ticks and state as parse_stat has them, and None where it has
+    None."""
     with open(f"/proc/{os.getpid()}/stat", "rb") as handle:
         own = handle.read()
     odd_name = b"42 (a) b (c) d) S 7 42 42 0 -1 0 1 0 0 0 31 11 0 0 20 0 3 0 555 1 2 3\n"
-    for text in (own, odd_name):
+    in_d = odd_name.replace(b") S ", b") D ")  # a process waiting on storage
+    for text in (own, odd_name, in_d):
         stat, fields = parse_stat(text), parse_ranking_fields(text)
         assert stat is not None and fields is not None
-        assert (fields.ppid, fields.start, fields.cpu_ticks) == (
+        assert (fields.ppid, fields.start, fields.cpu_ticks, fields.state) == (
             stat.ppid,
             stat.start,
             stat.cpu_ticks,
+            stat.state,
         )
         assert stat_comm(text) == stat.comm
     assert stat_comm(odd_name) == "a) b (c) d"

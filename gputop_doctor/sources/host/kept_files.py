@@ -162,18 +162,22 @@ def _pread_all(fd: int, size: int, one_record: bool) -> bytes:
 
 class PidStatFiles:
     """``/proc/PID/stat`` of the processes sampled every tick, through descriptors kept open
-    and keyed by PID (no path is built for a process read before).
+    and keyed by PID (no path is built for a process read before); ``name``: another file of
+    each PID's directory read the same way (``io``, for the storage scan).
 
     The same rules as :class:`KeptFiles`: a failed pread (the process exited) closes the
     descriptor and looks at the path once more, at most ``limit`` descriptors are kept, none
-    when ``keep`` is false. The whole line fits one read of ``size`` bytes.
+    when ``keep`` is false. The whole file fits one read of ``size`` bytes.
     """
 
-    def __init__(self, proc_root: str, keep: bool, limit: int, size: int = 4096) -> None:
+    def __init__(
+        self, proc_root: str, keep: bool, limit: int, size: int = 4096, name: str = "stat"
+    ) -> None:
         self.proc_root = proc_root
         self.keep = keep
         self.limit = limit
         self.size = size
+        self.name = name
         self._fds: dict[int, int] = {}
         self._finalizer = weakref.finalize(self, _close_all, self._fds)
 
@@ -190,7 +194,7 @@ class PidStatFiles:
             except OSError:  # the process exited (ESRCH): forget it, look at the path again
                 del self._fds[pid]
                 os.close(fd)
-        path = f"{self.proc_root}/{pid}/stat"
+        path = f"{self.proc_root}/{pid}/{self.name}"
         if not self.keep or len(self._fds) >= self.limit:
             return read_small(path, self.size)
         try:
@@ -210,7 +214,7 @@ class PidStatFiles:
         nothing (for a PID read once in a while)."""
         if pid in self._fds:
             return self.read(pid)
-        return read_small(f"{self.proc_root}/{pid}/stat", self.size)
+        return read_small(f"{self.proc_root}/{pid}/{self.name}", self.size)
 
     def holds(self, pid: int) -> bool:
         """Whether a descriptor is kept for ``pid``."""
@@ -233,7 +237,8 @@ class PidStatFiles:
 
 def descriptor_budget(cap: int) -> int:
     """How many descriptors one set of kept files may hold: ``cap``, or a quarter of a lower
-    RLIMIT_NOFILE (the tree's set and the ranking's set each take at most a quarter)."""
+    RLIMIT_NOFILE (the tree's set, the ranking's set and the storage scan's ``io`` set, kept
+    only while I/O pressure lasts, each take at most a quarter)."""
     try:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (OSError, ValueError):

@@ -79,12 +79,14 @@ class RankingFields(NamedTuple):
     start: int
     cpu_ticks: int
     kernel_thread: bool  # PF_KTHREAD in field 9 (flags): a kernel worker, no program
+    state: str  # as Stat.state: R, S, D, Z...
 
 
 def parse_ranking_fields(data: bytes) -> RankingFields | None:
-    """What the host-wide ranking needs of a stat text, which it reads for every process of
-    the host in turn: split no further than starttime, no Stat object, no name (see
-    :func:`stat_comm`). None exactly where :func:`parse_stat` gives None."""
+    """What the host-wide passes need of a stat text (the CPU ranking, the D-state scan
+    under I/O pressure), which they read for every process of the host: split no further
+    than starttime, no Stat object, no name (see :func:`stat_comm`). None exactly where
+    :func:`parse_stat` gives None."""
     close = data.rfind(b")")
     if close < 0:
         return None
@@ -93,7 +95,7 @@ def parse_ranking_fields(data: bytes) -> RankingFields | None:
         return None
     cpu_ticks = int(rest[11]) + int(rest[12])
     kernel_thread = bool(int(rest[6]) & PF_KTHREAD)
-    return RankingFields(int(rest[1]), int(rest[19]), cpu_ticks, kernel_thread)
+    return RankingFields(int(rest[1]), int(rest[19]), cpu_ticks, kernel_thread, rest[0].decode())
 
 
 def stat_comm(data: bytes) -> str:
@@ -299,7 +301,11 @@ def read_io_bytes(pid: int, proc_root: str = "/proc") -> tuple[int, int] | None:
     """(read_bytes, write_bytes) of ``/proc/PID/io``: what really went to storage.
 
     None without permission (another user's process) or once the process is gone."""
-    data = read_small(f"{proc_root}/{pid}/io")
+    return parse_io_bytes(read_small(f"{proc_root}/{pid}/io"))
+
+
+def parse_io_bytes(data: bytes | None) -> tuple[int, int] | None:
+    """(read_bytes, write_bytes) of an ``io`` text; None for none, or one without both."""
     if not data:
         return None
     read = value_after(data, b"\n", b"read_bytes: ", last=True)

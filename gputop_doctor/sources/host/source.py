@@ -130,7 +130,7 @@ class ProcfsHostSource:
             tree_files=self._procs.files,
         )
         self._attribution = Attribution(
-            proc_root, cgroup_root, clock=clock, read_stat=self._top.peek
+            proc_root, cgroup_root, clock=clock, read_stat=self._top.peek_fields
         )
         # In a PID namespace of its own, NVML's host PIDs are matched to ours (gpu_holders).
         # Asked once: a process does not change PID namespace.

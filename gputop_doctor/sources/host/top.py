@@ -196,6 +196,20 @@ class TopProcesses:
             return tree.read(pid)
         return self.files.peek(pid)
 
+    def peek_fields(self, pid: int) -> tuple[bytes, RankingFields] | None:
+        """``pid``'s stat text as :meth:`peek` reads it, and what it says: the ranking's own
+        parse when the text is the one it last measured (a sleeping process, most of a
+        host), for the storage scan, which reads every process of the host each second
+        while I/O pressure lasts."""
+        data = self.peek(pid)
+        if data is None:
+            return None
+        seen = self._seen.get(pid)
+        fields = seen.fields if seen is not None and seen.raw == data else None
+        if fields is None:
+            fields = parse_ranking_fields(data)
+        return None if fields is None else (data, fields)
+
     def _read_kept(self, pid: int) -> bytes | None:
         """``pid``'s stat through the tree reader's descriptor when it keeps one, else
         through (and keeping) one of the ranking's own."""

@@ -170,13 +170,13 @@ class DeviceReader:
         self._samples = ask("nvmlDeviceGetSamples", SamplesCall(nvml))
         self._point_util = ask("nvmlDeviceGetUtilizationRates", UtilizationCall(nvml))
         self._memory_v2 = ask("nvmlDeviceGetMemoryInfo_v2", MemoryCall(nvml))
-        self._clocks = {
-            clock_type: ask(
+        self._sm_clock, self._mem_clock = (
+            ask(
                 f"nvmlDeviceGetClockInfo({clock_type})",
                 UIntCall(nvml, "nvmlDeviceGetClockInfo", ctypes.c_uint, clock_type),
             )
             for clock_type in (CLOCK_SM, CLOCK_MEM)
-        }
+        )
         # The preferred call, else (an older driver, FunctionNotFound) the older one.
         self._temperature = Preferred(
             (
@@ -364,11 +364,11 @@ class DeviceReader:
             power_w=power if power is not None else self._units_from(fields, FIELD_POWER),
             power_limit_w=self._power_limit.get(),
             energy_j=self._energy.get() if self._fields_answered(fields) else None,
-            sm_clock_mhz=_float(self._clocks[CLOCK_SM](self._handle)),
+            sm_clock_mhz=_float(self._sm_clock(self._handle)),
             sm_clock_max_mhz=self._max_clock(CLOCK_SM)
             if limits is None
             else limits.sm_clock_max_mhz,
-            mem_clock_mhz=_float(self._clocks[CLOCK_MEM](self._handle)),
+            mem_clock_mhz=_float(self._mem_clock(self._handle)),
             mem_clock_max_mhz=(
                 self._max_clock(CLOCK_MEM) if limits is None else limits.mem_clock_max_mhz
             ),
