@@ -24,17 +24,33 @@ over 512 bytes) and the rest of the anonymous memory (CPython's own arenas of sm
 
 To tell fragmentation from growth, run it again with ``MALLOC_ARENA_MAX=1`` (or 2) in the
 environment: the child inherits it.
+
+``--simulated``: the same engine (every rule, the CSV sink, the same NVML and process tree)
+runs in this process on a simulated clock, ticking back to back, so an hour at 0.1 s takes
+minutes of CPU instead of an hour. The clock is the engine's: snapshot times, windows and the
+history's span move by ``--interval`` a tick, while the sources still read NVML and ``/proc``
+as fast as the ticks come (rates over shorter real intervals; the objects kept are the same).
+It prints, every ``--every`` simulated seconds, the memory blocks CPython has allocated
+(``sys.getallocatedblocks``), the bytes tracemalloc traces with ``--tracemalloc`` (slower:
+every allocation is traced), the snapshots the history holds, and the GPU samples alive against
+those the history holds (more alive: something else keeps ticks the history let go, as the
+rules' views did). RSS is not its measure: the real-time mode's is the issue's.
+
+    .venv/bin/python benchmarks/bench_memory.py --simulated [--seconds 3600] [--tracemalloc]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import os
 import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +64,9 @@ TAIL_S = 900.0  # the run's last 15 minutes, printed on their own: where a plate
 # A plateau may still move by a few pages of malloc's free lists; a creep of even 2 MiB/h
 # shows as more than this over the 40 minutes after a 15-minute fill.
 TOLERANCE_MIB = 1.0
+# The simulated run's like of it without tracemalloc: CPython's blocks in use move by a few
+# hundred from one reading to the next (a dict resized, a free list refilled).
+TOLERANCE_BLOCKS_PCT = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,36 +300,141 @@ def _issue_verdict(verdict: Plateau, kept: int) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What the simulated run's process holds after some simulated seconds."""
+
+    at_s: float
+    blocks: int  # sys.getallocatedblocks(): CPython's memory blocks in use
+    traced_mib: float | None  # tracemalloc's bytes in use, when tracing
+    snapshots: int  # in the history
+    gpu_samples: int  # GpuSample objects alive
+    gpu_samples_in_history: int  # of those, held by the history's snapshots
+
+
+def held_now(engine: object, at_s: float) -> Held:
+    """Count what is held (after a full collection, so that only what is reachable counts)."""
+    from gputop_doctor.core.model import GpuSample
+
+    gc.collect()
+    history = engine.history  # type: ignore[attr-defined]
+    in_history = {id(gpu) for snap in history.all() for gpu in snap.gpus}
+    alive = sum(1 for obj in gc.get_objects() if type(obj) is GpuSample)
+    traced = tracemalloc.get_traced_memory()[0] / 2**20 if tracemalloc.is_tracing() else None
+    return Held(at_s, sys.getallocatedblocks(), traced, len(history), alive, len(in_history))
+
+
+def simulated_engine(args: argparse.Namespace, tree_pid: int, workdir: Path) -> Iterator[Held]:
+    """``record``'s engine on a clock that moves ``--interval`` a tick; what it holds every
+    ``--every`` simulated seconds."""
+    from gputop_doctor.config import Settings
+    from gputop_doctor.core.engine import Engine
+    from gputop_doctor.export.csv_sink import CsvSink
+    from gputop_doctor.rules import RULES
+    from gputop_doctor.rules.headline import classify
+    from gputop_doctor.sources.host.source import ProcfsHostSource
+    from gputop_doctor.sources.nvml.source import NvmlGpuSource
+
+    now = [time.time()]
+    settings = Settings(interval_s=args.interval, history_s=args.history_s)
+    engine = Engine(
+        NvmlGpuSource(), ProcfsHostSource(), settings, RULES, target_pid=tree_pid,
+        headline=classify, clock=lambda: now[0], charts=False,
+    )  # fmt: skip
+    engine.add_sink(CsvSink(str(workdir / "bench.csv")))
+    ticks_per_print = max(1, round(args.every / args.interval))
+    for tick in range(1, round(args.seconds / args.interval) + 1):
+        engine.tick()
+        now[0] += args.interval
+        if tick % ticks_per_print == 0:
+            yield held_now(engine, tick * args.interval)
+
+
+def print_held(held: Held) -> None:
+    traced = "" if held.traced_mib is None else f"  traced {held.traced_mib:6.2f} MiB"
+    print(
+        f"{held.at_s / 60:5.1f} min (simulated)  blocks {held.blocks:8d}{traced}  history"
+        f" {held.snapshots:5d} snapshots  GPU samples {held.gpu_samples:6d} alive,"
+        f" {held.gpu_samples - held.gpu_samples_in_history:5d} outside the history",
+        flush=True,
+    )
+
+
+def simulated_verdict(readings: list[Held]) -> list[str]:
+    """The end against 5 simulated minutes: blocks (and traced bytes) in use, and the GPU
+    samples alive that the history no longer holds."""
+    five = next((h for h in readings if h.at_s >= SETTLE_S), None)
+    if five is None:
+        return ["verdict: none (the run ended before 5 simulated minutes)"]
+    end = readings[-1]
+    lines = [
+        f"end - 5 min: blocks {end.blocks - five.blocks:+d}"
+        f" ({100 * (end.blocks - five.blocks) / five.blocks:+.1f} %), GPU samples outside the"
+        f" history {five.gpu_samples - five.gpu_samples_in_history} ->"
+        f" {end.gpu_samples - end.gpu_samples_in_history}"
+    ]
+    if five.traced_mib is not None and end.traced_mib is not None:
+        lines.append(f"traced: {five.traced_mib:.2f} -> {end.traced_mib:.2f} MiB")
+        grew = end.traced_mib > five.traced_mib + TOLERANCE_MIB
+    else:
+        grew = end.blocks > five.blocks * (1 + TOLERANCE_BLOCKS_PCT / 100)
+    grew = grew or end.gpu_samples - end.gpu_samples_in_history > (
+        five.gpu_samples - five.gpu_samples_in_history
+    )
+    lines.append(f"verdict (simulated): {'GROWTH' if grew else 'PLATEAU'} since 5 minutes")
+    return lines
+
+
+def run_simulated(args: argparse.Namespace, tree_pid: int, workdir: Path) -> None:
+    print(
+        f"simulated record --interval {args.interval:g} for {args.seconds / 60:.0f} minutes"
+        " (engine clock only; back-to-back ticks)"
+    )
+    if args.tracemalloc:
+        tracemalloc.start()
+    readings = []
+    for held in simulated_engine(args, tree_pid, workdir):
+        print_held(held)
+        readings.append(held)
+    print("\n".join(simulated_verdict(readings)))
+
+
+def run_real_time(args: argparse.Namespace, tree_pid: int, workdir: Path) -> None:
+    from gputop_doctor.config import Settings
+    from gputop_doctor.core.engine import retention_for
+
+    keep = retention_for(Settings(interval_s=args.interval, history_s=args.history_s))
+    capacity = keep.span
+    child = start_record(args, tree_pid, workdir)
+    print(
+        f"record --interval {args.interval:g}: history covers {capacity} ticks, keeps at"
+        f" most {keep.full + keep.old_slots} snapshots, PID {child.pid}"
+    )
+    try:
+        points = watch(child, workdir / "bench.csv", args.every, capacity)
+    finally:
+        child.terminate()
+        child.wait()
+    if not points:
+        print("no reading: the run was shorter than --every")
+        return
+    print("\n".join(describe(plateau(points, capacity), capacity, keep.full + keep.old_slots)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3600.0)
     parser.add_argument("--interval", type=float, default=0.1)
     parser.add_argument("--history-s", type=float, default=900.0)
     parser.add_argument("--every", type=float, default=60.0, help="seconds between RSS prints")
+    parser.add_argument("--simulated", action="store_true", help="engine clock, back to back")
+    parser.add_argument("--tracemalloc", action="store_true", help="--simulated: trace bytes")
     args = parser.parse_args()
-    from gputop_doctor.config import Settings
-    from gputop_doctor.core.engine import retention_for
-
-    keep = retention_for(Settings(interval_s=args.interval, history_s=args.history_s))
-    capacity = keep.span
     tree = start_tree()
     workdir = Path(tempfile.mkdtemp())
     try:
         use_fake_nvml(tree.pid, workdir, "nvlink")
-        child = start_record(args, tree.pid, workdir)
-        print(
-            f"record --interval {args.interval:g}: history covers {capacity} ticks, keeps at"
-            f" most {keep.full + keep.old_slots} snapshots, PID {child.pid}"
-        )
-        try:
-            points = watch(child, workdir / "bench.csv", args.every, capacity)
-        finally:
-            child.terminate()
-            child.wait()
-        if not points:
-            print("no reading: the run was shorter than --every")
-            return
-        print("\n".join(describe(plateau(points, capacity), capacity, keep.full + keep.old_slots)))
+        (run_simulated if args.simulated else run_real_time)(args, tree.pid, workdir)
     finally:
         os.killpg(tree.pid, 15)
         tree.wait()

@@ -15,12 +15,35 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
+from typing import Protocol, runtime_checkable
 
 from gputop_doctor.core.model import GpuSample, Snapshot
 
 # At this interval or longer the older part never needs thinning: its slots are sized so that
 # a default history at 1 s keeps every tick, exactly as an unthinned ring of its span would.
 COARSE_INTERVAL_S = 1.0
+
+
+# Appends between two looks for running views that outlived their windows (``History.running``):
+# a view can only outlive its window by the window's own length, so looking every few seconds
+# of ticks bounds what it holds as well as looking every tick would, for a fraction of the cost.
+PRUNE_EVERY = 64
+
+
+@runtime_checkable
+class RunningView(Protocol):
+    """A view a rule keeps in ``History.running`` that can tell when it is of no more use.
+
+    A rule that stops asking for its view (it found its inputs unchanged, or its condition no
+    longer holds) leaves the view as it was, holding the samples of a window the history has
+    moved past; thinned or stripped there, they would be held by the view alone, a second
+    copy of what the history let go. So the history drops the views that say they outlived
+    their window."""
+
+    def outlived(self, serial: int) -> bool:
+        """Whether the view can no longer serve a window whose latest snapshot is
+        numbered ``serial`` (asked again, it would be rebuilt anyway)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +281,8 @@ class History:
         # (out of the history, thinned, or replaced by its copy without processes).
         self.derived: dict[int, PerSnapshot] = {}
         # Views kept in step with a window as snapshots enter and leave it (``rules._running``):
-        # one per rule view, each holding only what its window holds.
+        # one per rule view, each holding only what its window holds; a view no rule asks for
+        # any more is dropped once it outlived its window (``RunningView``).
         self.running: dict[object, object] = {}
         # Serial numbers: snapshot k (0-based, counted since the history began) is the k-th
         # appended. A window without thinned ticks is a run of the newest snapshots, so its
@@ -291,6 +315,8 @@ class History:
             self._age(self._recent.popleft())
         self._leave_span()
         self._strip_processes()
+        if self._appended % PRUNE_EVERY == 0:
+            self._drop_outlived_views()
 
     def __len__(self) -> int:
         return len(self._old) + len(self._recent)
@@ -434,6 +460,18 @@ class History:
 
     def _forget(self, snap: Snapshot) -> None:
         self.derived.pop(id(snap), None)
+
+    def _drop_outlived_views(self) -> None:
+        """Drop the running views that outlived their windows (see ``RunningView``), so that
+        what the views hold is what the history holds, not the ticks it thinned or stripped."""
+        serial = self._appended - 1
+        outlived = [
+            name
+            for name, view in self.running.items()
+            if isinstance(view, RunningView) and view.outlived(serial)
+        ]
+        for name in outlived:
+            del self.running[name]
 
     # -- windows ---------------------------------------------------------------------------
 

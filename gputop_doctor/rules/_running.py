@@ -17,6 +17,13 @@ A window that reaches into the history's thinned older part (``Window.thinned``:
 than ``full_history_s`` below 1 s intervals) loses ticks in its middle as they are thinned, so
 its view is two: the newest part's kept in step like any other, the older part's rebuilt only
 when that part changes (a tick every 20 at 0.1 s), joined in window order.
+
+A view a rule stops asking for (its inputs unchanged, its condition gone) is left as it was
+last asked; the history drops it once it outlived its window (``outlived``: asked again it
+would be rebuilt), so that no view keeps the samples of ticks the history has since thinned or
+stripped. Left in the store, a 60 s view last asked in a session's first minute held 4,800 GPU
+samples that the history thinned away over the next quarter hour: memory that grew after 5
+minutes at 0.1 s intervals.
 """
 
 from __future__ import annotations
@@ -62,6 +69,13 @@ class _Groups(Generic[T]):
     bare: int = 0
     # The groups in sorted order, while no group came or went (views not ``by_appearance``).
     order: list[Hashable] | None = None
+
+    def outlived(self, serial: int) -> bool:
+        """Whether a window of this view's length ending at ``serial`` starts after the
+        view's last snapshot, so that it could never be kept in step again (see
+        ``running_groups``: it would be rebuilt). A window measured in seconds may hold a few
+        ticks more or fewer than it did; dropped early, a view is only rebuilt."""
+        return serial - self.last > self.last - self.first + self.stride
 
     def drop_oldest(self) -> None:
         if self.bare:
@@ -188,7 +202,7 @@ def _rebuilt(
     return state
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Older:
     """The view of a thinned window's older part, valid while that part is the same run of
     snapshot objects (which it holds, so an ``id`` is never reused under it)."""
@@ -197,6 +211,13 @@ class _Older:
     last: Snapshot
     count: int
     view: Mapping[Hashable, tuple[object, ...]]
+    used: int  # serial of the latest window that asked for it
+
+    def outlived(self, serial: int) -> bool:
+        """Not asked for by the tick before ``serial``'s: the older part changes every few
+        ticks (every 20th tick enters it at 0.1 s), so a view left longer would hold ticks
+        the history has since thinned, and would be rebuilt if asked for again."""
+        return serial - self.used > 1
 
 
 def _joined(
@@ -224,9 +245,10 @@ def _joined(
         or kept.count != split
     ):
         state = _rebuilt_at(older, win.older_serials, derive, by_appearance, numbered)
-        kept = store[name] = _Older(older[0], older[-1], split, state.freeze())
+        kept = store[name] = _Older(older[0], older[-1], split, state.freeze(), win.serial)
         while len(store) > _VIEWS_MAX:
             del store[next(iter(store))]
+    kept.used = win.serial
     newest = replace(win, snapshots=win.snapshots[split:], older_serials=())
     recent = running_groups(
         newest,

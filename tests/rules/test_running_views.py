@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core import measures
-from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.history import History, Retention, Window
 from gputop_doctor.core.model import HostSample, Snapshot, TreeTotals
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._blame import outside_cpus, window_delay
 from gputop_doctor.rules._gpu import live
+from gputop_doctor.rules._running import _Groups, _Older
 from gputop_doctor.rules._window import OfRecent, gpu_columns, proc_columns
 from gputop_doctor.rules.comm_bound import _busy_readings
 from gputop_doctor.rules.cpu_saturation import busy_fractions
@@ -201,3 +202,67 @@ def test_of_recent_derives_once_per_snapshot_it_holds() -> None:
     assert [of_recent(s) for s in (a, b, a, b, c, a)] == [10, 20, 10, 20, 30, 10]
     assert calls == [1, 2, 3, 1]
     assert of_recent(snap(3)) == 30 and calls[-1] == 3 and len(calls) == 5
+
+
+# A small thinned history: every tick of the newest 40, at most 20 older ones over 400 ticks.
+SMALL_THINNED = Retention(span=400, full=40, old_slots=20, processes=10)
+
+
+def fresh_snap(k: int) -> Snapshot:
+    """A tick with GPU and process samples of its own (no object shared with another tick)."""
+    gpus = tuple(bare_gpu(i, util_pct=float(k % 50 + i)) for i in range(2))
+    return Snapshot(
+        time=float(k), tick=k, interval_s=1.0, gpus=gpus, processes=(proc(100 + k % 3, cpu=k),)
+    )
+
+
+def held_by_views(history: History) -> set[int]:
+    """Ids of the samples the history's running views hold (numbered values unwrapped)."""
+    held: set[int] = set()
+    for view in history.running.values():
+        columns = view.values.values() if isinstance(view, _Groups) else ()
+        if isinstance(view, _Older):
+            columns = view.view.values()
+        for column in columns:
+            for value in column:
+                held.add(id(value[1] if isinstance(value, tuple) else value))
+    return held
+
+
+def held_by_history(history: History) -> set[int]:
+    return {id(sample) for s in history.all() for sample in (*s.gpus, *s.processes)}
+
+
+def test_views_no_rule_asks_for_are_dropped_with_what_they_hold() -> None:
+    """Views last asked for early in the session (a rule whose inputs stayed the same) are
+    dropped once they outlived their windows, so the samples of the ticks the history thinned
+    or stripped since are not held by them alone; the view asked every tick stays in step."""
+    history = History(SMALL_THINNED)
+    for k in range(80):
+        history.append(fresh_snap(k))
+        gpu_columns(history.window(30.0))
+        proc_columns(history.window(30.0))
+        gpu_columns(history.all())  # thinned once the older part fills: two parts
+        gpu_columns(history.window(5.0))
+    assert history.all().thinned
+    kept = [view for view in history.running.values() if isinstance(view, _Groups)]
+    for k in range(80, 400):
+        history.append(fresh_snap(k))
+        gpu_columns(history.window(5.0))
+    assert held_by_views(history) <= held_by_history(history)
+    assert len(history.running) == 1
+    assert any(view is kept_view for view in history.running.values() for kept_view in kept)
+
+
+def test_a_view_asked_now_and_then_is_kept_while_it_can_be_kept_in_step() -> None:
+    """Dropped only when a window of its length starts after its last tick: a rule that skips
+    a few ticks finds its view where it left it, and its values are a rebuild's."""
+    history = History(SMALL_THINNED)
+    views = set()
+    for k in range(300):
+        history.append(fresh_snap(k))
+        if k % 10 == 0:
+            win = history.window(20.0)
+            assert list(gpu_columns(win).items()) == list(gpu_columns(rebuilt(win)).items())
+            views |= {id(v) for v in history.running.values()}
+    assert len(views) == 1
