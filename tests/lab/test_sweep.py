@@ -128,7 +128,7 @@ def test_sweep_command_prints_the_table_and_the_line_to_paste(
     args = ["--batch-size", "4", "--batches", "5", "--warmup", "1", "--passes", "2"]
     done = _run(
         "sweep",
-        f"{USER_CODE}:dataset",
+        f"{USER_CODE}:quick_dataset",
         *args,
         "--max-workers",
         "1",
