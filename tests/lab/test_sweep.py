@@ -119,6 +119,10 @@ def test_bad_sweep_arguments_are_one_line_errors() -> None:
 
 
 @pytest.mark.slow
+# Handed out first, it meets every long test's start at once: in two whole-suite runs at load
+# 12-20 on two CPUs its in-process sweep was still waiting on a DataLoader worker at 120 s
+# (10-15 s alone under xdist at the same load).
+@pytest.mark.timeout(300)
 def test_sweep_command_prints_the_table_and_the_line_to_paste(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
