@@ -9,8 +9,8 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 WORK_S = 0.02  # CPU work per item: enough that workers pay off on two CPUs
 # The command tests' items: what they check is the table and the line the sweep prints, not
-# which setting wins, so 1 ms each (five settings, two passes of five batches: 0.2 CPU-s a
-# sweep, not 4 s; the whole test fell from ~19 to ~5 CPU-s).
+# which setting wins, so 1 ms each (five settings, two passes of five batches: about 0.2 CPU-s
+# of items a sweep, not 4 s).
 QUICK_WORK_S = 0.001
 
 
