@@ -4,8 +4,9 @@ Import them from ``tests/conftest.py``::
 
     from tests.fake_nvml.fixtures import fake_nvml, fake_nvml_build, fake_nvml_lib, ...
 
-* ``fake_nvml_build`` (session): ``build(*defines) -> Path`` compiles a variant once per session
-  (e.g. ``build("NO_V3", "NO_EVENT_REASONS")``) and returns the ``libnvidia-ml.so.1`` path.
+* ``fake_nvml_build`` (session): ``build(*defines) -> Path`` compiles a variant once per run
+  (e.g. ``build("NO_V3", "NO_EVENT_REASONS")``) and returns the ``libnvidia-ml.so.1`` path. Under
+  xdist the workers share the builds (one gcc run per variant, not one per worker and variant).
 * ``fake_nvml_lib`` (session): the default build's path.
 * ``fake_nvml`` (function): a :class:`FakeNvml` whose library is pre-seeded into ``pynvml`` for
   in-process tests, with its own scenario file. Write a scenario before creating a reader.
@@ -18,10 +19,12 @@ puts the fake's directory on ``LD_LIBRARY_PATH`` (glibc reads it only at process
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,12 +117,39 @@ def reset_pynvml() -> None:
 def fake_nvml_build(tmp_path_factory: pytest.TempPathFactory) -> Builder:
     if shutil.which("gcc") is None:
         pytest.skip("gcc is needed to build the fake libnvidia-ml")
-    root = tmp_path_factory.mktemp("fake_nvml")
+    root = _shared_build_root(tmp_path_factory)
 
     def build(*defines: str) -> Path:
-        return build_fake(root, *defines)
+        with _locked(root / "build.lock"):
+            return build_fake(root, *defines)
 
     return build
+
+
+def _shared_build_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This run's build folder, one for all xdist workers: each of the six built the default
+    library and the variants it met (about 0.8 CPU-s of gcc apiece) in its own folder.
+
+    An xdist worker's base temp is ``popen-gwN`` inside the run's own folder, so the parent is
+    shared by this run's workers and no other run's; alone, the base temp is the run's folder.
+    """
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = shared / "fake_nvml"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One worker builds while the others wait, then find the library built (build_fake checks
+    for it): a library is never loaded half written."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

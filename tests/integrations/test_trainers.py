@@ -41,10 +41,12 @@ JOB_TIMEOUT_S = 300.0
 
 @pytest.fixture(scope="module")
 def serve_url() -> Iterator[str]:
-    """A real exporter of a simulated starved machine: the node's findings for the jobs."""
+    """A real exporter of a simulated starved machine: the node's findings for the jobs. One
+    GPU, the one the jobs are asked about: its demo history is made at start, about 1 CPU-s
+    for one GPU against 2 for eight, while the job imports its libraries beside it."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gputop_doctor", "serve", "--demo", "starved", "--listen",
-         "127.0.0.1:0"],
+        [sys.executable, "-m", "gputop_doctor", "serve", "--demo", "starved", "--gpus", "1",
+         "--listen", "127.0.0.1:0"],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=cli_env(), cwd=ROOT,
     )  # fmt: skip
     try:

@@ -119,16 +119,21 @@ def test_bad_sweep_arguments_are_one_line_errors() -> None:
 
 
 @pytest.mark.slow
-def test_sweep_command_prints_the_table_and_the_line_to_paste(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The JSON run is the real command (the process boundary, torch started in it); the text
-    run is the same CLI in this process (one torch start fewer)."""
+# Two torch starts; handed out first, beside every other long test's start (load 12-20 seen).
+@pytest.mark.timeout(300)
+def test_sweep_command_prints_the_table_and_the_line_to_paste(tmp_path: Path) -> None:
+    """Both runs are the real command, each in its own process. The text run was this test's
+    own process once (one torch start fewer), and hung there in two whole-suite runs of two
+    (load 12-20 on two CPUs): its first DataLoader worker, forked from the xdist worker at the
+    very start of the session, never delivered a batch (0.6 CPU-s spent in 100 s; 3 of 3 runs
+    of this test alone under xdist passed). The cause is not known; a command of its own does
+    not fork from pytest's process, as a user's run never does. The in-process sweeps above and
+    below still fork DataLoader workers from the xdist worker."""
     out_csv = tmp_path / "sweep.csv"
     args = ["--batch-size", "4", "--batches", "5", "--warmup", "1", "--passes", "2"]
     done = _run(
         "sweep",
-        f"{USER_CODE}:dataset",
+        f"{USER_CODE}:quick_dataset",
         *args,
         "--max-workers",
         "1",
@@ -142,7 +147,7 @@ def test_sweep_command_prints_the_table_and_the_line_to_paste(
     assert data["best_line"].startswith("DataLoader(dataset, batch_size=4, num_workers=")
     assert all(r["restart_s"] is not None for r in data["results"])  # two passes each
     assert out_csv.read_text().splitlines()[0].startswith("num_workers,pin_memory")
-    text = run_main(capsys, "sweep", f"{USER_CODE}:loader_kwargs", *args, "--max-workers", "1")
+    text = _run("sweep", f"{USER_CODE}:loader_kwargs", *args, "--max-workers", "1")
     assert text.returncode == 0, text.stderr
     assert "Use:  DataLoader(dataset, batch_size=4, shuffle=True, num_workers=" in text.stdout
     assert "sweep [" in text.stderr  # the progress bar
