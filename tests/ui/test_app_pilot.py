@@ -50,6 +50,7 @@ from tests.ui.engines import (
     tick,
     until,
 )
+from tests.ui.toasts import keep_toasts
 
 pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
 SIZE = (120, 40)
@@ -267,13 +268,14 @@ async def test_record_toggle_writes_every_tick_then_closes(tmp_path: Path) -> No
 async def test_record_to_a_bad_path_says_why_and_keeps_sampling(tmp_path: Path) -> None:
     engine, clock, _ = demo_engine("healthy")
     app = GpuTopApp(engine, sampler=False)
+    told = keep_toasts(app)
     async with app.run_test(size=SIZE) as pilot:
         await feed(app, pilot, engine, clock)
         app.control.start_recording(str(tmp_path))  # a directory
         frame = await feed(app, pilot, engine, clock)
         await until(
             pilot,
-            lambda: any("cannot record" in n.message for n in app._notifications),
+            lambda: any("cannot record" in message for message in told),
             "the note that says why it cannot record",
         )
         assert frame.recording is None and app.recording_path is None
@@ -446,6 +448,7 @@ async def test_cursor_and_scroll_stay_on_their_pid_across_refreshes() -> None:
 async def test_a_gpu_lost_mid_run_is_shown_and_the_rest_go_on() -> None:
     engine, clock, _ = demo_engine("healthy", wrap_gpu=lambda g: LosingGpu(g, index=3, after=5))
     app = GpuTopApp(engine, sampler=False)
+    told = keep_toasts(app)
     async with app.run_test(size=SIZE) as pilot:
         await feed(app, pilot, engine, clock, 5)
         assert "LOST" not in screen_text(app)
@@ -453,7 +456,7 @@ async def test_a_gpu_lost_mid_run_is_shown_and_the_rest_go_on() -> None:
             await feed(app, pilot, engine, clock)
         text = screen_text(app)
         assert "GPU3" in text and "LOST" in text
-        assert any("GPU 3 is lost" in n.message for n in app._notifications)
+        assert any("GPU 3 is lost" in message for message in told)
         assert text.count("full clocks") + text.count("util") >= 7  # the others still draw
 
 
@@ -539,6 +542,7 @@ async def test_ctrl_c_quits_from_any_screen_even_a_text_field(tmp_path: Path) ->
 
     target = tmp_path / "ctrl-c.csv"
     app = GpuTopApp(engine, sampler=False, csv_path=str(target), make_sink=make_sink)
+    told = keep_toasts(app)
     async with app.run_test(size=SIZE) as pilot:
         await feed(app, pilot, engine, clock, 4)
         await pilot.press("a")
@@ -550,8 +554,7 @@ async def test_ctrl_c_quits_from_any_screen_even_a_text_field(tmp_path: Path) ->
     assert sinks and sinks[0].ticks_written == 4 and sinks[0].closed
     session = read_session(str(target))
     assert len(session.ticks) == 4 and session.dropped_rows == 0
-    notes = [n.message for n in app._notifications]
-    assert not any("ctrl+q" in n for n in notes)
+    assert not any("ctrl+q" in message for message in told)
 
 
 @run_async

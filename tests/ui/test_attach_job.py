@@ -27,6 +27,7 @@ from gputop_doctor.ui.screens.process_picker import ProcessPicker
 from gputop_doctor.ui.widgets.process_table import ProcessTable
 from tests.helpers import StubGpuSource
 from tests.ui.engines import FakeClock, run_async, screen_text
+from tests.ui.toasts import keep_toasts
 
 pytestmark = pytest.mark.slow  # most drive the app through its pilot: seconds each
 
@@ -51,6 +52,7 @@ async def test_the_picker_offers_the_job_and_attaches_to_it_like_job(job_task: i
     app = GpuTopApp(
         engine, sampler=False, list_processes=live_process_rows, attach_job=job_attacher(host)
     )
+    told = keep_toasts(app)
 
     async def feed() -> None:
         frame = engine.tick()
@@ -83,8 +85,7 @@ async def test_the_picker_offers_the_job_and_attaches_to_it_like_job(job_task: i
         app.control.attach_job(JobSelector(JobKind.SLURM, missing))
         await feed()
         assert engine.history.latest.target_pid == job_task
-        notes = [n.message for n in app._notifications]
-        assert any(f"no process of Slurm job {missing}" in n for n in notes)
+        assert any(f"no process of Slurm job {missing}" in message for message in told)
 
         # Detaching leaves the job too (the host source no longer scoped to it).
         await pilot.press("d")
