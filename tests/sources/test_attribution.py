@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.core.pressure import Pressure
+from gputop_doctor.sources.host import source as source_module
 from gputop_doctor.sources.host import top as top_module
 from gputop_doctor.sources.host.attribution import Attribution
 from gputop_doctor.sources.host.pids import (
@@ -17,6 +18,7 @@ from gputop_doctor.sources.host.pids import (
     parse_ranking_fields,
     read_io_bytes,
 )
+from gputop_doctor.sources.host.source import ProcfsHostSource
 from gputop_doctor.sources.host.top import TopProcesses
 from tests.sources.test_host import Clock, FakeProc
 
@@ -105,3 +107,23 @@ def test_the_scan_keeps_io_descriptors_while_the_pressure_lasts() -> None:
     assert attribution.io_waiters(set(), Pressure(1.0, some_now=0.0), None) == ()
     assert len(attribution.io_files) == 0
     attribution.close()
+
+
+def test_detaching_closes_the_scans_io_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Detached under I/O pressure, the source asks no more for storage users, so the
+    scan's kept ``io`` descriptors (up to a thousand, of processes that may be gone) are
+    closed at once, not left open until the source closes."""
+    monkeypatch.setattr(
+        source_module,
+        "read_pressure",
+        lambda resource, *_: Pressure(50.0) if resource == "io" else None,
+    )
+    source = ProcfsHostSource(clock=Clock())
+    try:
+        source.read_host(os.getpid())
+        kept = source._attribution.io_files
+        assert kept.holds(os.getpid())
+        assert source.read_host(None).io_waiters == ()
+        assert len(kept) == 0
+    finally:
+        source.close()

@@ -53,7 +53,8 @@ KTHREADD = 2
 # Descriptors kept for the scan's ``/proc/PID/io`` reads (at most a quarter of a low
 # RLIMIT_NOFILE, as each of the tree's and the ranking's sets): a pread instead of an open,
 # read and close, about 4 µs instead of 14 µs a process here, hundreds a second under I/O
-# pressure. They are closed when the pressure has gone.
+# pressure. They are closed 30 s after the last scan (the pressure gone), or at once when
+# the source is detached (see ``forget_scans``).
 SCAN_IO_FILES = 1024
 IO_SCAN_PSI_PCT = 5.0  # host PSI io some (or iowait %) at which storage users are looked for
 IO_BUSY_MIB_S = 1.0  # an outside process moving this much storage data is named
@@ -186,6 +187,15 @@ class Attribution:
         ]
         found.sort(key=lambda p: (-(p.io_mib_s or 0.0), -p.d_share, p.pid))
         return tuple(found[:TOP_OUTSIDE])
+
+    def forget_scans(self) -> None:
+        """Drop the scans and close their ``io`` descriptors: nothing is attached, so
+        ``io_waiters`` is not asked, and would not close them 30 s after the pressure."""
+        if self._scans or len(self.io_files):
+            self._scans.clear()
+            self._summary = None
+            self._names.clear()
+            self.io_files.close()
 
     def _scan_summary(self) -> _ScanSummary:
         """What the kept scans say, worked out once per new scan (a scan is made at most

@@ -260,11 +260,19 @@ class ProcfsHostSource:
             job_pressure=attribution.job_pressure(target_pid, psi),
             outside_top=outside,
             outside_jobs=self._outside_jobs() if target_pid is not None else (),
-            io_waiters=attribution.io_waiters(self._tree_pids, psi[1], iowait)
-            if target_pid is not None
-            else (),
+            io_waiters=self._io_waiters(target_pid, psi[1], iowait),
             swap_holders=attribution.swap_holders(swap_in),
         )
+
+    def _io_waiters(
+        self, target_pid: int | None, psi_io: Pressure | None, iowait: float | None
+    ) -> tuple[OutsideProcess, ...]:
+        """The outside processes busy with storage; none while detached, when the scans are
+        forgotten (their kept ``io`` descriptors, up to a thousand, closed)."""
+        if target_pid is None:
+            self._attribution.forget_scans()
+            return ()
+        return self._attribution.io_waiters(self._tree_pids, psi_io, iowait)
 
     def _pressure(self, now: float) -> tuple[Pressure | None, Pressure | None, Pressure | None]:
         """Host PSI for cpu, io and memory, each with its stall share since the last tick."""
