@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gputop_doctor.core.pressure import Pressure
+from gputop_doctor.sources.host import kept_files
 from gputop_doctor.sources.host import source as source_module
 from gputop_doctor.sources.host import top as top_module
 from gputop_doctor.sources.host.attribution import Attribution
@@ -127,3 +128,22 @@ def test_detaching_closes_the_scans_io_descriptors(monkeypatch: pytest.MonkeyPat
         assert len(kept) == 0
     finally:
         source.close()
+
+
+def test_the_kept_descriptor_sets_share_half_of_a_low_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At the usual soft limit of 1024 open files, the tree's, the ranking's and the storage
+    scan's descriptors together may take at most half, leaving the rest for NVML's device
+    nodes, the CSV sink, Prometheus's sockets and the terminal."""
+    monkeypatch.setattr(kept_files.resource, "getrlimit", lambda _: (1024, 4096))
+    source = ProcfsHostSource(clock=Clock())
+    try:
+        limits = (
+            source._procs.files.limit,
+            source._top.files.limit,
+            source._attribution.io_files.limit,
+        )
+    finally:
+        source.close()
+    assert limits == (256, 128, 128)

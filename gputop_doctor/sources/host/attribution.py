@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from gputop_doctor.core.pressure import JobPressure, OutsideProcess, Pressure, PressureScope
 from gputop_doctor.sources.host.cgroup import parse_proc_cgroup
 from gputop_doctor.sources.host.kept_files import (
+    STORAGE_SCAN_SHARE,
     KeptFiles,
     PidStatFiles,
     descriptor_budget,
@@ -50,11 +51,11 @@ from gputop_doctor.sources.host.pids import (
 from gputop_doctor.sources.host.system import parse_pressure
 
 KTHREADD = 2
-# Descriptors kept for the scan's ``/proc/PID/io`` reads (at most a quarter of a low
-# RLIMIT_NOFILE, as each of the tree's and the ranking's sets): a pread instead of an open,
-# read and close, about 4 µs instead of 14 µs a process here, hundreds a second under I/O
-# pressure. They are closed 30 s after the last scan (the pressure gone), or at once when
-# the source is detached (see ``forget_scans``).
+# Descriptors kept for the scan's ``/proc/PID/io`` reads (at most an eighth of a low
+# RLIMIT_NOFILE: see ``STORAGE_SCAN_SHARE``): a pread instead of an open, read and close,
+# about 4 µs instead of 14 µs a process here, hundreds a second under I/O pressure. They
+# are closed 30 s after the last scan (the pressure gone), or at once when the source is
+# detached (see ``forget_scans``).
 SCAN_IO_FILES = 1024
 IO_SCAN_PSI_PCT = 5.0  # host PSI io some (or iowait %) at which storage users are looked for
 IO_BUSY_MIB_S = 1.0  # an outside process moving this much storage data is named
@@ -131,7 +132,10 @@ class Attribution:
         # The job cgroup's pressure files (a synthetic cgroup tree in tests is no mount).
         self._files = KeptFiles(os.path.ismount(cgroup_root), limit=3)
         self.io_files = PidStatFiles(
-            proc_root, is_procfs(proc_root), descriptor_budget(SCAN_IO_FILES), name="io"
+            proc_root,
+            is_procfs(proc_root),
+            descriptor_budget(SCAN_IO_FILES, STORAGE_SCAN_SHARE),
+            name="io",
         )
         self._scans: deque[_Scan] = deque(maxlen=scans_kept)
         # (the newest scan, how many are kept) -> what _scan_summary made of them

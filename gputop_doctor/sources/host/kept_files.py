@@ -235,12 +235,22 @@ class PidStatFiles:
         _close_all(self._fds)
 
 
-def descriptor_budget(cap: int) -> int:
-    """How many descriptors one set of kept files may hold: ``cap``, or a quarter of a lower
-    RLIMIT_NOFILE (the tree's set, the ranking's set and the storage scan's ``io`` set, kept
-    only while I/O pressure lasts, each take at most a quarter)."""
+# The three sets of per-process descriptors share at most half of a low soft RLIMIT_NOFILE,
+# so the other half stays for what else the monitor opens (NVML's device nodes, the CSV
+# sink, Prometheus's sockets, Textual's terminal): the tree's set, read every tick, a
+# quarter; the host ranking's and the storage scan's (kept only while I/O pressure lasts) an
+# eighth each. At the usual 1024: 256, 128 and 128, 512 in all, 512 left.
+TREE_SHARE = 4  # the divisor of the soft limit for each set
+RANKING_SHARE = 8
+STORAGE_SCAN_SHARE = 8
+
+
+def descriptor_budget(cap: int, share: int) -> int:
+    """How many descriptors one set of kept files may hold: ``cap``, or ``1/share`` of a
+    lower soft RLIMIT_NOFILE (``TREE_SHARE``, ``RANKING_SHARE``, ``STORAGE_SCAN_SHARE``:
+    together half of it)."""
     try:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (OSError, ValueError):
-        return 64
-    return cap if soft == resource.RLIM_INFINITY else max(0, min(cap, soft // 4))
+        soft = 1024  # unknown: the usual default
+    return cap if soft == resource.RLIM_INFINITY else max(0, min(cap, soft // share))

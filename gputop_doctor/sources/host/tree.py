@@ -42,7 +42,12 @@ from typing import cast
 
 from gputop_doctor.core.model import MIB, ProcSample, ThreadEnv
 from gputop_doctor.sources.host.identity import JobIdentityCache
-from gputop_doctor.sources.host.kept_files import PidStatFiles, descriptor_budget, is_procfs
+from gputop_doctor.sources.host.kept_files import (
+    TREE_SHARE,
+    PidStatFiles,
+    descriptor_budget,
+    is_procfs,
+)
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
     CUDA_EVENT_THREAD,
@@ -134,7 +139,7 @@ class ProcessTreeReader:
         self.thread_budget_s = thread_budget_s  # None: pass every busy process every tick
         self.skip_quiet = skip_quiet  # False: read every thread every tick (benchmarks)
         keep = is_procfs(proc_root) if keep_files is None else keep_files
-        limit = descriptor_budget(256) if max_files is None else max_files
+        limit = descriptor_budget(256, TREE_SHARE) if max_files is None else max_files
         self.files = PidStatFiles(proc_root, keep, limit, STAT_SIZE)
         self.table = PidTable(proc_root, keep)
         self.jobs = JobIdentityCache(proc_root)  # shared with the host source's job scope
