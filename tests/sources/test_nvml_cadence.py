@@ -287,9 +287,8 @@ def test_a_tick_that_wakes_a_little_early_still_takes_its_due_reading() -> None:
     wakes = iter([0.004, 1.001, 2.003, 3.002, 4.001, 5.001, 6.002, 7.004, 8.001, 9.003, 10.002])
     now = [0.0]
     cadence = Cadence(lambda: now[0], 5.0)
-    read_at = []
+    read_at: list[int] = []
     for wake in wakes:
         now[0] = wake
-        if cadence.due():
-            read_at.append(round(wake))
+        cadence.take(read_at.append, round(wake))
     assert read_at == [0, 5, 10]

@@ -68,10 +68,10 @@ class Cadence:
     ``clock``; the second reading comes ``offset`` of a period later than that (see
     :func:`spread`), so the GPUs' readings stay spread over the period from then on.
 
-    :meth:`take` makes the reading when one is due; :meth:`due` answers and, when it says
-    yes, counts the reading as made now. :meth:`hurry` asks for one reading more on the next
-    tick (a reading that gave nothing, or one whose value matters every tick for a while),
-    outside the schedule: the regular readings keep their times, so hurried GPUs stay spread.
+    :meth:`take` makes the reading when one is due (and counts it as made now).
+    :meth:`hurry` asks for one reading more on the next tick (a reading that gave nothing,
+    or one whose value matters every tick for a while), outside the schedule: the regular
+    readings keep their times, so hurried GPUs stay spread.
     """
 
     __slots__ = ("_clock", "_due", "_extra", "_offset", "_period_s", "on_schedule")
@@ -82,22 +82,8 @@ class Cadence:
         self._offset = offset
         self._due: float | None = None
         self._extra = False
-        # Whether the last reading :meth:`due` allowed was the schedule's (else one more).
+        # Whether the last reading :meth:`take` allowed was the schedule's (else one more).
         self.on_schedule = False
-
-    def due(self) -> bool:
-        return self._due_at(self._clock())
-
-    def _due_at(self, now: float) -> bool:
-        if self._due is None or now >= self._due - CADENCE_SLACK_S:
-            first = self._due is None
-            self._due = now + self._period_s * (1 + self._offset if first else 1)
-            self._extra = False
-            self.on_schedule = True
-            return True
-        extra, self._extra = self._extra, False
-        self.on_schedule = False
-        return extra
 
     def take(
         self, read: Callable[P, T], *args: P.args, **kwargs: P.kwargs
@@ -111,12 +97,15 @@ class Cadence:
         before the GPU failed later in the tick is kept, and not read again."""
         now = self._clock()
         due = self._due
-        if due is not None and now < due - CADENCE_SLACK_S and not self._extra:
-            # Most asks of most ticks (8 cadences a GPU): answered without a further call.
+        if due is not None and now < due - CADENCE_SLACK_S:
             self.on_schedule = False
-            return NOT_DUE
-        if not self._due_at(now):
-            return NOT_DUE
+            if not self._extra:  # most asks of most ticks (8 cadences a GPU)
+                return NOT_DUE
+            self._extra = False  # the one reading more that hurry() asked for
+        else:  # the schedule's reading: the next one a period on
+            self._due = now + self._period_s * (1 + self._offset if due is None else 1)
+            self._extra = False
+            self.on_schedule = True
         try:
             return read(*args, **kwargs)
         except ReadAborted:
