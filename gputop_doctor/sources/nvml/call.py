@@ -201,10 +201,11 @@ class Ask:
     argument tuple and a frame per layer built anew for every call of every tick.
     """
 
-    __slots__ = ("_caller", "_fn", "_gpu", "_key")
+    __slots__ = ("_answered", "_caller", "_fn", "_gpu", "_key")
 
     def __init__(self, caller: NvmlCaller, gpu: int, what: str, fn: Callable[..., Any]) -> None:
         self._caller = caller
+        self._answered = caller._answered  # bound once: what a real answer ends
         self._gpu = gpu
         self._key = (gpu, what)
         self._fn = fn
@@ -217,9 +218,7 @@ class Ask:
             value = self._fn(*args)
         except Exception as err:
             return caller._failed(self._key, err, not_found)
-        run = caller._run  # NvmlCaller._answered, inline: a dozen asks a GPU each tick
-        if self._gpu in run:
-            run[self._gpu] = 0
+        self._answered(self._gpu)
         return value
 
     @property
