@@ -205,9 +205,8 @@ class FindingsList(ScrollView, can_focus=True):
         ]
         for index in changed:
             self._lines[index] = self._prompt(self._groups[ids[index]])
-            self._strips[index] = None
         self._ids = ids
-        self._refresh_lines(*changed)
+        self._repaint(*changed)
 
     def _restore(self, ids: list[str], highlighted: str | None) -> None:
         """After another set of findings: the highlight follows its finding (none if it went)
@@ -254,6 +253,14 @@ class FindingsList(ScrollView, can_focus=True):
         truncate_to_width(text, width)
         return Strip(text_segments(text, base)).adjust_cell_length(width, base)
 
+    def _repaint(self, *indices: int | None) -> None:
+        """Draw these lines again (None: no line), their text, highlight or hover changed:
+        their cut strips are dropped and, if they are in the window, they are refreshed."""
+        lines = [index for index in indices if index is not None and index < len(self._strips)]
+        for index in lines:
+            self._strips[index] = None
+        self._refresh_lines(*lines)
+
     def _refresh_lines(self, *indices: int) -> None:
         """Repaint these lines if they are in the window (never a line below it)."""
         top, height = round(self.scroll_y), self.scrollable_content_region.height
@@ -280,10 +287,7 @@ class FindingsList(ScrollView, can_focus=True):
         if index == self._highlighted:
             return
         old, self._highlighted = self._highlighted, index
-        for line in (old, index):
-            if line is not None and line < len(self._strips):
-                self._strips[line] = None
-        self._refresh_lines(*(i for i in (old, index) if i is not None))
+        self._repaint(old, index)
         self._scroll_to_highlight()
 
     def _scroll_to_highlight(self) -> None:
@@ -306,7 +310,8 @@ class FindingsList(ScrollView, can_focus=True):
 
     @property
     def lines(self) -> list[Text]:
-        """The lines shown (before they are cut to the width): tests read them."""
+        """The lines shown (before they are cut to the width). Only tests read them: the
+        widget paints from its strips (``render_line``)."""
         return list(self._lines)
 
     def on_focus(self) -> None:
@@ -361,10 +366,7 @@ class FindingsList(ScrollView, can_focus=True):
     def _set_hover(self, index: int | None) -> None:
         if index != self._hover:
             old, self._hover = self._hover, index
-            for line in (old, index):
-                if line is not None and line < len(self._strips):
-                    self._strips[line] = None
-            self._refresh_lines(*(i for i in (old, index) if i is not None))
+            self._repaint(old, index)
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
         self._set_hover(self._line_at(event))
