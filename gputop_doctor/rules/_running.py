@@ -205,7 +205,11 @@ def _rebuilt(
 @dataclass(slots=True)
 class _Older:
     """The view of a thinned window's older part, valid while that part is the same run of
-    snapshot objects (which it holds, so an ``id`` is never reused under it)."""
+    snapshot objects (which it holds, so an ``id`` is never reused under it).
+
+    Not frozen, as a record of what a view was made from would be: ``used`` is moved on in
+    place each tick a window asks for it (every thinned window, every tick), where a frozen
+    record would cost a new object and a store write a tick; the rest is set once."""
 
     first: Snapshot
     last: Snapshot
