@@ -24,7 +24,7 @@ from gputop_doctor.sources.host import top as top_module
 from gputop_doctor.sources.host import tree as tree_module
 from gputop_doctor.sources.host.attribution import KTHREADD
 from gputop_doctor.sources.host.identity import JobIdentityCache, read_identity
-from gputop_doctor.sources.host.kept_files import KeptFiles, PidStatFiles, read_small
+from gputop_doctor.sources.host.kept_files import KeptFiles, PidFiles, read_small
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
     PidTable,
@@ -282,7 +282,7 @@ def test_ranking_fields_are_those_of_the_full_parse() -> None:
 def test_pid_stat_files_keep_one_descriptor_per_process(spawn: Spawn) -> None:
     """Read through a kept descriptor, peeked without keeping one, let go once gone."""
     child = spawn("import time; print('ready', flush=True); time.sleep(60)")
-    files = PidStatFiles("/proc", keep=True, limit=4)
+    files = PidFiles("/proc", keep=True, limit=4)
     first = files.read(child.pid)
     assert first is not None and first.startswith(f"{child.pid} (".encode())
     assert files.peek(os.getpid()) is not None and len(files) == 1  # peek keeps none
@@ -299,11 +299,9 @@ def test_the_ranking_keeps_descriptors_for_programs_only(spawn: Spawn) -> None:
     between passes, and the tree reader's where that keeps one; a process gone is let go."""
     child = spawn("import time; print('ready', flush=True); time.sleep(60)")
     table = PidTable("/proc")
-    tree_files = PidStatFiles("/proc", keep=True, limit=4)
+    tree_files = PidFiles("/proc", keep=True, limit=4)
     tree_files.read(os.getpid())
-    top = TopProcesses(
-        table, files=PidStatFiles("/proc", keep=True, limit=4096), tree_files=tree_files
-    )
+    top = TopProcesses(table, files=PidFiles("/proc", keep=True, limit=4096), tree_files=tree_files)
     top.get(0.0)  # the first whole pass
     assert top.files.holds(child.pid) and not top.files.holds(os.getpid())
     kernel = [pid for pid, (ppid, _) in table.entries.items() if ppid == KTHREADD]
@@ -366,10 +364,10 @@ def test_a_scan_peeks_through_the_kept_descriptors(spawn: Spawn) -> None:
     """The storage scan reads every PID's stat through the descriptors the ranking and the
     tree reader keep, and keeps none of its own."""
     child = spawn("import time; print('ready', flush=True); time.sleep(60)")
-    tree_files = PidStatFiles("/proc", keep=True, limit=4)
+    tree_files = PidFiles("/proc", keep=True, limit=4)
     tree_files.read(os.getpid())
     top = TopProcesses(
-        PidTable("/proc"), files=PidStatFiles("/proc", True, 4096), tree_files=tree_files
+        PidTable("/proc"), files=PidFiles("/proc", True, 4096), tree_files=tree_files
     )
     top.get(0.0)
     kept = (len(top.files), len(tree_files))

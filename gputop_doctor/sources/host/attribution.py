@@ -35,7 +35,7 @@ from gputop_doctor.sources.host.cgroup import parse_proc_cgroup
 from gputop_doctor.sources.host.kept_files import (
     STORAGE_SCAN_SHARE,
     KeptFiles,
-    PidStatFiles,
+    PidFiles,
     descriptor_budget,
     is_procfs,
     read_file,
@@ -131,7 +131,7 @@ class Attribution:
         self._cgroup: tuple[int, float, str | None] | None = None  # (pid, due, directory)
         # The job cgroup's pressure files (a synthetic cgroup tree in tests is no mount).
         self._files = KeptFiles(os.path.ismount(cgroup_root), limit=3)
-        self.io_files = PidStatFiles(
+        self.io_files = PidFiles(
             proc_root,
             is_procfs(proc_root),
             descriptor_budget(SCAN_IO_FILES, STORAGE_SCAN_SHARE),

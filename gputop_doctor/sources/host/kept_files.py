@@ -160,10 +160,10 @@ def _pread_all(fd: int, size: int, one_record: bool) -> bytes:
     return b"".join(chunks)
 
 
-class PidStatFiles:
-    """``/proc/PID/stat`` of the processes sampled every tick, through descriptors kept open
-    and keyed by PID (no path is built for a process read before); ``name``: another file of
-    each PID's directory read the same way (``io``, for the storage scan).
+class PidFiles:
+    """One file of each process's ``/proc/PID`` directory, ``name`` (``stat`` of the
+    processes sampled every tick; ``io`` for the storage scan), read through descriptors kept
+    open and keyed by PID (no path is built for a process read before).
 
     The same rules as :class:`KeptFiles`: a failed pread (the process exited) closes the
     descriptor and looks at the path once more, at most ``limit`` descriptors are kept, none
@@ -185,7 +185,8 @@ class PidStatFiles:
         return len(self._fds)
 
     def read(self, pid: int) -> bytes | None:
-        """The stat line now, or None when the process is gone (or hidden from us)."""
+        """The file's text now (``stat``: its one line), or None when the process is gone
+        (or hidden from us)."""
         fd = self._fds.get(pid)
         if fd is not None:
             try:

@@ -42,7 +42,7 @@ from gputop_doctor.sources.host.identity import pid_namespace_note
 from gputop_doctor.sources.host.kept_files import (
     RANKING_SHARE,
     KeptFiles,
-    PidStatFiles,
+    PidFiles,
     descriptor_budget,
     is_procfs,
 )
@@ -127,7 +127,7 @@ class ProcfsHostSource:
             self._procs.table,
             top_count,
             top_cycle_s,
-            files=PidStatFiles(proc_root, keep, descriptor_budget(RANKING_FILES, RANKING_SHARE)),
+            files=PidFiles(proc_root, keep, descriptor_budget(RANKING_FILES, RANKING_SHARE)),
             tree_files=self._procs.files,
         )
         self._attribution = Attribution(

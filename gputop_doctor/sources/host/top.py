@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from gputop_doctor.sources.host.kept_files import PidStatFiles
+from gputop_doctor.sources.host.kept_files import PidFiles
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
     PidTable,
@@ -68,11 +68,11 @@ class TopProcesses:
         count: int = 5,
         cycle_s: float = 10.0,
         read: Callable[[int], bytes | None] | None = None,
-        files: PidStatFiles | None = None,
-        tree_files: PidStatFiles | None = None,
+        files: PidFiles | None = None,
+        tree_files: PidFiles | None = None,
     ) -> None:
         self.table = table
-        self.files = PidStatFiles(table.proc_root, False, 0) if files is None else files
+        self.files = PidFiles(table.proc_root, False, 0) if files is None else files
         self._tree_files = tree_files
         self._read_stat = read or self._read_kept
         self.count = count

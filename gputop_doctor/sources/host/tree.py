@@ -17,7 +17,7 @@ The per-thread pass (two reads per thread) is what a big tree costs, so it is sp
 The per-process part is made cheap for the common case, a tree most of whose processes sleep:
 
 - ``/proc/PID/stat`` is read with pread(2) on a descriptor kept open per PID
-  (:class:`~gputop_doctor.sources.host.kept_files.PidStatFiles`);
+  (:class:`~gputop_doctor.sources.host.kept_files.PidFiles`);
 - a process whose stat text is byte for byte the one of the last tick (no CPU tick, same
   state, RSS, threads, faults) and whose sample then was *steady* (quiet: 0 % CPU and zero
   run-queue figures, not a deferred pass) gets that same :class:`ProcSample` object again,
@@ -44,7 +44,7 @@ from gputop_doctor.core.model import MIB, ProcSample, ThreadEnv
 from gputop_doctor.sources.host.identity import JobIdentityCache
 from gputop_doctor.sources.host.kept_files import (
     TREE_SHARE,
-    PidStatFiles,
+    PidFiles,
     descriptor_budget,
     is_procfs,
 )
@@ -140,7 +140,7 @@ class ProcessTreeReader:
         self.skip_quiet = skip_quiet  # False: read every thread every tick (benchmarks)
         keep = is_procfs(proc_root) if keep_files is None else keep_files
         limit = descriptor_budget(256, TREE_SHARE) if max_files is None else max_files
-        self.files = PidStatFiles(proc_root, keep, limit, STAT_SIZE)
+        self.files = PidFiles(proc_root, keep, limit, STAT_SIZE)
         self.table = PidTable(proc_root, keep)
         self.jobs = JobIdentityCache(proc_root)  # shared with the host source's job scope
         self._known: dict[int, _Known] = {}
