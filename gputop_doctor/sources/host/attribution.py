@@ -235,8 +235,9 @@ class Attribution:
 
     def _scan(self, now: float) -> _Scan:
         """Every process of the host: its state, and its bytes to storage. Under I/O pressure
-        this runs every tick over hundreds of processes (on the 2-core VM about 10 ms of CPU
-        at 200-300, more than a whole tick without it), so a stat text the ranking has seen
+        this runs every ``scan_every_s`` (1 s: every tick at 1 s ticks, every 10th at 0.1 s)
+        over hundreds of processes (on the 2-core VM about 10 ms of CPU at 200-300, more than
+        a whole tick without it), so a stat text the ranking has seen
         as it is now is not parsed again (see ``read_stat``), another is split only as far
         as the state and the parent, a name is decoded only for a process to be named, and
         each ``io`` is read through a descriptor kept while the pressure lasts."""
