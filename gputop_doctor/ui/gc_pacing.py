@@ -29,10 +29,13 @@ def paced_for_frames() -> Iterator[None]:
     """The TUI's collector thresholds while it runs; the process's own restored after.
 
     Only the youngest generation's threshold changes: the older ones count collections of
-    the generation below, so they keep their ratios to it.
+    the generation below, so they keep their ratios to it. It is only ever raised: a
+    process that turned automatic collection off (threshold 0) or set a higher one chose
+    that, and keeps it.
     """
     before = gc.get_threshold()
-    gc.set_threshold(YOUNG_THRESHOLD, *before[1:])
+    if 0 < before[0] < YOUNG_THRESHOLD:
+        gc.set_threshold(YOUNG_THRESHOLD, *before[1:])
     try:
         yield
     finally:

@@ -16,6 +16,20 @@ def test_young_threshold_is_raised_inside_and_restored_after() -> None:
     assert gc.get_threshold() == before
 
 
+@pytest.mark.parametrize("young", [0, 50_000])
+def test_a_process_choice_of_off_or_higher_is_kept(young: int) -> None:
+    """Automatic collection turned off (0), or a higher threshold than the pacing's, is
+    what the process chose: the pacing only ever raises the threshold."""
+    before = gc.get_threshold()
+    gc.set_threshold(young, *before[1:])
+    try:
+        with paced_for_frames():
+            assert gc.get_threshold()[0] == young
+        assert gc.get_threshold()[0] == young
+    finally:
+        gc.set_threshold(*before)
+
+
 def test_thresholds_are_restored_when_the_app_fails() -> None:
     before = gc.get_threshold()
     with pytest.raises(RuntimeError), paced_for_frames():
