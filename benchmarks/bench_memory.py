@@ -326,7 +326,7 @@ def held_now(engine: object, at_s: float) -> Held:
 
 def simulated_engine(args: argparse.Namespace, tree_pid: int, workdir: Path) -> Iterator[Held]:
     """``record``'s engine on a clock that moves ``--interval`` a tick; what it holds every
-    ``--every`` simulated seconds."""
+    ``--every`` simulated seconds. Closed at the end (or when the caller stops early)."""
     from gputop_doctor.config import Settings
     from gputop_doctor.core.engine import Engine
     from gputop_doctor.export.csv_sink import CsvSink
@@ -341,13 +341,16 @@ def simulated_engine(args: argparse.Namespace, tree_pid: int, workdir: Path) -> 
         NvmlGpuSource(), ProcfsHostSource(), settings, RULES, target_pid=tree_pid,
         headline=classify, clock=lambda: now[0], charts=False,
     )  # fmt: skip
-    engine.add_sink(CsvSink(str(workdir / "bench.csv")))
     ticks_per_print = max(1, round(args.every / args.interval))
-    for tick in range(1, round(args.seconds / args.interval) + 1):
-        engine.tick()
-        now[0] += args.interval
-        if tick % ticks_per_print == 0:
-            yield held_now(engine, tick * args.interval)
+    try:
+        engine.add_sink(CsvSink(str(workdir / "bench.csv")))
+        for tick in range(1, round(args.seconds / args.interval) + 1):
+            engine.tick()
+            now[0] += args.interval
+            if tick % ticks_per_print == 0:
+                yield held_now(engine, tick * args.interval)
+    finally:  # the CSV flushed and closed, NVML shut down, as record does at its end
+        engine.close()
 
 
 def print_held(held: Held) -> None:
