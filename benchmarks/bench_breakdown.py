@@ -336,15 +336,28 @@ def report_instructions(ticks: int) -> None:
     print(f"instructions per tick (callgrind, mean of {ticks} ticks): {total / ticks:,.0f}")
 
 
-def count_ticks(root_pid: int, tmp: Path, args: argparse.Namespace) -> None:
-    """In the run under valgrind: fill the history as the breakdown does, then count the
-    instructions of ``args.ticks`` ticks, with none of the breakdown's timers in them."""
+def filled_engine(
+    root_pid: int, tmp: Path, args: argparse.Namespace, watch: Callable[[Any], None] | None = None
+) -> tuple[Any, SessionClock]:
+    """The engine as both runs measure it: built (``watch`` applied, before any tick), its
+    history filled with ``args.fill`` ticks (default: full) on a clock that ends the
+    simulated session, measured ticks included, by now."""
     clock = SessionClock()
+    # Chart series only when the TUI is measured: record and serve keep none.
     engine = build_engine(root_pid, str(tmp / "bench.csv"), "fake", clock, not args.no_tui)
+    if watch is not None:
+        watch(engine)
     fill = engine.history.capacity if args.fill is None else args.fill
     clock.now = time.time() - fill - args.ticks
     for _ in range(fill):
         engine.tick()
+    return engine, clock
+
+
+def count_ticks(root_pid: int, tmp: Path, args: argparse.Namespace) -> None:
+    """In the run under valgrind: fill the history as the breakdown does, then count the
+    instructions of ``args.ticks`` ticks, with none of the breakdown's timers in them."""
+    engine, _ = filled_engine(root_pid, tmp, args)
     with counted():
         for _ in range(args.ticks):
             engine.tick()
@@ -379,14 +392,7 @@ def main() -> None:
         watch_nvml()
         watch_files()
         watch_gc()
-        clock = SessionClock()
-        # Chart series only when the TUI is measured: record and serve keep none.
-        engine = build_engine(tree.pid, str(tmp / "bench.csv"), "fake", clock, not args.no_tui)
-        watch_engine(engine)
-        fill = engine.history.capacity if args.fill is None else args.fill
-        clock.now = time.time() - fill - args.ticks  # the simulated session ends by now
-        for _ in range(fill):
-            engine.tick()
+        engine, clock = filled_engine(tree.pid, tmp, args, watch=watch_engine)
         frames = []
         with measuring():
             for _ in range(args.ticks):
