@@ -373,10 +373,14 @@ def main() -> None:
     parser.add_argument(
         "--instructions",
         action="store_true",
-        help="count the instructions of a tick under valgrind instead (reproducible)",
+        help="count the instructions of a tick under valgrind instead (reproducible; only with"
+        " --nvml-costs none: a cost model busy-waits on the thread's CPU clock, which under"
+        " valgrind counts time, not work)",
     )
     add_nvml_costs_argument(parser)
     args = parser.parse_args()
+    if args.instructions and args.nvml_costs != "none":
+        parser.error("--instructions needs --nvml-costs none (a cost model waits on time)")
     if args.instructions and not under_callgrind():
         report_instructions(args.ticks)
         return
