@@ -207,10 +207,24 @@ class Retention:
         old_slots = max(0, int((seconds - full_s) / COARSE_INTERVAL_S) + 2)
         anchor = 1 if anchor_s is None else max(1, round(anchor_s / interval_s))
         if process_window_s is None or interval_s >= COARSE_INTERVAL_S:
-            return cls(span, full, old_slots, processes, anchor=anchor)
+            return cls(span, full, old_slots, processes, anchor=anchor).fitted()
         dense = min(processes, int(process_window_s / interval_s) + 2)
         every = max(1, round(COARSE_INTERVAL_S / interval_s))
-        return cls(span, full, old_slots, dense, processes, every, anchor)
+        return cls(span, full, old_slots, dense, processes, every, anchor).fitted()
+
+    def fitted(self) -> Retention:
+        """These slots cut to what their covering stride fills, plus a quarter for event ticks.
+
+        The slots are sized for the rest of the span at ``COARSE_INTERVAL_S``, but the stride
+        chain may cover it with fewer (at 0.1 s: every 20th tick, 390 of 782 slots). Slots the
+        stride never fills were filled once, by the session's first ticks, which then left one
+        by one over the rest of the span: a peak of snapshots in the first minutes, and their
+        memory settling in the allocators for the next ten.
+        """
+        if self.old_slots == 0:
+            return self
+        needed = -(-(self.span - self.full) // self.covering_stride())
+        return replace(self, old_slots=min(self.old_slots, needed + needed // 4 + 2))
 
     def covering_stride(self) -> int:
         """The first stride of the chain at which the older part's slots hold every tick of
@@ -240,10 +254,11 @@ class History:
     ``process_window_s`` 30 s, ``gpu-memory-creep`` sampling every 10 s) and an interval of
     1 s or longer, nothing is ever thinned: the history holds every tick of ``history_s``
     (902 at 1 s) and the newest ``process_history_s`` (182) hold their processes. At 0.1 s it
-    holds every tick of the last 120 s (1,202 snapshots) and older ones: every tick until 782
-    of them fill the older part's slots (the session's first 78 s of ticks), then only every
-    20th tick (one per 2 s: every 100th tick, gpu-memory-creep's points, among them) and every
-    tick with an event, each one pushing out the oldest of those first 78 s that is not a 20th.
+    holds every tick of the last 120 s (1,202 snapshots) and older ones: every tick until 489
+    of them fill the older part's slots (the session's first 49 s of ticks; ``Retention.fitted``:
+    the 390 the stride fills and a quarter more for event ticks), then only every 20th tick (one
+    per 2 s: every 100th tick, gpu-memory-creep's points, among them) and every tick with an
+    event, each one pushing out the oldest of those first 49 s that is not a 20th.
     Those go by the time the span is covered (about 16 minutes), and from then on the older
     part is every 20th tick back to 900 s (390 of them). Processes are on every tick of the last
     30 s, then on every 10th tick (one per second) up to 120 s back and every 20th up to 180 s
@@ -252,8 +267,8 @@ class History:
     (``gpu-idle-memory``'s 300 s, ``gpu-xid`` and ``gpu-lost``'s 600 s, ``all()``) hold one
     tick per 2 s beyond the last 120 s (``Window.thinned``: their running views are kept in
     two parts, see ``rules._running``). The
-    count reaches 1,984 after about 200 s of ticks at 0.1 s, stays there until the span is
-    covered, then falls to 1,592: it never grows after those 200 s, and nor does memory.
+    count reaches 1,691 after about 170 s of ticks at 0.1 s, stays there until the span is
+    covered, then falls to 1,592: it never grows after those 170 s.
     """
 
     def __init__(self, keep: Retention | int, detail_snapshots: int | None = None) -> None:

@@ -66,7 +66,7 @@ def at_01() -> Filled:
 def test_at_a_tenth_of_a_second_the_count_is_bounded_and_reached_early(at_01: Filled) -> None:
     keep = at_01.history.retention
     slots = keep.full + keep.old_slots
-    assert slots < keep.span / 4  # 1,984 snapshots for a span of 9,002 ticks
+    assert slots < keep.span / 4  # 1,691 snapshots for a span of 9,002 ticks
     assert at_01.never_over
     assert at_01.most == slots
     assert at_01.most_at * 0.1 < 240  # the count (and memory with it) peaks within 4 minutes
@@ -230,3 +230,15 @@ def test_an_xid_storm_does_not_shorten_the_history_for_the_rest_of_the_session()
             )
         )
     assert hist.window(300).span_s >= 295
+
+
+def test_the_older_part_has_slots_for_what_its_stride_keeps_not_for_every_second() -> None:
+    """At 0.1 s the stride keeps every 20th older tick: slots for those and a quarter more for
+    event ticks, not the 782 a 1 s interval needs (filled once by the first ticks, then left
+    one by one over ten minutes). At 1 s every older tick still has its slot."""
+    tenth = retention_for(Settings(interval_s=0.1))
+    kept = -(-(tenth.span - tenth.full) // tenth.covering_stride())
+    assert tenth.covering_stride() == 20 and kept == 390
+    assert kept < tenth.old_slots <= kept + kept // 4 + 2
+    second = retention_for(Settings(interval_s=1.0))
+    assert second.covering_stride() == 1 and second.old_slots >= second.span - second.full
