@@ -86,6 +86,9 @@ class _Known:
     children_ticks: int = 0
     io: tuple[int, int] | None = None  # (read_bytes, write_bytes) at ``io_at``
     io_at: float = 0.0  # ``at`` of the sample that read ``io``, or a later unchanged re-read
+    # (when, what): a re-read past the TTL that found the counters changed, for the sample
+    # made anew in the same tick to use rather than read them a second time.
+    io_reread: tuple[float, tuple[int, int] | None] | None = None
     threads: Threads | None = None  # the last per-thread pass
     threads_at: float = 0.0
     delta: ThreadDelta = _UNKNOWN
@@ -329,7 +332,7 @@ class ProcessTreeReader:
         cpu_pct = children_pct = None
         read_mib_s = write_mib_s = None
         if stat.state != "Z":
-            known.io, known.io_at = read_io_bytes(s.pid, self.proc_root), now
+            known.io, known.io_at = self._io_now(s.pid, prior, now), now
             self._allowed(s, known, now)
         if prior is not None and now > prior.at:
             span = now - prior.at
@@ -412,9 +415,18 @@ class ProcessTreeReader:
             return True
         io = read_io_bytes(pid, self.proc_root)
         if io != prior.io:
+            prior.io_reread = (now, io)
             return False
         prior.io_at = now
         return True
+
+    def _io_now(self, pid: int, prior: _Known | None, now: float) -> tuple[int, int] | None:
+        """This tick's I/O counters: those :meth:`_io_stands` re-read this tick and found
+        changed, else read now (one read of ``/proc/PID/io`` a tick at most)."""
+        reread = None if prior is None else prior.io_reread
+        if reread is not None and reread[0] == now:
+            return reread[1]
+        return read_io_bytes(pid, self.proc_root)
 
     def _allowed(self, s: _Seen, known: _Known, now: float) -> None:
         """Carry the allowed CPUs over from the last tick, or re-read them when stale."""
