@@ -115,7 +115,6 @@ class PcieReader:
         # reading was made, and when the next of the ramp is due (None: none is, or it is over).
         self._ramp_start: float | None = None
         self._ramp_next: float | None = None
-        self._ramped = False
         self._throughput = throughput
         self._throughput_skipped = throughput_skipped
         self._clock = clock
@@ -152,6 +151,11 @@ class PcieReader:
             self._ramp_on(now)
         return self._held
 
+    @property
+    def _ramped(self) -> bool:
+        """The ramp is over: a first reading was made, and no next one of the ramp is due."""
+        return self._ramp_start is not None and self._ramp_next is None
+
     def _ramp_on(self, now: float) -> None:
         """After a reading: when the next of the ramp is due, or that the ramp is over (the
         first regular reading after the first)."""
@@ -160,7 +164,6 @@ class PcieReader:
         if self._ramp_start is None:
             self._ramp_start = self._ramp_next = now  # the next tick reads again
         elif self._cadence.on_schedule or now == self._ramp_start:  # (no time passed: none)
-            self._ramped = True
             self._ramp_next = None
         else:
             self._ramp_next = now + (now - self._ramp_start)
