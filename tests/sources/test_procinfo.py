@@ -19,6 +19,7 @@ from gputop_doctor.core.model import Runtime, ThreadEnv
 from gputop_doctor.sources.host.procinfo import (
     ProcInfoCache,
     exports_symbol,
+    mapped_files,
     parse_cpuinfo,
     parse_environ,
     parse_maps,
@@ -50,6 +51,45 @@ def names(runtimes: tuple[Runtime, ...]) -> list[tuple[str, str]]:
 
 
 # -- parse_maps ---------------------------------------------------------------------------
+
+
+def test_mapped_files_are_the_lines_with_an_inode_and_an_absolute_path() -> None:
+    """The maps regex takes what a line-by-line reading takes: file-backed lines (inode not
+    0) whose path starts with '/', spaces in the path kept, anything else skipped, first line
+    and last (no newline after it) included."""
+    lines = [
+        "7f00-7f01 r-xp 00000000 08:01 1234   /lib/first.so",
+        "7f01-7f02 rw-p 00000000 00:00 0    [heap]",
+        "7f02-7f03 rw-p 00000000 00:00 0    /not/a/file (inode 0)",
+        "7f03-7f04 r--p 00001000 08:01 98765432101 /opt/with space/lib two.so (deleted)",
+        "7f04-7f05 rw-s 00000000 00:05 77    /dev/nvidia0",
+        "7f05-7f06 r--p 00000000 08:01 5 relative/path.so",
+        "7f06-7f07 r--p 00000000 08:01 0123 /leading/zero/inode.so",
+        "",
+        "garbage line",
+        "7f07-7f08 r--s 00000000 08:01 42 /last/without/newline.so",
+    ]
+    text = "\n".join(lines).encode()
+
+    def by_lines(data: bytes) -> list[str]:
+        found = []
+        for line in data.decode().split("\n"):
+            parts = line.split(None, 5)
+            inode = parts[4] if len(parts) == 6 else "0"
+            if inode[0] in "123456789" and inode.isdigit() and parts[5].startswith("/"):
+                found.append(parts[5])
+        return found
+
+    expected = by_lines(text)
+    assert expected == [
+        "/lib/first.so",
+        "/opt/with space/lib two.so (deleted)",
+        "/dev/nvidia0",
+        "/last/without/newline.so",
+    ]
+    info = parse_maps(text)
+    assert info.has_nvidia_device
+    assert [m.decode() for m in mapped_files(text)] == expected
 
 
 def test_numpy_and_scipy_openblas_are_two_pools() -> None:
