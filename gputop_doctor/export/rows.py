@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -36,7 +37,11 @@ from gputop_doctor.export.schema import (
     values_of,
 )
 
-_GPU_VALUES = values_of(GPU_FIELDS)
+# A GPU's identity (index, name, UUID, bus id, lost, MIG mode) leads its columns, text and
+# flags among them; its readings, numbers all, follow (see ``schema.encode_all``).
+_IDENTITY_WIDTH = 6
+_GPU_IDENTITY = values_of(GPU_FIELDS[:_IDENTITY_WIDTH])
+_GPU_READINGS = values_of(GPU_FIELDS[_IDENTITY_WIDTH:])
 _THROTTLE_VALUES = values_of(THROTTLE_FIELDS)
 _HOST_VALUES = values_of(HOST_FIELDS)
 _TREE_VALUES = values_of(TREE_FIELDS)
@@ -70,6 +75,8 @@ class TickRows:
         self._processes: dict[int, tuple[tuple[GpuProcess, ...], str]] = {}
         # GPU index -> its last throttle counters (the same object while none moves), cells.
         self._throttle: dict[int, tuple[ThrottleCounters, list[str]]] = {}
+        # GPU index -> its last identity values (the same objects while it stands), cells.
+        self._identity: dict[int, tuple[tuple[Any, ...], list[str]]] = {}
 
     def rows(
         self,
@@ -106,11 +113,24 @@ class TickRows:
             LIST_SEP.join(jobs.get(p.pid) or "" for p in gpu.processes) if gpu.processes else "",
         )
         return [
-            *encode_all(_GPU_VALUES(gpu)),
+            *self._identity_cells(gpu),
+            *encode_all(_GPU_READINGS(gpu)),
             *extra,
             *self._throttle_cells(gpu),
             *self._health.of(gpu.index, gpu.health),
         ]
+
+    def _identity_cells(self, gpu: GpuSample) -> list[str]:
+        """The GPU's identity as text, encoded again only when a value is not the object it
+        was at the last tick (a source hands on its name, UUID and bus id; the flags and
+        small indexes are shared objects), so the same objects give the same cells."""
+        values = _GPU_IDENTITY(gpu)
+        last = self._identity.get(gpu.index)
+        if last is not None and all(map(operator.is_, values, last[0])):
+            return last[1]
+        cells = encode_all(values)
+        self._identity[gpu.index] = (values, cells)
+        return cells
 
     def _throttle_cells(self, gpu: GpuSample) -> Sequence[str]:
         """The GPU's throttle counters as text, a hardware counter the source held since its

@@ -148,3 +148,24 @@ def test_a_held_hardware_counter_is_recorded_as_its_last_reading_marked_held() -
     assert differing == [("gpu_throttle_hw_held", "0", "1")]
     at = COLUMNS.index("gpu_throttle_hw_thermal_ns")
     assert cells["held"][0][at : at + 2] == ["8", "9"]
+
+
+def test_a_gpus_identity_cells_follow_its_values_not_the_last_ticks_cells() -> None:
+    """The identity cells (index, name, UUID, bus id, lost, MIG mode) are kept from tick to
+    tick while the source hands on the same objects: a GPU whose name, bus id or flags
+    change, equal-looking or not, is written anew, as a fresh writer writes it."""
+    writer = TickRows()
+    base = full_gpu(0)
+    renamed = "".join(["NVIDIA ", "H200"])  # a new str object each time
+    changes = [
+        base,
+        replace(base, name=renamed),
+        replace(base, name="".join(["NVIDIA ", "H200"])),
+        replace(base, lost=True),
+        replace(base, mig_mode=True),
+        replace(base, pci_bus_id="00000000:3B:00.0"),
+        base,
+    ]
+    for tick, gpu in enumerate(changes):
+        snap = Snapshot(time=1.7e9 + tick, tick=tick, interval_s=1.0, gpus=(gpu,), host=full_host())
+        assert writer.rows(snap, (), "test") == TickRows().rows(snap, (), "test"), f"tick {tick}"
