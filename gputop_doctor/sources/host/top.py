@@ -219,10 +219,21 @@ class TopProcesses:
         return self.files.read(pid)
 
     def _read(self, pids: list[int], now: float) -> None:
+        seen, entries, busy = self._seen, self.table.entries, self._busy
         for pid in pids:
             data = self._read_stat(pid)
-            before = self._seen.get(pid)
+            before = seen.get(pid)
             if before is not None and data == before.raw:
+                fields = before.fields
+                if not fields.kernel_thread and entries.get(pid) == (fields.ppid, fields.start):
+                    # Most of a host sleeps: the text it was measured from, a program the
+                    # PID table has as it says: no CPU since, 0 %, what the general path
+                    # below works out for it, without its steps.
+                    if now - before.at >= MIN_SPAN_S:
+                        before.pct, before.at = 0.0, now
+                        if pid in busy:
+                            self._not_busy(pid)
+                    continue
                 stat: RankingFields | None = before.fields
             else:
                 stat = None if data is None else parse_ranking_fields(data)
