@@ -294,6 +294,26 @@ def test_pid_stat_files_keep_one_descriptor_per_process(spawn: Spawn) -> None:
     files.close()
 
 
+def test_the_tree_reads_through_the_kept_descriptors_and_lets_a_gone_one_go(
+    spawn: Spawn,
+) -> None:
+    """The tree reader preads the kept descriptors in its own loop: a live process is read
+    through its descriptor tick after tick, an exited one (the pread fails) is left out of
+    the tick and its descriptor closed, as a read through PidFiles.read does."""
+    child = spawn("import time; print('ready', flush=True); time.sleep(60)")
+    reader = ProcessTreeReader(ProcInfoCache("/proc"), "/proc", keep_files=True)
+    tree = [(child.pid, 0)]
+    for now in (1.0, 2.0):
+        (sample,) = reader.read(tree, [], now)
+        assert sample.pid == child.pid and sample.state in ("S", "R")
+        assert list(reader.files.kept()) == [child.pid]
+    child.kill()
+    child.wait()
+    assert reader.read(tree, [], 3.0) == []
+    assert not reader.files.kept()
+    reader.close()
+
+
 def test_the_ranking_keeps_descriptors_for_programs_only(spawn: Spawn) -> None:
     """The host ranking reads each program's stat through a descriptor of its own, kept
     between passes, and the tree reader's where that keeps one; a process gone is let go."""
@@ -337,6 +357,24 @@ def test_the_ranking_parses_a_stat_text_only_when_it_changed(
     assert top.get(2.0) == ((101, "p101", 100.0),)
     assert len(parsed) == 3  # only p101's new text
     assert top.get(3.0) == () and len(parsed) == 3  # its text stood still: 0 % again
+
+
+def test_an_unchanged_text_reads_as_the_full_path_reads_it(fake: FakeProc) -> None:
+    """A text that stood still is no CPU since its last reading: a busy process that went
+    idle leaves the ranking, a reading within ``MIN_SPAN_S`` keeps the older baseline, and a
+    PID the table dropped meanwhile is set in it again, as a parsed text would be."""
+    fake.process(100, comm="busy", ticks=0, ppid=1)
+    fake.process(101, comm="idle", ticks=0, ppid=1)
+    table = PidTable(str(fake.root))
+    top = TopProcesses(table, count=3, cycle_s=0.1)  # every PID read at every call
+    top.get(0.0)
+    top.get(1.0)
+    fake.process(100, comm="busy", ticks=CLK_TCK, ppid=1)
+    assert top.get(2.0) == ((100, "busy", 100.0),)
+    assert top.get(2.5) == ((100, "busy", 100.0),)  # too soon: the baseline stands
+    table.discard(101)
+    assert top.get(3.5) == () and top.busy() == {}  # 100 % over 1 s, then 0 % over 1.5 s
+    assert table.entries[101] == (1, table.entries[100][1])
 
 
 def test_the_ranking_is_made_again_only_when_a_busy_process_changed(fake: FakeProc) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import resource
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 
 def read_file(path: str, limit: int = 1 << 24) -> bytes | None:
@@ -209,6 +209,12 @@ class PidFiles:
             return None
         self._fds[pid] = fd
         return data
+
+    def kept(self) -> Mapping[int, int]:
+        """The descriptors kept, by PID, for a caller that reads many PIDs in a loop of its
+        own: a pread on one of them (at offset 0, ``size`` bytes) that fails or fills the
+        buffer is left to :meth:`read`, which makes it again and handles the rest."""
+        return self._fds
 
     def peek(self, pid: int) -> bytes | None:
         """Through the kept descriptor if there is one; else read the plain way, keeping
