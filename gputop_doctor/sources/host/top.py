@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -218,10 +219,38 @@ class TopProcesses:
             return tree.read(pid)
         return self.files.read(pid)
 
+    def _kept(self) -> tuple[Mapping[int, int], Mapping[int, int], int] | None:
+        """The tree reader's descriptors and the ranking's, and the size of a read, for
+        :meth:`_read` to pread itself (as :meth:`_read_kept` would, the tree's first); None
+        when it reads some other way (tests) or the two read different sizes."""
+        tree = self._tree_files
+        if self._read_stat != self._read_kept or (
+            tree is not None and tree.size != self.files.size
+        ):
+            return None
+        return ({} if tree is None else tree.kept()), self.files.kept(), self.files.size
+
     def _read(self, pids: list[int], now: float) -> None:
         seen, entries, busy = self._seen, self.table.entries, self._busy
+        # A kept descriptor's pread is made here rather than through two calls per PID
+        # (_read_kept, PidFiles.read); whatever else (none kept, a pread that fails or fills
+        # the buffer) goes through read_stat, which makes it again and handles it.
+        read_stat, kept, pread = self._read_stat, self._kept(), os.pread
+        tree_kept, own_kept, size = kept if kept is not None else ({}, {}, 0)
         for pid in pids:
-            data = self._read_stat(pid)
+            data = None
+            fd = tree_kept.get(pid)
+            if fd is None:
+                fd = own_kept.get(pid)
+            if fd is not None:
+                try:
+                    data = pread(fd, size, 0)
+                except OSError:
+                    data = None
+                if data is not None and len(data) >= size:
+                    data = None
+            if data is None:
+                data = read_stat(pid)
             before = seen.get(pid)
             if before is not None and data == before.raw:
                 fields = before.fields
