@@ -13,6 +13,7 @@ from gputop_doctor.core.model import (
     GpuProcess,
     GpuSample,
     HostSample,
+    ProcSample,
     Snapshot,
     ThrottleCounters,
     TreeTotals,
@@ -77,6 +78,8 @@ class TickRows:
         self._throttle: dict[int, tuple[ThrottleCounters, list[str]]] = {}
         # GPU index -> its last identity values (the same objects while it stands), cells.
         self._identity: dict[int, tuple[tuple[Any, ...], list[str]]] = {}
+        # The last tick's PIDs on a GPU, processes, and the job keys made of them.
+        self._jobs: tuple[set[int], tuple[ProcSample, ...], dict[int, str | None]] | None = None
 
     def rows(
         self,
@@ -98,14 +101,14 @@ class TickRows:
         rest = _shared_cells(snapshot, verdict)
         if not snapshot.gpus:
             return TickCells(lead, [(_NO_GPU, _findings_cell(findings, None))], rest)
-        jobs = _job_keys(snapshot)
+        jobs = self._job_keys(snapshot)
         gpus = [
             (self._gpu_cells(gpu, jobs), _findings_cell(findings, gpu)) for gpu in snapshot.gpus
         ]
         return TickCells(lead, gpus, rest)
 
     def _gpu_cells(self, gpu: GpuSample, jobs: dict[int, str | None]) -> list[str]:
-        """``jobs``: the job key of each process (see :func:`_job_keys`)."""
+        """``jobs``: the job key of each process (see :func:`job_keys`)."""
         extra = (
             _clock_events_cell(gpu.clock_event_bits),
             LIST_SEP.join(encode_all(gpu.util_samples)),
@@ -119,6 +122,18 @@ class TickRows:
             *self._throttle_cells(gpu),
             *self._health.of(gpu.index, gpu.health),
         ]
+
+    def _job_keys(self, snapshot: Snapshot) -> dict[int, str | None]:
+        """:func:`job_keys` of the tick, made again only when the PIDs on a GPU or the
+        processes changed: a tree that sleeps hands on the same samples, which compare
+        equal at the cost of an identity check each."""
+        on_gpu = {p.pid for gpu in snapshot.gpus for p in gpu.processes}
+        last = self._jobs
+        if last is not None and last[0] == on_gpu and last[1] == snapshot.processes:
+            return last[2]
+        keys = job_keys(snapshot.processes, on_gpu)
+        self._jobs = (on_gpu, snapshot.processes, keys)
+        return keys
 
     def _identity_cells(self, gpu: GpuSample) -> list[str]:
         """The GPU's identity as text, encoded again only when a value is not the object it
@@ -159,11 +174,10 @@ class TickRows:
         return cell
 
 
-def _job_keys(snapshot: Snapshot) -> dict[int, str | None]:
+def job_keys(processes: Iterable[ProcSample], on_gpu: set[int]) -> dict[int, str | None]:
     """PID -> job key (``slurm:48213``, ``pod:<uid>``, ``container:<id>``) of the processes on
-    a GPU, for the GPU processes' ``gpu_process_jobs`` cell."""
-    on_gpu = {p.pid for gpu in snapshot.gpus for p in gpu.processes}
-    return {p.pid: p.job.key for p in snapshot.processes if p.job is not None and p.pid in on_gpu}
+    a GPU (``on_gpu``), for the GPU processes' ``gpu_process_jobs`` cell."""
+    return {p.pid: p.job.key for p in processes if p.job is not None and p.pid in on_gpu}
 
 
 def _findings_cell(findings: Sequence[Finding], gpu: GpuSample | None) -> str:

@@ -15,6 +15,8 @@ from gputop_doctor.export.csv_sink import CsvSink
 from gputop_doctor.export.prometheus import FrameCollector
 from gputop_doctor.export.prometheus_processes import MAX_PROCESSES
 from gputop_doctor.export.reader import SessionReader
+from gputop_doctor.export.rows import TickRows
+from gputop_doctor.export.schema import COLUMNS
 from tests.builders import full_gpu, gpu, proc
 from tests.sessions import read_session
 
@@ -143,3 +145,32 @@ def test_a_gpu_carries_the_labels_of_the_job_that_holds_it() -> None:
     # The machine's health series keep the GPU's identity only: a fault outlives the job.
     ecc = _gpu_series(snap, "gputop_doctor_gpu_ecc_errors_total")
     assert "job" not in ecc["0"] and ecc["0"]["uuid"] == "GPU-00000000-aaaa"
+
+
+def test_a_recordings_process_jobs_follow_the_processes_tick_by_tick() -> None:
+    """The job keys a writer keeps from the last tick give way when a process on a GPU
+    changes job, leaves the GPU, or a new one comes: each tick as a fresh writer writes it."""
+    writer = TickRows()
+    base = _snapshot()
+    other = JobIdentity(slurm_job="777", rank="0")
+    moved = tuple(replace(p, job=other) if p.pid == 10 else p for p in base.processes)
+    alone = replace(base.gpus[0], processes=base.gpus[0].processes[:1])
+    ticks = [
+        base,
+        replace(base, tick=1),  # the same samples
+        replace(base, tick=2, processes=moved),  # pid 10 now of job 777
+        replace(base, tick=3, processes=moved, gpus=(alone,)),  # pid 20 left the GPU
+        replace(base, tick=4),
+    ]
+    cells = []
+    for snap in ticks:
+        rows = writer.rows(snap, (), "test")
+        assert rows == TickRows().rows(snap, (), "test"), f"tick {snap.tick}"
+        cells.append(rows[0][COLUMNS.index("gpu_process_jobs")])
+    assert cells == [
+        f"slurm:48213|pod:{POD}",
+        f"slurm:48213|pod:{POD}",
+        f"slurm:777|pod:{POD}",
+        "slurm:777",
+        f"slurm:48213|pod:{POD}",
+    ]
