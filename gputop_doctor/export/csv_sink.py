@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import os
 import stat
@@ -28,7 +29,7 @@ from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
 from gputop_doctor.export.event_log import append_event
 from gputop_doctor.export.rows import TickCells, TickRows
-from gputop_doctor.export.schema import COLUMNS
+from gputop_doctor.export.schema import COLUMNS, VERDICT_COLUMNS
 from gputop_doctor.export.session_meta import CommandOf, MetaWriter
 from gputop_doctor.export.stream import part_path
 
@@ -161,10 +162,27 @@ def tick_bytes(tick: TickCells) -> bytes:
     time, the host, the verdict, whose text "large model, simple data" needs quoting) are
     made text once per tick, not once per GPU.
     """
-    lead, rest = _csv_text(tick.lead), _csv_text(tick.rest)
+    lead, rest = _csv_text(tick.lead), _rest_text(tick.rest)
     lines = [f"{lead},{_csv_text(gpu)},{rest},{_csv_text((marks,))}" for gpu, marks in tick.gpus]
     lines.append("")
     return "\n".join(lines).encode("utf-8")
+
+
+def _rest_text(rest: Sequence[str]) -> str:
+    """:func:`_csv_text` of the cells every row shares after the GPU's, the verdict's two
+    last (see ``TickCells``) apart: its case, "large model, simple data", needs quoting,
+    which sent the whole part through the writer every tick. Its texts are a handful, each
+    pair quoted once; the numbers before it are joined as they are."""
+    if len(rest) <= len(VERDICT_COLUMNS):
+        return _csv_text(rest)
+    head, verdict = rest[: -len(VERDICT_COLUMNS)], rest[-len(VERDICT_COLUMNS) :]
+    return f"{_csv_text(head)},{_fixed_text(tuple(verdict))}"
+
+
+@functools.lru_cache(maxsize=64)
+def _fixed_text(cells: tuple[str, ...]) -> str:
+    """:func:`_csv_text` of cells that take few values (the verdict's), kept by value."""
+    return _csv_text(cells)
 
 
 def _csv_text(cells: Sequence[str]) -> str:

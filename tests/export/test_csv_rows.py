@@ -94,6 +94,24 @@ def test_a_tick_is_written_as_its_rows_are_with_its_shared_parts_made_text_once(
     assert tick_bytes(tick) == csv_bytes(tick.rows()) == expected.getvalue().encode("utf-8")
 
 
+def test_the_shared_parts_tail_is_written_as_the_writer_writes_it_whatever_it_holds() -> None:
+    """The last two shared cells (the verdict's) are made text apart and kept by value:
+    whatever they and the cells before them hold, and however few, the bytes are the
+    writer's, tick after tick."""
+    tails = [
+        ["large model, simple data", "GPU"],
+        ["", ""],
+        ['say "hi"', "line\nbreak"],
+        ["large model, simple data", "GPU"],
+    ]
+    rests = [["1.5", *tail] for tail in tails] + [["x,y", "b"], ["only"], ["", "a,b", ""]]
+    for rest in rests:
+        tick = TickCells(lead=["4"], gpus=[(["0", "1"], "m")], rest=rest)
+        expected = io.StringIO()
+        csv.writer(expected, lineterminator="\n").writerows(tick.rows())
+        assert tick_bytes(tick) == expected.getvalue().encode("utf-8"), rest
+
+
 def test_a_gpus_processes_cell_follows_its_processes_whether_handed_on_or_new() -> None:
     writer = TickRows()
     procs = (GpuProcess(pid=7, gpu_index=0, kind="compute", used_mem_mib=1.0, sm_util_pct=2.0),)
