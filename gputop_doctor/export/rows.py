@@ -48,7 +48,15 @@ _HOST_VALUES = values_of(HOST_FIELDS)
 _TREE_VALUES = values_of(TREE_FIELDS)
 _NO_GPU: tuple[str, ...] = ("",) * (len(GPU_FIELDS) + 4 + len(THROTTLE_FIELDS) + HEALTH_WIDTH)
 _NO_THROTTLE: tuple[str, ...] = ("",) * len(THROTTLE_FIELDS)
-_NO_TREE: tuple[str, ...] = ("",) * len(TREE_FIELDS)
+_NO_TREE_VALUES: tuple[None, ...] = (None,) * len(TREE_FIELDS)
+# PSI_COLUMNS, as each resource's Pressure (HostSample attributes, in column order) and what
+# is written of one (the same parts of each, in column order).
+_PSI_RESOURCES = ("psi_cpu", "psi_io", "psi_memory")
+_PSI_PARTS = tuple(dict.fromkeys(part for _, _, part in PSI_COLUMNS))
+assert [(a, p) for _, a, p in PSI_COLUMNS] == [(a, p) for a in _PSI_RESOURCES for p in _PSI_PARTS]
+_HOST_PRESSURES = operator.attrgetter(*_PSI_RESOURCES)
+_PRESSURE_VALUES = operator.attrgetter(*_PSI_PARTS)
+_NO_PRESSURE: tuple[None, ...] = (None,) * len(_PSI_PARTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,16 +231,20 @@ def _lead_cells(snapshot: Snapshot, source: str) -> list[str]:
 def _shared_cells(snapshot: Snapshot, verdict: Verdict | None) -> list[str]:
     host = snapshot.host
     tree = snapshot.tree
-    cells = encode_all(_HOST_VALUES(host))
-    for _, attr, part in PSI_COLUMNS:
-        pressure = getattr(host, attr)
-        cells.append(encode(None if pressure is None else getattr(pressure, part)))
-    cells += [
-        encode(snapshot.target_pid),
-        encode(snapshot.target_alive),
-        encode(snapshot.target_job),
-    ]
-    cells += _NO_TREE if tree is None else encode_all(_TREE_VALUES(tree))
+    cpu, io, memory = _HOST_PRESSURES(host)
+    # One encoding of every value, rather than one per part and a call per PSI cell.
+    cells = encode_all(
+        (
+            *_HOST_VALUES(host),
+            *(_NO_PRESSURE if cpu is None else _PRESSURE_VALUES(cpu)),
+            *(_NO_PRESSURE if io is None else _PRESSURE_VALUES(io)),
+            *(_NO_PRESSURE if memory is None else _PRESSURE_VALUES(memory)),
+            snapshot.target_pid,
+            snapshot.target_alive,
+            snapshot.target_job,
+            *(_NO_TREE_VALUES if tree is None else _TREE_VALUES(tree)),
+        )
+    )
     cells += ["", ""] if verdict is None else [verdict.case.value, verdict.bottleneck.value]
     return cells
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from gputop_doctor.core.health import GpuHealth, NvLink, TopoLink, Topology, XidEvent
 from gputop_doctor.core.model import GpuProcess, GpuSample, Snapshot, ThrottleCounters
+from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.export.csv_sink import csv_bytes, tick_bytes
 from gputop_doctor.export.rows import TickCells, TickRows, gpu_from_row
 from gputop_doctor.export.schema import COLUMNS
@@ -187,3 +188,18 @@ def test_a_gpus_identity_cells_follow_its_values_not_the_last_ticks_cells() -> N
     for tick, gpu in enumerate(changes):
         snap = Snapshot(time=1.7e9 + tick, tick=tick, interval_s=1.0, gpus=(gpu,), host=full_host())
         assert writer.rows(snap, (), "test") == TickRows().rows(snap, (), "test"), f"tick {tick}"
+
+
+def test_each_pressure_and_the_tree_land_in_their_own_columns_present_or_not() -> None:
+    """The shared cells are encoded in one go: a resource without PSI, or no tree, leaves
+    exactly its own columns empty."""
+    host = replace(full_host(), psi_cpu=Pressure(12.5, None), psi_io=None)
+    host = replace(host, psi_memory=Pressure(3.0, 2.5))
+    snap = Snapshot(time=1.7e9, tick=0, interval_s=1.0, gpus=(full_gpu(0),), host=host)
+    (row,) = TickRows().rows(snap, (), "test")
+    cell = dict(zip(COLUMNS, row, strict=True))
+    assert cell["host_psi_io_some_pct"] == cell["host_psi_io_full_pct"] == ""
+    assert (cell["host_psi_cpu_some_pct"], cell["host_psi_cpu_full_pct"]) == ("12.5", "")
+    assert (cell["host_psi_mem_some_pct"], cell["host_psi_mem_full_pct"]) == ("3.0", "2.5")
+    assert cell["tree_processes"] == cell["tree_data_wait_pct"] == ""
+    assert cell["target_alive"] == "" and cell["schema_version"] == "5"
