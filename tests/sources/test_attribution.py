@@ -9,7 +9,6 @@ import pytest
 
 from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.sources.host import kept_files
-from gputop_doctor.sources.host import source as source_module
 from gputop_doctor.sources.host import top as top_module
 from gputop_doctor.sources.host.attribution import Attribution
 from gputop_doctor.sources.host.pids import (
@@ -20,6 +19,7 @@ from gputop_doctor.sources.host.pids import (
     read_io_bytes,
 )
 from gputop_doctor.sources.host.source import ProcfsHostSource
+from gputop_doctor.sources.host.system import HostPressure
 from gputop_doctor.sources.host.top import TopProcesses
 from tests.sources.test_host import Clock, FakeProc
 
@@ -114,11 +114,7 @@ def test_detaching_closes_the_scans_io_descriptors(monkeypatch: pytest.MonkeyPat
     """Detached under I/O pressure, the source asks no more for storage users, so the
     scan's kept ``io`` descriptors (up to a thousand, of processes that may be gone) are
     closed at once, not left open until the source closes."""
-    monkeypatch.setattr(
-        source_module,
-        "read_pressure",
-        lambda resource, *_: Pressure(50.0) if resource == "io" else None,
-    )
+    monkeypatch.setattr(HostPressure, "read", lambda self, now: (None, Pressure(50.0), None))
     source = ProcfsHostSource(clock=Clock())
     try:
         source.read_host(os.getpid())

@@ -36,12 +36,16 @@ from gputop_doctor.sources.host.pids import (
 )
 from gputop_doctor.sources.host.procinfo import ProcInfoCache, read_maps
 from gputop_doctor.sources.host.system import (
+    PRESSURE_RESOURCES,
+    HostPressure,
     _parse_cpu_block,
     _parse_cpu_lines,
     _parse_pressure_lines,
     parse_pressure,
     parse_proc_stat,
     per_cpu_busy_pct,
+    read_pressure,
+    with_rate,
 )
 from gputop_doctor.sources.host.top import TopProcesses
 from gputop_doctor.sources.host.tree import ProcessTreeReader
@@ -441,3 +445,38 @@ def test_cgroup2_files_reread_through_a_kept_descriptor() -> None:
     pressure = files.read(f"{root}/cpu.pressure")
     assert pressure is not None and parse_pressure(pressure) is not None
     files.close()
+
+
+def test_host_pressure_reads_as_each_text_parsed_and_rated(tmp_path: Path) -> None:
+    """A text that stood still gives the last reading (0 % stalled since) without a parse;
+    every reading is the one a parse and :func:`with_rate` give, whatever the texts do:
+    stand still, move, lose their counter, go missing, come back."""
+    root = tmp_path / "proc"
+    (root / "pressure").mkdir(parents=True)
+    quiet = (
+        b"some avg10=0.00 avg60=0.00 avg300=0.00 total=100\n"
+        b"full avg10=0.00 avg60=0.00 avg300=0.00 total=50\n"
+    )
+    stalled = quiet.replace(b"total=100", b"total=600100")
+    no_total = b"some avg10=1.50 avg60=0.00 avg300=0.00\n"
+    texts = [quiet, quiet, quiet, stalled, stalled, no_total, no_total, None, quiet, quiet]
+
+    def write(text: bytes | None) -> None:
+        for resource in PRESSURE_RESOURCES:
+            path = root / "pressure" / resource
+            if text is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(text if resource != "cpu" else stalled)
+
+    write(texts[0])
+    host = HostPressure(str(root), None, 0.0)
+    before = [read_pressure(r, str(root)) for r in PRESSURE_RESOURCES]
+    for tick, text in enumerate(texts[1:], start=1):
+        write(text)
+        got = host.read(float(tick))
+        now = [read_pressure(r, str(root)) for r in PRESSURE_RESOURCES]
+        expected = tuple(with_rate(n, b, 1.0) for n, b in zip(now, before, strict=True))
+        assert got == expected, f"tick {tick}"
+        before = now
+    assert got[1] is not None and got[1].some_now == 0.0

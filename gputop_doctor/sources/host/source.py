@@ -49,6 +49,7 @@ from gputop_doctor.sources.host.kept_files import (
 from gputop_doctor.sources.host.pids import read_stat
 from gputop_doctor.sources.host.procinfo import ProcInfoCache, read_cpuinfo
 from gputop_doctor.sources.host.system import (
+    HostPressure,
     busy_pct,
     iowait_pct,
     load_average,
@@ -57,9 +58,7 @@ from gputop_doctor.sources.host.system import (
     read_host_cpus,
     read_memory,
     read_numa_nodes,
-    read_pressure,
     read_swap_paging,
-    with_rate,
 )
 from gputop_doctor.sources.host.top import RANKING_FILES, TopProcesses
 from gputop_doctor.sources.host.tree import ProcessTreeReader
@@ -156,10 +155,7 @@ class ProcfsHostSource:
         self._cpu = read_cpu(proc_root, self._files)
         self._swap = read_swap_paging(proc_root, self._files)
         self._swap_at = clock()
-        self._psi: tuple[tuple[Pressure | None, ...], float] = (
-            tuple(read_pressure(r, proc_root, self._files) for r in ("cpu", "io", "memory")),
-            clock(),
-        )
+        self._psi = HostPressure(proc_root, self._files, clock())
         self._no_swap = False  # the last tick found no swap device
         self._job: JobSelector | None = None  # attached by job: its processes are the tree
         self._jobs_retained_at = clock()
@@ -277,12 +273,7 @@ class ProcfsHostSource:
 
     def _pressure(self, now: float) -> tuple[Pressure | None, Pressure | None, Pressure | None]:
         """Host PSI for cpu, io and memory, each with its stall share since the last tick."""
-        read = [read_pressure(r, self.proc_root, self._files) for r in ("cpu", "io", "memory")]
-        before, at = self._psi
-        span = now - at
-        cpu, io, memory = (with_rate(new, old, span) for new, old in zip(read, before, strict=True))
-        self._psi = ((read[0], read[1], read[2]), now)
-        return cpu, io, memory
+        return self._psi.read(now)
 
     def _top_and_outside(
         self, now: float, target_pid: int | None, cpu_pct: float | None, logical: int | None

@@ -302,7 +302,49 @@ def read_pressure(
     resource: str, proc_root: str = "/proc", files: KeptFiles | None = None
 ) -> Pressure | None:
     """PSI for ``cpu``, ``io`` or ``memory``; None without /proc/pressure (or psi=0)."""
-    data = _read(f"{proc_root}/pressure/{resource}", files)
+    return _pressure_of(_read(f"{proc_root}/pressure/{resource}", files))
+
+
+PRESSURE_RESOURCES = ("cpu", "io", "memory")
+
+
+class HostPressure:
+    """Host PSI of cpu, io and memory, each with its stall share since the last reading.
+
+    A resource nothing stalled on since the last reading reads the same text (its averages
+    and its stall counter stood still, as io's and memory's do on most hosts most of the
+    time): its reading is then the last one, 0 % stalled since, without a parse or a new
+    object; a changed text is parsed and rated as :func:`read_pressure` and
+    :func:`with_rate` do."""
+
+    def __init__(self, proc_root: str, files: KeptFiles | None, now: float) -> None:
+        self._files = files
+        self._paths = tuple(f"{proc_root}/pressure/{r}" for r in PRESSURE_RESOURCES)
+        # Per resource: its last text, that text's parse, and the reading rated from it.
+        self._last: list[tuple[bytes | None, Pressure | None, Pressure | None]] = [
+            (data, parsed, parsed)
+            for data in map(self._text, self._paths)
+            for parsed in (_pressure_of(data),)
+        ]
+        self._at = now
+
+    def _text(self, path: str) -> bytes | None:
+        return _read(path, self._files)
+
+    def read(self, now: float) -> tuple[Pressure | None, Pressure | None, Pressure | None]:
+        span, self._at = now - self._at, now
+        last = self._last
+        for i, path in enumerate(self._paths):
+            data = self._text(path)
+            text, parsed, rated = last[i]
+            if data and data == text and span > 0 and rated is not None and rated.some_now == 0:
+                continue  # the same text rated 0 % stalled again: the same reading
+            now_parsed = _pressure_of(data)
+            last[i] = (data, now_parsed, with_rate(now_parsed, parsed, span))
+        return last[0][2], last[1][2], last[2][2]
+
+
+def _pressure_of(data: bytes | None) -> Pressure | None:
     return None if not data else parse_pressure(data)
 
 
