@@ -256,36 +256,42 @@ class TopProcesses:
                 fields = before.fields
                 if not fields.kernel_thread and entries.get(pid) == (fields.ppid, fields.start):
                     # Most of a host sleeps: the text it was measured from, a program the
-                    # PID table has as it says: no CPU since, 0 %, what the general path
-                    # below works out for it, without its steps.
+                    # PID table has as it says: no CPU since, 0 %, what _measure works out
+                    # for it, without its steps.
                     if now - before.at >= MIN_SPAN_S:
                         before.pct, before.at = 0.0, now
                         if pid in busy:
                             self._not_busy(pid)
                     continue
-                stat: RankingFields | None = before.fields
-            else:
-                stat = None if data is None else parse_ranking_fields(data)
-            if data is None or stat is None:
-                self._seen.pop(pid, None)
-                self._not_busy(pid)
-                self.table.discard(pid)
-                self.files.drop(pid)
-                continue
-            if stat.kernel_thread:
-                self.files.drop(pid)  # read once a minute: not worth a descriptor
-            self.table.set(pid, stat.ppid, stat.start)
-            if before is not None and before.fields.start == stat.start:
-                if now - before.at < MIN_SPAN_S:
-                    continue  # keep the older baseline; measure next round
-                ticks = stat.cpu_ticks - before.fields.cpu_ticks
-                before.pct = round(100.0 * ticks / CLK_TCK / (now - before.at), 1)
-                before.raw, before.fields, before.at = data, stat, now
-                measured = before.pct
-            else:
-                self._seen[pid] = _Seen(data, stat, now)
-                measured = None
-            if measured:  # only the processes that used some CPU are ranked
-                self._is_busy(pid, measured, stat_comm(data))
-            else:
-                self._not_busy(pid)
+            self._measure(pid, data, before, now)
+
+    def _measure(self, pid: int, data: bytes | None, before: _Seen | None, now: float) -> None:
+        """Take ``pid``'s stat text ``data`` (None: gone) as this reading: its baseline, or
+        its CPU % since ``before`` and its place in the ranking."""
+        if before is not None and data == before.raw:
+            stat: RankingFields | None = before.fields
+        else:
+            stat = None if data is None else parse_ranking_fields(data)
+        if data is None or stat is None:
+            self._seen.pop(pid, None)
+            self._not_busy(pid)
+            self.table.discard(pid)
+            self.files.drop(pid)
+            return
+        if stat.kernel_thread:
+            self.files.drop(pid)  # read once a minute: not worth a descriptor
+        self.table.set(pid, stat.ppid, stat.start)
+        if before is not None and before.fields.start == stat.start:
+            if now - before.at < MIN_SPAN_S:
+                return  # keep the older baseline; measure next round
+            ticks = stat.cpu_ticks - before.fields.cpu_ticks
+            before.pct = round(100.0 * ticks / CLK_TCK / (now - before.at), 1)
+            before.raw, before.fields, before.at = data, stat, now
+            measured = before.pct
+        else:
+            self._seen[pid] = _Seen(data, stat, now)
+            measured = None
+        if measured:  # only the processes that used some CPU are ranked
+            self._is_busy(pid, measured, stat_comm(data))
+        else:
+            self._not_busy(pid)
