@@ -24,6 +24,7 @@ import psutil
 
 from gputop_doctor.core import measures
 from gputop_doctor.core.jobs import JobSelector
+from gputop_doctor.core.kept_floats import KeptFloats
 from gputop_doctor.core.model import MIB, HostSample, ProcSample, SystemInfo, TreeTotals
 from gputop_doctor.core.ports import ProcessReading
 from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure
@@ -120,6 +121,7 @@ class ProcfsHostSource:
         keep = is_procfs(proc_root)
         self._procs = ProcessTreeReader(self._info, proc_root, thread_budget_s, keep_files=keep)
         self._files = KeptFiles(keep, limit=16)  # stat, meminfo, vmstat, pressure/*
+        self._floats = KeptFloats()  # the host's readings, one object per repeating value
         # cpu.stat of the quota's cgroup (a synthetic cgroup tree in tests is no mount)
         self._cgroup_files = KeptFiles(keep and os.path.ismount(cgroup_root), limit=2)
         self._top = TopProcesses(
@@ -217,13 +219,14 @@ class ProcfsHostSource:
 
     def read_host(self, target_pid: int | None) -> HostSample:
         now = self._clock()
+        same, maybe = self._floats.same, self._floats.maybe
         cpu = read_cpu(self.proc_root, self._files)
         cpu_pct = iowait = None
         per_cpu: tuple[float, ...] = ()
         if cpu is not None and self._cpu is not None:
-            cpu_pct = busy_pct(self._cpu.total, cpu.total)
-            iowait = iowait_pct(self._cpu.total, cpu.total)
-            per_cpu = per_cpu_busy_pct(self._cpu, cpu)
+            cpu_pct = maybe(busy_pct(self._cpu.total, cpu.total))
+            iowait = maybe(iowait_pct(self._cpu.total, cpu.total))
+            per_cpu = tuple(map(same, per_cpu_busy_pct(self._cpu, cpu)))
         self._cpu = cpu
         memory = read_memory(self.proc_root, self._files)
         swap_in, swap_out = self._swap_rates(now, memory.swap_total_mib == 0)
@@ -239,16 +242,16 @@ class ProcfsHostSource:
             logical_cpus=logical,
             effective_cpus=effective,
             iowait_pct=iowait,
-            load1=None if load is None else round(load[0], 2),
-            load5=None if load is None else round(load[1], 2),
-            load15=None if load is None else round(load[2], 2),
-            mem_total_mib=memory.total_mib,
+            load1=None if load is None else same(round(load[0], 2)),
+            load5=None if load is None else same(round(load[1], 2)),
+            load15=None if load is None else same(round(load[2], 2)),
+            mem_total_mib=maybe(memory.total_mib),
             mem_used_mib=memory.used_mib,
             mem_available_mib=memory.available_mib,
-            swap_total_mib=memory.swap_total_mib,
-            swap_used_mib=memory.swap_used_mib,
-            swap_in_mib_s=swap_in,
-            swap_out_mib_s=swap_out,
+            swap_total_mib=maybe(memory.swap_total_mib),
+            swap_used_mib=maybe(memory.swap_used_mib),
+            swap_in_mib_s=maybe(swap_in),
+            swap_out_mib_s=maybe(swap_out),
             psi_cpu=psi[0],
             psi_io=psi[1],
             psi_memory=psi[2],
