@@ -86,30 +86,68 @@ class NvmlFailedError(ReadAborted):
     """NVML as a whole stopped answering (UNINITIALIZED, DRIVER_NOT_LOADED, ...)."""
 
 
+class _GpuRun:
+    """One GPU's run of driver errors while it is being read (between ``begin`` and ``end``):
+    the one object every bound :class:`Ask` of the GPU ends the run on, by an attribute store
+    per answer instead of a method call and two dict operations."""
+
+    __slots__ = ("errors", "fuse", "held", "reading")
+
+    def __init__(self) -> None:
+        self.reading = False
+        self.errors = 0  # driver errors in a row, no other answer between
+        self.fuse = FAILING_FUSE
+        self.held: list[tuple[str, BaseException]] = []  # flaky fields' errors, logged at end
+
+
+class _Unsupported:
+    """Whether one (GPU, call) is known to be unsupported: shared by every :class:`Ask` of
+    that pair, so a bound ask tests one attribute instead of hashing its key into a set."""
+
+    __slots__ = ("known",)
+
+    def __init__(self) -> None:
+        self.known = False
+
+
 class NvmlCaller:
     """Calls pynvml functions under the failure model above, remembering what is unsupported."""
 
     def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
-        self._skipped: set[tuple[int, str]] = set()
+        self._unsupported: dict[tuple[int, str], _Unsupported] = {}
         self._logged: set[tuple[str, str]] = set()
-        # GPUs being read (between begin and end): their fuse, error run, and held-back logs.
-        self._fuse: dict[int, int] = {}
-        self._run: dict[int, int] = {}
-        self._held: dict[int, list[tuple[str, BaseException]]] = {}
+        self._runs: dict[int, _GpuRun] = {}  # by GPU index (reading or not)
 
     def begin(self, gpu: int, fuse: int = FAILING_FUSE) -> None:
         """Start reading ``gpu``: ``fuse`` driver errors in a row raise GpuFailingError."""
-        self._fuse[gpu] = max(1, fuse)
-        self._run[gpu] = 0
-        self._held[gpu] = []
+        run = self.run_of(gpu)
+        run.reading = True
+        run.fuse = max(1, fuse)
+        run.errors = 0
+        run.held = []
 
     def end(self, gpu: int) -> None:
         """The reading of ``gpu`` is over: log what was held back (flaky fields) once."""
-        self._fuse.pop(gpu, None)
-        self._run.pop(gpu, None)
-        for what, err in self._held.pop(gpu, ()):
+        run = self.run_of(gpu)
+        run.reading = False
+        held, run.held = run.held, []
+        for what, err in held:
             self.log_once(what, err)
+
+    def run_of(self, gpu: int) -> _GpuRun:
+        """``gpu``'s run of driver errors (made on first use, kept)."""
+        run = self._runs.get(gpu)
+        if run is None:
+            run = self._runs[gpu] = _GpuRun()
+        return run
+
+    def unsupported(self, key: tuple[int, str]) -> _Unsupported:
+        """The flag of the call ``key`` (made on first use, kept)."""
+        flag = self._unsupported.get(key)
+        if flag is None:
+            flag = self._unsupported[key] = _Unsupported()
+        return flag
 
     def call(
         self,
@@ -132,7 +170,8 @@ class NvmlCaller:
 
     def skipped(self, gpu: int, what: str) -> bool:
         """True once ``what`` is known to be unsupported on ``gpu``."""
-        return (gpu, what) in self._skipped
+        flag = self._unsupported.get((gpu, what))
+        return flag is not None and flag.known
 
     def log_once(self, what: str, err: BaseException) -> None:
         tag = (what, f"{type(err).__name__}:{err}")
@@ -140,7 +179,7 @@ class NvmlCaller:
             self._logged.add(tag)
             logger.warning("NVML %s failed: %s", what, err)
 
-    def _failed(self, key: tuple[int, str], err: Exception, not_found: T | None) -> T | None:
+    def failed(self, key: tuple[int, str], err: Exception, not_found: T | None) -> T | None:
         """What the call ``key`` that raised ``err`` gives (or raises) under the failure model."""
         if isinstance(err, self._nvml.NVMLLibraryMismatchError):
             self._answered(key[0])
@@ -160,12 +199,13 @@ class NvmlCaller:
         if code in SESSION_ERRORS and gpu != SYSTEM:
             self._drop_held(gpu)
             raise NvmlFailedError(str(err)) from err
-        if code in DRIVER_ERRORS and gpu in self._fuse:
-            self._run[gpu] += 1
-            if self._run[gpu] >= self._fuse[gpu]:
+        run = self._runs.get(gpu)
+        if code in DRIVER_ERRORS and run is not None and run.reading:
+            run.errors += 1
+            if run.errors >= run.fuse:
                 self._drop_held(gpu)
                 raise GpuFailingError(str(err)) from err
-            self._held[gpu].append((what, err))
+            run.held.append((what, err))
             return None
         self._answered(gpu)
         if code == NVML_ERROR_NOT_FOUND and not_found is not None:
@@ -178,16 +218,18 @@ class NvmlCaller:
 
     def _answered(self, gpu: int) -> None:
         """The driver gave a real answer on ``gpu``: any run of driver errors is broken."""
-        if gpu in self._run:
-            self._run[gpu] = 0
+        run = self._runs.get(gpu)
+        if run is not None:
+            run.errors = 0
 
     def _drop_held(self, gpu: int) -> None:
         """The reading stops: the one line about why replaces the held-back field errors."""
-        if gpu in self._held:
-            self._held[gpu] = []
+        run = self._runs.get(gpu)
+        if run is not None:
+            run.held = []
 
     def _skip(self, key: tuple[int, str], why: str) -> None:
-        self._skipped.add(key)
+        self.unsupported(key).known = True
         where = "system" if key[0] == SYSTEM else f"GPU {key[0]}"
         logger.debug("NVML %s on %s: %s; not asking again", key[1], where, why)
 
@@ -201,30 +243,29 @@ class Ask:
     argument tuple and a frame per layer built anew for every call of every tick.
     """
 
-    __slots__ = ("_answered", "_caller", "_fn", "_gpu", "_key")
+    __slots__ = ("_caller", "_fn", "_key", "_run", "_unsupported")
 
     def __init__(self, caller: NvmlCaller, gpu: int, what: str, fn: Callable[..., Any]) -> None:
         self._caller = caller
-        self._answered = caller._answered  # bound once: what a real answer ends
-        self._gpu = gpu
+        self._run = caller.run_of(gpu)  # what a real answer ends: its run of driver errors
+        self._unsupported = caller.unsupported((gpu, what))
         self._key = (gpu, what)
         self._fn = fn
 
     def __call__(self, *args: Any, not_found: Any = None) -> Any:
-        caller = self._caller
-        if self._key in caller._skipped:
+        if self._unsupported.known:
             return None
         try:
             value = self._fn(*args)
         except Exception as err:
-            return caller._failed(self._key, err, not_found)
-        self._answered(self._gpu)
+            return self._caller.failed(self._key, err, not_found)
+        self._run.errors = 0
         return value
 
     @property
     def skipped(self) -> bool:
         """True once the call is known to be unsupported on its GPU."""
-        return self._key in self._caller._skipped
+        return self._unsupported.known
 
 
 class Preferred:

@@ -110,37 +110,43 @@ class Symbol:
 
 
 class FieldValuesCall:
-    """``call(handle, request)``: this tick's ``nvmlFieldValue_t`` array for ``request``.
+    """``call(handle, request)``: this tick's ``nvmlFieldValue_t`` array for ``request``,
+    valid until the next call (the caller reads it at once).
 
     ``request`` is a list of (field id, scope id) pairs that the caller keeps as long as it
     asks for the same fields (:class:`nvml_fields.FieldBatch` does): the layout is redone only
-    when a different list object arrives.
+    when a different list object arrives. Each call copies the request's bytes into the one
+    kept array, whose count and reference are made with it.
     """
 
     def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
         self._symbol = Symbol(nvml, "nvmlDeviceGetFieldValues")
         self._request: Sequence[tuple[int, int]] | None = None
-        self._array_type: Any = None
+        self._values: Any = None
+        self._count = ctypes.c_int32(0)
+        self._ref: Any = None
+        self._bytes = memoryview(b"")  # the kept array's bytes, written in one C-level step
         self._layout = b""
 
     def __call__(self, handle: Any, request: Sequence[tuple[int, int]]) -> Any:
         if request is not self._request:
             self._lay_out(request)
-        values = self._array_type.from_buffer_copy(self._layout)
-        count = ctypes.c_int32(len(request))
-        code = self._symbol.function(handle, count, ctypes.byref(values))
+        self._bytes[:] = self._layout
+        code = self._symbol.function(handle, self._count, self._ref)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
-        return values
+        return self._values
 
     def _lay_out(self, request: Sequence[tuple[int, int]]) -> None:
-        array_type = self._nvml.c_nvmlFieldValue_t * len(request)
-        values = array_type()
+        values = (self._nvml.c_nvmlFieldValue_t * len(request))()
         for entry, (field_id, scope_id) in zip(values, request, strict=True):
             entry.fieldId = field_id
             entry.scopeId = scope_id
-        self._request, self._array_type, self._layout = request, array_type, bytes(values)
+        self._request, self._values, self._layout = request, values, bytes(values)
+        self._count.value = len(request)
+        self._ref = ctypes.byref(values)
+        self._bytes = memoryview(values).cast("B")
 
 
 class SamplesCall:
