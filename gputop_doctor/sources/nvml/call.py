@@ -159,9 +159,18 @@ class NvmlCaller:
     ) -> T | None:
         """``fn(*args)``, or None. ``what`` names the call (usually the NVML symbol).
 
-        A call made every tick is better bound once as an :class:`Ask`."""
-        answer: T | None = Ask(self, gpu, what, fn)(*args, not_found=not_found)
-        return answer
+        A call made every tick is better bound once as an :class:`Ask` (this is the same
+        call, without the flag and the run kept by the ask)."""
+        key = (gpu, what)
+        flag = self._unsupported.get(key)
+        if flag is not None and flag.known:
+            return None
+        try:
+            value = fn(*args)
+        except Exception as err:
+            return self.failed(key, err, not_found)
+        self._answered(gpu)
+        return value
 
     def first(self, gpu: int, options: Sequence[Option]) -> Any:
         """The first option that answers, moving on only past options that are unsupported

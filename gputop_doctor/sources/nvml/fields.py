@@ -279,24 +279,32 @@ class ThrottleReader:
         self._last_bits = 0
         self._hw_last: dict[str, int] = {}  # the last reading of the hardware counters
         self._last: tuple[dict[str, int], bool, ThrottleCounters | None] = ({}, False, None)
+        # What the last object was made of when every cheap counter answered: the cheap
+        # counters' raw values, the hardware reading and whether it is held. The same again
+        # is the same object, with no dict of names built and compared.
+        self._made_of: tuple[object, ...] | None = None
 
     def read(self, values: FieldValues | None, bits: int | None) -> ThrottleCounters | None:
         """The throttle counters among this tick's field values (None if there are none) and
         the hardware ones when due; ``bits`` are this tick's clock-event reasons."""
-        if not values:
+        if values is None or not values.positions:
             return None
-        counters = self._cheap(values)
-        held = self._take_hw(bits or 0) is not True
-        counters.update(self._hw_last)
-        return self._made(counters, held and bool(self._hw_last))
-
-    def _cheap(self, values: FieldValues) -> dict[str, int]:
-        """The counters read every tick: in one step when all of them answered."""
         try:
-            every = self._all(values)
+            cheap: tuple[Number, ...] | None = self._all(values)
         except KeyError:  # some counters missing (an older driver, a flaky field)
-            return _answered(values, THROTTLE_FIELD_IDS)
-        return dict(zip(_THROTTLE_NAMES, map(int, every), strict=True))
+            cheap = None
+        held = self._take_hw(bits or 0) is not True and bool(self._hw_last)
+        made_of = (cheap, self._hw_last, held)
+        if cheap is not None and made_of == self._made_of:  # the usual tick: as the last
+            return self._last[2]
+        self._made_of = made_of if cheap is not None else None
+        counters = (
+            _answered(values, THROTTLE_FIELD_IDS)
+            if cheap is None
+            else dict(zip(_THROTTLE_NAMES, map(int, cheap), strict=True))
+        )
+        counters.update(self._hw_last)
+        return self._made(counters, held)
 
     def _take_hw(self, bits: int) -> bool | NotDue:
         """The hardware counters read when due this tick (see the class): True when read."""

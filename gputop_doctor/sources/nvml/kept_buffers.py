@@ -165,28 +165,36 @@ class SamplesCall:
         self._buffer: Any = None
         self._time = unpacker(nvml.c_nvmlSample_t, ("timeStamp", "Q"))
         self._samples: dict[str, Unpack] = {}  # by the values' struct code
+        # The call's arguments and outputs, kept with their references: the values change.
+        self._sampling_type = ctypes.c_uint(0)
+        self._last_seen = ctypes.c_ulonglong(0)
+        self._value_type = ctypes.c_uint(0)
+        self._count = ctypes.c_uint(0)
+        self._outputs = (ctypes.byref(self._value_type), ctypes.byref(self._count))
 
     def __call__(
         self, handle: Any, sampling_type: int, last_seen: int
     ) -> list[tuple[int, Number | None]]:
-        value_type = ctypes.c_uint(0)
-        count = ctypes.c_uint(0)
-        args = (handle, ctypes.c_uint(sampling_type), ctypes.c_ulonglong(last_seen))
+        self._sampling_type.value = sampling_type
+        self._last_seen.value = last_seen
+        count = self._count
+        args = (handle, self._sampling_type, self._last_seen, *self._outputs)
         if self._buffer is None:
-            ring = self._symbol.function(*args, ctypes.byref(value_type), ctypes.byref(count), None)
+            count.value = 0
+            ring = self._symbol.function(*args, None)
             if ring != NVML_SUCCESS:
                 self._symbol.fail(ring)
             self._buffer = (self._nvml.c_nvmlSample_t * max(count.value, FIRST_SAMPLES))()
         buffer = self._buffer
         count.value = len(buffer)
-        code = self._symbol.function(*args, ctypes.byref(value_type), ctypes.byref(count), buffer)
+        code = self._symbol.function(*args, buffer)
         if code == NVML_ERROR_NOT_FOUND:
             return []
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         if count.value >= len(buffer):
             self._buffer = (self._nvml.c_nvmlSample_t * (2 * len(buffer)))()
-        value_code = UNION_CODES.get(value_type.value)
+        value_code = UNION_CODES.get(self._value_type.value)
         if value_code is None:  # a value type NVML added since: the times, no values
             return [(time, None) for (time,) in entries(buffer, count.value, self._time)]
         if value_code not in self._samples:
@@ -206,14 +214,17 @@ class ProcessListCall:
         self._buffer = (nvml.c_nvmlProcessInfo_v3_t * FIRST_PROCESSES)()
         self._not_available = nvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
         self._entry = unpacker(nvml.c_nvmlProcessInfo_v3_t, ("pid", "I"), ("usedGpuMemory", "Q"))
+        self._count = ctypes.c_uint(0)  # in: the buffer's length; out: the processes listed
+        self._count_ref = ctypes.byref(self._count)
 
     def __call__(self, handle: Any) -> list[ListedProcess]:
-        count = ctypes.c_uint(len(self._buffer))
-        code = self._symbol.function(handle, ctypes.byref(count), self._buffer)
+        count = self._count
+        count.value = len(self._buffer)
+        code = self._symbol.function(handle, self._count_ref, self._buffer)
         if code == NVML_ERROR_INSUFFICIENT_SIZE:  # more processes than ever: a bigger buffer
             self._buffer = (self._nvml.c_nvmlProcessInfo_v3_t * (2 * count.value + 5))()
             count.value = len(self._buffer)
-            code = self._symbol.function(handle, ctypes.byref(count), self._buffer)
+            code = self._symbol.function(handle, self._count_ref, self._buffer)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         not_available = self._not_available
@@ -239,15 +250,18 @@ class ProcessUtilizationCall:
             ("smUtil", "I"),
             ("memUtil", "I"),
         )
+        self._count = ctypes.c_uint(0)  # in: the buffer's length; out: the samples given
+        self._count_ref = ctypes.byref(self._count)
 
     def __call__(self, handle: Any, last_seen: int) -> list[ProcessUtilization]:
-        count = ctypes.c_uint(len(self._buffer))
+        count = self._count
+        count.value = len(self._buffer)
         since = ctypes.c_ulonglong(last_seen)
-        code = self._symbol.function(handle, self._buffer, ctypes.byref(count), since)
+        code = self._symbol.function(handle, self._buffer, self._count_ref, since)
         if code == NVML_ERROR_INSUFFICIENT_SIZE:  # more processes than ever: a bigger buffer
             self._buffer = (self._nvml.c_nvmlProcessUtilizationSample_t * (2 * count.value + 5))()
             count.value = len(self._buffer)
-            code = self._symbol.function(handle, self._buffer, ctypes.byref(count), since)
+            code = self._symbol.function(handle, self._buffer, self._count_ref, since)
         if code == NVML_ERROR_NOT_FOUND:
             return []
         if code != NVML_SUCCESS:

@@ -91,6 +91,12 @@ class GpuProcessReader:
         self._util_cadence = Cadence(clock, PROCESS_UTIL_PERIOD_S, spread(index))
         # The last tick's (pid, kind, used MiB, SM %, memory %) rows and their processes.
         self._last: tuple[list[_Row], tuple[GpuProcess, ...]] = ([], ())
+        # The last lists read, the processes merged from them, and what the rows were made of
+        # (the merged processes and the utilization readings, both kept as the same objects
+        # while they do not change).
+        self._lists: tuple[object, object] = (None, None)
+        self._merged: dict[int, tuple[str, float | None]] = {}
+        self._made_of: tuple[object, object] = (None, None)
         self._util_samples = Ask(
             caller, index, "nvmlDeviceGetProcessUtilization", ProcessUtilizationCall(nvml)
         )
@@ -114,23 +120,21 @@ class GpuProcessReader:
         )
 
     def read(self) -> tuple[GpuProcess, ...]:
-        listed: dict[int, tuple[str, float | None]] = {}
-        compute = self._compute()
-        for kind, entries in (("compute", compute), ("graphics", self._graphics.get())):
-            for entry in entries or ():
-                used = entry.used_bytes
-                listed.setdefault(entry.pid, (kind, None if used is None else used / MIB))
+        listed = self._listed_now(self._compute(), self._graphics.get())
         if not listed:
             self._util = {}
             self._covered = frozenset()
             return ()
         util = self._utilization(listed.keys())
+        # A job's processes keep their memory and utilization for many ticks: then the
+        # tick's tuple is last tick's (the recording and the views see the same objects).
+        if listed is self._made_of[0] and util is self._made_of[1]:
+            return self._last[1]
         rows = [
             (pid, kind, used_mib, *_percents(util, pid))
             for pid, (kind, used_mib) in sorted(listed.items())
         ]
-        # A job's processes keep their memory and utilization for many ticks: then the
-        # tick's tuple is last tick's (the recording and the views see the same objects).
+        self._made_of = (listed, util)
         if rows == self._last[0]:
             return self._last[1]
         processes = tuple(
@@ -146,6 +150,23 @@ class GpuProcessReader:
         )
         self._last = (rows, processes)
         return processes
+
+    def _listed_now(
+        self, compute: list[ListedProcess] | None, graphics: list[ListedProcess] | None
+    ) -> dict[int, tuple[str, float | None]]:
+        """PID: (kind, used MiB) of the processes the two lists name, compute first; last
+        tick's object when the lists are the same (the compute list equal, the graphics list
+        the one kept between its readings)."""
+        if compute == self._lists[0] and graphics is self._lists[1]:
+            return self._merged
+        listed: dict[int, tuple[str, float | None]] = {}
+        for kind, entries in (("compute", compute), ("graphics", graphics)):
+            for entry in entries or ():
+                used = entry.used_bytes
+                listed.setdefault(entry.pid, (kind, None if used is None else used / MIB))
+        self._lists = (compute, graphics)
+        self._merged = listed
+        return listed
 
     def _utilization(self, listed: KeysView[int]) -> dict[int, _ProcUtil] | None:
         """Each listed process's utilization as of the last reading, read again when due or
