@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from gputop_doctor.core.model import ClockEvent, ThrottleCounters
 from gputop_doctor.sources.nvml.cadence import Cadence, NotDue
@@ -79,6 +79,13 @@ _UNION_FORMATS = {
     kind: code + "x" * (8 - struct.calcsize(code)) for kind, code in UNION_CODES.items()
 }
 _GUESS = "Q"  # the layout before the types are known: most counters are unsigned 64-bit
+# Once the types are known, an answer is read in two unpacks: each entry's valueType and
+# nvmlReturn as one 64-bit word (compared with the words of an answer in which every field
+# answered, with its known type, in one tuple comparison), then each entry's value alone.
+_CODES = "24xQ8x"  # per entry: the (valueType, nvmlReturn) pair as one word
+_VALUE_AT = "32x"  # per entry: skipped up to the value
+_PAIR = struct.Struct("=II")  # a (valueType, nvmlReturn) pair, as laid out in the entry
+_WORD = struct.Struct("=Q")
 
 
 def raw_value(value_type: int, value: Any) -> Number | None:
@@ -191,8 +198,8 @@ class FieldBatch:
         values = self._get(self._request)
         if values is None:
             return None
-        returns, numbers = self._answers.read(values)
-        if returns == self._answers.all_answered:  # the usual tick: every field answered
+        all_answered, returns, numbers = self._answers.read(values)
+        if all_answered:  # the usual tick
             return FieldValues(self._positions, numbers)
         answered: dict[FieldKey, int] = {}
         keep = []
@@ -220,27 +227,45 @@ class FieldBatch:
         return not self._dropped.isdisjoint(field_ids) or self._call_skipped()
 
 
+class _KnownTypes(NamedTuple):
+    """How an answer whose value types are known is read (see _CODES)."""
+
+    codes: struct.Struct  # each entry's (valueType, nvmlReturn) word
+    numbers: struct.Struct  # each entry's value
+    all_answered: tuple[int, ...]  # the words when every field answered, with its known type
+
+
 class _Answers:
-    """Reads one batch's arrays, keeping the layout made for its value types."""
+    """Reads one batch's arrays, keeping the layouts made for its value types."""
 
     def __init__(self) -> None:
         self._layout: struct.Struct | None = None
         self._types: tuple[int, ...] = ()
-        # The return codes of an answer in which every field answered (all NVML_SUCCESS), each
-        # value decoded: one tuple comparison in C where ``any()`` and ``None in`` iterated
-        # over a GPU's ~60 entries every tick. Empty while a value may not be decoded (a type
-        # NVML added since, or a stand-in's attributes), so no answer compares equal then.
-        self.all_answered: tuple[int, ...] = ()
+        self._known: _KnownTypes | None = None  # the reading once the types are known
 
-    def read(self, values: Any) -> tuple[Sequence[int], Sequence[Number | None]]:
-        """The nvmlReturn and the value of each entry of an ``nvmlFieldValue_t`` array."""
+    def read(self, values: Any) -> tuple[bool, Sequence[int], Sequence[Number | None]]:
+        """Whether every field answered (each value decoded), and the nvmlReturn and the
+        value of each entry of an ``nvmlFieldValue_t`` array (the returns left out, empty,
+        when every field answered)."""
+        known = self._known
+        if (
+            known is not None
+            and known.codes.size == RECORD_SIZE * len(values)
+            and known.codes.unpack_from(values) == known.all_answered
+        ):  # the usual tick
+            return True, (), known.numbers.unpack_from(values)
+        returns, decoded = self._decode(values)
+        return not any(returns) and None not in decoded, returns, decoded
+
+    def _decode(self, values: Any) -> tuple[Sequence[int], Sequence[Number | None]]:
+        """Each entry's nvmlReturn and value, the types read and checked on the way (a type
+        that changed gets a new layout at once)."""
         layout = self._layout
         if layout is None or layout.size != RECORD_SIZE * len(values):
             layout = struct.Struct("=" + (_HEAD + _GUESS) * len(values))
         try:
             flat = layout.unpack_from(values)
         except TypeError:  # not a ctypes array (a stand-in in a test): read the attributes
-            self.all_answered = ()
             return (
                 [value.nvmlReturn for value in values],
                 [raw_value(value.valueType, value.value) for value in values],
@@ -248,15 +273,24 @@ class _Answers:
         types = flat[0::3]
         if types != self._types or layout is not self._layout:
             if not _UNION_FORMATS.keys() >= set(types):  # a type NVML added since: None
-                self.all_answered = ()
+                self._known = None
                 return flat[1::3], [
                     raw_value(t, v.value) for t, v in zip(types, values, strict=True)
                 ]
-            self._types = types
-            self._layout = struct.Struct("=" + "".join(_HEAD + _UNION_FORMATS[t] for t in types))
-            self.all_answered = (0,) * len(types)
+            self._lay_out(types)
+            assert self._layout is not None
             flat = self._layout.unpack_from(values)
         return flat[1::3], flat[2::3]
+
+    def _lay_out(self, types: tuple[int, ...]) -> None:
+        """The layouts for an answer whose entries have ``types``."""
+        self._types = types
+        self._layout = struct.Struct("=" + "".join(_HEAD + _UNION_FORMATS[t] for t in types))
+        self._known = _KnownTypes(
+            codes=struct.Struct("=" + _CODES * len(types)),
+            numbers=struct.Struct("=" + "".join(_VALUE_AT + _UNION_FORMATS[t] for t in types)),
+            all_answered=tuple(_WORD.unpack(_PAIR.pack(t, 0))[0] for t in types),
+        )
 
 
 class ThrottleReader:
