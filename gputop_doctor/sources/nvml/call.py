@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NO_PERMISSION = 4
@@ -177,6 +178,11 @@ class NvmlCaller:
         (see :class:`Preferred`, which binds the options once)."""
         return Preferred([(Ask(self, gpu, what, fn), args) for what, fn, args in options])()
 
+    def error(self, code: int) -> Exception:
+        """The error pynvml raises for the return code ``code``."""
+        error: Exception = self._nvml.NVMLError(code)
+        return error
+
     def skipped(self, gpu: int, what: str) -> bool:
         """True once ``what`` is known to be unsupported on ``gpu``."""
         flag = self._unsupported.get((gpu, what))
@@ -243,7 +249,25 @@ class NvmlCaller:
         logger.debug("NVML %s on %s: %s; not asking again", key[1], where, why)
 
 
-class Ask:
+class _Bound:
+    """One NVML call about one GPU, asked under the caller's failure model: its name, its
+    unsupported flag and its GPU's run of driver errors, fixed once."""
+
+    __slots__ = ("_caller", "_key", "_run", "_unsupported")
+
+    def __init__(self, caller: NvmlCaller, gpu: int, what: str) -> None:
+        self._caller = caller
+        self._run = caller.run_of(gpu)  # what a real answer ends: its run of driver errors
+        self._unsupported = caller.unsupported((gpu, what))
+        self._key = (gpu, what)
+
+    @property
+    def skipped(self) -> bool:
+        """True once the call is known to be unsupported on its GPU."""
+        return self._unsupported.known
+
+
+class Ask(_Bound):
     """One NVML call about one GPU, its name and function fixed, asked under the caller's
     failure model (:meth:`NvmlCaller.call`).
 
@@ -252,13 +276,10 @@ class Ask:
     argument tuple and a frame per layer built anew for every call of every tick.
     """
 
-    __slots__ = ("_caller", "_fn", "_key", "_run", "_unsupported")
+    __slots__ = ("_fn",)
 
     def __init__(self, caller: NvmlCaller, gpu: int, what: str, fn: Callable[..., Any]) -> None:
-        self._caller = caller
-        self._run = caller.run_of(gpu)  # what a real answer ends: its run of driver errors
-        self._unsupported = caller.unsupported((gpu, what))
-        self._key = (gpu, what)
+        super().__init__(caller, gpu, what)
         self._fn = fn
 
     def __call__(self, *args: Any, not_found: Any = None) -> Any:
@@ -271,10 +292,47 @@ class Ask:
         self._run.errors = 0
         return value
 
-    @property
-    def skipped(self) -> bool:
-        """True once the call is known to be unsupported on its GPU."""
-        return self._unsupported.known
+
+class LibraryCall(Protocol):
+    """A symbol of the NVML library that answers NVML's return code (kept_buffers.Symbol)."""
+
+    function: Callable[..., int]
+
+
+class CodeAsk(_Bound):
+    """An ask of a library symbol called directly, with its arguments (the handle among them)
+    bound once and its answer written to an output kept from tick to tick
+    (:mod:`kept_readings`), read by ``answer``: the skip check, the call, the end of any run
+    of driver errors and the answer, in one frame. A return code other than success goes to
+    the failure model as the error pynvml raises for it, without being raised."""
+
+    __slots__ = ("_answer", "_arguments", "_symbol")
+
+    def __init__(
+        self,
+        caller: NvmlCaller,
+        gpu: int,
+        what: str,
+        symbol: LibraryCall,
+        arguments: tuple[Any, ...],
+        answer: Callable[[], Any],
+    ) -> None:
+        super().__init__(caller, gpu, what)
+        self._symbol = symbol
+        self._arguments = arguments
+        self._answer = answer
+
+    def __call__(self) -> Any:
+        if self._unsupported.known:
+            return None
+        try:
+            code = self._symbol.function(*self._arguments)
+        except Exception as err:  # the symbol's lookup (FUNCTION_NOT_FOUND), or ctypes
+            return self._caller.failed(self._key, err, None)
+        if code != NVML_SUCCESS:
+            return self._caller.failed(self._key, self._caller.error(code), None)
+        self._run.errors = 0
+        return self._answer()
 
 
 class Preferred:
@@ -286,7 +344,7 @@ class Preferred:
 
     __slots__ = ("_options",)
 
-    def __init__(self, options: Sequence[tuple[Ask, tuple[Any, ...]]]) -> None:
+    def __init__(self, options: Sequence[tuple[Ask | CodeAsk, tuple[Any, ...]]]) -> None:
         self._options = tuple(options)
 
     def __call__(self) -> Any:

@@ -22,7 +22,6 @@ to the source.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -65,10 +64,11 @@ from gputop_doctor.sources.nvml.gpm import GpmReader
 from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader
 from gputop_doctor.sources.nvml.kept_buffers import FieldValuesCall, SamplesCall
 from gputop_doctor.sources.nvml.kept_readings import (
-    MemoryCall,
-    TemperatureCall,
-    UIntCall,
-    UtilizationCall,
+    memory_ask,
+    temperature_ask,
+    uint_ask,
+    ulonglong_ask,
+    utilization_ask,
 )
 from gputop_doctor.sources.nvml.nvlink import NvLinkTrafficReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
@@ -168,19 +168,24 @@ class DeviceReader:
         # The tick's calls, each bound once (see nvml_call.Ask), with their outputs kept.
         ask = partial(Ask, caller, index)
         self._samples = ask("nvmlDeviceGetSamples", SamplesCall(nvml))
-        self._point_util = ask("nvmlDeviceGetUtilizationRates", UtilizationCall(nvml))
-        self._memory_v2 = ask("nvmlDeviceGetMemoryInfo_v2", MemoryCall(nvml))
+        self._point_util = utilization_ask(caller, index, nvml, handle)
+        self._memory_v2 = memory_ask(caller, index, nvml, handle)
         self._sm_clock, self._mem_clock = (
-            ask(
+            uint_ask(
+                caller,
+                index,
                 f"nvmlDeviceGetClockInfo({clock_type})",
-                UIntCall(nvml, "nvmlDeviceGetClockInfo", ctypes.c_uint, clock_type),
+                nvml,
+                handle,
+                "nvmlDeviceGetClockInfo",
+                clock_type,
             )
             for clock_type in (CLOCK_SM, CLOCK_MEM)
         )
         # The preferred call, else (an older driver, FunctionNotFound) the older one.
         self._temperature = Preferred(
             (
-                (ask("nvmlDeviceGetTemperatureV", TemperatureCall(nvml, TEMP_GPU)), (handle,)),
+                (temperature_ask(caller, index, nvml, handle, TEMP_GPU), ()),
                 (
                     ask("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature),
                     (handle, TEMP_GPU),
@@ -191,7 +196,7 @@ class DeviceReader:
         throttle_reasons = "nvmlDeviceGetCurrentClocksThrottleReasons"
         self._clock_events = Preferred(
             (
-                (ask(event_reasons, UIntCall(nvml, event_reasons, ctypes.c_ulonglong)), (handle,)),
+                (ulonglong_ask(caller, index, nvml, handle, event_reasons), ()),
                 (ask(throttle_reasons, getattr(nvml, throttle_reasons)), (handle,)),
             )
         )
@@ -364,11 +369,11 @@ class DeviceReader:
             power_w=power if power is not None else self._units_from(fields, FIELD_POWER),
             power_limit_w=self._power_limit.get(),
             energy_j=self._energy.get() if self._fields_answered(fields) else None,
-            sm_clock_mhz=_float(self._sm_clock(self._handle)),
+            sm_clock_mhz=_float(self._sm_clock()),
             sm_clock_max_mhz=self._max_clock(CLOCK_SM)
             if limits is None
             else limits.sm_clock_max_mhz,
-            mem_clock_mhz=_float(self._mem_clock(self._handle)),
+            mem_clock_mhz=_float(self._mem_clock()),
             mem_clock_max_mhz=(
                 self._max_clock(CLOCK_MEM) if limits is None else limits.mem_clock_max_mhz
             ),
@@ -407,7 +412,7 @@ class DeviceReader:
     # -- utilization -----------------------------------------------------------------------
 
     def _utilization(self) -> Utilization:
-        point = self._point_util(self._handle)
+        point = self._point_util()
         mem = None if point is None else float(point[1])
         samples = self._buffered_util()
         if samples:
@@ -438,9 +443,9 @@ class DeviceReader:
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
     def _memory(self) -> DeviceMemory:
-        v2 = self._memory_v2(self._handle)
+        v2 = self._memory_v2()
         if v2 is not None:
-            used, total, reserved = v2
+            total, reserved, _, used = v2
             return DeviceMemory(used / MIB, total / MIB, reserved / MIB)
         if not self._memory_v2.skipped:
             return _NO_MEMORY

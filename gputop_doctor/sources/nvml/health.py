@@ -109,6 +109,7 @@ class HealthReader:
         # Picks the links' states from the batch's values (once the links are known).
         self._state_values: Pick | None = None
         self._counter_values = Pick(HEALTH_FIELD_IDS)
+        self._raw_counters: tuple[tuple[Number, ...], Counters] = ((), ())  # raw, as ints
         # The links' last states and the NvLink objects made of them.
         self._link_readings: tuple[tuple[bool | None, ...], tuple[NvLink, ...]] = ((), ())
         self._max: tuple[int | None, int | None] | None = None
@@ -150,13 +151,18 @@ class HealthReader:
         return health
 
     def _counters(self, values: FieldValues | None) -> Counters | None:
-        """Every counter of HEALTH_FIELD_IDS this tick, in order, when all of them answered."""
+        """Every counter of HEALTH_FIELD_IDS this tick, in order, when all of them answered:
+        last tick's tuple when the driver's values are the same (counters that move rarely),
+        so the health's comparison finds the very object."""
         if values is None:
             return None
         try:
-            return tuple(map(int, self._counter_values(values)))
+            raw = self._counter_values(values)
         except KeyError:
             return None
+        if raw != self._raw_counters[0]:
+            self._raw_counters = (raw, tuple(map(int, raw)))
+        return self._raw_counters[1]
 
     def _refresh(self) -> None:
         """Read the periodic part when due (kept as the same object when nothing changed),
