@@ -35,11 +35,14 @@ def array(entries: Sequence[tuple[int, int, int, Any]]) -> Any:
 class Driver:
     """Answers the batch's call with the array set for the tick."""
 
+    skipped = False
+
     def __init__(self) -> None:
         self.answer: Any = None
         self.asked: list[list[tuple[int, int]]] = []
 
-    def __call__(self, request: list[tuple[int, int]]) -> Any:
+    def __call__(self, *handle_and_request: Any) -> Any:
+        _, request = handle_and_request
         self.asked.append(list(request))
         return self.answer
 
@@ -53,7 +56,7 @@ def read(batch: FieldBatch, driver: Driver, entries: Sequence[tuple[int, int, in
 
 def test_every_path_of_the_decoding_gives_what_each_entry_holds() -> None:
     driver = Driver()
-    batch = FieldBatch(driver, (10, 20, 30), lambda: False)
+    batch = FieldBatch(driver, None, (10, 20, 30))
     steady = [(10, SUCCESS, ULL, 2**40), (20, SUCCESS, UINT, 7), (30, SUCCESS, SLL, -5)]
     assert read(batch, driver, steady) == {10: 2**40, 20: 7, 30: -5}  # types learnt
     assert read(batch, driver, steady) == {10: 2**40, 20: 7, 30: -5}  # the known layout

@@ -533,7 +533,7 @@ class DeviceReader:
         """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call, its
         request laid out once (each batch keeps its own, see :mod:`kept_buffers`)."""
         ask = Ask(self._caller, self.index, "nvmlDeviceGetFieldValues", FieldValuesCall(self._nvml))
-        return FieldBatch(partial(ask, self._handle), field_ids, lambda: ask.skipped)
+        return FieldBatch(ask, self._handle, field_ids)
 
 
 _NO_UTILIZATION = Utilization()

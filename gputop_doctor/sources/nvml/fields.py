@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from gputop_doctor.core.model import ClockEvent, ThrottleCounters
 from gputop_doctor.sources.nvml.cadence import Cadence, NotDue
@@ -156,21 +156,27 @@ class Pick:
         return itemgetter(*at)
 
 
-class FieldBatch:
-    """The field values of one GPU, all read by one tolerant ``get(field_ids)`` call a tick.
+class FieldCall(Protocol):
+    """The tolerant ``nvmlDeviceGetFieldValues`` of one GPU (a :class:`call.Ask`):
+    ``call(handle, request)``, None when it failed; ``skipped`` once it is unsupported."""
 
-    ``unavailable()`` is the call itself being unsupported (``call_skipped``); then every field
+    def __call__(self, *handle_and_request: Any) -> Any: ...
+
+    @property
+    def skipped(self) -> bool: ...
+
+
+class FieldBatch:
+    """The field values of one GPU, all read by one tolerant ``get(handle, field_ids)`` call
+    a tick.
+
+    ``unavailable()`` is the call itself being unsupported (``get.skipped``); then every field
     is unsupported too.
     """
 
-    def __init__(
-        self,
-        get: Callable[[list[tuple[int, int]]], Any],
-        field_ids: Iterable[FieldKey],
-        call_skipped: Callable[[], bool],
-    ) -> None:
+    def __init__(self, get: FieldCall, handle: Any, field_ids: Iterable[FieldKey]) -> None:
         self._get = get
-        self._call_skipped = call_skipped
+        self._handle = handle
         self._ids: tuple[FieldKey, ...] = ()
         self._positions: dict[FieldKey, int] = {}  # each asked field's place in the answer
         self._request: list[tuple[int, int]] = []
@@ -195,7 +201,7 @@ class FieldBatch:
         """This tick's values (those that answered); None when the call failed."""
         if not self._ids:
             return FieldValues({}, ())
-        values = self._get(self._request)
+        values = self._get(self._handle, self._request)
         if values is None:
             return None
         all_answered, returns, numbers = self._answers.read(values)
@@ -216,15 +222,15 @@ class FieldBatch:
 
     def unavailable(self) -> bool:
         """True once the driver said it has no ``nvmlDeviceGetFieldValues`` at all."""
-        return self._call_skipped()
+        return self._get.skipped
 
     def unsupported(self, field_id: FieldKey) -> bool:
         """True once the driver said it will never give ``field_id``."""
-        return field_id in self._dropped or self._call_skipped()
+        return field_id in self._dropped or self._get.skipped
 
     def any_unsupported(self, field_ids: Iterable[FieldKey]) -> bool:
         """True once the driver said it will never give one of ``field_ids``."""
-        return not self._dropped.isdisjoint(field_ids) or self._call_skipped()
+        return not self._dropped.isdisjoint(field_ids) or self._get.skipped
 
 
 class _KnownTypes(NamedTuple):
