@@ -337,7 +337,8 @@ class DeviceReader:
         mem = self._memory()
         sm_active, tensor_active, dram_active = self._gpm.read()
         fields = self._fields.read()
-        pcie_rx, pcie_tx = self._pcie.read(self._fields_answered(fields))
+        answered = self._fields_answered(fields)
+        pcie_rx, pcie_tx = self._pcie.read(answered)
         limits = self._limits
         power = self._power_from_batch(fields)
         sample = GpuSample(
@@ -368,7 +369,7 @@ class DeviceReader:
             ),
             power_w=power if power is not None else self._units_from(fields, FIELD_POWER),
             power_limit_w=self._power_limit.get(),
-            energy_j=self._energy.get() if self._fields_answered(fields) else None,
+            energy_j=self._energy.get() if answered else None,
             sm_clock_mhz=_float(self._sm_clock()),
             sm_clock_max_mhz=self._max_clock(CLOCK_SM)
             if limits is None
