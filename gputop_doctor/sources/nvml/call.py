@@ -87,7 +87,7 @@ class NvmlFailedError(ReadAborted):
     """NVML as a whole stopped answering (UNINITIALIZED, DRIVER_NOT_LOADED, ...)."""
 
 
-class _GpuRun:
+class GpuRun:
     """One GPU's run of driver errors while it is being read (between ``begin`` and ``end``):
     the one object every bound :class:`Ask` of the GPU ends the run on, by an attribute store
     per answer instead of a method call and two dict operations."""
@@ -99,6 +99,12 @@ class _GpuRun:
         self.errors = 0  # driver errors in a row, no other answer between
         self.fuse = FAILING_FUSE
         self.held: list[tuple[str, BaseException]] = []  # flaky fields' errors, logged at end
+
+    def begin(self, fuse: int) -> None:
+        """Start reading the GPU: ``fuse`` driver errors in a row raise GpuFailingError."""
+        self.reading = True
+        self.fuse = fuse if fuse > 1 else 1
+        self.errors = 0
 
 
 class _Unsupported:
@@ -118,29 +124,30 @@ class NvmlCaller:
         self._nvml = nvml
         self._unsupported: dict[tuple[int, str], _Unsupported] = {}
         self._logged: set[tuple[str, str]] = set()
-        self._runs: dict[int, _GpuRun] = {}  # by GPU index (reading or not)
+        self._runs: dict[int, GpuRun] = {}  # by GPU index (reading or not)
 
     def begin(self, gpu: int, fuse: int = FAILING_FUSE) -> None:
         """Start reading ``gpu``: ``fuse`` driver errors in a row raise GpuFailingError."""
-        run = self.run_of(gpu)
-        run.reading = True
-        run.fuse = max(1, fuse)
-        run.errors = 0
-        run.held = []
+        self.run_of(gpu).begin(fuse)
 
     def end(self, gpu: int) -> None:
         """The reading of ``gpu`` is over: log what was held back (flaky fields) once."""
-        run = self.run_of(gpu)
-        run.reading = False
-        held, run.held = run.held, []
-        for what, err in held:
-            self.log_once(what, err)
+        self.finish(self.run_of(gpu))
 
-    def run_of(self, gpu: int) -> _GpuRun:
+    def finish(self, run: GpuRun) -> None:
+        """The reading ``run`` counts for is over (:meth:`end`, for a reader that keeps its
+        GPU's run): log what was held back once. The list stays empty between readings."""
+        run.reading = False
+        if run.held:
+            held, run.held = run.held, []
+            for what, err in held:
+                self.log_once(what, err)
+
+    def run_of(self, gpu: int) -> GpuRun:
         """``gpu``'s run of driver errors (made on first use, kept)."""
         run = self._runs.get(gpu)
         if run is None:
-            run = self._runs[gpu] = _GpuRun()
+            run = self._runs[gpu] = GpuRun()
         return run
 
     def unsupported(self, key: tuple[int, str]) -> _Unsupported:

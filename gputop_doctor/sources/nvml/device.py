@@ -165,6 +165,7 @@ class DeviceReader:
         self._caller = caller
         self._handle = handle
         self._util_cursor = 0
+        self._run = caller.run_of(index)  # its run of driver errors while it is read
         # The tick's calls, each bound once (see nvml_call.Ask), with their outputs kept.
         ask = partial(Ask, caller, index)
         self._samples = ask("nvmlDeviceGetSamples", SamplesCall(nvml))
@@ -254,7 +255,7 @@ class DeviceReader:
             return self._lost_sample()
         if not self._usable:
             return GpuSample(self.index)
-        self._caller.begin(self.index, fuse)
+        self._run.begin(fuse)
         try:
             return self._read()
         except GpuLostError as err:
@@ -264,7 +265,7 @@ class DeviceReader:
             self.failing = str(err)
             return self.unavailable_sample()
         finally:
-            self._caller.end(self.index)
+            self._caller.finish(self._run)
 
     def unavailable_sample(self) -> GpuSample:
         """Identity only: what is shown while the GPU (or NVML) gives no readings."""
