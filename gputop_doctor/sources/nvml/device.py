@@ -207,6 +207,7 @@ class DeviceReader:
         self._fields = self._batch((FIELD_POWER, *THROTTLE_FIELD_IDS, *HEALTH_FIELD_IDS))
         self._throttle = ThrottleReader(
             self._batch(HW_THROTTLE_FIELD_IDS),
+            clock,
             Cadence(clock, THROTTLE_PERIOD_S, spread(index)),
         )
         self._energy_field = self._batch((FIELD_ENERGY,))

@@ -22,7 +22,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
 
 from gputop_doctor.core.model import ClockEvent, ThrottleCounters
-from gputop_doctor.sources.nvml.cadence import Cadence, NotDue
+from gputop_doctor.sources.nvml.cadence import NOT_DUE, Cadence, NotDue
 
 # (NVML field id, ThrottleCounters attribute). 74 and 76 are the older PERF_POLICY ids;
 # 269-271 exist from R575 on.
@@ -311,8 +311,9 @@ class ThrottleReader:
     a consumer takes a rate between readings, never a held value's false 0 and then a jump.
     """
 
-    def __init__(self, hw: FieldBatch, cadence: Cadence) -> None:
+    def __init__(self, hw: FieldBatch, clock: Callable[[], float], cadence: Cadence) -> None:
         self._hw = hw
+        self._clock = clock
         self._cadence = cadence
         self._all = Pick(THROTTLE_FIELD_IDS)
         self._hw_pick = Pick(HW_THROTTLE_FIELD_IDS)
@@ -352,6 +353,8 @@ class ThrottleReader:
         self._last_bits = bits
         if matters:
             self._cadence.hurry()
+        elif self._clock() < self._cadence.quiet_until:  # not due (most ticks)
+            return NOT_DUE
         return self._cadence.take(self._read_hw)
 
     def _read_hw(self) -> bool:
