@@ -38,17 +38,17 @@ class Driver:
     skipped = False
 
     def __init__(self) -> None:
-        self.answer: Any = None
+        self.reply: Any = None
         self.asked: list[list[tuple[int, int]]] = []
 
-    def __call__(self, *handle_and_request: Any) -> Any:
+    def answer(self, *handle_and_request: Any) -> Any:
         _, request = handle_and_request
         self.asked.append(list(request))
-        return self.answer
+        return self.reply
 
 
 def read(batch: FieldBatch, driver: Driver, entries: Sequence[tuple[int, int, int, Any]]) -> dict:
-    driver.answer = array(entries)
+    driver.reply = array(entries)
     values = batch.read()
     assert isinstance(values, FieldValues)
     return dict(values.items())

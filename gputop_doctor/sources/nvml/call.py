@@ -183,7 +183,7 @@ class NvmlCaller:
     def first(self, gpu: int, options: Sequence[Option]) -> Any:
         """The first option that answers, moving on only past options that are unsupported
         (see :class:`Preferred`, which binds the options once)."""
-        return Preferred([(Ask(self, gpu, what, fn), args) for what, fn, args in options])()
+        return Preferred([(Ask(self, gpu, what, fn), args) for what, fn, args in options]).answer()
 
     def error(self, code: int) -> Exception:
         """The error pynvml raises for the return code ``code``."""
@@ -258,7 +258,9 @@ class NvmlCaller:
 
 class _Bound:
     """One NVML call about one GPU, asked under the caller's failure model: its name, its
-    unsupported flag and its GPU's run of driver errors, fixed once."""
+    unsupported flag and its GPU's run of driver errors, fixed once. Asked by a method
+    (``answer``), not ``__call__``: calling an object costs its type's call slot, about twice
+    a method call, and a tick asks ~80 times."""
 
     __slots__ = ("_caller", "_key", "_run", "_unsupported")
 
@@ -289,7 +291,8 @@ class Ask(_Bound):
         super().__init__(caller, gpu, what)
         self._fn = fn
 
-    def __call__(self, *args: Any, not_found: Any = None) -> Any:
+    def answer(self, *args: Any, not_found: Any = None) -> Any:
+        """``fn(*args)``, or None (or ``not_found``) under the failure model."""
         if self._unsupported.known:
             return None
         try:
@@ -329,7 +332,8 @@ class CodeAsk(_Bound):
         self._arguments = arguments
         self._answer = answer
 
-    def __call__(self) -> Any:
+    def answer(self) -> Any:
+        """The reading, or None under the failure model."""
         if self._unsupported.known:
             return None
         try:
@@ -354,9 +358,10 @@ class Preferred:
     def __init__(self, options: Sequence[tuple[Ask | CodeAsk, tuple[Any, ...]]]) -> None:
         self._options = tuple(options)
 
-    def __call__(self) -> Any:
+    def answer(self) -> Any:
+        """The first option's answer that is not "unsupported"."""
         for ask, args in self._options:
-            value = ask(*args)
+            value = ask.answer(*args)
             if value is not None or not ask.skipped:
                 return value
         return None

@@ -357,7 +357,7 @@ class DeviceReader:
             mem_used_mib=mem.used_mib,
             mem_total_mib=mem.total_mib,
             mem_reserved_mib=mem.reserved_mib,
-            temp_c=_float(self._temperature()),
+            temp_c=_float(self._temperature.answer()),
             temp_slowdown_c=(
                 self._threshold(THRESHOLD_SLOWDOWN) if limits is None else limits.temp_slowdown_c
             ),
@@ -372,18 +372,18 @@ class DeviceReader:
             power_w=power if power is not None else self._units_from(fields, FIELD_POWER),
             power_limit_w=self._power_limit.get(),
             energy_j=self._energy.get() if answered else None,
-            sm_clock_mhz=_float(self._sm_clock()),
+            sm_clock_mhz=_float(self._sm_clock.answer()),
             sm_clock_max_mhz=self._max_clock(CLOCK_SM)
             if limits is None
             else limits.sm_clock_max_mhz,
-            mem_clock_mhz=_float(self._mem_clock()),
+            mem_clock_mhz=_float(self._mem_clock.answer()),
             mem_clock_max_mhz=(
                 self._max_clock(CLOCK_MEM) if limits is None else limits.mem_clock_max_mhz
             ),
             fan_pct=self._fan.get(),
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
-            clock_event_bits=(bits := _int(self._clock_events())),
+            clock_event_bits=(bits := _int(self._clock_events.answer())),
             throttle=self._throttle.read(fields, bits),
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
@@ -415,7 +415,7 @@ class DeviceReader:
     # -- utilization -----------------------------------------------------------------------
 
     def _utilization(self) -> Utilization:
-        point = self._point_util()
+        point = self._point_util.answer()
         mem = None if point is None else float(point[1])
         samples = self._buffered_util()
         if samples:
@@ -428,7 +428,7 @@ class DeviceReader:
     def _buffered_util(self) -> tuple[float, ...]:
         """Utilization samples newer than the cursor, oldest first; () means none are new."""
         none_new: list[tuple[int, Number | None]] = []  # NOT_FOUND: no sample since the cursor
-        got = self._samples(
+        got = self._samples.answer(
             self._handle, GPU_UTILIZATION_SAMPLES, self._util_cursor, not_found=none_new
         )
         if not got:
@@ -446,7 +446,7 @@ class DeviceReader:
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
     def _memory(self) -> DeviceMemory:
-        v2 = self._memory_v2()
+        v2 = self._memory_v2.answer()
         if v2 is not None:
             total, reserved, _, used = v2
             return DeviceMemory(used / MIB, total / MIB, reserved / MIB)
@@ -483,7 +483,7 @@ class DeviceReader:
         if values is None:
             return None
         try:
-            (power,) = self._power(values)
+            (power,) = self._power.of(values)
         except KeyError:
             return None
         return float(power) / 1000.0

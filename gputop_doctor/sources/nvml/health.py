@@ -158,7 +158,7 @@ class HealthReader:
         if values is None:
             return None
         try:
-            raw = self._counter_values(values)
+            raw = self._counter_values.of(values)
         except KeyError:
             return None
         if raw != self._raw_counters[0]:
@@ -315,7 +315,7 @@ class HealthReader:
             if self._state_values is None:
                 self._state_values = Pick((FIELD_NVLINK_STATE, link) for link in self.links)
             try:
-                return tuple(map(bool, self._state_values(values)))
+                return tuple(map(bool, self._state_values.of(values)))
             except KeyError:
                 pass
         return tuple(self._active(link, states, values) for link in self.links)

@@ -177,7 +177,7 @@ class PcieReader:
         ``ramp``: over the time since the first reading (see the module)."""
         if values is not None:
             try:
-                rx_bytes, tx_bytes = self._both(values)
+                rx_bytes, tx_bytes = self._both.of(values)
             except KeyError:
                 pass
             else:  # the usual tick: both counters answered (so neither is unsupported)

@@ -102,7 +102,7 @@ class GpuProcessReader:
         )
         self._compute = self._listed(nvml, "Compute")
         self._graphics: Every[list[ListedProcess]] = Every(
-            self._listed(nvml, "Graphics"), clock, GRAPHICS_PERIOD_S
+            self._listed(nvml, "Graphics").answer, clock, GRAPHICS_PERIOD_S
         )
 
     def _listed(self, nvml: Any, kind: str) -> Preferred:
@@ -120,7 +120,7 @@ class GpuProcessReader:
         )
 
     def read(self) -> tuple[GpuProcess, ...]:
-        listed = self._listed_now(self._compute(), self._graphics.get())
+        listed = self._listed_now(self._compute.answer(), self._graphics.get())
         if not listed:
             self._util = {}
             self._covered = frozenset()
@@ -188,7 +188,7 @@ class GpuProcessReader:
         without one keeps a sample seen less than a period ago, else it was idle since. None
         when utilization can't be read."""
         none_new: list[ProcessUtilization] = []  # NOT_FOUND: no process had a sample since
-        samples = self._util_samples(self._handle, self._cursor, not_found=none_new)
+        samples = self._util_samples.answer(self._handle, self._cursor, not_found=none_new)
         if samples is None:
             return None
         now, last = self._clock(), self._util or {}
