@@ -306,6 +306,7 @@ class Ask(_Bound):
 class LibraryCall(Protocol):
     """A symbol of the NVML library that answers NVML's return code (kept_buffers.Symbol)."""
 
+    name: str
     function: Callable[..., int]
 
 
@@ -331,6 +332,11 @@ class CodeAsk(_Bound):
         self._symbol = symbol
         self._arguments = arguments
         self._answer = answer
+
+    @property
+    def symbol_name(self) -> str:
+        """The NVML symbol asked (a benchmark names its time by it)."""
+        return self._symbol.name
 
     def answer(self) -> Any:
         """The reading, or None under the failure model."""

@@ -163,7 +163,8 @@ class FieldCall(Protocol):
     """The tolerant ``nvmlDeviceGetFieldValues`` of one GPU (a :class:`call.Ask`):
     ``answer(handle, request)``, None when it failed; ``skipped`` once it is unsupported."""
 
-    def answer(self, *handle_and_request: Any) -> Any: ...
+    @property
+    def answer(self) -> Callable[..., Any]: ...
 
     @property
     def skipped(self) -> bool: ...
