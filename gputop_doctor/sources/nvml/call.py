@@ -107,7 +107,7 @@ class GpuRun:
         self.errors = 0
 
 
-class _Unsupported:
+class Unsupported:
     """Whether one (GPU, call) is known to be unsupported: shared by every :class:`Ask` of
     that pair, so a bound ask tests one attribute instead of hashing its key into a set."""
 
@@ -122,7 +122,7 @@ class NvmlCaller:
 
     def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
-        self._unsupported: dict[tuple[int, str], _Unsupported] = {}
+        self._unsupported: dict[tuple[int, str], Unsupported] = {}
         self._logged: set[tuple[str, str]] = set()
         self._runs: dict[int, GpuRun] = {}  # by GPU index (reading or not)
 
@@ -150,11 +150,11 @@ class NvmlCaller:
             run = self._runs[gpu] = GpuRun()
         return run
 
-    def unsupported(self, key: tuple[int, str]) -> _Unsupported:
+    def unsupported(self, key: tuple[int, str]) -> Unsupported:
         """The flag of the call ``key`` (made on first use, kept)."""
         flag = self._unsupported.get(key)
         if flag is None:
-            flag = self._unsupported[key] = _Unsupported()
+            flag = self._unsupported[key] = Unsupported()
         return flag
 
     def call(
