@@ -220,6 +220,37 @@ def test_a_read_abandoned_is_due_again_and_the_schedule_kept() -> None:
     assert cadence.take(lambda: 4) == 4 and cadence.on_schedule  # at 10 s, as scheduled
 
 
+def test_quiet_until_says_when_take_would_give_not_due() -> None:
+    """The readers that ask every tick compare the clock with ``quiet_until`` and call take
+    only when it may read: it must say NOT_DUE exactly when take would, hurried readings and
+    abandoned ones included."""
+    clock = ManualClock()
+    cadence = Cadence(clock, 5.0, 0.4)
+
+    def abandoned() -> int:
+        raise GpuFailingError("Unknown Error")
+
+    def quiet() -> bool:
+        return clock() < cadence.quiet_until
+
+    def agrees(read: Callable[[], int] = lambda: 1) -> bool:
+        was_quiet = quiet()
+        try:
+            taken = cadence.take(read)
+        except GpuFailingError:
+            return not was_quiet
+        return was_quiet == (taken is NOT_DUE)
+
+    checked, quiet_ticks = [], 0
+    for tick in range(40):
+        clock.advance(0.5)
+        if tick % 9 == 4:
+            cadence.hurry()
+        quiet_ticks += quiet()
+        checked.append(agrees(abandoned if tick % 13 == 7 else lambda: 1))
+    assert all(checked) and 0 < quiet_ticks < 40
+
+
 def test_a_compute_process_shows_on_its_first_tick_a_graphics_one_within_the_period(
     fake_nvml: FakeNvml,  # noqa: F811
     open_source: Callable[[], NvmlGpuSource],

@@ -26,6 +26,7 @@ One mechanism, :class:`Cadence`, decides when each of them is due and makes the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from enum import Enum
 from typing import Final, Generic, Literal, ParamSpec, TypeVar
@@ -74,7 +75,7 @@ class Cadence:
     readings keep their times, so hurried GPUs stay spread.
     """
 
-    __slots__ = ("_clock", "_due", "_extra", "_offset", "_period_s", "on_schedule")
+    __slots__ = ("_clock", "_due", "_extra", "_offset", "_period_s", "on_schedule", "quiet_until")
 
     def __init__(self, clock: Callable[[], float], period_s: float, offset: float = 0.0) -> None:
         self._clock = clock
@@ -84,6 +85,10 @@ class Cadence:
         self._extra = False
         # Whether the last reading :meth:`take` allowed was the schedule's (else one more).
         self.on_schedule = False
+        # Before this time of the clock :meth:`take` gives NOT_DUE (-inf while a reading is
+        # due or one more was asked for): a caller that asks every tick compares it with the
+        # time itself, and calls take only when it may read.
+        self.quiet_until = -math.inf
 
     def take(
         self, read: Callable[P, T], *args: P.args, **kwargs: P.kwargs
@@ -102,18 +107,21 @@ class Cadence:
             if not self._extra:  # most asks of most ticks (8 cadences a GPU)
                 return NOT_DUE
             self._extra = False  # the one reading more that hurry() asked for
+            self.quiet_until = due - CADENCE_SLACK_S
         else:  # the schedule's reading: the next one a period on
-            self._due = now + self._period_s * (1 + self._offset if due is None else 1)
+            self._due = due = now + self._period_s * (1 + self._offset if due is None else 1)
             self._extra = False
             self.on_schedule = True
+            self.quiet_until = due - CADENCE_SLACK_S
         try:
             return read(*args, **kwargs)
         except ReadAborted:
-            self._extra = True
+            self.hurry()
             raise
 
     def hurry(self) -> None:
         self._extra = True
+        self.quiet_until = -math.inf
 
 
 class Every(Generic[T]):
@@ -132,10 +140,13 @@ class Every(Generic[T]):
         offset: float = 0.0,
     ) -> None:
         self._read = read
+        self._clock = clock
         self._cadence = Cadence(clock, period_s, offset)
         self._value: T | None = None
 
     def get(self) -> T | None:
+        if self._clock() < self._cadence.quiet_until:  # not due (most ticks): no take
+            return self._value
         value = self._cadence.take(self._read)
         if value is NOT_DUE:
             return self._value

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NO_PERMISSION = 4
@@ -86,30 +87,75 @@ class NvmlFailedError(ReadAborted):
     """NVML as a whole stopped answering (UNINITIALIZED, DRIVER_NOT_LOADED, ...)."""
 
 
+class GpuRun:
+    """One GPU's run of driver errors while it is being read (between ``begin`` and ``end``):
+    the one object every bound :class:`Ask` of the GPU ends the run on, by an attribute store
+    per answer instead of a method call and two dict operations."""
+
+    __slots__ = ("errors", "fuse", "held", "reading")
+
+    def __init__(self) -> None:
+        self.reading = False
+        self.errors = 0  # driver errors in a row, no other answer between
+        self.fuse = FAILING_FUSE
+        self.held: list[tuple[str, BaseException]] = []  # flaky fields' errors, logged at end
+
+    def begin(self, fuse: int) -> None:
+        """Start reading the GPU: ``fuse`` driver errors in a row raise GpuFailingError."""
+        self.reading = True
+        self.fuse = fuse if fuse > 1 else 1
+        self.errors = 0
+
+
+class Unsupported:
+    """Whether one (GPU, call) is known to be unsupported: shared by every :class:`Ask` of
+    that pair, so a bound ask tests one attribute instead of hashing its key into a set."""
+
+    __slots__ = ("known",)
+
+    def __init__(self) -> None:
+        self.known = False
+
+
 class NvmlCaller:
     """Calls pynvml functions under the failure model above, remembering what is unsupported."""
 
     def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
-        self._skipped: set[tuple[int, str]] = set()
+        self._unsupported: dict[tuple[int, str], Unsupported] = {}
         self._logged: set[tuple[str, str]] = set()
-        # GPUs being read (between begin and end): their fuse, error run, and held-back logs.
-        self._fuse: dict[int, int] = {}
-        self._run: dict[int, int] = {}
-        self._held: dict[int, list[tuple[str, BaseException]]] = {}
+        self._runs: dict[int, GpuRun] = {}  # by GPU index (reading or not)
 
     def begin(self, gpu: int, fuse: int = FAILING_FUSE) -> None:
         """Start reading ``gpu``: ``fuse`` driver errors in a row raise GpuFailingError."""
-        self._fuse[gpu] = max(1, fuse)
-        self._run[gpu] = 0
-        self._held[gpu] = []
+        self.run_of(gpu).begin(fuse)
 
     def end(self, gpu: int) -> None:
         """The reading of ``gpu`` is over: log what was held back (flaky fields) once."""
-        self._fuse.pop(gpu, None)
-        self._run.pop(gpu, None)
-        for what, err in self._held.pop(gpu, ()):
-            self.log_once(what, err)
+        self.finish(self.run_of(gpu))
+
+    def finish(self, run: GpuRun) -> None:
+        """The reading ``run`` counts for is over (:meth:`end`, for a reader that keeps its
+        GPU's run): log what was held back once. The list stays empty between readings."""
+        run.reading = False
+        if run.held:
+            held, run.held = run.held, []
+            for what, err in held:
+                self.log_once(what, err)
+
+    def run_of(self, gpu: int) -> GpuRun:
+        """``gpu``'s run of driver errors (made on first use, kept)."""
+        run = self._runs.get(gpu)
+        if run is None:
+            run = self._runs[gpu] = GpuRun()
+        return run
+
+    def unsupported(self, key: tuple[int, str]) -> Unsupported:
+        """The flag of the call ``key`` (made on first use, kept)."""
+        flag = self._unsupported.get(key)
+        if flag is None:
+            flag = self._unsupported[key] = Unsupported()
+        return flag
 
     def call(
         self,
@@ -121,18 +167,33 @@ class NvmlCaller:
     ) -> T | None:
         """``fn(*args)``, or None. ``what`` names the call (usually the NVML symbol).
 
-        A call made every tick is better bound once as an :class:`Ask`."""
-        answer: T | None = Ask(self, gpu, what, fn)(*args, not_found=not_found)
-        return answer
+        A call made every tick is better bound once as an :class:`Ask` (this is the same
+        call, without the flag and the run kept by the ask)."""
+        key = (gpu, what)
+        flag = self._unsupported.get(key)
+        if flag is not None and flag.known:
+            return None
+        try:
+            value = fn(*args)
+        except Exception as err:
+            return self.failed(key, err, not_found)
+        self._answered(gpu)
+        return value
 
     def first(self, gpu: int, options: Sequence[Option]) -> Any:
         """The first option that answers, moving on only past options that are unsupported
         (see :class:`Preferred`, which binds the options once)."""
-        return Preferred([(Ask(self, gpu, what, fn), args) for what, fn, args in options])()
+        return Preferred([(Ask(self, gpu, what, fn), args) for what, fn, args in options]).answer()
+
+    def error(self, code: int) -> Exception:
+        """The error pynvml raises for the return code ``code``."""
+        error: Exception = self._nvml.NVMLError(code)
+        return error
 
     def skipped(self, gpu: int, what: str) -> bool:
         """True once ``what`` is known to be unsupported on ``gpu``."""
-        return (gpu, what) in self._skipped
+        flag = self._unsupported.get((gpu, what))
+        return flag is not None and flag.known
 
     def log_once(self, what: str, err: BaseException) -> None:
         tag = (what, f"{type(err).__name__}:{err}")
@@ -140,7 +201,7 @@ class NvmlCaller:
             self._logged.add(tag)
             logger.warning("NVML %s failed: %s", what, err)
 
-    def _failed(self, key: tuple[int, str], err: Exception, not_found: T | None) -> T | None:
+    def failed(self, key: tuple[int, str], err: Exception, not_found: T | None) -> T | None:
         """What the call ``key`` that raised ``err`` gives (or raises) under the failure model."""
         if isinstance(err, self._nvml.NVMLLibraryMismatchError):
             self._answered(key[0])
@@ -160,12 +221,13 @@ class NvmlCaller:
         if code in SESSION_ERRORS and gpu != SYSTEM:
             self._drop_held(gpu)
             raise NvmlFailedError(str(err)) from err
-        if code in DRIVER_ERRORS and gpu in self._fuse:
-            self._run[gpu] += 1
-            if self._run[gpu] >= self._fuse[gpu]:
+        run = self._runs.get(gpu)
+        if code in DRIVER_ERRORS and run is not None and run.reading:
+            run.errors += 1
+            if run.errors >= run.fuse:
                 self._drop_held(gpu)
                 raise GpuFailingError(str(err)) from err
-            self._held[gpu].append((what, err))
+            run.held.append((what, err))
             return None
         self._answered(gpu)
         if code == NVML_ERROR_NOT_FOUND and not_found is not None:
@@ -178,21 +240,43 @@ class NvmlCaller:
 
     def _answered(self, gpu: int) -> None:
         """The driver gave a real answer on ``gpu``: any run of driver errors is broken."""
-        if gpu in self._run:
-            self._run[gpu] = 0
+        run = self._runs.get(gpu)
+        if run is not None:
+            run.errors = 0
 
     def _drop_held(self, gpu: int) -> None:
         """The reading stops: the one line about why replaces the held-back field errors."""
-        if gpu in self._held:
-            self._held[gpu] = []
+        run = self._runs.get(gpu)
+        if run is not None:
+            run.held = []
 
     def _skip(self, key: tuple[int, str], why: str) -> None:
-        self._skipped.add(key)
+        self.unsupported(key).known = True
         where = "system" if key[0] == SYSTEM else f"GPU {key[0]}"
         logger.debug("NVML %s on %s: %s; not asking again", key[1], where, why)
 
 
-class Ask:
+class _Bound:
+    """One NVML call about one GPU, asked under the caller's failure model: its name, its
+    unsupported flag and its GPU's run of driver errors, fixed once. Asked by a method
+    (``answer``), not ``__call__``: calling an object costs its type's call slot, about twice
+    a method call, and a tick asks ~80 times."""
+
+    __slots__ = ("_caller", "_key", "_run", "_unsupported")
+
+    def __init__(self, caller: NvmlCaller, gpu: int, what: str) -> None:
+        self._caller = caller
+        self._run = caller.run_of(gpu)  # what a real answer ends: its run of driver errors
+        self._unsupported = caller.unsupported((gpu, what))
+        self._key = (gpu, what)
+
+    @property
+    def skipped(self) -> bool:
+        """True once the call is known to be unsupported on its GPU."""
+        return self._unsupported.known
+
+
+class Ask(_Bound):
     """One NVML call about one GPU, its name and function fixed, asked under the caller's
     failure model (:meth:`NvmlCaller.call`).
 
@@ -201,30 +285,71 @@ class Ask:
     argument tuple and a frame per layer built anew for every call of every tick.
     """
 
-    __slots__ = ("_answered", "_caller", "_fn", "_gpu", "_key")
+    __slots__ = ("_fn",)
 
     def __init__(self, caller: NvmlCaller, gpu: int, what: str, fn: Callable[..., Any]) -> None:
-        self._caller = caller
-        self._answered = caller._answered  # bound once: what a real answer ends
-        self._gpu = gpu
-        self._key = (gpu, what)
+        super().__init__(caller, gpu, what)
         self._fn = fn
 
-    def __call__(self, *args: Any, not_found: Any = None) -> Any:
-        caller = self._caller
-        if self._key in caller._skipped:
+    def answer(self, *args: Any, not_found: Any = None) -> Any:
+        """``fn(*args)``, or None (or ``not_found``) under the failure model."""
+        if self._unsupported.known:
             return None
         try:
             value = self._fn(*args)
         except Exception as err:
-            return caller._failed(self._key, err, not_found)
-        self._answered(self._gpu)
+            return self._caller.failed(self._key, err, not_found)
+        self._run.errors = 0
         return value
 
+
+class LibraryCall(Protocol):
+    """A symbol of the NVML library that answers NVML's return code (kept_buffers.Symbol)."""
+
+    name: str
+    function: Callable[..., int]
+
+
+class CodeAsk(_Bound):
+    """An ask of a library symbol called directly, with its arguments (the handle among them)
+    bound once and its answer written to an output kept from tick to tick
+    (:mod:`kept_readings`), read by ``answer``: the skip check, the call, the end of any run
+    of driver errors and the answer, in one frame. A return code other than success goes to
+    the failure model as the error pynvml raises for it, without being raised."""
+
+    __slots__ = ("_answer", "_arguments", "_symbol")
+
+    def __init__(
+        self,
+        caller: NvmlCaller,
+        gpu: int,
+        what: str,
+        symbol: LibraryCall,
+        arguments: tuple[Any, ...],
+        answer: Callable[[], Any],
+    ) -> None:
+        super().__init__(caller, gpu, what)
+        self._symbol = symbol
+        self._arguments = arguments
+        self._answer = answer
+
     @property
-    def skipped(self) -> bool:
-        """True once the call is known to be unsupported on its GPU."""
-        return self._key in self._caller._skipped
+    def symbol_name(self) -> str:
+        """The NVML symbol asked (a benchmark names its time by it)."""
+        return self._symbol.name
+
+    def answer(self) -> Any:
+        """The reading, or None under the failure model."""
+        if self._unsupported.known:
+            return None
+        try:
+            code = self._symbol.function(*self._arguments)
+        except Exception as err:  # the symbol's lookup (FUNCTION_NOT_FOUND), or ctypes
+            return self._caller.failed(self._key, err, None)
+        if code != NVML_SUCCESS:
+            return self._caller.failed(self._key, self._caller.error(code), None)
+        self._run.errors = 0
+        return self._answer()
 
 
 class Preferred:
@@ -236,12 +361,13 @@ class Preferred:
 
     __slots__ = ("_options",)
 
-    def __init__(self, options: Sequence[tuple[Ask, tuple[Any, ...]]]) -> None:
+    def __init__(self, options: Sequence[tuple[Ask | CodeAsk, tuple[Any, ...]]]) -> None:
         self._options = tuple(options)
 
-    def __call__(self) -> Any:
+    def answer(self) -> Any:
+        """The first option's answer that is not "unsupported"."""
         for ask, args in self._options:
-            value = ask(*args)
+            value = ask.answer(*args)
             if value is not None or not ask.skipped:
                 return value
         return None

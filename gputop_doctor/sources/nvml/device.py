@@ -22,7 +22,6 @@ to the source.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -65,10 +64,11 @@ from gputop_doctor.sources.nvml.gpm import GpmReader
 from gputop_doctor.sources.nvml.health import HEALTH_FIELD_IDS, HealthReader
 from gputop_doctor.sources.nvml.kept_buffers import FieldValuesCall, SamplesCall
 from gputop_doctor.sources.nvml.kept_readings import (
-    MemoryCall,
-    TemperatureCall,
-    UIntCall,
-    UtilizationCall,
+    memory_ask,
+    temperature_ask,
+    uint_ask,
+    ulonglong_ask,
+    utilization_ask,
 )
 from gputop_doctor.sources.nvml.nvlink import NvLinkTrafficReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
@@ -165,22 +165,28 @@ class DeviceReader:
         self._caller = caller
         self._handle = handle
         self._util_cursor = 0
+        self._run = caller.run_of(index)  # its run of driver errors while it is read
         # The tick's calls, each bound once (see nvml_call.Ask), with their outputs kept.
         ask = partial(Ask, caller, index)
         self._samples = ask("nvmlDeviceGetSamples", SamplesCall(nvml))
-        self._point_util = ask("nvmlDeviceGetUtilizationRates", UtilizationCall(nvml))
-        self._memory_v2 = ask("nvmlDeviceGetMemoryInfo_v2", MemoryCall(nvml))
+        self._point_util = utilization_ask(caller, index, nvml, handle)
+        self._memory_v2 = memory_ask(caller, index, nvml, handle)
         self._sm_clock, self._mem_clock = (
-            ask(
+            uint_ask(
+                caller,
+                index,
                 f"nvmlDeviceGetClockInfo({clock_type})",
-                UIntCall(nvml, "nvmlDeviceGetClockInfo", ctypes.c_uint, clock_type),
+                nvml,
+                handle,
+                "nvmlDeviceGetClockInfo",
+                clock_type,
             )
             for clock_type in (CLOCK_SM, CLOCK_MEM)
         )
         # The preferred call, else (an older driver, FunctionNotFound) the older one.
         self._temperature = Preferred(
             (
-                (ask("nvmlDeviceGetTemperatureV", TemperatureCall(nvml, TEMP_GPU)), (handle,)),
+                (temperature_ask(caller, index, nvml, handle, TEMP_GPU), ()),
                 (
                     ask("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature),
                     (handle, TEMP_GPU),
@@ -191,7 +197,7 @@ class DeviceReader:
         throttle_reasons = "nvmlDeviceGetCurrentClocksThrottleReasons"
         self._clock_events = Preferred(
             (
-                (ask(event_reasons, UIntCall(nvml, event_reasons, ctypes.c_ulonglong)), (handle,)),
+                (ulonglong_ask(caller, index, nvml, handle, event_reasons), ()),
                 (ask(throttle_reasons, getattr(nvml, throttle_reasons)), (handle,)),
             )
         )
@@ -201,6 +207,7 @@ class DeviceReader:
         self._fields = self._batch((FIELD_POWER, *THROTTLE_FIELD_IDS, *HEALTH_FIELD_IDS))
         self._throttle = ThrottleReader(
             self._batch(HW_THROTTLE_FIELD_IDS),
+            clock,
             Cadence(clock, THROTTLE_PERIOD_S, spread(index)),
         )
         self._energy_field = self._batch((FIELD_ENERGY,))
@@ -249,7 +256,7 @@ class DeviceReader:
             return self._lost_sample()
         if not self._usable:
             return GpuSample(self.index)
-        self._caller.begin(self.index, fuse)
+        self._run.begin(fuse)
         try:
             return self._read()
         except GpuLostError as err:
@@ -259,7 +266,7 @@ class DeviceReader:
             self.failing = str(err)
             return self.unavailable_sample()
         finally:
-            self._caller.end(self.index)
+            self._caller.finish(self._run)
 
     def unavailable_sample(self) -> GpuSample:
         """Identity only: what is shown while the GPU (or NVML) gives no readings."""
@@ -332,7 +339,8 @@ class DeviceReader:
         mem = self._memory()
         sm_active, tensor_active, dram_active = self._gpm.read()
         fields = self._fields.read()
-        pcie_rx, pcie_tx = self._pcie.read(self._fields_answered(fields))
+        answered = self._fields_answered(fields)
+        pcie_rx, pcie_tx = self._pcie.read(answered)
         limits = self._limits
         power = self._power_from_batch(fields)
         sample = GpuSample(
@@ -349,7 +357,7 @@ class DeviceReader:
             mem_used_mib=mem.used_mib,
             mem_total_mib=mem.total_mib,
             mem_reserved_mib=mem.reserved_mib,
-            temp_c=_float(self._temperature()),
+            temp_c=_float(self._temperature.answer()),
             temp_slowdown_c=(
                 self._threshold(THRESHOLD_SLOWDOWN) if limits is None else limits.temp_slowdown_c
             ),
@@ -363,19 +371,19 @@ class DeviceReader:
             ),
             power_w=power if power is not None else self._units_from(fields, FIELD_POWER),
             power_limit_w=self._power_limit.get(),
-            energy_j=self._energy.get() if self._fields_answered(fields) else None,
-            sm_clock_mhz=_float(self._sm_clock(self._handle)),
+            energy_j=self._energy.get() if answered else None,
+            sm_clock_mhz=_float(self._sm_clock.answer()),
             sm_clock_max_mhz=self._max_clock(CLOCK_SM)
             if limits is None
             else limits.sm_clock_max_mhz,
-            mem_clock_mhz=_float(self._mem_clock(self._handle)),
+            mem_clock_mhz=_float(self._mem_clock.answer()),
             mem_clock_max_mhz=(
                 self._max_clock(CLOCK_MEM) if limits is None else limits.mem_clock_max_mhz
             ),
             fan_pct=self._fan.get(),
             pcie_rx_kib_s=pcie_rx,
             pcie_tx_kib_s=pcie_tx,
-            clock_event_bits=(bits := _int(self._clock_events())),
+            clock_event_bits=(bits := _int(self._clock_events.answer())),
             throttle=self._throttle.read(fields, bits),
             sm_active_pct=sm_active,
             tensor_active_pct=tensor_active,
@@ -407,7 +415,7 @@ class DeviceReader:
     # -- utilization -----------------------------------------------------------------------
 
     def _utilization(self) -> Utilization:
-        point = self._point_util(self._handle)
+        point = self._point_util.answer()
         mem = None if point is None else float(point[1])
         samples = self._buffered_util()
         if samples:
@@ -420,7 +428,7 @@ class DeviceReader:
     def _buffered_util(self) -> tuple[float, ...]:
         """Utilization samples newer than the cursor, oldest first; () means none are new."""
         none_new: list[tuple[int, Number | None]] = []  # NOT_FOUND: no sample since the cursor
-        got = self._samples(
+        got = self._samples.answer(
             self._handle, GPU_UTILIZATION_SAMPLES, self._util_cursor, not_found=none_new
         )
         if not got:
@@ -438,9 +446,9 @@ class DeviceReader:
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
     def _memory(self) -> DeviceMemory:
-        v2 = self._memory_v2(self._handle)
+        v2 = self._memory_v2.answer()
         if v2 is not None:
-            used, total, reserved = v2
+            total, reserved, _, used = v2
             return DeviceMemory(used / MIB, total / MIB, reserved / MIB)
         if not self._memory_v2.skipped:
             return _NO_MEMORY
@@ -475,7 +483,7 @@ class DeviceReader:
         if values is None:
             return None
         try:
-            (power,) = self._power(values)
+            (power,) = self._power.of(values)
         except KeyError:
             return None
         return float(power) / 1000.0
@@ -528,7 +536,7 @@ class DeviceReader:
         """Fields of this GPU read together in one ``nvmlDeviceGetFieldValues`` call, its
         request laid out once (each batch keeps its own, see :mod:`kept_buffers`)."""
         ask = Ask(self._caller, self.index, "nvmlDeviceGetFieldValues", FieldValuesCall(self._nvml))
-        return FieldBatch(partial(ask, self._handle), field_ids, lambda: ask.skipped)
+        return FieldBatch(ask, self._handle, field_ids)
 
 
 _NO_UTILIZATION = Utilization()

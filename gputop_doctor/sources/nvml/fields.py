@@ -19,10 +19,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from gputop_doctor.core.model import ClockEvent, ThrottleCounters
-from gputop_doctor.sources.nvml.cadence import Cadence, NotDue
+from gputop_doctor.sources.nvml.cadence import NOT_DUE, Cadence, NotDue
 
 # (NVML field id, ThrottleCounters attribute). 74 and 76 are the older PERF_POLICY ids;
 # 269-271 exist from R575 on.
@@ -79,6 +79,13 @@ _UNION_FORMATS = {
     kind: code + "x" * (8 - struct.calcsize(code)) for kind, code in UNION_CODES.items()
 }
 _GUESS = "Q"  # the layout before the types are known: most counters are unsigned 64-bit
+# Once the types are known, an answer is read in two unpacks: each entry's valueType and
+# nvmlReturn as one 64-bit word (compared with the words of an answer in which every field
+# answered, with its known type, in one tuple comparison), then each entry's value alone.
+_CODES = "24xQ8x"  # per entry: the (valueType, nvmlReturn) pair as one word
+_VALUE_AT = "32x"  # per entry: skipped up to the value
+_PAIR = struct.Struct("=II")  # a (valueType, nvmlReturn) pair, as laid out in the entry
+_WORD = struct.Struct("=Q")
 
 
 def raw_value(value_type: int, value: Any) -> Number | None:
@@ -119,16 +126,19 @@ class FieldValues(Mapping[FieldKey, Number]):
 
 class Pick:
     """Reads ``keys``' values, in order, from a tick's :class:`FieldValues` in one C-level
-    step; KeyError when one of them did not answer. The positions are worked out once per
-    layout of the batch (a new one only when a field is dropped or added, or on a tick where
-    some field did not answer)."""
+    step (:meth:`of`); KeyError when one of them did not answer. The positions are worked out
+    once per layout of the batch (a new one only when a field is dropped or added, or on a
+    tick where some field did not answer). A method, not ``__call__``: calling an object
+    costs its type's call slot, about twice a method call, and the tick picks ~45 times."""
+
+    __slots__ = ("_get", "_positions", "keys")
 
     def __init__(self, keys: Iterable[FieldKey]) -> None:
         self.keys = tuple(keys)
         self._positions: Mapping[FieldKey, int] | None = None
         self._get: Callable[[Sequence[Number | None]], tuple[Number, ...]] | None = None
 
-    def __call__(self, values: FieldValues) -> tuple[Number, ...]:
+    def of(self, values: FieldValues) -> tuple[Number, ...]:
         if values.positions is not self._positions:
             self._get = self._getter(values.positions)
             self._positions = values.positions
@@ -149,21 +159,28 @@ class Pick:
         return itemgetter(*at)
 
 
-class FieldBatch:
-    """The field values of one GPU, all read by one tolerant ``get(field_ids)`` call a tick.
+class FieldCall(Protocol):
+    """The tolerant ``nvmlDeviceGetFieldValues`` of one GPU (a :class:`call.Ask`):
+    ``answer(handle, request)``, None when it failed; ``skipped`` once it is unsupported."""
 
-    ``unavailable()`` is the call itself being unsupported (``call_skipped``); then every field
+    @property
+    def answer(self) -> Callable[..., Any]: ...
+
+    @property
+    def skipped(self) -> bool: ...
+
+
+class FieldBatch:
+    """The field values of one GPU, all read by one tolerant ``get(handle, field_ids)`` call
+    a tick.
+
+    ``unavailable()`` is the call itself being unsupported (``get.skipped``); then every field
     is unsupported too.
     """
 
-    def __init__(
-        self,
-        get: Callable[[list[tuple[int, int]]], Any],
-        field_ids: Iterable[FieldKey],
-        call_skipped: Callable[[], bool],
-    ) -> None:
+    def __init__(self, get: FieldCall, handle: Any, field_ids: Iterable[FieldKey]) -> None:
         self._get = get
-        self._call_skipped = call_skipped
+        self._handle = handle
         self._ids: tuple[FieldKey, ...] = ()
         self._positions: dict[FieldKey, int] = {}  # each asked field's place in the answer
         self._request: list[tuple[int, int]] = []
@@ -188,11 +205,11 @@ class FieldBatch:
         """This tick's values (those that answered); None when the call failed."""
         if not self._ids:
             return FieldValues({}, ())
-        values = self._get(self._request)
+        values = self._get.answer(self._handle, self._request)
         if values is None:
             return None
-        returns, numbers = self._answers.read(values)
-        if not any(returns) and None not in numbers:  # the usual tick: every field answered
+        all_answered, returns, numbers = self._answers.read(values)
+        if all_answered:  # the usual tick
             return FieldValues(self._positions, numbers)
         answered: dict[FieldKey, int] = {}
         keep = []
@@ -209,26 +226,50 @@ class FieldBatch:
 
     def unavailable(self) -> bool:
         """True once the driver said it has no ``nvmlDeviceGetFieldValues`` at all."""
-        return self._call_skipped()
+        return self._get.skipped
 
     def unsupported(self, field_id: FieldKey) -> bool:
         """True once the driver said it will never give ``field_id``."""
-        return field_id in self._dropped or self._call_skipped()
+        return field_id in self._dropped or self._get.skipped
 
     def any_unsupported(self, field_ids: Iterable[FieldKey]) -> bool:
         """True once the driver said it will never give one of ``field_ids``."""
-        return not self._dropped.isdisjoint(field_ids) or self._call_skipped()
+        return not self._dropped.isdisjoint(field_ids) or self._get.skipped
+
+
+class _KnownTypes(NamedTuple):
+    """How an answer whose value types are known is read (see _CODES)."""
+
+    codes: struct.Struct  # each entry's (valueType, nvmlReturn) word
+    numbers: struct.Struct  # each entry's value
+    all_answered: tuple[int, ...]  # the words when every field answered, with its known type
 
 
 class _Answers:
-    """Reads one batch's arrays, keeping the layout made for its value types."""
+    """Reads one batch's arrays, keeping the layouts made for its value types."""
 
     def __init__(self) -> None:
         self._layout: struct.Struct | None = None
         self._types: tuple[int, ...] = ()
+        self._known: _KnownTypes | None = None  # the reading once the types are known
 
-    def read(self, values: Any) -> tuple[Sequence[int], Sequence[Number | None]]:
-        """The nvmlReturn and the value of each entry of an ``nvmlFieldValue_t`` array."""
+    def read(self, values: Any) -> tuple[bool, Sequence[int], Sequence[Number | None]]:
+        """Whether every field answered (each value decoded), and the nvmlReturn and the
+        value of each entry of an ``nvmlFieldValue_t`` array (the returns left out, empty,
+        when every field answered)."""
+        known = self._known
+        if (
+            known is not None
+            and known.codes.size == RECORD_SIZE * len(values)
+            and known.codes.unpack_from(values) == known.all_answered
+        ):  # the usual tick
+            return True, (), known.numbers.unpack_from(values)
+        returns, decoded = self._decode(values)
+        return not any(returns) and None not in decoded, returns, decoded
+
+    def _decode(self, values: Any) -> tuple[Sequence[int], Sequence[Number | None]]:
+        """Each entry's nvmlReturn and value, the types read and checked on the way (a type
+        that changed gets a new layout at once)."""
         layout = self._layout
         if layout is None or layout.size != RECORD_SIZE * len(values):
             layout = struct.Struct("=" + (_HEAD + _GUESS) * len(values))
@@ -242,13 +283,24 @@ class _Answers:
         types = flat[0::3]
         if types != self._types or layout is not self._layout:
             if not _UNION_FORMATS.keys() >= set(types):  # a type NVML added since: None
+                self._known = None
                 return flat[1::3], [
                     raw_value(t, v.value) for t, v in zip(types, values, strict=True)
                 ]
-            self._types = types
-            self._layout = struct.Struct("=" + "".join(_HEAD + _UNION_FORMATS[t] for t in types))
+            self._lay_out(types)
+            assert self._layout is not None
             flat = self._layout.unpack_from(values)
         return flat[1::3], flat[2::3]
+
+    def _lay_out(self, types: tuple[int, ...]) -> None:
+        """The layouts for an answer whose entries have ``types``."""
+        self._types = types
+        self._layout = struct.Struct("=" + "".join(_HEAD + _UNION_FORMATS[t] for t in types))
+        self._known = _KnownTypes(
+            codes=struct.Struct("=" + _CODES * len(types)),
+            numbers=struct.Struct("=" + "".join(_VALUE_AT + _UNION_FORMATS[t] for t in types)),
+            all_answered=tuple(_WORD.unpack(_PAIR.pack(t, 0))[0] for t in types),
+        )
 
 
 class ThrottleReader:
@@ -263,32 +315,41 @@ class ThrottleReader:
     a consumer takes a rate between readings, never a held value's false 0 and then a jump.
     """
 
-    def __init__(self, hw: FieldBatch, cadence: Cadence) -> None:
+    def __init__(self, hw: FieldBatch, clock: Callable[[], float], cadence: Cadence) -> None:
         self._hw = hw
+        self._clock = clock
         self._cadence = cadence
         self._all = Pick(THROTTLE_FIELD_IDS)
         self._hw_pick = Pick(HW_THROTTLE_FIELD_IDS)
         self._last_bits = 0
         self._hw_last: dict[str, int] = {}  # the last reading of the hardware counters
         self._last: tuple[dict[str, int], bool, ThrottleCounters | None] = ({}, False, None)
+        # What the last object was made of when every cheap counter answered: the cheap
+        # counters' raw values, the hardware reading and whether it is held. The same again
+        # is the same object, with no dict of names built and compared.
+        self._made_of: tuple[object, ...] | None = None
 
     def read(self, values: FieldValues | None, bits: int | None) -> ThrottleCounters | None:
         """The throttle counters among this tick's field values (None if there are none) and
         the hardware ones when due; ``bits`` are this tick's clock-event reasons."""
-        if not values:
+        if values is None or not values.positions:
             return None
-        counters = self._cheap(values)
-        held = self._take_hw(bits or 0) is not True
-        counters.update(self._hw_last)
-        return self._made(counters, held and bool(self._hw_last))
-
-    def _cheap(self, values: FieldValues) -> dict[str, int]:
-        """The counters read every tick: in one step when all of them answered."""
         try:
-            every = self._all(values)
+            cheap: tuple[Number, ...] | None = self._all.of(values)
         except KeyError:  # some counters missing (an older driver, a flaky field)
-            return _answered(values, THROTTLE_FIELD_IDS)
-        return dict(zip(_THROTTLE_NAMES, map(int, every), strict=True))
+            cheap = None
+        held = self._take_hw(bits or 0) is not True and bool(self._hw_last)
+        made_of = (cheap, self._hw_last, held)
+        if cheap is not None and made_of == self._made_of:  # the usual tick: as the last
+            return self._last[2]
+        self._made_of = made_of if cheap is not None else None
+        counters = (
+            _answered(values, THROTTLE_FIELD_IDS)
+            if cheap is None
+            else dict(zip(_THROTTLE_NAMES, map(int, cheap), strict=True))
+        )
+        counters.update(self._hw_last)
+        return self._made(counters, held)
 
     def _take_hw(self, bits: int) -> bool | NotDue:
         """The hardware counters read when due this tick (see the class): True when read."""
@@ -296,6 +357,8 @@ class ThrottleReader:
         self._last_bits = bits
         if matters:
             self._cadence.hurry()
+        elif self._clock() < self._cadence.quiet_until:  # not due (most ticks)
+            return NOT_DUE
         return self._cadence.take(self._read_hw)
 
     def _read_hw(self) -> bool:
@@ -306,7 +369,7 @@ class ThrottleReader:
             self._cadence.hurry()
             return False
         try:
-            read = dict(zip(_HW_THROTTLE_NAMES, map(int, self._hw_pick(values)), strict=True))
+            read = dict(zip(_HW_THROTTLE_NAMES, map(int, self._hw_pick.of(values)), strict=True))
         except KeyError:  # one of them missing (a driver before R575 lacks both)
             read = _answered(values, HW_THROTTLE_FIELD_IDS)
         if any(read.get(name, 0) > count for name, count in self._hw_last.items()):

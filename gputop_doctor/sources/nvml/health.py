@@ -102,6 +102,7 @@ class HealthReader:
         self._batch = batch
         self._states: FieldBatch | None = None  # the links' state fields, once links are known
         self._replays = batch((FIELD_PCIE_REPLAY,))
+        self._clock = clock
         self._cadence = Cadence(clock, period_s, spread(index))
         self._slow = _Slow()
         self._links: tuple[int, ...] | None = None  # found on the first read
@@ -109,6 +110,7 @@ class HealthReader:
         # Picks the links' states from the batch's values (once the links are known).
         self._state_values: Pick | None = None
         self._counter_values = Pick(HEALTH_FIELD_IDS)
+        self._raw_counters: tuple[tuple[Number, ...], Counters] = ((), ())  # raw, as ints
         # The links' last states and the NvLink objects made of them.
         self._link_readings: tuple[tuple[bool | None, ...], tuple[NvLink, ...]] = ((), ())
         self._max: tuple[int | None, int | None] | None = None
@@ -150,20 +152,26 @@ class HealthReader:
         return health
 
     def _counters(self, values: FieldValues | None) -> Counters | None:
-        """Every counter of HEALTH_FIELD_IDS this tick, in order, when all of them answered."""
+        """Every counter of HEALTH_FIELD_IDS this tick, in order, when all of them answered:
+        last tick's tuple when the driver's values are the same (counters that move rarely),
+        so the health's comparison finds the very object."""
         if values is None:
             return None
         try:
-            return tuple(map(int, self._counter_values(values)))
+            raw = self._counter_values.of(values)
         except KeyError:
             return None
+        if raw != self._raw_counters[0]:
+            self._raw_counters = (raw, tuple(map(int, raw)))
+        return self._raw_counters[1]
 
     def _refresh(self) -> None:
         """Read the periodic part when due (kept as the same object when nothing changed),
         and the static maxima once."""
-        slow = self._cadence.take(self._read_slow)
-        if slow is not NOT_DUE and slow != self._slow:
-            self._slow = slow
+        if self._clock() >= self._cadence.quiet_until:  # may be due (not on most ticks)
+            slow = self._cadence.take(self._read_slow)
+            if slow is not NOT_DUE and slow != self._slow:
+                self._slow = slow
         if self._max is None:
             self._max = (
                 self._uint("nvmlDeviceGetMaxPcieLinkGeneration"),
@@ -307,7 +315,7 @@ class HealthReader:
             if self._state_values is None:
                 self._state_values = Pick((FIELD_NVLINK_STATE, link) for link in self.links)
             try:
-                return tuple(map(bool, self._state_values(values)))
+                return tuple(map(bool, self._state_values.of(values)))
             except KeyError:
                 pass
         return tuple(self._active(link, states, values) for link in self.links)

@@ -110,37 +110,43 @@ class Symbol:
 
 
 class FieldValuesCall:
-    """``call(handle, request)``: this tick's ``nvmlFieldValue_t`` array for ``request``.
+    """``call(handle, request)``: this tick's ``nvmlFieldValue_t`` array for ``request``,
+    valid until the next call (the caller reads it at once).
 
     ``request`` is a list of (field id, scope id) pairs that the caller keeps as long as it
     asks for the same fields (:class:`nvml_fields.FieldBatch` does): the layout is redone only
-    when a different list object arrives.
+    when a different list object arrives. Each call copies the request's bytes into the one
+    kept array, whose count and reference are made with it.
     """
 
     def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
         self._symbol = Symbol(nvml, "nvmlDeviceGetFieldValues")
         self._request: Sequence[tuple[int, int]] | None = None
-        self._array_type: Any = None
+        self._values: Any = None
+        self._count = ctypes.c_int32(0)
+        self._ref: Any = None
+        self._bytes = memoryview(b"")  # the kept array's bytes, written in one C-level step
         self._layout = b""
 
     def __call__(self, handle: Any, request: Sequence[tuple[int, int]]) -> Any:
         if request is not self._request:
             self._lay_out(request)
-        values = self._array_type.from_buffer_copy(self._layout)
-        count = ctypes.c_int32(len(request))
-        code = self._symbol.function(handle, count, ctypes.byref(values))
+        self._bytes[:] = self._layout
+        code = self._symbol.function(handle, self._count, self._ref)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
-        return values
+        return self._values
 
     def _lay_out(self, request: Sequence[tuple[int, int]]) -> None:
-        array_type = self._nvml.c_nvmlFieldValue_t * len(request)
-        values = array_type()
+        values = (self._nvml.c_nvmlFieldValue_t * len(request))()
         for entry, (field_id, scope_id) in zip(values, request, strict=True):
             entry.fieldId = field_id
             entry.scopeId = scope_id
-        self._request, self._array_type, self._layout = request, array_type, bytes(values)
+        self._request, self._values, self._layout = request, values, bytes(values)
+        self._count.value = len(request)
+        self._ref = ctypes.byref(values)
+        self._bytes = memoryview(values).cast("B")
 
 
 class SamplesCall:
@@ -159,28 +165,36 @@ class SamplesCall:
         self._buffer: Any = None
         self._time = unpacker(nvml.c_nvmlSample_t, ("timeStamp", "Q"))
         self._samples: dict[str, Unpack] = {}  # by the values' struct code
+        # The call's arguments and outputs, kept with their references: the values change.
+        self._sampling_type = ctypes.c_uint(0)
+        self._last_seen = ctypes.c_ulonglong(0)
+        self._value_type = ctypes.c_uint(0)
+        self._count = ctypes.c_uint(0)
+        self._outputs = (ctypes.byref(self._value_type), ctypes.byref(self._count))
 
     def __call__(
         self, handle: Any, sampling_type: int, last_seen: int
     ) -> list[tuple[int, Number | None]]:
-        value_type = ctypes.c_uint(0)
-        count = ctypes.c_uint(0)
-        args = (handle, ctypes.c_uint(sampling_type), ctypes.c_ulonglong(last_seen))
+        self._sampling_type.value = sampling_type
+        self._last_seen.value = last_seen
+        count = self._count
+        args = (handle, self._sampling_type, self._last_seen, *self._outputs)
         if self._buffer is None:
-            ring = self._symbol.function(*args, ctypes.byref(value_type), ctypes.byref(count), None)
+            count.value = 0
+            ring = self._symbol.function(*args, None)
             if ring != NVML_SUCCESS:
                 self._symbol.fail(ring)
             self._buffer = (self._nvml.c_nvmlSample_t * max(count.value, FIRST_SAMPLES))()
         buffer = self._buffer
         count.value = len(buffer)
-        code = self._symbol.function(*args, ctypes.byref(value_type), ctypes.byref(count), buffer)
+        code = self._symbol.function(*args, buffer)
         if code == NVML_ERROR_NOT_FOUND:
             return []
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         if count.value >= len(buffer):
             self._buffer = (self._nvml.c_nvmlSample_t * (2 * len(buffer)))()
-        value_code = UNION_CODES.get(value_type.value)
+        value_code = UNION_CODES.get(self._value_type.value)
         if value_code is None:  # a value type NVML added since: the times, no values
             return [(time, None) for (time,) in entries(buffer, count.value, self._time)]
         if value_code not in self._samples:
@@ -200,14 +214,17 @@ class ProcessListCall:
         self._buffer = (nvml.c_nvmlProcessInfo_v3_t * FIRST_PROCESSES)()
         self._not_available = nvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
         self._entry = unpacker(nvml.c_nvmlProcessInfo_v3_t, ("pid", "I"), ("usedGpuMemory", "Q"))
+        self._count = ctypes.c_uint(0)  # in: the buffer's length; out: the processes listed
+        self._count_ref = ctypes.byref(self._count)
 
     def __call__(self, handle: Any) -> list[ListedProcess]:
-        count = ctypes.c_uint(len(self._buffer))
-        code = self._symbol.function(handle, ctypes.byref(count), self._buffer)
+        count = self._count
+        count.value = len(self._buffer)
+        code = self._symbol.function(handle, self._count_ref, self._buffer)
         if code == NVML_ERROR_INSUFFICIENT_SIZE:  # more processes than ever: a bigger buffer
             self._buffer = (self._nvml.c_nvmlProcessInfo_v3_t * (2 * count.value + 5))()
             count.value = len(self._buffer)
-            code = self._symbol.function(handle, ctypes.byref(count), self._buffer)
+            code = self._symbol.function(handle, self._count_ref, self._buffer)
         if code != NVML_SUCCESS:
             self._symbol.fail(code)
         not_available = self._not_available
@@ -233,15 +250,18 @@ class ProcessUtilizationCall:
             ("smUtil", "I"),
             ("memUtil", "I"),
         )
+        self._count = ctypes.c_uint(0)  # in: the buffer's length; out: the samples given
+        self._count_ref = ctypes.byref(self._count)
 
     def __call__(self, handle: Any, last_seen: int) -> list[ProcessUtilization]:
-        count = ctypes.c_uint(len(self._buffer))
+        count = self._count
+        count.value = len(self._buffer)
         since = ctypes.c_ulonglong(last_seen)
-        code = self._symbol.function(handle, self._buffer, ctypes.byref(count), since)
+        code = self._symbol.function(handle, self._buffer, self._count_ref, since)
         if code == NVML_ERROR_INSUFFICIENT_SIZE:  # more processes than ever: a bigger buffer
             self._buffer = (self._nvml.c_nvmlProcessUtilizationSample_t * (2 * count.value + 5))()
             count.value = len(self._buffer)
-            code = self._symbol.function(handle, self._buffer, ctypes.byref(count), since)
+            code = self._symbol.function(handle, self._buffer, self._count_ref, since)
         if code == NVML_ERROR_NOT_FOUND:
             return []
         if code != NVML_SUCCESS:

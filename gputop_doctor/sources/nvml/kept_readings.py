@@ -12,18 +12,22 @@ each attribute through a Python-level ``__getattribute__``).
 
 Each is NVML's own symbol in the library pynvml loaded (``pynvml.nvmlLib``), given pynvml's own
 structures (``c_nvmlTemperature_v1_t``, ``c_nvmlUtilization_t``, ``c_nvmlMemory_v2_t``) and the
-version constants pynvml passes (``nvmlTemperature_v1``, ``nvmlMemory_v2``). Errors are raised as
-pynvml raises them (see :class:`kept_buffers.Symbol`), so the caller's failure model and
-its fallbacks to the older calls (``nvmlDeviceGetTemperature``, the throttle reasons, memory
-v1) are unchanged.
+version constants pynvml passes (``nvmlTemperature_v1``, ``nvmlMemory_v2``). The tick's getters
+are :class:`call.CodeAsk` objects, the handle bound among their arguments: the failure model's
+bookkeeping, the library call and the read of the answer in one frame, each error code handed
+to the failure model as the error pynvml raises for it, so the caller's failure model and its
+fallbacks to the older calls (``nvmlDeviceGetTemperature``, the throttle reasons, memory v1)
+are unchanged. :class:`UIntCall` (the health's periodic getters) raises errors as pynvml does
+(see :class:`kept_buffers.Symbol`).
 """
 
 from __future__ import annotations
 
 import ctypes
+from functools import partial
 from typing import Any
 
-from gputop_doctor.sources.nvml.call import NVML_ERROR_TIMEOUT
+from gputop_doctor.sources.nvml.call import NVML_ERROR_TIMEOUT, CodeAsk, NvmlCaller
 from gputop_doctor.sources.nvml.kept_buffers import NVML_SUCCESS, Symbol, unpacker
 
 
@@ -55,60 +59,75 @@ class UIntCall(_KeptCall):
         return value
 
 
-class TemperatureCall(_KeptCall):
-    """``call(handle)``: ``nvmlDeviceGetTemperatureV``'s reading of one sensor (°C)."""
-
-    def __init__(self, nvml: Any, sensor: int) -> None:
-        self._symbol = Symbol(nvml, "nvmlDeviceGetTemperatureV")
-        self._out = nvml.c_nvmlTemperature_v1_t()
-        self._out.version = nvml.nvmlTemperature_v1
-        self._out.sensorType = sensor
-        self._ref = ctypes.byref(self._out)
-        self._unpack = unpacker(nvml.c_nvmlTemperature_v1_t, ("temperature", "i"))
-
-    def __call__(self, handle: Any) -> int:
-        code = self._symbol.function(handle, self._ref)
-        if code != NVML_SUCCESS:
-            self._symbol.fail(code)
-        (value,) = self._unpack(self._out)
-        return int(value)
+def uint_ask(
+    caller: NvmlCaller, gpu: int, what: str, nvml: Any, handle: Any, symbol: str, *args: int
+) -> CodeAsk:
+    """``symbol(handle, *args, &out)`` for a getter that writes one ``unsigned int`` (a clock),
+    asked as ``what``."""
+    return _kept_ask(caller, gpu, what, nvml, handle, symbol, ctypes.c_uint(), *args)
 
 
-class UtilizationCall(_KeptCall):
-    """``call(handle)``: ``nvmlDeviceGetUtilizationRates`` as (GPU %, memory %)."""
-
-    def __init__(self, nvml: Any) -> None:
-        self._symbol = Symbol(nvml, "nvmlDeviceGetUtilizationRates")
-        self._out = nvml.c_nvmlUtilization_t()
-        self._ref = ctypes.byref(self._out)
-        self._unpack = unpacker(nvml.c_nvmlUtilization_t, ("gpu", "I"), ("memory", "I"))
-
-    def __call__(self, handle: Any) -> tuple[int, int]:
-        code = self._symbol.function(handle, self._ref)
-        if code != NVML_SUCCESS:
-            self._symbol.fail(code)
-        gpu, memory = self._unpack(self._out)
-        return gpu, memory
+def ulonglong_ask(caller: NvmlCaller, gpu: int, nvml: Any, handle: Any, symbol: str) -> CodeAsk:
+    """``symbol(handle, &out)`` for a getter that writes one ``unsigned long long`` (the
+    clock-event reasons), asked by its symbol's name."""
+    return _kept_ask(caller, gpu, symbol, nvml, handle, symbol, ctypes.c_ulonglong())
 
 
-class MemoryCall(_KeptCall):
-    """``call(handle)``: ``nvmlDeviceGetMemoryInfo_v2`` as (used, total, reserved) bytes."""
+def temperature_ask(caller: NvmlCaller, gpu: int, nvml: Any, handle: Any, sensor: int) -> CodeAsk:
+    """``nvmlDeviceGetTemperatureV``'s reading of one sensor (°C), an int."""
+    out = nvml.c_nvmlTemperature_v1_t()
+    out.version = nvml.nvmlTemperature_v1
+    out.sensorType = sensor
+    # The reading as a c_int over the output's own bytes: read as one attribute.
+    reading = ctypes.c_int.from_buffer(out, nvml.c_nvmlTemperature_v1_t.temperature.offset)
+    return CodeAsk(
+        caller,
+        gpu,
+        "nvmlDeviceGetTemperatureV",
+        Symbol(nvml, "nvmlDeviceGetTemperatureV"),
+        (handle, ctypes.byref(out)),
+        partial(getattr, reading, "value"),
+    )
 
-    def __init__(self, nvml: Any) -> None:
-        self._symbol = Symbol(nvml, "nvmlDeviceGetMemoryInfo_v2")
-        self._out = nvml.c_nvmlMemory_v2_t()
-        self._out.version = nvml.nvmlMemory_v2
-        self._ref = ctypes.byref(self._out)
-        self._unpack = unpacker(
-            nvml.c_nvmlMemory_v2_t, ("total", "Q"), ("reserved", "Q"), ("free", "Q"), ("used", "Q")
-        )
 
-    def __call__(self, handle: Any) -> tuple[int, int, int]:
-        code = self._symbol.function(handle, self._ref)
-        if code != NVML_SUCCESS:
-            self._symbol.fail(code)
-        total, reserved, _, used = self._unpack(self._out)
-        return used, total, reserved
+def utilization_ask(caller: NvmlCaller, gpu: int, nvml: Any, handle: Any) -> CodeAsk:
+    """``nvmlDeviceGetUtilizationRates`` as (GPU %, memory %)."""
+    out = nvml.c_nvmlUtilization_t()
+    unpack = unpacker(nvml.c_nvmlUtilization_t, ("gpu", "I"), ("memory", "I"))
+    symbol = "nvmlDeviceGetUtilizationRates"
+    return CodeAsk(
+        caller, gpu, symbol, Symbol(nvml, symbol), (handle, ctypes.byref(out)), partial(unpack, out)
+    )
+
+
+def memory_ask(caller: NvmlCaller, gpu: int, nvml: Any, handle: Any) -> CodeAsk:
+    """``nvmlDeviceGetMemoryInfo_v2`` as (total, reserved, free, used) bytes."""
+    out = nvml.c_nvmlMemory_v2_t()
+    out.version = nvml.nvmlMemory_v2
+    unpack = unpacker(
+        nvml.c_nvmlMemory_v2_t, ("total", "Q"), ("reserved", "Q"), ("free", "Q"), ("used", "Q")
+    )
+    symbol = "nvmlDeviceGetMemoryInfo_v2"
+    return CodeAsk(
+        caller, gpu, symbol, Symbol(nvml, symbol), (handle, ctypes.byref(out)), partial(unpack, out)
+    )
+
+
+def _kept_ask(
+    caller: NvmlCaller,
+    gpu: int,
+    what: str,
+    nvml: Any,
+    handle: Any,
+    symbol: str,
+    out: Any,
+    *args: int,
+) -> CodeAsk:
+    """``symbol(handle, *args, &out)`` asked as ``what``, answering ``out``'s value."""
+    arguments = (handle, *(ctypes.c_uint(arg) for arg in args), ctypes.byref(out))
+    return CodeAsk(
+        caller, gpu, what, Symbol(nvml, symbol), arguments, partial(getattr, out, "value")
+    )
 
 
 class EventWaitCall(_KeptCall):

@@ -74,7 +74,7 @@ class NvLinkTrafficReader:
         if values is None:
             return None
         try:  # the usual tick: every link's counter answered
-            return sum(self._keys[field_id](values))
+            return sum(self._keys[field_id].of(values))
         except KeyError:
             pass
         total: Number = 0

@@ -139,6 +139,8 @@ class PcieReader:
             return self._held
         if self._ramp_next is not None and self._clock() >= self._ramp_next - CADENCE_SLACK_S:
             self._cadence.hurry()
+        if self._clock() < self._cadence.quiet_until:  # not due (most ticks)
+            return self._held
         values = self._cadence.take(self._fields.read)
         if values is NOT_DUE:
             return self._held
@@ -175,7 +177,7 @@ class PcieReader:
         ``ramp``: over the time since the first reading (see the module)."""
         if values is not None:
             try:
-                rx_bytes, tx_bytes = self._both(values)
+                rx_bytes, tx_bytes = self._both.of(values)
             except KeyError:
                 pass
             else:  # the usual tick: both counters answered (so neither is unsupported)

@@ -91,12 +91,18 @@ class GpuProcessReader:
         self._util_cadence = Cadence(clock, PROCESS_UTIL_PERIOD_S, spread(index))
         # The last tick's (pid, kind, used MiB, SM %, memory %) rows and their processes.
         self._last: tuple[list[_Row], tuple[GpuProcess, ...]] = ([], ())
+        # The last lists read, the processes merged from them, and what the rows were made of
+        # (the merged processes and the utilization readings, both kept as the same objects
+        # while they do not change).
+        self._lists: tuple[object, object] = (None, None)
+        self._merged: dict[int, tuple[str, float | None]] = {}
+        self._made_of: tuple[object, object] = (None, None)
         self._util_samples = Ask(
             caller, index, "nvmlDeviceGetProcessUtilization", ProcessUtilizationCall(nvml)
         )
         self._compute = self._listed(nvml, "Compute")
         self._graphics: Every[list[ListedProcess]] = Every(
-            self._listed(nvml, "Graphics"), clock, GRAPHICS_PERIOD_S
+            self._listed(nvml, "Graphics").answer, clock, GRAPHICS_PERIOD_S
         )
 
     def _listed(self, nvml: Any, kind: str) -> Preferred:
@@ -114,23 +120,21 @@ class GpuProcessReader:
         )
 
     def read(self) -> tuple[GpuProcess, ...]:
-        listed: dict[int, tuple[str, float | None]] = {}
-        compute = self._compute()
-        for kind, entries in (("compute", compute), ("graphics", self._graphics.get())):
-            for entry in entries or ():
-                used = entry.used_bytes
-                listed.setdefault(entry.pid, (kind, None if used is None else used / MIB))
+        listed = self._listed_now(self._compute.answer(), self._graphics.get())
         if not listed:
             self._util = {}
             self._covered = frozenset()
             return ()
         util = self._utilization(listed.keys())
+        # A job's processes keep their memory and utilization for many ticks: then the
+        # tick's tuple is last tick's (the recording and the views see the same objects).
+        if listed is self._made_of[0] and util is self._made_of[1]:
+            return self._last[1]
         rows = [
             (pid, kind, used_mib, *_percents(util, pid))
             for pid, (kind, used_mib) in sorted(listed.items())
         ]
-        # A job's processes keep their memory and utilization for many ticks: then the
-        # tick's tuple is last tick's (the recording and the views see the same objects).
+        self._made_of = (listed, util)
         if rows == self._last[0]:
             return self._last[1]
         processes = tuple(
@@ -147,11 +151,30 @@ class GpuProcessReader:
         self._last = (rows, processes)
         return processes
 
+    def _listed_now(
+        self, compute: list[ListedProcess] | None, graphics: list[ListedProcess] | None
+    ) -> dict[int, tuple[str, float | None]]:
+        """PID: (kind, used MiB) of the processes the two lists name, compute first; last
+        tick's object when the lists are the same (the compute list equal, the graphics list
+        the one kept between its readings)."""
+        if compute == self._lists[0] and graphics is self._lists[1]:
+            return self._merged
+        listed: dict[int, tuple[str, float | None]] = {}
+        for kind, entries in (("compute", compute), ("graphics", graphics)):
+            for entry in entries or ():
+                used = entry.used_bytes
+                listed.setdefault(entry.pid, (kind, None if used is None else used / MIB))
+        self._lists = (compute, graphics)
+        self._merged = listed
+        return listed
+
     def _utilization(self, listed: KeysView[int]) -> dict[int, _ProcUtil] | None:
         """Each listed process's utilization as of the last reading, read again when due or
         when a listed process is new to the readings; None when it cannot be read."""
         if not self._covered.issuperset(listed):
             self._util_cadence.hurry()
+        elif self._clock() < self._util_cadence.quiet_until:  # not due (most ticks)
+            return self._util
         util = self._util_cadence.take(self._read_util, listed)
         if util is not NOT_DUE:
             self._util = util
@@ -165,7 +188,7 @@ class GpuProcessReader:
         without one keeps a sample seen less than a period ago, else it was idle since. None
         when utilization can't be read."""
         none_new: list[ProcessUtilization] = []  # NOT_FOUND: no process had a sample since
-        samples = self._util_samples(self._handle, self._cursor, not_found=none_new)
+        samples = self._util_samples.answer(self._handle, self._cursor, not_found=none_new)
         if samples is None:
             return None
         now, last = self._clock(), self._util or {}

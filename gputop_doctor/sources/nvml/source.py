@@ -147,6 +147,7 @@ class NvmlGpuSource:
         self._budget.new_tick()
         samples = []
         fuse = FAILING_FUSE
+        failing = False  # whether some GPU answered only errors this tick
         for device in self._devices:
             try:
                 samples.append(device.read(fuse))
@@ -155,13 +156,18 @@ class NvmlGpuSource:
                 return self._unavailable()
             if device.failing is not None:
                 fuse = 1  # one GPU answers only errors: the next one gets a single chance
-        self._watch_failing()
-        return self._with_xids(samples)
+                failing = True
+        if failing or self._failing_ticks:
+            self._watch_failing()
+        else:  # the usual tick: every GPU answered, and none had been failing
+            self._all_failing_ticks = 0
+        return self._with_xids(samples, failing)
 
-    def _with_xids(self, samples: list[GpuSample]) -> tuple[GpuSample, ...]:
+    def _with_xids(self, samples: list[GpuSample], failing: bool) -> tuple[GpuSample, ...]:
         """The samples with the Xid events drained this tick. Not while a GPU answers only
-        errors: the driver may be failing as a whole, and the wait would be one more error."""
-        if self._xids is None or self._failed or any(d.failing for d in self._devices):
+        errors (``failing``): the driver may be failing as a whole, and the wait would be one
+        more error."""
+        if self._xids is None or self._failed or failing:
             return tuple(samples)
         xids = self._xids.poll()
         if not xids:
