@@ -18,6 +18,7 @@ import pytest
 
 from gputop_doctor.core.jobs import job_identity
 from gputop_doctor.core.model import JobIdentity, ProcSample
+from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.sources.host import identity as identity_module
 from gputop_doctor.sources.host import procinfo as procinfo_module
 from gputop_doctor.sources.host import top as top_module
@@ -44,7 +45,6 @@ from gputop_doctor.sources.host.system import (
     parse_pressure,
     parse_proc_stat,
     per_cpu_busy_pct,
-    read_pressure,
     with_rate,
 )
 from gputop_doctor.sources.host.top import TopProcesses
@@ -468,6 +468,10 @@ def test_host_pressure_reads_as_each_text_parsed_and_rated(tmp_path: Path) -> No
                 path.unlink(missing_ok=True)
             else:
                 path.write_bytes(text if resource != "cpu" else stalled)
+
+    def read_pressure(resource: str, where: str) -> Pressure | None:
+        path = Path(where) / "pressure" / resource
+        return parse_pressure(path.read_bytes()) if path.exists() else None
 
     write(texts[0])
     host = HostPressure(str(root), None, 0.0)

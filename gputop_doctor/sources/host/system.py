@@ -298,13 +298,6 @@ def with_rate(now: Pressure | None, before: Pressure | None, span_s: float) -> P
     return Pressure(now.some_avg10, now.full_avg10, share, now.some_total_us)
 
 
-def read_pressure(
-    resource: str, proc_root: str = "/proc", files: KeptFiles | None = None
-) -> Pressure | None:
-    """PSI for ``cpu``, ``io`` or ``memory``; None without /proc/pressure (or psi=0)."""
-    return _pressure_of(_read(f"{proc_root}/pressure/{resource}", files))
-
-
 PRESSURE_RESOURCES = ("cpu", "io", "memory")
 
 
@@ -314,8 +307,8 @@ class HostPressure:
     A resource nothing stalled on since the last reading reads the same text (its averages
     and its stall counter stood still, as io's and memory's do on most hosts most of the
     time): its reading is then the last one, 0 % stalled since, without a parse or a new
-    object; a changed text is parsed and rated as :func:`read_pressure` and
-    :func:`with_rate` do."""
+    object; a changed text is parsed (:func:`parse_pressure`) and rated
+    (:func:`with_rate`)."""
 
     def __init__(self, proc_root: str, files: KeptFiles | None, now: float) -> None:
         self._files = files
