@@ -30,6 +30,7 @@ from operator import itemgetter
 from statistics import fmean
 from typing import Any, NamedTuple
 
+from gputop_doctor.core.kept_floats import KeptFloats
 from gputop_doctor.core.model import MIB, GpuSample
 from gputop_doctor.sources.nvml.cadence import (
     ENERGY_PERIOD_S,
@@ -156,8 +157,11 @@ class DeviceReader:
         clock: Callable[[], float],
         lost: bool = False,
         budget: SlowCallBudget | None = None,
+        floats: KeptFloats | None = None,
     ) -> None:
         self.index = index
+        # The readings as floats, one object per repeating value (shared by the source's GPUs).
+        self._floats = KeptFloats() if floats is None else floats
         self.lost = lost
         self.failing: str | None = None  # why the last reading was abandoned, if it was
         self._usable = handle is not None  # no handle (e.g. NO_PERMISSION): index only
@@ -335,6 +339,7 @@ class DeviceReader:
         health's periodic part; the first three are not asked on a tick whose batch
         failed (the GPU answers only errors: they are asked on the next)."""
         ident = self.identity
+        maybe = self._floats.maybe
         util = self._utilization()
         mem = self._memory()
         sm_active, tensor_active, dram_active = self._gpm.read()
@@ -357,7 +362,7 @@ class DeviceReader:
             mem_used_mib=mem.used_mib,
             mem_total_mib=mem.total_mib,
             mem_reserved_mib=mem.reserved_mib,
-            temp_c=_float(self._temperature.answer()),
+            temp_c=maybe(_float(self._temperature.answer())),
             temp_slowdown_c=(
                 self._threshold(THRESHOLD_SLOWDOWN) if limits is None else limits.temp_slowdown_c
             ),
@@ -369,14 +374,14 @@ class DeviceReader:
                 if limits is None
                 else limits.temp_max_operating_c
             ),
-            power_w=power if power is not None else self._units_from(fields, FIELD_POWER),
+            power_w=maybe(power if power is not None else self._units_from(fields, FIELD_POWER)),
             power_limit_w=self._power_limit.get(),
             energy_j=self._energy.get() if answered else None,
-            sm_clock_mhz=_float(self._sm_clock.answer()),
+            sm_clock_mhz=maybe(_float(self._sm_clock.answer())),
             sm_clock_max_mhz=self._max_clock(CLOCK_SM)
             if limits is None
             else limits.sm_clock_max_mhz,
-            mem_clock_mhz=_float(self._mem_clock.answer()),
+            mem_clock_mhz=maybe(_float(self._mem_clock.answer())),
             mem_clock_max_mhz=(
                 self._max_clock(CLOCK_MEM) if limits is None else limits.mem_clock_max_mhz
             ),
@@ -415,14 +420,15 @@ class DeviceReader:
     # -- utilization -----------------------------------------------------------------------
 
     def _utilization(self) -> Utilization:
+        same = self._floats.same
         point = self._point_util.answer()
-        mem = None if point is None else float(point[1])
+        mem = None if point is None else same(float(point[1]))
         samples = self._buffered_util()
         if samples:
-            return Utilization(fmean(samples), min(samples), max(samples), samples, mem)
+            return Utilization(same(fmean(samples)), min(samples), max(samples), samples, mem)
         if point is None:
             return _NO_UTILIZATION
-        gpu = float(point[0])
+        gpu = same(float(point[0]))
         return Utilization(gpu, gpu, gpu, (), mem)
 
     def _buffered_util(self) -> tuple[float, ...]:
@@ -441,7 +447,8 @@ class DeviceReader:
         if self._util_cursor == 0:  # whole ring on the first call: keep the last ~tick
             ordered = [item for item in ordered if item[0] >= newest - FIRST_READ_WINDOW_US]
         self._util_cursor = newest
-        return tuple([float(value) for _, value in ordered if value is not None])
+        same = self._floats.same
+        return tuple([same(float(value)) for _, value in ordered if value is not None])
 
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
@@ -449,7 +456,8 @@ class DeviceReader:
         v2 = self._memory_v2.answer()
         if v2 is not None:
             total, reserved, _, used = v2
-            return DeviceMemory(used / MIB, total / MIB, reserved / MIB)
+            same = self._floats.same
+            return DeviceMemory(same(used / MIB), same(total / MIB), same(reserved / MIB))
         if not self._memory_v2.skipped:
             return _NO_MEMORY
         v1 = self._call("nvmlDeviceGetMemoryInfo", self._nvml.nvmlDeviceGetMemoryInfo)

@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from gputop_doctor.config import environment
+from gputop_doctor.core.kept_floats import KeptFloats
 from gputop_doctor.core.model import GpuSample, GpuState
 from gputop_doctor.core.ports import GpuStatus
 from gputop_doctor.sources.nvml.call import (
@@ -108,6 +109,7 @@ class NvmlGpuSource:
         # GPU index: ticks in a row answering only errors (named at WHOLE_FAILURE_TICKS)
         self._failing_ticks: dict[int, int] = {}
         self._budget = SlowCallBudget()
+        self._floats = KeptFloats()  # the GPUs' readings, one object per repeating value
         self._xids: XidWatcher | None = None
         nvml, reason = load_pynvml()
         if nvml is None:
@@ -322,4 +324,12 @@ class NvmlGpuSource:
             return DeviceReader(nvml, self._caller, index, None, self._clock, lost=True)
         if handle is None:
             logger.warning("GPU %d: no handle (see earlier NVML messages)", index)
-        return DeviceReader(nvml, self._caller, index, handle, self._clock, budget=self._budget)
+        return DeviceReader(
+            nvml,
+            self._caller,
+            index,
+            handle,
+            self._clock,
+            budget=self._budget,
+            floats=self._floats,
+        )
