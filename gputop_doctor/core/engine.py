@@ -17,6 +17,7 @@ from dataclasses import replace
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding, FindingTracker
 from gputop_doctor.core.frame import EventSink, Frame, Sink
+from gputop_doctor.core.heap import HeapTrim
 from gputop_doctor.core.history import History, Retention
 from gputop_doctor.core.jobs import with_pod_names
 from gputop_doctor.core.measures import tree_totals
@@ -323,10 +324,12 @@ class Engine:
         later tick. If a tick overruns a whole interval, the missed deadlines are skipped.
         ``prime_s`` seconds of simulated past are filled in first (demo sources only, see
         :meth:`prime`), here in the sampler thread, so a UI is already on screen meanwhile.
-        Returns the number of ticks run.
+        Returns the number of ticks run. The C heap's free pages go back to the system once a
+        minute between two ticks (:class:`~gputop_doctor.core.heap.HeapTrim`).
         """
         if prime_s > 0:
             self.prime(prime_s, stop)
+        heap = HeapTrim()
         interval = self.settings.interval_s
         t0 = started = time.monotonic()
         ticks = 0
@@ -338,6 +341,7 @@ class Engine:
                 break
             on_frame(frame)
             ticks += 1
+            heap.maybe(time.monotonic())
             next_deadline = t0 + ticks * period
             now = time.monotonic()
             if now > next_deadline:
