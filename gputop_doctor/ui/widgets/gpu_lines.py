@@ -186,17 +186,17 @@ class SeriesSparks:
     def spark(self, values: tuple[float, ...], width: int, lo: float, hi: float) -> str:
         """The whole of ``values`` bucketed into ``width`` cells, scaled to [lo, hi]."""
         key = (id(values), width, lo, hi)
-        drawn = self._drawn.get(key)
-        if drawn is not None and drawn[0] is values:
-            return drawn[1]
-        text = sparkline(squeeze(values, width), width, lo, hi)
-        if len(self._drawn) >= self._size:
-            del self._drawn[next(iter(self._drawn))]  # the oldest
-        self._drawn[key] = (values, text)
-        return text
+        drawn = self._drawn.pop(key, None)  # put back last: the oldest is the least used
+        if drawn is None or drawn[0] is not values:
+            if len(self._drawn) >= self._size:
+                del self._drawn[next(iter(self._drawn))]
+            drawn = (values, sparkline(squeeze(values, width), width, lo, hi))
+        self._drawn[key] = drawn
+        return drawn[1]
 
 
-# A screenful of cards' per-tick series (8 GPUs x 4) and the last frame's, with room to spare.
+# A screenful of cards' per-tick series (8 GPUs x 4) three times over: moving series are
+# drawn anew each frame, steady ones stay as the least recently drawn go.
 SPARKS = SeriesSparks(96)
 
 
