@@ -8,12 +8,22 @@ frame takes a :class:`SeriesView`: where each list ends at this tick. The tuples
 first time someone reads the frame's series, from any thread: nothing a view points at is ever
 changed (a list that has grown to twice ``length`` is replaced by a new list of its newest
 ``length`` values, so appending stays cheap and memory bounded).
+
+A series that holds one value only (a memory that holds steady, a clock at its maximum, a
+power limit: the same value appended tick after tick) is one shared tuple, whichever GPU and
+whichever frame it is of (``SteadyWindows``): the engine counts, as it appends, how many of a
+list's newest values are the same value (``runs``), so a view knows such a window without
+looking at its values. The UI then knows a steady series by its identity, across frames and
+across GPUs whose readings agree, and neither copies it again nor hashes its values to find
+that its sparkline did not change (``ui/widgets/gpu_lines.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import overload
 
 from gputop_doctor.core.frame import GpuSeries
@@ -26,28 +36,81 @@ METRICS: tuple[tuple[str, Callable[[GpuSample], float | None]], ...] = (
     ("sm_clock_mhz", lambda g: g.sm_clock_mhz),
 )
 NAMES = ("util", *(name for name, _ in METRICS))  # GpuSeries' series, in its order
+STEADY_KEPT = 64  # steady windows shared at once: a few values and lengths per series
+
+
+class SteadyWindows:
+    """The tuples of windows that hold one value only, one per value (to the bit, as
+    ``same_value`` compares) and length, shared by every view of a buffer. Views are made
+    into tuples in any thread: two threads may make the same window twice, harmlessly."""
+
+    def __init__(self) -> None:
+        self._windows: dict[tuple[type, float, float, int], tuple[float, ...]] = {}
+
+    def window(self, value: float, length: int) -> tuple[float, ...]:
+        """``length`` times ``value``, as the tuple every steady window of them shares."""
+        key = (type(value), value, math.copysign(1.0, value), length)
+        window = self._windows.get(key)
+        if window is None:
+            if len(self._windows) >= STEADY_KEPT:
+                del self._windows[next(iter(self._windows))]  # the oldest
+            window = self._windows[key] = (value,) * length
+        return window
+
+
+def same_value(new: float, old: float) -> bool:
+    """Whether ``new`` is ``old`` again, to the bit as a frame would show it: equal, of the same
+    type (an int 68 is shown as 68, a float as 68.0), and zero of the same sign. NaN never is."""
+    if new is old:
+        return True
+    if new != old or type(new) is not type(old):
+        return False
+    return new != 0 or math.copysign(1.0, new) == math.copysign(1.0, old)
+
+
+def trailing_run(values: Sequence[float], run: int, added: Iterable[float]) -> int:
+    """How many of the newest values are one value once ``added`` follows ``values``, whose
+    newest ``run`` were."""
+    last = values[-1] if values else None
+    for value in added:
+        run = run + 1 if last is not None and same_value(value, last) else 1
+        last = value
+    return run
 
 
 @dataclass(frozen=True, slots=True)
 class _Gpus:
     """The buffer's GPUs in index order with their lists (in NAMES order, only ever appended
-    to after this), and those lists one after another: a view takes their lengths at once."""
+    to after this), and those lists one after another: a view takes their lengths at once.
+    ``runs``: how many of each list's newest values are one value (in ``lists``' shape; the
+    engine updates them in place as it appends, a view copies them)."""
 
     indexes: tuple[int, ...]
     lists: tuple[tuple[list[float], ...], ...]
     flat: tuple[list[float], ...]
+    runs: tuple[list[int], ...]
 
 
 class SeriesView(Sequence[GpuSeries]):
     """The GPUs' series as they stood at one tick, made into GpuSeries when first read."""
 
-    __slots__ = ("_ends", "_gpus", "_length", "_made")
+    __slots__ = ("_ends", "_gpus", "_length", "_made", "_runs", "_steady")
 
-    def __init__(self, gpus: _Gpus, ends: tuple[int, ...], length: int) -> None:
-        """``ends``: how long each of ``gpus.flat`` was at this tick."""
+    def __init__(
+        self,
+        gpus: _Gpus,
+        ends: tuple[int, ...],
+        runs: tuple[int, ...],
+        length: int,
+        steady: SteadyWindows,
+    ) -> None:
+        """``ends``: how long each of ``gpus.flat`` was at this tick; ``runs``: how many of its
+        newest values were one value."""
         self._gpus = gpus
         self._ends = ends
+        self._runs = runs
         self._length = length
+        self._steady = steady
         self._made: tuple[GpuSeries, ...] | None = None
 
     def series(self) -> tuple[GpuSeries, ...]:
@@ -59,12 +122,20 @@ class SeriesView(Sequence[GpuSeries]):
         return made
 
     def _one(self, k: int, index: int) -> GpuSeries:
-        length, ends = self._length, self._ends[k * len(NAMES) : (k + 1) * len(NAMES)]
-        values = (
-            tuple(values[max(0, end - length) : end])
-            for values, end in zip(self._gpus.lists[k], ends, strict=True)
-        )
-        return GpuSeries(index, *values)
+        first = k * len(NAMES)
+        windows = (self._window(first + j, values) for j, values in enumerate(self._gpus.lists[k]))
+        return GpuSeries(index, *windows)
+
+    def _window(self, position: int, values: list[float]) -> tuple[float, ...]:
+        """The last ``length`` values of ``values`` at this view's end: the shared tuple when
+        they are one value (and not NaN, which is no value twice)."""
+        end = self._ends[position]
+        start = max(0, end - self._length)
+        if end > start and self._runs[position] >= end - start:
+            value = values[end - 1]
+            if value == value:
+                return self._steady.window(value, end - start)
+        return tuple(values[start:end])
 
     @overload
     def __getitem__(self, index: int) -> GpuSeries: ...
@@ -101,7 +172,9 @@ class SeriesBuffer:
     def __init__(self, length: int) -> None:
         self.length = length
         self._by_gpu: dict[int, tuple[list[float], ...]] = {}
-        self._gpus = _Gpus((), (), ())  # _by_gpu in index order, made again when it changes
+        self._runs: dict[int, list[int]] = {}  # _Gpus.runs by GPU index
+        self._gpus = _Gpus((), (), (), ())  # _by_gpu in index order, made again when it changes
+        self._steady = SteadyWindows()
         self._cpu: list[float] = []
 
     def add(self, snapshot: Snapshot) -> None:
@@ -109,15 +182,19 @@ class SeriesBuffer:
             lists = self._by_gpu.get(gpu.index)
             if lists is None or max(map(len, lists)) >= 2 * self.length:
                 lists = self._by_gpu[gpu.index] = self._fresh(lists)
-                self._gpus = _ordered(self._by_gpu)
+                runs = self._runs.setdefault(gpu.index, [0] * len(NAMES))
+                runs[:] = [min(run, len(values)) for run, values in zip(runs, lists, strict=True)]
+                self._gpus = _ordered(self._by_gpu, self._runs)
+            runs = self._runs[gpu.index]
             util = lists[0]
-            if gpu.util_samples:
-                util.extend(gpu.util_samples)
-            elif gpu.util_pct is not None:
-                util.append(gpu.util_pct)
-            for values, (_, metric) in zip(lists[1:], METRICS, strict=True):
+            added = gpu.util_samples or (() if gpu.util_pct is None else (gpu.util_pct,))
+            if added:
+                runs[0] = trailing_run(util, runs[0], added)
+                util.extend(added)
+            for j, (values, (_, metric)) in enumerate(zip(lists[1:], METRICS, strict=True), 1):
                 value = metric(gpu)
                 if value is not None:
+                    runs[j] = runs[j] + 1 if values and same_value(value, values[-1]) else 1
                     values.append(value)
         if snapshot.host.cpu_pct is not None:
             self._cpu.append(snapshot.host.cpu_pct)
@@ -134,14 +211,16 @@ class SeriesBuffer:
     def view(self) -> SeriesView:
         """The GPUs' series as they stand now, in index order."""
         gpus = self._gpus
-        return SeriesView(gpus, tuple(map(len, gpus.flat)), self.length)
+        runs = tuple(chain.from_iterable(gpus.runs))
+        return SeriesView(gpus, tuple(map(len, gpus.flat)), runs, self.length, self._steady)
 
     def cpu(self) -> tuple[float, ...]:
         """The host's CPU series as it stands now."""
         return tuple(self._cpu[-self.length :])
 
 
-def _ordered(by_gpu: dict[int, tuple[list[float], ...]]) -> _Gpus:
+def _ordered(by_gpu: dict[int, tuple[list[float], ...]], runs: dict[int, list[int]]) -> _Gpus:
     indexes = tuple(sorted(by_gpu))
     lists = tuple(by_gpu[index] for index in indexes)
-    return _Gpus(indexes, lists, tuple(values for gpu in lists for values in gpu))
+    flat = tuple(values for gpu in lists for values in gpu)
+    return _Gpus(indexes, lists, flat, tuple(runs[index] for index in indexes))

@@ -7,7 +7,7 @@ from collections import deque
 
 from gputop_doctor.core.frame import GpuSeries
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.core.series import SeriesBuffer
+from gputop_doctor.core.series import SeriesBuffer, same_value
 from tests.builders import bare_gpu, host
 
 LENGTH = 5
@@ -64,3 +64,52 @@ def test_each_view_keeps_its_ticks_values_read_later_and_memory_stays_bounded() 
     # Bounded: below twice LENGTH before a tick's appends (at most 3 utilization samples).
     longest = max(len(values) for lists in buffer._by_gpu.values() for values in lists)
     assert longest < 2 * LENGTH + 3
+
+
+def test_views_read_newest_first_or_out_of_order_hold_their_own_ticks() -> None:
+    """A window made for a newer frame is never handed to an older one read after it."""
+    buffer = SeriesBuffer(LENGTH)
+    snapshots, views = [], []
+    for k in range(30):
+        snapshots.append(_snapshot(k))
+        buffer.add(snapshots[-1])
+        views.append(buffer.view())
+    order = [*range(29, 14, -1), *range(0, 15, 2), *range(1, 15, 2)]
+    for k in order:
+        assert tuple(views[k]) == _expected(snapshots[: k + 1]), f"tick {k}"
+
+
+def test_a_steady_series_is_one_shared_tuple_across_frames_and_gpus() -> None:
+    """A window that holds one value only is the same tuple at every frame (once its length
+    stops growing) and on every GPU that reads that value: the cards know it by identity, not
+    by hashing 120 floats. A moving series is made anew, and so is a window whose equal values
+    differ in type (68 and 68.0 show differently)."""
+    buffer = SeriesBuffer(LENGTH)
+    temps = [68.0] * 14 + [68] * 3 + [69.0] * 8
+    views = []
+    for k, temp in enumerate(temps):
+        gpus = tuple(bare_gpu(i, util_pct=95.0, temp_c=temp, power_w=600.0 + k) for i in (0, 1))
+        buffer.add(Snapshot(time=float(k), tick=k, interval_s=1.0, gpus=gpus, host=host()))
+        views.append(buffer.view())
+
+    def one_value(k: int) -> tuple[type, float, int] | None:
+        window = temps[max(0, k + 1 - LENGTH) : k + 1]
+        same = all(type(t) is type(window[0]) and t == window[0] for t in window)
+        return (type(window[0]), window[0], len(window)) if same else None
+
+    for k in range(1, len(temps)):
+        this, last = views[k][0], views[k - 1][0]
+        window = temps[max(0, k + 1 - LENGTH) : k + 1]
+        assert this.temp_c == tuple(window), f"tick {k}"
+        assert [type(t) for t in this.temp_c] == [type(t) for t in window], f"tick {k}"
+        steady = one_value(k) is not None
+        assert (this.temp_c is last.temp_c) is (steady and one_value(k) == one_value(k - 1))
+        assert (this.temp_c is views[k][1].temp_c) is steady  # GPU 1 reads the same
+        assert (this.util is last.util) is (k >= LENGTH)  # 95.0 every tick
+        assert this.power_w is not last.power_w and this.power_w is not views[k][1].power_w
+
+
+def test_same_value_is_to_the_bit_as_shown() -> None:
+    assert same_value(68.0, 68.0) and same_value(0.0, 0.0)
+    assert not same_value(68, 68.0) and not same_value(-0.0, 0.0)
+    assert not same_value(float("nan"), float("nan"))

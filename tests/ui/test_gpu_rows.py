@@ -17,6 +17,7 @@ from gputop_doctor.ui.chart_axes import percent_axis
 from gputop_doctor.ui.messages import FrameReady
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
 from gputop_doctor.ui.screens.help import READING
+from gputop_doctor.ui.widgets import gpu_lines
 from gputop_doctor.ui.widgets.gpu_chart import THERMAL_MARK, Chart, GpuChart, Marks, Series
 from gputop_doctor.ui.widgets.gpu_lines import (
     EVENT_CODES,
@@ -194,3 +195,30 @@ async def test_tiny_terminals_show_rows_and_charts_without_crashing(size: tuple[
         await pilot.resize_terminal(size[0] + 1, size[1] + 1)
         await pilot.pause()
         assert screen_text(app)
+
+
+class Unhashable(tuple):  # type: ignore[type-arg]
+    """A series that may not be hashed: the cards must know it by identity."""
+
+    def __hash__(self) -> int:
+        raise AssertionError("a card hashed a series")
+
+
+def test_a_card_never_hashes_its_series_and_draws_a_steady_one_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A card's memory, temperature, power and clock lines are remembered by their texts:
+    hashing four series of 120 floats per card cost more than most lines. A series handed on as
+    the same tuple is not drawn again; the same values in a new tuple are (the four squeezed
+    sparklines), and the card is the one a fresh drawing makes."""
+    gpu = gpus()[3]
+    steady = Unhashable([50.0 + (i % 3) for i in range(120)])
+    series = GpuSeries(gpu.index, tuple(steady), steady, steady, steady, steady)
+    first = gpu_lines.card_lines(gpu, series, 58, False)
+    drawn: list[int] = []
+    real = gpu_lines.sparkline
+    monkeypatch.setattr(gpu_lines, "sparkline", lambda *a: drawn.append(1) or real(*a))
+    assert gpu_lines.card_lines(gpu, series, 58, False) == first and not drawn
+    again = Unhashable(steady)
+    copied = GpuSeries(gpu.index, tuple(steady), again, again, again, again)
+    assert gpu_lines.card_lines(gpu, copied, 58, False) == first and len(drawn) == 4

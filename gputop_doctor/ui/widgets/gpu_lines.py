@@ -8,11 +8,17 @@ that remember their last results (``functools.lru_cache``): a GpuSample changes 
 (its utilization samples, its power), but most of a card's lines do not, and a line whose inputs
 are those of the last frame costs one hash of its inputs instead of its sparklines. The
 clock-event reasons are decoded once per bitmask (``decode_clock_events`` remembers them).
+
+The memory, temperature, power and clock sparklines are drawn before their line is looked up,
+so those lines are remembered by their texts, never by the series' values: hashing four series
+of up to 120 floats per card to find the line unchanged cost more than most lines do to build.
+The sparklines themselves are remembered by the series' identity (``SeriesSparks``): a steady
+series is one shared tuple (``core/series.py``), so its sparkline is neither made nor hashed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -159,11 +165,45 @@ def fit_line(pieces: list[Piece], width: int) -> Line:
 
 # One half of a card's lower lines: (label, series, low, high, value text, value level).
 Metric = tuple[str, tuple[float, ...], float, float, str, str]
+# That half as it is shown: (label, sparkline, value text, value level).
+Shown = tuple[str, str, str, str]
 
 
-def _slow(values: Sequence[float], width: int, lo: float, hi: float) -> str:
-    """A sparkline of a per-tick series, bucketed so the whole series fits."""
-    return sparkline(squeeze(values, width), width, lo, hi)
+class SeriesSparks:
+    """Squeezed sparklines of per-tick series, remembered by the series' identity.
+
+    A series that holds one value only is one shared tuple, across frames and across GPUs
+    whose readings agree (``core/series.py``), so a steady card's sparkline is found by the
+    tuple's ``id`` (kept alive beside it, so no other tuple can take that ``id``), where
+    hashing its values walked every float. A series made anew (its values moved) is drawn
+    again; hashing it would have found nothing either.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._drawn: dict[tuple[int, int, float, float], tuple[tuple[float, ...], str]] = {}
+
+    def spark(self, values: tuple[float, ...], width: int, lo: float, hi: float) -> str:
+        """The whole of ``values`` bucketed into ``width`` cells, scaled to [lo, hi]."""
+        key = (id(values), width, lo, hi)
+        drawn = self._drawn.pop(key, None)  # put back last: the oldest is the least used
+        if drawn is None or drawn[0] is not values:
+            if len(self._drawn) >= self._size:
+                del self._drawn[next(iter(self._drawn))]
+            drawn = (values, sparkline(squeeze(values, width), width, lo, hi))
+        self._drawn[key] = drawn
+        return drawn[1]
+
+
+# A screenful of cards' per-tick series (8 GPUs x 4) three times over: moving series are
+# drawn anew each frame, steady ones stay as the least recently drawn go.
+SPARKS = SeriesSparks(96)
+
+
+def _shown(metric: Metric, spark_width: int) -> Shown:
+    """A per-tick metric with its sparkline drawn, the whole series bucketed so it fits."""
+    label, values, lo, hi, value, level = metric
+    return label, SPARKS.spark(values, spark_width, lo, hi), value, level
 
 
 def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: bool) -> list[Line]:
@@ -190,9 +230,16 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
     return [
         _title_line(title, title_style, events, events_level, width),
         _util_line(util_tail, util, width),
-        _pair_line(*_mem_temp(gpu, s), width),
-        _pair_line(*_power_clock(gpu, s), width),
+        _pair_line(*_pair_shown(*_mem_temp(gpu, s), width), width),
+        _pair_line(*_pair_shown(*_power_clock(gpu, s), width), width),
     ]
+
+
+def _pair_shown(left: Metric, right: Metric, width: int) -> tuple[Shown, Shown]:
+    """Two metrics side by side in ``width`` cells, each sparkline as wide as its half leaves."""
+    half = (width - 3) // 2
+    left_width, right_width = half - 6 - len(left[4]), width - half - 3 - 5 - len(right[4])
+    return _shown(left, left_width), _shown(right, right_width)
 
 
 def _mem_temp(gpu: GpuSample, s: GpuSeries) -> tuple[Metric, Metric]:
@@ -233,14 +280,12 @@ def _util_line(util_tail: tuple[float, ...], util: str, width: int) -> Line:
 
 
 @lru_cache(maxsize=LINE_CACHE)
-def _pair_line(left: Metric, right: Metric, width: int) -> Line:
+def _pair_line(left: Shown, right: Shown, width: int) -> Line:
     """Two per-tick metrics side by side, each a squeezed sparkline and its value."""
     half = (width - 3) // 2
-    left_label, left_values, left_lo, left_hi, left_value, left_level = left
-    label, values, lo, hi, value, level = right
-    left_spark = _slow(left_values, half - 6 - len(left_value), left_lo, left_hi)
+    left_label, left_spark, left_value, left_level = left
+    label, spark, value, level = right
     pieces: list[Piece] = [(left_label, "label"), (left_spark, "spark"), (left_value, left_level)]
-    spark = _slow(values, width - half - 3 - 5 - len(value), lo, hi)
     right_pieces: list[Piece] = [(label, "label"), (spark, "spark"), (value, level)]
     return fit_line([*fit_line(pieces, half), (" │ ", "dim"), *right_pieces], width)
 
