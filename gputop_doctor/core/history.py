@@ -368,6 +368,11 @@ class History:
             first = self._appended - len(self._recent) + start - in_old
         return Extent(first, self._appended - 1, len(self) - start)
 
+    def extent_all(self) -> Extent:
+        """Which snapshots ``all()`` holds, found without building it (gpu-memory-creep tells
+        its sampled points from it each tick: ``extent`` would search the times for nothing)."""
+        return Extent(self._oldest_serial(), self._appended - 1, len(self))
+
     def first_within(self, seconds: float) -> Snapshot | None:
         """The first snapshot of ``window(seconds)``, found without building the window (the
         headline asks only which processes were on each GPU at the start of a look-back);
