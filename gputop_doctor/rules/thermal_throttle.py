@@ -208,6 +208,8 @@ def _readings(
         if abs(time - edge) > READING_REACH_S:
             break
         values = by_counter[counter]
+        if not values:
+            continue  # none read here: the hardware counter held between its readings
         for index in wanted.intersection(values):
             found[index] = (time, values[index])
         wanted.difference_update(values)
