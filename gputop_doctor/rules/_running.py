@@ -127,13 +127,14 @@ class _Groups(Generic[T]):
 
     def _take_out_first(self, groups: tuple[Hashable, ...]) -> None:
         """Take out the first value of each of ``groups`` (one snapshot's: the oldest held)."""
+        columns, origins = self.values, self.origins if self.by_appearance else None
         for group in groups:
-            values = self.values[group]
+            values = columns[group]
             del values[0]
-            if self.by_appearance:
-                self.origins[group].popleft()
+            if origins is not None:
+                origins[group].popleft()
             if not values:
-                del self.values[group]
+                del columns[group]
                 self.origins.pop(group, None)
                 self.order = None
 
