@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
+from operator import attrgetter
 from typing import Protocol, runtime_checkable
 
 from gputop_doctor.core.model import GpuSample, Snapshot
@@ -368,6 +369,11 @@ class History:
             first = self._appended - len(self._recent) + start - in_old
         return Extent(first, self._appended - 1, len(self) - start)
 
+    def extent_all(self) -> Extent:
+        """Which snapshots ``all()`` holds, found without building it (gpu-memory-creep tells
+        its sampled points from it each tick: ``extent`` would search the times for nothing)."""
+        return Extent(self._oldest_serial(), self._appended - 1, len(self))
+
     def first_within(self, seconds: float) -> Snapshot | None:
         """The first snapshot of ``window(seconds)``, found without building the window (the
         headline asks only which processes were on each GPU at the start of a look-back);
@@ -567,5 +573,6 @@ def _lost(snap: Snapshot) -> frozenset[int]:
     return frozenset(gpu.index for gpu in snap.gpus if gpu.lost)
 
 
-def _time(snap: Snapshot) -> float:
-    return snap.time
+# A snapshot's time, as the windows' bisections read it: in C, not a Python function called
+# at each step of each window length's search, every tick.
+_time: Callable[[Snapshot], float] = attrgetter("time")

@@ -9,7 +9,7 @@ processes, so a finding can say whose doing it is.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import chain
 from typing import TypeVar
 
@@ -20,7 +20,11 @@ from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure, Pr
 from gputop_doctor.core.text import printable
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._running import running_groups
-from gputop_doctor.rules._window import per_snapshot, shared_by_windows
+from gputop_doctor.rules._window import (
+    per_snapshot,
+    same_objects,
+    shared_by_same_processes,
+)
 
 _Ranked = TypeVar("_Ranked", OutsideProcess, OutsideJob)
 _Key = TypeVar("_Key", int, str)
@@ -51,23 +55,59 @@ def window_delay(win: Window, who: str, counts: Callable[[ProcSample], bool]) ->
     times = running_groups(
         win,
         key,
-        lambda snap: shared_by_windows(key, snap, lambda s: tuple(_run_wait(s, counts))),
+        lambda snap: shared_by_same_processes(
+            key, snap.processes, lambda procs: tuple(_run_wait(procs, counts))
+        ),
         reads_processes=True,
     )
-    run = sum(chain.from_iterable(times.get(_RUN, ())))
-    return measures.wait_share(run, sum(chain.from_iterable(times.get(_WAIT, ()))))
+    return _delay_of(win, who, times.get(_RUN, ()), times.get(_WAIT, ()))
+
+
+@dataclass(frozen=True, slots=True)
+class _Delay:
+    """A window's run and wait times, one tuple per tick, and the delay ratio they give."""
+
+    runs: tuple[tuple[float, ...], ...]
+    waits: tuple[tuple[float, ...], ...]
+    ratio: float | None
+
+
+def _delay_of(
+    win: Window,
+    who: str,
+    runs: tuple[tuple[float, ...], ...],
+    waits: tuple[tuple[float, ...], ...],
+) -> float | None:
+    """``measures.wait_share`` of the summed times, or last tick's again when each tick's
+    times are the very tuples summed then: a tree of steady processes hands on one tuple for
+    every tick (``shared_by_same_processes``), so the same floats are summed in the same order (64
+    processes x 30 ticks, twice). Kept in the history's scratch space; a window outside a
+    history sums every time."""
+    memo = win.memo
+    key = ("delay ratio", who, win.seconds)
+    last = memo.get(key) if memo is not None else None
+    if (
+        isinstance(last, _Delay)
+        and same_objects(last.runs, runs)
+        and same_objects(last.waits, waits)
+    ):
+        return last.ratio
+    ratio = measures.wait_share(sum(chain.from_iterable(runs)), sum(chain.from_iterable(waits)))
+    if memo is not None:
+        memo[key] = _Delay(runs, waits, ratio)
+    return ratio
 
 
 _RUN, _WAIT = "run", "wait"
 
 
 def _run_wait(
-    snap: Snapshot, counts: Callable[[ProcSample], bool]
+    processes: tuple[ProcSample, ...], counts: Callable[[ProcSample], bool]
 ) -> Iterator[tuple[str, tuple[float, ...]]]:
     """A tick's run and wait times of the processes counted, as one tuple each (one entry per
     tick in the view, not one per process)."""
     runs, waits = [], []
-    for proc in snap.processes:
+    for proc in processes:
         if proc.run_ns_per_s is not None and proc.wait_ns_per_s is not None and counts(proc):
             runs.append(proc.run_ns_per_s)
             waits.append(proc.wait_ns_per_s)
@@ -95,11 +135,15 @@ def job_used_cpus(win: Window) -> float | None:
 
 
 def _demand_cpus(snap: Snapshot) -> float | None:
-    return measures.demand_cpus(measures.in_tree(snap.processes))
+    return shared_by_same_processes("job demand cpus", snap.processes, _tree_demand)
+
+
+def _tree_demand(processes: tuple[ProcSample, ...]) -> float | None:
+    return measures.demand_cpus(measures.in_tree(processes))
 
 
 def _used_cpus(snap: Snapshot) -> float | None:
-    return measures.tree_cpus(snap.processes)
+    return shared_by_same_processes("job used cpus", snap.processes, measures.tree_cpus)
 
 
 def cgroup_cpu_pct(win: Window) -> float | None:
@@ -112,16 +156,22 @@ def cgroup_io_pct(win: Window) -> float | None:
 
 def _mean_cgroup(win: Window, resource: str) -> float | None:
     """Mean ``some`` of the job's own cgroup pressure for ``resource`` over the window; None
-    when the job has no cgroup of its own (host PSI cannot say whether the job stalls)."""
-    values = []
-    for snap in win:
-        job = snap.host.job_pressure
-        if job is None or job.scope is not PressureScope.CGROUP:
-            continue
-        pressure: Pressure | None = getattr(job, resource)
-        if pressure is not None:
-            values.append(pressure.some_avg10)
-    return _stats.mean(values)
+    when the job has no cgroup of its own (host PSI cannot say whether the job stalls). The
+    readings are kept in step with the window (in its order, so the same mean), not gathered
+    from every snapshot of it on every tick."""
+    readings = running_groups(
+        win, ("cgroup some", resource), lambda snap: _cgroup_some(snap, resource)
+    )
+    return _stats.mean(readings.get(resource, ()))
+
+
+def _cgroup_some(snap: Snapshot, resource: str) -> Iterator[tuple[str, float]]:
+    job = snap.host.job_pressure
+    if job is None or job.scope is not PressureScope.CGROUP:
+        return
+    pressure: Pressure | None = getattr(job, resource)
+    if pressure is not None:
+        yield resource, pressure.some_avg10
 
 
 def outside_cpus(win: Window) -> float | None:

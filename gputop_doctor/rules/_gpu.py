@@ -6,10 +6,10 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from gputop_doctor.core import measures
 from gputop_doctor.core.history import Window
-from gputop_doctor.core.model import ClockEvent, GpuSample, Snapshot
+from gputop_doctor.core.model import ClockEvent, GpuSample, ProcSample, Snapshot
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import process_of
-from gputop_doctor.rules._window import OfRecent
+from gputop_doctor.rules._window import OfRecent, shared_by_same_processes
 
 
 def util_values(samples: Iterable[GpuSample]) -> list[float]:
@@ -91,7 +91,7 @@ def job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:
 
 def _job_gpus(snap: Snapshot) -> tuple[GpuSample, ...]:
     gpus = tuple(g for g in snap.gpus if not g.lost)
-    tree = measures.tree_pids(snap.processes)
+    tree = tree_pids(snap)
     if snap.target_pid is not None and tree:
         return tuple(g for g in gpus if tree.intersection(gpu_pids(g)))
     return tuple(g for g in gpus if gpu_pids(g))
@@ -106,7 +106,7 @@ def job_gpu_groups(snap: Snapshot) -> tuple[tuple[GpuSample, ...], ...]:
 
 
 def _job_gpu_groups(snap: Snapshot) -> tuple[tuple[GpuSample, ...], ...]:
-    if snap.target_pid is not None and measures.tree_pids(snap.processes):
+    if snap.target_pid is not None and tree_pids(snap):
         return (job_gpus(snap),)
     groups: dict[str | None, list[GpuSample]] = {}
     for gpu in job_gpus(snap):
@@ -122,11 +122,21 @@ _JOB_GPU_GROUPS = OfRecent(_job_gpu_groups)
 def job_pids_on(gpu: GpuSample, snap: Snapshot) -> tuple[int, ...]:
     """The attached job's processes on ``gpu`` (every process when none is attached): another
     job's process sharing the GPU is never counted as one of the job's ranks."""
-    tree = measures.tree_pids(snap.processes)
+    tree = tree_pids(snap)
     pids = gpu_pids(gpu)
     if snap.target_pid is None or not tree:
         return pids
     return tuple(pid for pid in pids if pid in tree)
+
+
+def tree_pids(snap: Snapshot) -> frozenset[int]:
+    """The PIDs of the attached tree at ``snap`` (``measures.tree_pids``), gathered again only
+    when a process sample changed: asked by every rule about the job's GPUs, each tick."""
+    return shared_by_same_processes("tree pids", snap.processes, _tree_pids)
+
+
+def _tree_pids(processes: tuple[ProcSample, ...]) -> frozenset[int]:
+    return frozenset(measures.tree_pids(processes))
 
 
 def _job_key(snap: Snapshot, pid: int) -> str | None:

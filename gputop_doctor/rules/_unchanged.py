@@ -100,7 +100,7 @@ class Inputs:
         return tuple(values)
 
     def of_context(self, ctx: RuleContext) -> tuple[object, ...]:
-        return tuple(getattr(ctx, name) for name in self.context)
+        return _reader(self.context)(ctx)  # read in C, every tick
 
 
 @cache

@@ -23,7 +23,7 @@ from typing import cast
 
 from gputop_doctor.config.thresholds import MemoryCreepThresholds
 from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, gpu_scope, pid_scope
-from gputop_doctor.core.history import History, Window
+from gputop_doctor.core.history import Extent, History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
@@ -63,14 +63,85 @@ class _Series:
     mib: tuple[float, ...]
 
 
-def check(history: History, ctx: RuleContext) -> list[Finding]:
+def check(history: History, ctx: RuleContext) -> Sequence[Finding]:
     t = ctx.settings.rules.gpu_memory_creep
+    latest = history.latest
+    if latest is None:
+        return []
+    stride = max(1, round(t.sample_every_s / (latest.interval_s or 1.0)))
+    record = history.running.get(_RECORD_KEY)
+    if not isinstance(record, _Judged):
+        record = history.running[_RECORD_KEY] = _Judged()
+    if record.step(history.extent_all(), latest.tick, stride, t):
+        return record.answer  # the sampled snapshots are those judged last tick
+    record.answer = _judge_sampled(history, t)
+    record.thresholds = t
+    return record.answer
+
+
+def _judge_sampled(history: History, t: MemoryCreepThresholds) -> tuple[Finding, ...]:
     win = sampled_window(history, t.sample_every_s)
     snaps = win.snapshots
     if len(snaps) < 3:
-        return []
+        return ()
     creeps = memoised(("creep", t), snaps, lambda: find_creeps(win, t), history.memo)
-    return [_finding(c, t) for c in creeps]
+    return tuple(_finding(c, t) for c in creeps)
+
+
+_RECORD_KEY = (RULE_ID, "judged")
+
+
+@dataclass(slots=True)
+class _Judged:
+    """The last answer and which snapshots the sampled window held when it was judged: every
+    ``stride``-th by serial number from ``first`` to ``end`` (None: not told), as of the
+    history's newest serial ``latest``.
+
+    Told each tick without building the window (the whole history as a tuple, then every
+    10th of it, every tick, for a set that changes twice in ten ticks). Only for a history
+    without thinned ticks (positions are consecutive serials), and only from the tick
+    before's: the newest snapshot is a sampled point when its tick is a multiple of the
+    stride; otherwise the last point is the tick before's, as nothing newer was one.
+
+    Not frozen: moved on in place every tick (a frozen record would cost a new object a
+    tick), like ``_running``'s records."""
+
+    latest: int = -2
+    end: int | None = None
+    first: int = 0
+    stride: int = 0
+    thresholds: MemoryCreepThresholds | None = None
+    answer: tuple[Finding, ...] = ()
+
+    def step(self, whole: Extent, tick: int, stride: int, t: MemoryCreepThresholds) -> bool:
+        """Move on to the history's newest snapshot (``whole``: the history's extent, ``tick``
+        its newest tick); whether the answer holds for it: judged on the same sampled
+        snapshots (a snapshot's stripped copy has the same GPU samples, all that is read),
+        with the same thresholds."""
+        end = self._end(whole, tick, stride)
+        first = 0 if end is None else end - (end - whole.first) // stride * stride
+        holds = (
+            end is not None
+            and end == self.end
+            and first == self.first
+            and stride == self.stride
+            and t is self.thresholds
+        )
+        self.latest, self.end, self.first, self.stride = whole.latest, end, first, stride
+        return holds
+
+    def _end(self, whole: Extent, tick: int, stride: int) -> int | None:
+        """The serial of the sampled window's last snapshot; None where it cannot be told
+        (a thinned history, a tick missed, a new stride, no point left in the history)."""
+        if whole.count != whole.latest - whole.first + 1:
+            return None
+        if tick % stride == 0:
+            end: int | None = whole.latest
+        elif self.latest == whole.latest - 1 and self.stride == stride:
+            end = self.end
+        else:
+            return None
+        return None if end is None or end < whole.first else end
 
 
 def sampled_window(history: History, every_s: float) -> Window:

@@ -16,7 +16,13 @@ from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._gpu import gpu_pids
 from gputop_doctor.rules._tree import ancestors, is_worker, mean_cpu
-from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
+from gputop_doctor.rules._window import (
+    enough_span,
+    gpu_columns,
+    proc_columns,
+    shared_by_same_processes,
+    window,
+)
 
 RULE_ID = "gpu-unused"
 
@@ -30,7 +36,12 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     gpus = [g for g in latest.gpus if not g.lost]
     if not gpus:
         return []  # a CPU-only machine: nothing to move to
-    candidates = [p for p in latest.processes if _candidate(p, t.min_cpu_pct / 2)]
+    busy_now = t.min_cpu_pct / 2
+    candidates = shared_by_same_processes(
+        (RULE_ID, busy_now),
+        latest.processes,
+        lambda procs: tuple(p for p in procs if _candidate(p, busy_now)),
+    )
     if not candidates:
         return []  # the common case: every torch process holds a CUDA context
     on_gpu = {pid for series in gpu_columns(win).values() for g in series for pid in gpu_pids(g)}

@@ -12,7 +12,7 @@ Host-wide PSI io alone mixes in every neighbour's writes (a backup, a ``dd``): t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 from gputop_doctor.config.thresholds import IoBoundThresholds
 from gputop_doctor.core import measures
@@ -24,7 +24,7 @@ from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._gpu import gpu_pids, job_gpus, util_columns
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import descendants, is_worker
-from gputop_doctor.rules._window import enough_span, window
+from gputop_doctor.rules._window import enough_span, shared_by_same_processes, window
 
 RULE_ID = "io-bound"
 
@@ -109,12 +109,20 @@ def _flags(win: Window, pids: list[int]) -> list[tuple[bool, ...]]:
     return [flags.get(pid, ()) for pid in pids]
 
 
-def _d_samples(snap: Snapshot) -> Iterator[tuple[int, bool]]:
-    return ((proc.pid, True) for proc in snap.processes if _in_d(proc))
+def _d_samples(snap: Snapshot) -> tuple[tuple[int, bool], ...]:
+    return shared_by_same_processes("seen in D", snap.processes, _samples_in_d)
 
 
-def _d_flags(snap: Snapshot) -> Iterator[tuple[int, bool]]:
-    return ((proc.pid, _in_d(proc)) for proc in snap.processes)
+def _d_flags(snap: Snapshot) -> tuple[tuple[int, bool], ...]:
+    return shared_by_same_processes("in D", snap.processes, _flags_in_d)
+
+
+def _samples_in_d(processes: tuple[ProcSample, ...]) -> tuple[tuple[int, bool], ...]:
+    return tuple((proc.pid, True) for proc in processes if _in_d(proc))
+
+
+def _flags_in_d(processes: tuple[ProcSample, ...]) -> tuple[tuple[int, bool], ...]:
+    return tuple((proc.pid, _in_d(proc)) for proc in processes)
 
 
 def _job_pids(latest: Snapshot) -> tuple[list[int], str]:

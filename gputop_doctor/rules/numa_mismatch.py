@@ -20,7 +20,7 @@ does not have: a VM, a container or a mock driver, see :mod:`gputop_doctor.core.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config.thresholds import NumaThresholds
@@ -34,7 +34,7 @@ from gputop_doctor.core.topology_check import host_topology, seen_gpus, trusted_
 from gputop_doctor.rules._gpu import gpu_pids
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import children_of, descendants
-from gputop_doctor.rules._window import window
+from gputop_doctor.rules._window import shared_by_same_processes, window
 
 RULE_ID = "numa-mismatch"
 
@@ -136,11 +136,17 @@ def _near_cpus(topo: Topology | None, nodes: tuple[NumaNode, ...]) -> frozenset[
     return next((n.cpu_set for n in nodes if n.node == topo.numa_node), frozenset())
 
 
-def _busy_cpus(snap: Snapshot, t: NumaThresholds) -> Iterator[tuple[int, int]]:
+def _busy_cpus(snap: Snapshot, t: NumaThresholds) -> tuple[tuple[int, int], ...]:
     """The CPU each process of a tick last ran on, for the processes busy at that tick."""
-    for p in snap.processes:
-        if p.last_cpu is not None and (p.cpu_pct or 0.0) >= t.min_cpu_pct:
-            yield p.pid, p.last_cpu
+    return shared_by_same_processes(
+        (RULE_ID, t.min_cpu_pct),
+        snap.processes,
+        lambda procs: tuple(
+            (p.pid, p.last_cpu)
+            for p in procs
+            if p.last_cpu is not None and (p.cpu_pct or 0.0) >= t.min_cpu_pct
+        ),
+    )
 
 
 def _judge(

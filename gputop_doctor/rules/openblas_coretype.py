@@ -16,6 +16,7 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.text import plural
+from gputop_doctor.rules._window import shared_by_same_processes
 
 RULE_ID = "openblas-coretype"
 
@@ -54,21 +55,15 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     cpu = cpu_isa(ctx.system.cpu_flags)
     if latest is None or cpu is None:
         return []
-    # The variable is rarely set: the processes that set it, found without a call each.
-    candidates = [p for p in latest.processes if p.env is not None and p.env.openblas_coretype]
-    if not candidates:
-        return []
-    hits = sorted(
-        (p for p in candidates if _forced_level(p) is not None),
-        key=lambda p: (p.depth, p.pid),
-    )
-    hits = [p for p in hits if cpu - (_forced_level(p) or 0) >= t.min_isa_gap]
+    # Worked out again only when a process sample changed: the environment is the start-up one.
+    forcing = shared_by_same_processes(RULE_ID, latest.processes, _forcing)
+    hits = [(p, level) for p, level in forcing if cpu - level >= t.min_isa_gap]
     if not hits:
         return []
-    root = hits[0]
+    root, level = hits[0]
     assert root.env is not None and root.env.openblas_coretype is not None
     value = root.env.openblas_coretype
-    forced = ISA_NAMES[_forced_level(root) or 0]
+    forced = ISA_NAMES[level]
     return [
         Finding(
             rule_id=RULE_ID,
@@ -89,6 +84,15 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
             ),
         )
     ]
+
+
+def _forcing(processes: tuple[ProcSample, ...]) -> tuple[tuple[ProcSample, int], ...]:
+    """The processes whose variable forces a known ISA level, with it, the root of the tree
+    first (by depth, then PID)."""
+    # The variable is rarely set: the processes that set it, found without a call each.
+    candidates = [p for p in processes if p.env is not None and p.env.openblas_coretype]
+    levels = [(p, level) for p in candidates if (level := _forced_level(p)) is not None]
+    return tuple(sorted(levels, key=lambda hit: (hit[0].depth, hit[0].pid)))
 
 
 def _forced_level(proc: ProcSample) -> int | None:

@@ -12,6 +12,8 @@ most, a neighbour when outside processes do.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from gputop_doctor.config.thresholds import SwapThresholds
 from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
@@ -20,6 +22,7 @@ from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.pressure import OutsideProcess
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
+from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "swap-pressure"
@@ -31,9 +34,10 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None or not enough_span(win, t.min_span_s):
         return []
-    swap_in = _stats.mean(win.values(lambda s: s.host.swap_in_mib_s))
-    some = _stats.mean([s.host.psi_memory.some_avg10 for s in win if s.host.psi_memory is not None])
-    full = _full(win)
+    readings = running_groups(win, RULE_ID, _memory_readings)
+    swap_in = _stats.mean(readings.get(_SWAP_IN, ()))
+    some = _stats.mean(readings.get(_SOME, ()))
+    full = _stats.mean(readings.get(_FULL, ()))
     if (swap_in or 0.0) < t.swap_in_mib_s and (some or 0.0) < t.psi_memory_some_pct:
         return []
     parts = []
@@ -87,13 +91,21 @@ def _whose(latest: Snapshot) -> tuple[Blame, tuple[OutsideProcess, ...]]:
     return (Blame.JOB if job >= others else Blame.NEIGHBOUR), holders
 
 
-def _full(win: Window) -> float | None:
-    values = []
-    for snap in win:
-        psi = snap.host.psi_memory
-        if psi is not None and psi.full_avg10 is not None:
-            values.append(psi.full_avg10)
-    return _stats.mean(values)
+_SWAP_IN, _SOME, _FULL = "swap in", "some", "full"
+
+
+def _memory_readings(snap: Snapshot) -> Iterator[tuple[str, float]]:
+    """A tick's swap-in rate and memory pressure, each when read: kept in step with the
+    window (in its order, so the same means), not gathered from each of its snapshots, three
+    times, every tick."""
+    host = snap.host
+    if host.swap_in_mib_s is not None:
+        yield _SWAP_IN, host.swap_in_mib_s
+    psi = host.psi_memory
+    if psi is not None:
+        yield _SOME, psi.some_avg10
+        if psi.full_avg10 is not None:
+            yield _FULL, psi.full_avg10
 
 
 def _evidence(

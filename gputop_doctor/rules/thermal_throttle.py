@@ -208,6 +208,8 @@ def _readings(
         if abs(time - edge) > READING_REACH_S:
             break
         values = by_counter[counter]
+        if not values:
+            continue  # none read here: the hardware counter held between its readings
         for index in wanted.intersection(values):
             found[index] = (time, values[index])
         wanted.difference_update(values)
@@ -238,11 +240,14 @@ def _counters_by_gpu(snap: Snapshot) -> tuple[dict[int, int], dict[int, int]]:
         if gpu.throttle is None or gpu.index in seen:
             continue
         seen.add(gpu.index)
-        read = gpu.throttle.read_now()
-        if read.sw_thermal_ns is not None:
-            software[gpu.index] = read.sw_thermal_ns
-        if read.hw_thermal_ns is not None:
-            hardware[gpu.index] = read.hw_thermal_ns
+        counters = gpu.throttle
+        if counters.sw_thermal_ns is not None:
+            software[gpu.index] = counters.sw_thermal_ns
+        # What ``read_now()`` reads of the hardware counter (a held one is unknown now), told
+        # from the flag without the copy it makes of a held reading: a frozen record of six
+        # fields, for each GPU at each tick, cost this rule more than its judging.
+        if not counters.hw_held and counters.hw_thermal_ns is not None:
+            hardware[gpu.index] = counters.hw_thermal_ns
     return software, hardware
 
 

@@ -11,7 +11,7 @@ threads than CPUs, real waiting, and at least one process running a multi-thread
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop_doctor.config.thresholds import OversubscriptionThresholds
@@ -23,7 +23,12 @@ from gputop_doctor.core.text import plural
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import cpu_budget, is_worker
-from gputop_doctor.rules._window import enough_span, proc_columns, window
+from gputop_doctor.rules._window import (
+    enough_span,
+    proc_columns,
+    shared_by_same_processes,
+    window,
+)
 
 RULE_ID = "thread-oversubscription"
 
@@ -87,10 +92,13 @@ def hungry_per_tick(win: Window) -> tuple[float, ...]:
 _HUNGRY = "hungry"
 
 
-def _hungry_total(snap: Snapshot) -> Iterator[tuple[str, float]]:
-    counts = [p.hungry_threads for p in snap.processes if p.hungry_threads is not None]
-    if counts:
-        yield _HUNGRY, float(sum(counts))
+def _hungry_total(snap: Snapshot) -> tuple[tuple[str, float], ...]:
+    return shared_by_same_processes(_HUNGRY, snap.processes, _hungry_of)
+
+
+def _hungry_of(processes: tuple[ProcSample, ...]) -> tuple[tuple[str, float], ...]:
+    counts = [p.hungry_threads for p in processes if p.hungry_threads is not None]
+    return ((_HUNGRY, float(sum(counts))),) if counts else ()
 
 
 def _window_delay(win: Window) -> float | None:
