@@ -89,19 +89,14 @@ class ThrottleCounters:
     # True when the two hardware counters are their last reading's, kept: a real driver takes
     # most of a millisecond for each, so the NVML source reads them every tick only while they
     # matter (a hardware slowdown bit, or a counter that rose), else every few seconds. A rate
-    # is a difference over the time between READINGS: see :meth:`read_now`.
+    # is a difference over the time between READINGS: see :attr:`hw_thermal_read_ns`.
     hw_held: bool = False
 
-    def read_now(self) -> ThrottleCounters:
-        """The counters read at this sample, a held hardware counter as None (unknown now):
-        what a rate is taken from, and what the recording keeps."""
-        if not self.hw_held:
-            return self
-        return ThrottleCounters(
-            sw_power_cap_ns=self.sw_power_cap_ns,
-            sync_boost_ns=self.sync_boost_ns,
-            sw_thermal_ns=self.sw_thermal_ns,
-        )
+    @property
+    def hw_thermal_read_ns(self) -> int | None:
+        """The hardware thermal counter as read at this sample; None while it is held (its
+        last reading's, unknown now): what a rate over the readings is taken from."""
+        return None if self.hw_held else self.hw_thermal_ns
 
 
 @dataclass(frozen=True, slots=True)

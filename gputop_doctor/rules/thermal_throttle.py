@@ -243,11 +243,9 @@ def _counters_by_gpu(snap: Snapshot) -> tuple[dict[int, int], dict[int, int]]:
         counters = gpu.throttle
         if counters.sw_thermal_ns is not None:
             software[gpu.index] = counters.sw_thermal_ns
-        # What ``read_now()`` reads of the hardware counter (a held one is unknown now), told
-        # from the flag without the copy it makes of a held reading: a frozen record of six
-        # fields, for each GPU at each tick, cost this rule more than its judging.
-        if not counters.hw_held and counters.hw_thermal_ns is not None:
-            hardware[gpu.index] = counters.hw_thermal_ns
+        hw_thermal = counters.hw_thermal_read_ns  # a held one is unknown now
+        if hw_thermal is not None:
+            hardware[gpu.index] = hw_thermal
     return software, hardware
 
 
