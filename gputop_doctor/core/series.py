@@ -27,6 +27,7 @@ from itertools import chain
 from typing import overload
 
 from gputop_doctor.core.frame import GpuSeries
+from gputop_doctor.core.kept_floats import same_value
 from gputop_doctor.core.model import GpuSample, Snapshot
 
 METRICS: tuple[tuple[str, Callable[[GpuSample], float | None]], ...] = (
@@ -36,13 +37,17 @@ METRICS: tuple[tuple[str, Callable[[GpuSample], float | None]], ...] = (
     ("sm_clock_mhz", lambda g: g.sm_clock_mhz),
 )
 NAMES = ("util", *(name for name, _ in METRICS))  # GpuSeries' series, in its order
-STEADY_KEPT = 64  # steady windows shared at once: a few values and lengths per series
+# Steady windows shared at once: a few values and lengths for each of a GPU's five series,
+# on a machine of dozens of GPUs (each holds at most ``length`` references: 1 KB at 120).
+STEADY_KEPT = 256
 
 
 class SteadyWindows:
     """The tuples of windows that hold one value only, one per value (to the bit, as
     ``same_value`` compares) and length, shared by every view of a buffer. Views are made
-    into tuples in any thread: two threads may make the same window twice, harmlessly."""
+    into tuples in any thread: two threads may make the same window twice, harmlessly, and a
+    full store is replaced by an empty one in one step (a thread still holding the old one
+    only adds to it), never evicted from entry by entry while another thread iterates."""
 
     def __init__(self) -> None:
         self._windows: dict[tuple[type, float, float, int], tuple[float, ...]] = {}
@@ -53,19 +58,9 @@ class SteadyWindows:
         window = self._windows.get(key)
         if window is None:
             if len(self._windows) >= STEADY_KEPT:
-                del self._windows[next(iter(self._windows))]  # the oldest
+                self._windows = {}
             window = self._windows[key] = (value,) * length
         return window
-
-
-def same_value(new: float, old: float) -> bool:
-    """Whether ``new`` is ``old`` again, to the bit as a frame would show it: equal, of the same
-    type (an int 68 is shown as 68, a float as 68.0), and zero of the same sign. NaN never is."""
-    if new is old:
-        return True
-    if new != old or type(new) is not type(old):
-        return False
-    return new != 0 or math.copysign(1.0, new) == math.copysign(1.0, old)
 
 
 def trailing_run(values: Sequence[float], run: int, added: Iterable[float]) -> int:

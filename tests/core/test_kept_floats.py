@@ -33,11 +33,19 @@ def test_nan_and_missing_readings_pass_through() -> None:
     assert kept.maybe(1.5) == 1.5
 
 
-def test_the_store_is_bounded_and_starts_again() -> None:
+def test_a_value_still_read_keeps_its_object_across_generations() -> None:
     kept = KeptFloats()
-    for i in range(KEPT_MAX + 10):
-        kept.same(float(i) + 0.5)
-    assert len(kept._kept) <= KEPT_MAX
-    first = kept.same(float("0.5"))
-    assert first == 0.5
-    assert kept.same(float("0.5")) is first
+    steady = kept.same(float("80.5"))
+    for i in range(3 * KEPT_MAX):  # once-only values, three generations of them
+        kept.same(float(i) + 0.25)
+        if i % 1000 == 0:
+            assert kept.same(float("80.5")) is steady  # read now and then: moved over
+    assert kept.same(float("80.5")) is steady
+
+
+def test_a_negative_zero_is_never_kept() -> None:
+    kept = KeptFloats()
+    minus = kept.same(-0.0)
+    plus = kept.same(0.0)
+    assert math.copysign(1.0, minus) == -1.0 and math.copysign(1.0, plus) == 1.0
+    assert kept.same(float("0")) is plus  # the positive zero is shared

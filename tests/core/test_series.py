@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import deque
 
 from gputop_doctor.core.frame import GpuSeries
+from gputop_doctor.core.kept_floats import same_value
 from gputop_doctor.core.model import Snapshot
-from gputop_doctor.core.series import SeriesBuffer, same_value
+from gputop_doctor.core.series import SeriesBuffer
 from tests.builders import bare_gpu, host
 
 LENGTH = 5
