@@ -46,10 +46,6 @@ class HeapTrim:
         self._every_s = every_s
         self._next_at: float | None = None
 
-    @property
-    def available(self) -> bool:
-        return self._trim is not None
-
     def maybe(self, now: float) -> None:
         """Trim if a minute has passed since the first call or the last trim (``now`` in
         seconds of a monotonic clock)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import pynvml
 
-from gputop_doctor.sources.nvml.fields import FieldBatch, FieldValues
+from gputop_doctor.sources.nvml.fields import FieldBatch, FieldValues, _Answers
 
 SUCCESS, NOT_SUPPORTED, UNKNOWN = 0, 3, 999
 DOUBLE, UINT, ULL, SLL = 0, 1, 3, 4
@@ -74,3 +74,15 @@ def test_every_path_of_the_decoding_gives_what_each_entry_holds() -> None:
     assert read(batch, driver, after) == {10: 6, 30: -10}  # asked without the dropped field
     assert read(batch, driver, after) == {10: 6, 30: -10}
     assert driver.asked[-1] == [(10, 0), (30, 0)]
+
+
+def test_known_types_back_after_an_unknown_one_are_read_the_quick_way_again() -> None:
+    """A type NVML added since turns the two-unpack reading off for that answer only: the
+    known types coming back are laid out again (the quick way hands back no return codes)."""
+    answers = _Answers()
+    known = array([(10, SUCCESS, ULL, 1), (20, SUCCESS, UINT, 2)])
+    answers.read(known)  # the types learnt
+    assert answers.read(known) == (True, (), (1, 2))  # the quick way: no return codes
+    answers.read(array([(10, SUCCESS, 99, 0), (20, SUCCESS, UINT, 3)]))
+    assert answers.read(known)[2] == (1, 2)  # laid out again
+    assert answers.read(known) == (True, (), (1, 2))  # and the quick way once more

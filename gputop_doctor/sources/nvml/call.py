@@ -126,17 +126,10 @@ class NvmlCaller:
         self._logged: set[tuple[str, str]] = set()
         self._runs: dict[int, GpuRun] = {}  # by GPU index (reading or not)
 
-    def begin(self, gpu: int, fuse: int = FAILING_FUSE) -> None:
-        """Start reading ``gpu``: ``fuse`` driver errors in a row raise GpuFailingError."""
-        self.run_of(gpu).begin(fuse)
-
-    def end(self, gpu: int) -> None:
-        """The reading of ``gpu`` is over: log what was held back (flaky fields) once."""
-        self.finish(self.run_of(gpu))
-
     def finish(self, run: GpuRun) -> None:
-        """The reading ``run`` counts for is over (:meth:`end`, for a reader that keeps its
-        GPU's run): log what was held back once. The list stays empty between readings."""
+        """The reading ``run`` counts for is over (its reader keeps its GPU's run, started with
+        ``GpuRun.begin``): log what was held back once. The list stays empty between
+        readings."""
         run.reading = False
         if run.held:
             held, run.held = run.held, []

@@ -284,6 +284,7 @@ class _Answers:
         if types != self._types or layout is not self._layout:
             if not _UNION_FORMATS.keys() >= set(types):  # a type NVML added since: None
                 self._known = None
+                self._types = ()  # the known types coming back are laid out again
                 return flat[1::3], [
                     raw_value(t, v.value) for t, v in zip(types, values, strict=True)
                 ]

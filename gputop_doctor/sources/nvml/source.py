@@ -208,6 +208,7 @@ class NvmlGpuSource:
         them, which is one event (NVML failed), not four lost GPUs and then NVML.
         """
         readable = [d for d in self._devices if d.readable]
+        self._forget_unreadable(readable)
         failing = [d for d in readable if d.failing is not None]
         if readable and len(failing) == len(readable):
             self._all_failing_ticks += 1
@@ -217,6 +218,14 @@ class NvmlGpuSource:
         self._all_failing_ticks = 0
         for device in readable:
             self._watch_one_failing(device)
+
+    def _forget_unreadable(self, readable: list[DeviceReader]) -> None:
+        """A GPU failing when it was found lost is never read again: its count would keep every
+        later tick on this watch (see :meth:`read_gpus`)."""
+        if self._failing_ticks:
+            gone = set(self._failing_ticks).difference(d.index for d in readable)
+            for index in gone:
+                del self._failing_ticks[index]
 
     def _watch_one_failing(self, device: DeviceReader) -> None:
         """Name a GPU that has answered only errors for WHOLE_FAILURE_TICKS ticks, once."""
