@@ -23,11 +23,12 @@ over 512 bytes) and the rest of the anonymous memory (CPython's own arenas of sm
         [--history-s 900] [--every 60] [--isolated]
 
 ``--isolated`` runs it all (the tree, the command) in a PID namespace with its own /proc
-(``unshare``; root, or user namespaces): the monitor ranks and scans every process on the
-host, so where other work starts and ends processes all the while, its memory follows that
-work as well as its own. On the shared 2-core VM, with other sessions' test runs beside it,
-the same build rose 2.7 MiB from 5 minutes to the end of an hour in sight of them (its C heap
-alone 1.3 MiB, still rising) and 0.5 MiB in a namespace of its own.
+(``unshare``: root, or a user namespace where unprivileged ones are allowed): the monitor ranks
+and scans every process on the host, so where other work starts and ends processes all the
+while, its memory follows that work as well as its own. On the shared 2-core VM, with other
+sessions' test runs beside it, the same build rose 2.7 MiB from 5 minutes to the end of an hour
+in sight of them (its C heap alone 1.3 MiB, still rising) and 0.5 MiB in a namespace of its
+own.
 
 To tell fragmentation from growth, run it again with ``MALLOC_ARENA_MAX=1`` (or 2) in the
 environment: the child inherits it.
@@ -436,15 +437,17 @@ ISOLATED_ENV = "GPUTOP_BENCH_ISOLATED"
 
 
 def isolate() -> None:
-    """Run this benchmark again in a PID namespace with its own /proc (``unshare``, as root or
-    where user namespaces are allowed). The monitor ranks and scans every process the host
-    has, so on a machine where other work starts and ends processes all the while, what it
-    holds for them moves with that work; hidden, what is left is the monitor's own."""
+    """Run this benchmark again in a PID namespace with its own /proc (``unshare``: as
+    root, or inside a user namespace of its own where the kernel allows unprivileged ones).
+    The monitor ranks and scans every process the host has, so on a machine where other
+    work starts and ends processes all the while, what it holds for them moves with that
+    work; hidden, what is left is the monitor's own."""
     unshare = shutil.which("unshare")
     if unshare is None:
         sys.exit("bench_memory: --isolated needs unshare (util-linux)")
     os.environ[ISOLATED_ENV] = "1"
-    command = [unshare, "--pid", "--fork", "--mount-proc", sys.executable, *sys.argv]
+    as_user = ["--user", "--map-root-user"] if os.geteuid() != 0 else []  # a PID namespace
+    command = [unshare, *as_user, "--pid", "--fork", "--mount-proc", sys.executable, *sys.argv]
     try:
         os.execv(unshare, command)
     except OSError as err:

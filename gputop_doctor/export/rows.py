@@ -40,7 +40,9 @@ from gputop_doctor.export.schema import (
 
 # A GPU's identity (index, name, UUID, bus id, lost, MIG mode) leads its columns, text and
 # flags among them; its readings, numbers all, follow (see ``schema.encode_all``).
-_IDENTITY_WIDTH = 6
+_IDENTITY_ATTRS = ("index", "name", "uuid", "pci_bus_id", "lost", "mig_mode")
+_IDENTITY_WIDTH = len(_IDENTITY_ATTRS)
+assert tuple(f.attr for f in GPU_FIELDS[:_IDENTITY_WIDTH]) == _IDENTITY_ATTRS
 _GPU_IDENTITY = values_of(GPU_FIELDS[:_IDENTITY_WIDTH])
 _GPU_READINGS = values_of(GPU_FIELDS[_IDENTITY_WIDTH:])
 _THROTTLE_VALUES = values_of(THROTTLE_FIELDS)
