@@ -21,9 +21,9 @@ from gputop_doctor.core.text import printable
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._window import (
+    OfSameProcesses,
     per_snapshot,
     same_objects,
-    shared_by_same_processes,
 )
 
 _Ranked = TypeVar("_Ranked", OutsideProcess, OutsideJob)
@@ -55,9 +55,7 @@ def window_delay(win: Window, who: str, counts: Callable[[ProcSample], bool]) ->
     times = running_groups(
         win,
         key,
-        lambda snap: shared_by_same_processes(
-            key, snap.processes, lambda procs: tuple(_run_wait(procs, counts))
-        ),
+        lambda snap: _RUN_WAIT(snap.processes, counts),
         reads_processes=True,
     )
     return _delay_of(win, who, times.get(_RUN, ()), times.get(_WAIT, ()))
@@ -80,7 +78,7 @@ def _delay_of(
 ) -> float | None:
     """``measures.wait_share`` of the summed times, or last tick's again when each tick's
     times are the very tuples summed then: a tree of steady processes hands on one tuple for
-    every tick (``shared_by_same_processes``), so the same floats are summed in the same order (64
+    every tick (``OfSameProcesses``), so the same floats are summed in the same order (64
     processes x 30 ticks, twice). Kept in the history's scratch space; a window outside a
     history sums every time."""
     memo = win.memo
@@ -116,6 +114,16 @@ def _run_wait(
         yield _WAIT, tuple(waits)
 
 
+def _run_wait_groups(
+    processes: tuple[ProcSample, ...], counts: Callable[[ProcSample], bool]
+) -> tuple[tuple[str, tuple[float, ...]], ...]:
+    """``_run_wait`` held whole, to be reused while the samples stand still."""
+    return tuple(_run_wait(processes, counts))
+
+
+_RUN_WAIT = OfSameProcesses(_run_wait_groups)  # per ``counts``, a module-level function
+
+
 def _in_tree(proc: ProcSample) -> bool:
     return proc.in_tree
 
@@ -135,7 +143,7 @@ def job_used_cpus(win: Window) -> float | None:
 
 
 def _demand_cpus(snap: Snapshot) -> float | None:
-    return shared_by_same_processes("job demand cpus", snap.processes, _tree_demand)
+    return _TREE_DEMAND(snap.processes)
 
 
 def _tree_demand(processes: tuple[ProcSample, ...]) -> float | None:
@@ -143,7 +151,11 @@ def _tree_demand(processes: tuple[ProcSample, ...]) -> float | None:
 
 
 def _used_cpus(snap: Snapshot) -> float | None:
-    return shared_by_same_processes("job used cpus", snap.processes, measures.tree_cpus)
+    return _TREE_USED(snap.processes)
+
+
+_TREE_DEMAND = OfSameProcesses(_tree_demand)
+_TREE_USED = OfSameProcesses(measures.tree_cpus)
 
 
 def cgroup_cpu_pct(win: Window) -> float | None:

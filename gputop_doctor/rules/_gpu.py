@@ -9,7 +9,7 @@ from gputop_doctor.core.history import Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, ProcSample, Snapshot
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import process_of
-from gputop_doctor.rules._window import OfRecent, shared_by_same_processes
+from gputop_doctor.rules._window import OfRecent, OfSameProcesses
 
 
 def util_values(samples: Iterable[GpuSample]) -> list[float]:
@@ -132,11 +132,14 @@ def job_pids_on(gpu: GpuSample, snap: Snapshot) -> tuple[int, ...]:
 def tree_pids(snap: Snapshot) -> frozenset[int]:
     """The PIDs of the attached tree at ``snap`` (``measures.tree_pids``), gathered again only
     when a process sample changed: asked by every rule about the job's GPUs, each tick."""
-    return shared_by_same_processes("tree pids", snap.processes, _tree_pids)
+    return _TREE_PIDS(snap.processes)
 
 
 def _tree_pids(processes: tuple[ProcSample, ...]) -> frozenset[int]:
     return frozenset(measures.tree_pids(processes))
+
+
+_TREE_PIDS = OfSameProcesses(_tree_pids)
 
 
 def _job_key(snap: Snapshot, pid: int) -> str | None:

@@ -106,11 +106,19 @@ class Inputs:
 @cache
 def _reader(names: tuple[str, ...]) -> Callable[[object], tuple[object, ...]]:
     """What reads ``names`` of an object, as a tuple (``attrgetter`` gives one name bare);
-    made once per declaration, not at every comparison."""
+    made once per declaration, not at every comparison; no names read as ``()``
+    (``attrgetter()`` with none raises)."""
+    if not names:
+        return _nothing
     if len(names) == 1:
         read = attrgetter(names[0])
         return lambda obj: (read(obj),)
     return attrgetter(*names)
+
+
+def _nothing(obj: object) -> tuple[object, ...]:
+    """What a declaration naming no attributes reads of any object."""
+    return ()
 
 
 def same_inputs(a: Sequence[object], b: Sequence[object]) -> bool:

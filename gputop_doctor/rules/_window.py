@@ -110,42 +110,41 @@ class OfRecent(Generic[T]):
         return value
 
 
-class SharedBySameProcesses:
-    """``derive(processes)`` of a snapshot's processes under ``key``, reused while the next
+class OfSameProcesses(Generic[T]):
+    """``derive(processes, *params)`` of a snapshot's processes, reused while the next
     snapshot asked about holds the same process samples, object for object, in order.
 
     The process source hands a steady process (asleep, or its readings not moved) on as the
     same :class:`ProcSample` object from tick to tick, so a tree of idle processes (a launcher,
     its shells, pool threads parked) is the same tuple of objects tick after tick; walking
     its 64 samples again for the same answer was a good part of the per-process rules' cost.
-    ``derive`` must be a function of the samples alone (they are frozen) and of what ``key``
-    names (the rule, its thresholds); keys must not vary from tick to tick. Per key, the
-    samples asked about last are held (so an ``id`` is never reused under them) with their
-    value: one snapshot's worth; a tuple swapped whole, so two engines' threads each get a
-    right answer (at worst derived again)."""
 
-    _MAX_KEYS = 64  # keys are few (a dozen derivations); the bound is for tests' thresholds
+    One instance per derivation, made at module level by the code that owns it: the
+    derivation is fixed when the instance is made, so no two derivations can share an entry
+    (no names to collide). ``derive`` must be a function of the samples alone (they are
+    frozen) and of ``params`` (a rule's thresholds, which must not vary from tick to tick).
+    Per ``params``, the samples asked about last are held (so an ``id`` is never reused under
+    them) with their value: one snapshot's worth. Asked from one thread (the sampler's, where
+    the engine runs the rules); a second engine's thread at worst derives again: the entries
+    are a mapping swapped whole, never changed in place."""
 
-    def __init__(self) -> None:
-        self._latest: dict[Hashable, tuple[tuple[ProcSample, ...], object]] = {}
+    _MAX_PARAMS = 16  # a call site's parameters are few; the bound is for tests' thresholds
 
-    def __call__(
-        self,
-        key: Hashable,
-        processes: tuple[ProcSample, ...],
-        derive: Callable[[tuple[ProcSample, ...]], T],
-    ) -> T:
-        held = self._latest.get(key)
+    def __init__(self, derive: Callable[..., T]) -> None:
+        self._derive = derive
+        self._latest: dict[tuple[Hashable, ...], tuple[tuple[ProcSample, ...], T]] = {}
+
+    def __call__(self, processes: tuple[ProcSample, ...], *params: Hashable) -> T:
+        latest = self._latest
+        held = latest.get(params)
         if held is not None and same_objects(held[0], processes):
-            return held[1]  # type: ignore[return-value]
-        value = derive(processes)
-        self._latest[key] = (processes, value)
-        while len(self._latest) > self._MAX_KEYS:
-            del self._latest[next(iter(self._latest))]
+            return held[1]
+        value = self._derive(processes, *params)
+        if params in latest or len(latest) < self._MAX_PARAMS:
+            self._latest = {**latest, params: (processes, value)}
+        else:  # full: the oldest parameters leave
+            self._latest = {**dict(tuple(latest.items())[1:]), params: (processes, value)}
         return value
-
-
-shared_by_same_processes = SharedBySameProcesses()
 
 
 def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:

@@ -24,7 +24,7 @@ from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import cpu_budget
-from gputop_doctor.rules._window import enough_span, per_snapshot, shared_by_same_processes, window
+from gputop_doctor.rules._window import OfSameProcesses, enough_span, per_snapshot, window
 
 RULE_ID = "cpu-saturation"
 
@@ -113,11 +113,15 @@ def _tree_share(win: Window, snap: Snapshot, cpus: float) -> Iterator[tuple[str,
 
 
 def _tree_want(snap: Snapshot) -> float | None:
-    return shared_by_same_processes(TREE_WANT, snap.processes, measures.tree_want_cpus)
+    return _TREE_WANT(snap.processes)
 
 
 def _delay_ratio(snap: Snapshot) -> float | None:
-    return shared_by_same_processes("delay ratio", snap.processes, measures.delay_ratio)
+    return _DELAY_RATIO(snap.processes)
+
+
+_TREE_WANT = OfSameProcesses(measures.tree_want_cpus)
+_DELAY_RATIO = OfSameProcesses(measures.delay_ratio)
 
 
 def _harm(win: Window, job: bool) -> _Harm:

@@ -68,7 +68,7 @@ def check(history: History, ctx: RuleContext) -> Sequence[Finding]:
     latest = history.latest
     if latest is None:
         return []
-    stride = max(1, round(t.sample_every_s / (latest.interval_s or 1.0)))
+    stride = sample_stride(latest, t.sample_every_s)
     record = history.running.get(_RECORD_KEY)
     if not isinstance(record, _Judged):
         record = history.running[_RECORD_KEY] = _Judged()
@@ -144,6 +144,12 @@ class _Judged:
         return None if end is None or end < whole.first else end
 
 
+def sample_stride(latest: Snapshot, every_s: float) -> int:
+    """Ticks between two sampled snapshots: one definition, so the window sampled and the
+    stride ``_Judged.step`` tracks cannot drift apart (a stale answer if they did)."""
+    return max(1, round(every_s / (latest.interval_s or 1.0)))
+
+
 def sampled_window(history: History, every_s: float) -> Window:
     """The history's snapshots whose tick number is a multiple of the stride, as a window."""
     whole = history.all()
@@ -151,7 +157,7 @@ def sampled_window(history: History, every_s: float) -> Window:
     if latest is None:
         return whole
     snaps = whole.snapshots
-    stride = max(1, round(every_s / (latest.interval_s or 1.0)))
+    stride = sample_stride(latest, every_s)
     end = len(snaps) - 1
     while end >= 0 and snaps[end].tick % stride:
         end -= 1

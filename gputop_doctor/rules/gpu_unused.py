@@ -17,10 +17,10 @@ from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules._gpu import gpu_pids
 from gputop_doctor.rules._tree import ancestors, is_worker, mean_cpu
 from gputop_doctor.rules._window import (
+    OfSameProcesses,
     enough_span,
     gpu_columns,
     proc_columns,
-    shared_by_same_processes,
     window,
 )
 
@@ -37,11 +37,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if not gpus:
         return []  # a CPU-only machine: nothing to move to
     busy_now = t.min_cpu_pct / 2
-    candidates = shared_by_same_processes(
-        (RULE_ID, busy_now),
-        latest.processes,
-        lambda procs: tuple(p for p in procs if _candidate(p, busy_now)),
-    )
+    candidates = _CANDIDATES(latest.processes, busy_now)
     if not candidates:
         return []  # the common case: every torch process holds a CUDA context
     on_gpu = {pid for series in gpu_columns(win).values() for g in series for pid in gpu_pids(g)}
@@ -67,6 +63,14 @@ def _candidate(proc: ProcSample, busy_now_pct: float) -> bool:
         and not is_worker(proc)
         and (proc.cpu_pct or 0.0) >= busy_now_pct
     )
+
+
+def _candidates(processes: tuple[ProcSample, ...], busy_now_pct: float) -> tuple[ProcSample, ...]:
+    """The tick's processes worth a look, derived again only when a sample moved."""
+    return tuple(p for p in processes if _candidate(p, busy_now_pct))
+
+
+_CANDIDATES = OfSameProcesses(_candidates)
 
 
 def _finding(proc: ProcSample, cpu: float, gpus: int) -> Finding:

@@ -24,7 +24,7 @@ from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._gpu import gpu_pids, job_gpus, util_columns
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import descendants, is_worker
-from gputop_doctor.rules._window import enough_span, shared_by_same_processes, window
+from gputop_doctor.rules._window import OfSameProcesses, enough_span, window
 
 RULE_ID = "io-bound"
 
@@ -110,11 +110,11 @@ def _flags(win: Window, pids: list[int]) -> list[tuple[bool, ...]]:
 
 
 def _d_samples(snap: Snapshot) -> tuple[tuple[int, bool], ...]:
-    return shared_by_same_processes("seen in D", snap.processes, _samples_in_d)
+    return _SEEN_IN_D(snap.processes)
 
 
 def _d_flags(snap: Snapshot) -> tuple[tuple[int, bool], ...]:
-    return shared_by_same_processes("in D", snap.processes, _flags_in_d)
+    return _IN_D(snap.processes)
 
 
 def _samples_in_d(processes: tuple[ProcSample, ...]) -> tuple[tuple[int, bool], ...]:
@@ -123,6 +123,10 @@ def _samples_in_d(processes: tuple[ProcSample, ...]) -> tuple[tuple[int, bool], 
 
 def _flags_in_d(processes: tuple[ProcSample, ...]) -> tuple[tuple[int, bool], ...]:
     return tuple((proc.pid, _in_d(proc)) for proc in processes)
+
+
+_SEEN_IN_D = OfSameProcesses(_samples_in_d)
+_IN_D = OfSameProcesses(_flags_in_d)
 
 
 def _job_pids(latest: Snapshot) -> tuple[list[int], str]:

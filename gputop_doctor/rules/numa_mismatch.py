@@ -34,7 +34,7 @@ from gputop_doctor.core.topology_check import host_topology, seen_gpus, trusted_
 from gputop_doctor.rules._gpu import gpu_pids
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import children_of, descendants
-from gputop_doctor.rules._window import shared_by_same_processes, window
+from gputop_doctor.rules._window import OfSameProcesses, window
 
 RULE_ID = "numa-mismatch"
 
@@ -138,15 +138,21 @@ def _near_cpus(topo: Topology | None, nodes: tuple[NumaNode, ...]) -> frozenset[
 
 def _busy_cpus(snap: Snapshot, t: NumaThresholds) -> tuple[tuple[int, int], ...]:
     """The CPU each process of a tick last ran on, for the processes busy at that tick."""
-    return shared_by_same_processes(
-        (RULE_ID, t.min_cpu_pct),
-        snap.processes,
-        lambda procs: tuple(
-            (p.pid, p.last_cpu)
-            for p in procs
-            if p.last_cpu is not None and (p.cpu_pct or 0.0) >= t.min_cpu_pct
-        ),
+    return _BUSY_CPUS(snap.processes, t.min_cpu_pct)
+
+
+def _busy_cpus_of(
+    processes: tuple[ProcSample, ...], min_cpu_pct: float
+) -> tuple[tuple[int, int], ...]:
+    """Of the samples alone and the threshold, so reused while they stand still."""
+    return tuple(
+        (p.pid, p.last_cpu)
+        for p in processes
+        if p.last_cpu is not None and (p.cpu_pct or 0.0) >= min_cpu_pct
     )
+
+
+_BUSY_CPUS = OfSameProcesses(_busy_cpus_of)
 
 
 def _judge(

@@ -16,7 +16,7 @@ from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.text import plural
-from gputop_doctor.rules._window import shared_by_same_processes
+from gputop_doctor.rules._window import OfSameProcesses
 
 RULE_ID = "openblas-coretype"
 
@@ -56,7 +56,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     if latest is None or cpu is None:
         return []
     # Worked out again only when a process sample changed: the environment is the start-up one.
-    forcing = shared_by_same_processes(RULE_ID, latest.processes, _forcing)
+    forcing = _FORCING(latest.processes)
     hits = [(p, level) for p, level in forcing if cpu - level >= t.min_isa_gap]
     if not hits:
         return []
@@ -93,6 +93,9 @@ def _forcing(processes: tuple[ProcSample, ...]) -> tuple[tuple[ProcSample, int],
     candidates = [p for p in processes if p.env is not None and p.env.openblas_coretype]
     levels = [(p, level) for p in candidates if (level := _forced_level(p)) is not None]
     return tuple(sorted(levels, key=lambda hit: (hit[0].depth, hit[0].pid)))
+
+
+_FORCING = OfSameProcesses(_forcing)
 
 
 def _forced_level(proc: ProcSample) -> int | None:

@@ -24,9 +24,9 @@ from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import cpu_budget, is_worker
 from gputop_doctor.rules._window import (
+    OfSameProcesses,
     enough_span,
     proc_columns,
-    shared_by_same_processes,
     window,
 )
 
@@ -93,12 +93,15 @@ _HUNGRY = "hungry"
 
 
 def _hungry_total(snap: Snapshot) -> tuple[tuple[str, float], ...]:
-    return shared_by_same_processes(_HUNGRY, snap.processes, _hungry_of)
+    return _HUNGRY_OF(snap.processes)
 
 
 def _hungry_of(processes: tuple[ProcSample, ...]) -> tuple[tuple[str, float], ...]:
     counts = [p.hungry_threads for p in processes if p.hungry_threads is not None]
     return ((_HUNGRY, float(sum(counts))),) if counts else ()
+
+
+_HUNGRY_OF = OfSameProcesses(_hungry_of)
 
 
 def _window_delay(win: Window) -> float | None:

@@ -13,30 +13,56 @@ from gputop_doctor.core import measures
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample, Snapshot, ThreadEnv
 from gputop_doctor.rules import _blame, gpu_memory_creep, openblas_coretype
-from gputop_doctor.rules._window import SharedBySameProcesses
+from gputop_doctor.rules._window import OfSameProcesses
 from tests.builders import OPENBLAS, Tick, context, gpu, proc, snapshot
 
 
 def test_derived_once_while_the_samples_are_the_same_objects() -> None:
     """A new tuple of the same samples reuses the value; an equal sample that is another
-    object is derived again (only identity says nothing moved), and so is another key."""
-    shared = SharedBySameProcesses()
+    object is derived again (only identity says nothing moved), and so are other
+    parameters."""
     calls: list[tuple[ProcSample, ...]] = []
 
-    def derive(procs: tuple[ProcSample, ...]) -> int:
+    def derive(procs: tuple[ProcSample, ...], offset: int = 0) -> int:
         calls.append(procs)
-        return sum(p.pid for p in procs)
+        return sum(p.pid for p in procs) + offset
 
+    shared = OfSameProcesses(derive)
     steady = (proc(100), proc(101))
-    assert shared("sum", steady, derive) == 201
-    assert shared("sum", tuple(steady), derive) == 201
-    assert shared("sum", (steady[0], steady[1]), derive) == 201
+    assert shared(steady) == 201
+    assert shared(tuple(steady)) == 201
+    assert shared((steady[0], steady[1])) == 201
     assert len(calls) == 1
-    assert shared("sum", (steady[0], replace(steady[1])), derive) == 201
+    assert shared((steady[0], replace(steady[1]))) == 201
     assert len(calls) == 2
-    assert shared("other", steady, derive) == 201
-    assert shared("sum", steady[:1], derive) == 100
+    assert shared(steady, 1) == 202
+    assert shared(steady[:1]) == 100
     assert len(calls) == 4
+
+
+def test_two_derivations_never_share_a_value() -> None:
+    """Each derivation owns its store: the same samples asked of two never return the other's
+    value (the old process-wide store, keyed by names, would have on a name used twice)."""
+    steady = (proc(100), proc(101))
+    count = OfSameProcesses(len)
+    total = OfSameProcesses(lambda procs: sum(p.pid for p in procs))
+    assert (count(steady), total(steady), count(steady)) == (2, 201, 2)
+
+
+def test_the_oldest_parameters_leave_when_full() -> None:
+    steady = (proc(100),)
+    calls: list[int] = []
+
+    def derive(procs: tuple[ProcSample, ...], offset: int) -> int:
+        calls.append(offset)
+        return offset
+
+    shared = OfSameProcesses(derive)
+    for offset in range(OfSameProcesses._MAX_PARAMS + 1):
+        assert shared(steady, offset) == offset
+    assert shared(steady, OfSameProcesses._MAX_PARAMS) == OfSameProcesses._MAX_PARAMS
+    assert shared(steady, 0) == 0  # left, derived again
+    assert calls == [*range(OfSameProcesses._MAX_PARAMS + 1), 0]
 
 
 def _coretype_tick(k: int, procs: tuple[ProcSample, ...]) -> Snapshot:
@@ -55,7 +81,7 @@ def test_openblas_coretype_judges_the_samples_again_only_when_one_changed(
         judged.append(len(procs))
         return forcing(procs)
 
-    monkeypatch.setattr(openblas_coretype, "_forcing", counted)
+    monkeypatch.setattr(openblas_coretype, "_FORCING", OfSameProcesses(counted))
     hist = History.for_span(Settings().history_s, 1.0)
     answers = []
     # Steady for three ticks, then the forced process restarts without the variable.

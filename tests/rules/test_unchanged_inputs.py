@@ -309,3 +309,12 @@ def test_traffic_alone_moving_leaves_the_answer_reused(rule: object) -> None:
         hist.append(Snapshot(time=T0 + k, tick=k, interval_s=1.0, gpus=(gpu(0, health=moving),)))
         assert list(reusing(hist, ctx)) == list(declared.check(hist, ctx))
     assert calls[0] <= WINDOW_S + 2
+
+
+def test_a_declaration_naming_nothing_reads_an_empty_tuple() -> None:
+    """No health fields and no context attributes declared: each reads as ``()``, not a
+    ``TypeError`` from ``attrgetter()`` called with no names."""
+    inputs = Inputs(window_s=lambda s: WINDOW_S, gpu=("util_pct",), context=())
+    snap = Snapshot(time=T0, tick=0, interval_s=1.0, gpus=(gpu(0, util=40.0),))
+    assert inputs.fields(snap) == (40.0,)
+    assert inputs.of_context(context(SETTINGS)) == ()

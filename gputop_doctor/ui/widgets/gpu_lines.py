@@ -236,10 +236,22 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
 
 
 def _pair_shown(left: Metric, right: Metric, width: int) -> tuple[Shown, Shown]:
-    """Two metrics side by side in ``width`` cells, each sparkline as wide as its half leaves."""
-    half = (width - 3) // 2
-    left_width, right_width = half - 6 - len(left[4]), width - half - 3 - 5 - len(right[4])
+    """Two metrics side by side in ``width`` cells, each sparkline as wide as its half leaves
+    beside its label and value."""
+    left_half, right_half = _pair_halves(width)
+    left_width = left_half - len(left[0]) - len(left[4])
+    right_width = right_half - len(right[0]) - len(right[4])
     return _shown(left, left_width), _shown(right, right_width)
+
+
+_PAIR_SEPARATOR = " │ "
+
+
+def _pair_halves(width: int) -> tuple[int, int]:
+    """The cells of a pair line's left and right halves, either side of the separator: one
+    layout that sizes the sparklines (``_pair_shown``) and lays them out (``_pair_line``)."""
+    left = (width - len(_PAIR_SEPARATOR)) // 2
+    return left, width - left - len(_PAIR_SEPARATOR)
 
 
 def _mem_temp(gpu: GpuSample, s: GpuSeries) -> tuple[Metric, Metric]:
@@ -282,12 +294,12 @@ def _util_line(util_tail: tuple[float, ...], util: str, width: int) -> Line:
 @lru_cache(maxsize=LINE_CACHE)
 def _pair_line(left: Shown, right: Shown, width: int) -> Line:
     """Two per-tick metrics side by side, each a squeezed sparkline and its value."""
-    half = (width - 3) // 2
+    half, _ = _pair_halves(width)
     left_label, left_spark, left_value, left_level = left
     label, spark, value, level = right
     pieces: list[Piece] = [(left_label, "label"), (left_spark, "spark"), (left_value, left_level)]
     right_pieces: list[Piece] = [(label, "label"), (spark, "spark"), (value, level)]
-    return fit_line([*fit_line(pieces, half), (" │ ", "dim"), *right_pieces], width)
+    return fit_line([*fit_line(pieces, half), (_PAIR_SEPARATOR, "dim"), *right_pieces], width)
 
 
 @lru_cache(maxsize=LINE_CACHE)
