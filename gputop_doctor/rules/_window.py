@@ -170,9 +170,9 @@ class SharedByWindows:
         if held is not None and held[0] is snap:
             return held[1]  # type: ignore[return-value]
         value = derive(snap)
+        if len(self._latest) >= self._MAX_KEYS:
+            self._latest = {}  # replaced whole: no eviction another thread's call could race
         self._latest[key] = (snap, value)
-        while len(self._latest) > self._MAX_KEYS:
-            del self._latest[next(iter(self._latest))]
         return value
 
 
