@@ -25,8 +25,8 @@ over 512 bytes) and the rest of the anonymous memory (CPython's own arenas of sm
 ``--isolated`` runs it all (the tree, the command) in a PID namespace with its own /proc
 (``unshare``: root, or a user namespace where unprivileged ones are allowed): the monitor ranks
 and scans every process on the host, so where other work starts and ends processes all the
-while, its memory follows that work as well as its own. On the shared 2-core VM, with other
-sessions' test runs beside it, the same build rose 2.7 MiB from 5 minutes to the end of an hour
+while, its memory follows that work as well as its own. On a 2-core VM, with test suites and
+benchmarks beside it, the same build rose 2.7 MiB from 5 minutes to the end of an hour
 in sight of them (its C heap alone 1.3 MiB, still rising) and 0.5 MiB in a namespace of its
 own.
 
