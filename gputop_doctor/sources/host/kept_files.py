@@ -160,6 +160,20 @@ def _pread_all(fd: int, size: int, one_record: bool) -> bytes:
     return b"".join(chunks)
 
 
+def pread_whole(fd: int | None, size: int) -> bytes | None:
+    """A kept descriptor's text in one pread of ``size`` bytes at offset 0, for a loop over
+    many PIDs (:meth:`PidFiles.kept`); None when there is no descriptor, the pread failed
+    (the process exited) or the text filled the buffer: :meth:`PidFiles.read` then makes it
+    again and handles each of those."""
+    if fd is None:
+        return None
+    try:
+        data = os.pread(fd, size, 0)
+    except OSError:
+        return None
+    return data if len(data) < size else None
+
+
 class PidFiles:
     """One file of each process's ``/proc/PID`` directory, ``name`` (``stat`` of the
     processes sampled every tick; ``io`` for the storage scan), read through descriptors kept

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from gputop_doctor.sources.host.kept_files import PidFiles
+from gputop_doctor.sources.host.kept_files import PidFiles, pread_whole
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
     PidTable,
@@ -235,20 +234,11 @@ class TopProcesses:
         # A kept descriptor's pread is made here rather than through two calls per PID
         # (_read_kept, PidFiles.read); whatever else (none kept, a pread that fails or fills
         # the buffer) goes through read_stat, which makes it again and handles it.
-        read_stat, kept, pread = self._read_stat, self._kept(), os.pread
+        read_stat, kept = self._read_stat, self._kept()
         tree_kept, own_kept, size = kept if kept is not None else ({}, {}, 0)
         for pid in pids:
-            data = None
             fd = tree_kept.get(pid)
-            if fd is None:
-                fd = own_kept.get(pid)
-            if fd is not None:
-                try:
-                    data = pread(fd, size, 0)
-                except OSError:
-                    data = None
-                if data is not None and len(data) >= size:
-                    data = None
+            data = pread_whole(own_kept.get(pid) if fd is None else fd, size)
             if data is None:
                 data = read_stat(pid)
             before = seen.get(pid)

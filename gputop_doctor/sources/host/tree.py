@@ -35,7 +35,6 @@ The per-process part is made cheap for the common case, a tree most of whose pro
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from gputop_doctor.sources.host.kept_files import (
     PidFiles,
     descriptor_budget,
     is_procfs,
+    pread_whole,
 )
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
@@ -198,19 +198,15 @@ class ProcessTreeReader:
         # The kept descriptors' preads are made here, in the loop, rather than through a
         # call of read_stat per PID (a tenth of the loop's instructions); read_stat does the
         # rest (a PID without one, a pread that fails or fills the buffer).
-        kept, size, pread = self.files.kept(), self.files.size, os.pread
+        kept, size = self.files.kept(), self.files.size
         just_pid, just_text = self._just_read
         self._just_read = (0, None)
         for pid, depth, in_tree in self._visits(tree, extras):
             if pid == just_pid:
                 raw = just_text
             else:
-                fd = kept.get(pid)
-                try:
-                    raw = None if fd is None else pread(fd, size, 0)
-                except OSError:
-                    raw = None
-                if raw is None or len(raw) >= size:
+                raw = pread_whole(kept.get(pid), size)
+                if raw is None:
                     raw = read_stat(pid)
             prior = known.get(pid)
             if prior is not None and raw == prior.raw:
