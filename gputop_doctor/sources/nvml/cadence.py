@@ -123,6 +123,11 @@ class Cadence:
         self._extra = True
         self.quiet_until = -math.inf
 
+    def quiet(self) -> bool:
+        """Whether :meth:`take` would give :data:`NOT_DUE` now without reading: what a
+        caller asking every tick checks first, to call take only when it may read."""
+        return self._clock() < self.quiet_until
+
 
 class Every(Generic[T]):
     """A reading taken at most once per ``period_s`` of ``clock``, kept in between.
@@ -145,7 +150,7 @@ class Every(Generic[T]):
         self._value: T | None = None
 
     def get(self) -> T | None:
-        if self._clock() < self._cadence.quiet_until:  # not due (most ticks): no take
+        if self._cadence.quiet():  # not due (most ticks): no take
             return self._value
         value = self._cadence.take(self._read)
         if value is NOT_DUE:

@@ -210,9 +210,7 @@ class DeviceReader:
         self._power = Pick((FIELD_POWER,))
         self._fields = self._batch((FIELD_POWER, *THROTTLE_FIELD_IDS, *HEALTH_FIELD_IDS))
         self._throttle = ThrottleReader(
-            self._batch(HW_THROTTLE_FIELD_IDS),
-            clock,
-            Cadence(clock, THROTTLE_PERIOD_S, spread(index)),
+            self._batch(HW_THROTTLE_FIELD_IDS), Cadence(clock, THROTTLE_PERIOD_S, spread(index))
         )
         self._energy_field = self._batch((FIELD_ENERGY,))
         self._energy = Every(self._energy_reading, clock, ENERGY_PERIOD_S, spread(index))

@@ -316,9 +316,8 @@ class ThrottleReader:
     a consumer takes a rate between readings, never a held value's false 0 and then a jump.
     """
 
-    def __init__(self, hw: FieldBatch, clock: Callable[[], float], cadence: Cadence) -> None:
+    def __init__(self, hw: FieldBatch, cadence: Cadence) -> None:
         self._hw = hw
-        self._clock = clock
         self._cadence = cadence
         self._all = Pick(THROTTLE_FIELD_IDS)
         self._hw_pick = Pick(HW_THROTTLE_FIELD_IDS)
@@ -358,7 +357,7 @@ class ThrottleReader:
         self._last_bits = bits
         if matters:
             self._cadence.hurry()
-        elif self._clock() < self._cadence.quiet_until:  # not due (most ticks)
+        elif self._cadence.quiet():  # not due (most ticks)
             return NOT_DUE
         return self._cadence.take(self._read_hw)
 

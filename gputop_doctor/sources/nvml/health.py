@@ -102,7 +102,6 @@ class HealthReader:
         self._batch = batch
         self._states: FieldBatch | None = None  # the links' state fields, once links are known
         self._replays = batch((FIELD_PCIE_REPLAY,))
-        self._clock = clock
         self._cadence = Cadence(clock, period_s, spread(index))
         self._slow = _Slow()
         self._links: tuple[int, ...] | None = None  # found on the first read
@@ -168,7 +167,7 @@ class HealthReader:
     def _refresh(self) -> None:
         """Read the periodic part when due (kept as the same object when nothing changed),
         and the static maxima once."""
-        if self._clock() >= self._cadence.quiet_until:  # may be due (not on most ticks)
+        if not self._cadence.quiet():  # may be due (not on most ticks)
             slow = self._cadence.take(self._read_slow)
             if slow is not NOT_DUE and slow != self._slow:
                 self._slow = slow

@@ -139,7 +139,7 @@ class PcieReader:
             return self._held
         if self._ramp_next is not None and self._clock() >= self._ramp_next - CADENCE_SLACK_S:
             self._cadence.hurry()
-        if self._clock() < self._cadence.quiet_until:  # not due (most ticks)
+        if self._cadence.quiet():  # not due (most ticks)
             return self._held
         values = self._cadence.take(self._fields.read)
         if values is NOT_DUE:

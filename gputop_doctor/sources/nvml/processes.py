@@ -173,7 +173,7 @@ class GpuProcessReader:
         when a listed process is new to the readings; None when it cannot be read."""
         if not self._covered.issuperset(listed):
             self._util_cadence.hurry()
-        elif self._clock() < self._util_cadence.quiet_until:  # not due (most ticks)
+        elif self._util_cadence.quiet():  # not due (most ticks)
             return self._util
         util = self._util_cadence.take(self._read_util, listed)
         if util is not NOT_DUE:
