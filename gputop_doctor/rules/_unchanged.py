@@ -36,13 +36,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from itertools import chain
-from operator import attrgetter, is_
+from operator import attrgetter
 
 from gputop_doctor.config import Settings
 from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.history import Extent, History
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import Check, RuleContext
+from gputop_doctor.rules._window import same_objects
 
 # Values of these exact types that compare equal are interchangeable for any pure function
 # (unlike floats: 0.0 == -0.0 prints differently).
@@ -124,7 +125,7 @@ def _nothing(obj: object) -> tuple[object, ...]:
 def same_inputs(a: Sequence[object], b: Sequence[object]) -> bool:
     """Whether no pure function could tell ``a`` from ``b``: the same objects, position by
     position, or equal values of a type whose equal values are interchangeable."""
-    return len(a) == len(b) and (all(map(is_, a, b)) or all(map(_same, a, b)))
+    return same_objects(a, b) or (len(a) == len(b) and all(map(_same, a, b)))
 
 
 def _same(a: object, b: object) -> bool:

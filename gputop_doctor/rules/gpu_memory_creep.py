@@ -75,7 +75,6 @@ def check(history: History, ctx: RuleContext) -> Sequence[Finding]:
     if record.step(history.extent_all(), latest.tick, stride, t):
         return record.answer  # the sampled snapshots are those judged last tick
     record.answer = _judge_sampled(history, t)
-    record.thresholds = t
     return record.answer
 
 
@@ -128,6 +127,7 @@ class _Judged:
             and t is self.thresholds
         )
         self.latest, self.end, self.first, self.stride = whole.latest, end, first, stride
+        self.thresholds = t
         return holds
 
     def _end(self, whole: Extent, tick: int, stride: int) -> int | None:

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gputop_doctor.config.thresholds import SwapThresholds
-from gputop_doctor.core import measures
 from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.pressure import OutsideProcess
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _blame, _stats
+from gputop_doctor.rules._gpu import tree_pids
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._window import enough_span, window
 
@@ -85,7 +85,7 @@ def _whose(latest: Snapshot) -> tuple[Blame, tuple[OutsideProcess, ...]]:
     holders = latest.host.swap_holders
     if not _blame.attached(latest) or not holders:
         return Blame.UNKNOWN, holders
-    tree = measures.tree_pids(latest.processes)
+    tree = tree_pids(latest)  # the tick's, gathered once for every rule
     job = sum(p.swap_mib or 0.0 for p in holders if p.pid in tree)
     others = sum(p.swap_mib or 0.0 for p in holders if p.pid not in tree)
     return (Blame.JOB if job >= others else Blame.NEIGHBOUR), holders
