@@ -17,6 +17,7 @@ Steps, in order (each independent; a failure is recorded and the next step runs)
   profile    a loop with one .item() per step, profiled on demand: host-sync, tiny-kernels
   costs      NVML C calls and CPU per tick (per C function, per field), record/serve CPU %,
              the TUI's first frame, detection latency of starvation
+  beside     the TUI, nvitop (when installed), record and serve at once on a GEMM: CPU % each
   import     nvidia-smi's own logs of a GEMM (-lms 10 query, dmon) read back by analyze
   web        serve --ui under a GEMM: the page, /-/ready, two /events messages
   identity   snapshot --pid on a GPU workload: job/container identity, cgroup, PID namespace
@@ -35,6 +36,7 @@ import argparse
 import contextlib
 import csv
 import ctypes
+import importlib.util
 import io
 import itertools
 import json
@@ -77,6 +79,7 @@ STEPS = (
     "creep",
     "profile",
     "costs",
+    "beside",
     "import",
     "web",
     "identity",
@@ -92,6 +95,7 @@ STEP_BUDGET_S = {
     "creep": 50,
     "profile": 60,
     "costs": 40,
+    "beside": 80,  # a GEMM's start, four programs' first screens, a 30 s window
     "import": 75,  # 20 s of logs under a GEMM, then analyze twice
     "web": 45,
     "identity": 40,
@@ -104,6 +108,16 @@ MIN_STEP_S = 15  # a step with less time left than this is skipped, not started
 CASE_RECORD_S = 30.0  # each training case is recorded this long (dry run: DRY_RECORD_S)
 FED_RECORD_S = 40.0  # the fed case: long enough to judge the tail after the probe says fed
 DRY_RECORD_S = 2.0
+# The beside step: every monitor at once, CPU read over this window after each drew its screen.
+BESIDE_WINDOW_S = 30.0
+BESIDE_WARMUP_S = 5.0
+BESIDE_DRY_WINDOW_S = 3.0
+BESIDE_ROWS = (
+    ("tui", "gputop-doctor TUI", "pty 120x40; its UI, sampler and input threads"),
+    ("nvitop", "nvitop", "pty 120x40, its default view"),
+    ("record", "gputop-doctor record", "headless, writing a CSV"),
+    ("serve", "gputop-doctor serve", "headless, nobody scraping"),
+)
 DRY_PARALLEL = 3  # dry run: steps run side by side, this many at a time
 CLEAR_S = 10.0  # the product's default clear delay (Settings.clear_s)
 PROBE_FED_PCT = 10.0  # gpu-starvation's probe_fed_pct: under this data wait the loop is fed
@@ -418,6 +432,82 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+
+
+ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b.")
+
+
+class PtyProgram:
+    """A terminal program in a pseudo-terminal of 120x40, as over SSH: a thread reads what it
+    draws, as a terminal would (a program whose output nobody reads blocks), and watches it
+    for the first of ``markers`` (text with the escapes taken out) until one shows."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], cwd: Path, markers: list[str]):
+        import fcntl
+        import pty
+        import struct
+        import termios
+
+        self.markers = markers
+        self.started = time.monotonic()
+        self.first_output_s: float | None = None
+        self.drawn: tuple[float, str] | None = None  # (seconds from exec, the marker seen)
+        self._shown = threading.Event()
+        self._master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        env = dict(env, TERM="xterm-256color", COLUMNS="120", LINES="40")
+        env.pop("NO_COLOR", None)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+        os.close(slave)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:  # the program closed the terminal (EIO) or it was closed here
+                break
+            if not chunk:
+                break
+            if self.first_output_s is None:
+                self.first_output_s = time.monotonic() - self.started
+            if self.drawn is not None:
+                continue  # drawn: the rest is read and dropped
+            seen += chunk
+            plain = ESCAPES.sub(b"", seen).decode(errors="replace")
+            hit = next((m for m in self.markers if m in plain), None)
+            if hit:
+                self.drawn = (time.monotonic() - self.started, hit)
+                self._shown.set()
+        self._shown.set()
+
+    def wait_drawn(self, timeout: float) -> bool:
+        """Whether a marker showed within ``timeout`` s (False too if the program ended)."""
+        self._shown.wait(max(0.0, timeout))
+        return self.drawn is not None
+
+    def quit(self) -> None:
+        """Press q, as a user would, and give it 3 s to leave."""
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            os.write(self._master, b"q")
+            self.proc.wait(3)
+
+    def close(self) -> None:
+        """After the program was stopped: its end of the terminal closed, the reader ends."""
+        self._reader.join(2)
+        with contextlib.suppress(OSError):
+            os.close(self._master)
 
 
 class Harness:
@@ -1569,77 +1659,126 @@ class Harness:
                     c["ok"] = None
         return {"checks": checks, "costs": self.costs}
 
-    def tui_first_frame(self, timeout: float) -> dict:
-        import fcntl
-        import pty
-        import struct
-        import termios
-
-        markers = [w for w in re.split(r"\s+", self.gpu_name or "") if re.search(r"\d", w)][:1]
-        markers += ["CPU "]
-        cmd = self.doctor(
-            *(["--demo", "healthy", "--gpus", "1"] if self.dry and not self.fake else []),
-            "--interval",
-            "1",
-        )
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        env = dict(self.env, TERM="xterm-256color", COLUMNS="120", LINES="40")
-        env.pop("NO_COLOR", None)
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            cmd,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=env,
-            cwd=self.work,
-            start_new_session=True,
-            close_fds=True,
-        )
-        os.close(slave)
-        self.track(proc)
-        seen = b""
-        first_byte = found = None
+    def step_beside(self, budget: float) -> dict:
+        """What the monitor costs beside nvitop, on this GPU, in the same window: the TUI and
+        nvitop in a pseudo-terminal of 120x40 each, ``record`` and ``serve`` headless, all at
+        1 s and ours attached to a GEMM, CPU from /proc/PID/stat over BESIDE_WINDOW_S."""
+        problem = self.needs_cuda()
+        if problem:
+            return {"skipped": problem}
+        attach: list[str] = []
+        if not self.dry:  # the dry run's fake NVML has no GEMM to attach to: the whole machine
+            gemm, status = self.workload("gemm", budget, "beside-gemm")
+            self.wait_started(gemm, status, timeout=min(60, self.step_left() - 45))
+            attach = ["--pid", str(gemm.pid)]
+        every = ["--interval", "1", *attach]
+        port = free_port()
+        headless = {
+            "record": self.spawn(
+                self.doctor("record", "--quiet", "--csv", str(self.work / "beside.csv"), *every),
+                "beside-record",
+            ),
+            "serve": self.spawn(
+                self.doctor("serve", "--listen", f"127.0.0.1:{port}", *every), "beside-serve"
+            ),
+        }
+        ttys = {
+            "tui": self.start_pty(self.doctor(*self.dry_demo_args(), *every), self.tui_markers())
+        }
+        nvitop = importlib.util.find_spec("nvitop") is not None
+        if nvitop:
+            nvitop_cmd = [sys.executable, "-m", "nvitop", "--interval", "1"]
+            ttys["nvitop"] = self.start_pty(nvitop_cmd, ["MiB", "GiB"])
         try:
-            while time.monotonic() - started < timeout and proc.poll() is None:
-                ready, _, _ = select.select([master], [], [], 0.1)
-                if not ready:
-                    continue
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:
-                    break
-                if first_byte is None:
-                    first_byte = time.monotonic() - started
-                seen += chunk
-                plain = re.sub(
-                    rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b.", b"", seen
-                ).decode(errors="replace")
-                hit = next((m for m in markers if m in plain), None)
-                if hit:
-                    found = (time.monotonic() - started, hit)
-                    break
-            try:
-                os.write(master, b"q")
-                proc.wait(3)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+            return self.measure_beside(headless, ttys)
         finally:
-            self.stop(proc, grace=2.0)
-            os.close(master)
-        if found is None:
+            for tty in ttys.values():
+                tty.quit()
+                self.stop(tty.proc, grace=2.0)
+                tty.close()
+
+    def measure_beside(self, headless: dict[str, Started], ttys: dict[str, PtyProgram]) -> dict:
+        for name, tty in ttys.items():
+            if not tty.wait_drawn(min(40.0, self.step_left() - 10)):
+                raise RuntimeError(f"{name} drew nothing (exit {tty.proc.poll()})")
+        window = BESIDE_DRY_WINDOW_S if self.dry else BESIDE_WINDOW_S
+        time.sleep(1.0 if self.dry else BESIDE_WARMUP_S)
+        pids = {name: p.pid for name, p in headless.items()}
+        pids.update({name: tty.proc.pid for name, tty in ttys.items()})
+        cpu0, t0 = {name: cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic()
+        time.sleep(max(1.0, min(window, self.step_left() - 8)))
+        cpu1, t1 = {name: cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic()
+        pct = {
+            name: round(100 * (cpu1[name] - before) / (t1 - t0), 2)  # type: ignore[operator]
+            for name, before in cpu0.items()
+            if before is not None and cpu1[name] is not None
+        }
+        gone = [name for name, pid in pids.items() if name not in pct]
+        if gone:
+            raise RuntimeError(f"{', '.join(gone)} ended during the window")
+        checks = [
+            check(f"{label} CPU at 1 s (% of one core)", "reported", pct[name], None, how)
+            for name, label, how in BESIDE_ROWS
+            if name in pct
+        ]
+        if "nvitop" not in pct:
+            checks.append(
+                check("TUI / nvitop", "measured", "not measured: nvitop is not installed", None)
+            )
+        else:
+            ratio = round(pct["tui"] / pct["nvitop"], 2) if pct["nvitop"] > 0 else None
+            checks.append(
+                check(
+                    "TUI / nvitop, CPU in the same window",
+                    "< 1 (the monitor costs less than the tool it stands beside)",
+                    ratio,
+                    None if self.dry or ratio is None else ratio < 1.0,
+                    "dry run: the fake NVML answers in microseconds; not judged"
+                    if self.dry
+                    else "",
+                )
+            )
+        return {"checks": checks, "cpu_pct": pct, "window_s": round(t1 - t0, 1)}
+
+    def tui_first_frame(self, timeout: float) -> dict:
+        cmd = self.doctor(*self.dry_demo_args(), "--interval", "1")
+        tui = self.start_pty(cmd, self.tui_markers())
+        try:
+            tui.wait_drawn(timeout)
+            tui.quit()
+        finally:
+            self.stop(tui.proc, grace=2.0)
+            tui.close()
+        first_output = tui.first_output_s
+        if tui.drawn is None:
             return {
                 "first_frame_s": None,
-                "first_output_s": first_byte,
-                "note": f"no marker {markers} seen in {timeout:.0f} s; exit {proc.returncode}",
+                "first_output_s": first_output,
+                "note": f"no marker {tui.markers} seen in {timeout:.0f} s; "
+                f"exit {tui.proc.returncode}",
             }
+        drawn_s, marker = tui.drawn
         return {
-            "first_frame_s": round(found[0], 2),
-            "marker": found[1],
-            "first_output_s": None if first_byte is None else round(first_byte, 2),
-            "ui_to_frame_s": None if first_byte is None else round(found[0] - first_byte, 2),
+            "first_frame_s": round(drawn_s, 2),
+            "marker": marker,
+            "first_output_s": None if first_output is None else round(first_output, 2),
+            "ui_to_frame_s": None if first_output is None else round(drawn_s - first_output, 2),
         }
+
+    def tui_markers(self) -> list[str]:
+        """What the TUI's first frame with a reading shows: the GPU's model number, or the
+        host line."""
+        words = re.split(r"\s+", self.gpu_name or "")
+        return [*[w for w in words if re.search(r"\d", w)][:1], "CPU "]
+
+    def dry_demo_args(self) -> list[str]:
+        """The dry run without the fake NVML (no gcc) shows the demo's one GPU instead."""
+        return ["--demo", "healthy", "--gpus", "1"] if self.dry and not self.fake else []
+
+    def start_pty(self, cmd: list[str], markers: list[str]) -> PtyProgram:
+        program = PtyProgram(cmd, self.env, self.work, markers)
+        self.track(program.proc)
+        return program
 
     # import, web, identity ------------------------------------------------------------------
 
@@ -2642,6 +2781,7 @@ def main(argv: list[str] | None = None) -> int:
             ("creep", h.step_creep),
             ("profile", h.step_profile),
             ("costs", h.step_costs),
+            ("beside", h.step_beside),
             ("import", h.step_import),
             ("web", h.step_web),
             ("identity", h.step_identity),

@@ -29,6 +29,7 @@ STEPS = (
     "creep",
     "profile",
     "costs",
+    "beside",
     "import",
     "web",
     "identity",
@@ -140,6 +141,12 @@ def test_dry_run_writes_a_summary_with_every_step(tmp_path: Path) -> None:
     assert "| 83 | 0 | NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION |" in md
     assert costs.get("record_cpu_pct"), costs
     assert "| check | expected | got | result | note |" in md
+    # The monitor beside nvitop in one window: ours always measured (nvitop is no test
+    # dependency: measured where installed, else said so).
+    beside = steps["beside"]
+    assert beside["status"] == "ok", beside
+    assert beside["cpu_pct"].keys() >= {"tui", "record", "serve"}, beside
+    assert any(c["what"].startswith("TUI / nvitop") for c in beside["checks"]), beside
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
