@@ -34,7 +34,10 @@ a scan of all of them under I/O pressure). It leaves out the kernel's own work i
 calls, which CPU time includes.
 
     .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
-        [--nvml-costs none|h200] [--instructions]
+        [--nvml-costs none|h200] [--instructions] [--gpu-source fake|nvml]
+
+``--gpu-source nvml``: this machine's driver and GPUs instead of the fake (the tree is still
+the benchmark's own, so the GPU processes are not the job's).
 
 ``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200
 (tests/fake_nvml/costs.py), so the NVML section shows what each call costs per tick on a real
@@ -341,7 +344,7 @@ def filled_engine(
     simulated session, measured ticks included, by now."""
     clock = SessionClock()
     # Chart series only when the TUI is measured: record and serve keep none.
-    engine = build_engine(root_pid, str(tmp / "bench.csv"), "fake", clock, not args.no_tui)
+    engine = build_engine(root_pid, str(tmp / "bench.csv"), args.gpu_source, clock, not args.no_tui)
     if watch is not None:
         watch(engine)
     fill = engine.history.capacity if args.fill is None else args.fill
@@ -374,8 +377,16 @@ def main() -> None:
         " --nvml-costs none: a cost model busy-waits on the thread's CPU clock, which under"
         " valgrind counts time, not work)",
     )
+    parser.add_argument(
+        "--gpu-source",
+        choices=("fake", "nvml"),
+        default="fake",
+        help="fake: the test suite's fake NVML, 8 GPUs (default); nvml: this machine's driver",
+    )
     add_nvml_costs_argument(parser)
     args = parser.parse_args()
+    if args.nvml_costs != "none" and args.gpu_source != "fake":
+        parser.error("--nvml-costs models the fake library: it needs --gpu-source fake")
     if args.instructions and args.nvml_costs != "none":
         parser.error("--instructions needs --nvml-costs none (a cost model waits on time)")
     if args.instructions and not under_callgrind():
@@ -386,7 +397,8 @@ def main() -> None:
     tree = start_tree()
     tmp = Path(tempfile.mkdtemp())
     try:
-        use_fake_nvml(tree.pid, tmp, "nvlink", costs)
+        if args.gpu_source == "fake":
+            use_fake_nvml(tree.pid, tmp, "nvlink", costs)
         if args.instructions:  # the run under valgrind: plain ticks, counted
             count_ticks(tree.pid, tmp, args)
             return

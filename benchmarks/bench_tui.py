@@ -13,12 +13,16 @@ gputop-doctor's UI thread (Textual's event loop: widgets, compositor), its sampl
 engine's tick), Textual's input and output threads; without py-spy they are named by thread id.
 
     .venv/bin/python benchmarks/bench_tui.py [--seconds 60] [--warmup 5] [--busy 0.03] [--demo]
-        [--baseline DIR] [--nvml-costs none|h200]
+        [--baseline DIR] [--nvml-costs none|h200] [--gpu-source fake|nvml] [--attach PID]
 
 ``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200
 (tests/fake_nvml/costs.py), in both programs alike: nvitop pays the same price for its own calls,
 so the ratio stays fair. Without it NVML looks about 100x cheaper than on a real GPU, and a
 monitor that makes fewer or cheaper NVML calls than another gets no credit for it.
+
+``--gpu-source nvml`` runs both on this machine's own driver and GPUs instead of the fake;
+``--attach PID`` attaches gputop-doctor to that job (a training process on the GPU, say)
+instead of the benchmark's tree.
 
 ``--demo`` measures ``gputop-doctor --demo healthy`` instead of the fake NVML (nvitop still
 runs on the fake). ``--baseline DIR`` runs a third TUI from another checkout (``git archive``
@@ -31,6 +35,7 @@ asserts nothing (timings belong in benchmarks, not tests).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -104,10 +109,11 @@ def thread_names(pid: int) -> dict[int, str]:
     gputop-doctor's sampler runs in a Textual thread worker named ``asyncio_N``; the stack
     says which one it is, so it is named by what it does.
     """
-    spy = Path(sys.executable).parent / "py-spy"
-    if not spy.exists():
+    beside = Path(sys.executable).parent / "py-spy"
+    spy = str(beside) if beside.exists() else shutil.which("py-spy")
+    if spy is None:
         return {}
-    dump = subprocess.run([str(spy), "dump", "--json", "--pid", str(pid)], capture_output=True)
+    dump = subprocess.run([spy, "dump", "--json", "--pid", str(pid)], capture_output=True)
     try:
         threads = json.loads(dump.stdout)
     except ValueError:  # not a Python process, or no permission to read it
@@ -201,15 +207,16 @@ _PASS = {
 
 # What each program's screen shows once its first frame is drawn: the window starts after it
 # (plus --warmup), so a slow start on a loaded machine is not counted as steady-state CPU.
-DRAWN = {"gputop-doctor": "GPU0 ", "nvitop": "GiB"}
+DRAWN = {"gputop-doctor": ("GPU0 ",), "nvitop": ("GiB", "MiB")}
 DRAW_TIMEOUT_S = 90.0
 
 
-def wait_drawn(session: str, marker: str) -> bool:
-    """Poll the pane until ``marker`` is on it (the program drew its first frame)."""
+def wait_drawn(session: str, markers: tuple[str, ...]) -> bool:
+    """Poll the pane until one of ``markers`` is on it (the program drew its first frame)."""
     deadline = time.monotonic() + DRAW_TIMEOUT_S
     while time.monotonic() < deadline:
-        if marker in tmux("capture-pane", "-p", "-t", session):
+        screen = tmux("capture-pane", "-p", "-t", session)
+        if any(marker in screen for marker in markers):
             return True
         time.sleep(0.25)
     return False
@@ -223,6 +230,16 @@ def stop_tmux() -> None:
     tmux("kill-server")
     socket_dir = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
     (socket_dir / SOCKET).unlink(missing_ok=True)
+
+
+def describe_run(args: argparse.Namespace) -> str:
+    """What the figures were measured on, for their header line."""
+    gpus = "8 fake GPUs" if args.gpu_source == "fake" else "this machine's GPUs (its driver)"
+    if args.demo:
+        return f"gputop-doctor --demo healthy; nvitop on {gpus}"
+    if args.attach is not None:
+        return f"{gpus}, attached to PID {args.attach}"
+    return f"{gpus}, attached to a 65-process tree, ranks busy {100 * args.busy:.0f} % of a core"
 
 
 def _quote(text: str) -> str:
@@ -246,9 +263,24 @@ def main() -> int:
         default=None,
         help="another checkout of gputop-doctor to run beside this one (e.g. the code before)",
     )
+    parser.add_argument(
+        "--gpu-source",
+        choices=("fake", "nvml"),
+        default="fake",
+        help="fake: the test suite's fake NVML, 8 GPUs (default); nvml: this machine's driver",
+    )
+    parser.add_argument(
+        "--attach",
+        type=int,
+        default=None,
+        help="the PID gputop-doctor attaches to (default: the benchmark's 65-process tree); "
+        "with --gpu-source nvml, a job on the GPU",
+    )
     add_nvml_costs_argument(parser)
     args = parser.parse_args()
     costs = nvml_costs(args)
+    if costs is not None and args.gpu_source != "fake":
+        parser.error("--nvml-costs models the fake library: it needs --gpu-source fake")
     if args.baseline is not None and not (args.baseline / "gputop_doctor").is_dir():
         print(f"--baseline {args.baseline}: no gputop_doctor package there", file=sys.stderr)
         return 2
@@ -257,33 +289,39 @@ def main() -> int:
         return 2
     # The venv this script runs in (a git worktree may have none of its own); the TUI imports
     # the package from ROOT through PYTHONPATH, so the checkout next to this script is measured.
-    venv_bin = Path(sys.executable).parent
-    doctor = str(venv_bin / "gputop-doctor")
-    nvitop = str(venv_bin / "nvitop") if (venv_bin / "nvitop").exists() else shutil.which("nvitop")
-    if nvitop is None:
+    doctor = [sys.executable, "-m", "gputop_doctor"]
+    if importlib.util.find_spec("nvitop") is None:
         print("nvitop is not installed (pip install nvitop)", file=sys.stderr)
         return 2
+    nvitop = [sys.executable, "-m", "nvitop"]
 
     print_header(costs)
     tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
     tree, ranks = start_tree(args.busy)
     try:
-        lib = build_fake(tmp / "lib")
-        scenario_path = tmp / "scenario.txt"
-        scenario(ranks, costs).write(scenario_path)
-        env = fake_nvml_env(lib, scenario_path)
-        env["PYTHONPATH"] = str(ROOT)
+        if args.gpu_source == "fake":
+            lib = build_fake(tmp / "lib")
+            scenario_path = tmp / "scenario.txt"
+            scenario(ranks, costs).write(scenario_path)
+            env = fake_nvml_env(lib, scenario_path)
+        else:
+            env = dict(os.environ)
+        # ROOT, then what this run was given (packages installed with --target, say).
+        given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *given])
         env.setdefault("TERM", "xterm-256color")
         env["TERM"] = "tmux-256color" if os.environ.get("TMUX") else env["TERM"]
         if args.demo:
-            doctor_cmd = [doctor, "--demo", "healthy", "--interval", "1"]
+            doctor_cmd = [*doctor, "--demo", "healthy", "--interval", "1"]
         else:
-            doctor_cmd = [doctor, "--pid", str(tree.pid), "--interval", "1"]
+            job = tree.pid if args.attach is None else args.attach
+            doctor_cmd = [*doctor, "--pid", str(job), "--interval", "1"]
         procs = {"gputop-doctor": tmux_start("gputop-doctor", doctor_cmd, env)}
         if args.baseline is not None:
-            base_env = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+            base_path = [str(args.baseline.resolve()), *given]
+            base_env = {**env, "PYTHONPATH": os.pathsep.join(base_path)}
             procs["baseline"] = tmux_start("baseline", doctor_cmd, base_env, args.baseline)
-        procs["nvitop"] = tmux_start("nvitop", [nvitop, "--interval", "1"], env)
+        procs["nvitop"] = tmux_start("nvitop", [*nvitop, "--interval", "1"], env)
         for name in procs:
             if not wait_drawn(name, DRAWN[name if name != "baseline" else "gputop-doctor"]):
                 print(f"{name} drew no GPU within {DRAW_TIMEOUT_S:.0f} s; its pane:")
@@ -303,10 +341,7 @@ def main() -> int:
         end = {name: cpu_seconds(pid) for name, pid in procs.items()}
         threads_end = {name: thread_cpu_seconds(pid) for name, pid in procs.items()}
         pct = {name: 100.0 * (end[name] - start[name]) / wall for name in procs}
-        mode = "demo healthy" if args.demo else "fake NVML, attached to a 65-process tree"
-        if not args.demo:
-            mode += f", ranks busy {100 * args.busy:.0f} % of a core"
-        print(f"TUI CPU over {wall:.0f} s at 1 s interval, 8 GPUs ({mode}), 120x40 tmux:")
+        print(f"TUI CPU over {wall:.0f} s at 1 s interval ({describe_run(args)}), 120x40 tmux:")
         for name, value in pct.items():
             print(f"  {name:<14} {value:6.2f} % of one core  (pid {procs[name]})")
         for name, pid in procs.items():  # after the window: py-spy's pause is not counted
