@@ -1,6 +1,7 @@
 #!/bin/sh
 # Fill .whl/ (ignored by git) with the wheels gputop-doctor needs that a CUDA image with
-# PyTorch, nvidia-ml-py, psutil and prometheus-client usually lacks, for an offline machine.
+# PyTorch, nvidia-ml-py, psutil and prometheus-client usually lacks, for an offline machine,
+# and nvitop, which the check's beside step runs next to the monitor (not a dependency).
 # Pure-Python wheels, for CPython 3.12 on x86-64 Linux; versions as tested here.
 # Then, on the offline machine:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -22,7 +23,8 @@ for spec in \
     linkify-it-py==2.2.0 \
     uc-micro-py==2.0.0 \
     pygments==2.21.0 \
-    typing-extensions==4.16.0
+    typing-extensions==4.16.0 \
+    nvitop==1.7.2
 do
     "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
