@@ -690,6 +690,16 @@ class Harness:
         ]
         return self.spawn(cmd, name, torch=True), status
 
+    def attach_to_gemm(self, seconds: float, name: str, after: float) -> list[str]:
+        """A GEMM for ``seconds``, stepping, and the arguments that attach the monitor to it
+        (leaving ``after`` s of the step once it steps); none in the dry run, whose fake NVML
+        has no GEMM to attach to: the monitor watches the whole machine there."""
+        if self.dry:
+            return []
+        gemm, status = self.workload("gemm", seconds, name)
+        self.wait_started(gemm, status, timeout=min(60, self.step_left() - after))
+        return ["--pid", str(gemm.pid)]
+
     def wait_started(self, proc: Started, status: Path, timeout: float) -> dict:
         """Wait for the workload's first timed step; raise with its error otherwise."""
         end = time.monotonic() + timeout
@@ -1666,12 +1676,7 @@ class Harness:
         problem = self.needs_cuda()
         if problem:
             return {"skipped": problem}
-        attach: list[str] = []
-        if not self.dry:  # the dry run's fake NVML has no GEMM to attach to: the whole machine
-            gemm, status = self.workload("gemm", budget, "beside-gemm")
-            self.wait_started(gemm, status, timeout=min(60, self.step_left() - 45))
-            attach = ["--pid", str(gemm.pid)]
-        every = ["--interval", "1", *attach]
+        every = ["--interval", "1", *self.attach_to_gemm(budget, "beside-gemm", after=45)]
         port = free_port()
         headless = {
             "record": self.spawn(
@@ -1914,11 +1919,7 @@ class Harness:
         problem = self.needs_cuda()
         if problem:
             return {"skipped": problem}
-        attach: list[str] = []
-        if not self.dry:  # the dry run's fake NVML has no GEMM to attach to: the whole machine
-            proc, status = self.workload("gemm", budget, "web-gemm")
-            self.wait_started(proc, status, timeout=min(60, self.step_left() - 25))
-            attach = ["--pid", str(proc.pid)]
+        attach = self.attach_to_gemm(budget, "web-gemm", after=25)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         srv = self.spawn(
