@@ -34,7 +34,11 @@ a scan of all of them under I/O pressure). It leaves out the kernel's own work i
 calls, which CPU time includes.
 
     .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
-        [--nvml-costs none|h200] [--instructions] [--gpu-source fake|nvml]
+        [--nvml-costs none|h200] [--instructions] [--gpu-source fake|nvml] [--steady]
+
+The fake GPUs' readings move from tick to tick as an H200's did under a GEMM (see
+bench_record.py): the tick's caches that hit while a value repeats miss as on a real GPU.
+``--steady``: constant readings, as the benchmarks had them before (compare the two).
 
 ``--gpu-source nvml``: this machine's driver and GPUs instead of the fake (the tree is still
 the benchmark's own, so the GPU processes are not the job's).
@@ -67,6 +71,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_record import (
     add_nvml_costs_argument,
+    add_steady_argument,
     build_engine,
     cpu_seconds,
     load_line,
@@ -384,6 +389,7 @@ def main() -> None:
         help="fake: the test suite's fake NVML, 8 GPUs (default); nvml: this machine's driver",
     )
     add_nvml_costs_argument(parser)
+    add_steady_argument(parser)
     args = parser.parse_args()
     if args.nvml_costs != "none" and args.gpu_source != "fake":
         parser.error("--nvml-costs models the fake library: it needs --gpu-source fake")
@@ -393,12 +399,12 @@ def main() -> None:
         report_instructions(args.ticks)
         return
     costs = nvml_costs(args)
-    print_header(costs)
+    print_header(costs, args.steady if args.gpu_source == "fake" else None)
     tree = start_tree()
     tmp = Path(tempfile.mkdtemp())
     try:
         if args.gpu_source == "fake":
-            use_fake_nvml(tree.pid, tmp, "nvlink", costs)
+            use_fake_nvml(tree.pid, tmp, "nvlink", costs, args.steady)
         if args.instructions:  # the run under valgrind: plain ticks, counted
             count_ticks(tree.pid, tmp, args)
             return

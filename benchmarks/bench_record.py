@@ -10,6 +10,12 @@ With ``--gpu-source fake`` the GPUs come from NVML through the real pynvml bindi
 fake libnvidia-ml that the tests build (tests/fake_nvml/): 8 busy GPUs, one per rank of the tree.
 With ``--gpu-source nvml`` they come from whatever NVML the machine has.
 
+The fake GPUs' readings move from tick to tick as an H200's did under a GEMM (power 680-700 W,
+60-62 °C, SM clock 1950-1980 MHz, memory used stepping, five new utilization samples a tick at
+97-100 %: ``Scenario.moving`` in tests/fake_nvml/scenario.py), since a cache that only hits
+while a value repeats hits on constant readings and misses on a real GPU. ``--steady``: the
+old constant readings (util 95, 610 W, 68 °C for the whole run), for comparison.
+
 The fake answers in microseconds, where a real driver spends milliseconds of CPU in some calls:
 without a cost model NVML looks about 100x cheaper than on a real GPU, and a whole tick about
 20x (docs/benchmarks.md). ``--nvml-costs h200`` (with ``--gpu-source fake``) makes each fake
@@ -91,15 +97,34 @@ def add_nvml_costs_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_steady_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--steady",
+        action="store_true",
+        help="fake GPUs whose readings never change (the old benchmarks' setup) instead of "
+        "readings that move from tick to tick as a real GPU's do under load (default)",
+    )
+
+
 def load_line() -> str:
     """The machine's load beside a CPU figure (other processes stretch wall time, not CPU)."""
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
-def print_header(costs: NvmlCosts | None) -> None:
+def print_header(costs: NvmlCosts | None, steady: bool | None = None) -> None:
+    """The cost model, the machine's load and (``steady`` given: a fake GPU source) whether the
+    fake's readings move."""
     print(describe(costs))
+    if steady is not None:
+        print(READINGS[steady])
     print(load_line())
+
+
+READINGS = {
+    False: "fake readings: moving (as an H200's under a GEMM; --steady: constant)",
+    True: "fake readings: steady (constant for the whole run)",
+}
 
 
 def nvml_costs(args: Any) -> NvmlCosts | None:
@@ -107,10 +132,15 @@ def nvml_costs(args: Any) -> NvmlCosts | None:
 
 
 def use_fake_nvml(
-    root_pid: int, workdir: Path, health: str = "nvlink", costs: NvmlCosts | None = None
+    root_pid: int,
+    workdir: Path,
+    health: str = "nvlink",
+    costs: NvmlCosts | None = None,
+    steady: bool = False,
 ) -> None:
     """Build the tests' fake libnvidia-ml and point NVML at it, one rank per GPU; ``costs``:
-    each call spends that model's CPU time (in this process and the ones it starts)."""
+    each call spends that model's CPU time (in this process and the ones it starts);
+    ``steady``: readings that never change, else readings that move as under a GEMM."""
     import psutil
 
     from tests.fake_nvml.fixtures import build_fake
@@ -134,8 +164,9 @@ def use_fake_nvml(
         gpus = tuple(g.with_nvlink_machine(len(gpus)) for g in gpus)
     else:  # every optional health call answers NOT_SUPPORTED
         gpus = tuple(g.without_health() for g in gpus)
+    scenario = Scenario(gpus=gpus, costs=costs)
     scenario_path = workdir / "scenario.txt"
-    Scenario(gpus=gpus, costs=costs).write(scenario_path)
+    (scenario if steady else scenario.moving()).write(scenario_path)
     os.environ["FAKE_NVML_SCENARIO"] = str(scenario_path)
     os.environ["GPUTOP_DOCTOR_NVML_LIB"] = str(build_fake(workdir / "lib"))
 
@@ -188,6 +219,7 @@ def main() -> None:
         help="fake GPUs with every health reading (NVLink machine) or none supported",
     )
     add_nvml_costs_argument(parser)
+    add_steady_argument(parser)
     args = parser.parse_args()
     costs = nvml_costs(args)
     if costs is not None and args.gpu_source != "fake":
@@ -196,8 +228,8 @@ def main() -> None:
     tmp = tempfile.mkdtemp()
     try:
         if args.gpu_source == "fake":
-            print_header(costs)
-            use_fake_nvml(tree.pid, Path(tmp), args.fake_health, costs)
+            print_header(costs, args.steady)
+            use_fake_nvml(tree.pid, Path(tmp), args.fake_health, costs, args.steady)
         started = time.perf_counter()
         engine = build_engine(tree.pid, os.path.join(tmp, "bench.csv"), args.gpu_source)
         first = engine.tick()

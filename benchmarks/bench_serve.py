@@ -9,7 +9,10 @@ Then the scrape latency (one connection each, gzip accepted as Prometheus does):
 does, and ``--scrapes`` back-to-back (the cache).
 
     .venv/bin/python benchmarks/bench_serve.py [--seconds 60] [--fresh-scrapes 60] [--scrapes 300]
-        [--nvml-costs none|h200]
+        [--nvml-costs none|h200] [--steady]
+
+The fake GPUs' readings move from tick to tick as a real GPU's do under load (see
+bench_record.py); ``--steady`` keeps them constant, as the benchmarks had them before.
 
 ``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200 (see
 bench_record.py); without it NVML looks about 100x cheaper than on a real GPU.
@@ -31,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_record import (
     add_nvml_costs_argument,
+    add_steady_argument,
     load_line,
     nvml_costs,
     print_header,
@@ -76,12 +80,13 @@ def main() -> None:
     parser.add_argument("--fresh-scrapes", type=int, default=60)
     parser.add_argument("--scrape-every", type=float, default=15.0)
     add_nvml_costs_argument(parser)
+    add_steady_argument(parser)
     args = parser.parse_args()
     costs = nvml_costs(args)
-    print_header(costs)
+    print_header(costs, args.steady)
     tree = start_tree()
     tmp = tempfile.mkdtemp()
-    use_fake_nvml(tree.pid, Path(tmp), costs=costs)
+    use_fake_nvml(tree.pid, Path(tmp), costs=costs, steady=args.steady)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "gputop_doctor", "serve", "--pid", str(tree.pid)]
     cmd += ["--interval", "1", "--listen", "127.0.0.1:0"]

@@ -14,6 +14,13 @@ engine's tick), Textual's input and output threads; without py-spy they are name
 
     .venv/bin/python benchmarks/bench_tui.py [--seconds 60] [--warmup 5] [--busy 0.03] [--demo]
         [--baseline DIR] [--nvml-costs none|h200] [--gpu-source fake|nvml] [--attach PID]
+        [--steady]
+
+The fake GPUs' readings move from tick to tick as an H200's did under a GEMM (power, temperature,
+SM clock, memory used, utilization samples: ``Scenario.moving``), varied by the fake library
+itself reading by reading, so both programs see them move and neither pays for a rewritten
+scenario file; a cache that only hits while a value repeats costs here what it costs on a real
+GPU. ``--steady``: the old constant readings, for comparison.
 
 ``--nvml-costs h200``: each fake NVML call spends the CPU time it took on an H200
 (tests/fake_nvml/costs.py), in both programs alike: nvitop pays the same price for its own calls,
@@ -49,7 +56,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_record import add_nvml_costs_argument, load_line, nvml_costs, print_header  # noqa: E402
+from bench_record import (  # noqa: E402
+    add_nvml_costs_argument,
+    add_steady_argument,
+    load_line,
+    nvml_costs,
+    print_header,
+)
 
 from tests.fake_nvml.costs import NvmlCosts  # noqa: E402
 from tests.fake_nvml.fixtures import build_fake, fake_nvml_env  # noqa: E402
@@ -154,9 +167,10 @@ def start_tree(busy: float = 0.0) -> tuple[subprocess.Popen[str], list[int]]:
     return proc, ranks
 
 
-def scenario(ranks: list[int], costs: NvmlCosts | None = None) -> Scenario:
+def scenario(ranks: list[int], costs: NvmlCosts | None = None, steady: bool = False) -> Scenario:
     """Eight busy GPUs with a driver sample ring, each running one rank; ``costs``: what each
-    NVML call costs (both programs read this scenario, so both pay it)."""
+    NVML call costs (both programs read this scenario, so both pay it); ``steady``: readings
+    that never change, else readings that move as under a GEMM."""
     now_us = int(time.time() * 1e6)
     samples = tuple((now_us - i * 166_000, 90 + (i % 7)) for i in range(12))
     gpus = tuple(
@@ -172,7 +186,8 @@ def scenario(ranks: list[int], costs: NvmlCosts | None = None) -> Scenario:
         )
         for pid in ranks
     )
-    return Scenario(gpus=gpus, costs=costs)
+    steady_scenario = Scenario(gpus=gpus, costs=costs)
+    return steady_scenario if steady else steady_scenario.moving()
 
 
 SOCKET = f"bench-tui-{os.getpid()}"  # this run's own tmux server
@@ -277,6 +292,7 @@ def main() -> int:
         "with --gpu-source nvml, a job on the GPU",
     )
     add_nvml_costs_argument(parser)
+    add_steady_argument(parser)
     args = parser.parse_args()
     costs = nvml_costs(args)
     if costs is not None and args.gpu_source != "fake":
@@ -295,14 +311,14 @@ def main() -> int:
         return 2
     nvitop = [sys.executable, "-m", "nvitop"]
 
-    print_header(costs)
+    print_header(costs, args.steady if args.gpu_source == "fake" else None)
     tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
     tree, ranks = start_tree(args.busy)
     try:
         if args.gpu_source == "fake":
             lib = build_fake(tmp / "lib")
             scenario_path = tmp / "scenario.txt"
-            scenario(ranks, costs).write(scenario_path)
+            scenario(ranks, costs, args.steady).write(scenario_path)
             env = fake_nvml_env(lib, scenario_path)
         else:
             env = dict(os.environ)

@@ -41,8 +41,25 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
     avg = mean(values)
     if avg is None or avg <= 0.0 or len(values) < 2:
         return None
-    var = sum((v - avg) ** 2 for v in values) / len(values)
+    var = _squared_deviations(values, avg) / len(values)
     return float(var**0.5 / avg)
+
+
+def _squared_deviations(values: Sequence[float], avg: float) -> float:
+    """``sum((v - avg) ** 2 for v in values)``, to the bit, each distinct value's square made
+    once where the values repeat.
+
+    The headline's thousands of utilization samples move every tick on a real GPU, so the
+    sum is made anew every tick; but a utilization is a whole percent, so they hold a few
+    dozen distinct values. Each one's ``(v - avg) ** 2`` (a float ``pow``, the costly part)
+    made once and looked up for each sample, in C, gives the same floats added in the same
+    order: the same sum, for about two thirds of the time. Values that are mostly distinct
+    take the plain pass."""
+    distinct = set(values)
+    if 2 * len(distinct) > len(values):
+        return sum((v - avg) ** 2 for v in values)
+    squares = {v: (v - avg) ** 2 for v in distinct}
+    return sum(map(squares.__getitem__, values))
 
 
 @dataclass(frozen=True, slots=True)

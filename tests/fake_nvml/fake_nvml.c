@@ -49,6 +49,21 @@
  *                                    link), numa, cpu_first/cpu_count (affinity), events (na:
  *                                    registration NOT_SUPPORTED); served by the dedicated calls
  *                                    and as field values (3-6, 29-31, 38/45/52/59, 94, 142-145)
+ *   gpu.N.move KEY SPAN STEP HOLD    the reading of numeric field KEY moves as a real GPU's does
+ *                                    under load: each time it is read (by any call or field
+ *                                    value) it is the field's value plus a multiple of STEP up
+ *                                    to SPAN, chosen pseudo-randomly from the GPU, the field and
+ *                                    how many times it was read (over HOLD: each value is held
+ *                                    for HOLD readings). Deterministic, no clock: ticks run back
+ *                                    to back see readings move just as ticks paced at 1 s do
+ *   gpu.N.moving_samples EVERY_US PER_READ LOW HIGH
+ *                                    the utilization samples move instead of coming from
+ *                                    gpu.N.samples: a ring of 2*PER_READ samples EVERY_US apart,
+ *                                    values LOW..HIGH; each nvmlDeviceGetSamples call with a
+ *                                    buffer moves the ring on by PER_READ samples first (a probe
+ *                                    without one counts what that call will find), so every
+ *                                    reading finds PER_READ new ones. The ring starts at the time
+ *                                    of the first call
  *   gpu.N.nvlink_tx_kib / nvlink_rx_kib   cumulative NVLink data counters of EACH link in KiB,
  *                                    served as field values 138/139 with the link as scopeId
  *                                    (a link the GPU lacks: INVALID_ARGUMENT); the scenario
@@ -341,11 +356,24 @@ struct fake_series {
     unsigned int val[MAX_SAMPLES];
 };
 
+/* How a field's reading moves (gpu.N.move); span 0: it does not. */
+struct fake_move {
+    long long span, step, hold;
+};
+
+/* How the utilization samples move (gpu.N.moving_samples); every_us 0: they do not. */
+struct fake_sample_move {
+    unsigned long long every_us, per_read;
+    unsigned int low, high;
+};
+
 struct fake_gpu {
     char name[96], uuid[96], bus_id[32];
     int lost;
     int fail_code;
     long long v[F_COUNT];
+    struct fake_move move[F_COUNT];
+    struct fake_sample_move sample_move;
     struct fake_series util, mem;
     int nprocs;
     struct fake_proc procs[MAX_PROCS];
@@ -411,6 +439,10 @@ struct fake_event_set {
 typedef struct fake_event_set *nvmlEventSet_t;
 static struct fake_event_set event_sets[4];
 static int events_delivered; /* scenario events already handed out (survives re-reads) */
+/* Moving readings: how often each GPU's field was read, and where each GPU's moving ring of
+ * utilization samples ends (0: not started). Kept across scenario re-reads, like the events. */
+static unsigned long long field_reads[MAX_GPUS][F_COUNT];
+static unsigned long long sample_clock_us[MAX_GPUS];
 static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 
 static void set_defaults(struct scenario *s) {
@@ -486,6 +518,20 @@ static void parse_event(struct scenario *s, char *rest) {
     s->nevents++;
 }
 
+/* "KEY SPAN STEP HOLD": field KEY's reading moves (see gpu.N.move above). */
+static void parse_move(struct fake_gpu *g, char *rest) {
+    char key[64];
+    long long span, step, hold;
+    if (sscanf(rest, "%63s %lld %lld %lld", key, &span, &step, &hold) != 4) return;
+    if (span <= 0 || step <= 0 || hold <= 0) return;
+    for (int f = 0; f < F_COUNT; f++) {
+        if (!strcmp(key, field_keys[f])) {
+            g->move[f] = (struct fake_move){span, step, hold};
+            return;
+        }
+    }
+}
+
 static void add_inject(struct scenario *s, int gpu, const char *rest, int unsupported) {
     if (s->ninject >= MAX_INJECT) return;
     struct fake_inject *in = &s->inject[s->ninject];
@@ -526,6 +572,13 @@ static void parse_gpu_line(struct scenario *s, const char *key, char *rest) {
         parse_proc(g, rest);
     } else if (!strcmp(field, "topo")) {
         parse_topo(g, rest);
+    } else if (!strcmp(field, "move")) {
+        parse_move(g, rest);
+    } else if (!strcmp(field, "moving_samples")) {
+        struct fake_sample_move *m = &g->sample_move;
+        if (sscanf(rest, "%llu %llu %u %u", &m->every_us, &m->per_read, &m->low, &m->high) != 4 ||
+            m->per_read == 0 || m->high < m->low || 2 * m->per_read > MAX_SAMPLES)
+            memset(m, 0, sizeof(*m));
     } else if (!strcmp(field, "unsupported")) {
         add_inject(s, (int)idx, rest, 1);
     } else if (!strcmp(field, "error")) {
@@ -690,7 +743,11 @@ static void spend_call(const char *name) {
     spend(cost_ns(name));
 }
 
+/* Without a cost model a field is free, and its key is not even formatted: the fake's own
+ * work is counted in the tick of a benchmark that runs on it (an snprintf per field of each
+ * batch was 5 % of a tick's instructions), work a driver does not do. */
 static long long field_cost_ns(unsigned int field_id) {
+    if (!cost_model()->on) return 0;
     char key[32];
     snprintf(key, sizeof(key), "field.%u", field_id);
     return cost_ns(key);
@@ -753,6 +810,8 @@ EXPORT void fake_nvml_reset(void) {
     init_refcount = 0;
     scenario_key.valid = 0;
     events_delivered = 0;
+    memset(field_reads, 0, sizeof(field_reads));
+    memset(sample_clock_us, 0, sizeof(sample_clock_us));
     memset(event_sets, 0, sizeof(event_sets));
     if (calllog) fclose(calllog);
     calllog = NULL;
@@ -837,9 +896,37 @@ static nvmlReturn_t dev_begin(int *slot, const char *name, nvmlDevice_t h, int d
 #define CHECK_PTR(p)                                                                          \
     if (!(p)) return NVML_ERROR_INVALID_ARGUMENT
 
+/* splitmix64's finalizer: a well-mixed pseudo-random number from a counter. */
+static unsigned long long mix(unsigned long long x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* A pseudo-random n in 0..count-1 for (GPU, what, when): the same in every run. */
+static unsigned long long pick(int gi, unsigned long long what, unsigned long long when,
+                               unsigned long long count) {
+    return mix(((unsigned long long)gi << 56) ^ (what << 40) ^ when) % count;
+}
+
+/* Field f of GPU g as this reading of it gives it: the scenario's value, moved on a step when
+ * the field moves (gpu.N.move). Only a moving field counts its readings: the rest cost what
+ * they cost before (one test and the array read). */
+static long long reading(const struct fake_gpu *g, int f) {
+    long long value = g->v[f];
+    const struct fake_move *m = &g->move[f];
+    if (m->span == 0 || value == NA) return value;
+    int gi = (int)(g - scn->gpus);
+    unsigned long long when = field_reads[gi][f]++ / (unsigned long long)m->hold;
+    return value + m->step * (long long)pick(gi, (unsigned long long)f, when,
+                                             (unsigned long long)(m->span / m->step + 1));
+}
+
 /* Value of a numeric field, or return NOT_SUPPORTED when the scenario says `na`. */
 #define FIELD_OR_NA(var, f)                                                                   \
-    long long var = g->v[(f)];                                                                \
+    long long var = reading(g, (f));                                                          \
     if (var == NA) return NVML_ERROR_NOT_SUPPORTED
 
 static nvmlReturn_t copy_string(char *dst, unsigned int len, const char *src) {
@@ -1073,6 +1160,27 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtilizatio
     return NVML_SUCCESS;
 }
 
+/* The moving ring of utilization samples (gpu.N.moving_samples) as the call answering now sees
+ * it: a call with a buffer (`fetch`) moves the GPU's ring on by per_read samples first; a probe
+ * sees the ring that the fetch after it will see. */
+static const struct fake_series *moving_ring(const struct fake_gpu *g, int gi, int fetch,
+                                             struct fake_series *out) {
+    const struct fake_sample_move *m = &g->sample_move;
+    unsigned long long *clock = &sample_clock_us[gi];
+    if (*clock == 0) /* the first fetch's ring ends now */
+        *clock = now_us() / m->every_us * m->every_us - m->per_read * m->every_us;
+    unsigned long long end = *clock + m->per_read * m->every_us;
+    if (fetch) *clock = end;
+    out->n = (int)(2 * m->per_read);
+    for (int i = 0; i < out->n; i++) {
+        unsigned long long ts = end - (unsigned long long)(out->n - 1 - i) * m->every_us;
+        out->ts[i] = ts;
+        out->val[i] = m->low + (unsigned int)pick(gi, F_COUNT, ts / m->every_us,
+                                                  m->high - m->low + 1);
+    }
+    return out;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, unsigned int type,
                                          unsigned long long last_seen, unsigned int *value_type,
                                          unsigned int *count, nvmlSample_t *samples) {
@@ -1081,7 +1189,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, unsigned int type,
     CHECK_PTR(value_type);
     CHECK_PTR(count);
     const struct fake_series *series;
-    if (type == 1) series = &g->util;
+    static struct fake_series moving; /* under the lock */
+    if (type == 1 && g->sample_move.every_us) series = moving_ring(g, gi, samples != NULL, &moving);
+    else if (type == 1) series = &g->util;
     else if (type == 2) series = &g->mem;
     else return NVML_ERROR_NOT_SUPPORTED;
     if (g->v[F_MIG] == 1) return NVML_ERROR_NOT_SUPPORTED;
@@ -1129,7 +1239,8 @@ static void memory_numbers(const struct fake_gpu *g, unsigned long long *total,
                            unsigned long long *reserved, unsigned long long *used) {
     *total = (unsigned long long)(g->v[F_MEM_TOTAL] == NA ? 0 : g->v[F_MEM_TOTAL]);
     *reserved = (unsigned long long)(g->v[F_MEM_RESERVED] == NA ? 0 : g->v[F_MEM_RESERVED]);
-    *used = (unsigned long long)(g->v[F_MEM_USED] == NA ? 0 : g->v[F_MEM_USED]);
+    long long moved = reading(g, F_MEM_USED);
+    *used = (unsigned long long)(moved == NA ? 0 : moved);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *memory) {
@@ -1759,13 +1870,16 @@ static void nvlink_state_field(const struct fake_gpu *g, nvmlFieldValue_t *fv) {
 static void field_value(const struct fake_gpu *g, int gi, nvmlFieldValue_t *fv) {
     int f = -1, links = 0, zero = 0, remap = 0; /* remap: no remapper when remap_corr is na */
     unsigned int type = 3; /* unsigned long long */
-    char inject_name[32]; /* "field.ID" in the scenario's unsupported/error lines */
-    snprintf(inject_name, sizeof(inject_name), "field.%u", fv->fieldId);
     fv->timestamp = (long long)now_us();
     fv->latencyUsec = 0;
     fv->value.ullVal = 0;
-    fv->nvmlReturn = injected(gi, inject_name);
-    if (fv->nvmlReturn) return;
+    fv->nvmlReturn = 0;
+    if (scn->ninject) { /* formatted only where the scenario injects anything (see above) */
+        char inject_name[32]; /* "field.ID" in the scenario's unsupported/error lines */
+        snprintf(inject_name, sizeof(inject_name), "field.%u", fv->fieldId);
+        fv->nvmlReturn = injected(gi, inject_name);
+        if (fv->nvmlReturn) return;
+    }
     if (fv->fieldId == 165) {
         nvlink_state_field(g, fv);
         return;
@@ -1828,9 +1942,10 @@ static void field_value(const struct fake_gpu *g, int gi, nvmlFieldValue_t *fv) 
         return;
     }
     fv->nvmlReturn = NVML_SUCCESS;
-    if (type == 1) fv->value.uiVal = (unsigned int)g->v[f];
-    else if (type == 5) fv->value.siVal = (int)g->v[f];
-    else fv->value.ullVal = (unsigned long long)g->v[f];
+    long long value = reading(g, f);
+    if (type == 1) fv->value.uiVal = (unsigned int)value;
+    else if (type == 5) fv->value.siVal = (int)value;
+    else fv->value.ullVal = (unsigned long long)value;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t *values) {

@@ -12,6 +12,16 @@ them on by each GPU's ``pcie_*_kbs`` rate, as a driver's counters would over tha
 the per-link NVLink data counters (138/139, KiB) by ``nvlink_*_kbs``;
 the energy counter (``energy_mj``) moves on by ``power_w`` times the seconds.
 
+Readings that move: a real GPU's power, temperature, SM clock, memory used and utilization
+move from one reading to the next under load, where a scenario's numbers are constant. A
+:class:`Move` on a field (``FakeGpu.moves``) and :class:`MovingSamples` (``FakeGpu.moving_samples``)
+make the fake itself vary them, reading by reading, deterministically and with no clock
+(``fake_nvml.c``: ``gpu.N.move``, ``gpu.N.moving_samples``), so the file is never rewritten
+and ticks run back to back see them move as ticks paced at 1 s do. :meth:`FakeGpu.moving`
+and :meth:`Scenario.moving` give the readings of an H200 under a GEMM; the benchmarks run on
+them by default, so a cache that only hits while a value repeats is measured as it misses on
+a real GPU.
+
 ``costs`` (off by default) makes each call spend the CPU time a real driver spends in it
 (:mod:`tests.fake_nvml.costs`, e.g. ``Scenario(costs=H200_COSTS)``).
 """
@@ -48,6 +58,55 @@ NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_GPU_IS_LOST = 15
 NVML_ERROR_UNKNOWN = 999
+
+
+@dataclass(frozen=True)
+class Move:
+    """How one numeric field's reading moves: each reading is the field's value plus a multiple
+    of ``step`` up to ``span`` (in the scenario file's units: mW, bytes, °C, MHz, %), picked
+    pseudo-randomly from the GPU, the field and the count of its readings; ``hold``: each value
+    is held for that many readings (a temperature moves more slowly than the power)."""
+
+    key: str  # the scenario file's key: "power_mw", "temp", "clock_sm", "mem_used", "util"
+    span: int
+    step: int = 1
+    hold: int = 1
+
+    def line(self, index: int) -> str:
+        return f"gpu.{index}.move {self.key} {self.span} {self.step} {self.hold}"
+
+
+@dataclass(frozen=True)
+class MovingSamples:
+    """Utilization samples that move, in place of ``FakeGpu.samples``: ``per_read`` new ones
+    ``every_us`` apart at each reading (nvmlDeviceGetSamples with a buffer), values ``low`` to
+    ``high`` %, as a driver's ring fills between ticks 1 s apart."""
+
+    every_us: int = 200_000
+    per_read: int = 5
+    low: int = 97
+    high: int = 100
+
+    def line(self, index: int) -> str:
+        return f"gpu.{index}.moving_samples {self.every_us} {self.per_read} {self.low} {self.high}"
+
+
+# An H200 under a GEMM, reading by reading (1 s apart): power 680-700 W, 60-62 °C (a degree
+# every few seconds), SM clock 1950-1980 MHz in 15 MHz steps, memory used stepping by 2 MiB
+# over 16 MiB, utilization 97-100 % (the point reading and the 200 ms samples).
+GEMM_POWER_W = 680.0
+GEMM_TEMP_C = 60
+GEMM_SM_CLOCK_MHZ = 1950
+GEMM_UTIL = 97
+GEMM_MOVES = (
+    Move("power_mw", span=20_000),
+    Move("temp", span=2, hold=3),
+    Move("clock_sm", span=30, step=15),
+    Move("clock_graphics", span=30, step=15),
+    Move("mem_used", span=16 * 1024 * 1024, step=2 * 1024 * 1024, hold=2),
+    Move("util", span=3),
+)
+GEMM_SAMPLES = MovingSamples()
 
 
 @dataclass(frozen=True)
@@ -148,6 +207,8 @@ class FakeGpu:
     # nvmlDeviceGetFieldValues answers NOT_SUPPORTED in its own nvmlReturn
     unsupported: tuple[str, ...] = ()
     errors: tuple[tuple[str, int], ...] = ()  # (NVML function name or "field.ID", error code)
+    moves: tuple[Move, ...] = ()  # readings that move (see Move)
+    moving_samples: MovingSamples | None = None  # utilization samples that move (see there)
 
     def lines(self, index: int) -> list[str]:
         uuid = self.uuid or f"GPU-fa4e{index:04x}-0000-4000-8000-{index:012x}"
@@ -229,7 +290,24 @@ class FakeGpu:
         out.extend(proc.line(index) for proc in self.processes)
         out.extend(f"{p}unsupported {name}" for name in self.unsupported)
         out.extend(f"{p}error {name} {code}" for name, code in self.errors)
+        out.extend(move.line(index) for move in self.moves)
+        if self.moving_samples is not None:
+            out.append(self.moving_samples.line(index))
         return out
+
+    def moving(self) -> FakeGpu:
+        """A copy whose readings move as an H200's did under a GEMM (GEMM_MOVES): power,
+        temperature, SM clock and utilization at its levels, memory used stepping around this
+        GPU's, new utilization samples at every reading."""
+        return replace(
+            self,
+            power_w=GEMM_POWER_W,
+            temp_c=GEMM_TEMP_C,
+            sm_clock_mhz=GEMM_SM_CLOCK_MHZ,
+            util=GEMM_UTIL,
+            moves=GEMM_MOVES,
+            moving_samples=GEMM_SAMPLES,
+        )
 
     def without_health(self) -> FakeGpu:
         """A copy where every optional health call answers NOT_SUPPORTED (a consumer card)."""
@@ -312,6 +390,10 @@ class Scenario:
     def with_all(self, **changes: object) -> Scenario:
         """A copy with every GPU changed the same way."""
         return replace(self, gpus=tuple(replace(g, **changes) for g in self.gpus))  # type: ignore[arg-type]
+
+    def moving(self) -> Scenario:
+        """A copy where every GPU's readings move as under a GEMM (:meth:`FakeGpu.moving`)."""
+        return replace(self, gpus=tuple(g.moving() for g in self.gpus))
 
     def with_xid(self, gpu: int, code: int) -> Scenario:
         """A copy where the driver has one more Xid critical error event on ``gpu``."""

@@ -7,6 +7,7 @@ behaviour is pinned here through raw ctypes calls as well as through pynvml's wr
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import shutil
 import subprocess
@@ -272,3 +273,53 @@ def test_failure_makes_every_call_fail(
         nvml.nvmlInit()  # a re-init fails the same way
     fake_nvml.write(scenario)
     assert nvml.nvmlDeviceGetTemperature(handles[1], 0) == 35
+
+
+def test_moving_readings_move_reading_by_reading(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: Any,
+) -> None:
+    """``Scenario.moving``: each reading moves within the H200-under-a-GEMM ranges, by any call
+    or field value, with the file never rewritten; a field without a Move stays constant."""
+    fake_nvml.write(Scenario(gpus=(FakeGpu(mem_used_mib=1000.0),)).moving())
+    h = handle()
+    power = [nvml.nvmlDeviceGetPowerUsage(h) for _ in range(30)]
+    field_power = [nvml.nvmlDeviceGetFieldValues(h, [185])[0].value.uiVal for _ in range(30)]
+    temps = [nvml.nvmlDeviceGetTemperature(h, 0) for _ in range(30)]
+    clocks = [nvml.nvmlDeviceGetClockInfo(h, 1) for _ in range(30)]
+    used = [nvml.nvmlDeviceGetMemoryInfo(h, nvml.nvmlMemory_v2).used for _ in range(30)]
+    utils = [nvml.nvmlDeviceGetUtilizationRates(h).gpu for _ in range(30)]
+    for values, low, high in (
+        (power, 680_000, 700_000),
+        (field_power, 680_000, 700_000),
+        (temps, 60, 62),
+        (clocks, 1950, 1980),
+        (used, 1000 * 1024 * 1024, 1016 * 1024 * 1024),
+        (utils, 97, 100),
+    ):
+        assert low <= min(values) and max(values) <= high
+        assert len(set(values)) > 1
+    assert set(clocks) <= {1950, 1965, 1980}
+    assert all(temps[i] == temps[i + 1] for i in range(0, 30, 3))  # held 3 readings each
+    assert {nvml.nvmlDeviceGetFanSpeed(h) for _ in range(5)} == {30}
+
+
+def test_moving_samples_are_new_at_every_reading(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: Any,
+) -> None:
+    """The first reading gets the whole ring (2 s); each reading after it, 5 new samples 200 ms
+    apart after the cursor, whether made in one call or in pynvml's two (probe, then fetch)."""
+    fake_nvml.write(Scenario().moving())
+    h = handle()
+    before_us = time.time() * 1e6
+    _, ring = nvml.nvmlDeviceGetSamples(h, 1, 0)
+    stamps = [s.timeStamp for s in ring]
+    assert len(stamps) == 10 and abs(stamps[-1] - before_us) < 1e6
+    assert all(b - a == 200_000 for a, b in itertools.pairwise(stamps))
+    cursor = stamps[-1]
+    for _ in range(3):
+        _, new = nvml.nvmlDeviceGetSamples(h, 1, cursor)
+        assert [s.timeStamp for s in new] == [cursor + 200_000 * i for i in range(1, 6)]
+        assert all(97 <= s.sampleValue.uiVal <= 100 for s in new)
+        cursor = new[-1].timeStamp
