@@ -18,6 +18,7 @@ Layouts:
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
@@ -32,12 +33,17 @@ from gputop_doctor.ui.widgets.gpu_lines import (
     CARD_LINES,
     Layout,
     Line,
+    Piece,
     card_lines,
     choose_layout,
     compact_lines,
     fit_line,
     join_cards,
 )
+
+# Pieces made into segments, kept: a card's labels, separators and most of its sparklines and
+# values are the same text in the same style from frame to frame, even on moving readings.
+SEGMENTS_KEPT = 2048
 
 
 class GpuPanels(Widget, can_focus=True):
@@ -82,6 +88,7 @@ class GpuPanels(Widget, can_focus=True):
         self._lines: list[Line] = []
         self._strips: list[Strip | None] = []
         self._styles: dict[str, Style] | None = None
+        self._segments: dict[Piece, tuple[Segment, int]] = {}
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -114,6 +121,7 @@ class GpuPanels(Widget, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._styles = None
+        self._segments = {}
         self._strips = [None] * len(self._strips)
 
     def on_focus(self) -> None:
@@ -187,11 +195,28 @@ class GpuPanels(Widget, can_focus=True):
             return Strip.blank(width, self.rich_style)
         strip = self._strips[y]
         if strip is None:
-            styles = self._style_map()
-            segments = [Segment(text, styles[style]) for text, style in self._lines[y]]
-            strip = Strip(segments).adjust_cell_length(width, styles[""])
+            strip = self._line_strip(self._lines[y], width)
             self._strips[y] = strip
         return strip
+
+    def _line_strip(self, line: Line, width: int) -> Strip:
+        """A line's strip, ``width`` cells, from its pieces' segments as made before: a new
+        ``Segment`` per piece and the strip's cell count measured from scratch cost more than
+        the rest of the repaint of a changed card line."""
+        styles = self._style_map()
+        made = self._segments
+        if len(made) >= SEGMENTS_KEPT:
+            made.clear()
+        segments = []
+        cells = 0
+        for piece in line:
+            known = made.get(piece)
+            if known is None:
+                text, style = piece
+                known = made[piece] = (Segment(text, styles[style]), cell_len(text))
+            segments.append(known[0])
+            cells += known[1]
+        return Strip(segments, cells).adjust_cell_length(width, styles[""])
 
     # -- keys ------------------------------------------------------------------------------
 
