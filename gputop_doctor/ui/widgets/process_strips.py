@@ -84,7 +84,8 @@ class KeptCells:
 
     A row whose CPU% moved is drawn again, but it keeps the ``Text`` of every cell that did
     not change (``row_texts``): those cells' segments are found by the ``Text``'s identity
-    (kept alive beside them, so no other ``Text`` can take its ``id``) instead of being cut,
+    (kept alive beside them, so no other ``Text`` can take its ``id``) and the row's look
+    (its styles, the same objects for the same look: ``_look_styles``) instead of being cut,
     padded and styled again; on moving readings a dozen rows a frame are drawn anew, one or
     two cells of each new. One per table: its looks change with the table's styles.
     """
@@ -92,7 +93,7 @@ class KeptCells:
     __slots__ = ("segments",)
 
     def __init__(self) -> None:
-        self.segments: dict[tuple[int, int, int, Style, Style], tuple[Text, Segment]] = {}
+        self.segments: dict[tuple[int, int, int], tuple[Text, Style, Style, Segment]] = {}
 
 
 def _line(segments: list[Segment], length: int, width: int, scroll_x: int, fill: Style) -> Strip:
@@ -123,13 +124,18 @@ def _strip(
     segments = []
     for column, (cell, span) in enumerate(zip(cells, spans, strict=True)):
         if span:
-            key = (id(cell), span, column, lead, post)
+            key = (id(cell), span, column)
             known = made.get(key)
-            if known is None or known[0] is not cell:
+            if (
+                known is None
+                or known[0] is not cell
+                or known[1] is not lead
+                or known[2] is not post
+            ):
                 own = _own_style(cell)
                 style = lead + own + post + _tag(column) if own else tagged[column + 1]
-                known = made[key] = (cell, Segment(fit_cell(cell, span), style))
-            segments.append(known[1])
+                known = made[key] = (cell, lead, post, Segment(fit_cell(cell, span), style))
+            segments.append(known[3])
     used = sum(spans)
     segments.append(Segment(" " * max(0, width - used), _tagged(lead)[0]))
     return _line(segments, max(used, width), width, scroll_x, fill)
@@ -149,13 +155,20 @@ def body_strip(
     The highlight's colour wins over a cell's own colour (a warning-coloured WAIT% stays
     readable under the cursor); the cell's own background does not, so the cursor shows.
     """
+    lead, post = _look_styles(paint, look)
+    return _strip(cells, spans, width, scroll_x, paint.base, lead, post, kept)
+
+
+@lru_cache(maxsize=64)
+def _look_styles(paint: Paint, look: RowLook) -> tuple[Style, Style]:
+    """A body row's lead and post styles for its look: the same objects for the same look, so
+    a kept cell's segment is known to be in that look by identity, not by comparing styles."""
     highlight = NULL
     if look.hover:
         highlight += paint.hover
     if look.cursor:
         highlight += paint.cursor
-    post = Style.from_color(color=highlight.color)
-    return _strip(cells, spans, width, scroll_x, paint.base, paint.base + highlight, post, kept)
+    return paint.base + highlight, Style.from_color(color=highlight.color)
 
 
 def header_strip(
