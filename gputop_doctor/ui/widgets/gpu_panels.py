@@ -3,7 +3,9 @@
 One Line-API widget draws all the cards as pre-built strips. Each new frame rebuilds the strips
 once (a few hundred short strings for 8 GPUs), compares them with the previous ones and marks
 only the lines that changed as dirty. A widget per sparkline would cost a layout, a compositor
-region and a render pass each; this costs one of each for the whole GPU area.
+region and a render pass each; this costs one of each for the whole GPU area. On a real GPU the
+readings move every tick and most lines change each frame, so a changed line's strip is made of
+the segments already made for its unchanged pieces (labels, separators, most sparklines).
 
 Layouts:
 
