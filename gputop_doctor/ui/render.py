@@ -19,6 +19,13 @@ from gputop_doctor.core.text import printable
 BLOCKS = "▁▂▃▄▅▆▇█"
 
 
+def _level(value: float, lo: float, span: float) -> str:
+    """The block of one value on a scale from ``lo`` over ``span`` (> 0), clipped to it."""
+    top = len(BLOCKS) - 1
+    level = round((value - lo) / span * top)
+    return BLOCKS[0 if level < 0 else min(level, top)]
+
+
 def sparkline(values: Sequence[float], width: int, lo: float, hi: float) -> str:
     """The newest ``width`` values as blocks scaled to [lo, hi], right-aligned, space-padded.
 
@@ -29,16 +36,61 @@ def sparkline(values: Sequence[float], width: int, lo: float, hi: float) -> str:
         return ""
     tail = values[-width:] if len(values) > width else values
     span = hi - lo
-    top = len(BLOCKS) - 1
-    chars = []
-    for value in tail:
-        if span <= 0:
-            level = 0
-        else:
-            level = round((value - lo) / span * top)
-            level = 0 if level < 0 else top if level > top else level
-        chars.append(BLOCKS[level])
-    return " " * (width - len(chars)) + "".join(chars)
+    if span <= 0:
+        chars = BLOCKS[0] * len(tail)
+    else:  # one comprehension: every card redraws four of these each frame on moving readings
+        top = len(BLOCKS) - 1
+        chars = "".join(
+            [
+                BLOCKS[0 if (level := round((value - lo) / span * top)) < 0 else min(level, top)]
+                for value in tail
+            ]
+        )
+    return " " * (width - len(chars)) + chars
+
+
+PERCENT_BLOCKS_KEPT = 1024  # a percentage NVML samples is a whole number: 101 of them
+
+
+class _PercentBlocks(dict[float, str]):
+    """The block of each percentage seen, on the 0 to 100 scale, made when first seen."""
+
+    def __missing__(self, value: float) -> str:
+        block = _level(value, 0.0, 100.0)
+        if len(self) < PERCENT_BLOCKS_KEPT:
+            self[value] = block
+        return block
+
+
+_PERCENT_BLOCKS = _PercentBlocks()
+
+
+def percent_sparkline(values: Sequence[float], width: int) -> str:
+    """``sparkline(values, width, 0.0, 100.0)``, each block looked up by its value.
+
+    For the utilization samples: NVML gives whole percentages, so a card's few dozen samples
+    are a few dozen look-ups of blocks already made, where working each out again was most of
+    the cost of a card's utilization line, drawn anew every frame.
+    """
+    if width <= 0:
+        return ""
+    tail = values[-width:] if len(values) > width else values
+    chars = "".join(map(_PERCENT_BLOCKS.__getitem__, tail))
+    return " " * (width - len(chars)) + chars
+
+
+@lru_cache(maxsize=64)
+def squeeze_bounds(length: int, width: int) -> tuple[tuple[int, int], ...]:
+    """Where each of ``width`` buckets of a ``length``-value series starts and ends.
+
+    Remembered: a card's series all have the history's length and its sparklines a few
+    widths, so the bounds are worked out once, not for every bucket of every frame.
+    """
+    bounds = []
+    for i in range(width):
+        lo = i * length // width
+        bounds.append((lo, max(lo + 1, (i + 1) * length // width)))
+    return tuple(bounds)
 
 
 def squeeze(values: Sequence[float], width: int) -> Sequence[float]:
@@ -46,17 +98,12 @@ def squeeze(values: Sequence[float], width: int) -> Sequence[float]:
 
     Used for memory, temperature, power and clocks, which move slowly: ten ticks per cell turn
     a 12-cell sparkline from 12 seconds of history into two minutes, where a leak shows.
+    Each bucket is summed from its first value to its last, so the means are the same floats
+    whichever way the buckets are found.
     """
     if width <= 0 or len(values) <= width:
         return values
-    out = []
-    n = len(values)
-    for i in range(width):
-        lo = i * n // width
-        hi = max(lo + 1, (i + 1) * n // width)
-        chunk = values[lo:hi]
-        out.append(sum(chunk) / len(chunk))
-    return out
+    return [sum(values[lo:hi]) / (hi - lo) for lo, hi in squeeze_bounds(len(values), width)]
 
 
 def fmt_num(value: float | None, digits: int = 0, unit: str = "") -> str:

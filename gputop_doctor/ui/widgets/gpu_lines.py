@@ -29,7 +29,14 @@ from gputop_doctor.core.model import (
     ClockEvent,
     GpuSample,
 )
-from gputop_doctor.ui.render import ellipsize, fmt_mib, short_gpu_name, sparkline, squeeze
+from gputop_doctor.ui.render import (
+    ellipsize,
+    fmt_mib,
+    percent_sparkline,
+    short_gpu_name,
+    sparkline,
+    squeeze,
+)
 
 CARD_LINES = 4
 BUSY_LINK_UTIL_PCT = 50.0  # a PCIe link below its best counts only this busy (idle downshift)
@@ -287,7 +294,7 @@ def _title_line(title: str, title_style: str, events: str, events_level: str, wi
 @lru_cache(maxsize=LINE_CACHE)
 def _util_line(util_tail: tuple[float, ...], util: str, width: int) -> Line:
     """The sub-second utilization samples that fit, then the tick's mean."""
-    util_spark = sparkline(util_tail, width - 6 - len(util), 0.0, 100.0)
+    util_spark = percent_sparkline(util_tail, width - 6 - len(util))
     return fit_line([(" util ", "label"), (util_spark, "spark"), (util, "value")], width)
 
 
@@ -401,7 +408,7 @@ def compact_line(
     if gpu.lost:
         return fit_line([head, ("LOST  no readings", "hot")], width)
     s = series or GpuSeries(gpu.index)
-    pieces: list[Piece] = [head, (sparkline(s.util, columns.spark, 0.0, 100.0), "spark")]
+    pieces: list[Piece] = [head, (percent_sparkline(s.util, columns.spark), "spark")]
     numbers = _compact_numbers(gpu)
     for label, cell_width, (text, level) in zip(
         NUMBER_LABELS, columns.numbers, numbers, strict=True

@@ -3,7 +3,9 @@
 One Line-API widget draws all the cards as pre-built strips. Each new frame rebuilds the strips
 once (a few hundred short strings for 8 GPUs), compares them with the previous ones and marks
 only the lines that changed as dirty. A widget per sparkline would cost a layout, a compositor
-region and a render pass each; this costs one of each for the whole GPU area.
+region and a render pass each; this costs one of each for the whole GPU area. On a real GPU the
+readings move every tick and most lines change each frame, so a changed line's strip is made of
+the segments already made for its unchanged pieces (labels, separators, most sparklines).
 
 Layouts:
 
@@ -18,6 +20,7 @@ Layouts:
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
@@ -32,12 +35,17 @@ from gputop_doctor.ui.widgets.gpu_lines import (
     CARD_LINES,
     Layout,
     Line,
+    Piece,
     card_lines,
     choose_layout,
     compact_lines,
     fit_line,
     join_cards,
 )
+
+# Pieces made into segments, kept: a card's labels, separators and most of its sparklines and
+# values are the same text in the same style from frame to frame, even on moving readings.
+SEGMENTS_KEPT = 2048
 
 
 class GpuPanels(Widget, can_focus=True):
@@ -82,6 +90,7 @@ class GpuPanels(Widget, can_focus=True):
         self._lines: list[Line] = []
         self._strips: list[Strip | None] = []
         self._styles: dict[str, Style] | None = None
+        self._segments: dict[Piece, tuple[Segment, int]] = {}
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -114,6 +123,7 @@ class GpuPanels(Widget, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._styles = None
+        self._segments = {}
         self._strips = [None] * len(self._strips)
 
     def on_focus(self) -> None:
@@ -187,11 +197,28 @@ class GpuPanels(Widget, can_focus=True):
             return Strip.blank(width, self.rich_style)
         strip = self._strips[y]
         if strip is None:
-            styles = self._style_map()
-            segments = [Segment(text, styles[style]) for text, style in self._lines[y]]
-            strip = Strip(segments).adjust_cell_length(width, styles[""])
+            strip = self._line_strip(self._lines[y], width)
             self._strips[y] = strip
         return strip
+
+    def _line_strip(self, line: Line, width: int) -> Strip:
+        """A line's strip, ``width`` cells, from its pieces' segments as made before: a new
+        ``Segment`` per piece and the strip's cell count measured from scratch cost more than
+        the rest of the repaint of a changed card line."""
+        styles = self._style_map()
+        made = self._segments
+        if len(made) >= SEGMENTS_KEPT:
+            made.clear()
+        segments = []
+        cells = 0
+        for piece in line:
+            known = made.get(piece)
+            if known is None:
+                text, style = piece
+                known = made[piece] = (Segment(text, styles[style]), cell_len(text))
+            segments.append(known[0])
+            cells += known[1]
+        return Strip(segments, cells).adjust_cell_length(width, styles[""])
 
     # -- keys ------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 from rich.style import Style
 from rich.text import Text
 
-from gputop_doctor.core.model import ProcSample, Snapshot
+from gputop_doctor.core.model import ProcSample, Runtime, Snapshot
 from gputop_doctor.core.text import printable
 from gputop_doctor.ui.render import NAME_MAX, fmt_mib, wait_pct
 
@@ -124,11 +124,33 @@ def _tree_order(shape: Shape, reverse: bool) -> tuple[tuple[int, str], ...]:
     return tuple(out)
 
 
+# Names and library lists made printable, kept: a process whose CPU% moved has its row made
+# again every frame, with the same user, name and libraries as the frame before.
+SHOWN_KEPT = 1024
+
+
+@lru_cache(maxsize=SHOWN_KEPT)
+def _shown_name(text: str) -> str:
+    """``printable(text, NAME_MAX)``, remembered: it walks the text character by character."""
+    return printable(text, NAME_MAX)
+
+
+_BLAS_SHOWN: dict[int, tuple[tuple[Runtime, ...], str]] = {}
+
+
 def _blas(proc: ProcSample) -> str:
-    if proc.libraries is None:
+    """The BLAS libraries the process loaded, by name; known by the libraries' tuple, which a
+    process keeps from tick to tick (kept beside its text, so no other tuple takes its id)."""
+    libraries = proc.libraries
+    if libraries is None:
         return "?"
-    names = sorted({r.name for r in proc.libraries if r.kind == "blas"})
-    return printable(",".join(names), NAME_MAX) or "-"
+    known = _BLAS_SHOWN.get(id(libraries))
+    if known is None or known[0] is not libraries:
+        if len(_BLAS_SHOWN) >= SHOWN_KEPT:
+            _BLAS_SHOWN.clear()
+        names = ",".join(sorted({r.name for r in libraries if r.kind == "blas"}))
+        known = _BLAS_SHOWN[id(libraries)] = (libraries, printable(names, NAME_MAX) or "-")
+    return known[1]
 
 
 def _wait(proc: ProcSample) -> str:
@@ -140,8 +162,8 @@ def row_cells(proc: ProcSample, prefix: str, use: GpuUse | None) -> tuple[str, .
     """The text of each column for one process (comparable, so unchanged cells are skipped)."""
     return (
         str(proc.pid),
-        printable(proc.user or "?", NAME_MAX),
-        prefix + printable(proc.name, NAME_MAX),
+        _shown_name(proc.user or "?"),
+        prefix + _shown_name(proc.name),
         ",".join(str(i) for i in use.gpus) if use else "",
         fmt_mib(use.mem_mib) if use and use.mem_mib is not None else "",
         f"{use.sm_pct:.0f}" if use and use.sm_pct is not None else "",

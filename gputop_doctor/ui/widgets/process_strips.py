@@ -76,6 +76,26 @@ def _own_style(cell: Text) -> Style:
     return style if isinstance(style, Style) else Style.parse(style)
 
 
+CELLS_KEPT = 4096  # a screenful of rows' cells many times over, in the looks they are drawn in
+
+
+class KeptCells:
+    """The segment made for each shown cell, kept while the cell's ``Text`` is shown.
+
+    A row whose CPU% moved is drawn again, but it keeps the ``Text`` of every cell that did
+    not change (``row_texts``): those cells' segments are found by the ``Text``'s identity
+    (kept alive beside them, so no other ``Text`` can take its ``id``) and the row's look
+    (its styles, the same objects for the same look: ``_look_styles``) instead of being cut,
+    padded and styled again; on moving readings a dozen rows a frame are drawn anew, one or
+    two cells of each new. One per table: its looks change with the table's styles.
+    """
+
+    __slots__ = ("segments",)
+
+    def __init__(self) -> None:
+        self.segments: dict[tuple[int, int, int], tuple[Text, Style, Style, Segment]] = {}
+
+
 def _line(segments: list[Segment], length: int, width: int, scroll_x: int, fill: Style) -> Strip:
     """Segments (``length`` cells in all) cropped to the visible columns and padded (or cut)
     to the widget's width."""
@@ -93,16 +113,29 @@ def _strip(
     fill: Style,
     lead: Style,
     post: Style = NULL,
+    kept: KeptCells | None = None,
 ) -> Strip:
     """One segment per shown cell, styled ``lead`` + its own style + ``post``, then a filler
     in ``lead`` up to the widget's width."""
     tagged = _tagged(lead + post)
+    made = {} if kept is None else kept.segments
+    if len(made) >= CELLS_KEPT:
+        made.clear()
     segments = []
     for column, (cell, span) in enumerate(zip(cells, spans, strict=True)):
         if span:
-            own = _own_style(cell)
-            style = lead + own + post + _tag(column) if own else tagged[column + 1]
-            segments.append(Segment(fit_cell(cell, span), style))
+            key = (id(cell), span, column)
+            known = made.get(key)
+            if (
+                known is None
+                or known[0] is not cell
+                or known[1] is not lead
+                or known[2] is not post
+            ):
+                own = _own_style(cell)
+                style = lead + own + post + _tag(column) if own else tagged[column + 1]
+                known = made[key] = (cell, lead, post, Segment(fit_cell(cell, span), style))
+            segments.append(known[3])
     used = sum(spans)
     segments.append(Segment(" " * max(0, width - used), _tagged(lead)[0]))
     return _line(segments, max(used, width), width, scroll_x, fill)
@@ -115,19 +148,27 @@ def body_strip(
     scroll_x: int,
     paint: Paint,
     look: RowLook,
+    kept: KeptCells | None = None,
 ) -> Strip:
     """A process row: each cell in its column, the cursor or hover highlight over all of it.
 
     The highlight's colour wins over a cell's own colour (a warning-coloured WAIT% stays
     readable under the cursor); the cell's own background does not, so the cursor shows.
     """
+    lead, post = _look_styles(paint, look)
+    return _strip(cells, spans, width, scroll_x, paint.base, lead, post, kept)
+
+
+@lru_cache(maxsize=64)
+def _look_styles(paint: Paint, look: RowLook) -> tuple[Style, Style]:
+    """A body row's lead and post styles for its look: the same objects for the same look, so
+    a kept cell's segment is known to be in that look by identity, not by comparing styles."""
     highlight = NULL
     if look.hover:
         highlight += paint.hover
     if look.cursor:
         highlight += paint.cursor
-    post = Style.from_color(color=highlight.color)
-    return _strip(cells, spans, width, scroll_x, paint.base, paint.base + highlight, post)
+    return paint.base + highlight, Style.from_color(color=highlight.color)
 
 
 def header_strip(

@@ -45,7 +45,13 @@ from gputop_doctor.ui.widgets.process_rows import (
     cell_text,
     row_texts,
 )
-from gputop_doctor.ui.widgets.process_strips import Paint, RowLook, body_strip, header_strip
+from gputop_doctor.ui.widgets.process_strips import (
+    KeptCells,
+    Paint,
+    RowLook,
+    body_strip,
+    header_strip,
+)
 from gputop_doctor.ui.widgets.process_view import RowKey, TableView, is_group, ordered_rows
 
 HEADER_LINES = 1
@@ -114,6 +120,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self._hover: int | None = None  # row under the mouse, while the mouse drives
         self._paint: Paint | None = None
         self._strips: LRUCache[tuple[object, ...], Strip] = LRUCache(STRIP_CACHE_SIZE)
+        self._kept = KeptCells()  # unchanged cells' segments, for the rows drawn anew
         self.lines_rendered = 0
         """``render_line`` calls so far: tests count them to check what a frame repaints."""
         self.rows_built = 0
@@ -152,6 +159,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self._warn = None
         self._paint = None
         self._strips.clear()
+        self._kept = KeptCells()
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # Once per restyle, not once per line or per pass: Textual calls notify_style_update
@@ -192,7 +200,7 @@ class ProcessTable(ScrollView, can_focus=True):
         key = (pid, row.version, look, *layout)
         strip = self._strips.get(key)
         if strip is None:
-            strip = body_strip(row.texts, self._spans, width, scroll_x, paint, look)
+            strip = body_strip(row.texts, self._spans, width, scroll_x, paint, look, self._kept)
             self._remember(key, strip)
         return strip
 

@@ -1,0 +1,147 @@
+"""The cards' sparklines and strips on moving readings: the same cells as drawn from scratch.
+
+On a real GPU the power, temperature and clock move every tick, so every card's squeezed
+sparklines are drawn again each frame and most card lines change. The shortcuts that make that
+cheap (bucket bounds worked out once per length and width, segments kept per piece) must give
+exactly what the plain loops gave: the same means to the bit, the same blocks, the same strip.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+from rich.segment import Segment
+from textual.strip import Strip
+
+from gputop_doctor.core.frame import Frame
+from gputop_doctor.ui import render
+from gputop_doctor.ui.app import GpuTopApp
+from gputop_doctor.ui.messages import FrameReady
+from gputop_doctor.ui.render import BLOCKS, percent_sparkline, sparkline, squeeze
+from gputop_doctor.ui.widgets.gpu_panels import GpuPanels
+from tests.ui.engines import demo_engine, run_async, tick
+
+
+def plain_squeeze(values: Sequence[float], width: int) -> Sequence[float]:
+    """The bucket means as first written: one slice, one sum and one length per bucket."""
+    if width <= 0 or len(values) <= width:
+        return values
+    out = []
+    n = len(values)
+    for i in range(width):
+        lo = i * n // width
+        hi = max(lo + 1, (i + 1) * n // width)
+        chunk = values[lo:hi]
+        out.append(sum(chunk) / len(chunk))
+    return out
+
+
+def plain_sparkline(values: Sequence[float], width: int, lo: float, hi: float) -> str:
+    """The blocks as first written: one value at a time, clipped to the scale."""
+    if width <= 0:
+        return ""
+    tail = values[-width:] if len(values) > width else values
+    span = hi - lo
+    top = len(BLOCKS) - 1
+    chars = []
+    for value in tail:
+        level = 0 if span <= 0 else min(top, max(0, round((value - lo) / span * top)))
+        chars.append(BLOCKS[level])
+    return " " * (width - len(chars)) + "".join(chars)
+
+
+def moving_readings(count: int, seed: int) -> list[float]:
+    """A power-like reading that jitters by watts around a drifting level, 3 decimals."""
+    rng = random.Random(seed)
+    level, out = 400.0, []
+    for _ in range(count):
+        level += rng.uniform(-5, 5)
+        out.append(round(level + rng.uniform(-12, 12), 3))
+    return out
+
+
+def test_squeezed_sliding_series_are_the_plain_loop_s_means_to_the_bit() -> None:
+    stream = moving_readings(400, seed=1)
+    for length in (1, 11, 12, 13, 59, 119, 120):
+        for width in (0, 1, 5, 11, 12, 17, 24, 40):
+            for start in range(0, len(stream) - length, 37):
+                window = tuple(stream[start : start + length])
+                assert list(squeeze(window, width)) == list(plain_squeeze(window, width))
+
+
+def test_sparklines_are_the_plain_loop_s_blocks() -> None:
+    stream = moving_readings(300, seed=2)
+    for width in (0, 1, 7, 12, 30):
+        for lo, hi in ((0.0, 700.0), (350.0, 420.0), (400.0, 400.0), (500.0, 100.0)):
+            for start in range(0, 250, 13):
+                window = stream[start : start + 40]
+                assert sparkline(window, width, lo, hi) == plain_sparkline(window, width, lo, hi)
+
+
+def test_utilization_blocks_are_looked_up_once_made_and_are_the_plain_loop_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A percentage's block is made the first time it is seen and looked up after; the line
+    is the one the plain loop draws, for whole and fractional percentages, out of range too."""
+    rng = random.Random(3)
+    samples = [float(rng.randrange(0, 101)) for _ in range(300)] + [-4.0, 100.5, 250.0, 37.25]
+    for width in (0, 1, 12, 47, 109):
+        for start in range(0, len(samples), 29):
+            window = samples[start : start + 60]
+            drawn = percent_sparkline(window, width)
+            assert drawn == plain_sparkline(window, width, 0.0, 100.0)
+    made: list[float] = []
+    real = render._level
+
+    def level(value: float, lo: float, span: float) -> str:
+        made.append(value)
+        return real(value, lo, span)
+
+    monkeypatch.setattr(render, "_level", level)
+    assert percent_sparkline(samples, 200) == plain_sparkline(samples, 200, 0.0, 100.0)
+    assert made == []
+
+
+def wide_named(frame: Frame) -> Frame:
+    """The frame with GPU 0 named in characters two cells wide each."""
+    gpus = frame.snapshot.gpus
+    named = (replace(gpus[0], name="NVIDIA 演示卡 H100"), *gpus[1:])
+    return replace(frame, snapshot=replace(frame.snapshot, gpus=named))
+
+
+def fresh_strip(panels: GpuPanels, y: int) -> Strip:
+    """Line ``y`` of the panels drawn the plain way: a new segment per piece, measured."""
+    styles = panels._style_map()
+    fresh = Strip([Segment(text, styles[style]) for text, style in panels._lines[y]])
+    return fresh.adjust_cell_length(panels.size.width, styles[""])
+
+
+@pytest.mark.slow
+@run_async
+async def test_a_moving_card_line_is_made_of_the_segments_made_before_for_its_pieces() -> None:
+    """A label, a separator or an unchanged sparkline on a changed line is the segment made
+    for it frames before; and every line's strip is the one new segments would give, wide
+    characters in a GPU's name included."""
+    engine, clock, _ = demo_engine()
+    app = GpuTopApp(engine, sampler=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        panels = app.query_one(GpuPanels)
+        before: dict[tuple[str, object], Segment] = {}
+        reused = 0
+        for _ in range(4):
+            app.post_message(FrameReady(wide_named(tick(engine, clock))))
+            await pilot.pause()
+            now: dict[tuple[str, object], Segment] = {}
+            for y in range(len(panels._lines)):
+                assert panels.render_line(y) == fresh_strip(panels, y)
+                for segment in panels.render_line(y):
+                    key = (segment.text, segment.style)
+                    if key in before:
+                        assert segment is before[key]
+                        reused += 1
+                    now.setdefault(key, segment)
+            before = now
+        assert reused > 50
