@@ -440,7 +440,9 @@ ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b.")
 class PtyProgram:
     """A terminal program in a pseudo-terminal of 120x40, as over SSH: a thread reads what it
     draws, as a terminal would (a program whose output nobody reads blocks), and watches it
-    for the first of ``markers`` (text with the escapes taken out) until one shows."""
+    for the first of ``markers`` (text with the escapes taken out) until one shows. The
+    reader owns the terminal's master end and closes it when it ends, so no other thread can
+    read or write a descriptor number that has since been given to another file."""
 
     def __init__(self, cmd: list[str], env: dict[str, str], cwd: Path, markers: list[str]):
         import fcntl
@@ -453,44 +455,58 @@ class PtyProgram:
         self.first_output_s: float | None = None
         self.drawn: tuple[float, str] | None = None  # (seconds from exec, the marker seen)
         self._shown = threading.Event()
+        self._stop = threading.Event()
+        self._fd_lock = threading.Lock()  # the master's closing against a write of a key
         self._master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        env = dict(env, TERM="xterm-256color", COLUMNS="120", LINES="40")
-        env.pop("NO_COLOR", None)
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-            close_fds=True,
-        )
-        os.close(slave)
+        try:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+            env = dict(env, TERM="xterm-256color", COLUMNS="120", LINES="40")
+            env.pop("NO_COLOR", None)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except BaseException:
+            os.close(self._master)
+            raise
+        finally:
+            os.close(slave)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         seen = b""
-        while True:
-            try:
-                chunk = os.read(self._master, 65536)
-            except OSError:  # the program closed the terminal (EIO) or it was closed here
-                break
-            if not chunk:
-                break
-            if self.first_output_s is None:
-                self.first_output_s = time.monotonic() - self.started
-            if self.drawn is not None:
-                continue  # drawn: the rest is read and dropped
-            seen += chunk
-            plain = ESCAPES.sub(b"", seen).decode(errors="replace")
-            hit = next((m for m in self.markers if m in plain), None)
-            if hit:
-                self.drawn = (time.monotonic() - self.started, hit)
-                self._shown.set()
-        self._shown.set()
+        try:
+            while not self._stop.is_set():
+                if not select.select([self._master], [], [], 0.2)[0]:
+                    continue
+                try:
+                    chunk = os.read(self._master, 65536)
+                except OSError:  # the program closed the terminal (EIO)
+                    break
+                if not chunk:
+                    break
+                if self.first_output_s is None:
+                    self.first_output_s = time.monotonic() - self.started
+                if self.drawn is not None:
+                    continue  # drawn: the rest is read and dropped
+                seen += chunk
+                plain = ESCAPES.sub(b"", seen).decode(errors="replace")
+                hit = next((m for m in self.markers if m in plain), None)
+                if hit:
+                    self.drawn = (time.monotonic() - self.started, hit)
+                    self._shown.set()
+        finally:
+            with self._fd_lock:
+                os.close(self._master)
+                self._master = -1
+            self._shown.set()
 
     def wait_drawn(self, timeout: float) -> bool:
         """Whether a marker showed within ``timeout`` s (False too if the program ended)."""
@@ -499,15 +515,19 @@ class PtyProgram:
 
     def quit(self) -> None:
         """Press q, as a user would, and give it 3 s to leave."""
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            os.write(self._master, b"q")
+        with self._fd_lock:
+            if self._master < 0:
+                return
+            with contextlib.suppress(OSError):
+                os.write(self._master, b"q")
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(3)
 
     def close(self) -> None:
-        """After the program was stopped: its end of the terminal closed, the reader ends."""
-        self._reader.join(2)
-        with contextlib.suppress(OSError):
-            os.close(self._master)
+        """Stop reading (the program was stopped or is left to the harness): the reader
+        closes the terminal and ends within a fifth of a second."""
+        self._stop.set()
+        self._reader.join()
 
 
 class Harness:
@@ -1687,29 +1707,39 @@ class Harness:
                 self.doctor("serve", "--listen", f"127.0.0.1:{port}", *every), "beside-serve"
             ),
         }
-        ttys = {
-            "tui": self.start_pty(self.doctor(*self.dry_demo_args(), *every), self.tui_markers())
-        }
-        nvitop = importlib.util.find_spec("nvitop") is not None
-        if nvitop:
-            nvitop_cmd = [sys.executable, "-m", "nvitop", "--interval", "1"]
-            ttys["nvitop"] = self.start_pty(nvitop_cmd, ["MiB", "GiB"])
+        ttys: dict[str, PtyProgram] = {}
         try:
-            return self.measure_beside(headless, ttys)
+            tui = self.doctor(*self.dry_demo_args(), *every)
+            ttys["tui"] = self.start_pty(tui, self.tui_markers())
+            without = self.without_nvitop()
+            if without is None:
+                nvitop = [sys.executable, "-m", "nvitop", "--interval", "1"]
+                ttys["nvitop"] = self.start_pty(nvitop, ["MiB", "GiB"])
+            return self.measure_beside(headless, ttys, without)
         finally:
             for tty in ttys.values():
                 tty.quit()
                 self.stop(tty.proc, grace=2.0)
                 tty.close()
 
-    def measure_beside(self, headless: dict[str, Started], ttys: dict[str, PtyProgram]) -> dict:
+    def without_nvitop(self) -> str | None:
+        """Why nvitop cannot run beside the monitor here, or None when it can."""
+        if importlib.util.find_spec("nvitop") is None:
+            return "not measured: nvitop is not installed"
+        if self.dry and not self.fake:
+            return "not measured: no NVML for nvitop (the dry run's fake NVML needs gcc)"
+        return None
+
+    def measure_beside(
+        self, headless: dict[str, Started], ttys: dict[str, PtyProgram], without: str | None
+    ) -> dict:
         for name, tty in ttys.items():
             if not tty.wait_drawn(min(40.0, self.step_left() - 10)):
                 raise RuntimeError(f"{name} drew nothing (exit {tty.proc.poll()})")
         window = BESIDE_DRY_WINDOW_S if self.dry else BESIDE_WINDOW_S
         time.sleep(1.0 if self.dry else BESIDE_WARMUP_S)
-        pids = {name: p.pid for name, p in headless.items()}
-        pids.update({name: tty.proc.pid for name, tty in ttys.items()})
+        procs = {**headless, **{name: tty.proc for name, tty in ttys.items()}}
+        pids = {name: proc.pid for name, proc in procs.items()}
         cpu0, t0 = {name: cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic()
         time.sleep(max(1.0, min(window, self.step_left() - 8)))
         cpu1, t1 = {name: cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic()
@@ -1718,7 +1748,8 @@ class Harness:
             for name, before in cpu0.items()
             if before is not None and cpu1[name] is not None
         }
-        gone = [name for name, pid in pids.items() if name not in pct]
+        # An ended child keeps its last CPU times until it is reaped: ask whether it ended.
+        gone = [name for name, proc in procs.items() if name not in pct or proc.poll() is not None]
         if gone:
             raise RuntimeError(f"{', '.join(gone)} ended during the window")
         checks = [
@@ -1726,10 +1757,8 @@ class Harness:
             for name, label, how in BESIDE_ROWS
             if name in pct
         ]
-        if "nvitop" not in pct:
-            checks.append(
-                check("TUI / nvitop", "measured", "not measured: nvitop is not installed", None)
-            )
+        if without is not None:
+            checks.append(check("TUI / nvitop", "measured", without, None))
         else:
             ratio = round(pct["tui"] / pct["nvitop"], 2) if pct["nvitop"] > 0 else None
             checks.append(
