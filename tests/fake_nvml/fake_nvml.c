@@ -577,7 +577,8 @@ static void parse_gpu_line(struct scenario *s, const char *key, char *rest) {
     } else if (!strcmp(field, "moving_samples")) {
         struct fake_sample_move *m = &g->sample_move;
         if (sscanf(rest, "%llu %llu %u %u", &m->every_us, &m->per_read, &m->low, &m->high) != 4 ||
-            m->per_read == 0 || m->high < m->low || 2 * m->per_read > MAX_SAMPLES)
+            m->every_us == 0 || m->per_read == 0 || m->per_read > MAX_SAMPLES / 2 ||
+            m->high < m->low || m->high > 100)
             memset(m, 0, sizeof(*m));
     } else if (!strcmp(field, "unsupported")) {
         add_inject(s, (int)idx, rest, 1);
@@ -1160,17 +1161,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtilizatio
     return NVML_SUCCESS;
 }
 
-/* The moving ring of utilization samples (gpu.N.moving_samples) as the call answering now sees
- * it: a call with a buffer (`fetch`) moves the GPU's ring on by per_read samples first; a probe
- * sees the ring that the fetch after it will see. */
-static const struct fake_series *moving_ring(const struct fake_gpu *g, int gi, int fetch,
+/* The moving ring of utilization samples (gpu.N.moving_samples) as the next fetch (a call with
+ * a buffer) will see it: per_read samples on from the last fetch that answered. A probe sees
+ * the same ring; only a fetch that answers moves the GPU's ring on (nvmlDeviceGetSamples). */
+static const struct fake_series *moving_ring(const struct fake_gpu *g, int gi,
                                              struct fake_series *out) {
     const struct fake_sample_move *m = &g->sample_move;
     unsigned long long *clock = &sample_clock_us[gi];
     if (*clock == 0) /* the first fetch's ring ends now */
         *clock = now_us() / m->every_us * m->every_us - m->per_read * m->every_us;
     unsigned long long end = *clock + m->per_read * m->every_us;
-    if (fetch) *clock = end;
     out->n = (int)(2 * m->per_read);
     for (int i = 0; i < out->n; i++) {
         unsigned long long ts = end - (unsigned long long)(out->n - 1 - i) * m->every_us;
@@ -1190,7 +1190,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, unsigned int type,
     CHECK_PTR(count);
     const struct fake_series *series;
     static struct fake_series moving; /* under the lock */
-    if (type == 1 && g->sample_move.every_us) series = moving_ring(g, gi, samples != NULL, &moving);
+    int moves = type == 1 && g->sample_move.every_us;
+    if (moves) series = moving_ring(g, gi, &moving);
     else if (type == 1) series = &g->util;
     else if (type == 2) series = &g->mem;
     else return NVML_ERROR_NOT_SUPPORTED;
@@ -1214,6 +1215,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, unsigned int type,
         written++;
     }
     *count = written;
+    if (moves) /* answered: the next fetch sees per_read samples more */
+        sample_clock_us[gi] += g->sample_move.per_read * g->sample_move.every_us;
     return NVML_SUCCESS;
 }
 

@@ -290,6 +290,9 @@ class FakeGpu:
         out.extend(proc.line(index) for proc in self.processes)
         out.extend(f"{p}unsupported {name}" for name in self.unsupported)
         out.extend(f"{p}error {name} {code}" for name, code in self.errors)
+        unknown = [move.key for move in self.moves if move.key not in numbers]
+        if unknown:  # the fake would ignore them, and a benchmark would measure steady readings
+            raise ValueError(f"Move keys that are no scenario field: {', '.join(unknown)}")
         out.extend(move.line(index) for move in self.moves)
         if self.moving_samples is not None:
             out.append(self.moving_samples.line(index))

@@ -27,7 +27,7 @@ from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     fake_nvml_env,
     fake_nvml_lib,
 )
-from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario
+from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Move, Scenario
 
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND, INSUFFICIENT_SIZE = 0, 2, 3, 6, 7
 UNINITIALIZED, DRIVER_NOT_LOADED, UNKNOWN = 1, 9, 999
@@ -323,3 +323,31 @@ def test_moving_samples_are_new_at_every_reading(
         assert [s.timeStamp for s in new] == [cursor + 200_000 * i for i in range(1, 6)]
         assert all(97 <= s.sampleValue.uiVal <= 100 for s in new)
         cursor = new[-1].timeStamp
+
+
+def test_a_moving_ring_moves_on_only_when_a_fetch_answers(
+    fake_nvml: FakeNvml,  # noqa: F811
+    nvml: Any,
+) -> None:
+    """A fetch that fails (a buffer of no entries) delivers nothing, so the next reading still
+    gets the five samples after the cursor, not ten."""
+    fake_nvml.write(Scenario().moving())
+    h = handle()
+    _, ring = nvml.nvmlDeviceGetSamples(h, 1, 0)
+    cursor = ring[-1].timeStamp
+    raw = fake_nvml.cdll.nvmlDeviceGetSamples  # the fake's own symbol, asked directly
+    value_type, count = ctypes.c_uint(), ctypes.c_uint(0)
+    buffer = (nvml.c_nvmlSample_t * 1)()
+    args = (ctypes.c_ulonglong(cursor), ctypes.byref(value_type), ctypes.byref(count), buffer)
+    code = raw(h, ctypes.c_uint(1), *args)
+    assert code == nvml.NVML_ERROR_INVALID_ARGUMENT
+    _, new = nvml.nvmlDeviceGetSamples(h, 1, cursor)
+    assert [s.timeStamp for s in new] == [cursor + 200_000 * i for i in range(1, 6)]
+
+
+def test_a_move_of_no_scenario_field_is_refused() -> None:
+    """The fake ignores a key it does not know, so a misspelt Move would leave the readings
+    steady and a benchmark measuring the wrong thing: the scenario refuses it."""
+    gpu = FakeGpu(moves=(Move("power_w", span=10),))
+    with pytest.raises(ValueError, match="power_w"):
+        Scenario(gpus=(gpu,)).lines()
