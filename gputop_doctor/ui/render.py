@@ -34,11 +34,13 @@ def sparkline(values: Sequence[float], width: int, lo: float, hi: float) -> str:
     """
     if width <= 0:
         return ""
-    tail = values[-width:] if len(values) > width else values
+    tail = _newest(values, width)
     span = hi - lo
     if span <= 0:
         chars = BLOCKS[0] * len(tail)
-    else:  # one comprehension: every card redraws four of these each frame on moving readings
+    else:  # _level's formula inlined in one comprehension (a call per value was most of the
+        # cost; every card redraws four of these each frame on moving readings), pinned equal
+        # to it by tests/ui/test_card_strips.py
         top = len(BLOCKS) - 1
         chars = "".join(
             [
@@ -46,6 +48,14 @@ def sparkline(values: Sequence[float], width: int, lo: float, hi: float) -> str:
                 for value in tail
             ]
         )
+    return _right_aligned(chars, width)
+
+
+def _newest(values: Sequence[float], width: int) -> Sequence[float]:
+    return values[-width:] if len(values) > width else values
+
+
+def _right_aligned(chars: str, width: int) -> str:
     return " " * (width - len(chars)) + chars
 
 
@@ -53,12 +63,14 @@ PERCENT_BLOCKS_KEPT = 1024  # a percentage NVML samples is a whole number: 101 o
 
 
 class _PercentBlocks(dict[float, str]):
-    """The block of each percentage seen, on the 0 to 100 scale, made when first seen."""
+    """The block of each percentage seen, on the 0 to 100 scale, made when first seen; all
+    forgotten at once when full (fractional percentages), so the new ones are kept again."""
 
     def __missing__(self, value: float) -> str:
         block = _level(value, 0.0, 100.0)
-        if len(self) < PERCENT_BLOCKS_KEPT:
-            self[value] = block
+        if len(self) >= PERCENT_BLOCKS_KEPT:
+            self.clear()
+        self[value] = block
         return block
 
 
@@ -74,9 +86,8 @@ def percent_sparkline(values: Sequence[float], width: int) -> str:
     """
     if width <= 0:
         return ""
-    tail = values[-width:] if len(values) > width else values
-    chars = "".join(map(_PERCENT_BLOCKS.__getitem__, tail))
-    return " " * (width - len(chars)) + chars
+    chars = "".join(map(_PERCENT_BLOCKS.__getitem__, _newest(values, width)))
+    return _right_aligned(chars, width)
 
 
 @lru_cache(maxsize=64)

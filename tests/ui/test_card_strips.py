@@ -86,6 +86,7 @@ def test_utilization_blocks_are_looked_up_once_made_and_are_the_plain_loop_s(
 ) -> None:
     """A percentage's block is made the first time it is seen and looked up after; the line
     is the one the plain loop draws, for whole and fractional percentages, out of range too."""
+    render._PERCENT_BLOCKS.clear()  # what other tests of this worker made does not count
     rng = random.Random(3)
     samples = [float(rng.randrange(0, 101)) for _ in range(300)] + [-4.0, 100.5, 250.0, 37.25]
     for width in (0, 1, 12, 47, 109):
@@ -139,9 +140,19 @@ async def test_a_moving_card_line_is_made_of_the_segments_made_before_for_its_pi
                 assert panels.render_line(y) == fresh_strip(panels, y)
                 for segment in panels.render_line(y):
                     key = (segment.text, segment.style)
-                    if key in before:
-                        assert segment is before[key]
+                    if before.get(key) is segment:
                         reused += 1
                     now.setdefault(key, segment)
             before = now
         assert reused > 50
+
+
+def test_utilization_blocks_kept_are_forgotten_at_once_when_full() -> None:
+    """Fractional percentages fill the kept blocks: they are all forgotten and new ones kept
+    again, so a session's later percentages are still looked up, not made every time."""
+    render._PERCENT_BLOCKS.clear()
+    many = [i / 8 for i in range(render.PERCENT_BLOCKS_KEPT + 1)]
+    assert percent_sparkline(many, len(many)) == plain_sparkline(many, len(many), 0.0, 100.0)
+    assert len(render._PERCENT_BLOCKS) == 1  # cleared when full, the last one kept
+    percent_sparkline([12.5, 12.5], 2)
+    assert 12.5 in render._PERCENT_BLOCKS
