@@ -70,6 +70,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_record import (
+    add_driver_argument,
     add_nvml_costs_argument,
     add_steady_argument,
     build_engine,
@@ -77,6 +78,7 @@ from bench_record import (
     load_line,
     nvml_costs,
     print_header,
+    refuse_fake_options_on_a_driver,
     start_tree,
     use_fake_nvml,
 )
@@ -382,17 +384,11 @@ def main() -> None:
         " --nvml-costs none: a cost model busy-waits on the thread's CPU clock, which under"
         " valgrind counts time, not work)",
     )
-    parser.add_argument(
-        "--gpu-source",
-        choices=("fake", "nvml"),
-        default="fake",
-        help="fake: the test suite's fake NVML, 8 GPUs (default); nvml: this machine's driver",
-    )
+    add_driver_argument(parser)
     add_nvml_costs_argument(parser)
     add_steady_argument(parser)
     args = parser.parse_args()
-    if args.nvml_costs != "none" and args.gpu_source != "fake":
-        parser.error("--nvml-costs models the fake library: it needs --gpu-source fake")
+    refuse_fake_options_on_a_driver(parser, args)
     if args.instructions and args.nvml_costs != "none":
         parser.error("--instructions needs --nvml-costs none (a cost model waits on time)")
     if args.instructions and not under_callgrind():

@@ -4,7 +4,7 @@ Setup, as in the performance budget of docs/architecture.md: 8 demo GPUs, the re
 attached to a real tree of 64 processes (a root, 7 "ranks", 8 "workers" each), every rule, and
 the CSV sink.
 
-    .venv/bin/python benchmarks/bench_record.py [--seconds 60] [--gpu-source demo|nvml]
+    .venv/bin/python benchmarks/bench_record.py [--seconds 60] [--gpu-source demo|fake|nvml]
 
 With ``--gpu-source fake`` the GPUs come from NVML through the real pynvml bindings and the
 fake libnvidia-ml that the tests build (tests/fake_nvml/): 8 busy GPUs, one per rank of the tree.
@@ -104,6 +104,27 @@ def add_steady_argument(parser: argparse.ArgumentParser) -> None:
         help="fake GPUs whose readings never change (the old benchmarks' setup) instead of "
         "readings that move from tick to tick as a real GPU's do under load (default)",
     )
+
+
+def add_driver_argument(parser: argparse.ArgumentParser) -> None:
+    """``--gpu-source fake|nvml`` for the benchmarks that run the fake or a real driver."""
+    parser.add_argument(
+        "--gpu-source",
+        choices=("fake", "nvml"),
+        default="fake",
+        help="fake: the test suite's fake NVML, 8 GPUs (default); nvml: this machine's driver",
+    )
+
+
+def refuse_fake_options_on_a_driver(parser: argparse.ArgumentParser, args: Any) -> None:
+    """``--nvml-costs`` and ``--steady`` describe the fake: on a real driver they would be
+    silently ignored, and the figures read as what they are not."""
+    if args.gpu_source == "fake":
+        return
+    if args.nvml_costs != "none":
+        parser.error("--nvml-costs models the fake library: it needs --gpu-source fake")
+    if args.steady:
+        parser.error("--steady makes the fake's readings constant: it needs --gpu-source fake")
 
 
 def load_line() -> str:

@@ -57,11 +57,13 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_record import (  # noqa: E402
+    add_driver_argument,
     add_nvml_costs_argument,
     add_steady_argument,
     load_line,
     nvml_costs,
     print_header,
+    refuse_fake_options_on_a_driver,
 )
 
 from tests.fake_nvml.costs import NvmlCosts  # noqa: E402
@@ -278,12 +280,7 @@ def main() -> int:
         default=None,
         help="another checkout of gputop-doctor to run beside this one (e.g. the code before)",
     )
-    parser.add_argument(
-        "--gpu-source",
-        choices=("fake", "nvml"),
-        default="fake",
-        help="fake: the test suite's fake NVML, 8 GPUs (default); nvml: this machine's driver",
-    )
+    add_driver_argument(parser)
     parser.add_argument(
         "--attach",
         type=int,
@@ -294,9 +291,10 @@ def main() -> int:
     add_nvml_costs_argument(parser)
     add_steady_argument(parser)
     args = parser.parse_args()
+    refuse_fake_options_on_a_driver(parser, args)
+    if args.attach is not None and args.demo:
+        parser.error("--attach names the job gputop-doctor watches: --demo watches none")
     costs = nvml_costs(args)
-    if costs is not None and args.gpu_source != "fake":
-        parser.error("--nvml-costs models the fake library: it needs --gpu-source fake")
     if args.baseline is not None and not (args.baseline / "gputop_doctor").is_dir():
         print(f"--baseline {args.baseline}: no gputop_doctor package there", file=sys.stderr)
         return 2
@@ -313,7 +311,9 @@ def main() -> int:
 
     print_header(costs, args.steady if args.gpu_source == "fake" else None)
     tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
-    tree, ranks = start_tree(args.busy)
+    # The tree is the job on the fake's GPUs; on a driver, an attached job stands in for it.
+    own_tree = args.gpu_source == "fake" or args.attach is None
+    tree, ranks = start_tree(args.busy) if own_tree else (None, [])
     try:
         if args.gpu_source == "fake":
             lib = build_fake(tmp / "lib")
@@ -330,7 +330,7 @@ def main() -> int:
         if args.demo:
             doctor_cmd = [*doctor, "--demo", "healthy", "--interval", "1"]
         else:
-            job = tree.pid if args.attach is None else args.attach
+            job = args.attach if tree is None else tree.pid if args.attach is None else args.attach
             doctor_cmd = [*doctor, "--pid", str(job), "--interval", "1"]
         procs = {"gputop-doctor": tmux_start("gputop-doctor", doctor_cmd, env)}
         if args.baseline is not None:
@@ -369,8 +369,9 @@ def main() -> int:
         return 0
     finally:
         stop_tmux()
-        os.killpg(tree.pid, 15)
-        tree.wait()
+        if tree is not None:
+            os.killpg(tree.pid, 15)
+            tree.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
