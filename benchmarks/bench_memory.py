@@ -42,7 +42,13 @@ It prints, every ``--every`` simulated seconds, the memory blocks CPython has al
 (``sys.getallocatedblocks``), the bytes tracemalloc traces with ``--tracemalloc`` (slower:
 every allocation is traced), the snapshots the history holds, and the GPU samples alive against
 those the history holds (more alive: something else keeps ticks the history let go, as the
-rules' views did). RSS is not its measure: the real-time mode's is the issue's.
+rules' views did). RSS is not its measure: the real-time mode's is the issue's. In sight of
+the host's other processes (without ``--isolated``) its blocks follow them too, by thousands:
+the monitor ranks and scans every process and keeps per-PID state for those alive (their count
+is printed beside each reading). Beside other helpers' work on a 2-core VM, an hour ended 5 %
+below its 5-minute reading as their processes went, and the 2 % "growth" from 5 to 40
+minutes another run showed in sight of them is not there in a namespace of its own (flat, the
+same build). Compare runs with ``--isolated``.
 
     .venv/bin/python benchmarks/bench_memory.py --simulated [--seconds 3600] [--tracemalloc]
 """
@@ -319,6 +325,7 @@ class Held:
     snapshots: int  # in the history
     gpu_samples: int  # GpuSample objects alive
     gpu_samples_in_history: int  # of those, held by the history's snapshots
+    host_processes: int  # PIDs in sight (/proc): the monitor ranks them all, see ``--isolated``
 
 
 def held_now(engine: object, at_s: float) -> Held:
@@ -330,7 +337,8 @@ def held_now(engine: object, at_s: float) -> Held:
     in_history = {id(gpu) for snap in history.all() for gpu in snap.gpus}
     alive = sum(1 for obj in gc.get_objects() if type(obj) is GpuSample)
     traced = tracemalloc.get_traced_memory()[0] / 2**20 if tracemalloc.is_tracing() else None
-    return Held(at_s, sys.getallocatedblocks(), traced, len(history), alive, len(in_history))
+    host = sum(1 for name in os.listdir("/proc") if name.isdigit())
+    return Held(at_s, sys.getallocatedblocks(), traced, len(history), alive, len(in_history), host)
 
 
 def simulated_engine(args: argparse.Namespace, tree_pid: int, workdir: Path) -> Iterator[Held]:
@@ -367,7 +375,8 @@ def print_held(held: Held) -> None:
     print(
         f"{held.at_s / 60:5.1f} min (simulated)  blocks {held.blocks:8d}{traced}  history"
         f" {held.snapshots:5d} snapshots  GPU samples {held.gpu_samples:6d} alive,"
-        f" {held.gpu_samples - held.gpu_samples_in_history:5d} outside the history",
+        f" {held.gpu_samples - held.gpu_samples_in_history:5d} outside the history"
+        f"  host processes {held.host_processes:4d}",
         flush=True,
     )
 

@@ -248,8 +248,9 @@ class History:
 
     Per-process samples are by far the bulkiest part of a snapshot (64 processes x 15 minutes
     is ~58,000 objects), and no rule looks at processes further back than 30 s. So
-    only the newest keep their processes (see ``Retention``); older ones are kept without them
-    (GPU, host and tree totals stay, which is what the long-window rules read).
+    only the newest keep their processes (see ``Retention``); older ones are kept without them,
+    nor the host's lists of other processes (``without_processes``; GPU, host and tree totals
+    stay, which is what the long-window rules read).
 
     At the engine's default settings (``core.engine.retention_for``: ``full_history_s`` 120 s,
     ``process_window_s`` 30 s, ``gpu-memory-creep`` sampling every 10 s) and an interval of
@@ -460,10 +461,12 @@ class History:
             return
         part, index = place
         snap = part[index]
-        if not snap.processes or (unless_every and snap.tick % unless_every == 0):
+        if unless_every and snap.tick % unless_every == 0:
             return
-        self.derived.pop(id(snap), None)
-        part[index] = replace(snap, processes=())
+        stripped = without_processes(snap)
+        if stripped is not snap:
+            self.derived.pop(id(snap), None)
+            part[index] = stripped
 
     def _place(self, serial: int) -> tuple[deque[Snapshot], int] | None:
         """Where the snapshot numbered ``serial`` is held; None if it is not (any more)."""
@@ -554,6 +557,33 @@ def _newest(snaps: deque[Snapshot], count: int) -> tuple[Snapshot, ...]:
     newest = list(islice(reversed(snaps), count))
     newest.reverse()
     return tuple(newest)
+
+
+def without_processes(snap: Snapshot) -> Snapshot:
+    """``snap`` without its per-process samples: its own processes, and the host's lists of
+    other processes (the busiest, the busiest other jobs, those waiting on storage or holding
+    swap); ``snap`` itself where it holds none.
+
+    Rules read those lists on the latest tick or over ``cpu-contention``'s seconds, within
+    the newest part that keeps processes. Beyond it they are up to a dozen objects a tick
+    that follow the host's load, not the job's: kept for the whole span, a ``record`` on a
+    host where other work comes and goes held 5,500 to 6,500 of them (15 minutes at 0.1 s),
+    and its memory rose and fell with its neighbours' processes long after 5 minutes."""
+    host = snap.host
+    lists = (
+        host.top_processes,
+        host.outside_top,
+        host.outside_jobs,
+        host.io_waiters,
+        host.swap_holders,
+    )
+    if not snap.processes and not any(lists):
+        return snap
+    if any(lists):
+        host = replace(
+            host, top_processes=(), outside_top=(), outside_jobs=(), io_waiters=(), swap_holders=()
+        )
+    return replace(snap, processes=(), host=host)
 
 
 def carries_event(snap: Snapshot, before: Snapshot | None, after: Snapshot | None) -> bool:

@@ -12,7 +12,8 @@ from gputop_doctor.config import Settings
 from gputop_doctor.core.engine import retention_for
 from gputop_doctor.core.health import GpuHealth, XidEvent
 from gputop_doctor.core.history import History
-from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
+from gputop_doctor.core.model import GpuSample, HostSample, ProcSample, Snapshot
+from gputop_doctor.core.pressure import OutsideJob, OutsideProcess
 from gputop_doctor.rules import gpu_lost, gpu_xid
 from gputop_doctor.rules.gpu_memory_creep import sampled_window
 from tests.builders import T0, context, run
@@ -242,3 +243,30 @@ def test_the_older_part_has_slots_for_what_its_stride_keeps_not_for_every_second
     assert kept < tenth.old_slots <= kept + kept // 4 + 2
     second = retention_for(Settings(interval_s=1.0))
     assert second.covering_stride() == 1 and second.old_slots >= second.span - second.full
+
+
+def test_the_host_lists_of_other_processes_leave_with_the_processes() -> None:
+    """The busiest processes, other jobs, storage waiters and swap holders are per-process
+    samples of the host: rules read them within ``process_window_s`` (``cpu-contention``'s
+    window is one of PROCESS_WINDOWS), so older ticks drop them with their processes, and what
+    a history holds no longer follows the host's load for its whole span."""
+    outside = (OutsideProcess(7, "neighbour", cpu_pct=250.0),)
+    host = HostSample(
+        cpu_pct=40.0,
+        top_processes=((7, "neighbour", 250.0),),
+        outside_top=outside,
+        outside_jobs=(OutsideJob("Slurm job 1", "ann", 250.0, 1),),
+        io_waiters=outside,
+        swap_holders=outside,
+    )
+    hist = engine_history(0.1)
+    for k in range(3000):
+        snap = tick(k, 0.1)
+        hist.append(Snapshot(snap.time, k, 0.1, snap.gpus, host=host, processes=PROCS))
+    for snap in hist.all():
+        kept = bool(snap.processes)
+        assert bool(snap.host.outside_top) is kept, snap.tick
+        assert bool(snap.host.top_processes) is kept and bool(snap.host.outside_jobs) is kept
+        assert bool(snap.host.io_waiters) is kept and bool(snap.host.swap_holders) is kept
+        assert snap.host.cpu_pct == 40.0  # the host's own readings stay
+    assert sum(1 for snap in hist.all() if snap.host.outside_top) < len(hist) / 3
