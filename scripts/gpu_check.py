@@ -1718,9 +1718,7 @@ class Harness:
             return self.measure_beside(headless, ttys, without)
         finally:
             for tty in ttys.values():
-                tty.quit()
-                self.stop(tty.proc, grace=2.0)
-                tty.close()
+                self.end_pty(tty)
 
     def without_nvitop(self) -> str | None:
         """Why nvitop cannot run beside the monitor here, or None when it can."""
@@ -1779,10 +1777,8 @@ class Harness:
         tui = self.start_pty(cmd, self.tui_markers())
         try:
             tui.wait_drawn(timeout)
-            tui.quit()
         finally:
-            self.stop(tui.proc, grace=2.0)
-            tui.close()
+            self.end_pty(tui)
         first_output = tui.first_output_s
         if tui.drawn is None:
             return {
@@ -1813,6 +1809,12 @@ class Harness:
         program = PtyProgram(cmd, self.env, self.work, markers)
         self.track(program.proc)
         return program
+
+    def end_pty(self, program: PtyProgram) -> None:
+        """Quit it as a user would (q), stop what is left of it, and stop reading it."""
+        program.quit()
+        self.stop(program.proc, grace=2.0)
+        program.close()
 
     # import, web, identity ------------------------------------------------------------------
 
