@@ -577,12 +577,12 @@ def without_processes(snap: Snapshot) -> Snapshot:
         host.io_waiters,
         host.swap_holders,
     )
-    if not snap.processes and not any(lists):
-        return snap
     if any(lists):
         host = replace(
             host, top_processes=(), outside_top=(), outside_jobs=(), io_waiters=(), swap_holders=()
         )
+    elif not snap.processes:
+        return snap
     return replace(snap, processes=(), host=host)
 
 
