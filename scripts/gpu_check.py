@@ -1158,15 +1158,7 @@ class Harness:
             out.append(
                 judge(f"{load}: GPM tensor activity high", "≥ 20 %", tensor, lambda v: v >= 20)
             )
-            out.append(
-                check(
-                    f"{load}: buffered utilization samples (GetSamples)",
-                    "≥ 1 sample",
-                    f"{len(samples)} samples, min {gpu.get('util_min_pct')} max "
-                    f"{gpu.get('util_max_pct')}",
-                    len(samples) >= 1,
-                )
-            )
+            out.append(utilization_samples_check(load, gpu, samples))
         elif load == "copy":
             out.append(judge(f"{load}: utilization high", "≥ 50 %", util, lambda v: v >= 50))
             out.append(
@@ -1379,11 +1371,20 @@ class Harness:
         return self.finish_case(data, checks)
 
     def record_cost(self, data: dict) -> list[dict]:
-        """Record ran, and the effective CPUs it read per tick (from its CSV)."""
+        """Record ran, the effective CPUs it read per tick and the ticks that read the
+        utilization samples (from its CSV)."""
         ran = check(
             "record ran", "exit 0 with ticks", f"{data['ticks']} ticks", data["ticks"] >= 2, ""
         )
-        return [ran, effective_cpus_check(data.get("effective_cpus") or {})]
+        rows = data.get("_rows") or []
+        read = sum(1 for row in rows if row.get("gpu_util_samples"))
+        samples = check(
+            "utilization samples read (CSV gpu_util_samples)",
+            "on ≥ 1 tick (every tick while they dip, else every 5 s)",
+            f"on {read} of {len(rows)} rows",
+            read >= 1,
+        )
+        return [ran, effective_cpus_check(data.get("effective_cpus") or {}), samples]
 
     def step_starved(self, budget: float) -> dict:
         data = self.case("starved", "train-loader", workers=0, serve=True)
@@ -2216,6 +2217,19 @@ def read_jsonl(path: Path) -> list[dict]:
     except OSError:
         pass
     return out
+
+
+def utilization_samples_check(load: str, gpu: dict, samples: list) -> dict:
+    """A snapshot's last tick read the utilization samples, or stood on the point reading
+    because they were quiet (read every 5 s then): its low, high and mean are then one value."""
+    low, high, mean = gpu.get("util_min_pct"), gpu.get("util_max_pct"), gpu.get("util_pct")
+    quiet = not samples and mean is not None and low == high == mean
+    return check(
+        f"{load}: buffered utilization samples (GetSamples)",
+        "≥ 1 sample, or the point reading on a quiet tick",
+        f"{len(samples)} samples, min {low} max {high}" + (" (quiet tick)" if quiet else ""),
+        len(samples) >= 1 or quiet,
+    )
 
 
 def read_csv(path: Path) -> list[dict]:

@@ -26,8 +26,6 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from operator import itemgetter
-from statistics import fmean
 from typing import Any, NamedTuple
 
 from gputop_doctor.core.kept_floats import KeptFloats
@@ -57,7 +55,6 @@ from gputop_doctor.sources.nvml.fields import (
     FieldBatch,
     FieldKey,
     FieldValues,
-    Number,
     Pick,
     ThrottleReader,
 )
@@ -74,6 +71,7 @@ from gputop_doctor.sources.nvml.kept_readings import (
 from gputop_doctor.sources.nvml.nvlink import NvLinkTrafficReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml.processes import GpuProcessReader
+from gputop_doctor.sources.nvml.utilization import UtilizationReader
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +82,6 @@ TEMP_GPU = 0
 THRESHOLD_SHUTDOWN = 0
 THRESHOLD_SLOWDOWN = 1
 THRESHOLD_GPU_MAX = 3
-GPU_UTILIZATION_SAMPLES = 1
-FIRST_READ_WINDOW_US = 1_000_000  # the first GetSamples returns the whole ring; keep ~1 tick
 # NVML_FI_DEV_POWER_AVERAGE: the 1 s average that nvmlDeviceGetPowerUsage gives from Ampere on.
 # GA100 and older lack it, and there the call (an instantaneous reading) stands in, as before.
 FIELD_POWER = 185
@@ -104,7 +100,6 @@ _DEDICATED_CALL = {
     FIELD_POWER: "nvmlDeviceGetPowerUsage",
     FIELD_ENERGY: "nvmlDeviceGetTotalEnergyConsumption",
 }
-_SAMPLE_TIME = itemgetter(0)  # a (timestamp, value) sample's time, the sort key in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,14 +113,6 @@ class Identity:
 # The two records below are made for every GPU on every tick and read once, by ``_read``:
 # named tuples, made in a fraction of a frozen dataclass's time (which sets each field
 # through ``object.__setattr__``: ~2 us a record here, against ~0.3 us).
-
-
-class Utilization(NamedTuple):
-    mean: float | None = None
-    low: float | None = None
-    high: float | None = None
-    samples: tuple[float, ...] = ()
-    mem: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,12 +155,17 @@ class DeviceReader:
         self._nvml = nvml
         self._caller = caller
         self._handle = handle
-        self._util_cursor = 0
         self._run = caller.run_of(index)  # its run of driver errors while it is read
         # The tick's calls, each bound once (see nvml_call.Ask), with their outputs kept.
         ask = partial(Ask, caller, index)
-        self._samples = ask("nvmlDeviceGetSamples", SamplesCall(nvml))
-        self._point_util = utilization_ask(caller, index, nvml, handle)
+        self._utilization = UtilizationReader(
+            utilization_ask(caller, index, nvml, handle),
+            ask("nvmlDeviceGetSamples", SamplesCall(nvml)),
+            handle,
+            index,
+            clock,
+            self._floats,
+        )
         self._memory_v2 = memory_ask(caller, index, nvml, handle)
         self._sm_clock, self._mem_clock = (
             uint_ask(
@@ -338,7 +330,7 @@ class DeviceReader:
         failed (the GPU answers only errors: they are asked on the next)."""
         ident = self.identity
         maybe = self._floats.maybe
-        util = self._utilization()
+        util = self._utilization.read()
         mem = self._memory()
         sm_active, tensor_active, dram_active = self._gpm.read()
         fields = self._fields.read()
@@ -414,39 +406,6 @@ class DeviceReader:
         if value is not None or self._caller.skipped(self.index, what):
             self._cache[what] = value
         return value
-
-    # -- utilization -----------------------------------------------------------------------
-
-    def _utilization(self) -> Utilization:
-        same = self._floats.same
-        point = self._point_util.answer()
-        mem = None if point is None else same(float(point[1]))
-        samples = self._buffered_util()
-        if samples:
-            return Utilization(same(fmean(samples)), min(samples), max(samples), samples, mem)
-        if point is None:
-            return _NO_UTILIZATION
-        gpu = same(float(point[0]))
-        return Utilization(gpu, gpu, gpu, (), mem)
-
-    def _buffered_util(self) -> tuple[float, ...]:
-        """Utilization samples newer than the cursor, oldest first; () means none are new."""
-        none_new: list[tuple[int, Number | None]] = []  # NOT_FOUND: no sample since the cursor
-        got = self._samples.answer(
-            self._handle, GPU_UTILIZATION_SAMPLES, self._util_cursor, not_found=none_new
-        )
-        if not got:
-            return ()
-        cursor = self._util_cursor
-        ordered = sorted([item for item in got if item[0] > cursor], key=_SAMPLE_TIME)
-        if not ordered:
-            return ()
-        newest = ordered[-1][0]
-        if self._util_cursor == 0:  # whole ring on the first call: keep the last ~tick
-            ordered = [item for item in ordered if item[0] >= newest - FIRST_READ_WINDOW_US]
-        self._util_cursor = newest
-        same = self._floats.same
-        return tuple([same(float(value)) for _, value in ordered if value is not None])
 
     # -- memory, thermals, power, clocks ---------------------------------------------------
 
@@ -545,7 +504,6 @@ class DeviceReader:
         return FieldBatch(ask, self._handle, field_ids)
 
 
-_NO_UTILIZATION = Utilization()
 _NO_MEMORY = DeviceMemory()
 
 

@@ -1,0 +1,135 @@
+"""One GPU's utilization: the point reading every tick, the driver's samples when they can
+say more than it does.
+
+``nvmlDeviceGetUtilizationRates`` is one number, the share of the driver's last sample period
+(1/6 s to 1 s, by product) that a kernel ran, and costs about 30 µs of CPU on an H200.
+``nvmlDeviceGetSamples`` gives every such sample since a cursor (200 ms apart on an H200, with
+71 kept: 14 s of them) and costs 2-2.5 ms, whatever it is asked for: on an 8-GPU machine, read
+every tick, the samples alone were 1.9 % of a core at 1 s, more than the whole of nvitop.
+
+The samples matter while utilization moves within a tick: gpu-starvation counts the dips to
+idle between two point readings, and a tick's mean, low and high are made of them. A GPU that
+sits at one level (idle at 0 %, a GEMM at 97-100 %) gives samples that say what its point
+reading says. So a GPU's samples are read every tick while they differ (the last read spread
+over more than :data:`QUIET_BAND_PCT`, or the point reading left their band), and otherwise
+once a :data:`SAMPLES_PERIOD_S`, which the driver's ring outlasts: that read returns every
+sample since the last, none lost, and a pattern hidden between point readings (dips that
+always fall between two ticks) is seen at it, all of its samples with it, and read every tick
+from then on. On a tick without a read the point reading is the tick's utilization, as it is
+on a GPU that gives no samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import itemgetter
+from statistics import fmean
+from typing import NamedTuple
+
+from gputop_doctor.core.kept_floats import KeptFloats
+from gputop_doctor.sources.nvml.cadence import NOT_DUE, Cadence, spread
+from gputop_doctor.sources.nvml.call import Ask, CodeAsk
+from gputop_doctor.sources.nvml.fields import Number
+
+GPU_UTILIZATION_SAMPLES = 1  # NVML_GPU_UTILIZATION_SAMPLES, the sampling type asked for
+FIRST_READ_WINDOW_US = 1_000_000  # the first GetSamples returns the whole ring; keep ~1 tick
+# Samples that all lie within this many points of each other, with the point reading among
+# them, say nothing the point reading does not: no rule's line (10 % idle, 20 % active, 40 and
+# 70 % means, 90 % busy) can fall between readings this close and move a verdict.
+QUIET_BAND_PCT = 5.0
+# A quiet GPU's samples are read at least this often: well inside the driver's ring (14 s on
+# an H200), so the read returns every sample since the last one.
+SAMPLES_PERIOD_S = 5.0
+_SAMPLE_TIME = itemgetter(0)  # a (timestamp, value) sample's time, the sort key in C
+
+
+class Utilization(NamedTuple):
+    """A tick's utilization: the mean, low and high of its samples (the point reading three
+    times on a tick without them), the samples, and the memory controller's share."""
+
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+    samples: tuple[float, ...] = ()
+    mem: float | None = None
+
+
+NO_UTILIZATION = Utilization()
+
+
+class UtilizationReader:
+    """One GPU's utilization each tick (see the module): ``point`` is the bound
+    ``nvmlDeviceGetUtilizationRates`` call, ``samples`` the bound ``nvmlDeviceGetSamples``."""
+
+    def __init__(
+        self,
+        point: CodeAsk,
+        samples: Ask,
+        handle: object,
+        index: int,
+        clock: Callable[[], float],
+        floats: KeptFloats,
+    ) -> None:
+        self._point = point
+        self._samples = samples
+        self._handle = handle
+        self._floats = floats
+        self._cursor = 0  # the newest sample's timestamp read so far (µs)
+        self._cadence = Cadence(clock, SAMPLES_PERIOD_S, spread(index))
+        # The low and high of the last samples read while they were quiet; None while they
+        # were not (or before any were read): the samples are then read every tick.
+        self._quiet: tuple[float, float] | None = None
+
+    def read(self) -> Utilization:
+        same = self._floats.same
+        point = self._point.answer()
+        mem = None if point is None else same(float(point[1]))
+        gpu = None if point is None else same(float(point[0]))
+        if self._samples_due(gpu):
+            samples = self._cadence.take(self._buffered)
+            if samples is not NOT_DUE and samples:
+                self._quiet = _quiet_band(samples, gpu)
+                return Utilization(same(fmean(samples)), min(samples), max(samples), samples, mem)
+        if gpu is None:
+            return NO_UTILIZATION
+        return Utilization(gpu, gpu, gpu, (), mem)
+
+    def _samples_due(self, point: float | None) -> bool:
+        """Whether to ask for the samples this tick: every tick unless they were quiet and
+        the point reading stayed in their band, else when the cadence says so."""
+        quiet = self._quiet
+        if quiet is None or point is None or not quiet[0] <= point <= quiet[1]:
+            self._cadence.hurry()
+            return True
+        return not self._cadence.quiet()
+
+    def _buffered(self) -> tuple[float, ...]:
+        """Utilization samples newer than the cursor, oldest first; () means none are new."""
+        none_new: list[tuple[int, Number | None]] = []  # NOT_FOUND: no sample since the cursor
+        got = self._samples.answer(
+            self._handle, GPU_UTILIZATION_SAMPLES, self._cursor, not_found=none_new
+        )
+        if not got:
+            return ()
+        cursor = self._cursor
+        ordered = sorted([item for item in got if item[0] > cursor], key=_SAMPLE_TIME)
+        if not ordered:
+            return ()
+        newest = ordered[-1][0]
+        if cursor == 0:  # whole ring on the first call: keep the last ~tick
+            ordered = [item for item in ordered if item[0] >= newest - FIRST_READ_WINDOW_US]
+        self._cursor = newest
+        same = self._floats.same
+        return tuple([same(float(value)) for _, value in ordered if value is not None])
+
+
+def _quiet_band(samples: tuple[float, ...], point: float | None) -> tuple[float, float] | None:
+    """The range a later point reading may take while the samples stay worth skipping: the
+    samples' own, widened to :data:`QUIET_BAND_PCT`; None when they (with the point reading)
+    spread wider than that."""
+    low = min(samples) if point is None else min(min(samples), point)
+    high = max(samples) if point is None else max(max(samples), point)
+    if high - low > QUIET_BAND_PCT:
+        return None
+    slack = QUIET_BAND_PCT - (high - low)
+    return low - slack, high + slack

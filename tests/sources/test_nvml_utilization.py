@@ -1,0 +1,142 @@
+"""When a GPU's utilization samples are read: every tick while they say more than the point
+reading, once a period while they do not (sources/nvml/utilization.py), through the real
+pynvml bindings against the fake library."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from gputop_doctor.core.model import GpuSample
+from gputop_doctor.sources.nvml.source import NvmlGpuSource
+from gputop_doctor.sources.nvml.utilization import QUIET_BAND_PCT, SAMPLES_PERIOD_S
+from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
+    FakeNvml,
+    ManualClock,
+    fake_nvml,
+    fake_nvml_build,
+    fake_nvml_lib,
+    fake_nvml_variant,
+)
+from tests.fake_nvml.scenario import FakeGpu, Scenario
+
+SAMPLE_US = 200_000  # the driver's sample period on an H200
+START_US = 10_000_000
+
+
+def ring(seconds: float, value: Callable[[int], int]) -> tuple[tuple[int, int], ...]:
+    """The driver's samples over the first ``seconds``: sample i is ``value(i)``."""
+    count = round(seconds * 1_000_000 / SAMPLE_US)
+    return tuple((START_US + i * SAMPLE_US, value(i)) for i in range(count))
+
+
+class Gpu:
+    """One fake GPU read tick by tick, its samples growing by a tick's worth each time."""
+
+    def __init__(
+        self, fake: FakeNvml, source: Callable[[], NvmlGpuSource], clock: ManualClock
+    ) -> None:
+        self._fake = fake
+        self._open = source
+        self._source: NvmlGpuSource | None = None
+        self._clock = clock
+        self.seconds = 0.0
+
+    def tick(self, point: int | None, value: Callable[[int], int]) -> GpuSample:
+        """One 1 s tick: the driver now holds the samples up to the tick's end."""
+        self.seconds += 1.0
+        fake_gpu = FakeGpu(util=point, samples=ring(self.seconds, value))
+        self._fake.write(Scenario(gpus=(fake_gpu,)))
+        if self._source is None:
+            self._source = self._open()
+        else:
+            self._clock.advance(1.0)
+        (gpu,) = self._source.read_gpus()
+        return gpu
+
+    def reads(self) -> int:
+        return self._fake.calls("nvmlDeviceGetSamples", gpu=0)
+
+
+@pytest.fixture
+def gpu(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: ManualClock,
+) -> Gpu:
+    return Gpu(fake_nvml, open_source, clock)
+
+
+def busy(i: int) -> int:
+    return 97 + i % 4  # a GEMM: 97-100 %, inside the quiet band
+
+
+def test_a_quiet_gpus_samples_are_read_once_a_period_and_none_are_lost(gpu: Gpu) -> None:
+    first = gpu.tick(99, busy)
+    assert first.util_samples  # the first tick reads them
+    reads = gpu.reads()
+    skipped = [gpu.tick(99, busy) for _ in range(int(SAMPLES_PERIOD_S) - 1)]
+    assert gpu.reads() == reads  # quiet: not asked again before the period is over
+    # On those ticks the point reading is the tick's utilization, as without samples.
+    assert all(
+        (s.util_samples, s.util_pct, s.util_min_pct, s.util_max_pct) == ((), 99.0, 99.0, 99.0)
+        for s in skipped
+    )
+    # A period on they are read again, and every sample since the last read comes back.
+    later = [gpu.tick(99, busy) for _ in range(2)]
+    read = [s for s in later if s.util_samples]
+    assert len(read) == 1
+    expected = tuple(
+        float(busy(i)) for i in range(len(first.util_samples), len(ring(gpu.seconds, busy)))
+    )
+    assert read[0].util_samples[: len(expected)] == expected[: len(read[0].util_samples)]
+    assert len(first.util_samples) + len(read[0].util_samples) >= 5 * int(SAMPLES_PERIOD_S)
+
+
+def test_samples_that_dip_are_read_every_tick(gpu: Gpu) -> None:
+    def sawtooth(i: int) -> int:
+        return 0 if i % 5 == 2 else 100  # a dip to idle between every two point readings
+
+    ticks = [gpu.tick(100, sawtooth) for _ in range(8)]
+    assert gpu.reads() >= 8
+    assert all(0.0 in s.util_samples for s in ticks)
+
+
+def test_a_point_reading_that_leaves_the_band_reads_the_samples_at_once(gpu: Gpu) -> None:
+    for _ in range(3):
+        gpu.tick(99, busy)
+    reads = gpu.reads()
+    moved = gpu.tick(int(99 - QUIET_BAND_PCT - 1), lambda i: 40 if i >= 15 else busy(i))
+    assert gpu.reads() == reads + 1
+    assert 40.0 in moved.util_samples
+
+
+def test_dips_hidden_between_point_readings_are_found_at_the_next_periodic_read(
+    gpu: Gpu,
+) -> None:
+    """The worst case for skipping: the point reading never sees a dip. The periodic read
+    brings every dipped sample since the last read, and from then on they are read each tick."""
+
+    def dips_later(i: int) -> int:
+        return 0 if i >= 10 and i % 5 == 2 else 100
+
+    seen: list[GpuSample] = []
+    for _ in range(int(SAMPLES_PERIOD_S) + 2):
+        seen.append(gpu.tick(100, dips_later))
+    dipped = [i for i, s in enumerate(seen) if 0.0 in s.util_samples]
+    assert dipped, "the periodic read found the dips"
+    found = seen[dipped[0]]
+    assert found.util_samples.count(0.0) >= 2  # the earlier ticks' dips came with it
+    assert found.util_min_pct == 0.0
+    reads = gpu.reads()
+    assert 0.0 in gpu.tick(100, dips_later).util_samples
+    assert gpu.reads() == reads + 1
+
+
+def test_an_idle_gpu_is_quiet_too(gpu: Gpu) -> None:
+    gpu.tick(0, lambda i: 0)
+    reads = gpu.reads()
+    for _ in range(int(SAMPLES_PERIOD_S) - 1):
+        assert gpu.tick(0, lambda i: 0).util_pct == 0.0
+    assert gpu.reads() == reads
