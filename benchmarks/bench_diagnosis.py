@@ -23,6 +23,8 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -180,6 +182,79 @@ def _defaults() -> None:
         print(f"  {label:36} {rule.rule_id:20} {text}")
 
 
+TICKS, SAMPLES_PER_S = 60, 5  # samples 200 ms apart, as on an H200
+# The onsets tried: one in each phase of a quiet GPU's 5 s samples cadence.
+ONSETS_S = (20, 21, 22, 23, 24)
+
+
+def _visible(onset_s: int, i: int) -> int:
+    """600 ms of every second idle from the onset, its last sample (the one a point reading
+    at the tick shows) among them."""
+    return 2 if i >= onset_s * SAMPLES_PER_S and i % SAMPLES_PER_S >= 2 else 97
+
+
+def _hidden(onset_s: int, i: int) -> int:
+    """As much idle, in the middle of each second: no point reading at a tick lands in it."""
+    return 2 if i >= onset_s * SAMPLES_PER_S and i % SAMPLES_PER_S in (1, 2, 3) else 97
+
+
+def _through_nvml() -> None:
+    """gpu-starvation's onset with the utilization samples read through the NVML reader on the
+    fake library, source and engine on one simulated clock (1 s ticks, default settings): a
+    sawtooth the point readings see, and one whose dips always fall between them (the worst
+    case for reading a quiet GPU's samples only every few seconds), each starting in every
+    phase of that cadence."""
+    print(
+        "\nonset-to-finding through the NVML reader (fake library, 1 s ticks, default settings),"
+        f" onsets at {', '.join(map(str, ONSETS_S))} s:"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = _load_fake(Path(tmp))
+        for label, value in (
+            ("sawtooth the point readings see", _visible),
+            ("dips between point readings", _hidden),
+        ):
+            onsets = [_starvation_onset(scenario, partial(value, s)) for s in ONSETS_S]
+            after = [None if k is None else k - s for k, s in zip(onsets, ONSETS_S, strict=True)]
+            text = " ".join("-" if a is None else f"{a}" for a in after)
+            print(f"  {label:36} {'gpu-starvation':20} {text} s")
+
+
+def _starvation_onset(scenario: Path, value: Callable[[int], int]) -> int | None:
+    """The first tick that shows gpu-starvation, the driver's samples given by ``value``."""
+    from gputop_doctor.config import Settings
+    from gputop_doctor.core.engine import Engine
+    from gputop_doctor.rules import RULES
+    from gputop_doctor.sources.nvml.source import NvmlGpuSource
+    from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario
+    from tests.rules.test_fake_nvml_rules import TRAINER, QuietHost
+
+    now = [1_700_000_000.0]
+    clock = now.__getitem__
+    engine = Engine(
+        NvmlGpuSource(clock=lambda: clock(0)),
+        QuietHost(),
+        Settings(),
+        RULES,
+        clock=lambda: clock(0),
+    )
+    owner = (FakeProcess(TRAINER, used_mib=30_000.0, sm_util=50),)
+    try:
+        for k in range(TICKS):
+            count = (k + 1) * SAMPLES_PER_S  # the samples the driver holds at this tick
+            ring = tuple(
+                (10_000_000 + i * 200_000, value(i)) for i in range(max(0, count - 70), count)
+            )
+            gpu = FakeGpu(util=value(count - 1), samples=ring, processes=owner)
+            Scenario(gpus=(gpu,)).write(scenario)
+            if any(f.rule_id == "gpu-starvation" for f in engine.tick().findings):
+                return k
+            now[0] += 1.0
+    finally:
+        engine.close()
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--only", help="run only the cases whose name contains this")
@@ -187,6 +262,7 @@ def main() -> None:
     args = parser.parse_args()
     _cases(args.only, args.nvml_costs)
     _defaults()
+    _through_nvml()
 
 
 if __name__ == "__main__":

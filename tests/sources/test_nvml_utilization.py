@@ -140,3 +140,28 @@ def test_an_idle_gpu_is_quiet_too(gpu: Gpu) -> None:
     for _ in range(int(SAMPLES_PERIOD_S) - 1):
         assert gpu.tick(0, lambda i: 0).util_pct == 0.0
     assert gpu.reads() == reads
+
+
+def test_a_change_after_quiet_seconds_comes_without_them(gpu: Gpu) -> None:
+    """The first tick of a change holds its own samples, not the quiet seconds before it that
+    the skipped ticks' point readings already stood for (they would dilute the change)."""
+    for _ in range(3):
+        gpu.tick(99, busy)
+    changed = gpu.tick(2, lambda i: 2 if i >= 15 else busy(i))
+    assert changed.util_samples == (2.0,) * 5  # this second's samples only
+
+
+def test_a_quiet_periodic_read_keeps_every_sample(gpu: Gpu) -> None:
+    for _ in range(int(SAMPLES_PERIOD_S)):
+        gpu.tick(99, busy)
+    read = gpu.tick(99, busy)
+    assert len(read.util_samples) == 5 * int(SAMPLES_PERIOD_S)
+
+
+def test_the_quiet_band_is_five_points_wide_in_all(gpu: Gpu) -> None:
+    gpu.tick(97, lambda i: 97)  # samples all at 97: the band is 94.5-99.5
+    reads = gpu.reads()
+    gpu.tick(99, lambda i: 97)
+    assert gpu.reads() == reads
+    gpu.tick(100, lambda i: 97)  # 3 points above the samples: out of a 5-point band
+    assert gpu.reads() == reads + 1

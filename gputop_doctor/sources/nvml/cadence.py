@@ -8,8 +8,10 @@ or memory take microseconds. So each reading is asked as often as its consumers 
 more (docs/nvml-cadence.md lists every reading, its cadence and why that is enough):
 
 * every tick: what moves from one second to the next and what a rule judges tick by tick
-  (utilization and its samples, memory, temperature, clocks, the clock-event reasons, power,
-  the compute processes, the cheap counters of the batched field call);
+  (utilization, memory, temperature, clocks, the clock-event reasons, power, the compute
+  processes, the cheap counters of the batched field call); the utilization samples too, while
+  they say more than the point reading (:mod:`utilization`: else every
+  :data:`utilization.SAMPLES_PERIOD_S`);
 * once: static facts (name, UUID, PCI bus id, maximum clocks, temperature thresholds, maximum
   PCIe generation and width, NVLink versions, the topology, the driver and NVML versions);
 * on a :class:`Cadence` of its own, kept in between: the energy counter

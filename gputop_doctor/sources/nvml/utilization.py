@@ -75,12 +75,18 @@ class UtilizationReader:
         self._handle = handle
         self._floats = floats
         self._cursor = 0  # the newest sample's timestamp read so far (µs)
+        self._clock = clock
         self._cadence = Cadence(clock, SAMPLES_PERIOD_S, spread(index))
+        self._last_tick: float | None = None  # when read() last ran, by ``clock``
+        self._tick_us: int | None = None  # the time since then, when this tick's read began
         # The low and high of the last samples read while they were quiet; None while they
         # were not (or before any were read): the samples are then read every tick.
         self._quiet: tuple[float, float] | None = None
 
     def read(self) -> Utilization:
+        now = self._clock()
+        last, self._last_tick = self._last_tick, now
+        self._tick_us = None if last is None else round((now - last) * 1_000_000)
         same = self._floats.same
         point = self._point.answer()
         mem = None if point is None else same(float(point[1]))
@@ -118,18 +124,40 @@ class UtilizationReader:
         newest = ordered[-1][0]
         if cursor == 0:  # whole ring on the first call: keep the last ~tick
             ordered = [item for item in ordered if item[0] >= newest - FIRST_READ_WINDOW_US]
+        elif self._quiet is not None and self._tick_us:
+            ordered = _change_without_quiet_past(ordered, newest - self._tick_us, self._quiet)
         self._cursor = newest
         same = self._floats.same
         return tuple([same(float(value)) for _, value in ordered if value is not None])
 
 
+def _change_without_quiet_past(
+    ordered: list[tuple[int, Number | None]], tick_start_us: int, band: tuple[float, float]
+) -> list[tuple[int, Number | None]]:
+    """A read on a GPU that was quiet, whose samples of this tick left the band (a change:
+    a dip, a new level), without its samples from before this tick when all of those lie in
+    the band. Those seconds were quiet and their ticks' point readings said so; counted
+    again as this tick's they would make up to 5 s before the change look like part of it
+    (a starved GPU's first tick diluted by 20 busy samples). Kept whole otherwise: a quiet
+    read (uniform weight with the ticks read every tick, 5 samples a second), and a past
+    that left the band (dips no point reading saw: news)."""
+    low, high = band
+    past = [value for time, value in ordered if time <= tick_start_us and value is not None]
+    if not past or not all(low <= value <= high for value in past):
+        return ordered
+    recent = [item for item in ordered if item[0] > tick_start_us]
+    if all(value is None or low <= value <= high for _, value in recent):
+        return ordered
+    return recent
+
+
 def _quiet_band(samples: tuple[float, ...], point: float | None) -> tuple[float, float] | None:
     """The range a later point reading may take while the samples stay worth skipping: the
-    samples' own, widened to :data:`QUIET_BAND_PCT`; None when they (with the point reading)
-    spread wider than that."""
+    samples' own, widened on both sides to :data:`QUIET_BAND_PCT` in all; None when they (with
+    the point reading) spread wider than that."""
     low = min(samples) if point is None else min(min(samples), point)
     high = max(samples) if point is None else max(max(samples), point)
     if high - low > QUIET_BAND_PCT:
         return None
-    slack = QUIET_BAND_PCT - (high - low)
+    slack = (QUIET_BAND_PCT - (high - low)) / 2
     return low - slack, high + slack
