@@ -182,7 +182,7 @@ def _defaults() -> None:
         print(f"  {label:36} {rule.rule_id:20} {text}")
 
 
-TICKS, SAMPLES_PER_S = 60, 5  # samples 200 ms apart, as on an H200
+TICKS, SAMPLES_PER_S = 60, 5  # samples 200 ms apart, as on an H200 (tests/fake_nvml/sampled.py)
 # The onsets tried: one in each phase of a quiet GPU's 5 s samples cadence.
 ONSETS_S = (20, 21, 22, 23, 24)
 
@@ -222,37 +222,10 @@ def _through_nvml() -> None:
 
 def _starvation_onset(scenario: Path, value: Callable[[int], int]) -> int | None:
     """The first tick that shows gpu-starvation, the driver's samples given by ``value``."""
-    from gputop_doctor.config import Settings
-    from gputop_doctor.core.engine import Engine
-    from gputop_doctor.rules import RULES
-    from gputop_doctor.sources.nvml.source import NvmlGpuSource
-    from tests.fake_nvml.scenario import FakeGpu, FakeProcess, Scenario
-    from tests.rules.test_fake_nvml_rules import TRAINER, QuietHost
+    from tests.fake_nvml.sampled import sampled_frames, starved
 
-    now = [1_700_000_000.0]
-    clock = now.__getitem__
-    engine = Engine(
-        NvmlGpuSource(clock=lambda: clock(0)),
-        QuietHost(),
-        Settings(),
-        RULES,
-        clock=lambda: clock(0),
-    )
-    owner = (FakeProcess(TRAINER, used_mib=30_000.0, sm_util=50),)
-    try:
-        for k in range(TICKS):
-            count = (k + 1) * SAMPLES_PER_S  # the samples the driver holds at this tick
-            ring = tuple(
-                (10_000_000 + i * 200_000, value(i)) for i in range(max(0, count - 70), count)
-            )
-            gpu = FakeGpu(util=value(count - 1), samples=ring, processes=owner)
-            Scenario(gpus=(gpu,)).write(scenario)
-            if any(f.rule_id == "gpu-starvation" for f in engine.tick().findings):
-                return k
-            now[0] += 1.0
-    finally:
-        engine.close()
-    return None
+    frames = sampled_frames(scenario, value, TICKS)
+    return next((k for k, frame in enumerate(frames) if starved(frame)), None)
 
 
 def main() -> None:

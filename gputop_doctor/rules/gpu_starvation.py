@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
+from statistics import fmean
 
 from gputop_doctor.config.thresholds import StarvationThresholds
 from gputop_doctor.core import measures
@@ -203,7 +204,7 @@ def _check_gpu(
     samples = util_values(series)
     if len(samples) < 3:
         return None
-    figures = _starved_figures(samples, series, latest.interval_s, span_s, proof, t)
+    figures = _starved_figures(series, latest.interval_s, span_s, proof, t)
     if figures is None:
         return None
     job = causes.job(owners)
@@ -255,7 +256,6 @@ _ANY_PROBE = OfRecent(_any_probe)
 
 
 def _starved_figures(
-    samples: Sequence[float],
     series: Sequence[GpuSample],
     interval_s: float,
     span_s: float,
@@ -264,7 +264,7 @@ def _starved_figures(
 ) -> tuple[float, float] | None:
     """The mean utilization and idle share that show starvation, or None when nothing does
     (yet): the whole window's, or the last seconds' when only they show a clear pattern."""
-    avg, idle = _util_figures(samples, t)
+    avg, idle = _util_figures(series, t)
     recent = _recent(series, interval_s, t)
     clear = _clear_pattern(recent, t)
     if not _judgeable(span_s, proof, clear, t):
@@ -300,7 +300,23 @@ def _nobody_uses(
     )
 
 
-def _util_figures(samples: Sequence[float], t: StarvationThresholds) -> tuple[float, float]:
+def _util_figures(series: Sequence[GpuSample], t: StarvationThresholds) -> tuple[float, float]:
+    """Mean utilization and the share of time near idle, each tick one interval however many
+    readings describe it. A tick holds the driver's samples since the last read, or the point
+    reading alone on a quiet GPU between its reads (sources/nvml/utilization.py), or a quiet
+    read's 5 s of samples: counted by the sample, those ticks would weigh 1 or 25 against 5,
+    and the window would lean towards whatever was read every tick. Where every tick holds
+    as many readings (a GPU read every tick), this is the share of the samples themselves,
+    computed as such to the bit."""
+    ticks = [util_readings(gpu) for gpu in series]
+    ticks = [readings for readings in ticks if readings]
+    if len({len(readings) for readings in ticks}) == 1:
+        return _sample_figures([v for readings in ticks for v in readings], t)
+    figures = [_sample_figures(readings, t) for readings in ticks]
+    return fmean(avg for avg, _ in figures), fmean(idle for _, idle in figures)
+
+
+def _sample_figures(samples: Sequence[float], t: StarvationThresholds) -> tuple[float, float]:
     """Mean utilization and the share of samples near idle."""
     idle = sum(1 for v in samples if v <= t.idle_util_pct) / len(samples)
     return sum(samples) / len(samples), idle
@@ -313,8 +329,10 @@ def _recent(
     n = max(3, round(t.clear_window_s / (interval_s or 1.0)))
     if len(series) < n:
         return None
-    samples = util_values(series[-n:])
-    return _util_figures(samples, t) if len(samples) >= 3 else None
+    last = series[-n:]
+    if sum(len(util_readings(gpu)) for gpu in last) < 3:
+        return None
+    return _util_figures(last, t)
 
 
 def _title(index: int, avg: float, idle: float, cause: Cause) -> str:

@@ -21,6 +21,7 @@ from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
 )
 from tests.fake_nvml.scenario import FakeGpu, Scenario
 
+NVML_ERROR_UNKNOWN = 999
 SAMPLE_US = 200_000  # the driver's sample period on an H200
 START_US = 10_000_000
 
@@ -43,10 +44,16 @@ class Gpu:
         self._clock = clock
         self.seconds = 0.0
 
-    def tick(self, point: int | None, value: Callable[[int], int]) -> GpuSample:
-        """One 1 s tick: the driver now holds the samples up to the tick's end."""
+    def tick(
+        self,
+        point: int | None,
+        value: Callable[[int], int],
+        errors: tuple[tuple[str, int], ...] = (),
+    ) -> GpuSample:
+        """One 1 s tick: the driver now holds the samples up to the tick's end (``errors``:
+        calls that fail on this tick)."""
         self.seconds += 1.0
-        fake_gpu = FakeGpu(util=point, samples=ring(self.seconds, value))
+        fake_gpu = FakeGpu(util=point, samples=ring(self.seconds, value), errors=errors)
         self._fake.write(Scenario(gpus=(fake_gpu,)))
         if self._source is None:
             self._source = self._open()
@@ -84,14 +91,22 @@ def test_a_quiet_gpus_samples_are_read_once_a_period_and_none_are_lost(gpu: Gpu)
         for s in skipped
     )
     # A period on they are read again, and every sample since the last read comes back.
-    later = [gpu.tick(99, busy) for _ in range(2)]
-    read = [s for s in later if s.util_samples]
-    assert len(read) == 1
-    expected = tuple(
-        float(busy(i)) for i in range(len(first.util_samples), len(ring(gpu.seconds, busy)))
-    )
-    assert read[0].util_samples[: len(expected)] == expected[: len(read[0].util_samples)]
-    assert len(first.util_samples) + len(read[0].util_samples) >= 5 * int(SAMPLES_PERIOD_S)
+    read = gpu.tick(99, busy)
+    assert gpu.reads() == reads + 1
+    per_read = 5 * int(SAMPLES_PERIOD_S)
+    assert read.util_samples == tuple(float(busy(i)) for i in range(5, 5 + per_read))
+
+
+def test_a_failed_periodic_read_is_tried_again_next_tick(gpu: Gpu) -> None:
+    gpu.tick(99, busy)
+    for _ in range(int(SAMPLES_PERIOD_S) - 1):
+        gpu.tick(99, busy)
+    reads = gpu.reads()
+    failed = gpu.tick(99, busy, errors=(("nvmlDeviceGetSamples", NVML_ERROR_UNKNOWN),))
+    assert failed.util_samples == () and gpu.reads() == reads + 1
+    retried = gpu.tick(99, busy)
+    assert gpu.reads() == reads + 2
+    assert len(retried.util_samples) == 5 * (int(SAMPLES_PERIOD_S) + 1)  # none lost
 
 
 def test_samples_that_dip_are_read_every_tick(gpu: Gpu) -> None:

@@ -17,6 +17,12 @@ sample since the last, none lost, and a pattern hidden between point readings (d
 always fall between two ticks) is seen at it, all of its samples with it, and read every tick
 from then on. On a tick without a read the point reading is the tick's utilization, as it is
 on a GPU that gives no samples.
+
+A read returns every sample since the last, and they are that tick's: a quiet read's 5 s of
+samples, or dips no point reading saw. gpu-starvation weighs each tick as one interval, however
+many readings it holds, so a tick of one point reading and a tick of 25 samples count alike.
+Only a change seen on a quiet GPU (this tick's samples leave the band) comes without the quiet
+samples before it, which its first tick would otherwise hold (:func:`_change_without_quiet_past`).
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ from gputop_doctor.sources.nvml.fields import Number
 GPU_UTILIZATION_SAMPLES = 1  # NVML_GPU_UTILIZATION_SAMPLES, the sampling type asked for
 FIRST_READ_WINDOW_US = 1_000_000  # the first GetSamples returns the whole ring; keep ~1 tick
 # Samples that all lie within this many points of each other, with the point reading among
-# them, say nothing the point reading does not: no rule's line (10 % idle, 20 % active, 40 and
-# 70 % means, 90 % busy) can fall between readings this close and move a verdict.
+# them, say what the point reading says to within that: the point reading stands for them on
+# the ticks between reads. A rule's line can lie inside such a band (the 10 % idle line in a
+# band of 8-12 %), where the window then counts fewer readings of the same level.
 QUIET_BAND_PCT = 5.0
 # A quiet GPU's samples are read at least this often: well inside the driver's ring (14 s on
 # an H200), so the read returns every sample since the last one.
@@ -76,46 +83,55 @@ class UtilizationReader:
         self._floats = floats
         self._cursor = 0  # the newest sample's timestamp read so far (µs)
         self._clock = clock
+        self._last_tick: float | None = None  # when the last tick read its point, by ``clock``
         self._cadence = Cadence(clock, SAMPLES_PERIOD_S, spread(index))
-        self._last_tick: float | None = None  # when read() last ran, by ``clock``
-        self._tick_us: int | None = None  # the time since then, when this tick's read began
-        # The low and high of the last samples read while they were quiet; None while they
-        # were not (or before any were read): the samples are then read every tick.
+        # The band a later point reading may take while the last samples read stay worth
+        # skipping; None while they were not quiet (or before any were read): the samples are
+        # then read every tick.
         self._quiet: tuple[float, float] | None = None
 
     def read(self) -> Utilization:
+        same = self._floats.same
         now = self._clock()
         last, self._last_tick = self._last_tick, now
-        self._tick_us = None if last is None else round((now - last) * 1_000_000)
-        same = self._floats.same
+        tick_us = None if last is None else round((now - last) * 1_000_000)
         point = self._point.answer()
         mem = None if point is None else same(float(point[1]))
         gpu = None if point is None else same(float(point[0]))
-        if self._samples_due(gpu):
-            samples = self._cadence.take(self._buffered)
-            if samples is not NOT_DUE and samples:
-                self._quiet = _quiet_band(samples, gpu)
-                return Utilization(same(fmean(samples)), min(samples), max(samples), samples, mem)
+        samples = self._samples_if_due(gpu, tick_us)
+        if samples:
+            low, high = min(samples), max(samples)
+            self._quiet = _quiet_band(low, high, gpu)
+            return Utilization(same(fmean(samples)), low, high, samples, mem)
         if gpu is None:
             return NO_UTILIZATION
         return Utilization(gpu, gpu, gpu, (), mem)
 
-    def _samples_due(self, point: float | None) -> bool:
-        """Whether to ask for the samples this tick: every tick unless they were quiet and
-        the point reading stayed in their band, else when the cadence says so."""
+    def _samples_if_due(self, point: float | None, tick_us: int | None) -> tuple[float, ...]:
+        """The samples since the last read when this tick asks for them: every tick unless
+        they were quiet and the point reading stayed in their band, else when the cadence
+        says so; () when not asked or none are new. ``tick_us``: the time since the last
+        tick, which tells this tick's samples from the earlier ones a read brings."""
         quiet = self._quiet
         if quiet is None or point is None or not quiet[0] <= point <= quiet[1]:
             self._cadence.hurry()
-            return True
-        return not self._cadence.quiet()
+        elif self._cadence.quiet():  # a quiet GPU between its reads (most ticks)
+            return ()
+        samples = self._cadence.take(self._buffered, tick_us)
+        return () if samples is NOT_DUE else samples
 
-    def _buffered(self) -> tuple[float, ...]:
-        """Utilization samples newer than the cursor, oldest first; () means none are new."""
+    def _buffered(self, tick_us: int | None) -> tuple[float, ...]:
+        """Utilization samples newer than the cursor, oldest first; () means none are new.
+        A read that failed (a transient driver error) is asked again next tick, not a
+        period later: the samples it missed are still in the ring. On a GPU that was quiet,
+        a change comes without the quiet samples before this tick
+        (:func:`_change_without_quiet_past`)."""
         none_new: list[tuple[int, Number | None]] = []  # NOT_FOUND: no sample since the cursor
         got = self._samples.answer(
             self._handle, GPU_UTILIZATION_SAMPLES, self._cursor, not_found=none_new
         )
-        if not got:
+        if got is None:
+            self._cadence.hurry()
             return ()
         cursor = self._cursor
         ordered = sorted([item for item in got if item[0] > cursor], key=_SAMPLE_TIME)
@@ -124,8 +140,8 @@ class UtilizationReader:
         newest = ordered[-1][0]
         if cursor == 0:  # whole ring on the first call: keep the last ~tick
             ordered = [item for item in ordered if item[0] >= newest - FIRST_READ_WINDOW_US]
-        elif self._quiet is not None and self._tick_us:
-            ordered = _change_without_quiet_past(ordered, newest - self._tick_us, self._quiet)
+        elif self._quiet is not None and tick_us:
+            ordered = _change_without_quiet_past(ordered, newest - tick_us, self._quiet)
         self._cursor = newest
         same = self._floats.same
         return tuple([same(float(value)) for _, value in ordered if value is not None])
@@ -134,13 +150,14 @@ class UtilizationReader:
 def _change_without_quiet_past(
     ordered: list[tuple[int, Number | None]], tick_start_us: int, band: tuple[float, float]
 ) -> list[tuple[int, Number | None]]:
-    """A read on a GPU that was quiet, whose samples of this tick left the band (a change:
-    a dip, a new level), without its samples from before this tick when all of those lie in
-    the band. Those seconds were quiet and their ticks' point readings said so; counted
-    again as this tick's they would make up to 5 s before the change look like part of it
-    (a starved GPU's first tick diluted by 20 busy samples). Kept whole otherwise: a quiet
-    read (uniform weight with the ticks read every tick, 5 samples a second), and a past
-    that left the band (dips no point reading saw: news)."""
+    """A read on a GPU that was quiet whose samples of this tick left the band (a change: a
+    dip, a new level), without its samples from before this tick when all of those lie in
+    the band: those seconds were quiet, and their own ticks' point readings stand for them.
+    Counted as this tick's, they would dilute the change's first tick with up to 4 s of the
+    level before it (gpu-starvation weighs each tick as one interval). Kept whole otherwise:
+    a quiet read, or a past that left the band (dips no point reading saw: news).
+    ``tick_start_us`` is the newest sample's time less the host's time since the last tick,
+    so a sample taken just before that tick may count as this tick's: one at most."""
     low, high = band
     past = [value for time, value in ordered if time <= tick_start_us and value is not None]
     if not past or not all(low <= value <= high for value in past):
@@ -151,12 +168,12 @@ def _change_without_quiet_past(
     return recent
 
 
-def _quiet_band(samples: tuple[float, ...], point: float | None) -> tuple[float, float] | None:
-    """The range a later point reading may take while the samples stay worth skipping: the
-    samples' own, widened on both sides to :data:`QUIET_BAND_PCT` in all; None when they (with
-    the point reading) spread wider than that."""
-    low = min(samples) if point is None else min(min(samples), point)
-    high = max(samples) if point is None else max(max(samples), point)
+def _quiet_band(low: float, high: float, point: float | None) -> tuple[float, float] | None:
+    """The range a later point reading may take while the samples (``low`` to ``high``) stay
+    worth skipping: theirs and the point reading's, widened on both sides to
+    :data:`QUIET_BAND_PCT` in all; None when they spread wider than that."""
+    if point is not None:
+        low, high = min(low, point), max(high, point)
     if high - low > QUIET_BAND_PCT:
         return None
     slack = (QUIET_BAND_PCT - (high - low)) / 2
