@@ -10,7 +10,7 @@ import pytest
 
 from gputop_doctor.core.model import GpuSample
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
-from gputop_doctor.sources.nvml.utilization import QUIET_BAND_PCT, SAMPLES_PERIOD_S
+from gputop_doctor.sources.nvml.utilization import MOVED_HOLD_S, QUIET_BAND_PCT, SAMPLES_PERIOD_S
 from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     FakeNvml,
     ManualClock,
@@ -180,3 +180,22 @@ def test_the_quiet_band_is_five_points_wide_in_all(gpu: Gpu) -> None:
     assert gpu.reads() == reads
     gpu.tick(100, lambda i: 97)  # 3 points above the samples: out of a 5-point band
     assert gpu.reads() == reads + 1
+
+
+def test_after_samples_move_every_tick_is_read_for_the_hold(gpu: Gpu) -> None:
+    """A dip keeps every tick read for MOVED_HOLD_S, so the rules' windows around it hold a
+    reading of every tick, as when the samples were read every tick; then they are skipped."""
+
+    def one_dip(i: int) -> int:
+        return 0 if i == 9 else 99  # the last sample of the second tick
+
+    gpu.tick(99, one_dip)
+    assert 0.0 in gpu.tick(0, one_dip).util_samples  # its point reading sees the dip
+    reads = gpu.reads()
+    held = int(MOVED_HOLD_S) - 1
+    assert all(gpu.tick(99, one_dip).util_samples for _ in range(held))
+    assert gpu.reads() == reads + held
+    gpu.tick(99, one_dip)  # the hold is over: this read is quiet and sets the band
+    reads = gpu.reads()
+    assert gpu.tick(99, one_dip).util_samples == ()
+    assert gpu.reads() == reads

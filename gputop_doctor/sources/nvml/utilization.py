@@ -11,18 +11,19 @@ The samples matter while utilization moves within a tick: gpu-starvation counts 
 idle between two point readings, and a tick's mean, low and high are made of them. A GPU that
 sits at one level (idle at 0 %, a GEMM at 97-100 %) gives samples that say what its point
 reading says. So a GPU's samples are read every tick while they differ (the last read spread
-over more than :data:`QUIET_BAND_PCT`, or the point reading left their band), and otherwise
-once a :data:`SAMPLES_PERIOD_S`, which the driver's ring outlasts: that read returns every
-sample since the last, none lost, and a pattern hidden between point readings (dips that
-always fall between two ticks) is seen at it, all of its samples with it, and read every tick
-from then on. On a tick without a read the point reading is the tick's utilization, as it is
-on a GPU that gives no samples.
+over more than :data:`QUIET_BAND_PCT`, or the point reading left their band) and for
+:data:`MOVED_HOLD_S` after they last did; otherwise once a :data:`SAMPLES_PERIOD_S`, which the
+driver's ring outlasts: that read returns every sample since the last, none lost, and a
+pattern hidden between point readings (dips that always fall between two ticks) is seen at
+it, all of its samples with it, and read every tick from then on. On a tick without a read
+the point reading is the tick's utilization, as it is on a GPU that gives no samples.
 
-A read returns every sample since the last, and they are that tick's: a quiet read's 5 s of
-samples, or dips no point reading saw. gpu-starvation weighs each tick as one interval, however
-many readings it holds, so a tick of one point reading and a tick of 25 samples count alike.
-Only a change seen on a quiet GPU (this tick's samples leave the band) comes without the quiet
-samples before it, which its first tick would otherwise hold (:func:`_change_without_quiet_past`).
+A read's samples are that tick's: a quiet read's 5 s of them, or dips no point reading saw.
+gpu-starvation weighs each tick as one interval, however many readings it holds, and the hold
+keeps every tick around a dip read, so the windows over utilization weigh the seconds as
+they did when every tick read the samples. Only a change seen on a quiet GPU (this tick's
+samples leave the band) comes without the quiet samples before it, which its first tick would
+otherwise hold (:func:`_change_without_quiet_past`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ QUIET_BAND_PCT = 5.0
 # A quiet GPU's samples are read at least this often: well inside the driver's ring (14 s on
 # an H200), so the read returns every sample since the last one.
 SAMPLES_PERIOD_S = 5.0
+# After samples that moved, they are read every tick for this long, quiet or not: the rules'
+# windows over utilization (gpu-starvation's and the headline's, 30 s) then hold a sample of
+# every tick around any dip, as they did when every tick read them, and a GPU whose dips come
+# every few seconds is read every tick throughout.
+MOVED_HOLD_S = 30.0
 _SAMPLE_TIME = itemgetter(0)  # a (timestamp, value) sample's time, the sort key in C
 
 
@@ -89,6 +95,7 @@ class UtilizationReader:
         # skipping; None while they were not quiet (or before any were read): the samples are
         # then read every tick.
         self._quiet: tuple[float, float] | None = None
+        self._moved_at: float | None = None  # when the last samples read moved, by ``clock``
 
     def read(self) -> Utilization:
         same = self._floats.same
@@ -101,11 +108,19 @@ class UtilizationReader:
         samples = self._samples_if_due(gpu, tick_us)
         if samples:
             low, high = min(samples), max(samples)
-            self._quiet = _quiet_band(low, high, gpu)
+            self._settle(_quiet_band(low, high, gpu), now)
             return Utilization(same(fmean(samples)), low, high, samples, mem)
         if gpu is None:
             return NO_UTILIZATION
         return Utilization(gpu, gpu, gpu, (), mem)
+
+    def _settle(self, band: tuple[float, float] | None, now: float) -> None:
+        """After a read: the quiet band to skip by, once the samples have held still for
+        :data:`MOVED_HOLD_S` since they last moved (at once on a GPU never seen to move)."""
+        if band is None:
+            self._moved_at = now
+        moved = self._moved_at
+        self._quiet = band if moved is None or now - moved >= MOVED_HOLD_S else None
 
     def _samples_if_due(self, point: float | None, tick_us: int | None) -> tuple[float, ...]:
         """The samples since the last read when this tick asks for them: every tick unless
