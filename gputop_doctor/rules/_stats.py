@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise, repeat
 from operator import le
+from statistics import fmean
 
 
 def mean(values: Sequence[float]) -> float | None:
@@ -60,6 +61,56 @@ def _squared_deviations(values: Sequence[float], avg: float) -> float:
         return sum((v - avg) ** 2 for v in values)
     squares = {v: (v - avg) ** 2 for v in distinct}
     return sum(map(squares.__getitem__, values))
+
+
+# -- values read tick by tick -------------------------------------------------------------
+#
+# A GPU's utilization comes as a few readings a tick: the driver's samples since the last
+# read, the point reading alone on a quiet GPU between its periodic reads, or a periodic read's
+# 5 s of samples (sources/nvml/utilization.py). Counted value by value, a tick of 25 readings
+# would weigh 25 times one of a single reading, and a window would lean towards whatever was
+# read most often. These weigh each tick as one interval. Where every tick holds as many
+# values (a GPU read every tick), each is the statistic of the values themselves, computed as
+# such, to the bit. Ticks without values are left out.
+
+
+def even_values(ticks: Sequence[Sequence[float]]) -> list[float] | None:
+    """The ticks' values as one list when every tick that holds values holds as many (then a
+    statistic of the list is the per-tick one), else None."""
+    held = [tick for tick in ticks if tick]
+    if len({len(tick) for tick in held}) > 1:
+        return None
+    return [value for tick in held for value in tick]
+
+
+def tick_mean(ticks: Sequence[Sequence[float]]) -> float | None:
+    """The mean, each tick one interval (see above); None for no values."""
+    flat = even_values(ticks)
+    if flat is not None:
+        return mean(flat)
+    return fmean([sum(tick) / len(tick) for tick in ticks if tick])
+
+
+def tick_share_at_most(ticks: Sequence[Sequence[float]], limit: float) -> float:
+    """The share of time at or below ``limit``, each tick one interval; 0 for no values."""
+    flat = even_values(ticks)
+    if flat is not None:
+        return share_at_most(flat, limit)
+    return fmean([share_at_most(tick, limit) for tick in ticks if tick])
+
+
+def tick_coefficient_of_variation(ticks: Sequence[Sequence[float]]) -> float | None:
+    """Standard deviation over mean, each tick one interval: its values' squared deviations
+    from the mean count as one value's worth together."""
+    flat = even_values(ticks)
+    if flat is not None:
+        return coefficient_of_variation(flat)
+    held = [tick for tick in ticks if tick]
+    avg = tick_mean(held)
+    if avg is None or avg <= 0.0 or sum(map(len, held)) < 2:
+        return None
+    var = fmean([_squared_deviations(tick, avg) / len(tick) for tick in held])
+    return float(var**0.5 / avg)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
-from statistics import fmean
 
 from gputop_doctor.config.thresholds import StarvationThresholds
 from gputop_doctor.core import measures
@@ -302,24 +301,11 @@ def _nobody_uses(
 
 def _util_figures(series: Sequence[GpuSample], t: StarvationThresholds) -> tuple[float, float]:
     """Mean utilization and the share of time near idle, each tick one interval however many
-    readings describe it. A tick holds the driver's samples since the last read, or the point
-    reading alone on a quiet GPU between its reads (sources/nvml/utilization.py), or a quiet
-    read's 5 s of samples: counted by the sample, those ticks would weigh 1 or 25 against 5,
-    and the window would lean towards whatever was read every tick. Where every tick holds
-    as many readings (a GPU read every tick), this is the share of the samples themselves,
-    computed as such to the bit."""
+    readings it holds (:func:`_stats.tick_mean`): a quiet GPU's ticks hold its point reading
+    alone, or a periodic read's 5 s of samples, against 5 samples a tick read every tick."""
     ticks = [util_readings(gpu) for gpu in series]
-    ticks = [readings for readings in ticks if readings]
-    if len({len(readings) for readings in ticks}) == 1:
-        return _sample_figures([v for readings in ticks for v in readings], t)
-    figures = [_sample_figures(readings, t) for readings in ticks]
-    return fmean(avg for avg, _ in figures), fmean(idle for _, idle in figures)
-
-
-def _sample_figures(samples: Sequence[float], t: StarvationThresholds) -> tuple[float, float]:
-    """Mean utilization and the share of samples near idle."""
-    idle = sum(1 for v in samples if v <= t.idle_util_pct) / len(samples)
-    return sum(samples) / len(samples), idle
+    avg = _stats.tick_mean(ticks)
+    return avg or 0.0, _stats.tick_share_at_most(ticks, t.idle_util_pct)
 
 
 def _recent(

@@ -42,6 +42,9 @@ from gputop_doctor.rules.gpu_starvation import (
     tick_utils,
 )
 
+# A GPU's readings that describe it now, tick by tick: each tick's utilization readings.
+TickReadings = tuple[tuple[float, ...], ...]
+
 
 def classify(history: History, ctx: RuleContext) -> Verdict:
     """The headline's entry point: the engine calls it once per tick for every view."""
@@ -59,7 +62,7 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
     pieces = _job_samples(history, win, gpus, ctx)
     if pieces is None:
         return _unknown("Starting: the job is on the GPU but has run no work there yet")
-    if not any(pieces):
+    if not any(any(piece) for piece in pieces):
         return _unknown("No GPU utilization readings")
     cpus = cpu_budget(ctx, latest)
     job = latest.target_pid is not None and latest.tree is not None
@@ -78,7 +81,7 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
 
 def _job_samples(
     history: History, win: Window, gpus: Sequence[GpuSample], ctx: RuleContext
-) -> list[tuple[float, ...]] | None:
+) -> list[TickReadings] | None:
     """The job GPUs' utilization samples that describe the job now, GPU by GPU: from the end
     of its start-up on each GPU, and only the last busy run where the GPU is fed now (the
     same reading ``gpu-starvation`` clears on). None while every GPU is still in start-up."""
@@ -87,7 +90,7 @@ def _job_samples(
     utils = tick_utils(win, st)
     arrived = _owners_at_start(history.first_within(t.window_s + st.startup_grace_s))
     interval_s = win.snapshots[-1].interval_s
-    out: list[tuple[float, ...]] = []
+    out: list[TickReadings] = []
     starting = 0
     for g in gpus:
         ticks: Sequence[TickUtil] = utils.get(g.index, ())
@@ -112,7 +115,7 @@ class _FedReadings:
     ticks: Sequence[TickUtil]
     interval_s: float
     thresholds: StarvationThresholds
-    readings: tuple[float, ...]
+    readings: TickReadings
 
 
 def _fed_readings(
@@ -121,7 +124,7 @@ def _fed_readings(
     ticks: Sequence[TickUtil],
     interval_s: float,
     st: StarvationThresholds,
-) -> tuple[float, ...]:
+) -> TickReadings:
     """The readings of ``ticks``, or of their last busy run where the GPU is fed now; last
     tick's again (the same object) when ``ticks`` are the very same objects as then: a GPU
     pegged at 100 % hands on the same ticks (see ``gpu_starvation._interned``), and telling
@@ -139,7 +142,7 @@ def _fed_readings(
     ):
         return last.readings
     run = fed_run(ticks) if fed_now(ticks, interval_s, st) else ticks
-    readings = tuple(chain.from_iterable(map(_READINGS, run)))
+    readings = tuple(map(_READINGS, run))
     if memo is not None:
         memo[key] = _FedReadings(ticks, interval_s, st, readings)
     return readings
@@ -192,13 +195,14 @@ _READINGS = attrgetter("readings")
 
 @dataclass(frozen=True, slots=True)
 class _JobFigures:
-    pieces: tuple[tuple[float, ...], ...]
+    pieces: tuple[TickReadings, ...]
     figures: UtilFigures
 
 
-def _job_figures(win: Window, pieces: list[tuple[float, ...]], idle_pct: float) -> UtilFigures:
-    """The figures of the job's samples (``pieces``: each GPU's), last tick's again when the
-    pieces are the very same objects (see ``_fed_readings``), else ``util_figures`` of them."""
+def _job_figures(win: Window, pieces: list[TickReadings], idle_pct: float) -> UtilFigures:
+    """The figures of the job's samples (``pieces``: each GPU's, tick by tick), last tick's
+    again when the pieces are the very same objects (see ``_fed_readings``), else
+    :func:`tick_figures` of them."""
     memo = win.memo
     key = ("headline job figures", idle_pct)
     last = memo.get(key) if memo is not None else None
@@ -208,10 +212,26 @@ def _job_figures(win: Window, pieces: list[tuple[float, ...]], idle_pct: float) 
         and all(map(is_, last.pieces, pieces))
     ):
         return last.figures
-    figures = util_figures(win, "job", list(chain.from_iterable(pieces)), idle_pct)
+    figures = tick_figures(win, "job", list(chain.from_iterable(pieces)), idle_pct)
     if memo is not None:
         memo[key] = _JobFigures(tuple(pieces), figures)
     return figures
+
+
+def tick_figures(
+    win: Window, name: str, ticks: list[tuple[float, ...]], idle_pct: float
+) -> UtilFigures:
+    """The figures of readings taken tick by tick, each tick one interval however many
+    readings it holds (:func:`_stats.tick_mean`): ``util_figures`` of them all where every
+    tick holds as many (a GPU read every tick), to the bit."""
+    flat = _stats.even_values(ticks)
+    if flat is not None:
+        return util_figures(win, name, flat, idle_pct)
+    return UtilFigures(
+        _stats.tick_mean(ticks) or 0.0,
+        _stats.tick_share_at_most(ticks, idle_pct),
+        _stats.tick_coefficient_of_variation(ticks),
+    )
 
 
 def _measured_fed(win: Window, ctx: RuleContext) -> bool:

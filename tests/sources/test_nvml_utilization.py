@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from gputop_doctor.config import Settings
 from gputop_doctor.core.model import GpuSample
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
 from gputop_doctor.sources.nvml.utilization import MOVED_HOLD_S, QUIET_BAND_PCT, SAMPLES_PERIOD_S
@@ -199,3 +200,11 @@ def test_after_samples_move_every_tick_is_read_for_the_hold(gpu: Gpu) -> None:
     reads = gpu.reads()
     assert gpu.tick(99, one_dip).util_samples == ()
     assert gpu.reads() == reads
+
+
+def test_the_hold_covers_the_rules_windows_over_utilization() -> None:
+    """After a dip every tick is read for as long as gpu-starvation and the headline look back,
+    so no window of theirs that holds the dip mixes in skipped ticks after it."""
+    rules = Settings().rules
+    assert rules.gpu_starvation.window_s <= MOVED_HOLD_S
+    assert rules.headline.window_s <= MOVED_HOLD_S
