@@ -202,7 +202,7 @@ class _JobFigures:
 def _job_figures(win: Window, pieces: list[TickReadings], idle_pct: float) -> UtilFigures:
     """The figures of the job's samples (``pieces``: each GPU's, tick by tick), last tick's
     again when the pieces are the very same objects (see ``_fed_readings``), else
-    :func:`tick_figures` of them."""
+    :func:`_tick_figures` of them."""
     memo = win.memo
     key = ("headline job figures", idle_pct)
     last = memo.get(key) if memo is not None else None
@@ -212,13 +212,13 @@ def _job_figures(win: Window, pieces: list[TickReadings], idle_pct: float) -> Ut
         and all(map(is_, last.pieces, pieces))
     ):
         return last.figures
-    figures = tick_figures(win, "job", list(chain.from_iterable(pieces)), idle_pct)
+    figures = _tick_figures(win, "job", list(chain.from_iterable(pieces)), idle_pct)
     if memo is not None:
         memo[key] = _JobFigures(tuple(pieces), figures)
     return figures
 
 
-def tick_figures(
+def _tick_figures(
     win: Window, name: str, ticks: list[tuple[float, ...]], idle_pct: float
 ) -> UtilFigures:
     """The figures of readings taken tick by tick, each tick one interval however many
