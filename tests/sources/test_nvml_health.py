@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gputop_doctor.core.health import TopoLink
+from gputop_doctor.sources.nvml.cadence import ENERGY_PERIOD_S
 from gputop_doctor.sources.nvml.events import cpu_list
 from gputop_doctor.sources.nvml.health import HEALTH_PERIOD_S
 from gputop_doctor.sources.nvml.source import NvmlGpuSource
@@ -151,9 +152,10 @@ def test_link_states_are_read_once_a_period(
     # so are the replay counter, the PCIe and the hardware throttle counters, each in a
     # batch of its own (the PCIe counters once more on the second tick, for their first
     # rate, and at 2 and 4 s, so that it is held no longer than it measured), and the energy
-    # every other period.
+    # once an ENERGY_PERIOD_S.
+    energy = len(range(0, ticks, int(ENERGY_PERIOD_S)))
     assert fake_nvml.calls("nvmlDeviceGetNvLinkState") == 5
-    assert fake_nvml.calls("nvmlDeviceGetFieldValues") == ticks + 4 * 3 + 1 + 2 + 2
+    assert fake_nvml.calls("nvmlDeviceGetFieldValues") == ticks + 4 * 3 + 1 + 2 + energy
     assert fake_nvml.calls("nvmlDeviceGetNvLinkVersion") == 4  # once per link
     assert fake_nvml.calls("nvmlDeviceGetMaxPcieLinkWidth") == 1
 

@@ -51,7 +51,7 @@ SLOW_PERIOD_S = 30.0
 FAN_PERIOD_S = 5.0
 HEALTH_PERIOD_S = 5.0
 PCIE_PERIOD_S = 5.0  # the PCIe byte counters (their replays go with the health part)
-ENERGY_PERIOD_S = 10.0
+ENERGY_PERIOD_S = 30.0  # a cumulative counter: a rarer reading loses no energy, only resolution
 THROTTLE_PERIOD_S = 5.0
 PROCESS_UTIL_PERIOD_S = 5.0
 STAGGER_SLOTS = 5  # GPU i's later reads are offset by (i % slots) / slots of a period
@@ -100,7 +100,7 @@ class Cadence:
         A read the GPU abandons (:class:`ReadAborted`: it answered only driver errors this
         tick, so the tick's sample is dropped) is not a reading made: it is asked again on the
         GPU's next tick, as a reading that gave nothing is, rather than a period later (the
-        energy counter 10 s, the throttle and PCIe counters 5 s). A reading that was made
+        energy counter 30 s, the throttle and PCIe counters 5 s). A reading that was made
         before the GPU failed later in the tick is kept, and not read again."""
         now = self._clock()
         due = self._due
