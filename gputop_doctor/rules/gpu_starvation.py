@@ -22,7 +22,7 @@ from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.core.waste import Loss
 from gputop_doctor.rules import _blame, _stats
-from gputop_doctor.rules._gpu import gpu_pids, live, util_readings, util_values
+from gputop_doctor.rules._gpu import gpu_pids, live, util_readings
 from gputop_doctor.rules._pid_stats import NO_STATS, PidStats, pid_stats
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import (
@@ -200,14 +200,15 @@ def _check_gpu(
     if fed and not (proof.now and _busy_enough(series, t)):
         return None
     series, span_s = _judged(history, index, owners, series, t)
-    samples = util_values(series)
-    if len(samples) < 3:
+    readings = [util_readings(gpu) for gpu in series]
+    count = sum(map(len, readings))
+    if count < 3:
         return None
-    figures = _starved_figures(series, latest.interval_s, span_s, proof, t)
+    figures = _starved_figures(readings, latest.interval_s, span_s, proof, t)
     if figures is None:
         return None
     job = causes.job(owners)
-    if _nobody_uses(samples, job, proof, t):
+    if _nobody_uses(max(map(max, filter(None, readings))), job, proof, t):
         return None  # nothing is trying to use this GPU: gpu-idle-memory's business
     avg, idle = figures
     cause = attribute(job, t)
@@ -218,7 +219,7 @@ def _check_gpu(
         severity=severity,
         scope=gpu_scope(index),
         title=_title(index, avg, idle, cause),
-        evidence=_evidence(avg, idle, len(samples), cause, job, latest, ctx),
+        evidence=_evidence(avg, idle, count, cause, job, latest, ctx),
         fix=_fix(cause, job, t),
         hold_s=0.0 if proof.twice else None,
     )
@@ -255,16 +256,17 @@ _ANY_PROBE = OfRecent(_any_probe)
 
 
 def _starved_figures(
-    series: Sequence[GpuSample],
+    ticks: Sequence[tuple[float, ...]],
     interval_s: float,
     span_s: float,
     proof: _Proof,
     t: StarvationThresholds,
 ) -> tuple[float, float] | None:
     """The mean utilization and idle share that show starvation, or None when nothing does
-    (yet): the whole window's, or the last seconds' when only they show a clear pattern."""
-    avg, idle = _util_figures(series, t)
-    recent = _recent(series, interval_s, t)
+    (yet): the whole window's, or the last seconds' when only they show a clear pattern.
+    ``ticks``: each tick's utilization readings over the window."""
+    avg, idle = _util_figures(ticks, t)
+    recent = _recent(ticks, interval_s, t)
     clear = _clear_pattern(recent, t)
     if not _judgeable(span_s, proof, clear, t):
         return None  # too early to judge, unless the evidence is direct
@@ -290,33 +292,31 @@ def _judgeable(span_s: float, proof: _Proof, clear: bool, t: StarvationThreshold
     return span_s >= t.min_span_s or proof.twice or (clear and span_s >= t.clear_min_span_s)
 
 
-def _nobody_uses(
-    samples: Sequence[float], job: JobView, proof: _Proof, t: StarvationThresholds
-) -> bool:
-    """Neither the GPU nor its training process did real work, and the probe proves nothing."""
-    return (
-        max(samples) < t.active_util_pct and job.main_cpu_pct < t.active_cpu_pct and not proof.now
-    )
+def _nobody_uses(top: float, job: JobView, proof: _Proof, t: StarvationThresholds) -> bool:
+    """Neither the GPU (its highest reading ``top``) nor its training process did real work,
+    and the probe proves nothing."""
+    return top < t.active_util_pct and job.main_cpu_pct < t.active_cpu_pct and not proof.now
 
 
-def _util_figures(series: Sequence[GpuSample], t: StarvationThresholds) -> tuple[float, float]:
+def _util_figures(
+    ticks: Sequence[tuple[float, ...]], t: StarvationThresholds
+) -> tuple[float, float]:
     """Mean utilization and the share of time near idle, each tick one interval however many
     readings it holds (:func:`_stats.tick_mean`): a quiet GPU's ticks hold its point reading
     alone, or a periodic read's 5 s of samples, against 5 samples a tick read every tick."""
-    ticks = [util_readings(gpu) for gpu in series]
-    avg = _stats.tick_mean(ticks)
-    return avg or 0.0, _stats.tick_share_at_most(ticks, t.idle_util_pct)
+    avg, idle = _stats.tick_mean_and_share(ticks, t.idle_util_pct)
+    return avg or 0.0, idle
 
 
 def _recent(
-    series: Sequence[GpuSample], interval_s: float, t: StarvationThresholds
+    ticks: Sequence[tuple[float, ...]], interval_s: float, t: StarvationThresholds
 ) -> tuple[float, float] | None:
     """Mean and idle share over the last ``clear_window_s``; None until history covers it."""
     n = max(3, round(t.clear_window_s / (interval_s or 1.0)))
-    if len(series) < n:
+    if len(ticks) < n:
         return None
-    last = series[-n:]
-    if sum(len(util_readings(gpu)) for gpu in last) < 3:
+    last = ticks[-n:]
+    if sum(map(len, last)) < 3:
         return None
     return _util_figures(last, t)
 

@@ -227,11 +227,8 @@ def _tick_figures(
     flat = _stats.even_values(ticks)
     if flat is not None:
         return util_figures(win, name, flat, idle_pct)
-    return UtilFigures(
-        _stats.tick_mean(ticks) or 0.0,
-        _stats.tick_share_at_most(ticks, idle_pct),
-        _stats.tick_coefficient_of_variation(ticks),
-    )
+    avg, idle = _stats.tick_mean_and_share(ticks, idle_pct)
+    return UtilFigures(avg or 0.0, idle, _stats.tick_coefficient_of_variation(ticks))
 
 
 def _measured_fed(win: Window, ctx: RuleContext) -> bool:
