@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -182,20 +181,9 @@ def _defaults() -> None:
         print(f"  {label:36} {rule.rule_id:20} {text}")
 
 
-TICKS, SAMPLES_PER_S = 60, 5  # samples 200 ms apart, as on an H200 (tests/fake_nvml/sampled.py)
+TICKS = 60
 # The onsets tried: one in each phase of a quiet GPU's 5 s samples cadence.
 ONSETS_S = (20, 21, 22, 23, 24)
-
-
-def _visible(onset_s: int, i: int) -> int:
-    """600 ms of every second idle from the onset, its last sample (the one a point reading
-    at the tick shows) among them."""
-    return 2 if i >= onset_s * SAMPLES_PER_S and i % SAMPLES_PER_S >= 2 else 97
-
-
-def _hidden(onset_s: int, i: int) -> int:
-    """As much idle, in the middle of each second: no point reading at a tick lands in it."""
-    return 2 if i >= onset_s * SAMPLES_PER_S and i % SAMPLES_PER_S in (1, 2, 3) else 97
 
 
 def _through_nvml() -> None:
@@ -208,13 +196,15 @@ def _through_nvml() -> None:
         "\nonset-to-finding through the NVML reader (fake library, 1 s ticks, default settings),"
         f" onsets at {', '.join(map(str, ONSETS_S))} s:"
     )
+    from tests.fake_nvml.sampled import sawtooth_from
+
     with tempfile.TemporaryDirectory() as tmp:
         scenario = _load_fake(Path(tmp))
-        for label, value in (
-            ("sawtooth the point readings see", _visible),
-            ("dips between point readings", _hidden),
+        for label, hidden in (
+            ("sawtooth the point readings see", False),
+            ("dips between point readings", True),
         ):
-            onsets = [_starvation_onset(scenario, partial(value, s)) for s in ONSETS_S]
+            onsets = [_starvation_onset(scenario, sawtooth_from(s, hidden)) for s in ONSETS_S]
             after = [None if k is None else k - s for k, s in zip(onsets, ONSETS_S, strict=True)]
             text = " ".join("-" if a is None else f"{a}" for a in after)
             print(f"  {label:36} {'gpu-starvation':20} {text} s")

@@ -47,5 +47,16 @@ def sampled_frames(scenario: Path, value: Callable[[int], int], ticks: int) -> I
         engine.close()
 
 
+def sawtooth_from(onset_s: int, hidden: bool) -> Callable[[int], int]:
+    """Samples busy until ``onset_s``, then 600 ms of every second idle: ending each second
+    (the point reading at the tick sees it) or in its middle (no point reading does)."""
+    dipped = (1, 2, 3) if hidden else (2, 3, 4)
+
+    def value(i: int) -> int:
+        return 2 if i >= onset_s * SAMPLES_PER_S and i % SAMPLES_PER_S in dipped else 97
+
+    return value
+
+
 def starved(frame: Frame) -> bool:
     return any(f.rule_id == "gpu-starvation" for f in frame.findings)

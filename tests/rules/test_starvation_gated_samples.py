@@ -13,7 +13,7 @@ from tests.fake_nvml.fixtures import (  # noqa: F401  (fixtures)
     fake_nvml_lib,
     fake_nvml_variant,
 )
-from tests.fake_nvml.sampled import SAMPLES_PER_S, sampled_frames, starved
+from tests.fake_nvml.sampled import SAMPLES_PER_S, sampled_frames, sawtooth_from, starved
 
 ONSET_S = 21  # a second after a quiet GPU's periodic read (every 5 s from the first tick)
 
@@ -27,17 +27,6 @@ def intermittent(i: int) -> int:
     if second % 3 != 2:
         return 98
     return (98, 0, 0, 30, 30)[within]
-
-
-def sawtooth_from(onset_s: int, hidden: bool):  # type: ignore[no-untyped-def]
-    """Busy until ``onset_s``, then 600 ms of every second idle: ending each second (the
-    point reading at the tick sees it) or in its middle (no point reading does)."""
-    dipped = (1, 2, 3) if hidden else (2, 3, 4)
-
-    def value(i: int) -> int:
-        return 2 if i >= onset_s * SAMPLES_PER_S and i % SAMPLES_PER_S in dipped else 97
-
-    return value
 
 
 def test_a_busy_gpu_with_brief_dips_is_not_starved(fake_nvml: FakeNvml) -> None:  # noqa: F811
