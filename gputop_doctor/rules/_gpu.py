@@ -12,24 +12,17 @@ from gputop_doctor.rules._tree import process_of
 from gputop_doctor.rules._window import OfRecent, OfSameProcesses
 
 
-def util_values(samples: Iterable[GpuSample]) -> list[float]:
-    """Utilization readings: the driver's buffered sub-second samples, else the point value."""
-    out: list[float] = []
-    for gpu in samples:
-        out.extend(util_readings(gpu))
-    return out
-
-
 def util_readings(gpu: GpuSample) -> tuple[float, ...]:
-    """One sample's utilization readings (see :func:`util_values`), as a tuple: the sample's
-    own buffered samples where it holds them as one."""
+    """One sample's utilization readings: the driver's buffered sub-second samples, else the
+    point value; a tuple, the sample's own where it holds them as one."""
     if gpu.util_samples:
         return tuple(gpu.util_samples)
     return () if gpu.util_pct is None else (gpu.util_pct,)
 
 
 def util_columns(win: Window) -> Mapping[int, tuple[float, ...]]:
-    """``util_values`` of each GPU's live samples over the window (GPUs sorted; only those
+    """``util_readings`` of each GPU's live samples over the window, one after another (GPUs
+    sorted; only those
     with a reading), kept in step with the window instead of gathered each tick."""
     return running_groups(win, "util", _utils)  # type: ignore[return-value]
 

@@ -91,17 +91,12 @@ def tick_mean(ticks: Sequence[Sequence[float]]) -> float | None:
     return mean(flat) if flat is not None else _per_tick_mean(ticks)
 
 
-def tick_share_at_most(ticks: Sequence[Sequence[float]], limit: float) -> float:
-    """The share of time at or below ``limit``, each tick one interval; 0 for no values."""
-    flat = even_values(ticks)
-    return share_at_most(flat, limit) if flat is not None else _per_tick_share(ticks, limit)
-
-
 def tick_mean_and_share(
     ticks: Sequence[Sequence[float]], limit: float
 ) -> tuple[float | None, float]:
-    """:func:`tick_mean` and :func:`tick_share_at_most` together, the ticks looked over once
-    for both (gpu-starvation asks for both of every job GPU's window every tick)."""
+    """:func:`tick_mean`, and the share of time at or below ``limit`` (0 for no values), each
+    tick one interval; the ticks looked over once for both (gpu-starvation and the headline
+    ask for both)."""
     flat = even_values(ticks)
     if flat is not None:
         return mean(flat), share_at_most(flat, limit)

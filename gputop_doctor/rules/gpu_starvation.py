@@ -358,7 +358,7 @@ def _probe_fed(latest: Snapshot, owners: Sequence[int], t: StarvationThresholds)
 @dataclass(frozen=True, slots=True)
 class TickUtil:
     """One live GPU sample as the fed test reads it: whether the tick was busy and its
-    utilization readings (:func:`~gputop_doctor.rules._gpu.util_values`), derived once as the
+    utilization readings (:func:`~gputop_doctor.rules._gpu.util_readings`), derived once as the
     sample enters the window instead of on every tick it stays there."""
 
     busy: bool

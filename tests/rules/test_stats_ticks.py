@@ -16,7 +16,7 @@ def test_even_ticks_give_the_per_value_statistics_to_the_bit() -> None:
     tick_means = sum(sum(t) / len(t) for t in EVEN) / len(EVEN)
     assert tick_means != sum(flat) / len(flat)  # the two sums round differently
     assert _stats.tick_mean(EVEN) == _stats.mean(flat)
-    assert _stats.tick_share_at_most(EVEN, 45.0) == _stats.share_at_most(flat, 45.0)
+    assert _stats.tick_mean_and_share(EVEN, 45.0)[1] == _stats.share_at_most(flat, 45.0)
     assert _stats.tick_coefficient_of_variation(EVEN) == _stats.coefficient_of_variation(flat)
 
 
@@ -24,7 +24,7 @@ def test_each_tick_weighs_one_interval_however_many_readings_it_holds() -> None:
     # A quiet tick of one point reading, a periodic read of 25 samples, a tick of 5 with dips.
     ticks = [(98.0,), (98.0,) * 25, (98.0, 0.0, 0.0, 98.0, 98.0)]
     assert _stats.tick_mean(ticks) == pytest.approx((98.0 + 98.0 + 58.8) / 3)
-    assert _stats.tick_share_at_most(ticks, 10.0) == pytest.approx((0 + 0 + 0.4) / 3)
+    assert _stats.tick_mean_and_share(ticks, 10.0)[1] == pytest.approx((0 + 0 + 0.4) / 3)
     avg = (98.0 + 98.0 + 58.8) / 3
     variance = sum(sum((v - avg) ** 2 for v in tick) / len(tick) for tick in ticks) / 3
     expected_cv = variance**0.5 / avg
@@ -34,5 +34,5 @@ def test_each_tick_weighs_one_interval_however_many_readings_it_holds() -> None:
 def test_ticks_without_readings_are_left_out() -> None:
     assert _stats.tick_mean([(), (50.0,), ()]) == 50.0
     assert _stats.tick_mean([(), ()]) is None
-    assert _stats.tick_share_at_most([], 10.0) == 0.0
+    assert _stats.tick_mean_and_share([], 10.0)[1] == 0.0
     assert _stats.tick_coefficient_of_variation([(5.0,), ()]) is None
