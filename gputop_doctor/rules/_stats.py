@@ -85,18 +85,11 @@ def even_values(ticks: Sequence[Sequence[float]]) -> list[float] | None:
     return list(chain.from_iterable(ticks))
 
 
-def tick_mean(ticks: Sequence[Sequence[float]]) -> float | None:
-    """The mean, each tick one interval (see above); None for no values."""
-    flat = even_values(ticks)
-    return mean(flat) if flat is not None else _per_tick_mean(ticks)
-
-
 def tick_mean_and_share(
     ticks: Sequence[Sequence[float]], limit: float
 ) -> tuple[float | None, float]:
-    """:func:`tick_mean`, and the share of time at or below ``limit`` (0 for no values), each
-    tick one interval; the ticks looked over once for both (gpu-starvation and the headline
-    ask for both)."""
+    """The mean (None for no values) and the share of time at or below ``limit`` (0 for no
+    values), each tick one interval (see above); the ticks looked over once for both."""
     flat = even_values(ticks)
     if flat is not None:
         return mean(flat), share_at_most(flat, limit)
@@ -111,18 +104,63 @@ def _per_tick_share(ticks: Sequence[Sequence[float]], limit: float) -> float:
     return fmean([share_at_most(tick, limit) for tick in ticks if tick])
 
 
-def tick_coefficient_of_variation(ticks: Sequence[Sequence[float]]) -> float | None:
-    """Standard deviation over mean, each tick one interval: its values' squared deviations
-    from the mean count as one value's worth together."""
-    flat = even_values(ticks)
-    if flat is not None:
-        return coefficient_of_variation(flat)
-    held = [tick for tick in ticks if tick]
-    avg = tick_mean(held)
-    if avg is None or avg <= 0.0 or sum(map(len, held)) < 2:
+@dataclass(frozen=True, slots=True)
+class TickMoments:
+    """One tick's readings reduced, once as the tick enters a window, to what the window's
+    tick-weighted statistics need: its mean, the mean of its squares, and the share at or
+    below ``line``.
+
+    A window then costs a few float operations a tick instead of passes over each tick's
+    readings. The headline judges 8 GPUs' 30 ticks every tick, and on a real driver the
+    sample count of a tick varies by one with timing, so the tick-weighted path is the one
+    it takes there: over the readings themselves it cost 0.4 ms a tick."""
+
+    count: int
+    mean: float
+    mean_square: float
+    line: float
+    share_at_most_line: float
+
+    @classmethod
+    def of(cls, readings: Sequence[float], line: float) -> TickMoments | None:
+        """None for a tick without readings (left out of every statistic)."""
+        if not readings:
+            return None
+        n = len(readings)
+        return cls(
+            n,
+            sum(readings) / n,
+            sum([v * v for v in readings]) / n,
+            line,
+            share_at_most(readings, line),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TickFigures:
+    """A window's mean, share at or below a line, and coefficient of variation (None where
+    the readings cannot say: fewer than two, or a mean of 0), each tick one interval."""
+
+    mean: float
+    share_at_most: float
+    cv: float | None
+
+
+def tick_figures(ticks: Sequence[TickMoments]) -> TickFigures | None:
+    """The figures of ``ticks`` (all of one line); None for no ticks.
+
+    The variance is the mean of the squares less the square of the mean: each tick's
+    squared deviations from the window's mean, counted as one value's worth together, sum to
+    exactly that. Utilizations are percents, so the subtraction loses nothing a verdict
+    shows (about 1e-12 of a variance of 0.25 at 100 %)."""
+    if not ticks:
         return None
-    var = fmean([_squared_deviations(tick, avg) / len(tick) for tick in held])
-    return float(var**0.5 / avg)
+    avg = fmean([tick.mean for tick in ticks])
+    share = fmean([tick.share_at_most_line for tick in ticks])
+    if avg <= 0.0 or (len(ticks) < 2 and ticks[0].count < 2):
+        return TickFigures(avg, share, None)
+    var = max(0.0, fmean([tick.mean_square for tick in ticks]) - avg * avg)
+    return TickFigures(avg, share, float(var**0.5 / avg))
 
 
 @dataclass(frozen=True, slots=True)

@@ -357,16 +357,22 @@ def _probe_fed(latest: Snapshot, owners: Sequence[int], t: StarvationThresholds)
 
 @dataclass(frozen=True, slots=True)
 class TickUtil:
-    """One live GPU sample as the fed test reads it: whether the tick was busy and its
-    utilization readings (:func:`~gputop_doctor.rules._gpu.util_readings`), derived once as the
-    sample enters the window instead of on every tick it stays there."""
+    """One live GPU sample as the fed test and the headline read it: whether the tick was busy,
+    its utilization readings (:func:`~gputop_doctor.rules._gpu.util_readings`) and their
+    moments at the idle line, derived once as the sample enters the window instead of on
+    every tick it stays there."""
 
     busy: bool
     readings: tuple[float, ...]
+    moments: _stats.TickMoments | None
 
     @classmethod
     def of(cls, gpu: GpuSample, t: StarvationThresholds) -> TickUtil:
-        return cls(_busy_tick(gpu, t), util_readings(gpu))
+        return cls.judged(_busy_tick(gpu, t), util_readings(gpu), t)
+
+    @classmethod
+    def judged(cls, busy: bool, readings: tuple[float, ...], t: StarvationThresholds) -> TickUtil:
+        return cls(busy, readings, _stats.TickMoments.of(readings, t.idle_util_pct))
 
 
 def tick_utils(win: Window, t: StarvationThresholds) -> Mapping[int, tuple[TickUtil, ...]]:
@@ -397,22 +403,27 @@ def _tick_utils(
     snap: Snapshot, t: StarvationThresholds, last: dict[int, TickUtil]
 ) -> Iterator[tuple[int, TickUtil]]:
     return (
-        (g.index, _interned(last, g.index, _busy_tick(g, t), util_readings(g)))
+        (g.index, _interned(last, g.index, _busy_tick(g, t), util_readings(g), t))
         for g in snap.gpus
         if not g.lost
     )
 
 
 def _interned(
-    last_by_index: dict[int, TickUtil], index: int, busy: bool, readings: tuple[float, ...]
+    last_by_index: dict[int, TickUtil],
+    index: int,
+    busy: bool,
+    readings: tuple[float, ...],
+    t: StarvationThresholds,
 ) -> TickUtil:
     """The tick judged ``busy`` with ``readings``: the last one handed out for GPU ``index``
     where no pure function could tell the two apart (the same judgement, and readings equal,
-    of the same types, with the same signs of zero), else a new one."""
+    of the same types, with the same signs of zero), else a new one (``last_by_index`` is
+    kept per threshold set, so its moments are at the same idle line)."""
     last = last_by_index.get(index)
     if last is not None and last.busy is busy and _interchangeable(last.readings, readings):
         return last
-    tick = last_by_index[index] = TickUtil(busy, readings)
+    tick = last_by_index[index] = TickUtil.judged(busy, readings, t)
     return tick
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter, is_
+from operator import is_
 
 from gputop_doctor.config.thresholds import HeadlineThresholds, StarvationThresholds
 from gputop_doctor.core.history import History, Window
@@ -42,8 +42,8 @@ from gputop_doctor.rules.gpu_starvation import (
     tick_utils,
 )
 
-# A GPU's readings that describe it now, tick by tick: each tick's utilization readings.
-TickReadings = tuple[tuple[float, ...], ...]
+# A GPU's ticks that describe it now: each tick's utilization readings and their moments.
+TickRun = tuple[TickUtil, ...]
 
 
 def classify(history: History, ctx: RuleContext) -> Verdict:
@@ -62,7 +62,7 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
     pieces = _job_samples(history, win, gpus, ctx)
     if pieces is None:
         return _unknown("Starting: the job is on the GPU but has run no work there yet")
-    if not any(any(piece) for piece in pieces):
+    if not any(tick.readings for piece in pieces for tick in piece):
         return _unknown("No GPU utilization readings")
     cpus = cpu_budget(ctx, latest)
     job = latest.target_pid is not None and latest.tree is not None
@@ -81,7 +81,7 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
 
 def _job_samples(
     history: History, win: Window, gpus: Sequence[GpuSample], ctx: RuleContext
-) -> list[TickReadings] | None:
+) -> list[TickRun] | None:
     """The job GPUs' utilization samples that describe the job now, GPU by GPU: from the end
     of its start-up on each GPU, and only the last busy run where the GPU is fed now (the
     same reading ``gpu-starvation`` clears on). None while every GPU is still in start-up."""
@@ -90,7 +90,7 @@ def _job_samples(
     utils = tick_utils(win, st)
     arrived = _owners_at_start(history.first_within(t.window_s + st.startup_grace_s))
     interval_s = win.snapshots[-1].interval_s
-    out: list[TickReadings] = []
+    out: list[TickRun] = []
     starting = 0
     for g in gpus:
         ticks: Sequence[TickUtil] = utils.get(g.index, ())
@@ -115,7 +115,7 @@ class _FedReadings:
     ticks: Sequence[TickUtil]
     interval_s: float
     thresholds: StarvationThresholds
-    readings: TickReadings
+    run: TickRun
 
 
 def _fed_readings(
@@ -124,8 +124,8 @@ def _fed_readings(
     ticks: Sequence[TickUtil],
     interval_s: float,
     st: StarvationThresholds,
-) -> TickReadings:
-    """The readings of ``ticks``, or of their last busy run where the GPU is fed now; last
+) -> TickRun:
+    """``ticks``, or their last busy run where the GPU is fed now; last
     tick's again (the same object) when ``ticks`` are the very same objects as then: a GPU
     pegged at 100 % hands on the same ticks (see ``gpu_starvation._interned``), and telling
     so costs a comparison per tick instead of thousands of readings gathered and compared.
@@ -140,12 +140,11 @@ def _fed_readings(
         and len(last.ticks) == len(ticks)
         and all(map(is_, last.ticks, ticks))
     ):
-        return last.readings
-    run = fed_run(ticks) if fed_now(ticks, interval_s, st) else ticks
-    readings = tuple(map(_READINGS, run))
+        return last.run
+    run = tuple(fed_run(ticks) if fed_now(ticks, interval_s, st) else ticks)
     if memo is not None:
-        memo[key] = _FedReadings(ticks, interval_s, st, readings)
-    return readings
+        memo[key] = _FedReadings(ticks, interval_s, st, run)
+    return run
 
 
 def _owners_at_start(first: Snapshot | None) -> dict[int, frozenset[int]]:
@@ -190,16 +189,13 @@ def util_figures(win: Window, name: str, samples: list[float], idle_pct: float) 
     return figures
 
 
-_READINGS = attrgetter("readings")
-
-
 @dataclass(frozen=True, slots=True)
 class _JobFigures:
-    pieces: tuple[TickReadings, ...]
+    pieces: tuple[TickRun, ...]
     figures: UtilFigures
 
 
-def _job_figures(win: Window, pieces: list[TickReadings], idle_pct: float) -> UtilFigures:
+def _job_figures(win: Window, pieces: list[TickRun], idle_pct: float) -> UtilFigures:
     """The figures of the job's samples (``pieces``: each GPU's, tick by tick), last tick's
     again when the pieces are the very same objects (see ``_fed_readings``), else
     :func:`_tick_figures` of them."""
@@ -218,17 +214,26 @@ def _job_figures(win: Window, pieces: list[TickReadings], idle_pct: float) -> Ut
     return figures
 
 
-def _tick_figures(
-    win: Window, name: str, ticks: list[tuple[float, ...]], idle_pct: float
-) -> UtilFigures:
+def _tick_figures(win: Window, name: str, ticks: list[TickUtil], idle_pct: float) -> UtilFigures:
     """The figures of readings taken tick by tick, each tick one interval however many
-    readings it holds (:func:`_stats.tick_mean`): ``util_figures`` of them all where every
-    tick holds as many (a GPU read every tick), to the bit."""
-    flat = _stats.even_values(ticks)
+    readings it holds (:func:`_stats.tick_figures` of the ticks' moments): ``util_figures``
+    of them all where every tick holds as many (a GPU read every tick), to the bit."""
+    flat = _stats.even_values([tick.readings for tick in ticks])
     if flat is not None:
         return util_figures(win, name, flat, idle_pct)
-    avg, idle = _stats.tick_mean_and_share(ticks, idle_pct)
-    return UtilFigures(avg or 0.0, idle, _stats.tick_coefficient_of_variation(ticks))
+    figures = _stats.tick_figures(_moments_at(ticks, idle_pct))
+    if figures is None:
+        return UtilFigures(0.0, 0.0, None)
+    return UtilFigures(figures.mean, figures.share_at_most, figures.cv)
+
+
+def _moments_at(ticks: list[TickUtil], line: float) -> list[_stats.TickMoments]:
+    """The ticks' moments at the idle line ``line``: those made as each tick entered the
+    window, unless the headline's idle line was set apart from gpu-starvation's."""
+    moments = [tick.moments for tick in ticks if tick.moments is not None]
+    if all(m.line == line for m in moments):
+        return moments
+    return list(filter(None, (_stats.TickMoments.of(tick.readings, line) for tick in ticks)))
 
 
 def _measured_fed(win: Window, ctx: RuleContext) -> bool:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from gputop_doctor.config.thresholds import StarvationThresholds
 from gputop_doctor.rules.gpu_starvation import TickUtil, fed_run
 
-BUSY, IDLE = TickUtil(True, (97.0,)), TickUtil(False, (0.0,))
+BUSY = TickUtil.judged(True, (97.0,), StarvationThresholds())
+IDLE = TickUtil.judged(False, (0.0,), StarvationThresholds())
 
 
 def test_a_window_busy_throughout_is_the_whole_run_as_a_copy() -> None:

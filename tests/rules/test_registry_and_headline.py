@@ -219,7 +219,7 @@ def test_a_gpu_reading_the_same_samples_hands_on_the_same_tick() -> None:
 
     def tick(samples: tuple[float, ...]) -> gpu_starvation.TickUtil:
         made = gpu_starvation.TickUtil.of(gpu(901, util=samples), t)
-        return gpu_starvation._interned(last, 901, made.busy, made.readings)
+        return gpu_starvation._interned(last, 901, made.busy, made.readings, t)
 
     first = tick((97.0, 96.0, 0.0))
     assert tick((97.0, 96.0, 0.0)) is first
@@ -248,3 +248,35 @@ def test_headline_over_unchanged_ticks_is_the_one_worked_out_afresh() -> None:
             fresh.append(snap)
         assert kept == classify(fresh, ctx), k
     assert {Case.LARGE_SIMPLE, Case.SMALL_COMPLEX} <= seen  # judged, not only watching
+
+
+def test_uneven_ticks_count_idle_at_the_headlines_own_line() -> None:
+    """Ticks of one reading and of five (a quiet GPU between its periodic reads) take the
+    tick-weighted path; its idle share is counted at the headline's idle line, also where
+    that is set apart from gpu-starvation's (the moments kept with each tick are at the
+    latter's)."""
+
+    def case(k: int) -> Tick:
+        util = (15.0,) if k % 2 else (97.0, 97.0, 15.0, 97.0, 97.0)
+        return Tick(gpus=(gpu(0, util=util),), procs=trainer())
+
+    hist = History(200)
+    for k in range(40):
+        hist.append(snapshot(case(k), k))
+    plain = classify(hist, context())
+    base = Settings()
+    raised = dataclasses.replace(
+        base,
+        rules=dataclasses.replace(
+            base.rules, headline=dataclasses.replace(base.rules.headline, idle_util_pct=20.0)
+        ),
+    )
+    counted_at_20 = classify(hist, context(raised))
+    assert plain.gpu_idle_fraction == 0.0  # 15 % is above starvation's and the headline's 10
+    # Half the ticks are one reading of 15 (all idle at 20), half hold one of five.
+    assert counted_at_20.gpu_idle_fraction == pytest.approx((1.0 + 0.2) / 2, abs=1e-3)
+    assert (
+        counted_at_20.gpu_util_pct
+        == plain.gpu_util_pct
+        == pytest.approx((15.0 + 80.6) / 2, abs=0.1)
+    )
