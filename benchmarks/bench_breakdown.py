@@ -7,7 +7,8 @@ history is filled first (``--fill`` ticks, default: as many as it holds), since 
 cost most on a full history, as in a session that has run for 15 minutes. The filling and the
 measured ticks run back to back on a clock that advances one interval (1 s) per tick, so each
 rule's window holds what it holds in a real session (30 snapshots in a 30 s window), not the
-hundreds that fit into 30 s of ticks run without pause.
+hundreds that fit into 30 s of ticks run without pause, and the sources' readings due every
+few seconds come due as often as in a paced session.
 
 Then ``--ticks`` ticks run back to back with every part timed in-process (``thread_time``,
 CPU only, so other processes on a loaded machine do not count):
@@ -22,11 +23,12 @@ CPU only, so other processes on a loaded machine do not count):
   frames, in a headless 120x40 Textual app (``--no-tui`` skips it);
 * serve: one Prometheus exposition of a frame (what a scrape renders).
 
-Finally ``--seconds`` of a paced record run (1 s interval): CPU % of one core of this process,
-and the same breakdown over its ticks. The sources keep their own clocks, so back to back
-their cadences (utilization samples, health readings, the processes' files on their TTLs, the
-host ranking) seldom come due: the paced breakdown is the one that says what a tick costs.
-The TUI's and serve's own CPU % over a minute: bench_tui.py and bench_serve.py.
+Finally ``--seconds`` of a paced record run (1 s interval) on the real clock: CPU % of one
+core of this process, and the same breakdown over its ticks: what a user pays. Every part of
+a paced tick costs two to three times its back-to-back figure, pure computation included: after
+a second asleep the tick runs on cold caches and branch predictors (on the 2-core VMs a loop
+over 2,000 tuples took 0.028 ms back to back and 0.077 ms after each second's sleep). The
+TUI's and serve's own CPU % over a minute: bench_tui.py and bench_serve.py.
 
 ``--instructions``: instead of all that, the instructions one tick executes (the mean over
 ``--ticks`` ticks after the same filling, nothing else measured), counted by valgrind's
@@ -335,18 +337,29 @@ def measure_serve(frames: list[Any]) -> None:
 
 
 class SessionClock:
-    """A clock one interval (1 s) further on at each reading, as ticks paced at 1 s see it,
-    until ``real`` is set (for the paced run, which the simulated time ends just before)."""
+    """A clock one interval (1 s) further on at each reading (the engine reads it once a
+    tick), as ticks paced at 1 s see it, until ``real`` is set (for the paced run, which the
+    simulated time ends just before). :meth:`monotonic` is the same time for the sources'
+    own cadences and TTLs, read without moving it: back to back on the real clock they would
+    see milliseconds pass, so the readings due every few seconds (utilization samples,
+    health, the processes' files, the host ranking) would hardly ever come due, and a
+    measured tick would leave out work a paced one does."""
 
     def __init__(self) -> None:
         self.now = time.time()
         self.real = False
+        self._to_monotonic = time.monotonic() - time.time()
 
     def __call__(self) -> float:
         if self.real:
             return time.time()
         self.now += 1.0
         return self.now
+
+    def monotonic(self) -> float:
+        if self.real:
+            return time.monotonic()
+        return self.now + self._to_monotonic
 
 
 def report_instructions(ticks: int) -> None:
@@ -367,7 +380,9 @@ def filled_engine(
     simulated session, measured ticks included, by now."""
     clock = SessionClock()
     # Chart series only when the TUI is measured: record and serve keep none.
-    engine = build_engine(root_pid, str(tmp / "bench.csv"), args.gpu_source, clock, not args.no_tui)
+    engine = build_engine(
+        root_pid, str(tmp / "bench.csv"), args.gpu_source, clock, not args.no_tui, clock.monotonic
+    )
     if watch is not None:
         watch(engine)
     fill = engine.history.capacity if args.fill is None else args.fill
@@ -393,12 +408,9 @@ def report_tick_sections(ticks: int) -> None:
 
 
 def measure_paced(engine: Any, seconds: float) -> None:
-    """A record run at 1 s on the real clock, with the same timers as the back-to-back ticks.
-
-    Back to back, the sources' own cadences (the utilization samples every 5 s, the health
-    readings, the processes' files on their TTLs, the host ranking) see almost no time pass
-    and almost never come due; paced, they do. So the paced tick costs two to three times a
-    back-to-back one, and only this breakdown shows where that goes."""
+    """A record run at 1 s on the real clock, with the same timers as the back-to-back ticks:
+    the same work, each part two to three times dearer from cold caches (see the module
+    doc), so the parts' shares of what a user pays."""
     LEDGER.cpu.clear()
     LEDGER.count.clear()
     cpu0, wall0 = cpu_seconds(), time.monotonic()

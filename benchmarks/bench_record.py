@@ -198,8 +198,10 @@ def build_engine(  # type: ignore[no-untyped-def]
     gpu_source: str,
     clock: Callable[[], float] = time.time,
     charts: bool = False,
+    source_clock: Callable[[], float] = time.monotonic,
 ):
-    """The engine as ``record`` builds it (no chart series unless ``charts``: a TUI's)."""
+    """The engine as ``record`` builds it (no chart series unless ``charts``: a TUI's);
+    ``source_clock``: the clock the sources' own cadences and TTLs run on."""
     from gputop_doctor.config import Settings
     from gputop_doctor.core.engine import Engine
     from gputop_doctor.export.csv_sink import CsvSink
@@ -211,12 +213,12 @@ def build_engine(  # type: ignore[no-untyped-def]
     if gpu_source in ("nvml", "fake"):
         from gputop_doctor.sources.nvml.source import NvmlGpuSource
 
-        gpus = NvmlGpuSource()
+        gpus = NvmlGpuSource(clock=source_clock)
     else:
         gpus = DemoMachine("healthy", gpus=8).gpu_source()
     engine = Engine(
         gpus,
-        ProcfsHostSource(),
+        ProcfsHostSource(clock=source_clock),
         Settings(interval_s=1.0),
         RULES,
         target_pid=root_pid,
