@@ -72,10 +72,10 @@ def start_tree() -> subprocess.Popen[str]:
 
 
 def cpu_seconds() -> float:
-    with open("/proc/self/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
+    """This process's CPU time, all threads, user and system: ``process_time`` counts it to the
+    nanosecond, where ``/proc/self/stat`` counts 10 ms ticks (a minute at 0.4 % of a core is 24
+    of them, so one tick more or less moved the figure by 4 %)."""
+    return time.process_time()
 
 
 def rss_mib() -> float:

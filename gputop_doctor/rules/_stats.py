@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain, pairwise
+from operator import attrgetter
 from statistics import fmean
 
 
@@ -155,12 +156,16 @@ def tick_figures(ticks: Sequence[TickMoments]) -> TickFigures | None:
     shows (about 1e-12 of a variance of 0.25 at 100 %)."""
     if not ticks:
         return None
-    avg = fmean([tick.mean for tick in ticks])
-    share = fmean([tick.share_at_most_line for tick in ticks])
+    avg = fmean(map(_MEAN, ticks))
+    share = fmean(map(_SHARE, ticks))
     if avg <= 0.0 or (len(ticks) < 2 and ticks[0].count < 2):
         return TickFigures(avg, share, None)
-    var = max(0.0, fmean([tick.mean_square for tick in ticks]) - avg * avg)
+    var = max(0.0, fmean(map(_MEAN_SQUARE, ticks)) - avg * avg)
     return TickFigures(avg, share, float(var**0.5 / avg))
+
+
+_MEAN, _MEAN_SQUARE = attrgetter("mean"), attrgetter("mean_square")
+_SHARE = attrgetter("share_at_most_line")
 
 
 @dataclass(frozen=True, slots=True)

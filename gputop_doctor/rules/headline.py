@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
-from operator import is_
+from operator import attrgetter, is_
 
 from gputop_doctor.config.thresholds import HeadlineThresholds, StarvationThresholds
 from gputop_doctor.core.history import History, Window
@@ -218,7 +218,7 @@ def _tick_figures(win: Window, name: str, ticks: list[TickUtil], idle_pct: float
     """The figures of readings taken tick by tick, each tick one interval however many
     readings it holds (:func:`_stats.tick_figures` of the ticks' moments): ``util_figures``
     of them all where every tick holds as many (a GPU read every tick), to the bit."""
-    flat = _stats.even_values([tick.readings for tick in ticks])
+    flat = _stats.even_values(list(map(_READINGS, ticks)))
     if flat is not None:
         return util_figures(win, name, flat, idle_pct)
     figures = _stats.tick_figures(_moments_at(ticks, idle_pct))
@@ -230,10 +230,14 @@ def _tick_figures(win: Window, name: str, ticks: list[TickUtil], idle_pct: float
 def _moments_at(ticks: list[TickUtil], line: float) -> list[_stats.TickMoments]:
     """The ticks' moments at the idle line ``line``: those made as each tick entered the
     window, unless the headline's idle line was set apart from gpu-starvation's."""
-    moments = [tick.moments for tick in ticks if tick.moments is not None]
-    if all(m.line == line for m in moments):
+    moments = list(filter(None, map(_MOMENTS, ticks)))
+    if set(map(_LINE, moments)) <= {line}:
         return moments
     return list(filter(None, (_stats.TickMoments.of(tick.readings, line) for tick in ticks)))
+
+
+# Read in C: the headline goes over 8 GPUs' windows every tick.
+_READINGS, _MOMENTS, _LINE = attrgetter("readings"), attrgetter("moments"), attrgetter("line")
 
 
 def _measured_fed(win: Window, ctx: RuleContext) -> bool:
