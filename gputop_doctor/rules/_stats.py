@@ -156,11 +156,12 @@ def tick_figures(ticks: Sequence[TickMoments]) -> TickFigures | None:
     shows (about 1e-12 of a variance of 0.25 at 100 %)."""
     if not ticks:
         return None
-    avg = fmean(map(_MEAN, ticks))
-    share = fmean(map(_SHARE, ticks))
+    # Lists, not iterators: ``fmean`` counts an iterator's items in a Python generator.
+    avg = fmean(list(map(_MEAN, ticks)))
+    share = fmean(list(map(_SHARE, ticks)))
     if avg <= 0.0 or (len(ticks) < 2 and ticks[0].count < 2):
         return TickFigures(avg, share, None)
-    var = max(0.0, fmean(map(_MEAN_SQUARE, ticks)) - avg * avg)
+    var = max(0.0, fmean(list(map(_MEAN_SQUARE, ticks))) - avg * avg)
     return TickFigures(avg, share, float(var**0.5 / avg))
 
 
