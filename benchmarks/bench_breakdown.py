@@ -343,7 +343,10 @@ class SessionClock:
     own cadences and TTLs, read without moving it: back to back on the real clock they would
     see milliseconds pass, so the readings due every few seconds (utilization samples,
     health, the processes' files, the host ranking) would hardly ever come due, and a
-    measured tick would leave out work a paced one does."""
+    measured tick would leave out work a paced one does. The host's CPU use still comes from
+    ``/proc/stat`` in real time: back to back this benchmark's own busy core is CPU the host
+    ranking cannot name, so the ranking hurries (a listing of /proc every 2 to 3 ticks,
+    against one in 10 paced), a little work a paced tick does not do."""
 
     def __init__(self) -> None:
         self.now = time.time()
