@@ -26,7 +26,7 @@ _.gpu_util_pct  # core/verdict.py Verdict: the numbers the headline rests on (JS
 _.gpu_idle_fraction  # core/verdict.py Verdict
 _.gpu_util_cv  # core/verdict.py Verdict
 _.mean_square  # rules/_stats.py TickMoments: read by attrgetter in tick_figures (in C, per tick)
-_.share_at_most_line  # rules/_stats.py TickMoments: read by attrgetter in tick_figures
+_.low_share  # rules/_stats.py TickMoments: read by attrgetter in tick_figures
 _.mem_max_mib  # report/builder.py GpuSummary: analyze --json (asdict)
 _.thresholds  # core/rule.py RuleSpec: the thresholds class a rule declares (checked by a test)
 _.delivered  # alerts/dispatch.py HookStats: counted beside failed and dropped

@@ -24,7 +24,8 @@ CPU only, so other processes on a loaded machine do not count):
 * serve: one Prometheus exposition of a frame (what a scrape renders).
 
 Finally ``--seconds`` of a paced record run (1 s interval) on the real clock: CPU % of one
-core of this process, and the same breakdown over its ticks: what a user pays. Every part of
+core of this process, what a user pays; then as long again with the timers on: the same
+breakdown over paced ticks. Every part of
 a paced tick costs two to three times its back-to-back figure, pure computation included: after
 a second asleep the tick runs on cold caches and branch predictors (on the 2-core VMs a loop
 over 2,000 tuples took 0.028 ms back to back and 0.077 ms after each second's sleep). The
@@ -348,8 +349,10 @@ class SessionClock:
     ranking cannot name, so the ranking hurries (a listing of /proc every 2 to 3 ticks,
     against one in 10 paced), a little work a paced tick does not do."""
 
-    def __init__(self) -> None:
-        self.now = time.time()
+    def __init__(self, start: float) -> None:
+        """``start``: the time (``time.time``) the simulated session begins at; the sources
+        built on it read it from their first moment."""
+        self.now = start
         self.real = False
         self._to_monotonic = time.monotonic() - time.time()
 
@@ -381,15 +384,20 @@ def filled_engine(
     """The engine as both runs measure it: built (``watch`` applied, before any tick), its
     history filled with ``args.fill`` ticks (default: full) on a clock that ends the
     simulated session, measured ticks included, by now."""
-    clock = SessionClock()
+    from gputop_doctor.config import Settings
+    from gputop_doctor.core.engine import retention_for
+    from gputop_doctor.core.history import History
+
+    fill = args.fill
+    if fill is None:
+        fill = History(retention_for(Settings(interval_s=1.0))).capacity
+    clock = SessionClock(start=time.time() - fill - args.ticks)
     # Chart series only when the TUI is measured: record and serve keep none.
     engine = build_engine(
         root_pid, str(tmp / "bench.csv"), args.gpu_source, clock, not args.no_tui, clock.monotonic
     )
     if watch is not None:
         watch(engine)
-    fill = engine.history.capacity if args.fill is None else args.fill
-    clock.now = time.time() - fill - args.ticks
     for _ in range(fill):
         engine.tick()
     return engine, clock
@@ -410,21 +418,25 @@ def report_tick_sections(ticks: int) -> None:
         LEDGER.report(section, ticks, top=25 if section != "rules" else 40)
 
 
-def measure_paced(engine: Any, seconds: float) -> None:
-    """A record run at 1 s on the real clock, with the same timers as the back-to-back ticks:
-    the same work, each part two to three times dearer from cold caches (see the module
-    doc), so the parts' shares of what a user pays."""
-    LEDGER.cpu.clear()
-    LEDGER.count.clear()
+def measure_paced(engine: Any, clock: SessionClock, seconds: float) -> None:
+    """A record run at 1 s on the real clock for ``seconds``, without timers: what a user
+    pays; then as long again with the back-to-back ticks' timers: the same work, each part
+    two to three times dearer than back to back from cold caches (see the module doc), so
+    the parts' shares of it (their timers add a little)."""
+    clock.real = True
     cpu0, wall0 = cpu_seconds(), time.monotonic()
-    with measuring():
-        ticks = engine.run(threading.Event(), lambda f: None, duration_s=seconds)
+    ticks = engine.run(threading.Event(), lambda f: None, duration_s=seconds)
     cpu, wall = cpu_seconds() - cpu0, time.monotonic() - wall0
     print(
         f"\npaced record run: {ticks} ticks at 1 s over {wall:.0f} s: "
         f"{100 * cpu / wall:.2f} % of one core ({1000 * cpu / max(1, ticks):.1f} ms/tick; "
-        f"{load_line()}); where a paced tick's CPU goes (timers included):"
+        f"{load_line()})"
     )
+    LEDGER.cpu.clear()
+    LEDGER.count.clear()
+    with measuring():
+        ticks = engine.run(threading.Event(), lambda f: None, duration_s=seconds)
+    print(f"\nwhere a paced tick's CPU goes ({ticks} more ticks, timed):")
     report_tick_sections(max(1, ticks))
 
 
@@ -482,8 +494,7 @@ def main() -> None:
         if not args.no_tui:
             measure_tui(frames, engine)
         if args.seconds > 0:
-            clock.real = True
-            measure_paced(engine, args.seconds)
+            measure_paced(engine, clock, args.seconds)
         engine.close()
     finally:
         os.killpg(tree.pid, 15)

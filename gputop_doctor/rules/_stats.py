@@ -90,37 +90,29 @@ def tick_mean_and_share(
     ticks: Sequence[Sequence[float]], limit: float
 ) -> tuple[float | None, float]:
     """The mean (None for no values) and the share of time at or below ``limit`` (0 for no
-    values), each tick one interval (see above); the ticks looked over once for both."""
+    values), each tick one interval (see above)."""
     flat = even_values(ticks)
     if flat is not None:
         return mean(flat), share_at_most(flat, limit)
-    return _per_tick_mean(ticks), _per_tick_share(ticks, limit)
-
-
-def _per_tick_mean(ticks: Sequence[Sequence[float]]) -> float:
-    return fmean([sum(tick) / len(tick) for tick in ticks if tick])
-
-
-def _per_tick_share(ticks: Sequence[Sequence[float]], limit: float) -> float:
-    return fmean([share_at_most(tick, limit) for tick in ticks if tick])
+    figures = tick_figures([m for m in (TickMoments.of(tick, limit) for tick in ticks) if m])
+    return (None, 0.0) if figures is None else (figures.mean, figures.idle)
 
 
 @dataclass(frozen=True, slots=True)
 class TickMoments:
-    """One tick's readings reduced, once as the tick enters a window, to what the window's
-    tick-weighted statistics need: its mean, the mean of its squares, and the share at or
-    below ``line``.
+    """One tick's readings reduced to what a window's tick-weighted statistics need: their
+    count, mean, mean square, and share at or below the idle line they were made at.
 
-    A window then costs a few float operations a tick instead of passes over each tick's
+    Made once, as the tick enters a window (``gpu_starvation.TickUtil``), a window's
+    figures then cost a few float operations a tick instead of passes over each tick's
     readings. The headline judges 8 GPUs' 30 ticks every tick, and on a real driver the
     sample count of a tick varies by one with timing, so the tick-weighted path is the one
-    it takes there: over the readings themselves it cost 0.4 ms a tick."""
+    it takes there: over the readings themselves it cost 0.4 ms of a paced tick."""
 
     count: int
     mean: float
     mean_square: float
-    line: float
-    share_at_most_line: float
+    low_share: float
 
     @classmethod
     def of(cls, readings: Sequence[float], line: float) -> TickMoments | None:
@@ -132,41 +124,44 @@ class TickMoments:
             n,
             sum(readings) / n,
             sum([v * v for v in readings]) / n,
-            line,
             share_at_most(readings, line),
         )
 
 
 @dataclass(frozen=True, slots=True)
-class TickFigures:
-    """A window's mean, share at or below a line, and coefficient of variation (None where
-    the readings cannot say: fewer than two, or a mean of 0), each tick one interval."""
+class UtilFigures:
+    """What the headline's four-case table reads from utilization readings: their mean, the
+    share at or below the idle line, and the coefficient of variation (None where the
+    readings cannot say: fewer than two, or a mean of 0)."""
 
     mean: float
-    share_at_most: float
+    idle: float
     cv: float | None
 
 
-def tick_figures(ticks: Sequence[TickMoments]) -> TickFigures | None:
-    """The figures of ``ticks`` (all of one line); None for no ticks.
+def tick_figures(ticks: Sequence[TickMoments]) -> UtilFigures | None:
+    """The figures of ``ticks`` (all made at one idle line), each tick one interval; None
+    for no ticks.
 
     The variance is the mean of the squares less the square of the mean: each tick's
     squared deviations from the window's mean, counted as one value's worth together, sum to
     exactly that. Utilizations are percents, so the subtraction loses nothing a verdict
-    shows (about 1e-12 of a variance of 0.25 at 100 %)."""
+    shows (about 1e-12 of a variance of 0.25 at 100 %), and a flat window whose rounding
+    leaves it a hair below zero is flat."""
     if not ticks:
         return None
     # Lists, not iterators: ``fmean`` counts an iterator's items in a Python generator.
     avg = fmean(list(map(_MEAN, ticks)))
-    share = fmean(list(map(_SHARE, ticks)))
+    idle = fmean(list(map(_LOW_SHARE, ticks)))
     if avg <= 0.0 or (len(ticks) < 2 and ticks[0].count < 2):
-        return TickFigures(avg, share, None)
+        return UtilFigures(avg, idle, None)
     var = max(0.0, fmean(list(map(_MEAN_SQUARE, ticks))) - avg * avg)
-    return TickFigures(avg, share, float(var**0.5 / avg))
+    return UtilFigures(avg, idle, float(var**0.5 / avg))
 
 
+# Read in C: the headline goes over 8 GPUs' windows every tick.
 _MEAN, _MEAN_SQUARE = attrgetter("mean"), attrgetter("mean_square")
-_SHARE = attrgetter("share_at_most_line")
+_LOW_SHARE = attrgetter("low_share")
 
 
 @dataclass(frozen=True, slots=True)

@@ -302,8 +302,9 @@ def _util_figures(
     ticks: Sequence[tuple[float, ...]], t: StarvationThresholds
 ) -> tuple[float, float]:
     """Mean utilization and the share of time near idle, each tick one interval however many
-    readings it holds (:func:`_stats.tick_mean`): a quiet GPU's ticks hold its point reading
-    alone, or a periodic read's 5 s of samples, against 5 samples a tick read every tick."""
+    readings it holds (:func:`_stats.tick_mean_and_share`): a quiet GPU's ticks hold its
+    point reading alone, or a periodic read's 5 s of samples, against 5 samples a tick read
+    every tick."""
     avg, idle = _stats.tick_mean_and_share(ticks, t.idle_util_pct)
     return avg or 0.0, idle
 

@@ -31,6 +31,7 @@ from gputop_doctor.core.rule import RuleContext
 from gputop_doctor.core.verdict import Bottleneck, Case, Verdict
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._gpu import gpu_pids, job_gpus
+from gputop_doctor.rules._stats import UtilFigures
 from gputop_doctor.rules._tree import cpu_budget
 from gputop_doctor.rules._window import enough_span, window
 from gputop_doctor.rules.cpu_saturation import busy_fractions
@@ -67,7 +68,9 @@ def classify(history: History, ctx: RuleContext) -> Verdict:
     cpus = cpu_budget(ctx, latest)
     job = latest.target_pid is not None and latest.tree is not None
     cpu = _stats.mean(busy_fractions(win, cpus, job))
-    figures = _job_figures(win, pieces, t.idle_util_pct)
+    figures = _job_figures(
+        win, pieces, t.idle_util_pct, ctx.settings.rules.gpu_starvation.idle_util_pct
+    )
     return decide(
         util=figures.mean,
         idle=figures.idle,
@@ -104,12 +107,12 @@ def _job_samples(
                 starting += 1
                 continue
             ticks = [TickUtil.of(gpu, st) for gpu in judged]
-        out.append(_fed_readings(win, g.index, ticks, interval_s, st))
+        out.append(_fed_ticks(win, g.index, ticks, interval_s, st))
     return None if starting and starting == len(gpus) else out
 
 
 @dataclass(frozen=True, slots=True)
-class _FedReadings:
+class _FedTicks:
     """What a GPU's ticks gave last time: the readings that describe it now."""
 
     ticks: Sequence[TickUtil]
@@ -118,7 +121,7 @@ class _FedReadings:
     run: TickRun
 
 
-def _fed_readings(
+def _fed_ticks(
     win: Window,
     index: int,
     ticks: Sequence[TickUtil],
@@ -131,10 +134,10 @@ def _fed_readings(
     so costs a comparison per tick instead of thousands of readings gathered and compared.
     Kept in the history's scratch space; a window outside a history gathers every time."""
     memo = win.memo
-    key = ("headline fed readings", index)
+    key = ("headline fed ticks", index)
     last = memo.get(key) if memo is not None else None
     if (
-        isinstance(last, _FedReadings)
+        isinstance(last, _FedTicks)
         and last.thresholds is st
         and last.interval_s == interval_s
         and len(last.ticks) == len(ticks)
@@ -143,7 +146,7 @@ def _fed_readings(
         return last.run
     run = tuple(fed_run(ticks) if fed_now(ticks, interval_s, st) else ticks)
     if memo is not None:
-        memo[key] = _FedReadings(ticks, interval_s, st, run)
+        memo[key] = _FedTicks(ticks, interval_s, st, run)
     return run
 
 
@@ -157,15 +160,6 @@ def _owners_at_start(first: Snapshot | None) -> dict[int, frozenset[int]]:
         return {}
     # The first live sample of each index, as ``judged_since`` picks it.
     return {g.index: frozenset(gpu_pids(g)) for g in reversed(first.gpus) if not g.lost}
-
-
-@dataclass(frozen=True, slots=True)
-class UtilFigures:
-    """What the four-case table reads from the utilization samples."""
-
-    mean: float
-    idle: float  # share of the samples at or below the idle line
-    cv: float | None  # coefficient of variation
 
 
 def util_figures(win: Window, name: str, samples: list[float], idle_pct: float) -> UtilFigures:
@@ -195,10 +189,12 @@ class _JobFigures:
     figures: UtilFigures
 
 
-def _job_figures(win: Window, pieces: list[TickRun], idle_pct: float) -> UtilFigures:
-    """The figures of the job's samples (``pieces``: each GPU's, tick by tick), last tick's
-    again when the pieces are the very same objects (see ``_fed_readings``), else
-    :func:`_tick_figures` of them."""
+def _job_figures(
+    win: Window, pieces: list[TickRun], idle_pct: float, made_at: float
+) -> UtilFigures:
+    """The figures of the job's samples (``pieces``: each GPU's, tick by tick, their moments
+    made at the idle line ``made_at``), last tick's again when the pieces are the very same
+    objects (see ``_fed_ticks``), else :func:`_tick_figures` of them."""
     memo = win.memo
     key = ("headline job figures", idle_pct)
     last = memo.get(key) if memo is not None else None
@@ -208,36 +204,33 @@ def _job_figures(win: Window, pieces: list[TickRun], idle_pct: float) -> UtilFig
         and all(map(is_, last.pieces, pieces))
     ):
         return last.figures
-    figures = _tick_figures(win, "job", list(chain.from_iterable(pieces)), idle_pct)
+    figures = _tick_figures(win, list(chain.from_iterable(pieces)), idle_pct, made_at)
     if memo is not None:
         memo[key] = _JobFigures(tuple(pieces), figures)
     return figures
 
 
-def _tick_figures(win: Window, name: str, ticks: list[TickUtil], idle_pct: float) -> UtilFigures:
+def _tick_figures(
+    win: Window, ticks: list[TickUtil], idle_pct: float, made_at: float
+) -> UtilFigures:
     """The figures of readings taken tick by tick, each tick one interval however many
-    readings it holds (:func:`_stats.tick_figures` of the ticks' moments): ``util_figures``
-    of them all where every tick holds as many (a GPU read every tick), to the bit."""
+    readings it holds (:func:`_stats.tick_figures` of the ticks' moments, made at the idle
+    line ``made_at``): ``util_figures`` of them all where every tick holds as many (a GPU
+    read every tick), to the bit."""
     flat = _stats.even_values(list(map(_READINGS, ticks)))
     if flat is not None:
-        return util_figures(win, name, flat, idle_pct)
-    figures = _stats.tick_figures(_moments_at(ticks, idle_pct))
-    if figures is None:
-        return UtilFigures(0.0, 0.0, None)
-    return UtilFigures(figures.mean, figures.share_at_most, figures.cv)
-
-
-def _moments_at(ticks: list[TickUtil], line: float) -> list[_stats.TickMoments]:
-    """The ticks' moments at the idle line ``line``: those made as each tick entered the
-    window, unless the headline's idle line was set apart from gpu-starvation's."""
-    moments = list(filter(None, map(_MOMENTS, ticks)))
-    if set(map(_LINE, moments)) <= {line}:
-        return moments
-    return list(filter(None, (_stats.TickMoments.of(tick.readings, line) for tick in ticks)))
+        return util_figures(win, "job", flat, idle_pct)
+    if idle_pct == made_at:
+        moments = list(filter(None, map(_MOMENTS, ticks)))
+    else:  # the headline's idle line set apart from gpu-starvation's
+        moments = [m for m in (_stats.TickMoments.of(t.readings, idle_pct) for t in ticks) if m]
+    # ``classify`` asked for readings, and uneven ticks are at least two that hold some.
+    figures = _stats.tick_figures(moments)
+    return UtilFigures(0.0, 0.0, None) if figures is None else figures
 
 
 # Read in C: the headline goes over 8 GPUs' windows every tick.
-_READINGS, _MOMENTS, _LINE = attrgetter("readings"), attrgetter("moments"), attrgetter("line")
+_READINGS, _MOMENTS = attrgetter("readings"), attrgetter("moments")
 
 
 def _measured_fed(win: Window, ctx: RuleContext) -> bool:

@@ -119,7 +119,9 @@ class ProcfsHostSource:
         self._clock = clock
         self._info = ProcInfoCache(proc_root, maps_ttl_s, maps_budget_s, clock=clock)
         keep = is_procfs(proc_root)
-        self._procs = ProcessTreeReader(self._info, proc_root, thread_budget_s, keep_files=keep)
+        self._procs = ProcessTreeReader(
+            self._info, proc_root, thread_budget_s, keep_files=keep, clock=clock
+        )
         self._files = KeptFiles(keep, limit=16)  # stat, meminfo, vmstat, pressure/*
         self._floats = KeptFloats()  # the host's readings, one object per repeating value
         # cpu.stat of the quota's cgroup (a synthetic cgroup tree in tests is no mount)

@@ -36,7 +36,7 @@ The per-process part is made cheap for the common case, a tree most of whose pro
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -137,7 +137,9 @@ class ProcessTreeReader:
         skip_quiet: bool = True,
         keep_files: bool | None = None,
         max_files: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: what the job identities' re-reads are timed by (the host source's)."""
         self.info = info
         self.proc_root = proc_root
         self.thread_budget_s = thread_budget_s  # None: pass every busy process every tick
@@ -146,7 +148,7 @@ class ProcessTreeReader:
         limit = descriptor_budget(256, TREE_SHARE) if max_files is None else max_files
         self.files = PidFiles(proc_root, keep, limit, STAT_SIZE)
         self.table = PidTable(proc_root, keep)
-        self.jobs = JobIdentityCache(proc_root)  # shared with the host source's job scope
+        self.jobs = JobIdentityCache(proc_root, clock=clock)  # shared with the job scope
         self._known: dict[int, _Known] = {}
         self._just_read: tuple[int, bytes | None] = (0, None)  # (pid, text) of stat()
         # The last tree list, and its part of the tick's visits (see _visits).
