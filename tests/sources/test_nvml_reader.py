@@ -395,6 +395,41 @@ def test_process_utilization_is_read_once_a_period_and_for_a_new_process(
     assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") == 4
 
 
+@pytest.mark.parametrize(("idle_mem_util", "asked"), [(0, 1), (3, 4)])
+def test_a_gpu_held_by_idle_processes_is_not_asked_their_utilization(
+    fake_nvml: FakeNvml,  # noqa: F811
+    open_source: Callable[[], NvmlGpuSource],
+    clock: Clock,
+    idle_mem_util: int,
+    asked: int,
+) -> None:
+    """Every reading of the GPU 0, its samples too: no process can have a sample, so the
+    2 ms call is not made and they read 0 (memory activity without kernels, a copy, is
+    asked about). Once the GPU works, the next reading asks, with the cursor of the last one
+    asked, and shows what ran."""
+
+    def tick(k: int, util: int, proc_sm: int, mem_util: int = 0) -> dict[int, float | None]:
+        # The driver's ring: 5 samples a second up to now, at ``util`` from second 20 on.
+        ring = tuple((1_000_000 + i * 200_000, util if i >= 100 else 0) for i in range(5 * k + 5))
+        holder = FakeProcess(PID, sm_util=proc_sm, util_ts=1_000_000 + k * 1_000_000)
+        gpu = FakeGpu(util=util, mem_util=mem_util, samples=ring[-70:], processes=(holder,))
+        fake_nvml.write(Scenario(gpus=(gpu,)))
+        sample = source.read_gpus()[0]
+        clock.advance(1.0)
+        return {p.pid: p.sm_util_pct for p in sample.processes}
+
+    fake_nvml.write(Scenario(gpus=(FakeGpu(),)))
+    source = open_source()
+    for k in range(20):
+        assert tick(k, 0, 0, idle_mem_util) == {PID: 0.0}
+    # The first reading asked; the three due since asked only where the memory was busy.
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") == asked
+    # Busy from second 20, the reading due then: asked, and read as it is.
+    shown = [tick(k, 90, 85)[PID] for k in range(20, 20 + int(PROCESS_UTIL_PERIOD_S))]
+    assert shown == [85.0] * int(PROCESS_UTIL_PERIOD_S)
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") == asked + 1
+
+
 def test_process_list_falls_back_to_v2(
     fake_nvml_variant: Callable[..., FakeNvml],  # noqa: F811
     open_source: Callable[[], NvmlGpuSource],

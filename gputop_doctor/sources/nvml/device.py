@@ -220,7 +220,9 @@ class DeviceReader:
         )
         self._fan = Every(lambda: self._number("nvmlDeviceGetFanSpeed"), clock, FAN_PERIOD_S)
         self._gpm = GpmReader(nvml, caller, index, handle, clock)
-        self._procs = GpuProcessReader(nvml, caller, index, handle, clock)
+        self._procs = GpuProcessReader(
+            nvml, caller, index, handle, clock, self._utilization.idle_since_asked
+        )
         self.health = HealthReader(
             nvml, caller, index, handle, clock, self._fields.any_unsupported, self._batch
         )

@@ -28,6 +28,14 @@ the last one. A listed process with no sample at a reading keeps its last sample
 that came less than a period ago (a reading made early for a new process asks about a second
 or two, which a busy process may pass without a new sample); otherwise it was idle over the
 period (what the driver's silence means) and reads 0.
+
+A GPU held by processes that run nothing (a notebook's idle kernel, a paused job, an inference
+server between requests) is not asked at all: when every utilization reading of the GPU since
+the last reading was 0, the driver's own samples among them, no process can have had a sample,
+so the reading is the driver's silence without the 2 ms (the cursor stays, so the next real
+reading still gets everything since the last one). Activity between two ticks after the GPU's
+last samples read shows at the next reading instead (the utilization samples are read every
+few seconds on a quiet GPU, and every tick once it moves).
 """
 
 from __future__ import annotations
@@ -79,8 +87,14 @@ class GpuProcessReader:
         index: int,
         handle: Any,
         clock: Callable[[], float],
+        gpu_idle: Callable[[], bool] = lambda: False,
     ) -> None:
+        """``gpu_idle``: whether no kernel ran on the GPU since it was last asked
+        (:meth:`~gputop_doctor.sources.nvml.utilization.UtilizationReader.idle_since_asked`);
+        asked at each reading of the processes' utilization."""
         self._caller = caller
+        self._gpu_idle = gpu_idle
+        self._read_once = False  # a reading moved the cursor past the driver's old samples
         self._index = index
         self._handle = handle
         self._clock = clock
@@ -188,9 +202,13 @@ class GpuProcessReader:
         without one keeps a sample seen less than a period ago, else it was idle since. None
         when utilization can't be read."""
         none_new: list[ProcessUtilization] = []  # NOT_FOUND: no process had a sample since
-        samples = self._util_samples.answer(self._handle, self._cursor, not_found=none_new)
+        if self._gpu_idle() and self._read_once and self._util is not None:
+            samples = none_new  # no kernel ran since the last reading: NOT_FOUND, not asked
+        else:
+            samples = self._util_samples.answer(self._handle, self._cursor, not_found=none_new)
         if samples is None:
             return None
+        self._read_once = True
         now, last = self._clock(), self._util or {}
         util = {pid: _recent(last.get(pid), now) for pid in listed}
         for sample in sorted(samples, key=_SAMPLE_TIME):

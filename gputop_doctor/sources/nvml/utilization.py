@@ -96,6 +96,9 @@ class UtilizationReader:
         # then read every tick.
         self._quiet: tuple[float, float] | None = None
         self._moved_at: float | None = None  # when the last samples read moved, by ``clock``
+        # Since the last ``idle_since_asked``: every reading was 0, and samples were read.
+        self._all_zero = False
+        self._zero_samples_read = False
 
     def read(self) -> Utilization:
         same = self._floats.same
@@ -106,6 +109,7 @@ class UtilizationReader:
         mem = None if point is None else same(float(point[1]))
         gpu = None if point is None else same(float(point[0]))
         samples = self._samples_if_due(gpu, tick_us)
+        self._note_idle(gpu, mem, samples)
         if samples:
             low, high = min(samples), max(samples)
             self._settle(_quiet_band(low, high, gpu), now)
@@ -113,6 +117,22 @@ class UtilizationReader:
         if gpu is None:
             return NO_UTILIZATION
         return Utilization(gpu, gpu, gpu, (), mem)
+
+    def idle_since_asked(self) -> bool:
+        """Whether no kernel ran on the GPU since the last call: every point reading of its
+        compute and memory activity was 0, and so was every sample read, at least one read
+        among them. The samples cover every moment (200 ms apart on an H200); the point
+        readings only the end of each tick, so activity between two ticks after the last
+        samples read is not seen here, and shows at the next read."""
+        idle = self._all_zero and self._zero_samples_read
+        self._all_zero, self._zero_samples_read = True, False
+        return idle
+
+    def _note_idle(self, gpu: float | None, mem: float | None, samples: tuple[float, ...]) -> None:
+        if gpu != 0.0 or mem != 0.0 or any(samples):  # an unknown reading counts as activity
+            self._all_zero = False
+        elif samples:
+            self._zero_samples_read = True
 
     def _settle(self, band: tuple[float, float] | None, now: float) -> None:
         """After a read: the quiet band to skip by, once the samples have held still for
