@@ -33,9 +33,10 @@ A GPU held by processes that run nothing (a notebook's idle kernel, a paused job
 server between requests) is not asked at all: when every utilization reading of the GPU since
 the last reading was 0, the driver's own samples among them, no process can have had a sample,
 so the reading is the driver's silence without the 2 ms (the cursor stays, so the next real
-reading still gets everything since the last one). Activity between two ticks after the GPU's
-last samples read shows at the next reading instead (the utilization samples are read every
-few seconds on a quiet GPU, and every tick once it moves).
+reading still gets everything since the last one). A kernel run between two ticks after the
+GPU's last samples read shows at the next reading instead (the utilization samples are read
+every few seconds on a quiet GPU, and every tick once it moves); a copy alone between two ticks
+(memory activity without a kernel) leaves no trace in the GPU's readings and is not seen.
 """
 
 from __future__ import annotations
