@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -158,10 +159,13 @@ def use_fake_nvml(
     health: str = "nvlink",
     costs: NvmlCosts | None = None,
     steady: bool = False,
+    idle_held: int = 0,
 ) -> None:
     """Build the tests' fake libnvidia-ml and point NVML at it, one rank per GPU; ``costs``:
     each call spends that model's CPU time (in this process and the ones it starts);
-    ``steady``: readings that never change, else readings that move as under a GEMM."""
+    ``steady``: readings that never change, else readings that move as under a GEMM;
+    ``idle_held``: how many of the GPUs (the first) their rank holds without running
+    anything (``FakeGpu.idle_held``)."""
     import psutil
 
     from tests.fake_nvml.fixtures import build_fake
@@ -186,8 +190,12 @@ def use_fake_nvml(
     else:  # every optional health call answers NOT_SUPPORTED
         gpus = tuple(g.without_health() for g in gpus)
     scenario = Scenario(gpus=gpus, costs=costs)
+    if not steady:
+        scenario = scenario.moving()
+    held = tuple(g.idle_held() if i < idle_held else g for i, g in enumerate(scenario.gpus))
+    scenario = replace(scenario, gpus=held)
     scenario_path = workdir / "scenario.txt"
-    (scenario if steady else scenario.moving()).write(scenario_path)
+    scenario.write(scenario_path)
     os.environ["FAKE_NVML_SCENARIO"] = str(scenario_path)
     os.environ["GPUTOP_DOCTOR_NVML_LIB"] = str(build_fake(workdir / "lib"))
 
@@ -243,16 +251,28 @@ def main() -> None:
     )
     add_nvml_costs_argument(parser)
     add_steady_argument(parser)
+    parser.add_argument(
+        "--idle-held",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --gpu-source fake: N of the 8 GPUs held by a rank that runs nothing "
+        "(utilization, memory activity and samples 0), as on a shared node",
+    )
     args = parser.parse_args()
     costs = nvml_costs(args)
     if costs is not None and args.gpu_source != "fake":
         parser.error("--nvml-costs models the fake library: it needs --gpu-source fake")
+    if args.idle_held and (args.gpu_source != "fake" or not 0 <= args.idle_held <= 8):
+        parser.error("--idle-held takes 0 to 8 and needs --gpu-source fake")
     tree = start_tree()
     tmp = tempfile.mkdtemp()
     try:
         if args.gpu_source == "fake":
             print_header(costs, args.steady)
-            use_fake_nvml(tree.pid, Path(tmp), args.fake_health, costs, args.steady)
+            if args.idle_held:
+                print(f"{args.idle_held} of the 8 GPUs held by a rank that runs nothing")
+            use_fake_nvml(tree.pid, Path(tmp), args.fake_health, costs, args.steady, args.idle_held)
         started = time.perf_counter()
         engine = build_engine(tree.pid, os.path.join(tmp, "bench.csv"), args.gpu_source)
         first = engine.tick()

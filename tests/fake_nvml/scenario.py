@@ -312,6 +312,21 @@ class FakeGpu:
             moving_samples=GEMM_SAMPLES,
         )
 
+    def idle_held(self) -> FakeGpu:
+        """A copy held by processes that run nothing (a notebook's idle kernel, a paused
+        job): utilization and memory activity 0, its samples 0 (moving ones keep coming, at
+        0), its processes' SM and memory shares 0; its other readings as they were."""
+        samples = self.moving_samples
+        return replace(
+            self,
+            util=0,
+            mem_util=0,
+            samples=tuple((time, 0) for time, _ in self.samples),
+            moves=tuple(move for move in self.moves if move.key != "util"),
+            moving_samples=None if samples is None else replace(samples, low=0, high=0),
+            processes=tuple(replace(p, sm_util=0, mem_util=0) for p in self.processes),
+        )
+
     def without_health(self) -> FakeGpu:
         """A copy where every optional health call answers NOT_SUPPORTED (a consumer card)."""
         return replace(
