@@ -105,14 +105,20 @@ class Ledger:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if not self.on:
                 return fn(*args, **kwargs)
-            started = time.thread_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.cpu[section, name] += time.thread_time() - started
-                self.count[section, name] += 1
+            return self.call(section, name, fn, *args, **kwargs)
 
         return wrapper
+
+    def call(
+        self, section: str, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """``fn(*args, **kwargs)``, its CPU time and one call put under (section, name)."""
+        started = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.cpu[section, name] += time.thread_time() - started
+            self.count[section, name] += 1
 
     def add(self, section: str, name: str) -> None:
         if self.on:
@@ -135,23 +141,13 @@ class Ledger:
 
 
 LEDGER = Ledger()
-TICK_SECTIONS = ("engine stages", "rules", "NVML", "/proc and /sys reads", "garbage collector")
+READS = "/proc and /sys reads"  # the ledger's section of them (the kernel's formatting included)
+TICK_SECTIONS = ("engine stages", "rules", "NVML", READS, "garbage collector")
 _NUMBERS = re.compile(r"/\d+")
 
 
 def _file_name(path: Any) -> str:
     return _NUMBERS.sub("/N", os.fsdecode(path)) if isinstance(path, (str, bytes)) else "?"
-
-
-def timed_read(name: str, read: Callable[..., bytes], fd: int, *args: Any) -> bytes:
-    """One read of a kept descriptor, its CPU time (the kernel's formatting of a /proc file
-    included) and count put under the file's name."""
-    started = time.thread_time()
-    try:
-        return read(fd, *args)
-    finally:
-        LEDGER.cpu["/proc and /sys reads", name] += time.thread_time() - started
-        LEDGER.count["/proc and /sys reads", name] += 1
 
 
 def watch_files() -> None:
@@ -180,12 +176,12 @@ def watch_files() -> None:
 
     def pread(fd: int, *args: Any) -> bytes:
         if fd in names and LEDGER.on:
-            return timed_read(f"pread {names[fd]}", real_pread, fd, *args)
+            return LEDGER.call(READS, f"pread {names[fd]}", real_pread, fd, *args)
         return real_pread(fd, *args)
 
     def read(fd: int, *args: Any) -> bytes:
         if fd in names and LEDGER.on:
-            return timed_read(f"read {names[fd]}", real_read, fd, *args)
+            return LEDGER.call(READS, f"read {names[fd]}", real_read, fd, *args)
         return real_read(fd, *args)
 
     def listdir(path: Any = ".") -> Any:
@@ -248,13 +244,7 @@ def _timed_by_symbol(call: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(self: Any, *args: Any) -> Any:
         if not LEDGER.on:
             return call(self, *args)
-        name = f"{self.symbol_name} (kept output)"
-        started = time.thread_time()
-        try:
-            return call(self, *args)
-        finally:
-            LEDGER.cpu["NVML", name] += time.thread_time() - started
-            LEDGER.count["NVML", name] += 1
+        return LEDGER.call("NVML", f"{self.symbol_name} (kept output)", call, self, *args)
 
     return wrapper
 
