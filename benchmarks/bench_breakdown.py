@@ -84,6 +84,7 @@ from bench_record import (
     load_line,
     nvml_costs,
     print_header,
+    record_settings,
     refuse_fake_options_on_a_driver,
     start_tree,
     use_fake_nvml,
@@ -374,13 +375,12 @@ def filled_engine(
     """The engine as both runs measure it: built (``watch`` applied, before any tick), its
     history filled with ``args.fill`` ticks (default: full) on a clock that ends the
     simulated session, measured ticks included, by now."""
-    from gputop_doctor.config import Settings
     from gputop_doctor.core.engine import retention_for
     from gputop_doctor.core.history import History
 
     fill = args.fill
     if fill is None:
-        fill = History(retention_for(Settings(interval_s=1.0))).capacity
+        fill = History(retention_for(record_settings())).capacity
     clock = SessionClock(start=time.time() - fill - args.ticks)
     # Chart series only when the TUI is measured: record and serve keep none.
     engine = build_engine(

@@ -200,6 +200,13 @@ def use_fake_nvml(
     os.environ["GPUTOP_DOCTOR_NVML_LIB"] = str(build_fake(workdir / "lib"))
 
 
+def record_settings() -> Any:
+    """The settings ``record`` runs the benchmarks' engine with: the defaults at 1 s."""
+    from gputop_doctor.config import Settings
+
+    return Settings(interval_s=1.0)
+
+
 def build_engine(  # type: ignore[no-untyped-def]
     root_pid: int,
     csv_path: str,
@@ -210,7 +217,6 @@ def build_engine(  # type: ignore[no-untyped-def]
 ):
     """The engine as ``record`` builds it (no chart series unless ``charts``: a TUI's);
     ``source_clock``: the clock the sources' own cadences and TTLs run on."""
-    from gputop_doctor.config import Settings
     from gputop_doctor.core.engine import Engine
     from gputop_doctor.export.csv_sink import CsvSink
     from gputop_doctor.rules import RULES
@@ -227,7 +233,7 @@ def build_engine(  # type: ignore[no-untyped-def]
     engine = Engine(
         gpus,
         ProcfsHostSource(clock=source_clock),
-        Settings(interval_s=1.0),
+        record_settings(),
         RULES,
         target_pid=root_pid,
         headline=classify,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -395,38 +396,77 @@ def test_process_utilization_is_read_once_a_period_and_for_a_new_process(
     assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") == 4
 
 
-@pytest.mark.parametrize(("idle_mem_util", "asked"), [(0, 1), (3, 4)])
+def _idle_held(k: int, ring: tuple[tuple[int, int], ...]) -> FakeGpu:
+    """Second ``k`` of a GPU held by a process that runs nothing, the driver's samples
+    ``ring`` (5 a second up to now)."""
+    holder = FakeProcess(PID, sm_util=60, util_ts=1_000_000 + k * 1_000_000)
+    held = FakeGpu(samples=ring[-70:], processes=(holder,)).idle_held()
+    assert held.util == 0 and held.processes[0].sm_util == 0
+    return replace(held, samples=ring[-70:])  # the ring as given (idle_held zeroes it)
+
+
+def _ring(k: int, value: Callable[[int], int] = lambda i: 0) -> tuple[tuple[int, int], ...]:
+    return tuple((1_000_000 + i * 200_000, value(i)) for i in range(5 * k + 5))
+
+
+# How the first 20 s differ from a GPU held idle, and how many readings then ask the driver.
+IDLE_PHASES = {
+    "idle": ({}, 1),  # the first asks (NOT_FOUND); the three due since do not
+    "memory busy": ({"mem_util": 3}, 4),  # a copy on the point reading: every reading asks
+    "a kernel between ticks": ({"ring": lambda i: 40 if i % 25 == 12 else 0}, 4),
+    "no samples kept": ({"no_ring": True}, 4),  # point readings alone do not cover the time
+    "utilization unknown": ({"util": None}, 4),
+    "a failed reading": ({"errors_at": 0}, 2),  # asked again on the next tick: NOT_FOUND
+    # The driver keeps answering samples (a copy between the point readings): no silence.
+    "a copy the readings miss": ({"proc_mem": 5}, 4),
+}
+
+
+@pytest.mark.parametrize("phase", IDLE_PHASES, ids=list(IDLE_PHASES))
 def test_a_gpu_held_by_idle_processes_is_not_asked_their_utilization(
     fake_nvml: FakeNvml,  # noqa: F811
     open_source: Callable[[], NvmlGpuSource],
     clock: Clock,
-    idle_mem_util: int,
-    asked: int,
+    phase: str,
 ) -> None:
-    """Every reading of the GPU 0, its samples too: no process can have a sample, so the
-    2 ms call is not made and they read 0 (memory activity without kernels, a copy, is
-    asked about). Once the GPU works, the next reading asks, with the cursor of the last one
-    asked, and shows what ran."""
+    """Once the driver said NOT_FOUND and every reading of the GPU since was 0, its samples
+    among them, no process can have a sample: the 2 ms call is not made and they read 0.
+    Anything that is not a 0 the samples cover makes the reading ask. Once the GPU works,
+    the next reading asks, with the cursor of the last one answered, and shows what ran."""
+    change, asked = IDLE_PHASES[phase]
 
-    def tick(k: int, util: int, proc_sm: int, mem_util: int = 0) -> dict[int, float | None]:
-        # The driver's ring: 5 samples a second up to now, at ``util`` from second 20 on.
-        ring = tuple((1_000_000 + i * 200_000, util if i >= 100 else 0) for i in range(5 * k + 5))
-        holder = FakeProcess(PID, sm_util=proc_sm, util_ts=1_000_000 + k * 1_000_000)
-        gpu = FakeGpu(util=util, mem_util=mem_util, samples=ring[-70:], processes=(holder,))
+    def tick(k: int, gpu: FakeGpu) -> dict[int, float | None]:
         fake_nvml.write(Scenario(gpus=(gpu,)))
         sample = source.read_gpus()[0]
         clock.advance(1.0)
         return {p.pid: p.sm_util_pct for p in sample.processes}
 
+    def idle(k: int) -> FakeGpu:
+        ring = () if change.get("no_ring") else _ring(k, change.get("ring", lambda i: 0))
+        gpu = _idle_held(k, ring)
+        if "mem_util" in change:
+            gpu = replace(gpu, mem_util=change["mem_util"])
+        if "util" in change:
+            gpu = replace(gpu, util=change["util"])
+        if "proc_mem" in change:
+            copying = replace(gpu.processes[0], mem_util=change["proc_mem"])
+            gpu = replace(gpu, processes=(copying,))
+        if change.get("errors_at") == k:
+            gpu = replace(gpu, errors=(("nvmlDeviceGetProcessUtilization", 999),))
+        return gpu
+
     fake_nvml.write(Scenario(gpus=(FakeGpu(),)))
     source = open_source()
     for k in range(20):
-        assert tick(k, 0, 0, idle_mem_util) == {PID: 0.0}
-    # The first reading asked; the three due since asked only where the memory was busy.
+        tick(k, idle(k))
     assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") == asked
     # Busy from second 20, the reading due then: asked, and read as it is.
-    shown = [tick(k, 90, 85)[PID] for k in range(20, 20 + int(PROCESS_UTIL_PERIOD_S))]
-    assert shown == [85.0] * int(PROCESS_UTIL_PERIOD_S)
+    holder = (FakeProcess(PID, sm_util=85, util_ts=21_000_000),)
+    busy = [
+        FakeGpu(util=90, samples=_ring(k, lambda i: 90)[-70:], processes=holder)
+        for k in range(20, 25)
+    ]
+    assert [tick(k, gpu)[PID] for k, gpu in enumerate(busy, 20)] == [85.0] * 5
     assert fake_nvml.calls("nvmlDeviceGetProcessUtilization") == asked + 1
 
 

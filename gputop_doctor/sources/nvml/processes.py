@@ -30,13 +30,16 @@ or two, which a busy process may pass without a new sample); otherwise it was id
 period (what the driver's silence means) and reads 0.
 
 A GPU held by processes that run nothing (a notebook's idle kernel, a paused job, an inference
-server between requests) is not asked at all: when every utilization reading of the GPU since
-the last reading was 0, the driver's own samples among them, no process can have had a sample,
-so the reading is the driver's silence without the 2 ms (the cursor stays, so the next real
-reading still gets everything since the last one). A kernel run between two ticks after the
-GPU's last samples read shows at the next reading instead (the utilization samples are read
-every few seconds on a quiet GPU, and every tick once it moves); a copy alone between two ticks
-(memory activity without a kernel) leaves no trace in the GPU's readings and is not seen.
+server between requests) is not asked again once the driver has said NOT_FOUND: while every
+utilization reading of the GPU since was 0, the driver's own samples among them, no process
+can have had a sample, so the reading is that silence again without the 2 ms. The cursor stays,
+so the next reading asked gets everything since the driver last answered. A kernel run between
+two ticks after the GPU's last samples read shows at the next reading instead (the utilization
+samples are read every few seconds on a quiet GPU, and every tick once it moves). A copy alone
+between two ticks (memory activity without a kernel) leaves no trace in the GPU's readings:
+it is not seen then, and where the driver still holds its sample at the next reading asked,
+it shows then, for a period. A GPU going idle costs a reading or two more: the first after the
+work ended still brings its last samples, and only a NOT_FOUND starts the skipping.
 """
 
 from __future__ import annotations
@@ -88,14 +91,16 @@ class GpuProcessReader:
         index: int,
         handle: Any,
         clock: Callable[[], float],
-        gpu_idle: Callable[[], bool] = lambda: False,
+        gpu_idle: Callable[[], bool],
     ) -> None:
         """``gpu_idle``: whether no kernel ran on the GPU since it was last asked
         (:meth:`~gputop_doctor.sources.nvml.utilization.UtilizationReader.idle_since_asked`);
         asked at each reading of the processes' utilization."""
         self._caller = caller
         self._gpu_idle = gpu_idle
-        self._read_once = False  # a reading moved the cursor past the driver's old samples
+        # The driver's last answer was NOT_FOUND (no process had a sample since the cursor),
+        # and the GPU idle since: only then is a reading made without asking.
+        self._driver_silent = False
         self._index = index
         self._handle = handle
         self._clock = clock
@@ -203,13 +208,14 @@ class GpuProcessReader:
         without one keeps a sample seen less than a period ago, else it was idle since. None
         when utilization can't be read."""
         none_new: list[ProcessUtilization] = []  # NOT_FOUND: no process had a sample since
-        if self._gpu_idle() and self._read_once and self._util is not None:
-            samples = none_new  # no kernel ran since the last reading: NOT_FOUND, not asked
+        if self._gpu_idle() and self._driver_silent:
+            samples = none_new  # no kernel ran since the driver said none had: not asked
         else:
+            self._driver_silent = False  # until it answers, and answers NOT_FOUND
             samples = self._util_samples.answer(self._handle, self._cursor, not_found=none_new)
-        if samples is None:
-            return None
-        self._read_once = True
+            if samples is None:
+                return None
+            self._driver_silent = not samples
         now, last = self._clock(), self._util or {}
         util = {pid: _recent(last.get(pid), now) for pid in listed}
         for sample in sorted(samples, key=_SAMPLE_TIME):

@@ -108,8 +108,9 @@ class UtilizationReader:
         point = self._point.answer()
         mem = None if point is None else same(float(point[1]))
         gpu = None if point is None else same(float(point[0]))
+        covering = self._cursor != 0  # a first read keeps only its last second of samples
         samples = self._samples_if_due(gpu, tick_us)
-        self._note_idle(gpu, mem, samples)
+        self._note_idle(gpu, mem, samples, covering)
         if samples:
             low, high = min(samples), max(samples)
             self._settle(_quiet_band(low, high, gpu), now)
@@ -128,8 +129,13 @@ class UtilizationReader:
         self._all_zero, self._zero_samples_read = True, False
         return idle
 
-    def _note_idle(self, gpu: float | None, mem: float | None, samples: tuple[float, ...]) -> None:
-        if gpu != 0.0 or mem != 0.0 or any(samples):  # an unknown reading counts as activity
+    def _note_idle(
+        self, gpu: float | None, mem: float | None, samples: tuple[float, ...], covering: bool
+    ) -> None:
+        """This tick's part in :meth:`idle_since_asked`: an unknown reading counts as
+        activity, and samples read count only where they cover the time since the last read
+        (not a first read, which keeps its last second)."""
+        if gpu != 0.0 or mem != 0.0 or any(samples) or (samples and not covering):
             self._all_zero = False
         elif samples:
             self._zero_samples_read = True
