@@ -113,7 +113,7 @@ def _job_samples(
 
 @dataclass(frozen=True, slots=True)
 class _FedTicks:
-    """What a GPU's ticks gave last time: the readings that describe it now."""
+    """What a GPU's ticks gave last time: the run of them that describes it now."""
 
     ticks: Sequence[TickUtil]
     interval_s: float
@@ -128,11 +128,11 @@ def _fed_ticks(
     interval_s: float,
     st: StarvationThresholds,
 ) -> TickRun:
-    """``ticks``, or their last busy run where the GPU is fed now; last
-    tick's again (the same object) when ``ticks`` are the very same objects as then: a GPU
-    pegged at 100 % hands on the same ticks (see ``gpu_starvation._interned``), and telling
-    so costs a comparison per tick instead of thousands of readings gathered and compared.
-    Kept in the history's scratch space; a window outside a history gathers every time."""
+    """``ticks``, or their last busy run where the GPU is fed now; last tick's again (the
+    same object) when ``ticks`` are the very same objects as then: a GPU pegged at 100 %
+    hands on the same ticks (see ``gpu_starvation._interned``), and telling so costs a
+    comparison per tick instead of thousands of readings gathered and compared. Kept in the
+    history's scratch space; a window outside a history gathers every time."""
     memo = win.memo
     key = ("headline fed ticks", index)
     last = memo.get(key) if memo is not None else None
