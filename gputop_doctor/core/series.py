@@ -161,11 +161,23 @@ class SeriesView(Sequence[GpuSeries]):
         return repr(self.series())
 
 
+class _UtilPace:
+    """How many utilization values one of a GPU's ticks adds to its chart (see
+    :meth:`SeriesBuffer._util_values`)."""
+
+    __slots__ = ("per_tick", "read_last")
+
+    def __init__(self) -> None:
+        self.per_tick = 1  # the samples a tick brought when the tick before it was read too
+        self.read_last = True  # the last tick brought samples (the first tick reads them)
+
+
 class SeriesBuffer:
     """The engine's series: appended once per tick, handed to frames as views."""
 
     def __init__(self, length: int) -> None:
         self.length = length
+        self._paces: dict[int, _UtilPace] = {}
         self._by_gpu: dict[int, tuple[list[float], ...]] = {}
         self._runs: dict[int, list[int]] = {}  # _Gpus.runs by GPU index
         self._gpus = _Gpus((), (), (), ())  # _by_gpu in index order, made again when it changes
@@ -182,7 +194,7 @@ class SeriesBuffer:
                 self._gpus = _ordered(self._by_gpu, self._runs)
             runs = self._runs[gpu.index]
             util = lists[0]
-            added = gpu.util_samples or (() if gpu.util_pct is None else (gpu.util_pct,))
+            added = self._util_values(gpu)
             if added:
                 runs[0] = trailing_run(util, runs[0], added)
                 util.extend(added)
@@ -195,6 +207,29 @@ class SeriesBuffer:
             self._cpu.append(snapshot.host.cpu_pct)
             if len(self._cpu) >= 2 * self.length:
                 del self._cpu[: -self.length]
+
+    def _util_values(self, gpu: GpuSample) -> tuple[float, ...]:
+        """This tick's utilization values for the chart: one tick's worth, so that its time
+        axis stays even and in order.
+
+        A GPU whose samples are read every tick brings a tick's samples (5 on an H200 at
+        1 s): all of them. A quiet GPU is read every few seconds (sources/nvml/utilization):
+        between reads its tick holds the point reading alone, which stands for the tick's
+        samples (they lie within a few points of it), repeated as many times as a tick
+        brings; the read that follows brings the seconds since, already stood for, so only
+        its newest tick's worth is added. A GPU that keeps no samples adds its point reading."""
+        pace = self._paces.get(gpu.index)
+        if pace is None:
+            pace = self._paces[gpu.index] = _UtilPace()
+        samples = gpu.util_samples
+        if samples:
+            read_last, pace.read_last = pace.read_last, True
+            if read_last:
+                pace.per_tick = len(samples)
+                return samples
+            return samples[-pace.per_tick :]
+        pace.read_last = False
+        return () if gpu.util_pct is None else (gpu.util_pct,) * pace.per_tick
 
     def _fresh(self, lists: tuple[list[float], ...] | None) -> tuple[list[float], ...]:
         """New lists holding the newest ``length`` values of ``lists`` (which views may still

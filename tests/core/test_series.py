@@ -16,7 +16,10 @@ LENGTH = 5
 
 def _snapshot(k: int) -> Snapshot:
     gpus = (
-        bare_gpu(0, util_samples=tuple(float(k * 10 + i) for i in range(k % 4)), temp_c=float(k)),
+        # GPU 0's samples are read every tick, 1 to 3 of them (a quiet GPU's: the test below).
+        bare_gpu(
+            0, util_samples=tuple(float(k * 10 + i) for i in range(1 + k % 3)), temp_c=float(k)
+        ),
         # GPU 1 has no utilization at all: its other series must still stay bounded.
         bare_gpu(1, util_pct=None, temp_c=None if k % 3 == 0 else 50.0 + k, power_w=float(k)),
     )
@@ -108,6 +111,27 @@ def test_a_steady_series_is_one_shared_tuple_across_frames_and_gpus() -> None:
         assert (this.temp_c is views[k][1].temp_c) is steady  # GPU 1 reads the same
         assert (this.util is last.util) is (k >= LENGTH)  # 95.0 every tick
         assert this.power_w is not last.power_w and this.power_w is not views[k][1].power_w
+
+
+def test_a_quiet_gpus_utilization_keeps_one_ticks_worth_a_tick() -> None:
+    """Read every tick, a GPU adds each tick's samples; between a quiet GPU's reads its point
+    reading stands for a tick's worth of them, and the read after adds its newest tick's
+    worth only (the seconds before are stood for): 5 values a tick, in time order. A GPU
+    without samples adds its point reading once a tick."""
+    buffer = SeriesBuffer(100)
+    read = [bare_gpu(0, util_samples=(97.0, 98.0, 99.0, 98.0, 97.0)) for _ in range(2)]
+    skipped = [bare_gpu(0, util_pct=98.0, util_samples=()) for _ in range(4)]
+    periodic = bare_gpu(0, util_samples=tuple(float(70 + i) for i in range(25)))
+    lengths = []
+    for k, gpu in enumerate([*read, *skipped, periodic, *read]):
+        bare = bare_gpu(1, util_pct=40.0, util_samples=())
+        buffer.add(Snapshot(time=float(k), tick=k, interval_s=1.0, gpus=(gpu, bare), host=host()))
+        lengths.append((len(buffer.view()[0].util), len(buffer.view()[1].util)))
+    assert lengths == [(5 * k, k) for k in range(1, 10)]
+    util = buffer.view()[0].util
+    assert util[10:30] == (98.0,) * 20  # the four skipped ticks
+    assert util[30:35] == (90.0, 91.0, 92.0, 93.0, 94.0)  # the periodic read's newest second
+    assert util[35:] == (97.0, 98.0, 99.0, 98.0, 97.0) * 2
 
 
 def test_same_value_is_to_the_bit_as_shown() -> None:
