@@ -37,12 +37,15 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.fake_nvml.costs import COST_MODELS, NvmlCosts, cost_model, describe  # noqa: E402
+
+if TYPE_CHECKING:  # the package itself is imported where the timed run begins
+    from gputop_doctor.config import Settings
 
 TREE = """
 import os, signal, sys
@@ -200,7 +203,7 @@ def use_fake_nvml(
     os.environ["GPUTOP_DOCTOR_NVML_LIB"] = str(build_fake(workdir / "lib"))
 
 
-def record_settings() -> Any:
+def record_settings() -> Settings:
     """The settings ``record`` runs the benchmarks' engine with: the defaults at 1 s."""
     from gputop_doctor.config import Settings
 

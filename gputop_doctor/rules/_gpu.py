@@ -22,8 +22,8 @@ def util_readings(gpu: GpuSample) -> tuple[float, ...]:
 
 def util_columns(win: Window) -> Mapping[int, tuple[float, ...]]:
     """``util_readings`` of each GPU's live samples over the window, one after another (GPUs
-    sorted; only those
-    with a reading), kept in step with the window instead of gathered each tick."""
+    sorted; only those with a reading), kept in step with the window instead of gathered each
+    tick."""
     return running_groups(win, "util", _utils)  # type: ignore[return-value]
 
 
