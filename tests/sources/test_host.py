@@ -56,6 +56,7 @@ class FakeProc:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.last_pid = 1
+        self._runs: dict[int, int] = {}  # pid -> times put on a CPU (its schedstat's pcount)
         root.mkdir(parents=True, exist_ok=True)
         self._loadavg()
 
@@ -74,8 +75,12 @@ class FakeProc:
         rss_pages: int = 256,
         threads: dict[int, tuple[str, str, int, int]] | None = None,
         kernel_thread: bool = False,
+        ran: bool = True,
     ) -> None:
-        """``threads``: tid -> (comm, state, run ns, wait ns); default one thread, the leader."""
+        """``threads``: tid -> (comm, state, run ns, wait ns); default one thread, the leader.
+        ``ran``: the process ran since it was last written (its schedstat moves on), as it
+        must have for anything of its own to change; False for what changes without it running
+        (its parent exiting, its pages reclaimed)."""
         threads = threads if threads is not None else {pid: (comm, state, 0, 0)}
         base = self.root / str(pid)
         if not base.exists():
@@ -92,6 +97,8 @@ class FakeProc:
                 stat_line(tid, name, tstate, ppid, 0, 1, start, 0)
             )
             (base / "task" / str(tid) / "schedstat").write_text(f"{run} {wait} 10\n")
+        runs = self._runs[pid] = self._runs.get(pid, 0) + (1 if ran else 0)
+        (base / "schedstat").write_text(f"{runs * 1000} 0 {max(1, runs)}\n")
         self._loadavg()
 
     def remove(self, pid: int) -> None:

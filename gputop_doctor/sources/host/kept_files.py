@@ -256,12 +256,14 @@ class PidFiles:
         _close_all(self._fds)
 
 
-# The three sets of per-process descriptors share at most half of a low soft RLIMIT_NOFILE,
-# so the other half stays for what else the monitor opens (NVML's device nodes, the CSV
-# sink, Prometheus's sockets, Textual's terminal): the tree's set, read every tick, a
-# quarter; the host ranking's and the storage scan's (kept only while I/O pressure lasts) an
-# eighth each. At the usual 1024: 256, 128 and 128, 512 in all, 512 left.
+# The four sets of per-process descriptors share at most five eighths of a low soft
+# RLIMIT_NOFILE, so the rest stays for what else the monitor opens (NVML's device nodes, the
+# CSV sink, Prometheus's sockets, Textual's terminal): the tree's stat files, read every tick,
+# a quarter; its schedstat files (its steady processes'), the host ranking's and the storage
+# scan's (kept only while I/O pressure lasts) an eighth each. At the usual 1024: 256, 128,
+# 128 and 128, 640 in all, 384 left.
 TREE_SHARE = 4  # the divisor of the soft limit for each set
+SCHEDSTAT_SHARE = 8
 RANKING_SHARE = 8
 STORAGE_SCAN_SHARE = 8
 

@@ -1,0 +1,149 @@
+"""A steady process that has not run since its stat was read is not asked for its stat again.
+
+Its ``/proc/PID/schedstat`` (what it ran, waited, and how often it was put on a CPU) is read
+instead; while that reads as it did just before the stat text was read, the text stands. What
+changes in ``stat`` without the process running is met: its parent exiting (the children are
+read in full in that tick), and its pages reclaimed (a full read whenever its sample falls due
+a re-read, within ``IO_TTL_S``). A kernel that keeps no counts (``0 0 0``), or a process of
+several threads (the file covers the leader only), is read in full every tick as before.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.core.model import ProcSample
+from gputop_doctor.sources.host import tree as tree_module
+from gputop_doctor.sources.host.procinfo import ProcInfoCache
+from gputop_doctor.sources.host.tree import IO_TTL_S, ProcessTreeReader
+from tests.helpers import Spawn
+from tests.sources.test_host import Clock, FakeProc
+from tests.sources.test_host_steady import JOB_1, LIBC, steady_reader, write_extras
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeProc:
+    return FakeProc(tmp_path / "proc")
+
+
+def process(fake: FakeProc, pid: int, **fields: object) -> None:
+    """A process with all the files a steady sample is made of (its maps, allowed CPUs and
+    job), so that its sample stands from tick to tick."""
+    fake.process(pid, **fields)  # type: ignore[arg-type]
+    write_extras(fake, pid, maps=LIBC, cpus="0-3", cgroup=JOB_1)
+
+
+def ticker(reader: ProcessTreeReader, clock: Clock, root: int) -> dict[int, ProcSample]:
+    """One tick of the reader over ``root``'s tree: the samples by PID."""
+    clock.now += 1.0
+    return {s.pid: s for s in reader.read(reader.tree(root), [], clock.now)}
+
+
+def test_a_change_made_without_running_shows_only_at_the_full_read(fake: FakeProc) -> None:
+    """RSS lowered by reclaim (the process did not run): held until the steady sample falls
+    due a re-read, within IO_TTL_S; a change it made by running shows at the next tick."""
+    clock = Clock()
+    process(fake, 100, rss_pages=1000)
+    reader = steady_reader(fake, clock)
+    for _ in range(4):  # first reading, steady sample, baseline of its schedstat
+        steady = ticker(reader, clock, 100)[100]
+    fake.process(100, rss_pages=500, ran=False)
+    held = [ticker(reader, clock, 100)[100] for _ in range(int(IO_TTL_S) + 1)]
+    assert held[0] is steady  # not read: its schedstat stands
+    assert held[-1].rss_mib < steady.rss_mib  # read in full within the bound
+    fake.process(100, rss_pages=2000)  # it ran
+    assert ticker(reader, clock, 100)[100].rss_mib > steady.rss_mib
+
+
+def test_a_child_reparented_as_its_parent_exits_is_read_in_full(fake: FakeProc) -> None:
+    """The middle process exits and its child is handed to the tree's root (a subreaper)
+    without running: the child's stat is read in full in the tick its parent is found gone,
+    so it stays in the tree under its new parent."""
+    clock = Clock()
+    process(fake, 100)
+    process(fake, 101, ppid=100)
+    process(fake, 102, ppid=101)
+    reader = steady_reader(fake, clock)
+    for _ in range(4):
+        ticker(reader, clock, 100)
+    fake.remove(101)
+    fake.process(102, ppid=100, ran=False)
+    found = ticker(reader, clock, 100)
+    assert 101 not in found and found[102].ppid == 100
+    assert dict(reader.tree(100)) == {100: 0, 102: 1}
+
+
+def test_a_zombie_parent_also_has_its_children_read(fake: FakeProc) -> None:
+    """A parent that has exited but is not yet reaped reads as a zombie; its children were
+    reparented when it exited."""
+    clock = Clock()
+    process(fake, 100)
+    process(fake, 101, ppid=100)
+    process(fake, 102, ppid=101)
+    reader = steady_reader(fake, clock)
+    for _ in range(4):
+        ticker(reader, clock, 100)
+    fake.process(101, ppid=100, state="Z")
+    fake.process(102, ppid=100, ran=False)
+    assert ticker(reader, clock, 100)[102].ppid == 100
+
+
+@pytest.mark.parametrize("case", ["no counts", "two threads"])
+def test_without_a_telling_schedstat_every_tick_reads_the_stat(fake: FakeProc, case: str) -> None:
+    """``0 0 0`` (a kernel without the counts) or a process of two threads (the file is the
+    leader's): a change made without the leader running shows at the next tick."""
+    clock = Clock()
+    threads = {100: ("python", "S", 0, 0), 103: ("worker", "S", 0, 0)}
+    process(fake, 100, rss_pages=1000, threads=threads if case == "two threads" else None)
+    schedstat = fake.root / "100" / "schedstat"
+    if case == "no counts":
+        schedstat.write_text("0 0 0\n")
+    reader = steady_reader(fake, clock)
+    for _ in range(4):
+        steady = ticker(reader, clock, 100)[100]
+    text = schedstat.read_text()
+    fake.process(100, rss_pages=500, threads=threads if case == "two threads" else None)
+    schedstat.write_text(text)  # as if the leader had not run
+    assert ticker(reader, clock, 100)[100].rss_mib < steady.rss_mib
+
+
+def test_a_real_sleeping_process_is_asked_its_schedstat_and_shows_what_it_does(
+    spawn: Spawn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On procfs: once steady, a sleeping process's kept schedstat descriptor is read and
+    its stat descriptor is not; woken to touch 64 MiB, it shows them at the next tick."""
+    child = spawn(
+        """
+        import signal
+        held = []
+        signal.signal(signal.SIGUSR1, lambda *_: held.append(b"x" * (64 << 20)))
+        print("ready", flush=True)
+        while True:
+            signal.pause()
+        """
+    )
+    reader = ProcessTreeReader(ProcInfoCache("/proc"), "/proc", keep_files=True)
+    tree = [(child.pid, 0)]
+    start = time.monotonic()
+    for tick in range(1, 5):
+        (steady,) = reader.read(tree, [], start + tick)
+    preads: list[int | None] = []
+    real_pread = tree_module.pread_whole
+    monkeypatch.setattr(
+        tree_module, "pread_whole", lambda fd, size: preads.append(fd) or real_pread(fd, size)
+    )
+    (sample,) = reader.read(tree, [], start + 5)
+    assert sample is steady
+    assert preads == [reader.sched_files.kept()[child.pid]]  # not its stat's
+    os.kill(child.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while (grown := reader.read(tree, [], time.monotonic() + 6)[0]).rss_mib < steady.rss_mib + 60:
+        assert time.monotonic() < deadline, "the 64 MiB never showed"
+        time.sleep(0.05)
+    assert grown is not steady
+    reader.close()
