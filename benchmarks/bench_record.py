@@ -22,6 +22,12 @@ without a cost model NVML looks about 100x cheaper than on a real GPU, and a who
 call spend the CPU time it took on an H200 (tests/fake_nvml/costs.py), so the figures say what
 a user pays. The header names the model and the machine's load; CPU figures are CPU time
 (utime + stime), not wall time.
+
+A minute's CPU % moves by a tenth from one run to the next on the shared 2-core VM (other
+work, the caches it leaves cold), more than most cuts of a tick. ``--baseline DIR`` runs the
+same benchmark of another checkout (``git archive`` of an older commit, say) at the same time,
+as a process of its own, so both paced runs meet the same machine, and prints its figure beside
+this one's and their ratio; with ``--seconds 300`` the ratio is good to a few percent.
 """
 
 from __future__ import annotations
@@ -268,7 +274,14 @@ def main() -> None:
         help="with --gpu-source fake: N of the 8 GPUs held by a rank that runs nothing "
         "(utilization, memory activity and samples 0), as on a shared node",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="run DIR's bench_record.py (another checkout) at the same time, with the same"
+        " options, and print its paced figure beside this one's",
+    )
     args = parser.parse_args()
+    baseline = None if args.baseline is None else start_baseline(parser, args.baseline)
     costs = nvml_costs(args)
     if costs is not None and args.gpu_source != "fake":
         parser.error("--nvml-costs models the fake library: it needs --gpu-source fake")
@@ -308,18 +321,68 @@ def main() -> None:
         wall = time.monotonic() - wall0
         print(
             f"paced run: {ticks} ticks at 1 s over {wall:.1f} s: {cpu:.2f} CPU s "
-            f"= {60 * cpu / wall:.2f} CPU s per minute = {100 * cpu / wall:.2f} % of one core"
+            f"= {60 * cpu / wall:.3f} CPU s per minute = {100 * cpu / wall:.3f} % of one core"
             f" ({load_line()})"
         )
         print(f"memory: RSS {rss_mib():.1f} MiB after {len(engine.history)} snapshots in history")
+        if baseline is not None:
+            compare_with_baseline(baseline, 100 * cpu / wall)
+            baseline = None
         capacity = engine.history.capacity
         while len(engine.history) < capacity:
             engine.tick()
         print(f"memory: RSS {rss_mib():.1f} MiB with the history full ({capacity} snapshots)")
         engine.close()
     finally:
+        if baseline is not None:
+            baseline.kill()
+            baseline.wait()
         os.killpg(tree.pid, 15)
         tree.wait()
+
+
+PACED_LINE = "paced run: "
+PERCENT = " % of one core"
+
+
+def start_baseline(parser: argparse.ArgumentParser, directory: str) -> subprocess.Popen[str]:
+    """DIR's own bench_record.py with this run's options (less ``--baseline``), started now so
+    that its paced run spans this one's; its package and tests come from DIR."""
+    script = Path(directory).resolve() / "benchmarks" / "bench_record.py"
+    if not script.is_file():
+        parser.error(f"--baseline: no benchmarks/bench_record.py under {directory}")
+    argv = sys.argv[1:]
+    at = argv.index("--baseline") if "--baseline" in argv else None
+    options = [a for a in argv if not a.startswith("--baseline=")]
+    if at is not None:
+        options = argv[:at] + argv[at + 2 :]
+    env = {**os.environ, "PYTHONPATH": str(script.parent.parent)}
+    return subprocess.Popen(
+        [sys.executable, str(script), *options],
+        cwd=tempfile.gettempdir(),  # not a checkout, whose package would shadow DIR's
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def compare_with_baseline(baseline: subprocess.Popen[str], percent: float) -> None:
+    """Wait for the baseline's paced run and print its figure beside this one's."""
+    out, _ = baseline.communicate()
+    line = next((text for text in out.splitlines() if text.startswith(PACED_LINE)), None)
+    if line is None or PERCENT not in line:
+        tail = out.strip().splitlines()[-1:] or ["no output"]
+        print(f"baseline: no paced figure ({tail[0]})")
+        return
+    theirs = float(line.split(PERCENT)[0].rsplit(" ", 1)[1])
+    print(f"baseline {line}")
+    print(
+        f"side by side: this {percent:.3f} %, baseline {theirs:.3f} % of one core "
+        f"(ratio {percent / theirs:.3f})"
+        if theirs > 0
+        else "side by side: the baseline used no CPU"
+    )
 
 
 if __name__ == "__main__":
