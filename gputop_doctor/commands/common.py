@@ -163,18 +163,19 @@ def open_run(options: EngineOptions, clock: Callable[[], float] = time.time) -> 
 
     if options.pid is not None and options.demo is None and not pid_exists(options.pid):
         raise UsageError(f"no process with PID {options.pid}")
+    overrides: dict[str, Any] = {"interval_s": options.interval_s}
+    if options.hold_s is not None:
+        overrides["hold_s"] = options.hold_s
+    settings = load_settings(options.config, **overrides)
     choice = SourceChoice(
         demo=options.demo,
         gpus=options.gpus,
         seed=options.seed,
         interval_s=options.interval_s,
         unbudgeted=options.unbudgeted,
+        utilization_window_s=settings.utilization_window_s(),
     )
     sources = open_sources(choice)  # DemoError: a one-line UsageError
-    overrides: dict[str, Any] = {"interval_s": options.interval_s}
-    if options.hold_s is not None:
-        overrides["hold_s"] = options.hold_s
-    settings = load_settings(options.config, **overrides)
     target = options.pid if options.pid is not None else sources.default_target
     if options.job is not None:
         target = _job_anchor(options.job, sources.attach_job)

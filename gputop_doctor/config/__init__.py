@@ -30,3 +30,10 @@ class Settings:
     series_len: int = 120  # points kept per sparkline
     readonly: bool = False  # the TUI offers no action (no signal keys), like --readonly
     rules: RuleThresholds = field(default_factory=RuleThresholds)
+
+    def utilization_window_s(self) -> float:
+        """The longest window a rule weighs the GPUs' utilization over, tick by tick
+        (gpu-starvation's and the headline's): after a GPU's utilization samples move, the
+        NVML source reads them every tick for this long, so that no such window around a dip
+        holds ticks whose samples were skipped."""
+        return max(self.rules.gpu_starvation.window_s, self.rules.headline.window_s)

@@ -27,6 +27,10 @@ class SourceChoice:
     # A one-off snapshot reads every thread and library each tick; a long-running monitor
     # spreads that work over ticks to stay within its CPU budget.
     unbudgeted: bool = False
+    # How long NVML's utilization samples are read every tick after they moved: the
+    # settings' longest window over utilization (Settings.utilization_window_s); None: the
+    # default settings'.
+    utilization_window_s: float | None = None
 
 
 # (pid, user, command, job) rows for the attach picker. Called from the UI's worker thread, so
@@ -71,8 +75,9 @@ def open_sources(choice: SourceChoice, clock: Callable[[], float] | None = None)
     from gputop_doctor.sources.probe_reader import ProbedHostSource
 
     procfs = _host_source(choice.unbudgeted)
+    window = choice.utilization_window_s
     return OpenedSources(
-        gpu=NvmlGpuSource(),
+        gpu=NvmlGpuSource() if window is None else NvmlGpuSource(moved_hold_s=window),
         host=ProbedHostSource(procfs),
         default_target=None,
         label="live",

@@ -5,6 +5,7 @@ pynvml bindings against the fake library."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -204,7 +205,41 @@ def test_after_samples_move_every_tick_is_read_for_the_hold(gpu: Gpu) -> None:
 
 def test_the_hold_covers_the_rules_windows_over_utilization() -> None:
     """After a dip every tick is read for as long as gpu-starvation and the headline look back,
-    so no window of theirs that holds the dip mixes in skipped ticks after it."""
-    rules = Settings().rules
-    assert rules.gpu_starvation.window_s <= MOVED_HOLD_S
-    assert rules.headline.window_s <= MOVED_HOLD_S
+    so no window of theirs that holds the dip mixes in skipped ticks after it: the default
+    hold is the default settings' longest such window, and other settings give their own."""
+    assert Settings().utilization_window_s() == MOVED_HOLD_S
+    longer = replace(
+        Settings().rules,
+        gpu_starvation=replace(Settings().rules.gpu_starvation, window_s=45.0),
+        headline=replace(Settings().rules.headline, window_s=60.0),
+    )
+    assert Settings(rules=longer).utilization_window_s() == 60.0
+
+
+def test_a_longer_window_in_the_settings_holds_the_reads_as_long(
+    fake_nvml: FakeNvml,  # noqa: F811
+    clock: ManualClock,
+) -> None:
+    """A source given a 60 s window reads every tick for 60 s after a dip, not the default
+    30 s; then the quiet GPU's samples are skipped again."""
+    sources: list[NvmlGpuSource] = []
+
+    def open_source() -> NvmlGpuSource:
+        sources.append(NvmlGpuSource(clock=clock, moved_hold_s=60.0))
+        return sources[-1]
+
+    gpu = Gpu(fake_nvml, open_source, clock)
+
+    def one_dip(i: int) -> int:
+        return 0 if i == 9 else 99
+
+    gpu.tick(99, one_dip)
+    gpu.tick(0, one_dip)
+    reads = gpu.reads()
+    assert all(gpu.tick(99, one_dip).util_samples for _ in range(59))
+    assert gpu.reads() == reads + 59
+    gpu.tick(99, one_dip)  # the hold is over: this read is quiet and sets the band
+    reads = gpu.reads()
+    assert gpu.tick(99, one_dip).util_samples == ()
+    assert gpu.reads() == reads
+    sources[0].close()

@@ -71,7 +71,7 @@ from gputop_doctor.sources.nvml.kept_readings import (
 from gputop_doctor.sources.nvml.nvlink import NvLinkTrafficReader
 from gputop_doctor.sources.nvml.pcie import PCIE_FIELD_IDS, PcieReader, SlowCallBudget
 from gputop_doctor.sources.nvml.processes import GpuProcessReader
-from gputop_doctor.sources.nvml.utilization import UtilizationReader
+from gputop_doctor.sources.nvml.utilization import MOVED_HOLD_S, UtilizationReader
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,10 @@ class DeviceReader:
         lost: bool = False,
         budget: SlowCallBudget | None = None,
         floats: KeptFloats | None = None,
+        moved_hold_s: float = MOVED_HOLD_S,
     ) -> None:
+        """``moved_hold_s``: how long the utilization samples are read every tick after they
+        moved (see utilization.py)."""
         self.index = index
         # The readings as floats, one object per repeating value (shared by the source's GPUs).
         self._floats = KeptFloats() if floats is None else floats
@@ -165,6 +168,7 @@ class DeviceReader:
             index,
             clock,
             self._floats,
+            moved_hold_s,
         )
         self._memory_v2 = memory_ask(caller, index, nvml, handle)
         self._sm_clock, self._mem_clock = (

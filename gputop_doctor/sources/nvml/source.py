@@ -50,6 +50,7 @@ from gputop_doctor.sources.nvml.device import DeviceReader
 from gputop_doctor.sources.nvml.events import XidWatcher, read_topology
 from gputop_doctor.sources.nvml.health import with_xids
 from gputop_doctor.sources.nvml.pcie import SlowCallBudget
+from gputop_doctor.sources.nvml.utilization import MOVED_HOLD_S
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +99,14 @@ def _remedy(nvml: Any, err: Exception) -> str:
 class NvmlGpuSource:
     """GpuSource over NVML. Construct once; it initialises NVML and enumerates the GPUs."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, moved_hold_s: float = MOVED_HOLD_S
+    ) -> None:
+        """``moved_hold_s``: how long each GPU's utilization samples are read every tick after
+        they moved: the longest window the rules weigh utilization over
+        (``Settings.utilization_window_s``; see utilization.py)."""
         self._clock = clock
+        self._moved_hold_s = moved_hold_s
         self._nvml: Any = None
         self._initialized = False
         self._devices: tuple[DeviceReader, ...] = ()
@@ -341,4 +348,5 @@ class NvmlGpuSource:
             self._clock,
             budget=self._budget,
             floats=self._floats,
+            moved_hold_s=self._moved_hold_s,
         )

@@ -11,11 +11,13 @@ The samples matter while utilization moves within a tick: gpu-starvation counts 
 idle between two point readings, and a tick's mean, low and high are made of them. A GPU that
 sits at one level (idle at 0 %, a GEMM at 97-100 %) gives samples that say what its point
 reading says. So a GPU's samples are read every tick while they differ (the last read spread
-over more than :data:`QUIET_BAND_PCT`, or the point reading left their band) and for
-:data:`MOVED_HOLD_S` after they last did; otherwise once a :data:`SAMPLES_PERIOD_S`, which the
-driver's ring outlasts: that read returns every sample since the last, none lost, and a
-pattern hidden between point readings (dips that always fall between two ticks) is seen at
-it, all of its samples with it, and read every tick from then on. On a tick without a read
+over more than :data:`QUIET_BAND_PCT`, or the point reading left their band) and, after they
+last did, for as long as the rules look back over utilization (the hold: gpu-starvation's and
+the headline's windows, ``Settings.utilization_window_s``; :data:`MOVED_HOLD_S` at the
+defaults); otherwise once a :data:`SAMPLES_PERIOD_S`, which the driver's ring outlasts: that
+read returns every sample since the last, none lost, and a pattern hidden between point
+readings (dips that always fall between two ticks) is seen at it, all of its samples with it,
+and read every tick from then on. On a tick without a read
 the point reading is the tick's utilization, as it is on a GPU that gives no samples.
 
 A read's samples are that tick's: a quiet read's 5 s of them, or dips no point reading saw.
@@ -49,9 +51,10 @@ QUIET_BAND_PCT = 5.0
 # an H200), so the read returns every sample since the last one.
 SAMPLES_PERIOD_S = 5.0
 # After samples that moved, they are read every tick for this long, quiet or not: the rules'
-# windows over utilization (gpu-starvation's and the headline's, 30 s) then hold a sample of
-# every tick around any dip, as they did when every tick read them, and a GPU whose dips come
-# every few seconds is read every tick throughout.
+# windows over utilization (gpu-starvation's and the headline's, 30 s at the defaults) then
+# hold a sample of every tick around any dip, as they did when every tick read them, and a GPU
+# whose dips come every few seconds is read every tick throughout. A reader is given the
+# settings' windows instead (``Settings.utilization_window_s``); this is the default's.
 MOVED_HOLD_S = 30.0
 _SAMPLE_TIME = itemgetter(0)  # a (timestamp, value) sample's time, the sort key in C
 
@@ -82,8 +85,12 @@ class UtilizationReader:
         index: int,
         clock: Callable[[], float],
         floats: KeptFloats,
+        moved_hold_s: float = MOVED_HOLD_S,
     ) -> None:
+        """``moved_hold_s``: how long after the samples last moved they are read every tick
+        (the longest window the rules weigh utilization over)."""
         self._point = point
+        self._moved_hold_s = moved_hold_s
         self._samples = samples
         self._handle = handle
         self._floats = floats
@@ -141,12 +148,12 @@ class UtilizationReader:
             self._zero_samples_read = True
 
     def _settle(self, band: tuple[float, float] | None, now: float) -> None:
-        """After a read: the quiet band to skip by, once the samples have held still for
-        :data:`MOVED_HOLD_S` since they last moved (at once on a GPU never seen to move)."""
+        """After a read: the quiet band to skip by, once the samples have held still for the
+        hold since they last moved (at once on a GPU never seen to move)."""
         if band is None:
             self._moved_at = now
         moved = self._moved_at
-        self._quiet = band if moved is None or now - moved >= MOVED_HOLD_S else None
+        self._quiet = band if moved is None or now - moved >= self._moved_hold_s else None
 
     def _samples_if_due(self, point: float | None, tick_us: int | None) -> tuple[float, ...]:
         """The samples since the last read when this tick asks for them: every tick unless
