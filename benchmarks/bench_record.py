@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -254,7 +256,8 @@ def build_engine(  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    # No abbreviations: --baseline is stripped from the options its run is given by name.
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--ticks", type=int, default=60, help="back-to-back ticks for tick cost")
     parser.add_argument("--gpu-source", choices=("demo", "fake", "nvml"), default="demo")
@@ -281,15 +284,17 @@ def main() -> None:
         " options, and print its paced figure beside this one's",
     )
     args = parser.parse_args()
-    baseline = None if args.baseline is None else start_baseline(parser, args.baseline)
     costs = nvml_costs(args)
     if costs is not None and args.gpu_source != "fake":
         parser.error("--nvml-costs models the fake library: it needs --gpu-source fake")
     if args.idle_held and (args.gpu_source != "fake" or not 0 <= args.idle_held <= 8):
         parser.error("--idle-held takes 0 to 8 and needs --gpu-source fake")
+    baseline = None
     tree = start_tree()
     tmp = tempfile.mkdtemp()
     try:
+        if args.baseline is not None:
+            baseline = start_baseline(parser, args.baseline)
         if args.gpu_source == "fake":
             print_header(costs, args.steady)
             if args.idle_held:
@@ -315,6 +320,9 @@ def main() -> None:
             f"max {ticks_ms[-1]:.2f} ms (back to back on the real clock: the readings due every"
             " few seconds hardly come due; bench_breakdown.py's ticks do them)"
         )
+        if baseline is not None and baseline.poll() is not None:
+            compare_with_baseline(baseline, None)  # it ended before its paced run: why
+            baseline = None
         cpu0, wall0 = cpu_seconds(), time.monotonic()
         ticks = engine.run(threading.Event(), lambda f: None, duration_s=args.seconds)
         cpu = cpu_seconds() - cpu0
@@ -335,14 +343,15 @@ def main() -> None:
         engine.close()
     finally:
         if baseline is not None:
-            baseline.kill()
-            baseline.wait()
+            stop_baseline(baseline)
         os.killpg(tree.pid, 15)
         tree.wait()
 
 
 PACED_LINE = "paced run: "
-PERCENT = " % of one core"
+# Its CPU seconds and wall time (two decimals and one: finer than the percentage, which
+# benchmarks before the side-by-side run printed to two decimals).
+PACED_FIGURES = re.compile(r"over ([0-9.]+) s: ([0-9.]+) CPU s")
 
 
 def start_baseline(parser: argparse.ArgumentParser, directory: str) -> subprocess.Popen[str]:
@@ -351,11 +360,12 @@ def start_baseline(parser: argparse.ArgumentParser, directory: str) -> subproces
     script = Path(directory).resolve() / "benchmarks" / "bench_record.py"
     if not script.is_file():
         parser.error(f"--baseline: no benchmarks/bench_record.py under {directory}")
-    argv = sys.argv[1:]
-    at = argv.index("--baseline") if "--baseline" in argv else None
-    options = [a for a in argv if not a.startswith("--baseline=")]
-    if at is not None:
-        options = argv[:at] + argv[at + 2 :]
+    options: list[str] = []
+    skip = False
+    for arg in sys.argv[1:]:
+        if not skip and arg != "--baseline" and not arg.startswith("--baseline="):
+            options.append(arg)
+        skip = arg == "--baseline"  # its DIR follows
     env = {**os.environ, "PYTHONPATH": str(script.parent.parent)}
     return subprocess.Popen(
         [sys.executable, str(script), *options],
@@ -367,22 +377,39 @@ def start_baseline(parser: argparse.ArgumentParser, directory: str) -> subproces
     )
 
 
-def compare_with_baseline(baseline: subprocess.Popen[str], percent: float) -> None:
-    """Wait for the baseline's paced run and print its figure beside this one's."""
+def compare_with_baseline(baseline: subprocess.Popen[str], percent: float | None) -> None:
+    """Wait for the baseline's paced run and print its figure beside this one's (``percent``
+    None: it has ended already, before its run; say why)."""
     out, _ = baseline.communicate()
     line = next((text for text in out.splitlines() if text.startswith(PACED_LINE)), None)
-    if line is None or PERCENT not in line:
+    figures = None if line is None else PACED_FIGURES.search(line)
+    if line is None or figures is None or percent is None:
         tail = out.strip().splitlines()[-1:] or ["no output"]
         print(f"baseline: no paced figure ({tail[0]})")
         return
-    theirs = float(line.split(PERCENT)[0].rsplit(" ", 1)[1])
+    wall, cpu = float(figures.group(1)), float(figures.group(2))
+    theirs = 100 * cpu / wall
     print(f"baseline {line}")
     print(
         f"side by side: this {percent:.3f} %, baseline {theirs:.3f} % of one core "
-        f"(ratio {percent / theirs:.3f})"
-        if theirs > 0
+        f"(ratio {percent / theirs:.3f}; the baseline's CPU s to two decimals: "
+        f"+-{100 * 0.005 / cpu:.1f} %)"
+        if cpu > 0
         else "side by side: the baseline used no CPU"
     )
+
+
+def stop_baseline(baseline: subprocess.Popen[str]) -> None:
+    """Stop a baseline still running (this run failed or was interrupted): an interrupt, so
+    that it stops its own process tree, then a kill if it does not end."""
+    if baseline.poll() is not None:
+        return
+    baseline.send_signal(signal.SIGINT)
+    try:
+        baseline.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        baseline.kill()
+        baseline.wait()
 
 
 if __name__ == "__main__":

@@ -32,8 +32,10 @@ class Settings:
     rules: RuleThresholds = field(default_factory=RuleThresholds)
 
     def utilization_window_s(self) -> float:
-        """The longest window a rule weighs the GPUs' utilization over, tick by tick
-        (gpu-starvation's and the headline's): after a GPU's utilization samples move, the
+        """The longest window a rule reads the GPUs' utilization samples over: gpu-starvation's
+        and the headline's (tick by tick), io-bound's (their mean, where a tick whose samples
+        were read weighs 25 readings and a skipped one 1). After a GPU's samples move, the
         NVML source reads them every tick for this long, so that no such window around a dip
         holds ticks whose samples were skipped."""
-        return max(self.rules.gpu_starvation.window_s, self.rules.headline.window_s)
+        rules = self.rules
+        return max(rules.gpu_starvation.window_s, rules.headline.window_s, rules.io_bound.window_s)

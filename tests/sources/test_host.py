@@ -58,6 +58,8 @@ class FakeProc:
         self.last_pid = 1
         self._runs: dict[int, int] = {}  # pid -> times put on a CPU (its schedstat's pcount)
         root.mkdir(parents=True, exist_ok=True)
+        (root / "self").mkdir(exist_ok=True)  # the reader's own: a kernel that keeps counts
+        (root / "self" / "schedstat").write_text("1000 0 1\n")
         self._loadavg()
 
     def _loadavg(self) -> None:

@@ -19,8 +19,9 @@ import pytest
 
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.sources.host import tree as tree_module
+from gputop_doctor.sources.host.kept_files import PidFiles
 from gputop_doctor.sources.host.procinfo import ProcInfoCache
-from gputop_doctor.sources.host.tree import IO_TTL_S, ProcessTreeReader
+from gputop_doctor.sources.host.tree import IO_TTL_S, PROBE_BACKOFF_S, ProcessTreeReader
 from tests.helpers import Spawn
 from tests.sources.test_host import Clock, FakeProc
 from tests.sources.test_host_steady import JOB_1, LIBC, steady_reader, write_extras
@@ -48,16 +49,83 @@ def test_a_change_made_without_running_shows_only_at_the_full_read(fake: FakePro
     """RSS lowered by reclaim (the process did not run): held until the steady sample falls
     due a re-read, within IO_TTL_S; a change it made by running shows at the next tick."""
     clock = Clock()
-    process(fake, 100, rss_pages=1000)
+    process(fake, 100)
+    process(fake, 101, ppid=100, rss_pages=1000)
     reader = steady_reader(fake, clock)
     for _ in range(4):  # first reading, steady sample, baseline of its schedstat
-        steady = ticker(reader, clock, 100)[100]
-    fake.process(100, rss_pages=500, ran=False)
-    held = [ticker(reader, clock, 100)[100] for _ in range(int(IO_TTL_S) + 1)]
+        steady = ticker(reader, clock, 100)[101]
+    fake.process(101, ppid=100, rss_pages=500, ran=False)
+    held = [ticker(reader, clock, 100)[101] for _ in range(int(IO_TTL_S) + 1)]
     assert held[0] is steady  # not read: its schedstat stands
     assert held[-1].rss_mib < steady.rss_mib  # read in full within the bound
-    fake.process(100, rss_pages=2000)  # it ran
-    assert ticker(reader, clock, 100)[100].rss_mib > steady.rss_mib
+    fake.process(101, ppid=100, rss_pages=2000)  # it ran
+    assert ticker(reader, clock, 100)[101].rss_mib > steady.rss_mib
+
+
+def test_the_roots_are_read_in_full(fake: FakeProc) -> None:
+    """A root of the tree (here the attached process) has a parent outside it, whose exit
+    this tick's reading would not see: its stat is read every tick."""
+    clock = Clock()
+    process(fake, 100, rss_pages=1000)
+    reader = steady_reader(fake, clock)
+    for _ in range(4):
+        steady = ticker(reader, clock, 100)[100]
+    fake.process(100, rss_pages=500, ran=False)
+    assert ticker(reader, clock, 100)[100].rss_mib < steady.rss_mib
+
+
+def test_a_run_between_the_two_reads_is_not_missed(
+    fake: FakeProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The baseline is taken schedstat first: a process that runs right after the first of
+    the two reads has its new stat read then, and is read in full at the next tick (taken
+    the other way round, the old stat would stand beside the new schedstat)."""
+    clock = Clock()
+    process(fake, 100)
+    process(fake, 101, ppid=100, rss_pages=1000)
+    reader = steady_reader(fake, clock)
+    for _ in range(2):  # first reading, steady sample: its baseline is taken next
+        steady = ticker(reader, clock, 100)[101]
+    real_read = PidFiles.read
+    first: list[str] = []
+
+    def read(files: PidFiles, pid: int) -> bytes | None:
+        text = real_read(files, pid)
+        if pid == 101 and not first:
+            first.append(files.name)
+            fake.process(101, ppid=100, rss_pages=500)  # it runs right after this read
+        return text
+
+    monkeypatch.setattr(PidFiles, "read", read)
+    ticker(reader, clock, 100)
+    monkeypatch.undo()
+    assert first == ["schedstat"]
+    assert ticker(reader, clock, 100)[101].rss_mib < steady.rss_mib
+
+
+def test_a_process_that_ran_when_asked_is_not_asked_again_for_a_while(
+    fake: FakeProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A steady process that wakes each tick for less than a CPU tick (its stat text the
+    same, its schedstat not) is asked its schedstat once per back-off, not every tick."""
+    clock = Clock()
+    process(fake, 100)
+    process(fake, 101, ppid=100)
+    reader = steady_reader(fake, clock)
+    real_read = PidFiles.read
+    asked: list[int] = []
+
+    def read(files: PidFiles, pid: int) -> bytes | None:
+        if files.name == "schedstat" and pid == 101:
+            asked.append(pid)
+        return real_read(files, pid)
+
+    monkeypatch.setattr(PidFiles, "read", read)
+    schedstat = fake.root / "101" / "schedstat"
+    for tick in range(30):
+        schedstat.write_text(f"{1000 + tick} 0 {2 + tick}\n")  # it ran, no CPU tick
+        ticker(reader, clock, 100)
+    assert 2 <= len(asked) <= 2 + 30 // int(PROBE_BACKOFF_S) + 1
 
 
 def test_a_child_reparented_as_its_parent_exits_is_read_in_full(fake: FakeProc) -> None:
@@ -93,23 +161,42 @@ def test_a_zombie_parent_also_has_its_children_read(fake: FakeProc) -> None:
     assert ticker(reader, clock, 100)[102].ppid == 100
 
 
+def test_a_parent_whose_pid_was_taken_has_its_children_read(fake: FakeProc) -> None:
+    """The middle process exits and another process takes its PID within the tick: its
+    child, reparented to the root without running, is read in full all the same."""
+    clock = Clock()
+    process(fake, 100)
+    process(fake, 101, ppid=100)
+    process(fake, 102, ppid=101)
+    reader = steady_reader(fake, clock)
+    for _ in range(4):
+        ticker(reader, clock, 100)
+    fake.remove(101)
+    process(fake, 101, ppid=100, start=999)  # a new process with the old number
+    fake.last_pid = 103  # the PID counter moved on a little: no listing of /proc
+    fake.process(102, ppid=100, ran=False)
+    assert ticker(reader, clock, 100)[102].ppid == 100
+
+
 @pytest.mark.parametrize("case", ["no counts", "two threads"])
 def test_without_a_telling_schedstat_every_tick_reads_the_stat(fake: FakeProc, case: str) -> None:
     """``0 0 0`` (a kernel without the counts) or a process of two threads (the file is the
     leader's): a change made without the leader running shows at the next tick."""
     clock = Clock()
-    threads = {100: ("python", "S", 0, 0), 103: ("worker", "S", 0, 0)}
-    process(fake, 100, rss_pages=1000, threads=threads if case == "two threads" else None)
-    schedstat = fake.root / "100" / "schedstat"
+    threads = {101: ("python", "S", 0, 0), 103: ("worker", "S", 0, 0)}
+    process(fake, 100)
+    process(fake, 101, ppid=100, rss_pages=1000, threads=threads if case == "two threads" else None)
+    schedstat = fake.root / "101" / "schedstat"
     if case == "no counts":
         schedstat.write_text("0 0 0\n")
+        (fake.root / "self" / "schedstat").write_text("0 0 0\n")
     reader = steady_reader(fake, clock)
     for _ in range(4):
-        steady = ticker(reader, clock, 100)[100]
+        steady = ticker(reader, clock, 100)[101]
     text = schedstat.read_text()
-    fake.process(100, rss_pages=500, threads=threads if case == "two threads" else None)
+    fake.process(101, ppid=100, rss_pages=500, threads=threads if case == "two threads" else None)
     schedstat.write_text(text)  # as if the leader had not run
-    assert ticker(reader, clock, 100)[100].rss_mib < steady.rss_mib
+    assert ticker(reader, clock, 100)[101].rss_mib < steady.rss_mib
 
 
 def test_a_real_sleeping_process_is_asked_its_schedstat_and_shows_what_it_does(
@@ -127,8 +214,9 @@ def test_a_real_sleeping_process_is_asked_its_schedstat_and_shows_what_it_does(
             signal.pause()
         """
     )
+    settle(child.pid)
     reader = ProcessTreeReader(ProcInfoCache("/proc"), "/proc", keep_files=True)
-    tree = [(child.pid, 0)]
+    tree = [(child.pid, 1)]  # below a root, as a worker of the job
     start = time.monotonic()
     for tick in range(1, 12):  # first reading, steady sample, then its schedstat's baseline
         (steady,) = reader.read(tree, [], start + tick)
@@ -152,3 +240,18 @@ def test_a_real_sleeping_process_is_asked_its_schedstat_and_shows_what_it_does(
         assert time.monotonic() < deadline, "the 64 MiB never showed"
         time.sleep(0.05)
     reader.close()
+
+
+def settle(pid: int) -> None:
+    """Wait until ``pid`` sleeps for good: after printing 'ready' it still runs on to its
+    pause(); settled, its schedstat stays the same over 50 ms."""
+    path = Path(f"/proc/{pid}/schedstat")
+    deadline = time.monotonic() + 10
+    last = path.read_text()
+    while True:
+        time.sleep(0.05)
+        now = path.read_text()
+        if now == last:
+            return
+        assert time.monotonic() < deadline, "the process never settled"
+        last = now

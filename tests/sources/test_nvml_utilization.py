@@ -208,12 +208,10 @@ def test_the_hold_covers_the_rules_windows_over_utilization() -> None:
     so no window of theirs that holds the dip mixes in skipped ticks after it: the default
     hold is the default settings' longest such window, and other settings give their own."""
     assert Settings().utilization_window_s() == MOVED_HOLD_S
-    longer = replace(
-        Settings().rules,
-        gpu_starvation=replace(Settings().rules.gpu_starvation, window_s=45.0),
-        headline=replace(Settings().rules.headline, window_s=60.0),
-    )
-    assert Settings(rules=longer).utilization_window_s() == 60.0
+    rules = Settings().rules
+    for name, seconds in (("gpu_starvation", 45.0), ("headline", 60.0), ("io_bound", 50.0)):
+        longer = replace(rules, **{name: replace(getattr(rules, name), window_s=seconds)})
+        assert Settings(rules=longer).utilization_window_s() == seconds
 
 
 def test_a_longer_window_in_the_settings_holds_the_reads_as_long(

@@ -270,8 +270,8 @@ STORAGE_SCAN_SHARE = 8
 
 def descriptor_budget(cap: int, share: int) -> int:
     """How many descriptors one set of kept files may hold: ``cap``, or ``1/share`` of a
-    lower soft RLIMIT_NOFILE (``TREE_SHARE``, ``RANKING_SHARE``, ``STORAGE_SCAN_SHARE``:
-    together half of it)."""
+    lower soft RLIMIT_NOFILE (``TREE_SHARE``, ``SCHEDSTAT_SHARE``, ``RANKING_SHARE``,
+    ``STORAGE_SCAN_SHARE``: together five eighths of it)."""
     try:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (OSError, ValueError):

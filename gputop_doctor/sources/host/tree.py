@@ -32,18 +32,26 @@ The per-process part is made cheap for the common case, a tree most of whose pro
   lookup, no per-process object; the rest of the tick (maps, threads, sample) is only for
   the others.
 
-A steady process with one thread is not even asked for its stat text while it has not run:
-its ``/proc/PID/schedstat`` (three numbers, a quarter of the kernel's work of formatting
-``stat``: 0.8 against 3.1 µs a read here) is read first, and while it reads as it did just
-before the stat text was last read (the nanoseconds the task ran, waited, and how many times
-it was put on a CPU), the task has not been on a CPU since, so nothing ``stat`` says that we
-use can have changed by its own doing: its state, CPU ticks, threads, faults, reaped children
-and last CPU all move only when it runs. Two things move without it running, and both are
-met: its parent exiting reparents it (so once a process of the tick is found gone or a zombie,
-its children are read in full: the tree lists parents first), and the kernel taking back its
-pages under memory pressure lowers its RSS (its stat is read in full whenever its sample falls
-due a re-read, at least every ``IO_TTL_S``). A kernel that keeps no such counts writes
-``0 0 0``: nothing is skipped then.
+A steady process of the tree with one thread, below the tree's roots, is not even asked for
+its stat text while it has not run: its ``/proc/PID/schedstat`` (three numbers, a quarter of
+the kernel's work of formatting ``stat``: 0.8 against 3.1 µs a read here) is read first, and
+while it reads as it did just before the stat text was last read (the nanoseconds the task
+ran, waited, and how many times it was put on a CPU), the task has not been on a CPU since,
+so what ``stat`` says that we use and only the task itself moves has not moved: its CPU
+ticks, threads, reaped children and name. What others move is met in two ways:
+
+- its parent exiting reparents it: once a process of the tick is found gone, a zombie or its
+  PID taken by another, its children are read in full (the tree lists parents first);
+- the rest shows when the process next runs, or when its sample falls due a re-read (at least
+  every ``IO_TTL_S``), which reads its stat in full: a wakeup (its state turns R, and its CPU
+  is picked, before it is put on one), a freezer, and its RSS moved from outside (pages
+  reclaimed, a mapped file truncated, another process writing into its memory).
+
+A process found to have run when it was asked is not asked again for ``PROBE_BACKOFF_S`` (one
+that wakes each second for less than a CPU tick would cost two reads a tick); descriptors for
+``schedstat`` are kept for at most a share of the descriptor limit, and beyond it nothing is
+asked. A kernel that keeps no counts (``0 0 0``, or no such file: the reader's own is looked at
+once) skips nothing.
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ from gputop_doctor.sources.host.kept_files import (
     descriptor_budget,
     is_procfs,
     pread_whole,
+    read_small,
 )
 from gputop_doctor.sources.host.pids import (
     CLK_TCK,
@@ -84,6 +93,9 @@ _QUIET = ThreadDelta(0.0, 0.0, 0.0, 0)
 _UNKNOWN = ThreadDelta()
 STAT_SIZE = 4096  # one read of /proc/PID/stat gets the whole line
 SCHEDSTAT_SIZE = 256  # /proc/PID/schedstat: three numbers on one line
+# A steady process found to have run when its schedstat was asked has its stat read plainly
+# for this long: one that wakes now and then (a timer, a queue polled) is not asked twice a tick.
+PROBE_BACKOFF_S = 10.0
 ALLOWED_TTL_S = 30.0  # Cpus_allowed_list is re-read this often (pinning rarely changes)
 # A steady sample's /proc/PID/io is read again this often: a process can write without using
 # a whole CPU tick (a log line now and then), and those bytes must show within this bound.
@@ -125,6 +137,7 @@ class _Known:
     # Its /proc/PID/schedstat text, read just before ``raw`` was (None: not read, or of a
     # kernel that keeps no counts): while it reads the same, ``raw`` still holds (module doc).
     sched: bytes | None = None
+    probe_from: float = 0.0  # its schedstat is not asked before then (it ran when last asked)
 
 
 @dataclass(slots=True)  # not frozen: built 64 times a tick, and frozen __init__ is slow
@@ -145,7 +158,9 @@ class ProcessTreeReader:
 
     ``keep_files``: read ``/proc/PID/stat`` through kept descriptors (default: when
     ``proc_root`` is procfs); ``max_files`` bounds how many are kept (default: 256, less
-    under a low RLIMIT_NOFILE); the processes beyond are read with open/read/close.
+    under a low RLIMIT_NOFILE), and as many again of ``schedstat`` (default: 256 or an eighth
+    of the limit); the processes beyond are read with open/read/close (and not asked their
+    ``schedstat``).
     """
 
     def __init__(
@@ -169,6 +184,7 @@ class ProcessTreeReader:
         sched_limit = descriptor_budget(256, SCHEDSTAT_SHARE) if max_files is None else max_files
         self.sched_files = PidFiles(proc_root, keep, sched_limit, SCHEDSTAT_SIZE, "schedstat")
         self._ended: set[int] = set()  # PIDs found gone or a zombie in this tick's reading
+        self._probing = _keeps_counts(proc_root)  # schedstat says whether a process ran
         self.table = PidTable(proc_root, keep)
         self.jobs = JobIdentityCache(proc_root, clock=clock)  # shared with the job scope
         self._known: dict[int, _Known] = {}
@@ -247,7 +263,7 @@ class ProcessTreeReader:
             if pid == just_pid:
                 raw = just_text
             else:
-                if steady is not None and in_tree and steady.num_threads == 1:
+                if steady is not None and depth and self._asks(pid, steady, now):
                     sched = pread_whole(kept_sched.get(pid), SCHEDSTAT_SIZE)
                     if sched is None:  # no descriptor kept, or its pread failed
                         sched = self.sched_files.read(pid)
@@ -255,6 +271,8 @@ class ProcessTreeReader:
                         steady.at = now
                         slots.append(steady.sample)
                         continue
+                    if steady.sched is not None and sched != steady.sched:  # it ran
+                        steady.probe_from = now + PROBE_BACKOFF_S
                 raw = pread_whole(kept.get(pid), size)
                 if raw is None:
                     raw = read_stat(pid)
@@ -286,6 +304,18 @@ class ProcessTreeReader:
         _, visits, in_tree = self._tree_visits
         outside = [pid for pid in dict.fromkeys(extras) if pid not in in_tree]
         return visits + [(pid, 0, False) for pid in outside] if outside else visits
+
+    def _asks(self, pid: int, steady: _Known, now: float) -> bool:
+        """Whether a steady process below the roots is asked its schedstat this tick: it has
+        one thread, it was not found to have run when last asked within the back-off, and
+        its descriptor is kept or can be (the budget is not spent)."""
+        files = self.sched_files
+        return (
+            self._probing
+            and steady.num_threads == 1
+            and now >= steady.probe_from
+            and (files.holds(pid) or len(files) < files.limit)
+        )
 
     def _not_run(self, prior: _Known, sched: bytes | None) -> bool:
         """Whether the process has not run since its stat text ``prior.raw`` was read, so
@@ -329,6 +359,7 @@ class ProcessTreeReader:
         if in_tree:
             self.table.set(pid, stat.ppid, stat.start)
         if prior is not None and prior.start != stat.start:
+            self._ended.add(pid)  # the process it was exited: its children were reparented
             prior = None  # the PID was reused by another process
         built.append(_Seen(pid, depth, in_tree, stat, prior, raw or b"", same, len(slots), sched))
         slots.append(None)
@@ -386,8 +417,6 @@ class ProcessTreeReader:
             # identity give the same objects then). Only the time moves on, so that the
             # next CPU % spans one tick.
             prior.at = now
-            if s.sched is not None:
-                prior.sched = _counted(s.sched)
             self._hold(prior, (s.pid, stat.start))
             return prior.sample
         known = _Known(
@@ -452,6 +481,7 @@ class ProcessTreeReader:
         )
         known.raw, known.stat = s.raw, stat
         known.sched = _counted(s.sched)
+        known.probe_from = 0.0 if prior is None else prior.probe_from
         if quiet and cpu_pct == 0.0 and not children_pct and not read_mib_s and not write_mib_s:
             known.sample, known.maps, known.env = sample, maps, env
             self._hold(known, (s.pid, stat.start))
@@ -546,6 +576,13 @@ class ProcessTreeReader:
         self.info.retain({(pid, k.start) for pid, k in self._known.items()})
         self.files.retain(pids)
         self.sched_files.retain(pids)
+
+
+def _keeps_counts(proc_root: str) -> bool:
+    """Whether the kernel keeps the counts ``schedstat`` shows: the reader's own file, looked
+    at once, is there and not ``0 0 0`` (a kernel without CONFIG_SCHED_INFO has no file; one
+    that keeps no counts writes zeros)."""
+    return _counted(read_small(f"{proc_root}/self/schedstat", SCHEDSTAT_SIZE)) is not None
 
 
 def _counted(sched: bytes | None) -> bytes | None:
