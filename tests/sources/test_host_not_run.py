@@ -128,10 +128,9 @@ def test_a_process_that_ran_when_asked_is_not_asked_again_for_a_while(
     assert 2 <= len(asked) <= 2 + 30 // int(PROBE_BACKOFF_S) + 1
 
 
-def test_a_child_reparented_as_its_parent_exits_is_read_in_full(fake: FakeProc) -> None:
-    """The middle process exits and its child is handed to the tree's root (a subreaper)
-    without running: the child's stat is read in full in the tick its parent is found gone,
-    so it stays in the tree under its new parent."""
+def three_generations(fake: FakeProc) -> tuple[Clock, ProcessTreeReader]:
+    """A root, its child and grandchild, read until the grandchild is asked its schedstat
+    (first reading, steady sample, baseline): the reader and its clock."""
     clock = Clock()
     process(fake, 100)
     process(fake, 101, ppid=100)
@@ -139,6 +138,14 @@ def test_a_child_reparented_as_its_parent_exits_is_read_in_full(fake: FakeProc) 
     reader = steady_reader(fake, clock)
     for _ in range(4):
         ticker(reader, clock, 100)
+    return clock, reader
+
+
+def test_a_child_reparented_as_its_parent_exits_is_read_in_full(fake: FakeProc) -> None:
+    """The middle process exits and its child is handed to the tree's root (a subreaper)
+    without running: the child's stat is read in full in the tick its parent is found gone,
+    so it stays in the tree under its new parent."""
+    clock, reader = three_generations(fake)
     fake.remove(101)
     fake.process(102, ppid=100, ran=False)
     found = ticker(reader, clock, 100)
@@ -149,13 +156,7 @@ def test_a_child_reparented_as_its_parent_exits_is_read_in_full(fake: FakeProc) 
 def test_a_zombie_parent_also_has_its_children_read(fake: FakeProc) -> None:
     """A parent that has exited but is not yet reaped reads as a zombie; its children were
     reparented when it exited."""
-    clock = Clock()
-    process(fake, 100)
-    process(fake, 101, ppid=100)
-    process(fake, 102, ppid=101)
-    reader = steady_reader(fake, clock)
-    for _ in range(4):
-        ticker(reader, clock, 100)
+    clock, reader = three_generations(fake)
     fake.process(101, ppid=100, state="Z")
     fake.process(102, ppid=100, ran=False)
     assert ticker(reader, clock, 100)[102].ppid == 100
@@ -164,13 +165,7 @@ def test_a_zombie_parent_also_has_its_children_read(fake: FakeProc) -> None:
 def test_a_parent_whose_pid_was_taken_has_its_children_read(fake: FakeProc) -> None:
     """The middle process exits and another process takes its PID within the tick: its
     child, reparented to the root without running, is read in full all the same."""
-    clock = Clock()
-    process(fake, 100)
-    process(fake, 101, ppid=100)
-    process(fake, 102, ppid=101)
-    reader = steady_reader(fake, clock)
-    for _ in range(4):
-        ticker(reader, clock, 100)
+    clock, reader = three_generations(fake)
     fake.remove(101)
     process(fake, 101, ppid=100, start=999)  # a new process with the old number
     fake.last_pid = 103  # the PID counter moved on a little: no listing of /proc
