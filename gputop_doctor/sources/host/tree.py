@@ -183,7 +183,8 @@ class ProcessTreeReader:
         self.files = PidFiles(proc_root, keep, limit, STAT_SIZE)
         sched_limit = descriptor_budget(256, SCHEDSTAT_SHARE) if max_files is None else max_files
         self.sched_files = PidFiles(proc_root, keep, sched_limit, SCHEDSTAT_SIZE, "schedstat")
-        self._ended: set[int] = set()  # PIDs found gone or a zombie in this tick's reading
+        # PIDs found gone, a zombie or taken by another process in this tick's reading.
+        self._ended: set[int] = set()
         self._probing = _keeps_counts(proc_root)  # schedstat says whether a process ran
         self.table = PidTable(proc_root, keep)
         self.jobs = JobIdentityCache(proc_root, clock=clock)  # shared with the job scope
