@@ -407,6 +407,22 @@ def test_a_pid_reused_after_a_wrap_is_read_again(fake: FakeProc) -> None:
     assert dict(r.tree(100)) == {100: 0, 120: 1, 106: 2}
 
 
+def test_a_child_reparented_inside_the_tree_stays_in_it_after_a_listing(fake: FakeProc) -> None:
+    """A listing of /proc finds a parent gone and drops it before the tree is walked: its
+    children, reparented when it exited (here to the job's root, a subreaper), are read again
+    then, so they stay in the tree instead of hanging off a parent nobody has."""
+    fake.process(100)
+    fake.process(101, ppid=100)
+    fake.process(102, ppid=101)
+    r = reader(fake)
+    assert dict(r.tree(100)) == {100: 0, 101: 1, 102: 2}
+    fake.remove(101)
+    fake.process(102, ppid=100, ran=False)
+    fake.last_pid = 110  # the PID counter jumped by more than a few: /proc is listed
+    fake._loadavg()
+    assert dict(r.tree(100)) == {100: 0, 102: 1}
+
+
 def test_thread_delta_without_schedstat_is_unknown() -> None:
     assert thread_delta({}, {}, 1.0).delay_ratio is None
     assert thread_delta({1: (0, 0)}, {1: (0, 0)}, 1.0).delay_ratio == 0.0

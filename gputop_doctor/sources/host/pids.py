@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import pwd
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -208,8 +208,10 @@ class PidTable:
             self._names = set()
             for pid in [p for p in self.entries if str(p) not in listing]:
                 self.discard(pid)
-        for name in self._names - listing:
-            self.discard(int(name))
+        gone = frozenset(int(name) for name in self._names - listing)
+        for pid in gone:
+            self.discard(pid)
+        self._reread_orphans(gone, listing)
         for name in listing - self._names - self._other:
             if not name.isdigit():
                 self._other.add(name)
@@ -218,6 +220,20 @@ class PidTable:
             if stat is not None:
                 self.set(int(name), stat.ppid, stat.start)
         self._names = listing - self._other
+
+    def _reread_orphans(self, gone: Collection[int], listing: Collection[str]) -> None:
+        """Read again the processes whose parent is among ``gone``: they were reparented when
+        it exited (to init, or to a subreaper that may be in the attached tree), and a tree
+        walked with their old parent would leave them out until their stat is next read."""
+        if not gone:
+            return
+        orphans = [pid for pid, (ppid, _) in self.entries.items() if ppid in gone]
+        for pid in orphans:
+            stat = read_stat(pid, self.proc_root) if str(pid) in listing else None
+            if stat is None:
+                self.discard(pid)
+            else:
+                self.set(pid, stat.ppid, stat.start)
 
     def _probe(self, pids: range) -> None:
         for pid in pids:
