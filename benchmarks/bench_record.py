@@ -371,6 +371,9 @@ def start_baseline(parser: argparse.ArgumentParser, directory: str) -> subproces
         [sys.executable, str(script), *options],
         cwd=tempfile.gettempdir(),  # not a checkout, whose package would shadow DIR's
         env=env,
+        # Its own session: a Ctrl-C here reaches it once, from stop_baseline, not also from
+        # the terminal (a second interrupt could cut its cleanup short, leaving its tree).
+        start_new_session=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

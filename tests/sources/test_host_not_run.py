@@ -112,20 +112,13 @@ def test_a_process_that_ran_when_asked_is_not_asked_again_for_a_while(
     process(fake, 100)
     process(fake, 101, ppid=100)
     reader = steady_reader(fake, clock)
-    real_read = PidFiles.read
-    asked: list[int] = []
-
-    def read(files: PidFiles, pid: int) -> bytes | None:
-        if files.name == "schedstat" and pid == 101:
-            asked.append(pid)
-        return real_read(files, pid)
-
-    monkeypatch.setattr(PidFiles, "read", read)
+    asked = schedstat_reads(monkeypatch, 101)
     schedstat = fake.root / "101" / "schedstat"
     for tick in range(30):
         schedstat.write_text(f"{1000 + tick} 0 {2 + tick}\n")  # it ran, no CPU tick
         ticker(reader, clock, 100)
-    assert 2 <= len(asked) <= 2 + 30 // int(PROBE_BACKOFF_S) + 1
+    # The tick that takes its baseline, the next (it ran), then one per back-off.
+    assert 3 <= len(asked) <= 2 + 30 // int(PROBE_BACKOFF_S)
 
 
 def three_generations(fake: FakeProc) -> tuple[Clock, ProcessTreeReader]:
@@ -174,9 +167,13 @@ def test_a_parent_whose_pid_was_taken_has_its_children_read(fake: FakeProc) -> N
 
 
 @pytest.mark.parametrize("case", ["no counts", "two threads"])
-def test_without_a_telling_schedstat_every_tick_reads_the_stat(fake: FakeProc, case: str) -> None:
-    """``0 0 0`` (a kernel without the counts) or a process of two threads (the file is the
-    leader's): a change made without the leader running shows at the next tick."""
+def test_without_a_telling_schedstat_every_tick_reads_the_stat(
+    fake: FakeProc, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``0 0 0`` (a kernel without the counts: no process is asked its schedstat then) or a
+    process of two threads (the file is the leader's): a change made without the leader
+    running shows at the next tick."""
+    asked = schedstat_reads(monkeypatch, 101)
     clock = Clock()
     threads = {101: ("python", "S", 0, 0), 103: ("worker", "S", 0, 0)}
     process(fake, 100)
@@ -192,6 +189,7 @@ def test_without_a_telling_schedstat_every_tick_reads_the_stat(fake: FakeProc, c
     fake.process(101, ppid=100, rss_pages=500, threads=threads if case == "two threads" else None)
     schedstat.write_text(text)  # as if the leader had not run
     assert ticker(reader, clock, 100)[101].rss_mib < steady.rss_mib
+    assert not asked
 
 
 def test_a_real_sleeping_process_is_asked_its_schedstat_and_shows_what_it_does(
@@ -239,14 +237,35 @@ def test_a_real_sleeping_process_is_asked_its_schedstat_and_shows_what_it_does(
 
 def settle(pid: int) -> None:
     """Wait until ``pid`` sleeps for good: after printing 'ready' it still runs on to its
-    pause(); settled, its schedstat stays the same over 50 ms."""
-    path = Path(f"/proc/{pid}/schedstat")
+    pause(); settled, it is asleep (S) and its schedstat stays the same over 50 ms (a task
+    waiting for a CPU shows unchanged counts too, but not S)."""
     deadline = time.monotonic() + 10
-    last = path.read_text()
+    last = None
     while True:
-        time.sleep(0.05)
-        now = path.read_text()
-        if now == last:
+        now = (Path(f"/proc/{pid}/schedstat").read_text(), asleep(pid))
+        if now == last and now[1]:
             return
         assert time.monotonic() < deadline, "the process never settled"
         last = now
+        time.sleep(0.05)
+
+
+def asleep(pid: int) -> bool:
+    """Whether ``pid`` is in an interruptible sleep (state S in its stat)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rfind(")") + 2 :].startswith("S")
+
+
+def schedstat_reads(monkeypatch: pytest.MonkeyPatch, pid: int) -> list[int]:
+    """Each plain read of ``pid``'s schedstat from now on (the synthetic /proc keeps no
+    descriptors: every read is one)."""
+    real_read = PidFiles.read
+    asked: list[int] = []
+
+    def read(files: PidFiles, of: int) -> bytes | None:
+        if files.name == "schedstat" and of == pid:
+            asked.append(of)
+        return real_read(files, of)
+
+    monkeypatch.setattr(PidFiles, "read", read)
+    return asked

@@ -268,12 +268,12 @@ class ProcessTreeReader:
                     sched = pread_whole(kept_sched.get(pid), SCHEDSTAT_SIZE)
                     if sched is None:  # no descriptor kept, or its pread failed
                         sched = self.sched_files.read(pid)
-                    if self._not_run(steady, sched):
+                    if self._not_run(pid, steady, sched):
                         steady.at = now
                         slots.append(steady.sample)
                         continue
-                    if steady.sched is not None and sched != steady.sched:  # it ran
-                        steady.probe_from = now + PROBE_BACKOFF_S
+                    if steady.sched is not None or _counted(sched) is None:
+                        steady.probe_from = now + PROBE_BACKOFF_S  # it ran (or tells nothing)
                 raw = pread_whole(kept.get(pid), size)
                 if raw is None:
                     raw = read_stat(pid)
@@ -318,15 +318,18 @@ class ProcessTreeReader:
             and (files.holds(pid) or len(files) < files.limit)
         )
 
-    def _not_run(self, prior: _Known, sched: bytes | None) -> bool:
+    def _not_run(self, pid: int, prior: _Known, sched: bytes | None) -> bool:
         """Whether the process has not run since its stat text ``prior.raw`` was read, so
-        that text stands (see the module doc): its schedstat reads as just before then, and
-        its parent was not found gone this tick."""
+        that text stands (see the module doc): its schedstat reads as just before then, its
+        parent was not found gone this tick, and the PID table still has it as that text
+        says (a listing of /proc that found its parent gone has read it again)."""
+        stat = prior.stat
         return (
             sched is not None
             and sched == prior.sched
-            and prior.stat is not None
-            and prior.stat.ppid not in self._ended
+            and stat is not None
+            and stat.ppid not in self._ended
+            and self.table.entries.get(pid) == (stat.ppid, stat.start)
         )
 
     # -- phases -------------------------------------------------------------------------
@@ -481,7 +484,9 @@ class ProcessTreeReader:
             job=job,
         )
         known.raw, known.stat = s.raw, stat
-        known.sched = _counted(s.sched)
+        # The baseline: read just before this text; or, the text being the last one, the
+        # last one's (taken before that same text).
+        known.sched = prior.sched if s.same and prior is not None else _counted(s.sched)
         known.probe_from = 0.0 if prior is None else prior.probe_from
         if quiet and cpu_pct == 0.0 and not children_pct and not read_mib_s and not write_mib_s:
             known.sample, known.maps, known.env = sample, maps, env
@@ -582,8 +587,13 @@ class ProcessTreeReader:
 def _keeps_counts(proc_root: str) -> bool:
     """Whether the kernel keeps the counts ``schedstat`` shows: the reader's own file, looked
     at once, is there and not ``0 0 0`` (a kernel without CONFIG_SCHED_INFO has no file; one
-    that keeps no counts writes zeros)."""
-    return _counted(read_small(f"{proc_root}/self/schedstat", SCHEDSTAT_SIZE)) is not None
+    that keeps no counts writes zeros). Under ``proc_root``, else this process's own /proc
+    (a procfs of another PID namespace has no ``self`` for us; the kernel is the same)."""
+    for root in (proc_root, "/proc"):
+        text = read_small(f"{root}/self/schedstat", SCHEDSTAT_SIZE)
+        if text is not None:
+            return _counted(text) is not None
+    return False
 
 
 def _counted(sched: bytes | None) -> bytes | None:
