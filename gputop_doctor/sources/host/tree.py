@@ -41,7 +41,9 @@ so what ``stat`` says that we use and only the task itself moves has not moved: 
 ticks, threads, reaped children and name. What others move is met in two ways:
 
 - its parent exiting reparents it: once a process of the tick is found gone, a zombie or its
-  PID taken by another, its children are read in full (the tree lists parents first);
+  PID taken by another, its children are read in full (the tree lists parents first), and so
+  is a process the PID table has with another parent than its stat text says (a listing of
+  /proc found its parent gone and read it again, or the host ranking's slice did);
 - the rest shows when the process next runs, or when its sample falls due a re-read (at least
   every ``IO_TTL_S``), which reads its stat in full: a wakeup (its state turns R, and its CPU
   is picked, before it is put on one), a freezer, and its RSS moved from outside (pages
