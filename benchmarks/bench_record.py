@@ -27,7 +27,8 @@ A minute's CPU % moves by a tenth from one run to the next on the shared 2-core 
 work, the caches it leaves cold), more than most cuts of a tick. ``--baseline DIR`` runs the
 same benchmark of another checkout (``git archive`` of an older commit, say) at the same time,
 as a process of its own, so both paced runs meet the same machine, and prints its figure beside
-this one's and their ratio; with ``--seconds 300`` the ratio is good to a few percent.
+this one's and their ratio; with ``--seconds 300`` the ratio still moves by a few percent from
+run to run (0.92-0.99 for the same two versions here): run it more than once.
 """
 
 from __future__ import annotations
