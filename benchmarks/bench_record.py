@@ -322,7 +322,7 @@ def main() -> None:
             " few seconds hardly come due; bench_breakdown.py's ticks do them)"
         )
         if baseline is not None and baseline.poll() is not None:
-            compare_with_baseline(baseline, None)  # it ended before its paced run: why
+            print(f"baseline: ended before its paced run ({last_line(baseline)})")
             baseline = None
         cpu0, wall0 = cpu_seconds(), time.monotonic()
         ticks = engine.run(threading.Event(), lambda f: None, duration_s=args.seconds)
@@ -381,15 +381,13 @@ def start_baseline(parser: argparse.ArgumentParser, directory: str) -> subproces
     )
 
 
-def compare_with_baseline(baseline: subprocess.Popen[str], percent: float | None) -> None:
-    """Wait for the baseline's paced run and print its figure beside this one's (``percent``
-    None: it has ended already, before its run; say why)."""
+def compare_with_baseline(baseline: subprocess.Popen[str], percent: float) -> None:
+    """Wait for the baseline's paced run and print its figure beside this one's."""
     out, _ = baseline.communicate()
-    line = next((text for text in out.splitlines() if text.startswith(PACED_LINE)), None)
-    figures = None if line is None else PACED_FIGURES.search(line)
-    if line is None or figures is None or percent is None:
-        tail = out.strip().splitlines()[-1:] or ["no output"]
-        print(f"baseline: no paced figure ({tail[0]})")
+    line = next((text for text in out.splitlines() if text.startswith(PACED_LINE)), "")
+    figures = PACED_FIGURES.search(line)
+    if figures is None:
+        print(f"baseline: no paced figure ({_last(out)})")
         return
     wall, cpu = float(figures.group(1)), float(figures.group(2))
     theirs = 100 * cpu / wall
@@ -401,6 +399,16 @@ def compare_with_baseline(baseline: subprocess.Popen[str], percent: float | None
         if cpu > 0
         else "side by side: the baseline used no CPU"
     )
+
+
+def last_line(baseline: subprocess.Popen[str]) -> str:
+    """The last line a baseline that has ended printed (why it ended)."""
+    out, _ = baseline.communicate()
+    return _last(out)
+
+
+def _last(out: str) -> str:
+    return (out.strip().splitlines()[-1:] or ["no output"])[0]
 
 
 def stop_baseline(baseline: subprocess.Popen[str]) -> None:

@@ -12,9 +12,9 @@ idle between two point readings, and a tick's mean, low and high are made of the
 sits at one level (idle at 0 %, a GEMM at 97-100 %) gives samples that say what its point
 reading says. So a GPU's samples are read every tick while they differ (the last read spread
 over more than :data:`QUIET_BAND_PCT`, or the point reading left their band) and, after they
-last did, for as long as the rules look back over utilization (the hold: gpu-starvation's and
-the headline's windows, ``Settings.utilization_window_s``; :data:`MOVED_HOLD_S` at the
-defaults); otherwise once a :data:`SAMPLES_PERIOD_S`, which the driver's ring outlasts: that
+last did, for as long as the rules look back over utilization (the hold: gpu-starvation's,
+the headline's and io-bound's windows, ``Settings.utilization_window_s``; :data:`MOVED_HOLD_S`
+at the defaults); otherwise once a :data:`SAMPLES_PERIOD_S`, which the driver's ring outlasts: that
 read returns every sample since the last, none lost, and a pattern hidden between point
 readings (dips that always fall between two ticks) is seen at it, all of its samples with it,
 and read every tick from then on. On a tick without a read
