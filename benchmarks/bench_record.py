@@ -29,6 +29,11 @@ same benchmark of another checkout (``git archive`` of an older commit, say) at 
 as a process of its own, so both paced runs meet the same machine, and prints its figure beside
 this one's and their ratio; with ``--seconds 300`` the ratio still moves by a few percent from
 run to run (0.92-0.99 for the same two versions here): run it more than once.
+
+The tree's processes sleep by default, so most ticks find them as they were and read little of
+each. A training job's ranks and DataLoader workers run on every tick: ``--busy-tree 0.005``
+has each of the 63 below the root burn half a percent of a core, in slices every 50 ms, so every
+one of them is read in full each tick (its stat, I/O counters and threads), as on a real job.
 """
 
 from __future__ import annotations
@@ -57,12 +62,22 @@ if TYPE_CHECKING:  # the package itself is imported where the timed run begins
     from gputop_doctor.config import Settings
 
 TREE = """
-import os, signal, sys
+import os, signal, sys, time
+BUSY = float(sys.argv[1])  # share of a core each process burns, in slices every SLICE_S
+SLICE_S = 0.05
+def live():
+    if BUSY <= 0:
+        signal.pause()
+    while True:  # a DataLoader worker or a rank: a little CPU on every tick, so its stat moves
+        started = time.thread_time()
+        while time.thread_time() - started < BUSY * SLICE_S:
+            pass
+        time.sleep(SLICE_S)
 def spawn(n, then):
     for _ in range(n):
         if os.fork() == 0:
             then()
-            signal.pause()
+            live()
             os._exit(0)
 def worker():
     pass
@@ -74,9 +89,15 @@ signal.pause()
 """
 
 
-def start_tree() -> subprocess.Popen[str]:
+def start_tree(busy: float = 0.0) -> subprocess.Popen[str]:
+    """The root, 7 "ranks" and 8 "workers" each: 64 processes of one thread. ``busy``: the
+    share of a core each process but the root burns (in slices every 50 ms), so that every
+    stat text moves every tick, as a training job's do; 0: they sleep."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, "-c", TREE, str(busy)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     assert proc.stdout is not None
     proc.stdout.readline()
@@ -126,6 +147,19 @@ def add_driver_argument(parser: argparse.ArgumentParser) -> None:
         choices=("fake", "nvml"),
         default="fake",
         help="fake: the test suite's fake NVML, 8 GPUs (default); nvml: this machine's driver",
+    )
+
+
+def add_busy_tree_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--busy-tree",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="each process of the tree but its root burns SHARE of a core (0.005: half a"
+        " percent), so that all 63 read as running every tick, as a training job's ranks and"
+        " DataLoader workers do (default 0: they sleep, and most ticks read none of them in"
+        " full)",
     )
 
 
@@ -270,6 +304,7 @@ def main() -> None:
     )
     add_nvml_costs_argument(parser)
     add_steady_argument(parser)
+    add_busy_tree_argument(parser)
     parser.add_argument(
         "--idle-held",
         type=int,
@@ -290,8 +325,10 @@ def main() -> None:
         parser.error("--nvml-costs models the fake library: it needs --gpu-source fake")
     if args.idle_held and (args.gpu_source != "fake" or not 0 <= args.idle_held <= 8):
         parser.error("--idle-held takes 0 to 8 and needs --gpu-source fake")
+    if not 0 <= args.busy_tree < 0.5:
+        parser.error("--busy-tree takes a share of a core from 0 to 0.5 (0.005: half a percent)")
     baseline = None
-    tree = start_tree()
+    tree = start_tree(args.busy_tree)
     tmp = tempfile.mkdtemp()
     try:
         if args.baseline is not None:
@@ -301,6 +338,8 @@ def main() -> None:
             if args.idle_held:
                 print(f"{args.idle_held} of the 8 GPUs held by a rank that runs nothing")
             use_fake_nvml(tree.pid, Path(tmp), args.fake_health, costs, args.steady, args.idle_held)
+        if args.busy_tree:
+            print(f"the tree's 63 processes below its root each burn {100 * args.busy_tree:g} %")
         started = time.perf_counter()
         engine = build_engine(tree.pid, os.path.join(tmp, "bench.csv"), args.gpu_source)
         first = engine.tick()

@@ -11,12 +11,12 @@ from gputop_doctor.core.pressure import Pressure
 from gputop_doctor.sources.host import kept_files
 from gputop_doctor.sources.host import top as top_module
 from gputop_doctor.sources.host.attribution import Attribution
+from gputop_doctor.sources.host.kept_files import read_small
 from gputop_doctor.sources.host.pids import (
     PidTable,
     RankingFields,
     parse_io_bytes,
     parse_ranking_fields,
-    read_io_bytes,
 )
 from gputop_doctor.sources.host.source import ProcfsHostSource
 from gputop_doctor.sources.host.system import HostPressure
@@ -102,7 +102,7 @@ def test_the_scan_keeps_io_descriptors_while_the_pressure_lasts() -> None:
     own = os.getpid()
     assert attribution.io_files.holds(own)
     kept = parse_io_bytes(attribution.io_files.read(own))
-    fresh = read_io_bytes(own)
+    fresh = parse_io_bytes(read_small(f"/proc/{own}/io"))
     assert kept is not None and fresh is not None and kept[1] <= fresh[1]
     clock.now += 31.0
     assert attribution.io_waiters(set(), Pressure(1.0, some_now=0.0), None) == ()

@@ -93,14 +93,19 @@ class FakeProc:
         (base / "stat").write_text(
             stat_line(pid, comm, state, ppid, ticks, len(threads), start, rss_pages, kernel_thread)
         )
+        runs = self._runs[pid] = self._runs.get(pid, 0) + (1 if ran else 0)
         for tid, (name, tstate, run, wait) in threads.items():
             (base / "task" / str(tid)).mkdir(exist_ok=True)
             (base / "task" / str(tid) / "stat").write_text(
                 stat_line(tid, name, tstate, ppid, 0, 1, start, 0)
             )
-            (base / "task" / str(tid) / "schedstat").write_text(f"{run} {wait} 10\n")
-        runs = self._runs[pid] = self._runs.get(pid, 0) + (1 if ran else 0)
-        (base / "schedstat").write_text(f"{runs * 1000} 0 {max(1, runs)}\n")
+            pcount = max(1, runs) if tid == pid else 10
+            (base / "task" / str(tid) / "schedstat").write_text(f"{run} {wait} {pcount}\n")
+        # The process's own schedstat is its leader's, as the kernel's is (the task of the
+        # PID); a leader not among ``threads`` leaves counts of the process's own.
+        leader = base / "task" / str(pid) / "schedstat"
+        own = leader.read_text() if pid in threads else f"{runs * 1000} 0 {max(1, runs)}\n"
+        (base / "schedstat").write_text(own)
         self._loadavg()
 
     def remove(self, pid: int) -> None:

@@ -173,7 +173,6 @@ def test_without_a_telling_schedstat_every_tick_reads_the_stat(
     """``0 0 0`` (a kernel without the counts: no process is asked its schedstat then) or a
     process of two threads (the file is the leader's): a change made without the leader
     running shows at the next tick."""
-    asked = schedstat_reads(monkeypatch, 101)
     clock = Clock()
     threads = {101: ("python", "S", 0, 0), 103: ("worker", "S", 0, 0)}
     process(fake, 100)
@@ -183,7 +182,9 @@ def test_without_a_telling_schedstat_every_tick_reads_the_stat(
         schedstat.write_text("0 0 0\n")
         (fake.root / "self" / "schedstat").write_text("0 0 0\n")
     reader = steady_reader(fake, clock)
-    for _ in range(4):
+    ticker(reader, clock, 100)  # first seen: the pass over its threads reads the leader's
+    asked = schedstat_reads(monkeypatch, 101)
+    for _ in range(3):
         steady = ticker(reader, clock, 100)[101]
     text = schedstat.read_text()
     fake.process(101, ppid=100, rss_pages=500, threads=threads if case == "two threads" else None)
@@ -211,10 +212,12 @@ def test_a_real_sleeping_process_is_asked_its_schedstat_and_shows_what_it_does(
     reader = ProcessTreeReader(ProcInfoCache("/proc"), "/proc", keep_files=True)
     tree = [(child.pid, 1)]  # below a root, as a worker of the job
     start = time.monotonic()
+    previous = None
     for tick in range(1, 12):  # first reading, steady sample, then its schedstat's baseline
         (steady,) = reader.read(tree, [], start + tick)
-        if child.pid in reader.sched_files.kept():
+        if steady is previous and child.pid in reader.sched_files.kept():
             break  # (later if its start-up still used a CPU tick after 'ready')
+        previous = steady
     preads: list[int | None] = []
     real_pread = tree_module.pread_whole
     monkeypatch.setattr(

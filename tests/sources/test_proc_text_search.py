@@ -12,6 +12,7 @@ from pathlib import Path
 from gputop_doctor.core.jobs import JOB_ENV
 from gputop_doctor.core.proc_text import environ_values
 from gputop_doctor.sources.host import pids
+from gputop_doctor.sources.host.kept_files import read_small
 from gputop_doctor.sources.host.procinfo import _ENV_FIELDS
 
 
@@ -54,7 +55,7 @@ def test_io_and_allowed_cpus_are_read_off_their_lines(tmp_path: Path) -> None:
         status = handle.read()
     line = next(x for x in status.split(b"\n") if x.startswith(b"Cpus_allowed_list:"))
     assert pids.read_allowed_cpus(pid) == line.partition(b":")[2].strip().decode()
-    io = pids.read_io_bytes(pid)
+    io = pids.parse_io_bytes(read_small(f"/proc/{pid}/io"))
     if io is not None:  # readable here (same user)
         assert all(isinstance(v, int) and v >= 0 for v in io)
     proc = tmp_path / "proc"
@@ -68,7 +69,7 @@ def test_io_and_allowed_cpus_are_read_off_their_lines(tmp_path: Path) -> None:
     }
     for text, expected in cases.items():
         (proc / "7" / "io").write_bytes(text)
-        assert pids.read_io_bytes(7, str(proc)) == expected, text
+        assert pids.parse_io_bytes(read_small(f"{proc}/7/io")) == expected, text
     statuses = {
         b"Name:\tx\nCpus_allowed_list:\t0-3,8\nMems_allowed_list:\t0\n": "0-3,8",
         b"Cpus_allowed_list:\t0\n": "0",

@@ -256,22 +256,24 @@ class PidFiles:
         _close_all(self._fds)
 
 
-# The four sets of per-process descriptors share at most five eighths of a low soft
+# The five sets of per-process descriptors share at most six eighths of a low soft
 # RLIMIT_NOFILE, so the rest stays for what else the monitor opens (NVML's device nodes, the
 # CSV sink, Prometheus's sockets, Textual's terminal): the tree's stat files, read every tick,
-# a quarter; its schedstat files (its steady processes'), the host ranking's and the storage
-# scan's (kept only while I/O pressure lasts) an eighth each. At the usual 1024: 256, 128,
-# 128 and 128, 640 in all, 384 left.
+# a quarter; its schedstat files (its steady processes' and its busy ones' of one thread), its
+# io files (each busy process's, every tick), the host ranking's and the storage scan's (kept
+# only while I/O pressure lasts) an eighth each. At the usual 1024: 256, 128, 128, 128 and
+# 128, 768 in all, 256 left.
 TREE_SHARE = 4  # the divisor of the soft limit for each set
 SCHEDSTAT_SHARE = 8
+TREE_IO_SHARE = 8
 RANKING_SHARE = 8
 STORAGE_SCAN_SHARE = 8
 
 
 def descriptor_budget(cap: int, share: int) -> int:
     """How many descriptors one set of kept files may hold: ``cap``, or ``1/share`` of a
-    lower soft RLIMIT_NOFILE (``TREE_SHARE``, ``SCHEDSTAT_SHARE``, ``RANKING_SHARE``,
-    ``STORAGE_SCAN_SHARE``: together five eighths of it)."""
+    lower soft RLIMIT_NOFILE (``TREE_SHARE``, ``SCHEDSTAT_SHARE``, ``TREE_IO_SHARE``,
+    ``RANKING_SHARE``, ``STORAGE_SCAN_SHARE``: together six eighths of it)."""
     try:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (OSError, ValueError):

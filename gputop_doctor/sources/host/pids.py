@@ -313,15 +313,9 @@ def read_allowed_cpus(pid: int, proc_root: str = "/proc") -> str | None:
     return rest.strip().decode("ascii", "replace") or None
 
 
-def read_io_bytes(pid: int, proc_root: str = "/proc") -> tuple[int, int] | None:
-    """(read_bytes, write_bytes) of ``/proc/PID/io``: what really went to storage.
-
-    None without permission (another user's process) or once the process is gone."""
-    return parse_io_bytes(read_small(f"{proc_root}/{pid}/io"))
-
-
 def parse_io_bytes(data: bytes | None) -> tuple[int, int] | None:
-    """(read_bytes, write_bytes) of an ``io`` text; None for none, or one without both."""
+    """(read_bytes, write_bytes) of a ``/proc/PID/io`` text: what really went to storage.
+    None for none (no permission: another user's process; or gone), or one without both."""
     if not data:
         return None
     read = value_after(data, b"\n", b"read_bytes: ", last=True)
@@ -362,6 +356,20 @@ def read_threads(pid: int, proc_root: str = "/proc") -> Threads | None:
             run, wait = sched.split()[:2]
             counters[int(tid)] = (int(run), int(wait))
     return Threads(tuple(names.most_common()), counters, in_d)
+
+
+def leader_threads(pid: int, stat: Stat, sched: bytes | None) -> Threads:
+    """The pass of a process of one thread that is not a zombie, from its own files: that
+    thread is its leader (a leader that exits before the others leaves the process a zombie),
+    whose name and state ``/proc/PID/stat`` gives (``stat``) and whose ``/proc/PID/schedstat``
+    is ``sched``. The same figures as :func:`read_threads` gives, without listing ``task/``
+    and reading two files in it: a training job's DataLoader workers are such processes, and
+    each runs on every tick."""
+    counters: dict[int, tuple[int, int]] = {}
+    if sched:
+        run, wait = sched.split()[:2]
+        counters[pid] = (int(run), int(wait))
+    return Threads(((stat.comm, 1),), counters, int(stat.state == "D"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,128 @@
+"""A process that runs on every tick, as a training job's ranks and DataLoader workers do, is
+read in full each tick; what that costs is kept down without changing what it finds.
+
+A process of one thread has its threads passed from its own ``stat`` and ``schedstat`` (that
+thread is its leader) instead of listing ``task/`` and reading two files there; its I/O counters
+are read through a descriptor kept open. The figures are the ones the plain reads give.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from gputop_doctor.sources.host import tree as tree_module
+from gputop_doctor.sources.host.pids import (
+    Threads,
+    leader_threads,
+    parse_stat,
+    read_threads,
+)
+from gputop_doctor.sources.host.procinfo import ProcInfoCache
+from gputop_doctor.sources.host.tree import ProcessTreeReader
+from tests.helpers import Spawn
+from tests.sources.test_host import FakeProc
+from tests.sources.test_host_not_run import settle
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeProc:
+    return FakeProc(tmp_path / "proc")
+
+
+def plain_reads_refused(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The PIDs whose ``task/`` the reader lists from now on (each a plain pass)."""
+    listed: list[int] = []
+    real = tree_module.read_threads
+
+    def read(pid: int, proc_root: str = "/proc") -> Threads | None:
+        listed.append(pid)
+        return real(pid, proc_root)
+
+    monkeypatch.setattr(tree_module, "read_threads", read)
+    return listed
+
+
+def test_a_process_of_one_thread_is_passed_from_its_own_files(
+    fake: FakeProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its name, its D state and its run-queue figures come out as a pass over ``task/``
+    gives them, and ``task/`` is not listed; one of two threads is passed the plain way."""
+    listed = plain_reads_refused(monkeypatch)
+    reader = ProcessTreeReader(ProcInfoCache(str(fake.root)), str(fake.root))
+    worker = {100: ("pt_data_worker", "D", 1_000_000_000, 0)}
+    fake.process(100, comm="pt_data_worker", state="D", ticks=100, threads=worker)
+    first = reader.read(reader.tree(100), [], now=10.0)[0]
+    worker = {100: ("pt_data_worker", "D", 1_500_000_000, 100_000_000)}
+    fake.process(100, comm="pt_data_worker", state="D", ticks=150, threads=worker)
+    busy = reader.read(reader.tree(100), [], now=11.0)[0]
+    assert first.thread_names == busy.thread_names == (("pt_data_worker", 1),)
+    assert busy.threads_in_d == 1
+    assert (busy.run_ns_per_s, busy.wait_ns_per_s) == (500_000_000, 100_000_000)
+    assert listed == []
+    two = {101: ("python", "R", 0, 0), 102: ("pin_memory", "S", 0, 0)}
+    fake.process(101, ppid=100, threads=two)
+    reader.read(reader.tree(100), [], now=12.0)
+    assert listed == [101]
+
+
+def test_the_same_figures_as_a_pass_over_its_task_directory(fake: FakeProc) -> None:
+    fake.process(100, comm="worker (1)", state="R", threads={100: ("worker (1)", "R", 7, 3)})
+    stat = parse_stat((fake.root / "100" / "stat").read_bytes())
+    assert stat is not None
+    sched = (fake.root / "100" / "schedstat").read_bytes()
+    assert leader_threads(100, stat, sched) == read_threads(100, str(fake.root))
+
+
+def test_a_real_process_of_one_thread_reads_as_its_task_directory(spawn: Spawn) -> None:
+    """On procfs: ``/proc/PID/schedstat`` is the leader thread's, so a sleeping process of
+    one thread gives the same pass either way."""
+    child = spawn(
+        """
+        import signal
+        print("ready", flush=True)
+        while True:
+            signal.pause()
+        """
+    )
+    settle(child.pid)
+    stat = parse_stat(Path(f"/proc/{child.pid}/stat").read_bytes())
+    assert stat is not None and stat.num_threads == 1
+    sched = Path(f"/proc/{child.pid}/schedstat").read_bytes()
+    assert leader_threads(child.pid, stat, sched) == read_threads(child.pid)
+
+
+def test_one_gone_between_its_stat_and_its_schedstat_has_no_pass(fake: FakeProc) -> None:
+    """On a kernel that keeps the counts, a missing schedstat means the process exited after
+    its stat was read: its thread figures are unknown for the tick, not made up."""
+    fake.process(100, threads={100: ("python", "R", 5, 0)})
+    (fake.root / "100" / "schedstat").unlink()
+    reader = ProcessTreeReader(ProcInfoCache(str(fake.root)), str(fake.root))
+    sample = reader.read(reader.tree(100), [], now=10.0)[0]
+    assert sample.thread_names == ()
+    assert sample.run_ns_per_s is None
+
+
+def test_io_counters_are_read_through_a_kept_descriptor(spawn: Spawn) -> None:
+    """On procfs: a process read in full twice has its ``io`` read through a descriptor kept
+    for it, and its rates come from those readings."""
+    child = spawn(
+        """
+        import signal
+        print("ready", flush=True)
+        while True:
+            signal.pause()
+        """
+    )
+    reader = ProcessTreeReader(ProcInfoCache("/proc"), "/proc", keep_files=True)
+    tree = [(child.pid, 0)]
+    reader.read(tree, [], 1.0)
+    (sample,) = reader.read(tree, [], 2.0)
+    assert child.pid in reader.io_files.kept()
+    assert (sample.read_mib_s, sample.write_mib_s) == (0.0, 0.0)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert reader.read(tree, [], 3.0) == []
+    reader.close()
