@@ -23,6 +23,7 @@ from gputop_doctor.commands.common import (
 )
 from gputop_doctor.core.errors import UsageError
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.gc_pacing import paced_collector
 from gputop_doctor.core.own_cost import OwnCost, peak_resident_mib, share_text, span_text
 from gputop_doctor.export.csv_sink import CsvError, CsvSink
 
@@ -84,7 +85,8 @@ def run_record(args: argparse.Namespace) -> int:
 
     watching = OwnCost.now()
     try:
-        engine.run(stop, on_frame, duration_s=args.duration)
+        with paced_collector():  # a tick's objects die young (core/gc_pacing)
+            engine.run(stop, on_frame, duration_s=args.duration)
     finally:
         engine.close()
         alerts.close()

@@ -35,6 +35,7 @@ from gputop_doctor.commands.serve_http import (
 from gputop_doctor.config.network import DEFAULT_LISTEN
 from gputop_doctor.core.errors import DoctorError, UsageError
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.gc_pacing import paced_collector
 from gputop_doctor.export.frame_view import frame_view
 from gputop_doctor.export.label_style import LabelStyle
 from gputop_doctor.export.prometheus import FrameCollector
@@ -154,7 +155,8 @@ def run_serve(args: argparse.Namespace) -> int:
             to_stdout(frame)
 
     try:
-        engine.run(stop, on_frame, duration_s=args.duration, prime_s=run.prime_s)
+        with paced_collector():  # a tick's objects die young (core/gc_pacing)
+            engine.run(stop, on_frame, duration_s=args.duration, prime_s=run.prime_s)
     finally:
         if pages is not None:
             pages.close()

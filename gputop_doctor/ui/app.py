@@ -26,6 +26,7 @@ from textual.widgets import Footer, Input
 from gputop_doctor.alerts.dispatch import AlertDispatcher
 from gputop_doctor.core.engine import Engine
 from gputop_doctor.core.frame import Frame
+from gputop_doctor.core.gc_pacing import paced_collector
 from gputop_doctor.core.jobs import JobSelector
 from gputop_doctor.core.own_cost import OwnCost
 from gputop_doctor.core.signals import SignalKind, Signaller
@@ -34,7 +35,6 @@ from gputop_doctor.sources.profile_request import DEFAULT_STEPS, ProfileRequestE
 from gputop_doctor.ui.alert_bell import CriticalBell
 from gputop_doctor.ui.control import AttachJob, EngineControl, MakeSink, csv_sink
 from gputop_doctor.ui.frame_view import FrameView
-from gputop_doctor.ui.gc_pacing import paced_for_frames
 from gputop_doctor.ui.lifecycle import RunLifecycle
 from gputop_doctor.ui.messages import (
     AttachFailed,
@@ -490,7 +490,7 @@ def run_tui(
     ``(pid, user, command)`` tuples from the host source (the UI may not read /proc itself).
     ``signaller`` enables the signal keys (live, not read-only: see ``signal_desk``).
     ``attach_job`` lets the picker attach to a whole job, as ``--job`` does (live host only).
-    The garbage collector's young threshold is raised while it runs (``ui/gc_pacing.py``).
+    The garbage collector's young threshold is raised while it runs (``core/gc_pacing.py``).
     """
     app = GpuTopApp(
         engine,
@@ -505,7 +505,7 @@ def run_tui(
         attach_job=attach_job,
     )
     try:
-        with paced_for_frames():  # the collector paced for a frame a second (gc_pacing)
+        with paced_collector():  # the collector paced for a tick a second (core/gc_pacing)
             result = app.run()
     finally:
         app.shutdown()
