@@ -66,7 +66,6 @@ import os
 import re
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -86,6 +85,7 @@ from bench_record import (
     print_header,
     record_settings,
     refuse_fake_options_on_a_driver,
+    run_as_record,
     start_tree,
     use_fake_nvml,
 )
@@ -415,7 +415,7 @@ def measure_paced(engine: Any, clock: SessionClock, seconds: float) -> None:
     the parts' shares of it (their timers add a little)."""
     clock.real = True
     cpu0, wall0 = cpu_seconds(), time.monotonic()
-    ticks = engine.run(threading.Event(), lambda f: None, duration_s=seconds)
+    ticks = run_as_record(engine, seconds)
     cpu, wall = cpu_seconds() - cpu0, time.monotonic() - wall0
     print(
         f"\npaced record run: {ticks} ticks at 1 s over {wall:.0f} s: "
@@ -425,7 +425,7 @@ def measure_paced(engine: Any, clock: SessionClock, seconds: float) -> None:
     LEDGER.cpu.clear()
     LEDGER.count.clear()
     with measuring():
-        ticks = engine.run(threading.Event(), lambda f: None, duration_s=seconds)
+        ticks = run_as_record(engine, seconds)
     print(f"\nwhere a paced tick's CPU goes ({ticks} more ticks, timed):")
     report_tick_sections(max(1, ticks))
 

@@ -34,6 +34,8 @@ The tree's processes sleep by default, so most ticks find them as they were and 
 each. A training job's ranks and DataLoader workers run on every tick: ``--busy-tree 0.005``
 has each of the 63 below the root burn half a percent of a core, in slices every 50 ms, so every
 one of them is read in full each tick (its stat, I/O counters and threads), as on a real job.
+``--rank-threads 60`` gives each rank the threads of a PyTorch rank (most asleep), whose pass
+over ``task/`` reads every thread.
 """
 
 from __future__ import annotations
@@ -62,8 +64,9 @@ if TYPE_CHECKING:  # the package itself is imported where the timed run begins
     from gputop_doctor.config import Settings
 
 TREE = """
-import os, signal, sys, time
+import os, signal, sys, threading, time
 BUSY = float(sys.argv[1])  # share of a core each process burns, in slices every SLICE_S
+RANK_THREADS = int(sys.argv[2])  # threads of each rank, its own included
 SLICE_S = 0.05
 def live():
     if BUSY <= 0:
@@ -83,18 +86,22 @@ def worker():
     pass
 def rank():
     spawn(8, worker)
+    asleep = threading.Event()  # a rank's pools (intra-op, CUDA's, NCCL's): mostly asleep
+    for _ in range(RANK_THREADS - 1):
+        threading.Thread(target=asleep.wait, daemon=True).start()
 spawn(7, rank)
 print("ready", flush=True)
 signal.pause()
 """
 
 
-def start_tree(busy: float = 0.0) -> subprocess.Popen[str]:
+def start_tree(busy: float = 0.0, rank_threads: int = 1) -> subprocess.Popen[str]:
     """The root, 7 "ranks" and 8 "workers" each: 64 processes of one thread. ``busy``: the
     share of a core each process but the root burns (in slices every 50 ms), so that every
-    stat text moves every tick, as a training job's do; 0: they sleep."""
+    stat text moves every tick, as a training job's do; 0: they sleep. ``rank_threads``: the
+    threads of each rank (the others sleep for good, as most of a PyTorch rank's do)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", TREE, str(busy)],
+        [sys.executable, "-c", TREE, str(busy), str(rank_threads)],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -147,6 +154,17 @@ def add_driver_argument(parser: argparse.ArgumentParser) -> None:
         choices=("fake", "nvml"),
         default="fake",
         help="fake: the test suite's fake NVML, 8 GPUs (default); nvml: this machine's driver",
+    )
+
+
+def add_rank_threads_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rank-threads",
+        type=int,
+        default=1,
+        metavar="N",
+        help="threads of each of the tree's 7 ranks (default 1; a PyTorch rank has dozens,"
+        " most of them asleep: its intra-op pool, CUDA's and NCCL's threads)",
     )
 
 
@@ -290,6 +308,16 @@ def build_engine(  # type: ignore[no-untyped-def]
     return engine
 
 
+def run_as_record(engine: Any, seconds: float) -> int:
+    """The engine's paced run for ``seconds``, as ``record`` runs it: under the collector's
+    pacing (``core/gc_pacing.py``); the ticks run."""
+    from gputop_doctor.core.gc_pacing import paced_collector
+
+    with paced_collector():
+        ticks: int = engine.run(threading.Event(), lambda f: None, duration_s=seconds)
+    return ticks
+
+
 def main() -> None:
     # No abbreviations: --baseline is stripped from the options its run is given by name.
     parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
@@ -305,6 +333,7 @@ def main() -> None:
     add_nvml_costs_argument(parser)
     add_steady_argument(parser)
     add_busy_tree_argument(parser)
+    add_rank_threads_argument(parser)
     parser.add_argument(
         "--idle-held",
         type=int,
@@ -327,8 +356,10 @@ def main() -> None:
         parser.error("--idle-held takes 0 to 8 and needs --gpu-source fake")
     if not 0 <= args.busy_tree < 0.5:
         parser.error("--busy-tree takes a share of a core from 0 to 0.5 (0.005: half a percent)")
+    if not 1 <= args.rank_threads <= 256:
+        parser.error("--rank-threads takes 1 to 256")
     baseline = None
-    tree = start_tree(args.busy_tree)
+    tree = start_tree(args.busy_tree, args.rank_threads)
     tmp = tempfile.mkdtemp()
     try:
         if args.baseline is not None:
@@ -340,6 +371,8 @@ def main() -> None:
             use_fake_nvml(tree.pid, Path(tmp), args.fake_health, costs, args.steady, args.idle_held)
         if args.busy_tree:
             print(f"the tree's 63 processes below its root each burn {100 * args.busy_tree:g} %")
+        if args.rank_threads > 1:
+            print(f"each of its 7 ranks has {args.rank_threads} threads")
         started = time.perf_counter()
         engine = build_engine(tree.pid, os.path.join(tmp, "bench.csv"), args.gpu_source)
         first = engine.tick()
@@ -364,7 +397,7 @@ def main() -> None:
             print(f"baseline: ended before its paced run ({last_line(baseline)})")
             baseline = None
         cpu0, wall0 = cpu_seconds(), time.monotonic()
-        ticks = engine.run(threading.Event(), lambda f: None, duration_s=args.seconds)
+        ticks = run_as_record(engine, args.seconds)
         cpu = cpu_seconds() - cpu0
         wall = time.monotonic() - wall0
         print(

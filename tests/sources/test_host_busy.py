@@ -3,7 +3,9 @@ read in full each tick; what that costs is kept down without changing what it fi
 
 A process of one thread has its threads passed from its own ``stat`` and ``schedstat`` (that
 thread is its leader) instead of listing ``task/`` and reading two files there; its I/O counters
-are read through a descriptor kept open. The figures are the ones the plain reads give.
+are read through a descriptor kept open. A pass over the threads of a process of many reads the
+``stat`` of those that ran since the last pass only. The figures are the ones the plain reads
+give.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_doctor.sources.host import pids as pids_module
 from gputop_doctor.sources.host import tree as tree_module
 from gputop_doctor.sources.host.pids import (
     Threads,
@@ -37,9 +40,9 @@ def plain_reads_refused(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     listed: list[int] = []
     real = tree_module.read_threads
 
-    def read(pid: int, proc_root: str = "/proc") -> Threads | None:
+    def read(pid: int, proc_root: str = "/proc", prior: Threads | None = None) -> Threads | None:
         listed.append(pid)
-        return real(pid, proc_root)
+        return real(pid, proc_root, prior)
 
     monkeypatch.setattr(tree_module, "read_threads", read)
     return listed
@@ -126,3 +129,87 @@ def test_io_counters_are_read_through_a_kept_descriptor(spawn: Spawn) -> None:
     child.wait()
     assert reader.read(tree, [], 3.0) == []
     reader.close()
+
+
+def stat_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The thread ``stat`` files read from now on, by path."""
+    paths: list[str] = []
+    real = pids_module.read_small
+
+    def read(path: str, size: int = 4096) -> bytes | None:
+        if "/task/" in path and path.endswith("/stat"):
+            paths.append(path)
+        return real(path, size)
+
+    monkeypatch.setattr(pids_module, "read_small", read)
+    return paths
+
+
+def test_threads_that_did_not_run_are_not_read_again(
+    fake: FakeProc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Of a rank's threads, those whose run-queue counters stand keep the name and state the
+    last pass read; one that ran is read again and shows its new name and state."""
+    pool = {
+        100: ("python", "R", 5_000, 0),
+        101: ("pt_main", "S", 7_000, 0),
+        102: ("cuda-EvtHandlr", "D", 9_000, 0),
+    }
+    fake.process(100, threads=pool)
+    first = read_threads(100, str(fake.root))
+    assert first is not None and first.in_d == 1
+    read = stat_reads(monkeypatch)
+    pool[101] = ("renamed", "S", 7_000, 0)  # not run: what it says is not read
+    pool[102] = ("cuda-EvtHandlr", "S", 9_500, 0)  # ran: out of D state
+    fake.process(100, threads=pool)
+    second = read_threads(100, str(fake.root), first)
+    assert second is not None
+    assert sorted(read) == [f"{fake.root}/100/task/{tid}/stat" for tid in (102,)]
+    assert dict(second.names) == {"python": 1, "pt_main": 1, "cuda-EvtHandlr": 1}
+    assert second.in_d == 0
+
+
+@pytest.mark.parametrize("counts", ["no counts", "never ran"])
+def test_threads_without_run_time_are_read_in_full(
+    fake: FakeProc, counts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counters of zero say nothing (a kernel that keeps none, a thread not yet run): such a
+    thread's stat is read on every pass."""
+    run = 0 if counts == "never ran" else 3_000  # (no counts: overwritten with zeros)
+    pool = {100: ("python", "S", 5_000, 0), 101: ("worker", "S", run, 0)}
+    fake.process(100, threads=pool)
+    if counts == "no counts":
+        for tid in (100, 101):
+            (fake.root / "100" / "task" / str(tid) / "schedstat").write_text("0 0 0\n")
+    first = read_threads(100, str(fake.root))
+    read = stat_reads(monkeypatch)
+    second = read_threads(100, str(fake.root), first)
+    assert second == first
+    expected = {101} if counts == "never ran" else {100, 101}
+    assert {int(path.split("/")[-2]) for path in read} == expected
+
+
+def test_a_real_rank_of_sleeping_threads_is_read_in_full_once(
+    spawn: Spawn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On procfs: a process of 16 threads asleep for good has each thread's stat read at its
+    first pass and, at the next, only those of its threads that ran meanwhile (none, or the
+    one that printed): the same names and states."""
+    child = spawn(
+        """
+        import threading
+        asleep = threading.Event()
+        for _ in range(15):
+            threading.Thread(target=asleep.wait, daemon=True).start()
+        print("ready", flush=True)
+        asleep.wait()
+        """
+    )
+    settle(child.pid)
+    first = read_threads(child.pid)
+    assert first is not None and sum(count for _, count in first.names) == 16
+    read = stat_reads(monkeypatch)
+    again = read_threads(child.pid, prior=first)
+    assert again is not None
+    assert len(read) <= 1
+    assert (again.names, again.in_d, again.counters) == (first.names, first.in_d, first.counters)

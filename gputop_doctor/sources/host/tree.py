@@ -414,8 +414,8 @@ class ProcessTreeReader:
         ``task/`` and reading two files in it cost a path walk and three syscalls each, for
         each DataLoader worker of a training job on every tick it runs (``leader_threads``).
         """
-        if s.stat.num_threads != 1:
-            return read_threads(s.pid, self.proc_root)
+        if s.stat.num_threads != 1:  # its threads that did not run are not read in full
+            return read_threads(s.pid, self.proc_root, None if s.prior is None else s.prior.threads)
         sched = s.sched if s.sched is not None else self.sched_files.read(s.pid)
         if sched is None and self._probing:
             return None  # gone since its stat was read: its schedstat is there on this kernel
