@@ -62,7 +62,7 @@ from gputop_doctor.sources.host.system import (
     read_swap_paging,
 )
 from gputop_doctor.sources.host.top import RANKING_FILES, TopProcesses
-from gputop_doctor.sources.host.tree import ProcessTreeReader
+from gputop_doctor.sources.host.tree import THREAD_BUDGET_S, ProcessTreeReader
 
 
 def pid_exists(pid: int) -> bool:
@@ -105,7 +105,7 @@ class ProcfsHostSource:
         top_cycle_s: float = 10.0,
         cgroup_ttl_s: float = 5.0,
         maps_ttl_s: float = 20.0,
-        thread_budget_s: float | None = 0.002,
+        thread_budget_s: float | None = THREAD_BUDGET_S,
         maps_budget_s: float | None = 0.008,
         clock: Callable[[], float] = time.monotonic,
         node_root: str | None = None,

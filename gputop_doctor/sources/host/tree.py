@@ -111,6 +111,12 @@ IO_SIZE = 1024  # /proc/PID/io: seven counters, a line each
 # for this long: one that wakes now and then (a timer, a queue polled) is not asked twice a tick.
 PROBE_BACKOFF_S = 10.0
 ALLOWED_TTL_S = 30.0  # Cpus_allowed_list is re-read this often (pinning rarely changes)
+# CPU time a tick spends passing over threads of processes that ran (beyond the new ones).
+# With 7 ranks of 60 threads and 56 DataLoader workers all running, 2 ms passed each process
+# every 4 ticks or so while every pass listed task/ and read two files a thread; since a
+# worker's pass is one pread and a rank's skips the threads that did not run, 1 ms passes
+# each rank as often and each worker every tick (bench_record.py --rank-threads 60).
+THREAD_BUDGET_S = 0.001
 # A steady sample's /proc/PID/io is read again this often: a process can write without using
 # a whole CPU tick (a log line now and then), and those bytes must show within this bound.
 IO_TTL_S = 30.0
@@ -181,7 +187,7 @@ class ProcessTreeReader:
         self,
         info: ProcInfoCache,
         proc_root: str = "/proc",
-        thread_budget_s: float | None = 0.002,
+        thread_budget_s: float | None = THREAD_BUDGET_S,
         skip_quiet: bool = True,
         keep_files: bool | None = None,
         max_files: int | None = None,
