@@ -4,7 +4,9 @@ Every process has a :class:`_Known` record, the equivalent of a persistent
 ``psutil.Process``: its previous CPU ticks (so the first reading is "unknown" rather than a
 made-up zero and later ones are exact deltas) and its last per-thread pass.
 
-The per-thread pass (two reads per thread) is what a big tree costs, so it is spent wisely:
+The per-thread pass (a read of each thread's ``schedstat``, and of the ``stat`` of each thread
+that ran since the last pass: ``pids.read_threads``) is what a big tree costs, so it is spent
+wisely:
 
 - a process seen for the first time is passed at once (its names, its baseline);
 - a process that used no CPU since the last tick and kept its thread count is *quiet*: no
@@ -19,9 +21,7 @@ The per-thread pass (two reads per thread) is what a big tree costs, so it is sp
 
 A training job's ranks and workers run on every tick, so each of them is read in full each
 tick: its stat, its I/O counters (through a descriptor kept open, as the stat is) and a pass
-over its threads. With every process of the benchmark's 64-process tree running, ``record``
-cost 0.67 % of a core before the kept I/O descriptors and the one-thread passes and 0.58 %
-after (``bench_record.py --gpu-source fake --busy-tree 0.005``, side by side).
+over its threads (docs/benchmarks.md, a tree that runs, has the figures).
 
 The per-process part is made cheap for the common case, a tree most of whose processes sleep:
 
