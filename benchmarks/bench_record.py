@@ -31,16 +31,18 @@ this one's and their ratio; with ``--seconds 300`` the ratio still moves by a fe
 run to run (0.92-0.99 for the same two versions here): run it more than once.
 
 The tree's processes sleep by default, so most ticks find them as they were and read little of
-each. A training job's ranks and DataLoader workers run on every tick: ``--busy-tree 0.005``
-has each of the 63 below the root burn half a percent of a core, in slices every 50 ms, so every
-one of them is read in full each tick (its stat, I/O counters and threads), as on a real job.
-``--rank-threads 60`` gives each rank the threads of a PyTorch rank (most asleep), whose pass
-over ``task/`` reads every thread.
+each. A training job's ranks and DataLoader workers run on every tick: ``--busy-tree 0.012``
+has each of the 63 below the root burn 1.2 % of a core, in slices every 50 ms. The kernel counts
+CPU time in 10 ms ticks, so from 0.01 up each one's stat moves on every tick, and it is read in
+full each tick (its stat, its I/O counters, a pass over its threads within the passes' time
+budget), as on a real job; at 0.005 on about half the ticks. ``--rank-threads 60`` gives each
+rank the threads of a PyTorch rank (most of them asleep).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import signal
@@ -97,9 +99,10 @@ signal.pause()
 
 def start_tree(busy: float = 0.0, rank_threads: int = 1) -> subprocess.Popen[str]:
     """The root, 7 "ranks" and 8 "workers" each: 64 processes of one thread. ``busy``: the
-    share of a core each process but the root burns (in slices every 50 ms), so that every
-    stat text moves every tick, as a training job's do; 0: they sleep. ``rank_threads``: the
-    threads of each rank (the others sleep for good, as most of a PyTorch rank's do)."""
+    share of a core each process but the root burns (in slices every 50 ms; from 0.01 up its
+    stat moves every tick, as a training job's processes' do); 0: they sleep.
+    ``rank_threads``: the threads of each rank (the others sleep for good, as most of a
+    PyTorch rank's do)."""
     proc = subprocess.Popen(
         [sys.executable, "-c", TREE, str(busy), str(rank_threads)],
         stdout=subprocess.PIPE,
@@ -174,10 +177,10 @@ def add_busy_tree_argument(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="SHARE",
-        help="each process of the tree but its root burns SHARE of a core (0.005: half a"
-        " percent), so that all 63 read as running every tick, as a training job's ranks and"
-        " DataLoader workers do (default 0: they sleep, and most ticks read none of them in"
-        " full)",
+        help="each process of the tree but its root burns SHARE of a core (0.012: 1.2 %%);"
+        " from 0.01 up all 63 read as running every tick, as a training job's ranks and"
+        " DataLoader workers do (the kernel counts CPU in 10 ms ticks; default 0: they sleep,"
+        " and most ticks read none of them in full)",
     )
 
 
@@ -310,10 +313,16 @@ def build_engine(  # type: ignore[no-untyped-def]
 
 def run_as_record(engine: Any, seconds: float) -> int:
     """The engine's paced run for ``seconds``, as ``record`` runs it: under the collector's
-    pacing (``core/gc_pacing.py``); the ticks run."""
-    from gputop_doctor.core.gc_pacing import paced_collector
-
-    with paced_collector():
+    pacing (``core/gc_pacing.py``), or unpaced as the record of a checkout from before that
+    ran (a ``--baseline`` with this file put in it); the ticks run."""
+    try:
+        from gputop_doctor.core.gc_pacing import paced_collector
+    except ImportError:
+        print("(this checkout's record does not pace the collector: the run is not paced)")
+        paced = contextlib.nullcontext()
+    else:
+        paced = paced_collector()
+    with paced:
         ticks: int = engine.run(threading.Event(), lambda f: None, duration_s=seconds)
     return ticks
 
@@ -355,7 +364,7 @@ def main() -> None:
     if args.idle_held and (args.gpu_source != "fake" or not 0 <= args.idle_held <= 8):
         parser.error("--idle-held takes 0 to 8 and needs --gpu-source fake")
     if not 0 <= args.busy_tree < 0.5:
-        parser.error("--busy-tree takes a share of a core from 0 to 0.5 (0.005: half a percent)")
+        parser.error("--busy-tree takes a share of a core of at least 0 and under 0.5")
     if not 1 <= args.rank_threads <= 256:
         parser.error("--rank-threads takes 1 to 256")
     baseline = None

@@ -170,9 +170,9 @@ def test_a_parent_whose_pid_was_taken_has_its_children_read(fake: FakeProc) -> N
 def test_without_a_telling_schedstat_every_tick_reads_the_stat(
     fake: FakeProc, case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``0 0 0`` (a kernel without the counts: no process is asked its schedstat then) or a
-    process of two threads (the file is the leader's): a change made without the leader
-    running shows at the next tick."""
+    """``0 0 0`` (a kernel without the counts: no steady process is asked its schedstat
+    then, though a pass over its threads reads it) or a process of two threads (the file is
+    the leader's): a change made without the leader running shows at the next tick."""
     clock = Clock()
     threads = {101: ("python", "S", 0, 0), 103: ("worker", "S", 0, 0)}
     process(fake, 100)

@@ -176,8 +176,9 @@ def pread_whole(fd: int | None, size: int) -> bytes | None:
 
 class PidFiles:
     """One file of each process's ``/proc/PID`` directory, ``name`` (``stat`` of the
-    processes sampled every tick; ``io`` for the storage scan), read through descriptors kept
-    open and keyed by PID (no path is built for a process read before).
+    processes sampled every tick; ``schedstat`` of the tree's; ``io`` of those read tick after
+    tick and for the storage scan), read through descriptors kept open and keyed by PID (no
+    path is built for a process read before).
 
     The same rules as :class:`KeptFiles`: a failed pread (the process exited) closes the
     descriptor and looks at the path once more, at most ``limit`` descriptors are kept, none
@@ -259,10 +260,10 @@ class PidFiles:
 # The five sets of per-process descriptors share at most six eighths of a low soft
 # RLIMIT_NOFILE, so the rest stays for what else the monitor opens (NVML's device nodes, the
 # CSV sink, Prometheus's sockets, Textual's terminal): the tree's stat files, read every tick,
-# a quarter; its schedstat files (its steady processes' and its busy ones' of one thread), its
-# io files (each busy process's, every tick), the host ranking's and the storage scan's (kept
-# only while I/O pressure lasts) an eighth each. At the usual 1024: 256, 128, 128, 128 and
-# 128, 768 in all, 256 left.
+# a quarter; its schedstat files (its steady processes' and its busy ones' of one thread, first
+# come first served), its io files (of the processes read tick after tick), the host
+# ranking's and the storage scan's (kept only while I/O pressure lasts) an eighth each. At the
+# usual 1024: 256, 128, 128, 128 and 128, 768 in all, 256 left.
 TREE_SHARE = 4  # the divisor of the soft limit for each set
 SCHEDSTAT_SHARE = 8
 TREE_IO_SHARE = 8

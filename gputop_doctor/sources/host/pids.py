@@ -22,7 +22,7 @@ import os
 import pwd
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -325,16 +325,24 @@ def parse_io_bytes(data: bytes | None) -> tuple[int, int] | None:
     return int(read), int(write)
 
 
+class ThreadKind(NamedTuple):
+    """What a pass read of one thread in its ``stat``, and the ``schedstat`` text read just
+    before: while that text reads the same, the thread has not run, so these stand."""
+
+    name: str
+    in_d: bool  # in uninterruptible sleep (D state)
+    sched: bytes
+
+
 @dataclass(frozen=True, slots=True)
 class Threads:
-    """One pass over ``/proc/PID/task``."""
+    """One pass over a process's threads: their names (how many of each), their run-queue
+    counters, how many are in D state, and what the next pass may keep of each (``kinds``)."""
 
     names: tuple[tuple[str, int], ...]
     counters: dict[int, tuple[int, int]]  # tid -> (run ns, wait ns); empty without schedstat
     in_d: int
-    # tid -> (name, in D state) at this pass: what the next pass keeps of a thread that has
-    # not run since (see read_threads)
-    kinds: Mapping[int, tuple[str, bool]] = field(default_factory=dict)
+    kinds: Mapping[int, ThreadKind]  # tid -> its kind, for the next read_threads
 
 
 def read_threads(
@@ -343,16 +351,17 @@ def read_threads(
     """A pass over the threads of ``pid``: each one's name, whether it is in D state, and its
     run-queue counters. None when the process is gone.
 
-    Each thread's ``schedstat`` is read first; one whose counters read as at ``prior`` (the
-    last pass) has not been on a CPU since, so its name and state are as they were then (it
-    could not change them, and entering D state takes running): its ``stat``, which costs
-    the kernel more to write, is not read. Most threads of a training rank (its intra-op
-    pool, CUDA's and NCCL's helpers) sleep from pass to pass: a rank of 60 threads took
-    0.82 ms a pass with both files read, and 0.32 ms with schedstat alone. What this misses
-    until the thread next runs: a name another thread gave it meanwhile (usually given at
-    its birth, and a new thread is always read in full) and a wakeup out of D state before it
-    got a CPU (seen a pass late). A thread that never ran, and every thread on a kernel that
-    keeps no counts (``0 0 0``), is read in full on every pass.
+    Each thread's ``schedstat`` is read first; one whose text reads as at ``prior`` (the last
+    pass: the nanoseconds it ran and waited, the times it was put on a CPU) has not been on a
+    CPU since, so its name and state are as they were then (it could not change them, and
+    entering D state takes running): its ``stat``, which costs the kernel more to write, is
+    not read. Most threads of a training rank (its intra-op pool, CUDA's and NCCL's helpers)
+    sleep from pass to pass: a rank of 60 threads took 0.82 ms a pass with both files of each
+    thread read, and 0.32 ms with ``schedstat`` alone. What this misses until the thread next
+    runs: a name another thread gave it meanwhile (usually given at its birth, and a new thread
+    is always read in full) and a wakeup out of D state before it got a CPU (seen a pass
+    late). A thread that never ran, and every thread on a kernel that keeps no counts
+    (``0 0 0``), is read in full on every pass.
     """
     task_dir = f"{proc_root}/{pid}/task"
     try:
@@ -361,20 +370,21 @@ def read_threads(
         return None
     names: Counter[str] = Counter()
     counters: dict[int, tuple[int, int]] = {}
-    kinds: dict[int, tuple[str, bool]] = {}
+    kinds: dict[int, ThreadKind] = {}
     for tid in tids:
         number = int(tid)
-        counts = _run_wait(read_small(f"{task_dir}/{tid}/schedstat"))
-        kind = _kept_kind(prior, number, counts)
+        sched = read_small(f"{task_dir}/{tid}/schedstat") or b""
+        counts = _run_wait(sched)
+        kind = _kept_kind(prior, number, sched, counts)
         if kind is None:
-            kind = _thread_kind(read_small(f"{task_dir}/{tid}/stat"))
+            kind = _thread_kind(read_small(f"{task_dir}/{tid}/stat"), sched)
             if kind is None:
                 continue  # the thread ended between listdir and read
-        names[kind[0]] += 1
+        names[kind.name] += 1
         kinds[number] = kind
         if counts is not None:
             counters[number] = counts
-    in_d = sum(blocked for _, blocked in kinds.values())
+    in_d = sum(kind.in_d for kind in kinds.values())
     return Threads(tuple(names.most_common()), counters, in_d, kinds)
 
 
@@ -387,35 +397,39 @@ def _run_wait(sched: bytes | None) -> tuple[int, int] | None:
 
 
 def _kept_kind(
-    prior: Threads | None, tid: int, counts: tuple[int, int] | None
-) -> tuple[str, bool] | None:
-    """The name and state ``prior`` saw for ``tid``, when its counters say it has not run
-    since (and are counts: a thread that ran has some run time); else None."""
-    if prior is None or counts is None or not counts[0] or prior.counters.get(tid) != counts:
+    prior: Threads | None, tid: int, sched: bytes, counts: tuple[int, int] | None
+) -> ThreadKind | None:
+    """What ``prior`` read of ``tid``, when its ``schedstat`` text says it has not run since
+    (and holds counts: a thread that ran has some run time); else None."""
+    if prior is None or counts is None or not counts[0]:
         return None
-    return prior.kinds.get(tid)
+    kind = prior.kinds.get(tid)
+    return kind if kind is not None and kind.sched == sched else None
 
 
-def _thread_kind(stat: bytes | None) -> tuple[str, bool] | None:
-    """A thread's name and whether it is in D state, from its ``stat`` text."""
+def _thread_kind(stat: bytes | None, sched: bytes) -> ThreadKind | None:
+    """A thread's name and whether it is in D state, from its ``stat`` text (read after
+    ``sched``, its schedstat); None for none."""
     if stat is None:
         return None
     close = stat.rfind(b")")
     name = stat[stat.find(b"(") + 1 : close].decode("utf-8", "replace")
-    return name, stat[close + 2 : close + 3] == b"D"
+    return ThreadKind(name, stat[close + 2 : close + 3] == b"D", sched)
 
 
 def leader_threads(pid: int, stat: Stat, sched: bytes | None) -> Threads:
     """The pass of a process of one thread that is not a zombie, from its own files: that
     thread is its leader (a leader that exits before the others leaves the process a zombie),
     whose name and state ``/proc/PID/stat`` gives (``stat``) and whose ``/proc/PID/schedstat``
-    is ``sched``. The same figures as :func:`read_threads` gives, without listing ``task/``
-    and reading two files in it: a training job's DataLoader workers are such processes, and
-    each runs on every tick."""
+    is ``sched``. The same names, counters and D state as :func:`read_threads` gives, without
+    listing ``task/`` and reading two files in it: a training job's DataLoader workers are
+    such processes, and each runs on every tick.
+
+    It leaves the next pass nothing to keep: ``sched`` may have been read after ``stat``, so it
+    would not vouch for it (a process that starts a second thread is read in full once)."""
     counts = _run_wait(sched)
-    in_d = stat.state == "D"
     counters = {} if counts is None else {pid: counts}
-    return Threads(((stat.comm, 1),), counters, int(in_d), {pid: (stat.comm, in_d)})
+    return Threads(((stat.comm, 1),), counters, int(stat.state == "D"), {})
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,7 @@ wisely:
   process left over shows its last pass, and its next pass measures over the longer span, so
   rates stay exact and only arrive a tick or two later;
 - a process of one thread (a DataLoader worker, say) is passed from its own ``stat`` and
-  ``schedstat``, which are its one thread's (``pids.leader_threads``): one pread, where
-  listing ``task/`` and reading two files there cost three path walks and seven syscalls.
+  ``schedstat``, which are its one thread's (``pids.leader_threads``; see :meth:`_threads`).
 
 A training job's ranks and workers run on every tick, so each of them is read in full each
 tick: its stat, its I/O counters (through a descriptor kept open, as the stat is) and a pass
@@ -111,12 +110,12 @@ IO_SIZE = 1024  # /proc/PID/io: seven counters, a line each
 # for this long: one that wakes now and then (a timer, a queue polled) is not asked twice a tick.
 PROBE_BACKOFF_S = 10.0
 ALLOWED_TTL_S = 30.0  # Cpus_allowed_list is re-read this often (pinning rarely changes)
-# CPU time a tick spends passing over threads of processes that ran (beyond the new ones).
-# With 7 ranks of 60 threads and 56 DataLoader workers all running, 2 ms passed each process
-# every 4 ticks or so while every pass listed task/ and read two files a thread; since a
-# worker's pass is one pread and a rank's skips the threads that did not run, 1 ms passes
-# each rank as often and each worker every tick (bench_record.py --rank-threads 60).
-THREAD_BUDGET_S = 0.001
+# CPU time a tick spends passing over the threads of processes that ran (beyond the new
+# ones). Not lowered when the passes got cheaper: a rank whose threads all run (an
+# oversubscribed one, thread-oversubscription's case) gains nothing from skipping the threads
+# that did not run, and a smaller budget would pass it less often; the cheaper passes make
+# the others fresher instead.
+THREAD_BUDGET_S = 0.002
 # A steady sample's /proc/PID/io is read again this often: a process can write without using
 # a whole CPU tick (a log line now and then), and those bytes must show within this bound.
 IO_TTL_S = 30.0
@@ -179,8 +178,9 @@ class ProcessTreeReader:
     ``keep_files``: read ``/proc/PID/stat`` through kept descriptors (default: when
     ``proc_root`` is procfs); ``max_files`` bounds how many are kept (default: 256, less
     under a low RLIMIT_NOFILE), and as many again of ``schedstat`` and of ``io`` (default:
-    256 or an eighth of the limit each); the processes beyond are read with open/read/close
-    (and not asked their ``schedstat`` while steady).
+    256 or an eighth of the limit each; ``io`` only of the processes read tick after tick);
+    the processes beyond are read with open/read/close (and not asked their ``schedstat``
+    while steady).
     """
 
     def __init__(
@@ -416,9 +416,11 @@ class ProcessTreeReader:
         """One pass over the threads of a process that is not a zombie; None when it is gone.
 
         A process of one thread is passed from its own stat and schedstat, the latter through
-        a kept descriptor (or the text read for it this tick): one pread where listing
-        ``task/`` and reading two files in it cost a path walk and three syscalls each, for
+        a kept descriptor (or the text read for it this tick): one pread, where listing
+        ``task/`` and reading two files in it take three path walks and ten system calls, for
         each DataLoader worker of a training job on every tick it runs (``leader_threads``).
+        Its descriptor comes from the set the steady processes' probe uses, first come first
+        served; beyond the set's share, schedstat is read the plain way.
         """
         if s.stat.num_threads != 1:  # its threads that did not run are not read in full
             return read_threads(s.pid, self.proc_root, None if s.prior is None else s.prior.threads)
@@ -557,7 +559,7 @@ class ProcessTreeReader:
         made anew, which divides the bytes by the time since ``prior.io_at``."""
         if now - prior.io_at < IO_TTL_S:
             return True
-        io = parse_io_bytes(self.io_files.read(pid))
+        io = parse_io_bytes(self.io_files.peek(pid))  # every IO_TTL_S: keeps no descriptor
         if io != prior.io:
             prior.io_reread = (now, io)
             return False
@@ -570,7 +572,9 @@ class ProcessTreeReader:
         reread = None if prior is None else prior.io_reread
         if reread is not None and reread[0] == now:
             return reread[1]
-        return parse_io_bytes(self.io_files.read(pid))
+        if prior is not None and prior.io_at == prior.at:  # read last tick too: a busy one
+            return parse_io_bytes(self.io_files.read(pid))
+        return parse_io_bytes(self.io_files.peek(pid))
 
     def _allowed(self, s: _Seen, known: _Known, now: float) -> None:
         """Carry the allowed CPUs over from the last tick, or re-read them when stale."""
