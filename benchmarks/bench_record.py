@@ -160,18 +160,9 @@ def add_driver_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_rank_threads_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--rank-threads",
-        type=int,
-        default=1,
-        metavar="N",
-        help="threads of each of the tree's 7 ranks (default 1; a PyTorch rank has dozens,"
-        " most of them asleep: its intra-op pool, CUDA's and NCCL's threads)",
-    )
-
-
-def add_busy_tree_argument(parser: argparse.ArgumentParser) -> None:
+def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
+    """The shape of the benchmark's process tree: how busy its processes are, and how many
+    threads its ranks have (``start_tree``)."""
     parser.add_argument(
         "--busy-tree",
         type=float,
@@ -181,6 +172,14 @@ def add_busy_tree_argument(parser: argparse.ArgumentParser) -> None:
         " from 0.01 up all 63 read as running every tick, as a training job's ranks and"
         " DataLoader workers do (the kernel counts CPU in 10 ms ticks; default 0: they sleep,"
         " and most ticks read none of them in full)",
+    )
+    parser.add_argument(
+        "--rank-threads",
+        type=int,
+        default=1,
+        metavar="N",
+        help="threads of each of the tree's 7 ranks (default 1; a PyTorch rank has dozens,"
+        " most of them asleep: its intra-op pool, CUDA's and NCCL's threads)",
     )
 
 
@@ -341,8 +340,7 @@ def main() -> None:
     )
     add_nvml_costs_argument(parser)
     add_steady_argument(parser)
-    add_busy_tree_argument(parser)
-    add_rank_threads_argument(parser)
+    add_tree_arguments(parser)
     parser.add_argument(
         "--idle-held",
         type=int,
