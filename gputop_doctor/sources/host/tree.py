@@ -19,8 +19,9 @@ wisely:
   ``schedstat``, which are its one thread's (``pids.leader_threads``; see :meth:`_threads`).
 
 A training job's ranks and workers run on every tick, so each of them is read in full each
-tick: its stat, its I/O counters (through a descriptor kept open, as the stat is) and a pass
-over its threads (docs/benchmarks.md, a tree that runs, has the figures).
+tick: its stat, its I/O counters (through a descriptor kept open while it is read tick after
+tick, as the stat is) and a pass over its threads (docs/benchmarks.md, a tree that runs, has
+the figures).
 
 The per-process part is made cheap for the common case, a tree most of whose processes sleep:
 
