@@ -32,10 +32,11 @@ run to run (0.92-0.99 for the same two versions here): run it more than once.
 
 The tree's processes sleep by default, so most ticks find them as they were and read little of
 each. A training job's ranks and DataLoader workers run on every tick: ``--busy-tree 0.012``
-has each of the 63 below the root burn 1.2 % of a core, in slices every 50 ms. The kernel counts
-CPU time in 10 ms ticks, so from 0.01 up each one's stat moves on every tick, and it is read in
-full each tick (its stat, its I/O counters, a pass over its threads within the passes' time
-budget), as on a real job; at 0.005 on about half the ticks. ``--rank-threads 60`` gives each
+has each of the 63 below the root burn 1.2 % of a core, in slices every 50 ms. The kernel
+reports CPU time in hundredths of a second, user and system apart, so each one's CPU time
+moves on about 9 ticks in 10 (from 0.02 up on every tick, at 0.005 on about half), and it is
+read in full then (its stat, its I/O counters, a pass over its threads within the passes' time
+budget), as on a real job. ``--rank-threads 60`` gives each
 rank the threads of a PyTorch rank (most of them asleep).
 """
 
@@ -99,8 +100,8 @@ signal.pause()
 
 def start_tree(busy: float = 0.0, rank_threads: int = 1) -> subprocess.Popen[str]:
     """The root, 7 "ranks" and 8 "workers" each: 64 processes of one thread. ``busy``: the
-    share of a core each process but the root burns (in slices every 50 ms; from 0.01 up its
-    stat moves every tick, as a training job's processes' do); 0: they sleep.
+    share of a core each process but the root burns (in slices every 50 ms; from 0.02 up its
+    CPU time moves every tick, as a training job's processes' does); 0: they sleep.
     ``rank_threads``: the threads of each rank (the others sleep for good, as most of a
     PyTorch rank's do)."""
     proc = subprocess.Popen(
@@ -169,9 +170,10 @@ def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         metavar="SHARE",
         help="each process of the tree but its root burns SHARE of a core (0.012: 1.2 %%);"
-        " from 0.01 up all 63 read as running every tick, as a training job's ranks and"
-        " DataLoader workers do (the kernel counts CPU in 10 ms ticks; default 0: they sleep,"
-        " and most ticks read none of them in full)",
+        " from 0.02 up all 63 read as running every tick (at 0.012 on 9 ticks in 10), as a"
+        " training job's ranks and DataLoader workers do (the kernel reports CPU time in"
+        " hundredths of a second; default 0: they sleep, and most ticks read none of them in"
+        " full)",
     )
     parser.add_argument(
         "--rank-threads",

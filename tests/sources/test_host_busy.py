@@ -11,10 +11,12 @@ give.
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
+from gputop_doctor.core.model import ProcSample
 from gputop_doctor.sources.host import pids as pids_module
 from gputop_doctor.sources.host import tree as tree_module
 from gputop_doctor.sources.host.pids import (
@@ -115,11 +117,23 @@ def test_one_gone_between_its_stat_and_its_schedstat_has_no_pass(fake: FakeProc)
     assert sample.run_ns_per_s is None
 
 
-def test_io_counters_are_read_through_a_kept_descriptor(spawn: Spawn) -> None:
-    """On procfs: a process read in full tick after tick has its ``io`` read through a
-    descriptor kept for it (not at its first reading: one read once keeps none), and its
-    rates come from those readings."""
+def test_io_counters_are_read_through_a_kept_descriptor_while_busy(spawn: Spawn) -> None:
+    """On procfs: a process that runs from tick to tick has its ``io`` read through a
+    descriptor kept for it (from its second reading), a sleeping one never has one, and the
+    busy one's is closed once it sleeps too."""
     child = spawn(
+        """
+        import signal
+        busy = [True]
+        signal.signal(signal.SIGUSR1, lambda *_: busy.__setitem__(0, False))
+        print("ready", flush=True)
+        while busy[0]:
+            pass
+        while True:
+            signal.pause()
+        """
+    )
+    asleep = spawn(
         """
         import signal
         print("ready", flush=True)
@@ -128,17 +142,40 @@ def test_io_counters_are_read_through_a_kept_descriptor(spawn: Spawn) -> None:
         """
     )
     reader = ProcessTreeReader(ProcInfoCache("/proc"), "/proc", keep_files=True)
-    tree = [(child.pid, 0)]
-    reader.read(tree, [], 1.0)
-    assert child.pid not in reader.io_files.kept()
-    (sample,) = reader.read(tree, [], 2.0)
-    assert child.pid in reader.io_files.kept()
-    assert (sample.read_mib_s, sample.write_mib_s) == (0.0, 0.0)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    assert reader.read(tree, [], 3.0) == []
-    assert child.pid not in reader.io_files.kept()  # closed with the process
+    tree = [(child.pid, 0), (asleep.pid, 0)]
+    now = 0.0
+
+    def tick() -> dict[int, ProcSample]:
+        nonlocal now
+        now += 1.0
+        ticks = cpu_ticks(child.pid)
+        while cpu_ticks(child.pid) == ticks and busy:  # until it has used a CPU tick more
+            time.sleep(0.01)
+        return {sample.pid: sample for sample in reader.read(tree, [], now)}
+
+    busy = True
+    tick()
+    assert not reader.io_files.kept()  # a first reading keeps none
+    for _ in range(2):
+        samples = tick()
+        assert set(reader.io_files.kept()) == {child.pid}
+    assert (samples[child.pid].read_mib_s, samples[child.pid].write_mib_s) == (0.0, 0.0)
+    child.send_signal(signal.SIGUSR1)
+    settle(child.pid)
+    busy = False
+    tick()  # the last of its running
+    tick()  # quiet: a steady sample, read every IO_TTL_S from now on
+    assert not reader.io_files.kept()
+    samples = tick()
+    assert child.pid in samples and not reader.io_files.kept()
     reader.close()
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of ``pid``, in clock ticks."""
+    stat = parse_stat(Path(f"/proc/{pid}/stat").read_bytes())
+    assert stat is not None
+    return stat.cpu_ticks
 
 
 def stat_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -215,7 +252,7 @@ def test_a_real_rank_of_sleeping_threads_is_read_in_full_once(
         asleep.wait()
         """
     )
-    settle(child.pid)
+    settle_threads(child.pid)
     first = read_threads(child.pid)
     assert first is not None and sum(count for _, count in first.names) == 16
     read = stat_reads(monkeypatch)
@@ -223,3 +260,24 @@ def test_a_real_rank_of_sleeping_threads_is_read_in_full_once(
     assert again is not None
     assert read == []
     assert (again.names, again.in_d, again.counters) == (first.names, first.in_d, first.counters)
+
+
+def settle_threads(pid: int) -> None:
+    """Wait until every thread of ``pid`` sleeps for good: each asleep (S) and all their
+    schedstat texts the same over 50 ms (``settle`` looks at the leader only)."""
+    task = Path(f"/proc/{pid}/task")
+    deadline = time.monotonic() + 10
+    last = None
+    while True:
+        tids = sorted(task.iterdir())
+        texts = [(t / "schedstat").read_text() for t in tids]
+        asleep = all(_state((t / "stat").read_text()) == "S" for t in tids)
+        if asleep and texts == last:
+            return
+        assert time.monotonic() < deadline, "the threads never settled"
+        last = texts
+        time.sleep(0.05)
+
+
+def _state(stat: str) -> str:
+    return stat[stat.rfind(")") + 2]

@@ -261,7 +261,7 @@ class PidFiles:
 # RLIMIT_NOFILE, so the rest stays for what else the monitor opens (NVML's device nodes, the
 # CSV sink, Prometheus's sockets, Textual's terminal): the tree's stat files, read every tick,
 # a quarter; its schedstat files (its steady processes' and its busy ones' of one thread, first
-# come first served), its io files (of the processes read tick after tick), the host
+# come first served), its io files (of the processes read tick after tick, until steady), the host
 # ranking's and the storage scan's (kept only while I/O pressure lasts) an eighth each. At the
 # usual 1024: 256, 128, 128, 128 and 128, 768 in all, 256 left.
 TREE_SHARE = 4  # the divisor of the soft limit for each set

@@ -179,7 +179,8 @@ class ProcessTreeReader:
     ``keep_files``: read ``/proc/PID/stat`` through kept descriptors (default: when
     ``proc_root`` is procfs); ``max_files`` bounds how many are kept (default: 256, less
     under a low RLIMIT_NOFILE), and as many again of ``schedstat`` and of ``io`` (default:
-    256 or an eighth of the limit each; ``io`` only of the processes read tick after tick);
+    256 or an eighth of the limit each; ``io`` only of the processes read tick after tick, until
+    their sample is steady);
     the processes beyond are read with open/read/close (and not asked their ``schedstat``
     while steady).
     """
@@ -418,7 +419,7 @@ class ProcessTreeReader:
 
         A process of one thread is passed from its own stat and schedstat, the latter through
         a kept descriptor (or the text read for it this tick): one pread, where listing
-        ``task/`` and reading two files in it take three path walks and ten system calls, for
+        ``task/`` and reading two files in it take three path walks and eleven system calls, for
         each DataLoader worker of a training job on every tick it runs (``leader_threads``).
         Its descriptor comes from the set the steady processes' probe uses, first come first
         served; beyond the set's share, schedstat is read the plain way.
@@ -531,6 +532,7 @@ class ProcessTreeReader:
         known.probe_from = 0.0 if prior is None else prior.probe_from
         if quiet and cpu_pct == 0.0 and not children_pct and not read_mib_s and not write_mib_s:
             known.sample, known.maps, known.env = sample, maps, env
+            self.io_files.drop(s.pid)  # steady now: its io is read every IO_TTL_S, no more
             self._hold(known, (s.pid, stat.start))
         self._known[s.pid] = known
         return sample
@@ -569,11 +571,14 @@ class ProcessTreeReader:
 
     def _io_now(self, pid: int, prior: _Known | None, now: float) -> tuple[int, int] | None:
         """This tick's I/O counters: those :meth:`_io_stands` re-read this tick and found
-        changed, else read now (one read of ``/proc/PID/io`` a tick at most)."""
+        changed, else read now (one read of ``/proc/PID/io`` a tick at most). Through a
+        descriptor kept from a process's second reading in a row on (a busy one is read
+        tick after tick) until its sample is steady (see :meth:`_sample`); a first reading
+        keeps none."""
         reread = None if prior is None else prior.io_reread
         if reread is not None and reread[0] == now:
             return reread[1]
-        if prior is not None and prior.io_at == prior.at:  # read last tick too: a busy one
+        if prior is not None and prior.io_at == prior.at:  # read last tick too
             return parse_io_bytes(self.io_files.read(pid))
         return parse_io_bytes(self.io_files.peek(pid))
 
