@@ -374,7 +374,7 @@ def read_threads(
     for tid in tids:
         number = int(tid)
         sched = read_small(f"{task_dir}/{tid}/schedstat") or b""
-        counts = _run_wait(sched)
+        counts = _schedstat_counts(sched)
         kind = _kept_kind(prior, number, sched, counts)
         if kind is None:
             kind = _thread_kind(read_small(f"{task_dir}/{tid}/stat"), sched)
@@ -388,7 +388,7 @@ def read_threads(
     return Threads(tuple(names.most_common()), counters, in_d, kinds)
 
 
-def _run_wait(sched: bytes | None) -> tuple[int, int] | None:
+def _schedstat_counts(sched: bytes | None) -> tuple[int, int] | None:
     """(run ns, wait ns) of a ``schedstat`` text; None for none."""
     if not sched:
         return None
@@ -412,9 +412,8 @@ def _thread_kind(stat: bytes | None, sched: bytes) -> ThreadKind | None:
     ``sched``, its schedstat); None for none."""
     if stat is None:
         return None
-    close = stat.rfind(b")")
-    name = stat[stat.find(b"(") + 1 : close].decode("utf-8", "replace")
-    return ThreadKind(name, stat[close + 2 : close + 3] == b"D", sched)
+    close = stat.rfind(b")")  # the state follows the name, which may hold parentheses
+    return ThreadKind(stat_comm(stat), stat[close + 2 : close + 3] == b"D", sched)
 
 
 def leader_threads(pid: int, stat: Stat, sched: bytes | None) -> Threads:
@@ -427,7 +426,7 @@ def leader_threads(pid: int, stat: Stat, sched: bytes | None) -> Threads:
 
     It leaves the next pass nothing to keep: ``sched`` may have been read after ``stat``, so it
     would not vouch for it (a process that starts a second thread is read in full once)."""
-    counts = _run_wait(sched)
+    counts = _schedstat_counts(sched)
     counters = {} if counts is None else {pid: counts}
     return Threads(((stat.comm, 1),), counters, int(stat.state == "D"), {})
 
