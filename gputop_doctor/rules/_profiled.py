@@ -14,6 +14,7 @@ from gputop_doctor.core.findings import Evidence, Finding
 from gputop_doctor.core.history import History
 from gputop_doctor.core.probe_stats import ProfileSummary
 from gputop_doctor.core.rule import RuleContext
+from gputop_doctor.rules._window import probed_processes
 
 
 def latest_profiles(history: History, max_age_s: float) -> list[ProfileSummary]:
@@ -22,8 +23,8 @@ def latest_profiles(history: History, max_age_s: float) -> list[ProfileSummary]:
     if snap is None:
         return []
     out = []
-    for proc in snap.processes:
-        summary = None if proc.probe is None else proc.probe.profile
+    for proc in probed_processes(snap):
+        summary = proc.probe.profile if proc.probe is not None else None
         if summary is not None and snap.time - summary.finished_at <= max_age_s:
             out.append(summary)
     return out

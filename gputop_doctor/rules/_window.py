@@ -110,6 +110,16 @@ class OfRecent(Generic[T]):
         return value
 
 
+def _probed(snap: Snapshot) -> tuple[ProcSample, ...]:
+    return tuple(p for p in snap.processes if p.probe is not None)
+
+
+# The processes of a tick that run the in-process probe (on most machines none): the five
+# profile rules, dataloader-config and gpu-starvation each ask it of the same latest tick,
+# and each asking walked all of the tree's processes.
+probed_processes = OfRecent(_probed)
+
+
 class OfSameProcesses(Generic[T]):
     """``derive(processes, *params)`` of a snapshot's processes, reused while the next
     snapshot asked about holds the same process samples, object for object, in order.

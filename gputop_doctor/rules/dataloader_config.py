@@ -25,7 +25,7 @@ from gputop_doctor.core.probe_stats import ProbeStats
 from gputop_doctor.core.rule import RuleContext, RuleSpec
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._gpu import gpu_pids
-from gputop_doctor.rules._window import gpu_columns, proc_columns, window
+from gputop_doctor.rules._window import gpu_columns, probed_processes, proc_columns, window
 
 RULE_ID = "dataloader-config"
 
@@ -73,7 +73,7 @@ def check(history: History, ctx: RuleContext) -> list[Finding]:
     latest = win.latest
     if latest is None:
         return []
-    publishers = [p for p in latest.processes if p.probe is not None]
+    publishers = probed_processes(latest)
     if not publishers:
         return []  # the common case: no probe in the job
     cols = proc_columns(win)

@@ -35,10 +35,10 @@ from gputop_doctor.rules._tree import (
     process_of,
 )
 from gputop_doctor.rules._window import (
-    OfRecent,
     enough_span,
     gpu_columns,
     per_snapshot,
+    probed_processes,
     proc_columns,
     shared_by_windows,
     window,
@@ -237,7 +237,7 @@ class _Proof:
     def of(
         cls, last_two: tuple[Snapshot, Snapshot], owners: Sequence[int], t: StarvationThresholds
     ) -> _Proof:
-        if not _ANY_PROBE(last_two[1]):
+        if not probed_processes(last_two[1]):
             return _NO_PROOF  # no process runs the probe: nothing measured, nothing proven
         now = _probe_proves(last_two[1], owners, t)
         fed = _probe_fed(last_two[1], owners, t) and _probe_fed(last_two[0], owners, t)
@@ -245,14 +245,6 @@ class _Proof:
 
 
 _NO_PROOF = _Proof(now=False, twice=False, fed=False)
-
-
-def _any_probe(snap: Snapshot) -> bool:
-    return any(p.probe is not None for p in snap.processes)
-
-
-# Whether any process of the tick runs the probe, asked once per tick for every GPU.
-_ANY_PROBE = OfRecent(_any_probe)
 
 
 def _starved_figures(
