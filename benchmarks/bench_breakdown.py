@@ -89,6 +89,7 @@ from bench_record import (
     start_tree,
     use_fake_nvml,
 )
+from bytecodes import BytecodeCount
 from instructions import CountingError, count_instructions, counted, under_callgrind
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -369,6 +370,46 @@ def report_instructions(ticks: int) -> None:
     print(f"instructions per tick (callgrind, mean of {ticks} ticks): {total / ticks:,.0f}")
 
 
+def report_bytecodes(root_pid: int, tmp: Path, args: argparse.Namespace) -> None:
+    """The Python bytecodes of ``args.ticks`` ticks after the usual filling, by area and
+    function (benchmarks/bytecodes.py), then, unless ``--no-tui``, of the TUI's handling of
+    their frames in the headless app: nothing else is measured."""
+    engine, _ = filled_engine(root_pid, tmp, args)
+    count = BytecodeCount()
+    frames = []
+    with count.counting():
+        for _ in range(args.ticks):
+            frames.append(engine.tick())
+    count.report(args.ticks, "tick (the engine: sources, rules, headline, CSV)")
+    if not args.no_tui:
+        count_tui_frames(frames, engine).report(len(frames) - 1, "frame (the TUI's UI thread)")
+    engine.close()
+
+
+def count_tui_frames(frames: list[Any], engine: Any) -> BytecodeCount:
+    """The bytecodes the UI thread executes for each frame after the first: the frame shown
+    and the screen brought up to date, as the app does when the sampler hands it a frame
+    (each given 0.2 s, in which the compositor's refresh runs; a pilot's pauses would add
+    their own messages)."""
+    from gputop_doctor.ui.app import GpuTopApp
+    from gputop_doctor.ui.messages import FrameReady
+
+    app = GpuTopApp(engine, sampler=False)
+    count = BytecodeCount()
+
+    async def run() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            app.post_message(FrameReady(frames[0]))  # first frame builds the rows: not steady
+            await pilot.pause()
+            with count.counting():
+                for frame in frames[1:]:
+                    app.post_message(FrameReady(frame))
+                    await asyncio.sleep(0.2)
+
+    asyncio.run(run())
+    return count
+
+
 def filled_engine(
     root_pid: int, tmp: Path, args: argparse.Namespace, watch: Callable[[Any], None] | None = None
 ) -> tuple[Any, SessionClock]:
@@ -437,6 +478,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="paced record run")
     parser.add_argument("--no-tui", action="store_true")
     parser.add_argument(
+        "--bytecodes",
+        action="store_true",
+        help="count the Python bytecodes of a tick (and of the TUI's frame) by function"
+        " instead (reproducible, seconds; leaves out what runs in C)",
+    )
+    parser.add_argument(
         "--instructions",
         action="store_true",
         help="count the instructions of a tick under valgrind instead (reproducible; only with"
@@ -462,6 +509,9 @@ def main() -> None:
             use_fake_nvml(tree.pid, tmp, "nvlink", costs, args.steady)
         if args.instructions:  # the run under valgrind: plain ticks, counted
             count_ticks(tree.pid, tmp, args)
+            return
+        if args.bytecodes:
+            report_bytecodes(tree.pid, tmp, args)
             return
         watch_nvml()
         watch_files()
