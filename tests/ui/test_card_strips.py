@@ -21,6 +21,7 @@ from gputop_doctor.ui import render
 from gputop_doctor.ui.app import GpuTopApp
 from gputop_doctor.ui.messages import FrameReady
 from gputop_doctor.ui.render import BLOCKS, percent_sparkline, sparkline, squeeze
+from gputop_doctor.ui.widgets import gpu_lines
 from gputop_doctor.ui.widgets.gpu_panels import GpuPanels
 from tests.ui.engines import demo_engine, run_async, tick
 
@@ -156,3 +157,58 @@ def test_utilization_blocks_kept_are_forgotten_at_once_when_full() -> None:
     assert len(render._PERCENT_BLOCKS) == 1  # cleared when full, the last one kept
     percent_sparkline([12.5, 12.5], 2)
     assert 12.5 in render._PERCENT_BLOCKS
+
+
+SCALE_LO, SCALE_HI = 340.0, 460.0  # the readings' own range: a tick's worth moves blocks
+
+
+def timeline(stream: Sequence[float], cut_at: int, length: int, width: int, now: int) -> str:
+    """A card's full series as a timeline, the plain way: cells of ``per_cell`` ticks of the
+    whole stream, cut at ``cut_at`` (the frame whose window was cut: its newest cell ends
+    there) and every ``per_cell`` ticks from it; the newest holds the ticks up to ``now`` of
+    the cell it is in, the others all of theirs that were seen (from the window cut on)."""
+    per_cell = -(-length // width)
+    seen_from = cut_at - length
+    newest_end = cut_at + -(-(now - cut_at) // per_cell) * per_cell
+    cells = [stream[newest_end - per_cell : now]]
+    end = newest_end - per_cell
+    while end > seen_from and len(cells) < width:
+        cells.insert(0, stream[max(seen_from, end - per_cell) : end])
+        end -= per_cell
+    return plain_sparkline([sum(c) / len(c) for c in cells], width, SCALE_LO, SCALE_HI)
+
+
+@pytest.mark.parametrize(("length", "width"), [(120, 12), (120, 14), (120, 25), (40, 40), (7, 3)])
+def test_a_full_series_is_drawn_as_a_timeline_whose_cells_stand(length: int, width: int) -> None:
+    """Once full, a series one tick on a frame is a timeline: only its newest cell moves, and
+    every ``per_cell`` ticks the line moves one cell left, its other cells as drawn before;
+    the blocks are those of each cell's mean. A dropped frame cuts it anew from there."""
+    stream = moving_readings(length + 200, seed=5)
+    sparks = gpu_lines.SeriesSparks(4)
+
+    def drawn(now: int) -> str:
+        return sparks.spark(
+            (0, "pwr"), tuple(stream[now - length : now]), width, SCALE_LO, SCALE_HI
+        )
+
+    filling = tuple(stream[:length])  # a first frame: bucketed as a filling series is
+    assert drawn(length) == plain_sparkline(
+        plain_squeeze(filling, width), width, SCALE_LO, SCALE_HI
+    )
+    cut_at = length + 1
+    for now in range(cut_at, length + 120):
+        assert drawn(now) == timeline(stream, cut_at, length, width, now)
+    cut_at = length + 121  # a frame dropped: cut anew
+    for now in range(cut_at, length + 200):
+        assert drawn(now) == timeline(stream, cut_at, length, width, now)
+
+
+def test_a_filling_series_is_bucketed_afresh_over_its_whole_length() -> None:
+    """While the session's first ticks fill a series, its cells spread over all of it, so the
+    line spans its width from the start and grows no gaps as ticks a cell go up."""
+    stream = moving_readings(130, seed=6)
+    sparks = gpu_lines.SeriesSparks(4)
+    for now in range(1, 121):
+        window = tuple(stream[:now])
+        expected = plain_sparkline(plain_squeeze(window, 14), 14, SCALE_LO, SCALE_HI)
+        assert sparks.spark((1, "temp"), window, 14, SCALE_LO, SCALE_HI) == expected

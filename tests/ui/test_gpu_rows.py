@@ -209,16 +209,25 @@ def test_a_card_never_hashes_its_series_and_draws_a_steady_one_once(
 ) -> None:
     """A card's memory, temperature, power and clock lines are remembered by their texts:
     hashing four series of 120 floats per card cost more than most lines. A series handed on as
-    the same tuple is not drawn again; the same values in a new tuple are (the four squeezed
-    sparklines), and the card is the one a fresh drawing makes."""
+    the same tuple is not drawn again, nor are the same values in a new tuple (compared, not
+    hashed); a series one tick on draws one cell (its newest) for each of the four."""
     gpu = gpus()[3]
     steady = Unhashable([50.0 + (i % 3) for i in range(120)])
     series = GpuSeries(gpu.index, tuple(steady), steady, steady, steady, steady)
     first = gpu_lines.card_lines(gpu, series, 58, False)
     drawn: list[int] = []
     real = gpu_lines.sparkline
-    monkeypatch.setattr(gpu_lines, "sparkline", lambda *a: drawn.append(1) or real(*a))
+    monkeypatch.setattr(gpu_lines, "sparkline", lambda *a: drawn.append(len(a[0])) or real(*a))
     assert gpu_lines.card_lines(gpu, series, 58, False) == first and not drawn
     again = Unhashable(steady)
     copied = GpuSeries(gpu.index, tuple(steady), again, again, again, again)
-    assert gpu_lines.card_lines(gpu, copied, 58, False) == first and len(drawn) == 4
+    assert gpu_lines.card_lines(gpu, copied, 58, False) == first and not drawn
+    on = Unhashable([*steady[1:], 51.0])
+    moved = GpuSeries(gpu.index, tuple(steady), on, on, on, on)
+    gpu_lines.card_lines(gpu, moved, 58, False)  # the first full one after the filling: cut
+    drawn.clear()
+    later = Unhashable([*on[1:], 52.0])
+    gpu_lines.card_lines(
+        gpu, GpuSeries(gpu.index, tuple(steady), later, later, later, later), 58, False
+    )
+    assert drawn == [1, 1, 1, 1]

@@ -176,41 +176,116 @@ Metric = tuple[str, tuple[float, ...], float, float, str, str]
 Shown = tuple[str, str, str, str]
 
 
-class SeriesSparks:
-    """Squeezed sparklines of per-tick series, remembered by the series' identity.
+@dataclass(slots=True)
+class _Timeline:
+    """One series' sparkline as last drawn. Cut as a timeline (``per_cell`` > 0): cells of
+    ``per_cell`` values each, cut where the ticks they hold fall, so that a cell keeps its
+    block while it stays on screen; else (0) bucketed afresh from the whole series."""
 
-    A series that holds one value only is one shared tuple, across frames and across GPUs
-    whose readings agree (``core/series.py``), so a steady card's sparkline is found by the
-    tuple's ``id`` (kept alive beside it, so no other tuple can take that ``id``), where
-    hashing its values walked every float. A series made anew (its values moved) is drawn
-    again; hashing it would have found nothing either.
-    """
+    values: tuple[float, ...]  # the series it was drawn from
+    per_cell: int  # 0: not a timeline
+    closed: str  # the blocks of the cells before the newest, oldest first (width - 1 at most)
+    open: int  # values in the newest cell so far, 1 to per_cell (per_cell: it is full)
+    text: str  # the sparkline as shown
+
+
+class SeriesSparks:
+    """Sparklines of per-tick series bucketed into cells of several ticks.
+
+    While a series fills (the session's first ``series_len`` ticks), it is bucketed afresh
+    on each frame, its cells spread over the whole series (``squeeze``), so the line spans
+    its width from the start. Once full, it slides one tick a frame, and it is drawn as a
+    timeline: each cell the mean of ``per_cell`` ticks, cut at the same ticks from one frame
+    to the next, so that the cells before the newest neither change nor are worked out again;
+    a new tick only moves the newest cell, and every ``per_cell`` ticks the line moves one
+    cell to the left. Bucketed afresh on every frame, every cell's mean moved by a tick's
+    worth each frame: the whole line shimmered on readings that hardly moved, and working all
+    of it out again was most of a card's drawing on a real GPU, whose power, temperature and
+    clock move every tick.
+
+    A series is known by its GPU, its label and the cells it gets (``key``, ``width``, and
+    its scale ``lo`` to ``hi``). The same tuple again (a steady series is one shared tuple,
+    ``core/series.py``) is not looked at; a full series one tick on from the last one (its
+    values but the newest are the last one's but its oldest: compared, never hashed) moves
+    the timeline; any other full one (the first frame after the filling, a dropped frame, a
+    new scale or width) is cut anew, its newest cell ending at its newest tick. The blocks
+    are ``sparkline``'s, of each cell's mean."""
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._drawn: dict[tuple[int, int, float, float], tuple[tuple[float, ...], str]] = {}
+        self._drawn: dict[tuple[int, str, int, float, float], _Timeline] = {}
 
-    def spark(self, values: tuple[float, ...], width: int, lo: float, hi: float) -> str:
-        """The whole of ``values`` bucketed into ``width`` cells, scaled to [lo, hi]."""
-        key = (id(values), width, lo, hi)
-        drawn = self._drawn.pop(key, None)  # put back last: the oldest is the least used
-        if drawn is None or drawn[0] is not values:
+    def spark(
+        self, key: tuple[int, str], values: tuple[float, ...], width: int, lo: float, hi: float
+    ) -> str:
+        """``values`` as ``width`` cells at most, scaled to [lo, hi], right-aligned."""
+        where = (*key, width, lo, hi)
+        drawn = self._drawn.pop(where, None)  # put back last: the oldest is the least used
+        if drawn is None or drawn.values is not values:
+            drawn = _redrawn(drawn, values, width, lo, hi)
             if len(self._drawn) >= self._size:
                 del self._drawn[next(iter(self._drawn))]
-            drawn = (values, sparkline(squeeze(values, width), width, lo, hi))
-        self._drawn[key] = drawn
-        return drawn[1]
+        self._drawn[where] = drawn
+        return drawn.text
 
 
-# A screenful of cards' per-tick series (8 GPUs x 4) three times over: moving series are
-# drawn anew each frame, steady ones stay as the least recently drawn go.
+def _redrawn(
+    last: _Timeline | None, values: tuple[float, ...], width: int, lo: float, hi: float
+) -> _Timeline:
+    if last is None or len(values) != len(last.values) or width <= 0:  # filling
+        return _Timeline(values, 0, "", 0, sparkline(squeeze(values, width), width, lo, hi))
+    if values == last.values:
+        return _Timeline(values, last.per_cell, last.closed, last.open, last.text)
+    if last.per_cell and _one_tick_on(last.values, values):
+        return _moved(last, values, width, lo, hi)
+    return _cut(values, width, lo, hi)
+
+
+def _one_tick_on(last: tuple[float, ...], values: tuple[float, ...]) -> bool:
+    """Whether ``values`` is ``last`` one tick on: its oldest gone, one more at its end."""
+    return values[:-1] == last[1:]
+
+
+def _moved(
+    last: _Timeline, values: tuple[float, ...], width: int, lo: float, hi: float
+) -> _Timeline:
+    """The timeline one tick on: a full newest cell is closed (its block as shown) and the
+    new tick opens the next; else the tick joins the newest cell."""
+    closed, open_values = last.closed, last.open
+    if open_values >= last.per_cell:
+        closed = (closed + last.text[-1])[-(width - 1) :] if width > 1 else ""
+        open_values = 0
+    open_values += 1
+    newest = values[-open_values:]
+    text = closed + sparkline((sum(newest) / open_values,), 1, lo, hi)
+    return _Timeline(values, last.per_cell, closed, open_values, _padded(text, width))
+
+
+def _cut(values: tuple[float, ...], width: int, lo: float, hi: float) -> _Timeline:
+    """``values`` cut into the cells of as many ticks each as fit the series into ``width``,
+    the newest ending at the newest tick (the oldest may hold fewer)."""
+    per_cell = max(1, -(-len(values) // width))
+    ends = range(len(values), 0, -per_cell)  # where each cell ends, newest first
+    cells = (values[max(0, end - per_cell) : end] for end in reversed(ends))
+    chars = sparkline([sum(cell) / len(cell) for cell in cells], width, lo, hi).lstrip(" ")
+    closed = chars[:-1][-(width - 1) :] if width > 1 else ""
+    return _Timeline(values, per_cell, closed, per_cell, _padded(chars, width))
+
+
+def _padded(chars: str, width: int) -> str:
+    return " " * (width - len(chars)) + chars
+
+
+# A screenful of cards' per-tick series (8 GPUs x 4) three times over: the least recently
+# drawn go first.
 SPARKS = SeriesSparks(96)
 
 
-def _shown(metric: Metric, spark_width: int) -> Shown:
-    """A per-tick metric with its sparkline drawn, the whole series bucketed so it fits."""
+def _shown(index: int, metric: Metric, spark_width: int) -> Shown:
+    """A per-tick metric of GPU ``index`` with its sparkline drawn, the whole series bucketed
+    into the cells that fit."""
     label, values, lo, hi, value, level = metric
-    return label, SPARKS.spark(values, spark_width, lo, hi), value, level
+    return label, SPARKS.spark((index, label), values, spark_width, lo, hi), value, level
 
 
 def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: bool) -> list[Line]:
@@ -237,18 +312,18 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
     return [
         _title_line(title, title_style, events, events_level, width),
         _util_line(util_tail, util, width),
-        _pair_line(*_pair_shown(*_mem_temp(gpu, s), width), width),
-        _pair_line(*_pair_shown(*_power_clock(gpu, s), width), width),
+        _pair_line(*_pair_shown(gpu.index, *_mem_temp(gpu, s), width), width),
+        _pair_line(*_pair_shown(gpu.index, *_power_clock(gpu, s), width), width),
     ]
 
 
-def _pair_shown(left: Metric, right: Metric, width: int) -> tuple[Shown, Shown]:
+def _pair_shown(index: int, left: Metric, right: Metric, width: int) -> tuple[Shown, Shown]:
     """Two metrics side by side in ``width`` cells, each sparkline as wide as its half leaves
     beside its label and value."""
     left_half, right_half = _pair_halves(width)
     left_width = left_half - len(left[0]) - len(left[4])
     right_width = right_half - len(right[0]) - len(right[4])
-    return _shown(left, left_width), _shown(right, right_width)
+    return _shown(index, left, left_width), _shown(index, right, right_width)
 
 
 _PAIR_SEPARATOR = " │ "
