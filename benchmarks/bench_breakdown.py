@@ -39,8 +39,14 @@ side, two or three each (the host-wide readings' work follows the host: its proc
 a scan of all of them under I/O pressure). It leaves out the kernel's own work in system
 calls, which CPU time includes.
 
+``--bytecodes``: instead of all that, the Python bytecodes of ``--ticks`` ticks after the same
+filling, and (unless ``--no-tui``) of the TUI's UI thread handling their frames, by area and
+function (benchmarks/bytecodes.py): seconds, and the same count for the same work on a loaded
+machine, where callgrind's names C functions; it leaves out what runs in C.
+
     .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
-        [--nvml-costs none|h200] [--instructions] [--gpu-source fake|nvml] [--steady]
+        [--nvml-costs none|h200] [--instructions | --bytecodes] [--gpu-source fake|nvml]
+        [--steady]
 
 The fake GPUs' readings move from tick to tick as an H200's did under a GEMM (see
 bench_record.py): the tick's caches that hit while a value repeats miss as on a real GPU.
@@ -388,9 +394,10 @@ def report_bytecodes(root_pid: int, tmp: Path, args: argparse.Namespace) -> None
 
 def count_tui_frames(frames: list[Any], engine: Any) -> BytecodeCount:
     """The bytecodes the UI thread executes for each frame after the first: the frame shown
-    and the screen brought up to date, as the app does when the sampler hands it a frame
-    (each given 0.2 s, in which the compositor's refresh runs; a pilot's pauses would add
-    their own messages)."""
+    and the screen brought up to date, as the app does when the sampler hands it a frame.
+    Each is given 0.5 s, in which the compositor's refresh runs (a frame's handling takes
+    about 0.15 s traced): a frame that overran into the next would share one refresh with
+    it, and the count would be short by one. A pilot's pauses would add their own messages."""
     from gputop_doctor.ui.app import GpuTopApp
     from gputop_doctor.ui.messages import FrameReady
 
@@ -404,7 +411,7 @@ def count_tui_frames(frames: list[Any], engine: Any) -> BytecodeCount:
             with count.counting():
                 for frame in frames[1:]:
                     app.post_message(FrameReady(frame))
-                    await asyncio.sleep(0.2)
+                    await asyncio.sleep(0.5)
 
     asyncio.run(run())
     return count
@@ -495,6 +502,8 @@ def main() -> None:
     add_steady_argument(parser)
     args = parser.parse_args()
     refuse_fake_options_on_a_driver(parser, args)
+    if args.bytecodes and args.ticks < 2:
+        parser.error("--bytecodes needs --ticks 2 or more (the first frame builds the screen)")
     if args.instructions and args.nvml_costs != "none":
         parser.error("--instructions needs --nvml-costs none (a cost model waits on time)")
     if args.instructions and not under_callgrind():

@@ -34,6 +34,8 @@ class BytecodeCount:
 
     @contextmanager
     def counting(self) -> Iterator[None]:
+        """Count while inside; the tracer that was on before (a debugger's, coverage's) is
+        put back after."""
         by_code = self.by_code
 
         def per_opcode(frame: FrameType, event: str, _arg: Any) -> Any:
@@ -42,15 +44,18 @@ class BytecodeCount:
             return per_opcode
 
         def per_call(frame: FrameType, _event: str, _arg: Any) -> Any:
+            """Each new frame asks for opcode events, and none per line (a line's event
+            would be counted as nothing but would cost as much as an opcode's)."""
             frame.f_trace_opcodes = True
             frame.f_trace_lines = False
             return per_opcode
 
+        before = sys.gettrace()
         sys.settrace(per_call)
         try:
             yield
         finally:
-            sys.settrace(None)
+            sys.settrace(before)
 
     def total(self) -> int:
         return sum(self.by_code.values())
@@ -80,11 +85,12 @@ def short_path(filename: str) -> str:
     """The project's files from the package down, a library's from its site-packages down."""
     if filename.startswith(ROOT):
         return filename[len(ROOT) :]
-    for marker in ("site-packages/", "/lib/python3."):
-        at = filename.find(marker)
-        if at >= 0:
-            rest = filename[at + len(marker) :]
-            return rest if marker == "site-packages/" else "stdlib/" + rest.partition("/")[2]
+    _, in_library, rest = filename.partition("site-packages/")
+    if in_library:
+        return rest
+    _, in_stdlib, rest = filename.partition("/lib/python3.")
+    if in_stdlib:
+        return "stdlib/" + rest.partition("/")[2]
     return filename
 
 
@@ -94,7 +100,7 @@ def area_of(filename: str) -> str:
     dataclass's ``__init__``)."""
     path = short_path(filename)
     if "/benchmarks/" in filename:
-        return "the benchmark's own (its simulated clock)"
+        return "the benchmark's own code"
     if filename.startswith(ROOT):
         parts = path.split("/")
         return "/".join(parts[:2]) if parts[0] in ("sources", "ui") and len(parts) > 2 else parts[0]

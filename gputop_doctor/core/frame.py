@@ -25,6 +25,9 @@ class GpuSeries:
     temp_c: tuple[float, ...] = ()
     power_w: tuple[float, ...] = ()
     sm_clock_mhz: tuple[float, ...] = ()
+    # The most values a per-tick series (all but ``util``) holds: one that holds fewer is
+    # still filling, the session's first ticks (0: not known, as in a series made by hand).
+    capacity: int = 0
 
 
 @dataclass(frozen=True, slots=True)

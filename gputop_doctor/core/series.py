@@ -118,8 +118,10 @@ class SeriesView(Sequence[GpuSeries]):
 
     def _one(self, k: int, index: int) -> GpuSeries:
         first = k * len(NAMES)
-        windows = (self._window(first + j, values) for j, values in enumerate(self._gpus.lists[k]))
-        return GpuSeries(index, *windows)
+        util, mem_pct, temp_c, power_w, sm_clock_mhz = (
+            self._window(first + j, values) for j, values in enumerate(self._gpus.lists[k])
+        )
+        return GpuSeries(index, util, mem_pct, temp_c, power_w, sm_clock_mhz, capacity=self._length)
 
     def _window(self, position: int, values: list[float]) -> tuple[float, ...]:
         """The last ``length`` values of ``values`` at this view's end: the shared tuple when

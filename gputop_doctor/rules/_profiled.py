@@ -24,7 +24,7 @@ def latest_profiles(history: History, max_age_s: float) -> list[ProfileSummary]:
         return []
     out = []
     for proc in probed_processes(snap):
-        summary = proc.probe.profile if proc.probe is not None else None
+        summary = proc.probe.profile if proc.probe is not None else None  # (for mypy: it is)
         if summary is not None and snap.time - summary.finished_at <= max_age_s:
             out.append(summary)
     return out

@@ -49,7 +49,8 @@ def _expected(snapshots: list[Snapshot]) -> tuple[GpuSeries, ...]:
             ):
                 if value is not None:
                     series[name].append(value)
-        out.append(GpuSeries(index, **{name: tuple(v) for name, v in series.items()}))
+        values = {name: tuple(v) for name, v in series.items()}
+        out.append(GpuSeries(index, **values, capacity=LENGTH))
     return tuple(out)
 
 

@@ -1,4 +1,5 @@
-"""UI test setup: clock times on screen in UTC, so snapshots match on every machine."""
+"""UI test setup: clock times on screen in UTC, and the cards' sparklines drawn by a store
+of their own in each test, so snapshots match on every machine and in any order."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
+from gputop_doctor.ui.widgets import gpu_lines
 
 
 @pytest.fixture(autouse=True)
@@ -20,3 +23,10 @@ def utc_clock() -> Iterator[None]:
     else:
         os.environ["TZ"] = before
     time.tzset()
+
+
+@pytest.fixture(autouse=True)
+def fresh_sparklines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A card's timeline depends on the frames drawn before it (where its cells were cut):
+    another test's frames must not be among them."""
+    monkeypatch.setattr(gpu_lines, "SPARKS", gpu_lines.SeriesSparks(4 * 64))

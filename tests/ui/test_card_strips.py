@@ -1,9 +1,10 @@
 """The cards' sparklines and strips on moving readings: the same cells as drawn from scratch.
 
-On a real GPU the power, temperature and clock move every tick, so every card's squeezed
-sparklines are drawn again each frame and most card lines change. The shortcuts that make that
-cheap (bucket bounds worked out once per length and width, segments kept per piece) must give
-exactly what the plain loops gave: the same means to the bit, the same blocks, the same strip.
+On a real GPU the power, temperature and clock move every tick, so every card's sparklines
+move each frame and most card lines change. The shortcuts that make that cheap (bucket bounds
+worked out once per length and width, a full series drawn as a timeline whose cells stand,
+segments kept per piece) must give exactly what the plain loops give: the same means to the
+bit, the same blocks, the same strip.
 """
 
 from __future__ import annotations
@@ -164,15 +165,17 @@ SCALE_LO, SCALE_HI = 340.0, 460.0  # the readings' own range: a tick's worth mov
 
 def timeline(stream: Sequence[float], cut_at: int, length: int, width: int, now: int) -> str:
     """A card's full series as a timeline, the plain way: cells of ``per_cell`` ticks of the
-    whole stream, cut at ``cut_at`` (the frame whose window was cut: its newest cell ends
+    whole stream, cut at ``cut_at`` (the frame whose series was cut: its newest cell ends
     there) and every ``per_cell`` ticks from it; the newest holds the ticks up to ``now`` of
-    the cell it is in, the others all of theirs that were seen (from the window cut on)."""
+    the cell it is in, the others all of theirs that were seen (from the series cut on), as
+    many cells in all as the series cut into cells makes."""
     per_cell = -(-length // width)
+    shown = -(-length // per_cell)
     seen_from = cut_at - length
     newest_end = cut_at + -(-(now - cut_at) // per_cell) * per_cell
     cells = [stream[newest_end - per_cell : now]]
     end = newest_end - per_cell
-    while end > seen_from and len(cells) < width:
+    while end > seen_from and len(cells) < shown:
         cells.insert(0, stream[max(seen_from, end - per_cell) : end])
         end -= per_cell
     return plain_sparkline([sum(c) / len(c) for c in cells], width, SCALE_LO, SCALE_HI)
@@ -182,24 +185,21 @@ def timeline(stream: Sequence[float], cut_at: int, length: int, width: int, now:
 def test_a_full_series_is_drawn_as_a_timeline_whose_cells_stand(length: int, width: int) -> None:
     """Once full, a series one tick on a frame is a timeline: only its newest cell moves, and
     every ``per_cell`` ticks the line moves one cell left, its other cells as drawn before;
-    the blocks are those of each cell's mean. A dropped frame cuts it anew from there."""
-    stream = moving_readings(length + 200, seed=5)
+    the blocks are those of each cell's mean. A frame dropped moves it on as far; a gap of
+    more than a cell's ticks cuts it anew from there."""
+    stream = moving_readings(length + 300, seed=5)
     sparks = gpu_lines.SeriesSparks(4)
+    per_cell = -(-length // width)
 
     def drawn(now: int) -> str:
-        return sparks.spark(
-            (0, "pwr"), tuple(stream[now - length : now]), width, SCALE_LO, SCALE_HI
-        )
+        window = tuple(stream[now - length : now])
+        return sparks.spark((0, "pwr"), window, length, width, SCALE_LO, SCALE_HI)
 
-    filling = tuple(stream[:length])  # a first frame: bucketed as a filling series is
-    assert drawn(length) == plain_sparkline(
-        plain_squeeze(filling, width), width, SCALE_LO, SCALE_HI
-    )
-    cut_at = length + 1
-    for now in range(cut_at, length + 120):
+    cut_at = length  # the first frame drawn: cut
+    for now in [*range(cut_at, length + 60), *range(length + 61, length + 120)]:
         assert drawn(now) == timeline(stream, cut_at, length, width, now)
-    cut_at = length + 121  # a frame dropped: cut anew
-    for now in range(cut_at, length + 200):
+    cut_at = length + 121 + per_cell  # more than a cell's ticks dropped: cut anew
+    for now in range(cut_at, length + 300):
         assert drawn(now) == timeline(stream, cut_at, length, width, now)
 
 
@@ -208,7 +208,21 @@ def test_a_filling_series_is_bucketed_afresh_over_its_whole_length() -> None:
     line spans its width from the start and grows no gaps as ticks a cell go up."""
     stream = moving_readings(130, seed=6)
     sparks = gpu_lines.SeriesSparks(4)
-    for now in range(1, 121):
+    for now in range(1, 120):
         window = tuple(stream[:now])
         expected = plain_sparkline(plain_squeeze(window, 14), 14, SCALE_LO, SCALE_HI)
-        assert sparks.spark((1, "temp"), window, 14, SCALE_LO, SCALE_HI) == expected
+        assert sparks.spark((1, "temp"), window, 120, 14, SCALE_LO, SCALE_HI) == expected
+
+
+def test_a_line_one_cell_narrower_or_wider_keeps_its_cells() -> None:
+    """A value text a digit longer (power past 100 W) takes a cell from the line: while its
+    cells still hold as many ticks each, they stand (they are not cut anew)."""
+    stream = moving_readings(200, seed=7)
+    sparks = gpu_lines.SeriesSparks(4)
+    for now in range(120, 145):  # cut at 120, then moved on, 13 cells of 10 ticks
+        sparks.spark((2, "pwr"), tuple(stream[now - 120 : now]), 120, 13, SCALE_LO, SCALE_HI)
+    window = tuple(stream[25:145])
+    narrow = sparks.spark((2, "pwr"), window, 120, 12, SCALE_LO, SCALE_HI)  # 10 ticks a cell
+    assert narrow == timeline(stream, 120, 120, 12, 145)
+    wide = sparks.spark((2, "pwr"), tuple(stream[26:146]), 120, 13, SCALE_LO, SCALE_HI)
+    assert wide == " " + timeline(stream, 120, 120, 12, 146)

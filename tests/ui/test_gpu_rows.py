@@ -213,21 +213,18 @@ def test_a_card_never_hashes_its_series_and_draws_a_steady_one_once(
     hashed); a series one tick on draws one cell (its newest) for each of the four."""
     gpu = gpus()[3]
     steady = Unhashable([50.0 + (i % 3) for i in range(120)])
-    series = GpuSeries(gpu.index, tuple(steady), steady, steady, steady, steady)
+    series = GpuSeries(gpu.index, tuple(steady), steady, steady, steady, steady, capacity=120)
     first = gpu_lines.card_lines(gpu, series, 58, False)
     drawn: list[int] = []
     real = gpu_lines.sparkline
     monkeypatch.setattr(gpu_lines, "sparkline", lambda *a: drawn.append(len(a[0])) or real(*a))
     assert gpu_lines.card_lines(gpu, series, 58, False) == first and not drawn
     again = Unhashable(steady)
-    copied = GpuSeries(gpu.index, tuple(steady), again, again, again, again)
+    copied = GpuSeries(gpu.index, tuple(steady), again, again, again, again, capacity=120)
     assert gpu_lines.card_lines(gpu, copied, 58, False) == first and not drawn
     on = Unhashable([*steady[1:], 51.0])
-    moved = GpuSeries(gpu.index, tuple(steady), on, on, on, on)
-    gpu_lines.card_lines(gpu, moved, 58, False)  # the first full one after the filling: cut
     drawn.clear()
-    later = Unhashable([*on[1:], 52.0])
     gpu_lines.card_lines(
-        gpu, GpuSeries(gpu.index, tuple(steady), later, later, later, later), 58, False
+        gpu, GpuSeries(gpu.index, tuple(steady), on, on, on, on, capacity=120), 58, False
     )
     assert drawn == [1, 1, 1, 1]

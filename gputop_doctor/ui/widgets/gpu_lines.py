@@ -12,8 +12,9 @@ clock-event reasons are decoded once per bitmask (``decode_clock_events`` rememb
 The memory, temperature, power and clock sparklines are drawn before their line is looked up,
 so those lines are remembered by their texts, never by the series' values: hashing four series
 of up to 120 floats per card to find the line unchanged cost more than most lines do to build.
-The sparklines themselves are remembered by the series' identity (``SeriesSparks``): a steady
-series is one shared tuple (``core/series.py``), so its sparkline is neither made nor hashed.
+The sparklines themselves are kept by GPU and label (``SeriesSparks``): a steady series is
+one shared tuple (``core/series.py``), so its sparkline is neither made nor hashed, and a full
+series one tick on is drawn as a timeline, only its newest cell worked out.
 """
 
 from __future__ import annotations
@@ -178,13 +179,16 @@ Shown = tuple[str, str, str, str]
 
 @dataclass(slots=True)
 class _Timeline:
-    """One series' sparkline as last drawn. Cut as a timeline (``per_cell`` > 0): cells of
-    ``per_cell`` values each, cut where the ticks they hold fall, so that a cell keeps its
-    block while it stays on screen; else (0) bucketed afresh from the whole series."""
+    """One series' sparkline as last drawn. As a timeline (``per_cell`` > 0): cells of
+    ``per_cell`` values each, cut where the ticks they hold fall, so a cell keeps its block
+    while it stays on screen; else (0) bucketed afresh from the whole series."""
 
     values: tuple[float, ...]  # the series it was drawn from
+    width: int
+    lo: float
+    hi: float
     per_cell: int  # 0: not a timeline
-    closed: str  # the blocks of the cells before the newest, oldest first (width - 1 at most)
+    closed: str  # the blocks of the cells before the newest, oldest first
     open: int  # values in the newest cell so far, 1 to per_cell (per_cell: it is full)
     text: str  # the sparkline as shown
 
@@ -192,100 +196,129 @@ class _Timeline:
 class SeriesSparks:
     """Sparklines of per-tick series bucketed into cells of several ticks.
 
-    While a series fills (the session's first ``series_len`` ticks), it is bucketed afresh
-    on each frame, its cells spread over the whole series (``squeeze``), so the line spans
-    its width from the start. Once full, it slides one tick a frame, and it is drawn as a
-    timeline: each cell the mean of ``per_cell`` ticks, cut at the same ticks from one frame
-    to the next, so that the cells before the newest neither change nor are worked out again;
-    a new tick only moves the newest cell, and every ``per_cell`` ticks the line moves one
-    cell to the left. Bucketed afresh on every frame, every cell's mean moved by a tick's
-    worth each frame: the whole line shimmered on readings that hardly moved, and working all
-    of it out again was most of a card's drawing on a real GPU, whose power, temperature and
-    clock move every tick.
+    While a series fills (it holds fewer values than its ``capacity``: the session's first
+    ticks), it is bucketed afresh on each frame, its cells spread over all of it
+    (``squeeze``), so the line spans its width from the start. Once full, it slides one tick
+    a frame, and it is drawn as a timeline: each cell the mean of ``per_cell`` ticks, cut at
+    the same ticks from one frame to the next, so that the cells before the newest neither
+    change nor are worked out again; a new tick only moves the newest cell, and every
+    ``per_cell`` ticks the line moves one cell to the left. Bucketed afresh on every frame,
+    every cell's mean moved by a tick's worth each frame: the whole line shimmered on readings
+    that hardly moved, and working all of it out again was most of a card's drawing on a real
+    GPU, whose power, temperature and clock move every tick.
 
-    A series is known by its GPU, its label and the cells it gets (``key``, ``width``, and
-    its scale ``lo`` to ``hi``). The same tuple again (a steady series is one shared tuple,
-    ``core/series.py``) is not looked at; a full series one tick on from the last one (its
-    values but the newest are the last one's but its oldest: compared, never hashed) moves
-    the timeline; any other full one (the first frame after the filling, a dropped frame, a
-    new scale or width) is cut anew, its newest cell ending at its newest tick. The blocks
-    are ``sparkline``'s, of each cell's mean."""
+    A series is known by its GPU and its label (``key``). The same tuple again (a steady
+    series is one shared tuple, ``core/series.py``) is not looked at; a full series up to
+    ``per_cell`` ticks on from the last one drawn (a frame or a few the UI dropped: its
+    values but the newest are the last one's but its oldest, compared, never hashed) moves
+    the timeline on; a value text one digit longer or shorter (power past 100 W) narrows or
+    widens the line without moving its cells. Any other full series (the first frame drawn,
+    a new scale, cells of more or fewer ticks, a gap of more ticks) is cut anew, its newest
+    cell ending at its newest tick. A timeline shows as many cells as its series cut into
+    cells makes, so it spans about the series' ticks. The blocks are ``sparkline``'s, of
+    each cell's mean."""
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._drawn: dict[tuple[int, str, int, float, float], _Timeline] = {}
+        self._drawn: dict[tuple[int, str], _Timeline] = {}
 
     def spark(
-        self, key: tuple[int, str], values: tuple[float, ...], width: int, lo: float, hi: float
+        self,
+        key: tuple[int, str],
+        values: tuple[float, ...],
+        capacity: int,
+        width: int,
+        lo: float,
+        hi: float,
     ) -> str:
         """``values`` as ``width`` cells at most, scaled to [lo, hi], right-aligned."""
-        where = (*key, width, lo, hi)
-        drawn = self._drawn.pop(where, None)  # put back last: the oldest is the least used
-        if drawn is None or drawn.values is not values:
-            drawn = _redrawn(drawn, values, width, lo, hi)
+        drawn = self._drawn.pop(key, None)  # put back last: the oldest is the least used
+        if drawn is None or drawn.values is not values or drawn.width != width:
+            drawn = _redrawn(drawn, values, capacity, width, lo, hi)
             if len(self._drawn) >= self._size:
                 del self._drawn[next(iter(self._drawn))]
-        self._drawn[where] = drawn
+        self._drawn[key] = drawn
         return drawn.text
 
 
 def _redrawn(
-    last: _Timeline | None, values: tuple[float, ...], width: int, lo: float, hi: float
+    last: _Timeline | None,
+    values: tuple[float, ...],
+    capacity: int,
+    width: int,
+    lo: float,
+    hi: float,
 ) -> _Timeline:
-    if last is None or len(values) != len(last.values) or width <= 0:  # filling
-        return _Timeline(values, 0, "", 0, sparkline(squeeze(values, width), width, lo, hi))
-    if values == last.values:
-        return _Timeline(values, last.per_cell, last.closed, last.open, last.text)
-    if last.per_cell and _one_tick_on(last.values, values):
-        return _moved(last, values, width, lo, hi)
-    return _cut(values, width, lo, hi)
+    """The drawing of ``values``: bucketed afresh while filling, else the timeline ``last``
+    moved on when it can be, else cut anew (see :class:`SeriesSparks`)."""
+    if width <= 0 or not capacity or len(values) < capacity:
+        text = sparkline(squeeze(values, width), width, lo, hi)
+        return _Timeline(values, width, lo, hi, 0, "", 0, text)
+    per_cell = _ticks_a_cell(len(values), width)
+    if last is None or (last.per_cell, last.lo, last.hi) != (per_cell, lo, hi):
+        return _cut(values, per_cell, width, lo, hi)
+    ticks = 0 if values == last.values else _ticks_on(last.values, values, per_cell)
+    if ticks < 0:
+        return _cut(values, per_cell, width, lo, hi)
+    return _moved(last, values, ticks, width, lo, hi)
 
 
-def _one_tick_on(last: tuple[float, ...], values: tuple[float, ...]) -> bool:
-    """Whether ``values`` is ``last`` one tick on: its oldest gone, one more at its end."""
-    return values[:-1] == last[1:]
+def _ticks_a_cell(length: int, width: int) -> int:
+    """The fewest ticks a cell that fit ``length`` ticks into ``width`` cells."""
+    return max(1, -(-length // width))
+
+
+def _ticks_on(last: tuple[float, ...], values: tuple[float, ...], most: int) -> int:
+    """How many ticks on from ``last`` the series ``values`` is (as long, the oldest ones
+    gone and as many new at its end), up to ``most``; -1 if it is not."""
+    for ticks in range(1, min(most, len(values) - 1) + 1):
+        if values[:-ticks] == last[ticks:]:
+            return ticks
+    return -1
 
 
 def _moved(
-    last: _Timeline, values: tuple[float, ...], width: int, lo: float, hi: float
+    last: _Timeline, values: tuple[float, ...], ticks: int, width: int, lo: float, hi: float
 ) -> _Timeline:
-    """The timeline one tick on: a full newest cell is closed (its block as shown) and the
-    new tick opens the next; else the tick joins the newest cell."""
-    closed, open_values = last.closed, last.open
-    if open_values >= last.per_cell:
-        closed = (closed + last.text[-1])[-(width - 1) :] if width > 1 else ""
-        open_values = 0
-    open_values += 1
-    newest = values[-open_values:]
-    text = closed + sparkline((sum(newest) / open_values,), 1, lo, hi)
-    return _Timeline(values, last.per_cell, closed, open_values, _padded(text, width))
+    """The timeline ``ticks`` ticks on: each new tick joins the newest cell, or, when that
+    is full, closes it (its block as drawn) and opens the next. No tick on: the same cells,
+    at ``width``."""
+    per_cell, closed, open_values = last.per_cell, last.closed, last.open
+    block = last.text[-1]
+    kept = -(-len(values) // per_cell) - 1  # closed cells: the series' ticks, about
+    for end in range(len(values) - ticks + 1, len(values) + 1):
+        if open_values >= per_cell:
+            closed = (closed + block)[-kept:] if kept > 0 else ""
+            open_values = 0
+        open_values += 1
+        newest = values[end - open_values : end]
+        block = sparkline((sum(newest) / open_values,), 1, lo, hi)
+    text = _padded(closed + block, width)
+    return _Timeline(values, width, lo, hi, per_cell, closed, open_values, text)
 
 
-def _cut(values: tuple[float, ...], width: int, lo: float, hi: float) -> _Timeline:
-    """``values`` cut into the cells of as many ticks each as fit the series into ``width``,
-    the newest ending at the newest tick (the oldest may hold fewer)."""
-    per_cell = max(1, -(-len(values) // width))
+def _cut(values: tuple[float, ...], per_cell: int, width: int, lo: float, hi: float) -> _Timeline:
+    """``values`` cut into cells of ``per_cell`` ticks, the newest ending at the newest tick
+    (the oldest may hold fewer)."""
     ends = range(len(values), 0, -per_cell)  # where each cell ends, newest first
-    cells = (values[max(0, end - per_cell) : end] for end in reversed(ends))
-    chars = sparkline([sum(cell) / len(cell) for cell in cells], width, lo, hi).lstrip(" ")
-    closed = chars[:-1][-(width - 1) :] if width > 1 else ""
-    return _Timeline(values, per_cell, closed, per_cell, _padded(chars, width))
+    cells = [values[max(0, end - per_cell) : end] for end in reversed(ends)]
+    chars = sparkline([sum(cell) / len(cell) for cell in cells], len(cells), lo, hi)
+    return _Timeline(values, width, lo, hi, per_cell, chars[:-1], per_cell, _padded(chars, width))
 
 
 def _padded(chars: str, width: int) -> str:
     return " " * (width - len(chars)) + chars
 
 
-# A screenful of cards' per-tick series (8 GPUs x 4) three times over: the least recently
-# drawn go first.
-SPARKS = SeriesSparks(96)
+# Each card's four per-tick series on a machine of up to 64 GPUs: the least recently drawn
+# go first.
+SPARKS = SeriesSparks(4 * 64)
 
 
-def _shown(index: int, metric: Metric, spark_width: int) -> Shown:
-    """A per-tick metric of GPU ``index`` with its sparkline drawn, the whole series bucketed
-    into the cells that fit."""
+def _shown(index: int, metric: Metric, capacity: int, spark_width: int) -> Shown:
+    """A per-tick metric of GPU ``index`` with its sparkline drawn (``SeriesSparks``)."""
     label, values, lo, hi, value, level = metric
-    return label, SPARKS.spark((index, label), values, spark_width, lo, hi), value, level
+    return label, SPARKS.spark((index, label), values, capacity, spark_width, lo, hi), value, level
 
 
 def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: bool) -> list[Line]:
@@ -312,18 +345,23 @@ def card_lines(gpu: GpuSample, series: GpuSeries | None, width: int, selected: b
     return [
         _title_line(title, title_style, events, events_level, width),
         _util_line(util_tail, util, width),
-        _pair_line(*_pair_shown(gpu.index, *_mem_temp(gpu, s), width), width),
-        _pair_line(*_pair_shown(gpu.index, *_power_clock(gpu, s), width), width),
+        _pair_line(*_pair_shown(gpu.index, s.capacity, *_mem_temp(gpu, s), width), width),
+        _pair_line(*_pair_shown(gpu.index, s.capacity, *_power_clock(gpu, s), width), width),
     ]
 
 
-def _pair_shown(index: int, left: Metric, right: Metric, width: int) -> tuple[Shown, Shown]:
+def _pair_shown(
+    index: int, capacity: int, left: Metric, right: Metric, width: int
+) -> tuple[Shown, Shown]:
     """Two metrics side by side in ``width`` cells, each sparkline as wide as its half leaves
     beside its label and value."""
     left_half, right_half = _pair_halves(width)
     left_width = left_half - len(left[0]) - len(left[4])
     right_width = right_half - len(right[0]) - len(right[4])
-    return _shown(index, left, left_width), _shown(index, right, right_width)
+    return (
+        _shown(index, left, capacity, left_width),
+        _shown(index, right, capacity, right_width),
+    )
 
 
 _PAIR_SEPARATOR = " │ "
@@ -375,7 +413,7 @@ def _util_line(util_tail: tuple[float, ...], util: str, width: int) -> Line:
 
 @lru_cache(maxsize=LINE_CACHE)
 def _pair_line(left: Shown, right: Shown, width: int) -> Line:
-    """Two per-tick metrics side by side, each a squeezed sparkline and its value."""
+    """Two per-tick metrics side by side, each a sparkline of its series and its value."""
     half, _ = _pair_halves(width)
     left_label, left_spark, left_value, left_level = left
     label, spark, value, level = right
