@@ -26,6 +26,13 @@ def _level(value: float, lo: float, span: float) -> str:
     return BLOCKS[0 if level < 0 else min(level, top)]
 
 
+def block(value: float, lo: float, hi: float) -> str:
+    """The block ``sparkline`` draws for ``value`` on [lo, hi]: one cell, worked out alone
+    (a timeline's newest cell, every frame)."""
+    span = hi - lo
+    return BLOCKS[0] if span <= 0 else _level(value, lo, span)
+
+
 def sparkline(values: Sequence[float], width: int, lo: float, hi: float) -> str:
     """The newest ``width`` values as blocks scaled to [lo, hi], right-aligned, space-padded.
 

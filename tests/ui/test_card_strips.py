@@ -81,6 +81,8 @@ def test_sparklines_are_the_plain_loop_s_blocks() -> None:
             for start in range(0, 250, 13):
                 window = stream[start : start + 40]
                 assert sparkline(window, width, lo, hi) == plain_sparkline(window, width, lo, hi)
+                one = window[-1]
+                assert render.block(one, lo, hi) == plain_sparkline([one], 1, lo, hi)
 
 
 def test_utilization_blocks_are_looked_up_once_made_and_are_the_plain_loop_s(

@@ -218,6 +218,8 @@ def test_a_card_never_hashes_its_series_and_draws_a_steady_one_once(
     drawn: list[int] = []
     real = gpu_lines.sparkline
     monkeypatch.setattr(gpu_lines, "sparkline", lambda *a: drawn.append(len(a[0])) or real(*a))
+    one = gpu_lines.block_of
+    monkeypatch.setattr(gpu_lines, "block_of", lambda *a: drawn.append(1) or one(*a))
     assert gpu_lines.card_lines(gpu, series, 58, False) == first and not drawn
     again = Unhashable(steady)
     copied = GpuSeries(gpu.index, tuple(steady), again, again, again, again, capacity=120)

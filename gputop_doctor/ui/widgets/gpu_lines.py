@@ -31,6 +31,9 @@ from gputop_doctor.core.model import (
     GpuSample,
 )
 from gputop_doctor.ui.render import (
+    block as block_of,
+)
+from gputop_doctor.ui.render import (
     ellipsize,
     fmt_mib,
     percent_sparkline,
@@ -292,7 +295,7 @@ def _moved(
             open_values = 0
         open_values += 1
         newest = values[end - open_values : end]
-        block = sparkline((sum(newest) / open_values,), 1, lo, hi)
+        block = block_of(sum(newest) / open_values, lo, hi)
     text = _padded(closed + block, width)
     return _Timeline(values, width, lo, hi, per_cell, closed, open_values, text)
 
