@@ -26,7 +26,8 @@ class GpuSeries:
     power_w: tuple[float, ...] = ()
     sm_clock_mhz: tuple[float, ...] = ()
     # The most values a per-tick series (all but ``util``) holds: one that holds fewer is
-    # still filling, the session's first ticks (0: not known, as in a series made by hand).
+    # still filling, until that many of its readings came in (0: not known, as in a series
+    # made by hand).
     capacity: int = 0
 
 

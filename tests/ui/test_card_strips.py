@@ -169,16 +169,15 @@ def timeline(stream: Sequence[float], cut_at: int, length: int, width: int, now:
     """A card's full series as a timeline, the plain way: cells of ``per_cell`` ticks of the
     whole stream, cut at ``cut_at`` (the frame whose series was cut: its newest cell ends
     there) and every ``per_cell`` ticks from it; the newest holds the ticks up to ``now`` of
-    the cell it is in, the others all of theirs that were seen (from the series cut on), as
-    many cells in all as the series cut into cells makes."""
+    the cell it is in, the others all of theirs the series still holds, ``width`` cells at
+    most."""
     per_cell = -(-length // width)
-    shown = -(-length // per_cell)
-    seen_from = cut_at - length
+    series_from = now - length
     newest_end = cut_at + -(-(now - cut_at) // per_cell) * per_cell
     cells = [stream[newest_end - per_cell : now]]
     end = newest_end - per_cell
-    while end > seen_from and len(cells) < shown:
-        cells.insert(0, stream[max(seen_from, end - per_cell) : end])
+    while end > series_from and len(cells) < width:
+        cells.insert(0, stream[max(series_from, end - per_cell) : end])
         end -= per_cell
     return plain_sparkline([sum(c) / len(c) for c in cells], width, SCALE_LO, SCALE_HI)
 
@@ -198,8 +197,10 @@ def test_a_full_series_is_drawn_as_a_timeline_whose_cells_stand(length: int, wid
         return sparks.spark((0, "pwr"), window, length, width, SCALE_LO, SCALE_HI)
 
     cut_at = length  # the first frame drawn: cut
-    for now in [*range(cut_at, length + 60), *range(length + 61, length + 120)]:
-        assert drawn(now) == timeline(stream, cut_at, length, width, now)
+    dropped = {length + 61, *range(length + 90, length + 90 + per_cell - 1)}  # a cell's ticks
+    for now in range(cut_at, length + 120):
+        if now not in dropped:
+            assert drawn(now) == timeline(stream, cut_at, length, width, now)
     cut_at = length + 121 + per_cell  # more than a cell's ticks dropped: cut anew
     for now in range(cut_at, length + 300):
         assert drawn(now) == timeline(stream, cut_at, length, width, now)
@@ -228,3 +229,27 @@ def test_a_line_one_cell_narrower_or_wider_keeps_its_cells() -> None:
     assert narrow == timeline(stream, 120, 120, 12, 145)
     wide = sparks.spark((2, "pwr"), tuple(stream[26:146]), 120, 13, SCALE_LO, SCALE_HI)
     assert wide == " " + timeline(stream, 120, 120, 12, 146)
+
+
+def test_a_new_scale_draws_a_steady_series_again() -> None:
+    """A steady series is one tuple frame after frame; a new scale (the card's slowdown
+    temperature read, a new power limit) draws it again all the same."""
+    sparks = gpu_lines.SeriesSparks(4)
+    steady = (50.0,) * 120
+    for hi in (90.0, 55.0):
+        expected = plain_sparkline([50.0] * 14, 14, 20.0, hi)
+        assert sparks.spark((0, "temp"), steady, 120, 14, 20.0, hi) == expected
+
+
+def test_a_series_gone_steady_keeps_no_tick_it_dropped() -> None:
+    """The oldest cell is drawn from the ticks the series still holds: once a job ends and
+    its readings hold one value (a tuple the card does not look at again), no block of the
+    busy ticks before stays at the line's left end."""
+    busy = moving_readings(200, seed=8)
+    stream = [*busy[:150], *([350.0] * 130)]
+    sparks = gpu_lines.SeriesSparks(4)
+    for now in range(120, 271):
+        window = tuple(stream[now - 120 : now])
+        drawn = sparks.spark((3, "pwr"), window, 120, 14, SCALE_LO, SCALE_HI)
+        assert drawn == timeline(stream, 120, 120, 14, now)
+    assert set(drawn) == {plain_sparkline([350.0], 1, SCALE_LO, SCALE_HI)}

@@ -210,7 +210,8 @@ def test_a_card_never_hashes_its_series_and_draws_a_steady_one_once(
     """A card's memory, temperature, power and clock lines are remembered by their texts:
     hashing four series of 120 floats per card cost more than most lines. A series handed on as
     the same tuple is not drawn again, nor are the same values in a new tuple (compared, not
-    hashed); a series one tick on draws one cell (its newest) for each of the four."""
+    hashed); a series one tick on draws one cell or two for each of the four (its newest, and
+    its oldest where the series' start cuts through it), never a whole line."""
     gpu = gpus()[3]
     steady = Unhashable([50.0 + (i % 3) for i in range(120)])
     series = GpuSeries(gpu.index, tuple(steady), steady, steady, steady, steady, capacity=120)
@@ -229,4 +230,12 @@ def test_a_card_never_hashes_its_series_and_draws_a_steady_one_once(
     gpu_lines.card_lines(
         gpu, GpuSeries(gpu.index, tuple(steady), on, on, on, on, capacity=120), 58, False
     )
-    assert drawn == [1, 1, 1, 1]
+    assert 4 <= len(drawn) <= 8 and set(drawn) == {1}
+
+
+def test_a_reading_s_text_is_as_wide_as_its_limit_s_whatever_its_digits() -> None:
+    """A power past 100 W or a clock past 1,000 MHz does not take a cell from its sparkline
+    (which would then be cut into cells anew each time the reading crossed back)."""
+    assert gpu_lines._of_limit("99", "700", "W") == "  99/700W"
+    assert len(gpu_lines._of_limit("100", "700", "W")) == len("  99/700W")
+    assert gpu_lines._of_limit("998", "1980") == "  998/1980"

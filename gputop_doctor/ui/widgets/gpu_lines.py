@@ -195,6 +195,9 @@ class _Timeline:
     open: int  # values in the newest cell so far, 1 to per_cell (per_cell: it is full)
     text: str  # the sparkline as shown
 
+    def drawn_as(self, width: int, lo: float, hi: float) -> bool:
+        return self.width == width and self.lo == lo and self.hi == hi
+
 
 class SeriesSparks:
     """Sparklines of per-tick series bucketed into cells of several ticks.
@@ -210,15 +213,16 @@ class SeriesSparks:
     that hardly moved, and working all of it out again was most of a card's drawing on a real
     GPU, whose power, temperature and clock move every tick.
 
-    A series is known by its GPU and its label (``key``). The same tuple again (a steady
-    series is one shared tuple, ``core/series.py``) is not looked at; a full series up to
-    ``per_cell`` ticks on from the last one drawn (a frame or a few the UI dropped: its
-    values but the newest are the last one's but its oldest, compared, never hashed) moves
-    the timeline on; a value text one digit longer or shorter (power past 100 W) narrows or
-    widens the line without moving its cells. Any other full series (the first frame drawn,
-    a new scale, cells of more or fewer ticks, a gap of more ticks) is cut anew, its newest
-    cell ending at its newest tick. A timeline shows as many cells as its series cut into
-    cells makes, so it spans about the series' ticks. The blocks are ``sparkline``'s, of
+    A series is known by its GPU and its label (``key``). The same tuple again at the same
+    width and scale (a steady series is one shared tuple, ``core/series.py``) is not looked
+    at; a full series up to ``per_cell`` ticks on from the last one drawn (frames the UI
+    dropped: its values but the newest are the last one's but its oldest, compared, never
+    hashed) moves the timeline on, and the same values at a width that keeps ``per_cell``
+    keep its cells. Any other full series (the first frame drawn, a new scale, cells of more
+    or fewer ticks, a gap of more ticks) is cut anew, its newest cell ending at its newest
+    tick. A reading's text keeps its width whatever its digits (``_of_limit``), so the line's
+    width holds. The line holds the ticks its series holds: ``width`` cells at most, the
+    oldest drawn from the ticks of it the series has left. The blocks are ``sparkline``'s, of
     each cell's mean."""
 
     def __init__(self, size: int) -> None:
@@ -236,7 +240,7 @@ class SeriesSparks:
     ) -> str:
         """``values`` as ``width`` cells at most, scaled to [lo, hi], right-aligned."""
         drawn = self._drawn.pop(key, None)  # put back last: the oldest is the least used
-        if drawn is None or drawn.values is not values or drawn.width != width:
+        if drawn is None or drawn.values is not values or not drawn.drawn_as(width, lo, hi):
             drawn = _redrawn(drawn, values, capacity, width, lo, hi)
             if len(self._drawn) >= self._size:
                 del self._drawn[next(iter(self._drawn))]
@@ -260,7 +264,11 @@ def _redrawn(
     per_cell = _ticks_a_cell(len(values), width)
     if last is None or (last.per_cell, last.lo, last.hi) != (per_cell, lo, hi):
         return _cut(values, per_cell, width, lo, hi)
-    ticks = 0 if values == last.values else _ticks_on(last.values, values, per_cell)
+    if values == last.values:  # the same ticks: the line narrowed or widened
+        closed = last.closed[-(width - 1) :] if width > 1 else ""
+        text = _padded(closed + last.text[-1], width)
+        return _Timeline(values, width, lo, hi, per_cell, closed, last.open, text)
+    ticks = _ticks_on(last.values, values, per_cell)
     if ticks < 0:
         return _cut(values, per_cell, width, lo, hi)
     return _moved(last, values, ticks, width, lo, hi)
@@ -284,20 +292,41 @@ def _moved(
     last: _Timeline, values: tuple[float, ...], ticks: int, width: int, lo: float, hi: float
 ) -> _Timeline:
     """The timeline ``ticks`` ticks on: each new tick joins the newest cell, or, when that
-    is full, closes it (its block as drawn) and opens the next. No tick on: the same cells,
-    at ``width``."""
+    is full, closes it (its block as drawn) and opens the next."""
     per_cell, closed, open_values = last.per_cell, last.closed, last.open
     block = last.text[-1]
-    kept = -(-len(values) // per_cell) - 1  # closed cells: the series' ticks, about
     for end in range(len(values) - ticks + 1, len(values) + 1):
         if open_values >= per_cell:
-            closed = (closed + block)[-kept:] if kept > 0 else ""
+            closed += block
             open_values = 0
         open_values += 1
         newest = values[end - open_values : end]
         block = block_of(sum(newest) / open_values, lo, hi)
+    closed = _within(closed, values, open_values, per_cell, width, lo, hi)
     text = _padded(closed + block, width)
     return _Timeline(values, width, lo, hi, per_cell, closed, open_values, text)
+
+
+def _within(
+    closed: str,
+    values: tuple[float, ...],
+    open_values: int,
+    per_cell: int,
+    width: int,
+    lo: float,
+    hi: float,
+) -> str:
+    """The closed cells that fit beside the newest (``width`` in all) and hold ticks the
+    series still has; the oldest, once the series' start cuts through it, drawn from the ticks
+    it has left (as ``_cut`` draws its oldest), so that no tick the series dropped stays on
+    screen (a series gone steady is not drawn again)."""
+    full, left = divmod(len(values) - open_values, per_cell)
+    kept = min(width - 1, full + (1 if left else 0), len(closed))  # fewer: a line just widened
+    closed = closed[len(closed) - kept :] if kept > 0 else ""
+    if left and kept == full + 1:
+        oldest = values[:left]
+        closed = block_of(sum(oldest) / left, lo, hi) + closed[1:]
+    return closed
 
 
 def _cut(values: tuple[float, ...], per_cell: int, width: int, lo: float, hi: float) -> _Timeline:
@@ -377,10 +406,18 @@ def _pair_halves(width: int) -> tuple[int, int]:
     return left, width - left - len(_PAIR_SEPARATOR)
 
 
+def _of_limit(reading: str, limit: str, unit: str = "") -> str:
+    """`` 99/700W``, the reading as wide as its limit (`` 99`` against ``700``): a reading
+    that gains a digit (power past 100 W, a clock past 1,000 MHz) does not take a cell from
+    its sparkline, which would then cut its ticks into cells anew, frame after frame while the
+    reading goes back and forth."""
+    return f" {reading:>{len(limit)}}/{limit}{unit}"
+
+
 def _mem_temp(gpu: GpuSample, s: GpuSeries) -> tuple[Metric, Metric]:
-    mem_value = f" {fmt_mib(gpu.mem_used_mib)}/{fmt_mib(gpu.mem_total_mib)}"
+    mem_value = _of_limit(fmt_mib(gpu.mem_used_mib), fmt_mib(gpu.mem_total_mib))
     mem_level = _ratio_level(gpu.mem_used_mib, gpu.mem_total_mib, 0.90, 0.97)
-    temp_value = f" {_num(gpu.temp_c)}/{_num(gpu.slowdown_temp_c)}°C"
+    temp_value = _of_limit(_num(gpu.temp_c), _num(gpu.slowdown_temp_c), "°C")
     temp_hi = gpu.slowdown_temp_c or 90.0
     return (
         (" mem  ", s.mem_pct, 0.0, 100.0, mem_value, mem_level),
@@ -389,9 +426,9 @@ def _mem_temp(gpu: GpuSample, s: GpuSeries) -> tuple[Metric, Metric]:
 
 
 def _power_clock(gpu: GpuSample, s: GpuSeries) -> tuple[Metric, Metric]:
-    power_value = f" {_num(gpu.power_w)}/{_num(gpu.power_limit_w)}W"
+    power_value = _of_limit(_num(gpu.power_w), _num(gpu.power_limit_w), "W")
     power_level = _ratio_level(gpu.power_w, gpu.power_limit_w, 0.95, 1.0)
-    clock_value = f" {_num(gpu.sm_clock_mhz)}/{_num(gpu.sm_clock_max_mhz)}"
+    clock_value = _of_limit(_num(gpu.sm_clock_mhz), _num(gpu.sm_clock_max_mhz))
     clock_level = "warn" if gpu.clock_event_bits and gpu.clock_event_bits & ~0x101 else ""
     return (
         (" pwr  ", s.power_w, 0.0, gpu.power_limit_w or 1.0, power_value, power_level),
