@@ -253,3 +253,26 @@ def test_a_series_gone_steady_keeps_no_tick_it_dropped() -> None:
         drawn = sparks.spark((3, "pwr"), window, 120, 14, SCALE_LO, SCALE_HI)
         assert drawn == timeline(stream, 120, 120, 14, now)
     assert set(drawn) == {plain_sparkline([350.0], 1, SCALE_LO, SCALE_HI)}
+
+
+def plain_fit(pieces: list[tuple[str, str]], width: int) -> tuple[tuple[str, str], ...]:
+    """A line cut or padded to ``width`` cells the plain way: piece by piece."""
+    out, used = [], 0
+    for text, style in pieces:
+        text = text[: max(0, width - used)]
+        if text:
+            out.append((text, style))
+            used += len(text)
+    if used < width:
+        out.append((" " * (width - used), ""))
+    return tuple(out)
+
+
+def test_a_line_made_to_fit_is_its_pieces_and_any_other_is_cut_or_padded() -> None:
+    rng = random.Random(9)
+    for _ in range(2000):
+        pieces = [("x" * rng.randrange(0, 8), rng.choice(("", "label", "spark"))) for _ in range(4)]
+        exact = sum(len(text) for text, _ in pieces)
+        for width in (0, 1, exact - 1, exact, exact + 1, exact + 5):
+            if width >= 0:
+                assert gpu_lines.fit_line(pieces, width) == plain_fit(pieces, width)

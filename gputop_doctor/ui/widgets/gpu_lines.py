@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter
 
 from gputop_doctor.core.frame import GpuSeries
 from gputop_doctor.core.model import (
@@ -157,8 +158,14 @@ def _ratio_level(value: float | None, limit: float | None, warn: float, hot: flo
     return "hot" if ratio >= hot else "warn" if ratio >= warn else ""
 
 
+_TEXT = itemgetter(0)  # a piece's text
+
+
 def fit_line(pieces: list[Piece], width: int) -> Line:
     """Crop or pad a line of pieces to exactly ``width`` cells."""
+    texts = list(map(_TEXT, pieces))
+    if sum(map(len, texts)) == width and all(texts):  # made to fit, as most lines are
+        return tuple(pieces)
     out: list[Piece] = []
     used = 0
     for text, style in pieces:
