@@ -31,9 +31,7 @@ from gputop_doctor.core.model import (
     ClockEvent,
     GpuSample,
 )
-from gputop_doctor.ui.render import (
-    block as block_of,
-)
+from gputop_doctor.ui.render import block as block_of
 from gputop_doctor.ui.render import (
     ellipsize,
     fmt_mib,
@@ -414,7 +412,7 @@ def _pair_halves(width: int) -> tuple[int, int]:
 
 
 def _of_limit(reading: str, limit: str, unit: str = "") -> str:
-    """`` 99/700W``, the reading as wide as its limit (`` 99`` against ``700``): a reading
+    """``"  99/700W"``, the reading as wide as its limit (``" 99"`` against ``"700"``): a reading
     that gains a digit (power past 100 W, a clock past 1,000 MHz) does not take a cell from
     its sparkline, which would then cut its ticks into cells anew, frame after frame while the
     reading goes back and forth."""
