@@ -41,8 +41,9 @@ calls, which CPU time includes.
 
 ``--bytecodes``: instead of all that, the Python bytecodes of ``--ticks`` ticks after the same
 filling, and (unless ``--no-tui``) of the TUI's UI thread handling their frames, by area and
-function (benchmarks/bytecodes.py): seconds, and the same count for the same work on a loaded
-machine, where callgrind's names C functions; it leaves out what runs in C.
+function (benchmarks/bytecodes.py): seconds, and the same count for the same work whatever
+else the machine runs (a frame's on a quiet machine: on a loaded one, two frames may share one
+refresh), where callgrind's names C functions; it leaves out what runs in C.
 
     .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
         [--nvml-costs none|h200] [--instructions | --bytecodes] [--gpu-source fake|nvml]
@@ -502,6 +503,8 @@ def main() -> None:
     add_steady_argument(parser)
     args = parser.parse_args()
     refuse_fake_options_on_a_driver(parser, args)
+    if args.bytecodes and args.instructions:
+        parser.error("--bytecodes and --instructions count two things: one at a time")
     if args.bytecodes and args.ticks < 2:
         parser.error("--bytecodes needs --ticks 2 or more (the first frame builds the screen)")
     if args.instructions and args.nvml_costs != "none":
