@@ -41,9 +41,11 @@ calls, which CPU time includes.
 
 ``--bytecodes``: instead of all that, the Python bytecodes of ``--ticks`` ticks after the same
 filling, and (unless ``--no-tui``) of the TUI's UI thread handling their frames, by area and
-function (benchmarks/bytecodes.py): seconds, and the same count for the same work whatever
-else the machine runs (a frame's on a quiet machine: on a loaded one, two frames may share one
-refresh), where callgrind's names C functions; it leaves out what runs in C.
+function (benchmarks/bytecodes.py): seconds, where callgrind's takes minutes and names C
+functions; it leaves out what runs in C. A tick's count is the same for the same work whatever
+else the machine runs; a frame's moves with the load (Textual's refreshes and timers fall
+differently: 120,900 on a quiet machine, 116,000 with a CI run beside it), so compare frames
+side by side on a quiet machine.
 
     .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
         [--nvml-costs none|h200] [--instructions | --bytecodes] [--gpu-source fake|nvml]
@@ -396,9 +398,9 @@ def report_bytecodes(root_pid: int, tmp: Path, args: argparse.Namespace) -> None
 def count_tui_frames(frames: list[Any], engine: Any) -> BytecodeCount:
     """The bytecodes the UI thread executes for each frame after the first: the frame shown
     and the screen brought up to date, as the app does when the sampler hands it a frame.
-    Each is given 0.5 s, in which the compositor's refresh runs (a frame's handling takes
-    about 0.15 s traced): a frame that overran into the next would share one refresh with
-    it, and the count would be short by one. A pilot's pauses would add their own messages."""
+    Each is given 0.5 s, in which the compositor's refresh runs (a frame takes about 0.05 s
+    of CPU traced): with 0.1 s, frames shared refreshes and the count fell by a tenth. A
+    pilot's pauses would add their own messages (and `inspect.signature` calls)."""
     from gputop_doctor.ui.app import GpuTopApp
     from gputop_doctor.ui.messages import FrameReady
 
