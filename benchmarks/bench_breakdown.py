@@ -42,10 +42,10 @@ calls, which CPU time includes.
 ``--bytecodes``: instead of all that, the Python bytecodes of ``--ticks`` ticks after the same
 filling, and (unless ``--no-tui``) of the TUI's UI thread handling their frames, by area and
 function (benchmarks/bytecodes.py): seconds, where callgrind's takes minutes and names C
-functions; it leaves out what runs in C. A tick's count is the same for the same work whatever
-else the machine runs; a frame's moves with the load (Textual's refreshes and timers fall
-differently: 120,900 on a quiet machine, 116,000 with a CI run beside it), so compare frames
-side by side on a quiet machine.
+functions; it leaves out what runs in C. A tick's count moves a little from run to run with
+the host's processes (under 1 %), not with the load; a frame's moves with the load (Textual's
+refreshes and timers fall differently: 120,900 on a quiet machine, 116,000 with a CI run
+beside it), so compare frames side by side on a quiet machine.
 
     .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
         [--nvml-costs none|h200] [--instructions | --bytecodes] [--gpu-source fake|nvml]
@@ -491,7 +491,8 @@ def main() -> None:
         "--bytecodes",
         action="store_true",
         help="count the Python bytecodes of a tick (and of the TUI's frame) by function"
-        " instead (reproducible, seconds; leaves out what runs in C)",
+        " instead (seconds; a tick's count is steady, a frame's steady on a quiet machine;"
+        " leaves out what runs in C)",
     )
     parser.add_argument(
         "--instructions",

@@ -3,14 +3,18 @@
 A tick's CPU time on the shared 2-core VM moves by a third from run to run, and callgrind's
 count of instructions (``instructions.py``), steady as it is, names C functions (the
 interpreter's loop, mostly), not the Python function that ran them. Counting the bytecodes
-each Python function executes names the function, is the same number for the same work
-whatever else the machine runs, and takes seconds: a cut of a few hundred bytecodes a tick
-shows as exactly that. It leaves out what runs in C (a ``sum`` over a tuple, a ``pread``, the
-fake NVML, the kernel's work), so it ranks the Python part of a tick, not the whole of it: a
-bytecode that builds a tuple of 600 values costs more than one that adds two numbers.
+each Python function executes names the function and takes seconds. A tick's count moves
+only with the work: under 1 % from run to run, with the host's processes that the host
+ranking reads, so a cut of a thousand bytecodes a tick shows. A TUI frame's count also moves
+with the machine's load (Textual's refreshes and timers fall differently), so frames are
+compared side by side on a quiet machine. It leaves out what runs in C (a ``sum`` over a
+tuple, a ``pread``, the fake NVML, the kernel's work), so it ranks the Python part of a
+tick, not the whole of it: a bytecode that builds a tuple of 600 values costs more than one
+that adds two numbers.
 
 The count is made by ``sys.settrace`` with per-opcode events in this thread only: the traced
-stretch runs 20 to 50 times slower, so only the counts mean anything, never its timings.
+stretch runs many times slower (a TUI frame about 0.05 s of CPU, against a few milliseconds),
+so only the counts mean anything, never its timings.
 """
 
 from __future__ import annotations
