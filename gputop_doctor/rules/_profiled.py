@@ -24,7 +24,7 @@ def latest_profiles(history: History, max_age_s: float) -> list[ProfileSummary]:
         return []
     out = []
     for proc in probed_processes(snap):
-        summary = proc.probe.profile if proc.probe is not None else None  # (for mypy: it is)
+        summary = proc.probe.profile if proc.probe is not None else None  # never None: for mypy
         if summary is not None and snap.time - summary.finished_at <= max_age_s:
             out.append(summary)
     return out

@@ -305,8 +305,7 @@ def _moved(
             closed += block
             open_values = 0
         open_values += 1
-        newest = values[end - open_values : end]
-        block = block_of(sum(newest) / open_values, lo, hi)
+        block = _cell_block(values[end - open_values : end], lo, hi)
     closed = _within(closed, values, open_values, per_cell, width, lo, hi)
     text = _padded(closed + block, width)
     return _Timeline(values, width, lo, hi, per_cell, closed, open_values, text)
@@ -329,8 +328,7 @@ def _within(
     kept = min(width - 1, full + (1 if left else 0), len(closed))  # fewer: a line just widened
     closed = closed[len(closed) - kept :] if kept > 0 else ""
     if left and kept == full + 1:
-        oldest = values[:left]
-        closed = block_of(sum(oldest) / left, lo, hi) + closed[1:]
+        closed = _cell_block(values[:left], lo, hi) + closed[1:]
     return closed
 
 
@@ -338,9 +336,15 @@ def _cut(values: tuple[float, ...], per_cell: int, width: int, lo: float, hi: fl
     """``values`` cut into cells of ``per_cell`` ticks, the newest ending at the newest tick
     (the oldest may hold fewer)."""
     ends = range(len(values), 0, -per_cell)  # where each cell ends, newest first
-    cells = [values[max(0, end - per_cell) : end] for end in reversed(ends)]
-    chars = sparkline([sum(cell) / len(cell) for cell in cells], len(cells), lo, hi)
+    chars = "".join(
+        _cell_block(values[max(0, end - per_cell) : end], lo, hi) for end in reversed(ends)
+    )
     return _Timeline(values, width, lo, hi, per_cell, chars[:-1], per_cell, _padded(chars, width))
+
+
+def _cell_block(cell: tuple[float, ...], lo: float, hi: float) -> str:
+    """A cell's block: the mean of its ticks on [lo, hi], as ``sparkline`` draws a value."""
+    return block_of(sum(cell) / len(cell), lo, hi)
 
 
 def _padded(chars: str, width: int) -> str:
