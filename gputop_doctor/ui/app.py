@@ -20,6 +20,7 @@ from typing import ClassVar
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
@@ -43,6 +44,7 @@ from gputop_doctor.ui.messages import (
     RecordingStarted,
     SamplerStopped,
 )
+from gputop_doctor.ui.quiet_input import quiet_driver_class
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
 from gputop_doctor.ui.screens.help import HelpScreen
@@ -155,6 +157,9 @@ class GpuTopApp(App[int]):
         yield from widgets
         yield self.search_field
         yield Footer(compact=True, show_command_palette=False)
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet_driver_class(super().get_driver_class())
 
     def on_mount(self) -> None:
         self.own_cost = OwnCost.now()

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.driver import Driver
 from textual.widgets import Footer, Static
 
 from gputop_doctor.core.own_cost import OwnCost
@@ -25,6 +26,7 @@ from gputop_doctor.fleet.hosts import HostSpec
 from gputop_doctor.fleet.render import group_line, grouped_findings, host_lines
 from gputop_doctor.fleet.view import HostState, HostStatus
 from gputop_doctor.fleet.watcher import FleetFrame, FleetWatcher
+from gputop_doctor.ui.quiet_input import quiet_driver_class
 from gputop_doctor.ui.screens.fleet_host import FleetHostScreen
 from gputop_doctor.ui.screens.help import HelpScreen
 
@@ -100,6 +102,9 @@ class FleetApp(App[int]):
                 yield HostCard(id=f"host-{index}", classes="host-card")
             yield FleetFindings(id="fleet-findings")
         yield Footer()
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet_driver_class(super().get_driver_class())
 
     def on_mount(self) -> None:
         self.own_cost = OwnCost.now()

@@ -1,0 +1,165 @@
+"""The quiet input thread: keys read by Textual's own loop, and no wakeups between them.
+
+The driver reads a pipe here instead of the terminal (the thread only needs a descriptor),
+and hands each parsed event to a queue instead of an app. Wakeups are counted as the kernel
+counts them for the thread (``voluntary_ctxt_switches``): a thread blocked in an untimed wait
+has none, Textual's polling loop ten a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from textual import events
+from textual.message import Message
+
+from gputop_doctor.ui.quiet_input import QuietLinuxDriver, quiet_driver_class
+
+IDLE_S = 0.3  # the driver's quiet spell in these tests (2 s in the product)
+DEADLINE_S = 10.0  # generous: a loaded CI runner
+
+
+class RecordingDriver(QuietLinuxDriver):
+    idle_s = IDLE_S
+
+    def __init__(self) -> None:
+        super().__init__(object())  # type: ignore[arg-type]  # no app: messages go to a queue
+        self.received: queue.Queue[Message] = queue.Queue()
+
+    def send_message(self, message: Message) -> None:
+        self.received.put(message)
+
+
+class Reading:
+    """A driver's input thread reading the read end of a pipe."""
+
+    def __init__(self) -> None:
+        self.driver = asyncio.run(_made())  # the driver keeps the loop it was made in
+        self.read_fd, self.write_fd = os.pipe()
+        self.driver.fileno = self.read_fd
+        self.thread = threading.Thread(target=self.driver.run_input_thread, daemon=True)
+        self.thread.start()
+
+    def type(self, data: bytes) -> None:
+        os.write(self.write_fd, data)
+
+    def next_key(self) -> str:
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            message = self.driver.received.get(timeout=DEADLINE_S)
+            if isinstance(message, events.Key):
+                return message.key
+        raise AssertionError("no key came")
+
+    def wakeups(self) -> int:
+        assert self.thread.native_id is not None
+        with open(f"/proc/self/task/{self.thread.native_id}/status") as status:
+            line = next(x for x in status if x.startswith("voluntary_ctxt_switches:"))
+        return int(line.split()[1])
+
+    def settled(self) -> int:
+        """Wakeups once the thread has stopped waking (its quiet spell has begun)."""
+        deadline = time.monotonic() + DEADLINE_S
+        before = self.wakeups()
+        while time.monotonic() < deadline:
+            time.sleep(IDLE_S + 0.3)
+            now = self.wakeups()
+            if now == before:
+                return now
+            before = now
+        raise AssertionError("the input thread kept waking")
+
+    def close(self) -> None:
+        self.driver.exit_event.set()
+        self.thread.join(DEADLINE_S)
+        self.driver.stop_input.close()
+        os.close(self.read_fd)
+        os.close(self.write_fd)
+
+
+async def _made() -> RecordingDriver:
+    return RecordingDriver()
+
+
+@pytest.fixture
+def reading() -> Iterator[Reading]:
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTSTP, signal.SIGCONT)}
+    started = Reading()
+    yield started
+    started.close()
+    for sig, handler in handlers.items():  # the driver installs its own for Ctrl+Z
+        signal.signal(sig, handler)
+
+
+def test_a_key_is_read_by_textuals_parser(reading: Reading) -> None:
+    reading.type(b"a")
+    assert reading.next_key() == "a"
+
+
+def test_between_keys_the_thread_does_not_wake(reading: Reading) -> None:
+    reading.type(b"a")
+    reading.next_key()
+    settled = reading.settled()
+    time.sleep(1.0)  # Textual's loop would wake ten times in this
+    assert reading.wakeups() == settled
+
+
+def test_the_first_key_after_a_quiet_spell_is_read(reading: Reading) -> None:
+    reading.settled()
+    reading.type(b"q")
+    assert reading.next_key() == "q"
+    reading.type(b"\x1b[A")  # a sequence: the up arrow, while Textual's loop runs again
+    assert reading.next_key() == "up"
+
+
+def test_a_lone_escape_after_a_quiet_spell_is_the_escape_key(reading: Reading) -> None:
+    reading.settled()
+    reading.type(b"\x1b")  # told from a sequence's start by Textual's timeout, as always
+    assert reading.next_key() == "escape"
+
+
+def test_stopping_wakes_a_quiet_thread_at_once(reading: Reading) -> None:
+    reading.settled()
+    assert not reading.driver.exit_event.is_set()  # idle is the input thread's view only
+    started = time.monotonic()
+    reading.driver.exit_event.set()  # what Textual's disable_input does
+    reading.thread.join(DEADLINE_S)
+    assert not reading.thread.is_alive()
+    assert time.monotonic() - started < DEADLINE_S
+
+
+def test_stopping_while_keys_come_ends_textuals_loop(reading: Reading) -> None:
+    reading.type(b"x")
+    reading.next_key()
+    reading.driver.exit_event.set()
+    reading.thread.join(DEADLINE_S)
+    assert not reading.thread.is_alive()
+
+
+def test_clearing_after_a_stop_lets_a_new_thread_wait_again(reading: Reading) -> None:
+    """Ctrl+Z and fg: Textual stops the thread, clears the event and starts another."""
+    reading.driver.exit_event.set()
+    reading.thread.join(DEADLINE_S)
+    reading.driver.exit_event.clear()
+    reading.thread = threading.Thread(target=reading.driver.run_input_thread, daemon=True)
+    reading.thread.start()
+    settled = reading.settled()  # the wake pipe was drained: the wait blocks
+    time.sleep(0.5)
+    assert reading.wakeups() == settled
+    reading.type(b"k")
+    assert reading.next_key() == "k"
+
+
+def test_only_textuals_linux_driver_is_replaced() -> None:
+    from textual.drivers.headless_driver import HeadlessDriver
+    from textual.drivers.linux_driver import LinuxDriver
+
+    assert quiet_driver_class(LinuxDriver) is QuietLinuxDriver
+    assert quiet_driver_class(HeadlessDriver) is HeadlessDriver
