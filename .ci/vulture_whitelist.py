@@ -54,6 +54,7 @@ _._finalizer  # sources/host/kept_files.py: holding the weakref.finalize keeps i
 # -- Textual reads these by name
 _.container  # get_content_height(container, viewport, width) parameter
 _.can_replace  # ui/messages.py: Textual's message queue asks a message whether it replaces
+_.exit_event  # ui/terminal_driver.py: the stop event Textual's LinuxDriver asks in its input loop
 _.border_title  # Widget attributes Textual draws
 _.border_subtitle
 _.display

@@ -44,7 +44,6 @@ from gputop_doctor.ui.messages import (
     RecordingStarted,
     SamplerStopped,
 )
-from gputop_doctor.ui.quiet_input import quiet_driver_class
 from gputop_doctor.ui.screens.finding_detail import FindingScreen
 from gputop_doctor.ui.screens.gpu_detail import GpuDetailScreen
 from gputop_doctor.ui.screens.help import HelpScreen
@@ -60,6 +59,7 @@ from gputop_doctor.ui.signal_desk import (
     is_signal_binding,
     signal_bindings,
 )
+from gputop_doctor.ui.terminal_driver import quiet_driver_class, redraw_after_resume
 from gputop_doctor.ui.widgets.findings_list import FindingsList
 from gputop_doctor.ui.widgets.gpu_panels import GpuPanels
 from gputop_doctor.ui.widgets.header_bar import HeaderBar
@@ -162,6 +162,7 @@ class GpuTopApp(App[int]):
         return quiet_driver_class(super().get_driver_class())
 
     def on_mount(self) -> None:
+        redraw_after_resume(self)
         self.own_cost = OwnCost.now()
         self.table.focus()
         if self._csv_path:

@@ -26,9 +26,9 @@ from gputop_doctor.fleet.hosts import HostSpec
 from gputop_doctor.fleet.render import group_line, grouped_findings, host_lines
 from gputop_doctor.fleet.view import HostState, HostStatus
 from gputop_doctor.fleet.watcher import FleetFrame, FleetWatcher
-from gputop_doctor.ui.quiet_input import quiet_driver_class
 from gputop_doctor.ui.screens.fleet_host import FleetHostScreen
 from gputop_doctor.ui.screens.help import HelpScreen
+from gputop_doctor.ui.terminal_driver import quiet_driver_class, redraw_after_resume
 
 STATE_CLASSES = {state: f"-{state.name.lower()}" for state in HostState}
 
@@ -107,6 +107,7 @@ class FleetApp(App[int]):
         return quiet_driver_class(super().get_driver_class())
 
     def on_mount(self) -> None:
+        redraw_after_resume(self)
         self.own_cost = OwnCost.now()
         self.refresh_fleet()
         self.set_interval(self.refresh_s, self.refresh_fleet)

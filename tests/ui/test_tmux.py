@@ -195,3 +195,31 @@ def test_stopping_quits_like_q_and_leaves_every_sampled_tick_in_the_csv(
     ticks = [t.snapshot.tick for t in recorded.ticks]
     assert ticks == list(range(ticks[0], ticks[0] + len(ticks))), "a tick is missing"
     assert all(len(t.snapshot.gpus) == 8 for t in recorded.ticks), "a tick lost GPU rows"
+
+
+def test_suspended_and_resumed_it_reads_keys_after_a_quiet_spell(session: str) -> None:
+    """Ctrl+Z's signal and ``fg``: Textual stops its input thread and closes the driver, then
+    starts both again. The quiet input thread (ui/terminal_driver.py) must come back: after two
+    seconds without a key it waits for one, and the next key still opens the help and quits."""
+
+    def screen() -> str:
+        return tmux(session, "capture-pane", "-p", "-t", session)
+
+    tmux(session, "send-keys", "-t", session, f"{BIN} --demo healthy", "Enter")
+    wait_for(lambda: "GPU7" in screen(), START_S, "the GPU panels", screen)
+    shell = int(tmux(session, "display", "-p", "-t", session, "#{pane_pid}").strip())
+    wait_for(lambda: _only_child(shell) is not None, START_S, "the gputop-doctor process", screen)
+    child = _only_child(shell)
+    assert child is not None
+
+    os.kill(child, signal.SIGTSTP)  # what Ctrl+Z sends
+    wait_for(lambda: "Stopped" in screen(), STOP_S, "the shell to report the job stopped", screen)
+    tmux(session, "send-keys", "-t", session, "clear; fg; echo EXIT=$?", "Enter")
+    wait_for(lambda: "GPU7" in screen(), START_S, "the GPU panels again", screen)
+    time.sleep(3.0)  # past the input thread's quiet spell (2 s): it waits for a key now
+    tmux(session, "send-keys", "-t", session, "?")
+    wait_for(lambda: "gputop-doctor help" in screen(), STOP_S, "the help", screen)
+    tmux(session, "send-keys", "-t", session, "Escape")
+    wait_for(lambda: "gputop-doctor help" not in screen(), STOP_S, "the help to close", screen)
+    tmux(session, "send-keys", "-t", session, "q")
+    wait_for(lambda: "EXIT=0" in screen(), STOP_S, "the command to exit with status 0", screen)

@@ -1,9 +1,11 @@
 """The quiet input thread: keys read by Textual's own loop, and no wakeups between them.
 
 The driver reads a pipe here instead of the terminal (the thread only needs a descriptor),
-and hands each parsed event to a queue instead of an app. Wakeups are counted as the kernel
-counts them for the thread (``voluntary_ctxt_switches``): a thread blocked in an untimed wait
-has none, Textual's polling loop ten a second.
+and hands each parsed event to a queue instead of an app; its thread is stopped as Textual's
+``disable_input`` stops it, and the driver closed as Textual suspends or quits (``close``).
+Wakeups are counted as the kernel counts them for the thread (``voluntary_ctxt_switches``):
+a thread blocked in an untimed wait has none, Textual's polling loop ten a second. The real
+app suspended, resumed and quit in a terminal: tests/ui/test_tmux.py.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 from textual import events
 from textual.message import Message
 
-from gputop_doctor.ui.quiet_input import QuietLinuxDriver, quiet_driver_class
+from gputop_doctor.ui.terminal_driver import QuietLinuxDriver, quiet_driver_class
 
 IDLE_S = 0.3  # the driver's quiet spell in these tests (2 s in the product)
 DEADLINE_S = 10.0  # generous: a loaded CI runner
@@ -30,7 +32,8 @@ class RecordingDriver(QuietLinuxDriver):
     idle_s = IDLE_S
 
     def __init__(self) -> None:
-        super().__init__(object())  # type: ignore[arg-type]  # no app: messages go to a queue
+        # No app (messages go to a queue), no mouse (disabling it would write to a terminal).
+        super().__init__(object(), mouse=False)  # type: ignore[arg-type]
         self.received: queue.Queue[Message] = queue.Queue()
 
     def send_message(self, message: Message) -> None:
@@ -44,18 +47,42 @@ class Reading:
         self.driver = asyncio.run(_made())  # the driver keeps the loop it was made in
         self.read_fd, self.write_fd = os.pipe()
         self.driver.fileno = self.read_fd
+        self.start()
+
+    def start(self) -> None:
+        """What the driver's ``start_application_mode`` does for its input (the rest of it
+        sets up a terminal)."""
+        self.driver.stop_input.open()
         self.thread = threading.Thread(target=self.driver.run_input_thread, daemon=True)
         self.thread.start()
+
+    def stop(self) -> float:
+        """What Textual's ``disable_input`` does to the thread on quitting or suspending (set
+        the event, join the thread, clear the event; it joins the thread it started itself,
+        so it is not called here): the seconds the join took."""
+        started = time.monotonic()
+        self.driver.exit_event.set()
+        self.thread.join(DEADLINE_S)
+        took = time.monotonic() - started
+        assert not self.thread.is_alive(), "the input thread did not stop"
+        self.driver.exit_event.clear()
+        return took
 
     def type(self, data: bytes) -> None:
         os.write(self.write_fd, data)
 
     def next_key(self) -> str:
+        message = self.next_input()
+        assert isinstance(message, events.Key), message
+        return message.key
+
+    def next_input(self) -> events.Key | events.Paste:
+        """The next key or paste (Textual's answers to its own queries are skipped)."""
         deadline = time.monotonic() + DEADLINE_S
         while time.monotonic() < deadline:
             message = self.driver.received.get(timeout=DEADLINE_S)
-            if isinstance(message, events.Key):
-                return message.key
+            if isinstance(message, events.Key | events.Paste):
+                return message
         raise AssertionError("no key came")
 
     def wakeups(self) -> int:
@@ -77,9 +104,9 @@ class Reading:
         raise AssertionError("the input thread kept waking")
 
     def close(self) -> None:
-        self.driver.exit_event.set()
-        self.thread.join(DEADLINE_S)
-        self.driver.stop_input.close()
+        if self.thread.is_alive():
+            self.stop()
+        self.driver.close()
         os.close(self.read_fd)
         os.close(self.write_fd)
 
@@ -125,36 +152,44 @@ def test_a_lone_escape_after_a_quiet_spell_is_the_escape_key(reading: Reading) -
     assert reading.next_key() == "escape"
 
 
+def test_a_paste_that_stalls_past_the_quiet_spell_is_read_whole(reading: Reading) -> None:
+    """The wait keeps Textual's parser: the rest of a paste that stalls for longer than the
+    quiet spell (a slow link) is still the paste, never keys (which could press bindings)."""
+    reading.type(b"\x1b[200~ab")
+    reading.settled()  # the thread waits, the paste half read
+    reading.type(b"cd\x1b[201~")
+    message = reading.next_input()
+    assert isinstance(message, events.Paste) and message.text == "abcd"
+    assert reading.driver.received.empty()
+
+
 def test_stopping_wakes_a_quiet_thread_at_once(reading: Reading) -> None:
     reading.settled()
     assert not reading.driver.exit_event.is_set()  # idle is the input thread's view only
-    started = time.monotonic()
-    reading.driver.exit_event.set()  # what Textual's disable_input does
-    reading.thread.join(DEADLINE_S)
-    assert not reading.thread.is_alive()
-    assert time.monotonic() - started < DEADLINE_S
+    assert reading.stop() < 2.0  # a 0.1 s poll would take 0.1 s, an untimed one forever
 
 
 def test_stopping_while_keys_come_ends_textuals_loop(reading: Reading) -> None:
     reading.type(b"x")
     reading.next_key()
-    reading.driver.exit_event.set()
-    reading.thread.join(DEADLINE_S)
-    assert not reading.thread.is_alive()
+    assert reading.stop() < 2.0
 
 
-def test_clearing_after_a_stop_lets_a_new_thread_wait_again(reading: Reading) -> None:
-    """Ctrl+Z and fg: Textual stops the thread, clears the event and starts another."""
-    reading.driver.exit_event.set()
-    reading.thread.join(DEADLINE_S)
-    reading.driver.exit_event.clear()
-    reading.thread = threading.Thread(target=reading.driver.run_input_thread, daemon=True)
-    reading.thread.start()
-    settled = reading.settled()  # the wake pipe was drained: the wait blocks
+def test_a_suspended_and_resumed_driver_waits_and_reads_again(reading: Reading) -> None:
+    """Ctrl+Z and fg: Textual stops the thread and closes the driver, then starts it again
+    (the wake pipe with it); closing twice is harmless."""
+    reading.settled()
+    reading.stop()
+    reading.driver.close()
+    reading.start()
+    settled = reading.settled()  # a wait, not a spin on a closed pipe
     time.sleep(0.5)
     assert reading.wakeups() == settled
     reading.type(b"k")
     assert reading.next_key() == "k"
+    reading.stop()
+    reading.driver.close()
+    reading.driver.close()
 
 
 def test_only_textuals_linux_driver_is_replaced() -> None:
