@@ -31,6 +31,12 @@ a second asleep the tick runs on cold caches and branch predictors (on the 2-cor
 over 2,000 tuples took 0.028 ms back to back and 0.077 ms after each second's sleep). The
 TUI's and serve's own CPU % over a minute: bench_tui.py and bench_serve.py.
 
+``--cold``: before each measured tick, a buffer three times the size of the last-level
+cache is written, so that the tick finds none of its data in the CPU's caches, as a tick paced
+at 1 s finds it after a second asleep: the breakdown then weighs the parts as a paced tick
+does, in seconds instead of a paced run's minutes. It reproduces about half of a paced tick's
+extra cost (docs/benchmarks.md, "Wakeups, and Textual's input thread asleep between keys").
+
 ``--instructions``: instead of all that, the instructions one tick executes (the mean over
 ``--ticks`` ticks after the same filling, nothing else measured), counted by valgrind's
 callgrind (benchmarks/instructions.py): the same for the same work, loaded machine or not,
@@ -48,8 +54,8 @@ refreshes and timers fall differently: 120,900 on a quiet machine, 116,000 with 
 beside it), so compare frames side by side on a quiet machine.
 
     .venv/bin/python benchmarks/bench_breakdown.py [--ticks 30] [--seconds 60] [--no-tui]
-        [--nvml-costs none|h200] [--instructions | --bytecodes] [--gpu-source fake|nvml]
-        [--steady]
+        [--nvml-costs none|h200] [--instructions | --bytecodes | --cold]
+        [--gpu-source fake|nvml] [--steady]
 
 The fake GPUs' readings move from tick to tick as an H200's did under a GEMM (see
 bench_record.py): the tick's caches that hit while a value repeats miss as on a real GPU.
@@ -526,6 +532,8 @@ def main() -> None:
     add_steady_argument(parser)
     args = parser.parse_args()
     refuse_fake_options_on_a_driver(parser, args)
+    if args.cold and (args.bytecodes or args.instructions):
+        parser.error("--cold times the ticks: --bytecodes and --instructions count them")
     if args.bytecodes and args.instructions:
         parser.error("--bytecodes and --instructions count two things: one at a time")
     if args.bytecodes and args.ticks < 2:
