@@ -14,11 +14,15 @@ of the TUI's 1.05 % (``bench_tui.py`` prints each thread's wakeups a second).
 timeout before it answers. The loop never ends for it: the same parser reads on when the wait
 ends, so a paste or an escape sequence that stalls mid-way is read whole when the rest comes,
 and the key that ends the wait is read at once, as any other. ``IDLE_S`` counts from the last
-bytes read and the last event, not from the last key: Textual's loop asks its event again
-within a few milliseconds when its ``select`` returned with input, and only after 0.1 s when
-it timed out, so a quick return is input. The wait begins only at the second idle ask in a
-row, so the loop has run once more with nothing read: a lone Escape, which Textual's parser
-lets out after its timeout (``ESCDELAY``, 0.1 s by default), is out by then.
+bytes it saw read and the last event, not from the last key: Textual's loop asks its event
+again within microseconds of a ``select`` that returned with input, and 0.1 s after one that
+timed out, so an ask sooner than 0.1 s after the last follows a read. The wait begins only at
+the second idle ask in a row, so that the loop has run once more: a lone Escape, which
+Textual's parser lets out after its timeout (``ESCDELAY``, 0.1 s by default; the wait never
+begins sooner than twice that), is out by then. One case is left: an Escape whose byte arrives
+in the last microseconds of the loop's last 0.1 s before the wait, so late that the next ask
+comes 0.1 s after the one before; it stays in the parser until the next key, which it then
+precedes as Alt would.
 
 It relies on Textual 8's Linux driver as it is, through names without an underscore: the
 loop in ``run_input_thread`` asks ``exit_event.is_set()`` before each 0.1 s ``select`` of
@@ -34,17 +38,21 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import sys
 import threading
 import time
 from typing import Any
 
 from textual.app import App
+from textual.constants import ESCAPE_DELAY
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 
 IDLE_S = 2.0  # nothing read for this long: the next ask of the stop event waits for input
-QUICK_S = 0.09  # asked again this soon after the last ask: Textual's select returned input
+# Textual's loop waits this long in its select when nothing comes (a timeout never returns
+# early, a signal only restarts it), so an ask sooner than this after the last followed a read.
+SELECT_TIMEOUT_S = 0.1
 CLOSED = -1
 
 
@@ -61,7 +69,8 @@ class InputStop(threading.Event):
 
     def __init__(self, idle_s: float = IDLE_S) -> None:
         super().__init__()
-        self.idle_s = idle_s
+        # A lone Escape is let out by the loop after ESCDELAY: never wait before that.
+        self.idle_s = max(idle_s, 2 * ESCAPE_DELAY)
         self.terminal = CLOSED  # the descriptor the input thread reads
         self.reader: int | None = None  # the input thread's ident while it runs
         self.last_input = time.monotonic()
@@ -100,7 +109,7 @@ class InputStop(threading.Event):
         if threading.get_ident() != self.reader:
             return False
         now = time.monotonic()
-        if now - self._asked < QUICK_S:  # the loop's select returned early: it read input
+        if now - self._asked < SELECT_TIMEOUT_S:  # the loop's select returned early: a read
             self.last_input = now
         if now - self.last_input < self.idle_s:
             self._idle_asks = 0
@@ -121,9 +130,9 @@ class InputStop(threading.Event):
         poller.register(self.terminal, select.POLLIN)
         poller.register(self._wake_read, select.POLLIN)
         while not super().is_set():
-            ready = {fd for fd, _ in poller.poll()}
-            if self.terminal in ready:
-                return
+            for fd, events in poller.poll():
+                if fd == self.terminal or events != select.POLLIN:
+                    return  # input, or a descriptor gone bad: Textual's loop sees to it
             self._drain()  # a wake left from an earlier stop, not this one
 
     def _drain(self) -> None:
@@ -183,6 +192,8 @@ def redraw_after_resume(app: App[Any]) -> None:
 
 
 def quiet_driver_class(chosen: type[Driver]) -> type[Driver]:
-    """The driver an app runs with: Textual's choice, its Linux driver made quiet (a driver
-    named by ``TEXTUAL_DRIVER``, the headless one of tests, stay as they are)."""
-    return QuietLinuxDriver if chosen is LinuxDriver else chosen
+    """The driver an app runs with: Textual's choice, its Linux driver made quiet on Linux (a
+    driver named by ``TEXTUAL_DRIVER``, the headless one of tests, the same class on macOS,
+    whose ``poll`` does not wait on a terminal, stay as they are)."""
+    quiet = chosen is LinuxDriver and sys.platform.startswith("linux")
+    return QuietLinuxDriver if quiet else chosen

@@ -49,10 +49,11 @@ class Reading:
         self.driver.fileno = self.read_fd
         self.start()
 
-    def start(self) -> None:
+    def start(self, open_pipe: bool = True) -> None:
         """What the driver's ``start_application_mode`` does for its input (the rest of it
         sets up a terminal)."""
-        self.driver.stop_input.open()
+        if open_pipe:
+            self.driver.stop_input.open()
         self.thread = threading.Thread(target=self.driver.run_input_thread, daemon=True)
         self.thread.start()
 
@@ -79,8 +80,11 @@ class Reading:
     def next_input(self) -> events.Key | events.Paste:
         """The next key or paste (Textual's answers to its own queries are skipped)."""
         deadline = time.monotonic() + DEADLINE_S
-        while time.monotonic() < deadline:
-            message = self.driver.received.get(timeout=DEADLINE_S)
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                message = self.driver.received.get(timeout=left)
+            except queue.Empty:
+                break
             if isinstance(message, events.Key | events.Paste):
                 return message
         raise AssertionError("no key came")
@@ -190,6 +194,24 @@ def test_a_suspended_and_resumed_driver_waits_and_reads_again(reading: Reading) 
     reading.stop()
     reading.driver.close()
     reading.driver.close()
+
+
+def test_resuming_opens_the_wake_pipe_that_suspending_closed(
+    reading: Reading, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver's own ``start_application_mode`` opens the pipe (Textual's part, which sets
+    up a terminal, is left out): without it, the wait would return at once, and the thread
+    would poll again."""
+    from textual.drivers.linux_driver import LinuxDriver
+
+    monkeypatch.setattr(LinuxDriver, "start_application_mode", lambda self: None)
+    reading.stop()
+    reading.driver.close()
+    reading.driver.start_application_mode()
+    reading.start(open_pipe=False)
+    reading.settled()
+    reading.type(b"r")
+    assert reading.next_key() == "r"
 
 
 def test_only_textuals_linux_driver_is_replaced() -> None:
