@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputop_doctor.core.model import HostSample, ProcSample, Snapshot, TreeTotals
+from gputop_doctor.core.same_samples import OfSameProcesses
 
 NS_PER_S = 1e9
 
@@ -56,7 +57,7 @@ def demand_cpus(processes: Iterable[ProcSample]) -> float | None:
     return total if seen else None
 
 
-def tree_want_cpus(processes: Iterable[ProcSample]) -> float | None:
+def _tree_want_cpus(processes: Iterable[ProcSample]) -> float | None:
     """CPUs the tree wanted this tick: what it used (reaped children included) or, when its
     threads also queued, what they were on a CPU plus queued for one, whichever is more.
 
@@ -67,6 +68,11 @@ def tree_want_cpus(processes: Iterable[ProcSample]) -> float | None:
     if used is None:
         return None
     return max(used, demand_cpus(tree) or 0.0)
+
+
+# ``_tree_want_cpus`` of a tick's samples, worked out once: the cpu-saturation rule asks it in
+# the sampler's thread, and the host panel asks it again in the UI's for the same tick.
+tree_want_cpus = OfSameProcesses(_tree_want_cpus)
 
 
 def wait_share(run: float, wait: float) -> float | None:

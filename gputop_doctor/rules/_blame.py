@@ -17,14 +17,11 @@ from gputop_doctor.core import measures
 from gputop_doctor.core.history import Window
 from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.pressure import OutsideJob, OutsideProcess, Pressure, PressureScope
+from gputop_doctor.core.same_samples import OfSameProcesses, same_objects
 from gputop_doctor.core.text import printable
 from gputop_doctor.rules import _stats
 from gputop_doctor.rules._running import running_groups
-from gputop_doctor.rules._window import (
-    OfSameProcesses,
-    per_snapshot,
-    same_objects,
-)
+from gputop_doctor.rules._window import per_snapshot
 
 _Ranked = TypeVar("_Ranked", OutsideProcess, OutsideJob)
 _Key = TypeVar("_Key", int, str)

@@ -7,9 +7,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from gputop_doctor.core import measures
 from gputop_doctor.core.history import Window
 from gputop_doctor.core.model import ClockEvent, GpuSample, ProcSample, Snapshot
+from gputop_doctor.core.same_samples import OfSameProcesses
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import process_of
-from gputop_doctor.rules._window import OfRecent, OfSameProcesses
+from gputop_doctor.rules._window import OfRecent
 
 
 def util_readings(gpu: GpuSample) -> tuple[float, ...]:

@@ -43,7 +43,7 @@ from gputop_doctor.core.findings import Finding
 from gputop_doctor.core.history import Extent, History
 from gputop_doctor.core.model import GpuSample, Snapshot
 from gputop_doctor.core.rule import Check, RuleContext
-from gputop_doctor.rules._window import same_objects
+from gputop_doctor.core.same_samples import same_objects
 
 # Values of these exact types that compare equal are interchangeable for any pure function
 # (unlike floats: 0.0 == -0.0 prints differently).

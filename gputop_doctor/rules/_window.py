@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import is_
 from typing import Generic, TypeVar
 
 from gputop_doctor.core.history import History, PerSnapshot, Window
@@ -118,49 +117,6 @@ def _probed(snap: Snapshot) -> tuple[ProcSample, ...]:
 # profile rules, dataloader-config and gpu-starvation each ask it of the same latest tick,
 # and each asking walked all of the tree's processes.
 probed_processes = OfRecent(_probed)
-
-
-class OfSameProcesses(Generic[T]):
-    """``derive(processes, *params)`` of a snapshot's processes, reused while the next
-    snapshot asked about holds the same process samples, object for object, in order.
-
-    The process source hands a steady process (asleep, or its readings not moved) on as the
-    same :class:`ProcSample` object from tick to tick, so a tree of idle processes (a launcher,
-    its shells, pool threads parked) is the same tuple of objects tick after tick; walking
-    its 64 samples again for the same answer was a good part of the per-process rules' cost.
-
-    One instance per derivation, made at module level by the code that owns it: the
-    derivation is fixed when the instance is made, so no two derivations can share an entry
-    (no names to collide). ``derive`` must be a function of the samples alone (they are
-    frozen) and of ``params`` (a rule's thresholds, which must not vary from tick to tick).
-    Per ``params``, the samples asked about last are held (so an ``id`` is never reused under
-    them) with their value: one snapshot's worth. Asked from one thread (the sampler's, where
-    the engine runs the rules); a second engine's thread at worst derives again: the entries
-    are a mapping swapped whole, never changed in place."""
-
-    _MAX_PARAMS = 16  # a call site's parameters are few; the bound is for tests' thresholds
-
-    def __init__(self, derive: Callable[..., T]) -> None:
-        self._derive = derive
-        self._latest: dict[tuple[Hashable, ...], tuple[tuple[ProcSample, ...], T]] = {}
-
-    def __call__(self, processes: tuple[ProcSample, ...], *params: Hashable) -> T:
-        latest = self._latest
-        held = latest.get(params)
-        if held is not None and same_objects(held[0], processes):
-            return held[1]
-        value = self._derive(processes, *params)
-        if params in latest or len(latest) < self._MAX_PARAMS:
-            self._latest = {**latest, params: (processes, value)}
-        else:  # full: the oldest parameters leave
-            self._latest = {**dict(tuple(latest.items())[1:]), params: (processes, value)}
-        return value
-
-
-def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
-    """The same objects, position by position (compared in C: 64 in well under a
-    microsecond)."""
-    return a is b or (len(a) == len(b) and all(map(is_, a, b)))
 
 
 class SharedByWindows:

@@ -21,10 +21,11 @@ from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.same_samples import OfSameProcesses
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import cpu_budget
-from gputop_doctor.rules._window import OfSameProcesses, enough_span, per_snapshot, window
+from gputop_doctor.rules._window import enough_span, per_snapshot, window
 
 RULE_ID = "cpu-saturation"
 
@@ -113,14 +114,13 @@ def _tree_share(win: Window, snap: Snapshot, cpus: float) -> Iterator[tuple[str,
 
 
 def _tree_want(snap: Snapshot) -> float | None:
-    return _TREE_WANT(snap.processes)
+    return measures.tree_want_cpus(snap.processes)
 
 
 def _delay_ratio(snap: Snapshot) -> float | None:
     return _DELAY_RATIO(snap.processes)
 
 
-_TREE_WANT = OfSameProcesses(measures.tree_want_cpus)
 _DELAY_RATIO = OfSameProcesses(measures.delay_ratio)
 
 

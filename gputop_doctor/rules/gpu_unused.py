@@ -14,15 +14,10 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.same_samples import OfSameProcesses
 from gputop_doctor.rules._gpu import gpu_pids
 from gputop_doctor.rules._tree import ancestors, is_worker, mean_cpu
-from gputop_doctor.rules._window import (
-    OfSameProcesses,
-    enough_span,
-    gpu_columns,
-    proc_columns,
-    window,
-)
+from gputop_doctor.rules._window import enough_span, gpu_columns, proc_columns, window
 
 RULE_ID = "gpu-unused"
 

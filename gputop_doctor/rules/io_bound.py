@@ -20,11 +20,12 @@ from gputop_doctor.core.findings import HOST, Blame, Evidence, Finding, Severity
 from gputop_doctor.core.history import History, Window
 from gputop_doctor.core.model import ProcSample, Snapshot
 from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.same_samples import OfSameProcesses
 from gputop_doctor.rules import _blame, _stats
 from gputop_doctor.rules._gpu import gpu_pids, job_gpus, util_columns
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import descendants, is_worker
-from gputop_doctor.rules._window import OfSameProcesses, enough_span, window
+from gputop_doctor.rules._window import enough_span, window
 
 RULE_ID = "io-bound"
 

@@ -29,12 +29,13 @@ from gputop_doctor.core.health import NumaNode, Topology, node_of_cpu, parse_cpu
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import GpuSample, ProcSample, Snapshot, SystemInfo
 from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.same_samples import OfSameProcesses
 from gputop_doctor.core.text import pct
 from gputop_doctor.core.topology_check import host_topology, seen_gpus, trusted_topology
 from gputop_doctor.rules._gpu import gpu_pids
 from gputop_doctor.rules._running import running_groups
 from gputop_doctor.rules._tree import children_of, descendants
-from gputop_doctor.rules._window import OfSameProcesses, window
+from gputop_doctor.rules._window import window
 
 RULE_ID = "numa-mismatch"
 

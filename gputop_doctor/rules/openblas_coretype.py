@@ -15,8 +15,8 @@ from gputop_doctor.core.findings import Blame, Evidence, Finding, Severity, pid_
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample
 from gputop_doctor.core.rule import RuleContext, RuleSpec
+from gputop_doctor.core.same_samples import OfSameProcesses
 from gputop_doctor.core.text import plural
-from gputop_doctor.rules._window import OfSameProcesses
 
 RULE_ID = "openblas-coretype"
 

@@ -12,8 +12,8 @@ from gputop_doctor.config import Settings
 from gputop_doctor.core import measures
 from gputop_doctor.core.history import History
 from gputop_doctor.core.model import ProcSample, Snapshot, ThreadEnv
+from gputop_doctor.core.same_samples import OfSameProcesses
 from gputop_doctor.rules import _blame, gpu_memory_creep, openblas_coretype
-from gputop_doctor.rules._window import OfSameProcesses
 from tests.builders import OPENBLAS, Tick, context, gpu, proc, snapshot
 
 
