@@ -77,6 +77,7 @@ class InputStop(threading.Event):
         self._asked = 0.0  # when the reader last asked
         self._idle_asks = 0  # 1: the reader's last ask found it idle already
         self._wake_read = self._wake_write = CLOSED
+        self.waiting = False  # the reader is in its untimed wait for input now
 
     def open(self) -> None:
         """The wake pipe, before an input thread starts (a driver's start or resume)."""
@@ -129,11 +130,15 @@ class InputStop(threading.Event):
         poller = select.poll()  # not select(): descriptors past 1024 are fine
         poller.register(self.terminal, select.POLLIN)
         poller.register(self._wake_read, select.POLLIN)
-        while not super().is_set():
-            for fd, events in poller.poll():
-                if fd == self.terminal or events != select.POLLIN:
-                    return  # input, or a descriptor gone bad: Textual's loop sees to it
-            self._drain()  # a wake left from an earlier stop, not this one
+        self.waiting = True
+        try:
+            while not super().is_set():
+                for fd, events in poller.poll():
+                    if fd == self.terminal or events != select.POLLIN:
+                        return  # input, or a descriptor gone bad: Textual's loop sees to it
+                self._drain()  # a wake left from an earlier stop, not this one
+        finally:
+            self.waiting = False
 
     def _drain(self) -> None:
         if self._wake_read == CLOSED:
