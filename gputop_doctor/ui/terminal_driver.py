@@ -1,5 +1,6 @@
-"""The apps' terminal driver: Textual's, its input thread quiet between keys, and the screen
-drawn whole again after a suspend.
+"""The apps' terminal driver: Textual's, its input thread quiet between keys and parked once
+the terminal is gone, Ctrl+Z's signal taken in the event loop, and the screen drawn whole
+again after a suspend.
 
 Textual reads the keyboard in a thread of its own, in a loop that waits for input at most
 0.1 s at a time and then asks its stop event whether to stop. A monitor's screen mostly sits
@@ -35,9 +36,11 @@ as it does without this.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import select
+import signal
 import sys
 import threading
 import time
@@ -112,6 +115,9 @@ class InputStop(threading.Event):
         now = time.monotonic()
         if now - self._asked < SELECT_TIMEOUT_S:  # the loop's select returned early: a read
             self.last_input = now
+            if self._hung_up():  # and read nothing: it would spin a core from now on
+                self._wait(self._wake_read)
+                return super().is_set()
         if now - self.last_input < self.idle_s:
             self._idle_asks = 0
         elif self._idle_asks:  # idle at the ask before too: the loop's timeouts have run
@@ -125,16 +131,34 @@ class InputStop(threading.Event):
 
     def _wait_for_input(self) -> None:
         """Until the terminal has input or the event is set (or the pipe is gone)."""
-        if self._wake_read == CLOSED or self.terminal == CLOSED:
+        if self.terminal != CLOSED:
+            self._wait(self._wake_read, self.terminal)
+
+    def _hung_up(self) -> bool:
+        """Whether the terminal's other end is gone (an SSH link dropped, a tmux server
+        killed): Textual's loop then finds it readable and reads nothing, forever, and would
+        spin a core until the app quits (SIGHUP's handler quits it; a process that ignores
+        SIGHUP, or whose main thread is stuck, never would)."""
+        if self.terminal == CLOSED:
+            return False
+        poller = select.poll()  # a hang-up, an error and a bad descriptor are always told
+        poller.register(self.terminal, 0)
+        return bool(poller.poll(0))
+
+    def _wait(self, wake: int, terminal: int = CLOSED) -> None:
+        """Until the event is set, or ``terminal`` (when given) has input; with no wake pipe,
+        not at all."""
+        if wake == CLOSED:
             return
         poller = select.poll()  # not select(): descriptors past 1024 are fine
-        poller.register(self.terminal, select.POLLIN)
-        poller.register(self._wake_read, select.POLLIN)
+        poller.register(wake, select.POLLIN)
+        if terminal != CLOSED:
+            poller.register(terminal, select.POLLIN)
         self.waiting = True
         try:
             while not super().is_set():
                 for fd, events in poller.poll():
-                    if fd == self.terminal or events != select.POLLIN:
+                    if fd == terminal or events != select.POLLIN:
                         return  # input, or a descriptor gone bad: Textual's loop sees to it
                 self._drain()  # a wake left from an earlier stop, not this one
         finally:
@@ -164,6 +188,22 @@ class QuietLinuxDriver(LinuxDriver):
         super().__init__(app, debug=debug, mouse=mouse, size=size)
         self.stop_input = InputStop(self.idle_s)
         self.exit_event = self.stop_input
+        self.app_shown = app
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # no signals
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTSTP, self.stop_process)
+
+    def stop_process(self) -> None:
+        """Ctrl+Z's signal (SIGTSTP), taken in the event loop: hand the terminal back, stop,
+        and on ``fg`` take it again and draw every line. Textual's own handler did the same
+        wherever the main thread was, and when the signal came while that thread held the
+        lock of the terminal writer's queue (a frame being written), the handler's first
+        write waited for that lock for ever: a hung app, and, once its terminal was gone, a
+        core spent."""
+        self.suspend_application_mode()
+        os.kill(os.getpid(), signal.SIGSTOP)
+        # Continued (``fg``): the driver's SIGCONT handler has taken the terminal again, at
+        # this safe point, since the main thread stopped right here.
+        self.app_shown.refresh(layout=True)
 
     def start_application_mode(self) -> None:
         self.stop_input.open()

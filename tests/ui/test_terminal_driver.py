@@ -109,12 +109,19 @@ class Reading:
         Textual's polling loop wakes ten times a second."""
         return self.wakeups() - settled <= 1
 
+    def hang_up(self) -> None:
+        """Close the writing end, as a dropped SSH link or a killed tmux server closes the
+        terminal's other end."""
+        os.close(self.write_fd)
+        self.write_fd = -1
+
     def close(self) -> None:
         if self.thread.is_alive():
             self.stop()
         self.driver.close()
         os.close(self.read_fd)
-        os.close(self.write_fd)
+        if self.write_fd != -1:
+            os.close(self.write_fd)
 
 
 async def _made() -> RecordingDriver:
@@ -214,6 +221,18 @@ def test_resuming_opens_the_wake_pipe_that_suspending_closed(
     reading.settled()
     reading.type(b"r")
     assert reading.next_key() == "r"
+
+
+def test_a_terminal_that_hung_up_does_not_spin_the_thread(reading: Reading) -> None:
+    """Textual's loop finds a terminal whose other end is gone readable, reads nothing, and
+    loops: a core spent until the app quits. The thread waits for its stop instead."""
+    reading.type(b"a")
+    reading.next_key()
+    reading.hang_up()
+    settled = reading.settled()
+    time.sleep(1.0)
+    assert reading.quiet_since(settled)
+    assert reading.stop() < 2.0
 
 
 def test_only_textuals_linux_driver_is_replaced() -> None:

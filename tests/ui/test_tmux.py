@@ -198,9 +198,11 @@ def test_stopping_quits_like_q_and_leaves_every_sampled_tick_in_the_csv(
 
 
 def test_suspended_and_resumed_it_reads_keys_after_a_quiet_spell(session: str) -> None:
-    """Ctrl+Z's signal and ``fg``: Textual stops its input thread and closes the driver, then
-    starts both again. The quiet input thread (ui/terminal_driver.py) must come back: after two
-    seconds without a key it waits for one, and the next key still opens the help and quits."""
+    """Ctrl+Z's signal and ``fg``: the driver hands the terminal back and stops the process,
+    then takes the terminal again and draws every line (with Textual's own handler, one stop
+    in twenty hung: see ui/terminal_driver.py). The quiet input thread must come back: after
+    two seconds without a key it waits for one, and the next key still opens the help and
+    quits."""
 
     def screen() -> str:
         return tmux(session, "capture-pane", "-p", "-t", session)
