@@ -230,9 +230,11 @@ class QuietLinuxDriver(LinuxDriver):
 
 
 def redraw_after_resume(app: App[Any]) -> None:
-    """Draw every line again when ``app`` comes back from Ctrl+Z (``fg``): the terminal was
-    the shell's meanwhile, and Textual draws only the lines that changed since, so the
-    header and the cards' titles stayed blank until they changed. Called on mount."""
+    """Draw every line again when ``app`` comes back from Ctrl+Z (``fg``) under Textual's own
+    driver (macOS, a ``TEXTUAL_DRIVER``; :class:`QuietLinuxDriver` redraws in
+    :meth:`~QuietLinuxDriver.stop_process`): the terminal was the shell's meanwhile, and
+    Textual draws only the lines that changed since, so the header and the cards' titles
+    stayed blank until they changed. Called on mount."""
     app.app_resume_signal.subscribe(app, lambda _app: app.refresh(layout=True))
 
 
