@@ -57,21 +57,27 @@ def demand_cpus(processes: Iterable[ProcSample]) -> float | None:
     return total if seen else None
 
 
-def _tree_want_cpus(processes: Iterable[ProcSample]) -> float | None:
+def _tree_want_cpus(processes: tuple[ProcSample, ...]) -> float | None:
     """CPUs the tree wanted this tick: what it used (reaped children included) or, when its
     threads also queued, what they were on a CPU plus queued for one, whichever is more.
 
     A job whose threads are runnable on every CPU fills its CPUs even when neighbours take
     some of them: it is saturated *and* contended."""
-    tree = in_tree(processes)
-    used = tree_cpus(tree)
+    used = tree_used_cpus(processes)
     if used is None:
         return None
-    return max(used, demand_cpus(tree) or 0.0)
+    return max(used, tree_demand_cpus(processes) or 0.0)
 
 
-# ``_tree_want_cpus`` of a tick's samples, worked out once: the cpu-saturation rule asks it in
-# the sampler's thread, and the host panel asks it again in the UI's for the same tick.
+def _tree_demand_cpus(processes: Iterable[ProcSample]) -> float | None:
+    return demand_cpus(in_tree(processes))
+
+
+# Each of a tick's samples worked out once: the rules ask the tree's use and demand (the
+# blame of CPU findings) and its want (cpu-saturation) in the sampler's thread, and the host
+# panel asks the want again in the UI's for the same tick.
+tree_used_cpus = OfSameProcesses(tree_cpus)
+tree_demand_cpus = OfSameProcesses(_tree_demand_cpus)
 tree_want_cpus = OfSameProcesses(_tree_want_cpus)
 
 

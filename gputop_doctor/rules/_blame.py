@@ -140,19 +140,11 @@ def job_used_cpus(win: Window) -> float | None:
 
 
 def _demand_cpus(snap: Snapshot) -> float | None:
-    return _TREE_DEMAND(snap.processes)
-
-
-def _tree_demand(processes: tuple[ProcSample, ...]) -> float | None:
-    return measures.demand_cpus(measures.in_tree(processes))
+    return measures.tree_demand_cpus(snap.processes)
 
 
 def _used_cpus(snap: Snapshot) -> float | None:
-    return _TREE_USED(snap.processes)
-
-
-_TREE_DEMAND = OfSameProcesses(_tree_demand)
-_TREE_USED = OfSameProcesses(measures.tree_cpus)
+    return measures.tree_used_cpus(snap.processes)
 
 
 def cgroup_cpu_pct(win: Window) -> float | None:
