@@ -76,6 +76,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import builtins
+import functools
 import gc
 import os
 import re
@@ -461,17 +462,18 @@ def count_ticks(root_pid: int, tmp: Path, args: argparse.Namespace) -> None:
 
 
 EVICTION_BYTES = 96 << 20  # three times the largest last-level cache of the machines we run on
-_evicting: list[bytearray] = []
+
+
+@functools.cache
+def _eviction_buffer() -> bytearray:
+    return bytearray(EVICTION_BYTES)
 
 
 def evict_caches() -> None:
     """Write a line of every 64 bytes of a buffer larger than the CPU's caches, so the next
     tick finds none of its data there: as a tick paced at 1 s finds it after a second
     asleep (other work ran on the core), at a fraction of the time."""
-    if not _evicting:
-        _evicting.append(bytearray(EVICTION_BYTES))
-    buffer = _evicting[0]
-    buffer[::64] = bytes(EVICTION_BYTES // 64)
+    _eviction_buffer()[::64] = bytes(EVICTION_BYTES // 64)
 
 
 def report_tick_sections(ticks: int) -> None:
